@@ -1,0 +1,251 @@
+/* Reverse mode. Nodes carry a creation sequence number; creation order is a
+ * topological order, so visiting the reachable nodes by decreasing sequence
+ * number sees every consumer of a tensor before the tensor's producer. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "autograd.h"
+
+static const mi_op *op_add, *op_sum_to;
+static _Thread_local uint64_t pass_id;
+
+void mi_engine_set_ops(const mi_op *add, const mi_op *sum_to)
+{
+    op_add = add;
+    op_sum_to = sum_to;
+}
+
+typedef struct node_list {
+    mi_node **v;
+    size_t n, cap;
+} node_list;
+
+static int list_push(node_list *l, mi_node *x)
+{
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? 2 * l->cap : 64;
+        mi_node **v = realloc(l->v, cap * sizeof *v);
+        if (!v) return -1;
+        l->v = v;
+        l->cap = cap;
+    }
+    l->v[l->n++] = x;
+    return 0;
+}
+
+static int by_seq_desc(const void *a, const void *b)
+{
+    uint64_t x = (*(mi_node *const *)a)->seq, y = (*(mi_node *const *)b)->seq;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* Every node the outputs depend on, latest first. */
+static int collect(mi_tensor *const *outputs, int n_out, node_list *order)
+{
+    node_list stack = {0};
+    uint64_t id = ++pass_id;
+    int rc = 0;
+    for (int i = 0; i < n_out && rc == 0; i++)
+        if (outputs[i]->node && outputs[i]->node->visit != id) {
+            outputs[i]->node->visit = id;
+            rc = list_push(&stack, outputs[i]->node);
+        }
+    while (rc == 0 && stack.n > 0) {
+        mi_node *nd = stack.v[--stack.n];
+        rc = list_push(order, nd);
+        for (int i = 0; i < nd->n_inputs && rc == 0; i++) {
+            mi_node *p = nd->inputs[i]->node;
+            if (p && p->visit != id && nd->inputs[i]->requires_grad) {
+                p->visit = id;
+                rc = list_push(&stack, p);
+            }
+        }
+    }
+    free(stack.v);
+    if (rc == 0) qsort(order->v, order->n, sizeof *order->v, by_seq_desc);
+    return rc;
+}
+
+static mi_tensor *unbroadcast(mi_tensor *g, const mi_tensor *like)
+{
+    if (!g || mi_same_shape(g, like)) return g;
+    if (!op_sum_to) {
+        mi_error_set("grad: no sum_to op to un-broadcast with");
+        return NULL;
+    }
+    mi_attrs a = {.rank = like->rank};
+    memcpy(a.shape, like->shape, sizeof a.shape);
+    return mi_apply(op_sum_to, &g, 1, &a);
+}
+
+static int accumulate(mi_tensor *t, mi_tensor *g)
+{
+    if (!g) return -1;
+    if (!t->gacc) {
+        t->gacc = g;
+        return 0;
+    }
+    t->gacc = mi_apply(op_add, (mi_tensor *[]){t->gacc, g}, 2, NULL);
+    return t->gacc ? 0 : -1;
+}
+
+static void clear_gacc(mi_tensor *const *outputs, int n_out, const node_list *order)
+{
+    for (int i = 0; i < n_out; i++) outputs[i]->gacc = NULL;
+    for (size_t k = 0; k < order->n; k++) {
+        order->v[k]->output->gacc = NULL;
+        for (int i = 0; i < order->v[k]->n_inputs; i++) order->v[k]->inputs[i]->gacc = NULL;
+    }
+}
+
+int mi_grad(mi_tensor *const *outputs, mi_tensor *const *grad_outputs, int n_out,
+            mi_tensor *const *inputs, int n_in, bool create_graph, mi_tensor **grads)
+{
+    if (!op_add) {
+        mi_error_set("grad: no op has been run yet");
+        return -1;
+    }
+    for (int i = 0; i < n_out; i++) {
+        if (!outputs[i]) {
+            mi_error_set("grad: output %d is NULL", i);
+            return -1;
+        }
+        const mi_tensor *go = grad_outputs ? grad_outputs[i] : NULL;
+        if (!go && outputs[i]->numel != 1) {
+            char b[96];
+            mi_error_set("grad: output %d has shape %s; give grad_outputs for non-scalars", i,
+                         mi_shape_str(b, sizeof b, outputs[i]->rank, outputs[i]->shape));
+            return -1;
+        }
+        if (go && (go->numel != outputs[i]->numel || go->dtype != outputs[i]->dtype)) {
+            mi_error_set("grad: grad_outputs[%d] does not match its output's shape or dtype", i);
+            return -1;
+        }
+    }
+    for (int j = 0; j < n_in; j++)
+        if (!inputs[j]) {
+            mi_error_set("grad: input %d is NULL", j);
+            return -1;
+        }
+
+    node_list order = {0};
+    if (collect(outputs, n_out, &order) != 0) {
+        free(order.v);
+        mi_error_set("grad: out of memory");
+        return -1;
+    }
+    bool was = mi_set_grad_enabled(create_graph);
+    int rc = 0;
+    for (int i = 0; i < n_out && rc == 0; i++) {
+        mi_tensor *seed = grad_outputs && grad_outputs[i]
+                              ? grad_outputs[i]
+                              : mi_ones(outputs[i]->dtype, outputs[i]->rank, outputs[i]->shape);
+        if (seed && !mi_same_shape(seed, outputs[i]))
+            seed = mi_tensor_alias(seed, outputs[i]->rank, outputs[i]->shape, 0);
+        rc = accumulate(outputs[i], seed);
+    }
+    for (size_t k = 0; k < order.n && rc == 0; k++) {
+        mi_node *nd = order.v[k];
+        mi_tensor *g = nd->output->gacc;
+        if (!g) continue;
+        for (int i = 0; i < nd->n_inputs && rc == 0; i++) {
+            if (!mi_node_input_is_diff(nd, i)) continue;
+            mi_tensor *gi = unbroadcast(nd->op->vjp(nd, i, g), nd->inputs[i]);
+            if (!gi && !mi_error_pending())
+                mi_error_set("grad: vjp of %s for input %d failed", nd->op->name, i);
+            rc = accumulate(nd->inputs[i], gi);
+        }
+    }
+    for (int j = 0; j < n_in && rc == 0; j++) {
+        grads[j] = inputs[j]->gacc ? inputs[j]->gacc : mi_zeros_like(inputs[j]);
+        if (!grads[j]) rc = -1;
+        else if (!create_graph && grads[j]->requires_grad) {
+            grads[j] = mi_detach(grads[j]);
+            if (!grads[j]) rc = -1;
+        }
+    }
+    mi_set_grad_enabled(was);
+    clear_gacc(outputs, n_out, &order);
+    free(order.v);
+    return rc;
+}
+
+/* Leaves reachable from loss that require grad. */
+static int leaves_of(mi_tensor *loss, mi_tensor ***out, int *n)
+{
+    node_list order = {0};
+    if (collect(&loss, 1, &order) != 0) return -1;
+    uint64_t id = ++pass_id;
+    size_t cap = 16, cnt = 0;
+    mi_tensor **v = malloc(cap * sizeof *v);
+    int rc = v ? 0 : -1;
+    for (size_t k = 0; k < order.n && rc == 0; k++)
+        for (int i = 0; i < order.v[k]->n_inputs && rc == 0; i++) {
+            mi_tensor *t = order.v[k]->inputs[i];
+            /* leaves have no node; gacc briefly marks "seen" through a sentinel */
+            if (t->node || !t->requires_grad || t->gacc == (mi_tensor *)(uintptr_t)id) continue;
+            t->gacc = (mi_tensor *)(uintptr_t)id;
+            if (cnt == cap) {
+                mi_tensor **nv = realloc(v, 2 * cap * sizeof *nv);
+                if (!nv) {
+                    rc = -1;
+                    break;
+                }
+                v = nv;
+                cap *= 2;
+            }
+            v[cnt++] = t;
+        }
+    for (size_t i = 0; i < cnt; i++) v[i]->gacc = NULL;
+    free(order.v);
+    *out = v;
+    *n = (int)cnt;
+    return rc;
+}
+
+int mi_backward(mi_tensor *loss)
+{
+    if (!loss) {
+        mi_error_set("backward: loss is NULL");
+        return -1;
+    }
+    mi_tensor **leaves = NULL;
+    int n = 0;
+    if (leaves_of(loss, &leaves, &n) != 0) {
+        free(leaves);
+        mi_error_set("backward: out of memory");
+        return -1;
+    }
+    mi_tensor **grads = n ? malloc((size_t)n * sizeof *grads) : NULL;
+    int rc = (n && !grads) ? -1 : mi_grad(&loss, NULL, 1, leaves, n, false, grads);
+    for (int i = 0; i < n && rc == 0; i++) {
+        mi_tensor *leaf = leaves[i];
+        if (!leaf->grad) {
+            mi_scope_enter(leaf->scope);
+            leaf->grad = mi_zeros_like(leaf);
+            mi_scope_leave();
+            if (!leaf->grad) {
+                rc = -1;
+                break;
+            }
+        }
+        if (leaf->grad->dtype == MI_F32) {
+            float *d = leaf->grad->data;
+            const float *s = grads[i]->data;
+            for (int64_t k = 0; k < leaf->numel; k++) d[k] += s[k];
+        } else {
+            double *d = leaf->grad->data;
+            const double *s = grads[i]->data;
+            for (int64_t k = 0; k < leaf->numel; k++) d[k] += s[k];
+        }
+    }
+    free(grads);
+    free(leaves);
+    return rc;
+}
+
+void mi_zero_grad(mi_tensor *const *leaves, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (leaves[i] && leaves[i]->grad) mi_fill(leaves[i]->grad, 0.0);
+}

@@ -1,0 +1,160 @@
+/* Broadcasting binary ops, where, and comparisons. Each vjp returns the
+ * gradient at the output's shape; the engine sums it back to the input's. */
+#include "internal.h"
+
+static mi_tensor *zero_like_dtype(const mi_tensor *t) { return mi_scalar(t->dtype, 0.0); }
+
+/* Three broadcast shapes for the gradient checks: equal, broadcast both
+ * ways with a size-1 axis, and tensor ⊕ rank-0 scalar. */
+static int pair_shapes(mi_rng *r, int variant, mi_tensor **in, bool b_away)
+{
+    static const int64_t sa[3][3] = {{3, 5}, {2, 1, 4}, {5}}, sb[3][2] = {{3, 5}, {3, 1}, {0}};
+    static const int ra[3] = {2, 3, 1}, rb[3] = {2, 2, 0};
+    if (variant >= 3) return 0;
+    in[0] = ex_normal(r, ra[variant], sa[variant]);
+    in[1] = b_away ? ex_away_from_zero(r, rb[variant], sb[variant], 0.5, 2.0)
+                   : ex_normal(r, rb[variant], sb[variant]);
+    return 2;
+}
+static int ex_pair(mi_rng *r, int v, mi_tensor **in, mi_attrs *a)
+{
+    (void)a;
+    return pair_shapes(r, v, in, false);
+}
+static int ex_pair_b_away(mi_rng *r, int v, mi_tensor **in, mi_attrs *a)
+{
+    (void)a;
+    return pair_shapes(r, v, in, true);
+}
+
+/* ---------------------------------------------------------------- add, sub */
+BINARY_KERNELS(add, x + y)
+static mi_tensor *add_vjp(const mi_node *n, int i, mi_tensor *g)
+{
+    (void)n;
+    (void)i;
+    return g;
+}
+const mi_op mi_op_add = {.name = "add", .formula = "a + b", .arity = 2, .shape = shape_broadcast,
+                         KERNELS(add), .vjp = add_vjp, .examples = ex_pair};
+mi_tensor *mi_add(mi_tensor *a, mi_tensor *b) { return RUN(&mi_op_add, NULL, a, b); }
+
+BINARY_KERNELS(sub, x - y)
+static mi_tensor *sub_vjp(const mi_node *n, int i, mi_tensor *g)
+{
+    (void)n;
+    return i == 0 ? g : mi_neg(g);
+}
+const mi_op mi_op_sub = {.name = "sub", .formula = "a - b", .arity = 2, .shape = shape_broadcast,
+                         KERNELS(sub), .vjp = sub_vjp, .examples = ex_pair};
+mi_tensor *mi_sub(mi_tensor *a, mi_tensor *b) { return RUN(&mi_op_sub, NULL, a, b); }
+
+/* ---------------------------------------------------------------- mul, div */
+BINARY_KERNELS(mul, x *y)
+/* d(ab) = b da + a db */
+static mi_tensor *mul_vjp(const mi_node *n, int i, mi_tensor *g)
+{
+    return mi_mul(g, n->inputs[1 - i]);
+}
+const mi_op mi_op_mul = {.name = "mul", .formula = "a * b", .arity = 2, .shape = shape_broadcast,
+                         KERNELS(mul), .vjp = mul_vjp, .examples = ex_pair};
+mi_tensor *mi_mul(mi_tensor *a, mi_tensor *b) { return RUN(&mi_op_mul, NULL, a, b); }
+
+BINARY_KERNELS(div, x / y)
+/* d(a/b) = da / b − (a/b) db / b */
+static mi_tensor *div_vjp(const mi_node *n, int i, mi_tensor *g)
+{
+    mi_tensor *b = n->inputs[1];
+    if (i == 0) return mi_div(g, b);
+    return mi_neg(mi_div(mi_mul(g, n->output), b));
+}
+const mi_op mi_op_div = {.name = "div", .formula = "a / b", .arity = 2, .shape = shape_broadcast,
+                         KERNELS(div), .vjp = div_vjp, .examples = ex_pair_b_away};
+mi_tensor *mi_div(mi_tensor *a, mi_tensor *b) { return RUN(&mi_op_div, NULL, a, b); }
+
+/* ---------------------------------------------------------------- maximum, minimum
+ * The gradient goes to the larger (smaller) input; a tie sends it to a. */
+BINARY_KERNELS(maximum, x >= y ? x : y)
+static mi_tensor *maximum_vjp(const mi_node *n, int i, mi_tensor *g)
+{
+    mi_tensor *a = n->inputs[0], *b = n->inputs[1];
+    return mi_mul(g, i == 0 ? mi_ge(a, b) : mi_lt(a, b));
+}
+const mi_op mi_op_maximum = {.name = "maximum", .formula = "max(a, b)", .arity = 2,
+                             .shape = shape_broadcast, KERNELS(maximum), .vjp = maximum_vjp,
+                             .examples = ex_pair};
+mi_tensor *mi_maximum(mi_tensor *a, mi_tensor *b) { return RUN(&mi_op_maximum, NULL, a, b); }
+
+BINARY_KERNELS(minimum, x <= y ? x : y)
+static mi_tensor *minimum_vjp(const mi_node *n, int i, mi_tensor *g)
+{
+    mi_tensor *a = n->inputs[0], *b = n->inputs[1];
+    return mi_mul(g, i == 0 ? mi_le(a, b) : mi_gt(a, b));
+}
+const mi_op mi_op_minimum = {.name = "minimum", .formula = "min(a, b)", .arity = 2,
+                             .shape = shape_broadcast, KERNELS(minimum), .vjp = minimum_vjp,
+                             .examples = ex_pair};
+mi_tensor *mi_minimum(mi_tensor *a, mi_tensor *b) { return RUN(&mi_op_minimum, NULL, a, b); }
+
+/* ---------------------------------------------------------------- where */
+#define WHERE_KERNEL_T(fname, T)                                               \
+    static void fname(mi_tensor *o, mi_tensor *const *in, const mi_attrs *at)  \
+    {                                                                          \
+        (void)at;                                                              \
+        const T *C = in[0]->data, *A = in[1]->data, *B = in[2]->data;          \
+        T *Y = o->data;                                                        \
+        bcast w;                                                               \
+        bcast_init(&w, o, in, 3);                                              \
+        for (int64_t i = 0; i < o->numel; i++, bcast_next(&w))                 \
+            Y[i] = C[w.off[0]] != 0 ? A[w.off[1]] : B[w.off[2]];               \
+    }
+WHERE_KERNEL_T(where_f32, float)
+WHERE_KERNEL_T(where_f64, double)
+static int where_shape(mi_tensor *const *in, int n, const mi_attrs *a, mi_dtype *dt, int *rank,
+                       int64_t *shape)
+{
+    if (require_float("where", in, 0) != 0) return -1;
+    if (shape_broadcast(in, n, a, dt, rank, shape) != 0) {
+        char m[256];
+        snprintf(m, sizeof m, "%s", mi_error());
+        mi_error_clear();
+        mi_error_set("where: %s", m);
+        return -1;
+    }
+    return 0;
+}
+static mi_tensor *where_vjp(const mi_node *n, int i, mi_tensor *g)
+{
+    mi_tensor *c = n->inputs[0], *zero = zero_like_dtype(g);
+    return i == 1 ? mi_where(c, g, zero) : mi_where(c, zero, g);
+}
+static int ex_where(mi_rng *r, int v, mi_tensor **in, mi_attrs *a)
+{
+    (void)a;
+    if (v >= 2) return 0;
+    in[0] = mi_gt(mi_randn(r, MI_F64, MI_SHAPE(3, 4), 0, 1), mi_scalar(MI_F64, 0.0));
+    in[1] = ex_normal(r, MI_SHAPE(3, 4));
+    in[2] = v == 0 ? ex_normal(r, MI_SHAPE(3, 4)) : ex_normal(r, MI_SHAPE(4));
+    return 3;
+}
+const mi_op mi_op_where = {.name = "where", .formula = "cond != 0 ? a : b", .arity = 3,
+                           .shape = where_shape, KERNELS(where), .vjp = where_vjp,
+                           .diff_inputs = 0x6, .examples = ex_where};
+mi_tensor *mi_where(mi_tensor *c, mi_tensor *a, mi_tensor *b)
+{
+    return RUN(&mi_op_where, NULL, c, a, b);
+}
+
+/* ---------------------------------------------------------------- comparisons */
+#define COMPARISON(op, EXPR, text)                                                        \
+    BINARY_KERNELS(op, (EXPR) ? 1 : 0)                                                     \
+    const mi_op mi_op_##op = {.name = #op, .formula = text, .arity = 2,                    \
+                              .flags = MI_OP_NONDIFF, .shape = shape_broadcast,            \
+                              KERNELS(op), .examples = ex_pair};                           \
+    mi_tensor *mi_##op(mi_tensor *a, mi_tensor *b) { return RUN(&mi_op_##op, NULL, a, b); }
+
+COMPARISON(gt, x > y, "a > b")
+COMPARISON(ge, x >= y, "a >= b")
+COMPARISON(lt, x < y, "a < b")
+COMPARISON(le, x <= y, "a <= b")
+COMPARISON(eq, x == y, "a == b")

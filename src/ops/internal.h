@@ -1,0 +1,137 @@
+/* Shared by the op family files; not installed. */
+#ifndef MIRAS_OPS_INTERNAL_H
+#define MIRAS_OPS_INTERNAL_H
+
+#include <math.h>
+#include <string.h>
+
+#include "ops.h"
+
+/* Every public op function goes through here (it also hands the engine the
+ * ops it needs for accumulation and un-broadcasting). */
+mi_tensor *op_run(const mi_op *op, mi_tensor *const *in, int n, const mi_attrs *a);
+
+#define IN(...) ((mi_tensor *[]){__VA_ARGS__})
+#define NARGS(...) ((int)(sizeof((mi_tensor *[]){__VA_ARGS__}) / sizeof(mi_tensor *)))
+/* RUN(&mi_op_add, NULL, a, b): calls the op on the listed inputs. */
+#define RUN(op, attrs, ...) op_run(op, IN(__VA_ARGS__), NARGS(__VA_ARGS__), attrs)
+
+/* Normalises a possibly negative axis; -1 and a message when out of range. */
+static inline int axis_norm(const char *op, int axis, int rank)
+{
+    int r = axis < 0 ? axis + rank : axis;
+    if (r < 0 || r >= rank) {
+        mi_error_set("%s: axis %d out of range for rank %d", op, axis, rank);
+        return -1;
+    }
+    return r;
+}
+
+static inline void copy_shape(int *rank, int64_t *shape, const mi_tensor *t)
+{
+    *rank = t->rank;
+    memcpy(shape, t->shape, sizeof(int64_t) * (size_t)t->rank);
+}
+
+static inline bool is_index_dtype(mi_dtype dt) { return dt == MI_I32 || dt == MI_I64; }
+
+static inline int64_t index_at(const mi_tensor *idx, int64_t i)
+{
+    return idx->dtype == MI_I32 ? ((const int32_t *)idx->data)[i]
+                                : ((const int64_t *)idx->data)[i];
+}
+
+/* Shape rules shared by many ops. */
+int shape_like_first(mi_tensor *const *in, int n, const mi_attrs *a, mi_dtype *dt, int *rank,
+                     int64_t *shape);
+int shape_broadcast(mi_tensor *const *in, int n, const mi_attrs *a, mi_dtype *dt, int *rank,
+                    int64_t *shape);
+/* Requires input i to be float; message names the op. */
+int require_float(const char *op, mi_tensor *const *in, int i);
+
+/* ---------------------------------------------------------------- broadcast walk
+ * Walks the output of a broadcasting op in row-major order while tracking
+ * each input's offset (stride 0 along broadcast axes). */
+typedef struct bcast {
+    int rank, n;
+    int64_t shape[MI_MAX_RANK];
+    int64_t idx[MI_MAX_RANK];
+    int64_t stride[3][MI_MAX_RANK];
+    int64_t off[3];
+} bcast;
+
+void bcast_init(bcast *b, const mi_tensor *out, mi_tensor *const *in, int n);
+
+static inline void bcast_next(bcast *b)
+{
+    for (int d = b->rank - 1; d >= 0; d--) {
+        for (int k = 0; k < b->n; k++) b->off[k] += b->stride[k][d];
+        if (++b->idx[d] < b->shape[d]) return;
+        for (int k = 0; k < b->n; k++) b->off[k] -= b->stride[k][d] * b->shape[d];
+        b->idx[d] = 0;
+    }
+}
+
+/* ---------------------------------------------------------------- kernel templates
+ * UNARY_KERNELS(name, EXPR) defines name_f32 and name_f64 computing
+ * y[i] = EXPR, where EXPR reads `x` (the element, of type T) and `a` (attrs)
+ * and calls F(fn) for the dtype's libm function (F(exp) → expf / exp);
+ * scalar_t is the element type. */
+#define UNARY_KERNEL_T(fname, T, EXPR)                                         \
+    static void fname(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a)   \
+    {                                                                          \
+        (void)a;                                                               \
+        typedef T scalar_t;                                                    \
+        (void)(scalar_t)0;                                                     \
+        const T *X = in[0]->data;                                              \
+        T *Y = o->data;                                                        \
+        for (int64_t i = 0; i < o->numel; i++) {                               \
+            T x = X[i];                                                        \
+            Y[i] = (T)(EXPR);                                                  \
+        }                                                                      \
+    }
+#define F(fn) _Generic((scalar_t)0, float: fn##f, double: fn)
+#define UNARY_KERNELS(name, EXPR)                   \
+    UNARY_KERNEL_T(name##_f32, float, EXPR)         \
+    UNARY_KERNEL_T(name##_f64, double, EXPR)
+
+/* BINARY_KERNELS(name, EXPR): y = EXPR of `x` (input 0) and `y` (input 1),
+ * broadcasting. */
+#define BINARY_KERNEL_T(fname, T, EXPR)                                        \
+    static void fname(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a)   \
+    {                                                                          \
+        (void)a;                                                               \
+        typedef T scalar_t;                                                    \
+        (void)(scalar_t)0;                                                     \
+        const T *A = in[0]->data, *B = in[1]->data;                            \
+        T *Y = o->data;                                                        \
+        if (mi_same_shape(in[0], o) && mi_same_shape(in[1], o)) {              \
+            for (int64_t i = 0; i < o->numel; i++) {                           \
+                T x = A[i], y = B[i];                                          \
+                Y[i] = (T)(EXPR);                                              \
+            }                                                                  \
+            return;                                                            \
+        }                                                                      \
+        bcast w;                                                               \
+        bcast_init(&w, o, in, 2);                                              \
+        for (int64_t i = 0; i < o->numel; i++, bcast_next(&w)) {               \
+            T x = A[w.off[0]], y = B[w.off[1]];                                \
+            Y[i] = (T)(EXPR);                                                  \
+        }                                                                      \
+    }
+#define BINARY_KERNELS(name, EXPR)                  \
+    BINARY_KERNEL_T(name##_f32, float, EXPR)        \
+    BINARY_KERNEL_T(name##_f64, double, EXPR)
+
+#define KERNELS(name) .kernel = {{name##_f32, name##_f64}}
+
+/* ---------------------------------------------------------------- examples
+ * Inputs for the registry-driven gradient checks: f64, requires_grad. */
+mi_tensor *ex_normal(mi_rng *r, int rank, const int64_t *shape);
+mi_tensor *ex_uniform(mi_rng *r, int rank, const int64_t *shape, double lo, double hi);
+/* |x| in [lo, hi] with a random sign: keeps inputs away from kinks at 0. */
+mi_tensor *ex_away_from_zero(mi_rng *r, int rank, const int64_t *shape, double lo, double hi);
+/* A constant (no grad) tensor of random integers in [0, n). */
+mi_tensor *ex_indices(mi_rng *r, mi_dtype dt, int rank, const int64_t *shape, int64_t n);
+
+#endif

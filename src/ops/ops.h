@@ -1,0 +1,161 @@
+/* miras ops: the registry and the catalogue. Every op returns a new tensor in
+ * the current scope (reshape and leading-axis slices return views), records
+ * itself for autograd when an input requires grad, and returns NULL with a
+ * message (mi_error()) on bad input; a NULL input gives a NULL result.
+ *
+ * Axes may be negative (counted from the end). Binary ops broadcast by
+ * NumPy's rules. Index tensors are i32 or i64. */
+#ifndef MIRAS_OPS_H
+#define MIRAS_OPS_H
+
+#include "autograd/autograd.h"
+
+/* ---------------------------------------------------------------- registry */
+int mi_op_count(void);
+const mi_op *mi_op_at(int id);          /* NULL if listed but not defined */
+const char *mi_op_listed_name(int id);  /* the name op_list.h gives id */
+const mi_op *mi_op_find(const char *name);
+/* Calls op by descriptor (what the registry-driven tests and tools use). */
+mi_tensor *mi_op_call(const mi_op *op, mi_tensor *const *in, int n, const mi_attrs *a);
+
+/* Checks one op on every example its descriptor provides: gradcheck and
+ * gradgradcheck in f64 (differentiable ops), and the f32 kernel against the
+ * f64 one (all ops). */
+typedef struct mi_op_check_result {
+    int variants;        /* examples run */
+    int gradchecks;      /* gradcheck + gradgradcheck calls that ran */
+    bool ok;
+    double f32_rel_err;  /* worst max|y32 − y64| / (1 + max|y64|) */
+    char message[320];   /* the first failure */
+} mi_op_check_result;
+mi_op_check_result mi_op_check(const mi_op *op, unsigned seed);
+
+/* ---------------------------------------------------------------- elementwise */
+mi_tensor *mi_neg(mi_tensor *x);
+mi_tensor *mi_abs(mi_tensor *x);
+mi_tensor *mi_sign(mi_tensor *x);             /* gradient 0 */
+mi_tensor *mi_exp(mi_tensor *x);
+mi_tensor *mi_log(mi_tensor *x);
+mi_tensor *mi_sqrt(mi_tensor *x);
+mi_tensor *mi_rsqrt(mi_tensor *x);
+mi_tensor *mi_square(mi_tensor *x);
+mi_tensor *mi_reciprocal(mi_tensor *x);
+mi_tensor *mi_pow_scalar(mi_tensor *x, double p);  /* x^p */
+mi_tensor *mi_tanh(mi_tensor *x);
+mi_tensor *mi_sigmoid(mi_tensor *x);
+mi_tensor *mi_silu(mi_tensor *x);             /* x·σ(x) */
+mi_tensor *mi_gelu(mi_tensor *x);             /* x·Φ(x), exact (erf) form */
+mi_tensor *mi_erf(mi_tensor *x);
+mi_tensor *mi_relu(mi_tensor *x);
+mi_tensor *mi_softplus(mi_tensor *x);         /* log(1 + e^x) */
+mi_tensor *mi_log_sigmoid(mi_tensor *x);      /* −softplus(−x) */
+mi_tensor *mi_clamp(mi_tensor *x, double lo, double hi);
+mi_tensor *mi_add_scalar(mi_tensor *x, double s);
+mi_tensor *mi_mul_scalar(mi_tensor *x, double s);
+
+mi_tensor *mi_add(mi_tensor *a, mi_tensor *b);
+mi_tensor *mi_sub(mi_tensor *a, mi_tensor *b);
+mi_tensor *mi_mul(mi_tensor *a, mi_tensor *b);
+mi_tensor *mi_div(mi_tensor *a, mi_tensor *b);
+mi_tensor *mi_maximum(mi_tensor *a, mi_tensor *b);
+mi_tensor *mi_minimum(mi_tensor *a, mi_tensor *b);
+/* cond ≠ 0 ? a : b; cond carries no gradient. */
+mi_tensor *mi_where(mi_tensor *cond, mi_tensor *a, mi_tensor *b);
+/* Comparisons give 1.0 / 0.0 in a's dtype; no gradient. */
+mi_tensor *mi_gt(mi_tensor *a, mi_tensor *b);
+mi_tensor *mi_ge(mi_tensor *a, mi_tensor *b);
+mi_tensor *mi_lt(mi_tensor *a, mi_tensor *b);
+mi_tensor *mi_le(mi_tensor *a, mi_tensor *b);
+mi_tensor *mi_eq(mi_tensor *a, mi_tensor *b);
+
+/* ---------------------------------------------------------------- reductions */
+#define MI_ALL (-100) /* as an axis: reduce over every axis */
+mi_tensor *mi_sum(mi_tensor *x, int axis, bool keepdim);
+mi_tensor *mi_sum_axes(mi_tensor *x, uint32_t axes_mask, bool keepdim); /* bit i = axis i */
+mi_tensor *mi_mean(mi_tensor *x, int axis, bool keepdim);
+mi_tensor *mi_max(mi_tensor *x, int axis, bool keepdim);
+mi_tensor *mi_logsumexp(mi_tensor *x, int axis, bool keepdim);
+mi_tensor *mi_norm(mi_tensor *x, double p, int axis, bool keepdim); /* (Σ|x|^p)^(1/p) */
+/* Sums a broadcast tensor back to `shape` (the adjoint of broadcast_to). */
+mi_tensor *mi_sum_to(mi_tensor *x, int rank, const int64_t *shape);
+
+/* ---------------------------------------------------------------- linear algebra */
+/* [..., m, k] · [..., k, n] → [..., m, n]; batch dims broadcast. */
+mi_tensor *mi_matmul(mi_tensor *a, mi_tensor *b);
+/* The same with either operand's last two axes transposed first. */
+mi_tensor *mi_matmul_t(mi_tensor *a, mi_tensor *b, bool trans_a, bool trans_b);
+/* [..., m] ⊗ [..., n] → [..., m, n]. */
+mi_tensor *mi_outer(mi_tensor *a, mi_tensor *b);
+
+/* ---------------------------------------------------------------- shape */
+mi_tensor *mi_reshape(mi_tensor *x, int rank, const int64_t *shape); /* a view; one dim may be -1 */
+mi_tensor *mi_transpose(mi_tensor *x, int axis0, int axis1);
+mi_tensor *mi_permute(mi_tensor *x, const int *perm);
+/* x[..., start:stop, ...] along axis (a view when every axis before it has size 1). */
+mi_tensor *mi_slice(mi_tensor *x, int axis, int64_t start, int64_t stop);
+/* Zeros before and after along axis (the adjoint of slice). */
+mi_tensor *mi_pad(mi_tensor *x, int axis, int64_t before, int64_t after);
+mi_tensor *mi_concat(mi_tensor *const *xs, int n, int axis);
+mi_tensor *mi_stack(mi_tensor *const *xs, int n, int axis);
+mi_tensor *mi_broadcast_to(mi_tensor *x, int rank, const int64_t *shape);
+mi_tensor *mi_flip(mi_tensor *x, int axis);
+/* out = x taken at idx along axis: out.shape[axis] = len(idx); idx is 1-D. */
+mi_tensor *mi_index_select(mi_tensor *x, int axis, mi_tensor *idx);
+/* The adjoint: out.shape[axis] = size, out[idx[i]] += src[i] along axis. */
+mi_tensor *mi_index_add(mi_tensor *src, int axis, mi_tensor *idx, int64_t size);
+/* out[..i..] = x[..idx[..i..]..] along axis; idx has out's shape (torch.gather). */
+mi_tensor *mi_gather(mi_tensor *x, int axis, mi_tensor *idx);
+/* The adjoint: out.shape[axis] = size, out[..idx[..i..]..] += src[..i..]. */
+mi_tensor *mi_scatter_add(mi_tensor *src, int axis, mi_tensor *idx, int64_t size);
+/* Convenience views built on reshape. */
+mi_tensor *mi_unsqueeze(mi_tensor *x, int axis);
+mi_tensor *mi_squeeze(mi_tensor *x, int axis);
+
+/* ---------------------------------------------------------------- nn */
+mi_tensor *mi_softmax(mi_tensor *x, int axis);
+mi_tensor *mi_log_softmax(mi_tensor *x, int axis);
+/* logits [N, C], targets [N] (i32/i64): mean over targets ≠ ignore_index of
+ * −log softmax(logits)[target]. All-ignored gives 0. */
+mi_tensor *mi_cross_entropy(mi_tensor *logits, mi_tensor *targets, int64_t ignore_index);
+/* [N] targets → [N, C] float one-hot in dtype dt; ignored rows are 0. No gradient. */
+mi_tensor *mi_one_hot(mi_tensor *targets, int64_t classes, int64_t ignore_index, mi_dtype dt);
+/* Normalisations over the last axis, without affine parameters. */
+mi_tensor *mi_layer_norm(mi_tensor *x, double eps);   /* (x − μ) / √(σ² + eps) */
+mi_tensor *mi_rms_norm(mi_tensor *x, double eps);     /* x / √(mean(x²) + eps) */
+mi_tensor *mi_l2_normalize(mi_tensor *x, double eps); /* x / √(Σx² + eps) */
+/* table [V, D], idx (any shape, i32/i64) → [idx..., D]. */
+mi_tensor *mi_embedding(mi_tensor *table, mi_tensor *idx);
+/* x [B, T, C], w [C, K]: y[b,t,c] = Σ_j w[c,j]·x[b, t−K+1+j, c], zeros before t = 0. */
+mi_tensor *mi_conv1d_causal(mi_tensor *x, mi_tensor *w);
+/* Its weight gradient: dw[c,j] = Σ_{b,t} g[b,t,c]·x[b, t−K+1+j, c]. */
+mi_tensor *mi_conv1d_causal_wgrad(mi_tensor *g, mi_tensor *x, int64_t k);
+/* Rotary embedding on x [..., T, D] (D even; pairs (i, i + D/2)); position t,
+ * frequency base^(−2i/D). `inverse` rotates by −angle. */
+mi_tensor *mi_rope(mi_tensor *x, double base, bool inverse);
+/* q [..., T, D], k [..., S, D], v [..., S, Dv] → [..., T, Dv]:
+ * softmax(q kᵀ / √D + mask) v; causal masks s > t; window w > 0 also masks
+ * s ≤ t − w. */
+mi_tensor *mi_attention(mi_tensor *q, mi_tensor *k, mi_tensor *v, bool causal, int64_t window);
+/* The additive mask alone, [T, S] with 0 or −inf (no gradient). */
+mi_tensor *mi_attention_mask(mi_dtype dt, int64_t t, int64_t s, bool causal, int64_t window);
+
+/* ---------------------------------------------------------------- scans */
+mi_tensor *mi_cumsum(mi_tensor *x, int axis, bool reverse);
+mi_tensor *mi_cumprod(mi_tensor *x, int axis, bool reverse);
+/* h_t = a_t ⊙ h_{t−1} + x_t along axis, h_{−1} = 0 (reverse: t runs backwards);
+ * a broadcasts against x. */
+mi_tensor *mi_linear_scan(mi_tensor *a, mi_tensor *x, int axis, bool reverse);
+
+/* ---------------------------------------------------------------- MIRAS helpers */
+mi_tensor *mi_soft_threshold(mi_tensor *x, double lambda); /* sign(x)·max(|x| − λ, 0) */
+mi_tensor *mi_smooth_sign(mi_tensor *x, double a);         /* tanh(a·x) */
+mi_tensor *mi_smooth_abs(mi_tensor *x, double eps);        /* √(x² + eps) */
+/* Moneta's ℓq step on the last two axes (a matrix per leading index):
+ * MI_LQ_SPEC  A / ‖A‖_F^((q−2)/q)   (the implementation spec, default)
+ * MI_LQ_PAPER A / ‖A‖_q^(q−2)       (the MIRAS paper, entrywise q-norm) */
+enum { MI_LQ_SPEC = 0, MI_LQ_PAPER = 1 };
+mi_tensor *mi_lq_normalize(mi_tensor *A, double q, int form);
+/* (s + d) / ‖s + d‖₂ along the last axis: a step retracted onto the sphere. */
+mi_tensor *mi_sphere_retract(mi_tensor *s, mi_tensor *d);
+
+#endif

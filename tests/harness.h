@@ -1,0 +1,34 @@
+/* Shared by the Check suites: each test file defines make_suite(). */
+#ifndef MIRAS_TEST_HARNESS_H
+#define MIRAS_TEST_HARNESS_H
+
+#include <check.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "miras.h"
+
+Suite *make_suite(void);
+
+/* A test case with a generous timeout (the sanitizer pass is slow). */
+TCase *tcase_slow(const char *name);
+
+/* Every test runs inside a fresh scope, freed afterwards. */
+void scope_setup(void);
+void scope_teardown(void);
+extern mi_scope *test_scope;
+
+#define ck_assert_close(a, b, tol)                                                     \
+    do {                                                                               \
+        double _a = (a), _b = (b);                                                     \
+        ck_assert_msg(fabs(_a - _b) <= (tol), "%s = %.12g, expected %.12g (tol %g)", #a, \
+                      _a, _b, (double)(tol));                                          \
+    } while (0)
+
+/* Asserts that the last error mentions `needle`. */
+#define ck_assert_error_has(needle)                                                   \
+    ck_assert_msg(strstr(mi_error(), needle) != NULL, "error \"%s\" lacks \"%s\"",    \
+                  mi_error(), needle)
+
+#endif
