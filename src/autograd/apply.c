@@ -63,7 +63,10 @@ mi_tensor *mi_apply(const mi_op *op, mi_tensor *const *in, int n, const mi_attrs
     mi_dtype dt = float_dt;
     int rank = 0;
     int64_t shape[MI_MAX_RANK];
-    if (op->shape(in, n, a, &dt, &rank, shape) != 0) return NULL;
+    if (op->shape(in, n, a, &dt, &rank, shape) != 0) {
+        mi_error_prefix(op->name);
+        return NULL;
+    }
 
     mi_tensor *out;
     if (op->flags & MI_OP_VIEW) {

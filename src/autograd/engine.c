@@ -62,7 +62,7 @@ static int collect(mi_tensor *const *outputs, int n_out, node_list *order)
         }
     }
     free(stack.v);
-    if (rc == 0) qsort(order->v, order->n, sizeof *order->v, by_seq_desc);
+    if (rc == 0 && order->n > 1) qsort(order->v, order->n, sizeof *order->v, by_seq_desc);
     return rc;
 }
 

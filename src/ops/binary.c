@@ -114,14 +114,7 @@ static int where_shape(mi_tensor *const *in, int n, const mi_attrs *a, mi_dtype 
                        int64_t *shape)
 {
     if (require_float("where", in, 0) != 0) return -1;
-    if (shape_broadcast(in, n, a, dt, rank, shape) != 0) {
-        char m[256];
-        snprintf(m, sizeof m, "%s", mi_error());
-        mi_error_clear();
-        mi_error_set("where: %s", m);
-        return -1;
-    }
-    return 0;
+    return shape_broadcast(in, n, a, dt, rank, shape);
 }
 static mi_tensor *where_vjp(const mi_node *n, int i, mi_tensor *g)
 {

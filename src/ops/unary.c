@@ -1,26 +1,377 @@
 /* Elementwise unary ops and their scalar-operand variants. Each vjp is the
- * derivative written with ops, so it is itself differentiable. */
+ * derivative written with ops, so it is itself differentiable. Every op
+ * takes a float tensor (f32 or f64) and returns one of the same dtype and
+ * shape; the vjps may use the node's output y where the derivative is
+ * cheapest in terms of it (exp, sqrt, tanh, sigmoid). */
 #include "internal.h"
 
-static int ex_normal_3x4(mi_rng *r, int v, mi_tensor **in, mi_attrs *a)
+/* 1/√(2π), the standard normal density's constant. */
+#define INV_SQRT_2PI 0.39894228040143267794
+
+/* ---------------------------------------------------------------- shape rule
+ * Same shape and dtype as x; x must be float. */
+#define FLOAT_SHAPE(name)                                                              \
+    static int name##_shape(mi_tensor *const *in, int n, const mi_attrs *a, mi_dtype *dt, \
+                            int *rank, int64_t *shape)                                 \
+    {                                                                                  \
+        if (require_float(#name, in, 0) != 0) return -1;                               \
+        return shape_like_first(in, n, a, dt, rank, shape);                            \
+    }
+
+/* ---------------------------------------------------------------- examples
+ * Three shapes (rank 2 odd, rank 4 with size-1 axes, rank 0) times a choice
+ * of distribution: anywhere, positive (domains of log, sqrt, pow), away from
+ * the kink at 0 (abs, sign, relu), or wide (the stable branches of
+ * softplus and log-sigmoid). */
+enum { EX_NORMAL, EX_POSITIVE, EX_AWAY, EX_WIDE };
+
+static mi_tensor *ex_shaped(mi_rng *r, int v, int kind)
 {
-    (void)a;
-    static const int64_t shapes[2][3] = {{3, 4, 0}, {2, 1, 5}};
-    if (v >= 2) return 0;
-    in[0] = ex_normal(r, v == 0 ? 2 : 3, shapes[v]);
-    return 1;
+    static const int64_t shapes[3][4] = {{3, 5}, {2, 1, 3, 2}, {0}};
+    static const int ranks[3] = {2, 4, 0};
+    switch (kind) {
+    case EX_POSITIVE: return ex_uniform(r, ranks[v], shapes[v], 0.5, 2.0);
+    case EX_AWAY: return ex_away_from_zero(r, ranks[v], shapes[v], 0.2, 2.0);
+    case EX_WIDE: return ex_uniform(r, ranks[v], shapes[v], -12.0, 12.0);
+    default: return ex_normal(r, ranks[v], shapes[v]);
+    }
 }
+#define EXAMPLES(name, kind)                                                 \
+    static int ex_##name(mi_rng *r, int v, mi_tensor **in, mi_attrs *a)      \
+    {                                                                        \
+        (void)a;                                                             \
+        if (v >= 3) return 0;                                                \
+        in[0] = ex_shaped(r, v, kind);                                       \
+        return 1;                                                            \
+    }
+EXAMPLES(any, EX_NORMAL)
+EXAMPLES(positive, EX_POSITIVE)
+EXAMPLES(away, EX_AWAY)
+EXAMPLES(wide, EX_WIDE)
 
 /* ---------------------------------------------------------------- neg: y = −x */
 UNARY_KERNELS(neg, -x)
+FLOAT_SHAPE(neg)
 static mi_tensor *neg_vjp(const mi_node *n, int i, mi_tensor *g) { return mi_neg(g); }
-const mi_op mi_op_neg = {.name = "neg", .formula = "-x", .arity = 1, .shape = shape_like_first,
-                         KERNELS(neg), .vjp = neg_vjp, .examples = ex_normal_3x4};
+const mi_op mi_op_neg = {.name = "neg", .formula = "-x", .arity = 1, .shape = neg_shape,
+                         KERNELS(neg), .vjp = neg_vjp, .examples = ex_any};
 mi_tensor *mi_neg(mi_tensor *x) { return RUN(&mi_op_neg, NULL, x); }
+
+/* ---------------------------------------------------------------- abs: y = |x|, dy = sign(x) dx */
+UNARY_KERNELS(abs, F(fabs)(x))
+FLOAT_SHAPE(abs)
+static mi_tensor *abs_vjp(const mi_node *n, int i, mi_tensor *g)
+{
+    return mi_mul(g, mi_sign(n->inputs[0]));
+}
+const mi_op mi_op_abs = {.name = "abs", .formula = "|x|", .arity = 1, .shape = abs_shape,
+                         KERNELS(abs), .vjp = abs_vjp, .examples = ex_away};
+mi_tensor *mi_abs(mi_tensor *x) { return RUN(&mi_op_abs, NULL, x); }
+
+/* ---------------------------------------------------------------- sign
+ * y = (x > 0) − (x < 0), dy = 0 */
+UNARY_KERNELS(sign, (x > 0) - (x < 0))
+FLOAT_SHAPE(sign)
+static mi_tensor *sign_vjp(const mi_node *n, int i, mi_tensor *g) { return mi_mul_scalar(g, 0.0); }
+const mi_op mi_op_sign = {.name = "sign", .formula = "sign(x)", .arity = 1, .shape = sign_shape,
+                          KERNELS(sign), .vjp = sign_vjp, .examples = ex_away};
+mi_tensor *mi_sign(mi_tensor *x) { return RUN(&mi_op_sign, NULL, x); }
 
 /* ---------------------------------------------------------------- exp: y = eˣ, dy = y dx */
 UNARY_KERNELS(exp, F(exp)(x))
+FLOAT_SHAPE(exp)
 static mi_tensor *exp_vjp(const mi_node *n, int i, mi_tensor *g) { return mi_mul(g, n->output); }
-const mi_op mi_op_exp = {.name = "exp", .formula = "exp(x)", .arity = 1, .shape = shape_like_first,
-                         KERNELS(exp), .vjp = exp_vjp, .examples = ex_normal_3x4};
+const mi_op mi_op_exp = {.name = "exp", .formula = "exp(x)", .arity = 1, .shape = exp_shape,
+                         KERNELS(exp), .vjp = exp_vjp, .examples = ex_any};
 mi_tensor *mi_exp(mi_tensor *x) { return RUN(&mi_op_exp, NULL, x); }
+
+/* ---------------------------------------------------------------- log: y = ln x, dy = dx / x */
+UNARY_KERNELS(log, F(log)(x))
+FLOAT_SHAPE(log)
+static mi_tensor *log_vjp(const mi_node *n, int i, mi_tensor *g) { return mi_div(g, n->inputs[0]); }
+const mi_op mi_op_log = {.name = "log", .formula = "log(x)", .arity = 1, .shape = log_shape,
+                         KERNELS(log), .vjp = log_vjp, .examples = ex_positive};
+mi_tensor *mi_log(mi_tensor *x) { return RUN(&mi_op_log, NULL, x); }
+
+/* ---------------------------------------------------------------- sqrt: y = √x, dy = dx / (2y) */
+UNARY_KERNELS(sqrt, F(sqrt)(x))
+FLOAT_SHAPE(sqrt)
+static mi_tensor *sqrt_vjp(const mi_node *n, int i, mi_tensor *g)
+{
+    return mi_div(mi_mul_scalar(g, 0.5), n->output);
+}
+const mi_op mi_op_sqrt = {.name = "sqrt", .formula = "sqrt(x)", .arity = 1, .shape = sqrt_shape,
+                          KERNELS(sqrt), .vjp = sqrt_vjp, .examples = ex_positive};
+mi_tensor *mi_sqrt(mi_tensor *x) { return RUN(&mi_op_sqrt, NULL, x); }
+
+/* ---------------------------------------------------------------- rsqrt
+ * y = 1/√x, dy = −½ (y/x) dx */
+UNARY_KERNELS(rsqrt, 1 / F(sqrt)(x))
+FLOAT_SHAPE(rsqrt)
+static mi_tensor *rsqrt_vjp(const mi_node *n, int i, mi_tensor *g)
+{
+    return mi_mul_scalar(mi_div(mi_mul(g, n->output), n->inputs[0]), -0.5);
+}
+const mi_op mi_op_rsqrt = {.name = "rsqrt", .formula = "1 / sqrt(x)", .arity = 1,
+                           .shape = rsqrt_shape, KERNELS(rsqrt), .vjp = rsqrt_vjp,
+                           .examples = ex_positive};
+mi_tensor *mi_rsqrt(mi_tensor *x) { return RUN(&mi_op_rsqrt, NULL, x); }
+
+/* ---------------------------------------------------------------- square: y = x², dy = 2x dx */
+UNARY_KERNELS(square, x *x)
+FLOAT_SHAPE(square)
+static mi_tensor *square_vjp(const mi_node *n, int i, mi_tensor *g)
+{
+    return mi_mul(g, mi_mul_scalar(n->inputs[0], 2.0));
+}
+const mi_op mi_op_square = {.name = "square", .formula = "x^2", .arity = 1,
+                            .shape = square_shape, KERNELS(square), .vjp = square_vjp,
+                            .examples = ex_any};
+mi_tensor *mi_square(mi_tensor *x) { return RUN(&mi_op_square, NULL, x); }
+
+/* ---------------------------------------------------------------- reciprocal
+ * y = 1/x, dy = −y² dx */
+UNARY_KERNELS(reciprocal, 1 / x)
+FLOAT_SHAPE(reciprocal)
+static mi_tensor *reciprocal_vjp(const mi_node *n, int i, mi_tensor *g)
+{
+    return mi_neg(mi_mul(g, mi_square(n->output)));
+}
+const mi_op mi_op_reciprocal = {.name = "reciprocal", .formula = "1 / x", .arity = 1,
+                                .shape = reciprocal_shape, KERNELS(reciprocal),
+                                .vjp = reciprocal_vjp, .examples = ex_positive};
+mi_tensor *mi_reciprocal(mi_tensor *x) { return RUN(&mi_op_reciprocal, NULL, x); }
+
+/* ---------------------------------------------------------------- pow_scalar
+ * y = xᵖ (p = attrs.scalar)
+ * dy = p·x^(p−1) dx. Non-integer p needs x > 0 (NaN otherwise, as in libm). */
+UNARY_KERNELS(pow_scalar, F(pow)(x, (scalar_t)a->scalar))
+FLOAT_SHAPE(pow_scalar)
+static mi_tensor *pow_scalar_vjp(const mi_node *n, int i, mi_tensor *g)
+{
+    double p = n->attrs.scalar;
+    return mi_mul(g, mi_mul_scalar(mi_pow_scalar(n->inputs[0], p - 1.0), p));
+}
+static int ex_pow_scalar(mi_rng *r, int v, mi_tensor **in, mi_attrs *a)
+{
+    static const double p[3] = {3.0, -1.5, 0.5};
+    if (v >= 3) return 0;
+    a->scalar = p[v];
+    in[0] = ex_shaped(r, v, EX_POSITIVE);
+    return 1;
+}
+const mi_op mi_op_pow_scalar = {.name = "pow_scalar", .formula = "x^p", .arity = 1,
+                                .shape = pow_scalar_shape, KERNELS(pow_scalar),
+                                .vjp = pow_scalar_vjp, .examples = ex_pow_scalar};
+mi_tensor *mi_pow_scalar(mi_tensor *x, double p)
+{
+    return RUN(&mi_op_pow_scalar, &(mi_attrs){.scalar = p}, x);
+}
+
+/* ---------------------------------------------------------------- tanh
+ * y = tanh x, dy = (1 − y²) dx */
+UNARY_KERNELS(tanh, F(tanh)(x))
+FLOAT_SHAPE(tanh)
+static mi_tensor *tanh_vjp(const mi_node *n, int i, mi_tensor *g)
+{
+    return mi_mul(g, mi_add_scalar(mi_neg(mi_square(n->output)), 1.0));
+}
+const mi_op mi_op_tanh = {.name = "tanh", .formula = "tanh(x)", .arity = 1, .shape = tanh_shape,
+                          KERNELS(tanh), .vjp = tanh_vjp, .examples = ex_any};
+mi_tensor *mi_tanh(mi_tensor *x) { return RUN(&mi_op_tanh, NULL, x); }
+
+/* ---------------------------------------------------------------- sigmoid
+ * y = 1/(1 + e⁻ˣ), dy = y(1 − y) dx
+ * Evaluated as eˣ/(1 + eˣ) for x < 0 so that no exp overflows. */
+UNARY_KERNELS(sigmoid, x >= 0 ? 1 / (1 + F(exp)(-x)) : F(exp)(x) / (1 + F(exp)(x)))
+FLOAT_SHAPE(sigmoid)
+static mi_tensor *sigmoid_vjp(const mi_node *n, int i, mi_tensor *g)
+{
+    mi_tensor *y = n->output;
+    return mi_mul(g, mi_mul(y, mi_add_scalar(mi_neg(y), 1.0)));
+}
+const mi_op mi_op_sigmoid = {.name = "sigmoid", .formula = "1 / (1 + exp(-x))", .arity = 1,
+                             .shape = sigmoid_shape, KERNELS(sigmoid), .vjp = sigmoid_vjp,
+                             .examples = ex_any};
+mi_tensor *mi_sigmoid(mi_tensor *x) { return RUN(&mi_op_sigmoid, NULL, x); }
+
+/* ---------------------------------------------------------------- silu: y = x·σ(x)
+ * dy = σ(x)·(1 + x·(1 − σ(x))) dx */
+UNARY_KERNELS(silu, x / (1 + F(exp)(-x)))
+FLOAT_SHAPE(silu)
+static mi_tensor *silu_vjp(const mi_node *n, int i, mi_tensor *g)
+{
+    mi_tensor *x = n->inputs[0], *s = mi_sigmoid(x);
+    return mi_mul(g, mi_mul(s, mi_add_scalar(mi_mul(x, mi_add_scalar(mi_neg(s), 1.0)), 1.0)));
+}
+const mi_op mi_op_silu = {.name = "silu", .formula = "x * sigmoid(x)", .arity = 1,
+                          .shape = silu_shape, KERNELS(silu), .vjp = silu_vjp,
+                          .examples = ex_any};
+mi_tensor *mi_silu(mi_tensor *x) { return RUN(&mi_op_silu, NULL, x); }
+
+/* ---------------------------------------------------------------- gelu
+ * y = x·Φ(x), Φ(x) = ½(1 + erf(x/√2))
+ * dy = (Φ(x) + x·φ(x)) dx, φ(x) = e^(−x²/2)/√(2π). The exact (erf) form. */
+UNARY_KERNELS(gelu, (scalar_t)0.5 * x * (1 + F(erf)(x * (scalar_t)M_SQRT1_2)))
+FLOAT_SHAPE(gelu)
+static mi_tensor *gelu_vjp(const mi_node *n, int i, mi_tensor *g)
+{
+    mi_tensor *x = n->inputs[0];
+    mi_tensor *Phi = mi_add_scalar(mi_mul_scalar(mi_erf(mi_mul_scalar(x, M_SQRT1_2)), 0.5), 0.5);
+    mi_tensor *phi = mi_mul_scalar(mi_exp(mi_mul_scalar(mi_square(x), -0.5)), INV_SQRT_2PI);
+    return mi_mul(g, mi_add(Phi, mi_mul(x, phi)));
+}
+const mi_op mi_op_gelu = {.name = "gelu", .formula = "x * (1 + erf(x / sqrt(2))) / 2",
+                          .arity = 1, .shape = gelu_shape, KERNELS(gelu), .vjp = gelu_vjp,
+                          .examples = ex_any};
+mi_tensor *mi_gelu(mi_tensor *x) { return RUN(&mi_op_gelu, NULL, x); }
+
+/* ---------------------------------------------------------------- erf
+ * y = erf x, dy = (2/√π) e^(−x²) dx */
+UNARY_KERNELS(erf, F(erf)(x))
+FLOAT_SHAPE(erf)
+static mi_tensor *erf_vjp(const mi_node *n, int i, mi_tensor *g)
+{
+    return mi_mul(g, mi_mul_scalar(mi_exp(mi_neg(mi_square(n->inputs[0]))), M_2_SQRTPI));
+}
+const mi_op mi_op_erf = {.name = "erf", .formula = "erf(x)", .arity = 1, .shape = erf_shape,
+                         KERNELS(erf), .vjp = erf_vjp, .examples = ex_any};
+mi_tensor *mi_erf(mi_tensor *x) { return RUN(&mi_op_erf, NULL, x); }
+
+/* ---------------------------------------------------------------- relu
+ * y = max(x, 0), dy = [x > 0] dx */
+UNARY_KERNELS(relu, x > 0 ? x : 0)
+FLOAT_SHAPE(relu)
+static mi_tensor *relu_vjp(const mi_node *n, int i, mi_tensor *g)
+{
+    mi_tensor *x = n->inputs[0];
+    return mi_mul(g, mi_gt(x, mi_scalar(x->dtype, 0.0)));
+}
+const mi_op mi_op_relu = {.name = "relu", .formula = "max(x, 0)", .arity = 1,
+                          .shape = relu_shape, KERNELS(relu), .vjp = relu_vjp,
+                          .examples = ex_away};
+mi_tensor *mi_relu(mi_tensor *x) { return RUN(&mi_op_relu, NULL, x); }
+
+/* ---------------------------------------------------------------- softplus
+ * y = log(1 + eˣ), dy = σ(x) dx
+ * Evaluated as max(x, 0) + log1p(e^(−|x|)): no overflow for large x, no
+ * loss of the tiny value for very negative x. */
+UNARY_KERNELS(softplus, F(fmax)(x, 0) + F(log1p)(F(exp)(-F(fabs)(x))))
+FLOAT_SHAPE(softplus)
+static mi_tensor *softplus_vjp(const mi_node *n, int i, mi_tensor *g)
+{
+    return mi_mul(g, mi_sigmoid(n->inputs[0]));
+}
+const mi_op mi_op_softplus = {.name = "softplus", .formula = "log(1 + exp(x))", .arity = 1,
+                              .shape = softplus_shape, KERNELS(softplus), .vjp = softplus_vjp,
+                              .examples = ex_wide};
+mi_tensor *mi_softplus(mi_tensor *x) { return RUN(&mi_op_softplus, NULL, x); }
+
+/* ---------------------------------------------------------------- log_sigmoid
+ * y = log σ(x) = −softplus(−x)
+ * = min(x, 0) − log1p(e^(−|x|)); dy = σ(−x) dx. */
+UNARY_KERNELS(log_sigmoid, F(fmin)(x, 0) - F(log1p)(F(exp)(-F(fabs)(x))))
+FLOAT_SHAPE(log_sigmoid)
+static mi_tensor *log_sigmoid_vjp(const mi_node *n, int i, mi_tensor *g)
+{
+    return mi_mul(g, mi_sigmoid(mi_neg(n->inputs[0])));
+}
+const mi_op mi_op_log_sigmoid = {.name = "log_sigmoid", .formula = "-log(1 + exp(-x))",
+                                 .arity = 1, .shape = log_sigmoid_shape, KERNELS(log_sigmoid),
+                                 .vjp = log_sigmoid_vjp, .examples = ex_wide};
+mi_tensor *mi_log_sigmoid(mi_tensor *x) { return RUN(&mi_op_log_sigmoid, NULL, x); }
+
+/* ---------------------------------------------------------------- clamp: y = min(max(x, lo), hi)
+ * (attrs.lo ≤ attrs.hi; either may be infinite). dy = [lo < x < hi] dx. */
+UNARY_KERNELS(clamp, x < (scalar_t)a->lo   ? (scalar_t)a->lo
+                     : x > (scalar_t)a->hi ? (scalar_t)a->hi
+                                           : x)
+static int clamp_shape(mi_tensor *const *in, int n, const mi_attrs *a, mi_dtype *dt, int *rank,
+                       int64_t *shape)
+{
+    if (require_float("clamp", in, 0) != 0) return -1;
+    if (!(a->lo <= a->hi)) {
+        char b[96];
+        mi_error_set("clamp: lo %g must not exceed hi %g (x %s)", a->lo, a->hi,
+                     mi_shape_str(b, sizeof b, in[0]->rank, in[0]->shape));
+        return -1;
+    }
+    return shape_like_first(in, n, a, dt, rank, shape);
+}
+static mi_tensor *clamp_vjp(const mi_node *n, int i, mi_tensor *g)
+{
+    mi_tensor *x = n->inputs[0];
+    mi_tensor *inside = mi_mul(mi_gt(x, mi_scalar(x->dtype, n->attrs.lo)),
+                               mi_lt(x, mi_scalar(x->dtype, n->attrs.hi)));
+    return mi_mul(g, inside);
+}
+/* Each element lies below lo, inside, or above hi, at least 0.1 from either edge. */
+static int ex_clamp(mi_rng *r, int v, mi_tensor **in, mi_attrs *a)
+{
+    static const double lo[3] = {-0.5, 0.25, -1.0}, hi[3] = {0.7, 1.5, 1.0};
+    if (v >= 3) return 0;
+    a->lo = lo[v];
+    a->hi = hi[v];
+    mi_tensor *x = in[0] = ex_shaped(r, v, EX_NORMAL);
+    if (!x) return 1;
+    for (int64_t k = 0; k < x->numel; k++) {
+        double u = mi_rng_uniform(r);
+        switch (mi_rng_below(r, 3)) {
+        case 0: mi_set(x, k, a->lo - 0.1 - 1.4 * u); break;
+        case 1: mi_set(x, k, a->lo + 0.1 + (a->hi - a->lo - 0.2) * u); break;
+        default: mi_set(x, k, a->hi + 0.1 + 1.4 * u); break;
+        }
+    }
+    return 1;
+}
+const mi_op mi_op_clamp = {.name = "clamp", .formula = "min(max(x, lo), hi)", .arity = 1,
+                           .shape = clamp_shape, KERNELS(clamp), .vjp = clamp_vjp,
+                           .examples = ex_clamp};
+mi_tensor *mi_clamp(mi_tensor *x, double lo, double hi)
+{
+    mi_attrs a = {.lo = lo, .hi = hi};
+    return RUN(&mi_op_clamp, &a, x);
+}
+
+/* ---------------------------------------------------------------- add_scalar
+ * y = x + s (s = attrs.scalar), dy = dx */
+UNARY_KERNELS(add_scalar, x + (scalar_t)a->scalar)
+FLOAT_SHAPE(add_scalar)
+static mi_tensor *add_scalar_vjp(const mi_node *n, int i, mi_tensor *g) { return g; }
+static int ex_add_scalar(mi_rng *r, int v, mi_tensor **in, mi_attrs *a)
+{
+    if (v >= 3) return 0;
+    a->scalar = v == 1 ? -2.5 : 0.75;
+    in[0] = ex_shaped(r, v, EX_NORMAL);
+    return 1;
+}
+const mi_op mi_op_add_scalar = {.name = "add_scalar", .formula = "x + s", .arity = 1,
+                                .shape = add_scalar_shape, KERNELS(add_scalar),
+                                .vjp = add_scalar_vjp, .examples = ex_add_scalar};
+mi_tensor *mi_add_scalar(mi_tensor *x, double s)
+{
+    return RUN(&mi_op_add_scalar, &(mi_attrs){.scalar = s}, x);
+}
+
+/* ---------------------------------------------------------------- mul_scalar
+ * y = s·x (s = attrs.scalar), dy = s dx */
+UNARY_KERNELS(mul_scalar, x *(scalar_t)a->scalar)
+FLOAT_SHAPE(mul_scalar)
+static mi_tensor *mul_scalar_vjp(const mi_node *n, int i, mi_tensor *g)
+{
+    return mi_mul_scalar(g, n->attrs.scalar);
+}
+static int ex_mul_scalar(mi_rng *r, int v, mi_tensor **in, mi_attrs *a)
+{
+    if (v >= 3) return 0;
+    a->scalar = v == 1 ? -1.75 : 3.0;
+    in[0] = ex_shaped(r, v, EX_NORMAL);
+    return 1;
+}
+const mi_op mi_op_mul_scalar = {.name = "mul_scalar", .formula = "s * x", .arity = 1,
+                                .shape = mul_scalar_shape, KERNELS(mul_scalar),
+                                .vjp = mul_scalar_vjp, .examples = ex_mul_scalar};
+mi_tensor *mi_mul_scalar(mi_tensor *x, double s)
+{
+    return RUN(&mi_op_mul_scalar, &(mi_attrs){.scalar = s}, x);
+}

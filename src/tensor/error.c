@@ -1,6 +1,7 @@
 /* Thread-local error message: the first failure of a chain is kept. */
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "tensor.h"
 
@@ -24,6 +25,15 @@ void mi_error_set(const char *fmt, ...)
     vsnprintf(message, sizeof message, fmt, ap);
     va_end(ap);
     pending = true;
+}
+
+void mi_error_prefix(const char *who)
+{
+    size_t n = strlen(who);
+    if (!pending || (strncmp(message, who, n) == 0 && message[n] == ':')) return;
+    char old[sizeof message];
+    memcpy(old, message, sizeof old);
+    snprintf(message, sizeof message, "%s: %s", who, old);
 }
 
 const char *mi_shape_str(char *buf, size_t n, int rank, const int64_t *shape)

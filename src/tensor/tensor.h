@@ -30,6 +30,8 @@ const char *mi_error(void);            /* "" when none */
 bool mi_error_pending(void);
 void mi_error_clear(void);
 void mi_error_set(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Puts "<who>: " in front of the pending message unless it starts so. */
+void mi_error_prefix(const char *who);
 /* Writes "[4,3]" style text of a shape into buf (always terminated). */
 const char *mi_shape_str(char *buf, size_t n, int rank, const int64_t *shape);
 

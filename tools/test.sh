@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Runs every test suite twice: a plain optimised build, then a build under
+# AddressSanitizer + UndefinedBehaviorSanitizer + LeakSanitizer that halts
+# on the first error. Exit status 0 only if everything passed.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
+
+status=0
+run_suites() {
+  local dir=$1
+  for t in "$dir"/tests/test-*; do
+    [ -x "$t" ] || continue
+    echo "== $(basename "$t") ($dir)"
+    "$t" || status=1
+  done
+  echo "== examples/quickstart ($dir)"
+  "$dir/examples/quickstart" | tail -n 1 || status=1
+  echo "== miras-gradcheck --ops ($dir)"
+  "$dir/tools/miras-gradcheck" --ops | tail -n 1 || status=1
+}
+
+echo "### plain build"
+configure_build build
+run_suites build
+
+echo "### sanitizer build (ASan + UBSan + LSan)"
+configure_build build-san -Dbuildtype=debugoptimized -Db_sanitize=address,undefined \
+  -Db_lundef=false -Dc_args=-fno-sanitize-recover=all
+# No fork: leaks are reported once, when the whole runner exits.
+export CK_FORK=no
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0
+export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+run_suites build-san
+
+if [ $status -eq 0 ]; then echo "test.sh: all suites passed (plain and sanitizer)"; else echo "test.sh: FAILURES above"; fi
+exit $status
