@@ -1,1 +1,302 @@
+/* Scans along one axis: cumulative sum, cumulative product, and the linear
+ * recurrence h_t = a_t ⊙ h_{t−1} + x_t that carries the decays and momenta
+ * of the MIRAS inner loops (MIRAS §"Parallelizable Training": inside a chunk
+ * the recurrence M_t = α_t M_{t−1} − η_t ∇ℓ is linear, so it runs as a scan).
+ *
+ * Every scan reads attrs.axis (negative counts from the end) and
+ * attrs.reverse (t runs from the last index to the first). A tensor is seen
+ * as [outer, len, inner] around the axis; the kernels walk len in order and
+ * the contiguous inner block in the innermost loop. Each vjp is again a scan
+ * (or a scan and elementwise ops), so gradients of gradients work. */
 #include "internal.h"
+
+/* x seen as [outer, len, inner] around axis ax. */
+static void split_axis(const mi_tensor *x, int ax, int64_t *outer, int64_t *len, int64_t *inner)
+{
+    *outer = 1;
+    *inner = 1;
+    for (int d = 0; d < ax; d++) *outer *= x->shape[d];
+    for (int d = ax + 1; d < x->rank; d++) *inner *= x->shape[d];
+    *len = x->shape[ax];
+}
+
+/* The axis an attrs names, already validated by the shape rule. */
+static int attr_axis(const mi_attrs *a, int rank) { return a->axis < 0 ? a->axis + rank : a->axis; }
+
+/* Shape rule of the single-input scans: float x, a valid axis. */
+static int scan1_shape(const char *op, mi_tensor *const *in, const mi_attrs *a, mi_dtype *dt,
+                       int *rank, int64_t *shape)
+{
+    if (require_float(op, in, 0) != 0) return -1;
+    if (axis_norm(op, a->axis, in[0]->rank) < 0) return -1;
+    *dt = in[0]->dtype;
+    copy_shape(rank, shape, in[0]);
+    return 0;
+}
+
+/* y_t = y_{t∓1} OP x_t, y_first = x_first (OP is + or *). */
+#define CUMULATE_KERNEL_T(fname, T, OP)                                       \
+    static void fname(mi_tensor *o, mi_tensor *const *in, const mi_attrs *at) \
+    {                                                                         \
+        int64_t outer, len, inner;                                            \
+        split_axis(o, attr_axis(at, o->rank), &outer, &len, &inner);          \
+        const T *X = in[0]->data;                                             \
+        T *Y = o->data;                                                       \
+        for (int64_t b = 0; b < outer; b++) {                                 \
+            const T *x = X + b * len * inner;                                 \
+            T *y = Y + b * len * inner;                                       \
+            for (int64_t s = 0; s < len; s++) {                               \
+                int64_t t = at->reverse ? len - 1 - s : s;                    \
+                const T *xt = x + t * inner;                                  \
+                T *yt = y + t * inner;                                        \
+                if (s == 0) {                                                 \
+                    for (int64_t i = 0; i < inner; i++) yt[i] = xt[i];        \
+                    continue;                                                 \
+                }                                                             \
+                const T *yp = at->reverse ? yt + inner : yt - inner;          \
+                for (int64_t i = 0; i < inner; i++) yt[i] = yp[i] OP xt[i];   \
+            }                                                                 \
+        }                                                                     \
+    }
+
+/* ---------------------------------------------------------------- cumsum
+ * y_t = Σ_{s ≤ t} x_s (reverse: Σ_{s ≥ t} x_s).
+ * vjp: ∂L/∂x_s = Σ_{t ≥ s} g_t, the cumsum of g in the opposite direction. */
+CUMULATE_KERNEL_T(cumsum_f32, float, +)
+CUMULATE_KERNEL_T(cumsum_f64, double, +)
+static int cumsum_shape(mi_tensor *const *in, int n, const mi_attrs *a, mi_dtype *dt, int *rank,
+                        int64_t *shape)
+{
+    (void)n;
+    return scan1_shape("cumsum", in, a, dt, rank, shape);
+}
+static mi_tensor *cumsum_vjp(const mi_node *n, int i, mi_tensor *g)
+{
+    (void)i;
+    return mi_cumsum(g, n->attrs.axis, !n->attrs.reverse);
+}
+static int ex_cumsum(mi_rng *r, int v, mi_tensor **in, mi_attrs *a)
+{
+    switch (v) {
+    case 0: in[0] = ex_normal(r, MI_SHAPE(3, 5)); a->axis = 1; break;
+    case 1: in[0] = ex_normal(r, MI_SHAPE(2, 3, 4)); a->axis = -2; a->reverse = true; break;
+    case 2: in[0] = ex_normal(r, MI_SHAPE(5, 1, 3)); a->axis = 0; break;
+    case 3: in[0] = ex_normal(r, MI_SHAPE(7)); a->axis = 0; a->reverse = true; break;
+    default: return 0;
+    }
+    return 1;
+}
+const mi_op mi_op_cumsum = {.name = "cumsum", .formula = "y_t = sum_{s<=t} x_s along axis",
+                            .arity = 1, .shape = cumsum_shape, KERNELS(cumsum),
+                            .vjp = cumsum_vjp, .examples = ex_cumsum};
+/* attrs: axis, reverse. */
+mi_tensor *mi_cumsum(mi_tensor *x, int axis, bool reverse)
+{
+    mi_attrs a = {.axis = axis, .reverse = reverse};
+    return RUN(&mi_op_cumsum, &a, x);
+}
+
+/* ---------------------------------------------------------------- cumprod
+ * y_t = Π_{s ≤ t} x_s (reverse: Π_{s ≥ t} x_s).
+ * vjp: ∂y_t/∂x_s = y_t / x_s for t ≥ s, so ∂L/∂x = revcumsum(g ⊙ y) / x.
+ * This closed form needs x ≠ 0 everywhere (a zero makes it 0/0); the
+ * examples keep |x| in [0.5, 1.5]. */
+CUMULATE_KERNEL_T(cumprod_f32, float, *)
+CUMULATE_KERNEL_T(cumprod_f64, double, *)
+static int cumprod_shape(mi_tensor *const *in, int n, const mi_attrs *a, mi_dtype *dt, int *rank,
+                         int64_t *shape)
+{
+    (void)n;
+    return scan1_shape("cumprod", in, a, dt, rank, shape);
+}
+static mi_tensor *cumprod_vjp(const mi_node *n, int i, mi_tensor *g)
+{
+    (void)i;
+    mi_tensor *gy = mi_mul(g, n->output);
+    return mi_div(mi_cumsum(gy, n->attrs.axis, !n->attrs.reverse), n->inputs[0]);
+}
+static int ex_cumprod(mi_rng *r, int v, mi_tensor **in, mi_attrs *a)
+{
+    switch (v) {
+    case 0: in[0] = ex_away_from_zero(r, MI_SHAPE(3, 5), 0.5, 1.5); a->axis = 1; break;
+    case 1:
+        in[0] = ex_away_from_zero(r, MI_SHAPE(2, 3, 2), 0.5, 1.5);
+        a->axis = 0;
+        a->reverse = true;
+        break;
+    case 2: in[0] = ex_away_from_zero(r, MI_SHAPE(1, 4, 3), 0.5, 1.5); a->axis = -2; break;
+    default: return 0;
+    }
+    return 1;
+}
+const mi_op mi_op_cumprod = {.name = "cumprod", .formula = "y_t = prod_{s<=t} x_s along axis",
+                             .arity = 1, .shape = cumprod_shape, KERNELS(cumprod),
+                             .vjp = cumprod_vjp, .examples = ex_cumprod};
+/* attrs: axis, reverse. */
+mi_tensor *mi_cumprod(mi_tensor *x, int axis, bool reverse)
+{
+    mi_attrs a = {.axis = axis, .reverse = reverse};
+    return RUN(&mi_op_cumprod, &a, x);
+}
+
+/* ---------------------------------------------------------------- linear_scan
+ * h_t = a_t ⊙ h_{t−1} + x_t along axis, h_{−1} = 0 (reverse: h_t = a_t ⊙
+ * h_{t+1} + x_t, h_len = 0). a broadcasts to x's shape (NumPy rules, a's
+ * rank ≤ x's); the output has x's shape. With a = α_t and x = −η_t ∇ℓ_t this
+ * is Moneta's A_t = α_t A_{t−1} − η_t ∇ℓ (MIRAS eq:q-norm) and the Titans
+ * momentum S_t = η_t S_{t−1} − θ_t ∇ℓ.
+ *
+ * vjp (forward direction; reverse swaps t+1 and t−1): the adjoint runs the
+ * same recurrence backwards with a shifted one step against the direction,
+ *   λ_t = g_t + a_{t+1} λ_{t+1},  λ_len = 0
+ *       = linear_scan(a_next, g, reverse = !reverse),  a_next_t = a_{t+1}
+ *   ∂L/∂x_t = λ_t
+ *   ∂L/∂a_t = λ_t ⊙ h_{t−1}   (h_{−1} = 0; the engine sums it to a's shape)
+ * a_next at the scan's first step multiplies the zero start state, so the
+ * zero that pad puts there never matters. */
+
+/* a's strides in x's frame: 0 along the axes a broadcasts over. */
+static void bcast_strides(const mi_tensor *a, const mi_tensor *x, int64_t *st)
+{
+    int64_t own[MI_MAX_RANK];
+    mi_strides(a->rank, a->shape, own);
+    for (int d = 0; d < x->rank; d++) {
+        int da = d - (x->rank - a->rank);
+        st[d] = (da < 0 || a->shape[da] == 1) ? 0 : own[da];
+    }
+}
+
+#define LINEAR_SCAN_KERNEL_T(fname, T)                                              \
+    static void fname(mi_tensor *o, mi_tensor *const *in, const mi_attrs *at)       \
+    {                                                                               \
+        const mi_tensor *ta = in[0], *tx = in[1];                                   \
+        int ax = attr_axis(at, tx->rank);                                           \
+        int64_t outer, len, inner, ast[MI_MAX_RANK];                                \
+        split_axis(tx, ax, &outer, &len, &inner);                                   \
+        bcast_strides(ta, tx, ast);                                                 \
+        bool same = mi_same_shape(ta, tx);                                          \
+        const T *A = ta->data, *X = tx->data;                                       \
+        T *H = o->data;                                                             \
+        for (int64_t b = 0; b < outer; b++) {                                       \
+            int64_t aoff = 0, rem = b; /* a's offset of the outer index */          \
+            for (int d = ax - 1; d >= 0; d--) {                                     \
+                aoff += (rem % tx->shape[d]) * ast[d];                              \
+                rem /= tx->shape[d];                                                \
+            }                                                                       \
+            for (int64_t s = 0; s < len; s++) {                                     \
+                int64_t t = at->reverse ? len - 1 - s : s;                          \
+                int64_t row = (b * len + t) * inner;                                \
+                const T *x = X + row, *a = A + aoff + t * ast[ax];                  \
+                T *h = H + row;                                                     \
+                const T *hp = at->reverse ? h + inner : h - inner;                  \
+                if (s == 0) {                                                       \
+                    for (int64_t i = 0; i < inner; i++) h[i] = x[i];                \
+                } else if (same) {                                                  \
+                    for (int64_t i = 0; i < inner; i++) h[i] = a[i] * hp[i] + x[i]; \
+                } else { /* walk the inner axes, a's offset by odometer */          \
+                    int64_t idx[MI_MAX_RANK] = {0}, off = 0;                        \
+                    for (int64_t i = 0; i < inner; i++) {                           \
+                        h[i] = a[off] * hp[i] + x[i];                               \
+                        for (int d = tx->rank - 1; d > ax; d--) {                   \
+                            off += ast[d];                                          \
+                            if (++idx[d] < tx->shape[d]) break;                     \
+                            off -= ast[d] * tx->shape[d];                           \
+                            idx[d] = 0;                                             \
+                        }                                                           \
+                    }                                                               \
+                }                                                                   \
+            }                                                                       \
+        }                                                                           \
+    }
+LINEAR_SCAN_KERNEL_T(linear_scan_f32, float)
+LINEAR_SCAN_KERNEL_T(linear_scan_f64, double)
+
+static int linear_scan_shape(mi_tensor *const *in, int n, const mi_attrs *at, mi_dtype *dt,
+                             int *rank, int64_t *shape)
+{
+    (void)n;
+    const mi_tensor *a = in[0], *x = in[1];
+    if (require_float("linear_scan", in, 0) != 0 || require_float("linear_scan", in, 1) != 0)
+        return -1;
+    bool fits = a->rank <= x->rank;
+    for (int d = 0; fits && d < a->rank; d++) {
+        int64_t da = a->shape[d], dx = x->shape[d + x->rank - a->rank];
+        fits = da == 1 || da == dx;
+    }
+    if (!fits) {
+        char sa[96], sx[96];
+        mi_error_set("linear_scan: a %s does not broadcast to x %s",
+                     mi_shape_str(sa, sizeof sa, a->rank, a->shape),
+                     mi_shape_str(sx, sizeof sx, x->rank, x->shape));
+        return -1;
+    }
+    if (axis_norm("linear_scan", at->axis, x->rank) < 0) return -1;
+    *dt = x->dtype;
+    copy_shape(rank, shape, x);
+    return 0;
+}
+
+/* t shifted one step along ax, the vacated end zero: later = true gives
+ * out_t = t_{t−1} (out_0 = 0), later = false gives out_t = t_{t+1}. */
+static mi_tensor *shift_one(mi_tensor *t, int ax, bool later)
+{
+    int64_t len = t->shape[ax];
+    if (len <= 1) return mi_zeros(t->dtype, t->rank, t->shape);
+    if (later) return mi_pad(mi_slice(t, ax, 0, len - 1), ax, 1, 0);
+    return mi_pad(mi_slice(t, ax, 1, len), ax, 0, 1);
+}
+
+static mi_tensor *linear_scan_vjp(const mi_node *n, int i, mi_tensor *g)
+{
+    mi_tensor *a = n->inputs[0], *h = n->output;
+    bool rev = n->attrs.reverse;
+    int ax = attr_axis(&n->attrs, h->rank);
+    /* a_next: a one step against the scan's direction. An a that is
+     * constant along the axis (absent there, or of size 1) needs no shift. */
+    int ax_a = ax - (h->rank - a->rank);
+    mi_tensor *a_next = (ax_a < 0 || a->shape[ax_a] == 1) ? a : shift_one(a, ax_a, rev);
+    mi_tensor *lambda = mi_linear_scan(a_next, g, ax, !rev);
+    if (i == 1) return lambda;
+    return mi_mul(lambda, shift_one(h, ax, !rev)); /* λ_t ⊙ h_{t∓1} */
+}
+
+/* Decays in [0.3, 0.95] (a sign flip would be fine too); shapes with a of
+ * x's shape, a broadcast over leading and trailing axes, and a rank-0 a. */
+static int ex_linear_scan(mi_rng *r, int v, mi_tensor **in, mi_attrs *a)
+{
+    switch (v) {
+    case 0:
+        in[0] = ex_uniform(r, MI_SHAPE(4, 3), 0.3, 0.95);
+        in[1] = ex_normal(r, MI_SHAPE(4, 3));
+        a->axis = 0;
+        break;
+    case 1:
+        in[0] = ex_uniform(r, MI_SHAPE(4, 1), 0.3, 0.95);
+        in[1] = ex_normal(r, MI_SHAPE(2, 4, 3));
+        a->axis = 1;
+        a->reverse = true;
+        break;
+    case 2:
+        in[0] = ex_uniform(r, 0, (const int64_t[]){1}, 0.3, 0.95);
+        in[1] = ex_normal(r, MI_SHAPE(5, 2));
+        a->axis = -2;
+        break;
+    case 3:
+        in[0] = ex_uniform(r, MI_SHAPE(2, 5, 1), -0.9, 0.9);
+        in[1] = ex_normal(r, MI_SHAPE(2, 5, 3));
+        a->axis = 1;
+        break;
+    default: return 0;
+    }
+    return 2;
+}
+const mi_op mi_op_linear_scan = {.name = "linear_scan",
+                                 .formula = "h_t = a_t * h_{t-1} + x_t along axis, h_{-1} = 0",
+                                 .arity = 2, .shape = linear_scan_shape, KERNELS(linear_scan),
+                                 .vjp = linear_scan_vjp, .examples = ex_linear_scan};
+/* attrs: axis (of x), reverse. */
+mi_tensor *mi_linear_scan(mi_tensor *a, mi_tensor *x, int axis, bool reverse)
+{
+    mi_attrs at = {.axis = axis, .reverse = reverse};
+    return RUN(&mi_op_linear_scan, &at, a, x);
+}
