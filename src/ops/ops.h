@@ -91,7 +91,7 @@ mi_tensor *mi_outer(mi_tensor *a, mi_tensor *b);
 mi_tensor *mi_reshape(mi_tensor *x, int rank, const int64_t *shape); /* a view; one dim may be -1 */
 mi_tensor *mi_transpose(mi_tensor *x, int axis0, int axis1);
 mi_tensor *mi_permute(mi_tensor *x, const int *perm);
-/* x[..., start:stop, ...] along axis (a view when every axis before it has size 1). */
+/* x[..., start:stop, ...] along axis (a copy; negative start/stop count from the end). */
 mi_tensor *mi_slice(mi_tensor *x, int axis, int64_t start, int64_t stop);
 /* Zeros before and after along axis (the adjoint of slice). */
 mi_tensor *mi_pad(mi_tensor *x, int axis, int64_t before, int64_t after);

@@ -1,1 +1,895 @@
+/* Shape ops: reshape (a view), permute, slice and its adjoint pad, concat,
+ * broadcast_to, flip, and the indexing pairs index_select / index_add and
+ * gather / scatter_add, each pair the other's adjoint. All are linear, so
+ * every vjp is the adjoint op applied to g.
+ *
+ * Only reshape is a view: apply() decides view-or-copy from the descriptor's
+ * flags alone, so slice always copies (see the note above slice). The data
+ * movers are dtype-agnostic (they copy element bytes), so one function fills
+ * both the f32 and the f64 kernel slot; index_add and scatter_add add, and
+ * have a kernel per dtype. Index tensors are i32/i64, carry no gradient, and
+ * are range-checked in the shape rules (which see the data). */
 #include "internal.h"
+
+#define SHAPE_STR(buf, t) mi_shape_str(buf, sizeof buf, (t)->rank, (t)->shape)
+#define ANY_KERNEL(fn) .kernel = {{fn, fn}}
+
+/* A tensor seen as [outer, dim, inner] around one axis. */
+static void split_at(const mi_tensor *t, int axis, int64_t *outer, int64_t *inner)
+{
+    *outer = mi_shape_numel(axis, t->shape);
+    *inner = mi_shape_numel(t->rank - axis - 1, t->shape + axis + 1);
+}
+
+/* attrs.axis made non-negative (already validated by the shape rule). */
+static inline int ax_of(const mi_attrs *a, int rank)
+{
+    return a->axis < 0 ? a->axis + rank : a->axis;
+}
+
+static inline void copy_elem(char *d, const char *s, size_t es)
+{
+    if (es == 8) memcpy(d, s, 8);
+    else memcpy(d, s, 4);
+}
+
+/* The float data input of a shape op, with the op's own message otherwise. */
+static int data_input(const char *op, mi_tensor *const *in, mi_dtype *dt)
+{
+    if (require_float(op, in, 0) != 0) return -1;
+    *dt = in[0]->dtype;
+    return 0;
+}
+
+/* Index tensor checks: dtype, and every value in [0, size). */
+static int check_index(const char *op, const mi_tensor *idx, int64_t size, const char *what)
+{
+    if (size < 0) {
+        mi_error_set("%s: output size %lld must be ≥ 0", op, (long long)size);
+        return -1;
+    }
+    if (!is_index_dtype(idx->dtype)) {
+        mi_error_set("%s: index must be i32 or i64, got %s", op, mi_dtype_name(idx->dtype));
+        return -1;
+    }
+    for (int64_t i = 0; i < idx->numel; i++) {
+        int64_t v = index_at(idx, i);
+        if (v < 0 || v >= size) {
+            mi_error_set("%s: index %lld at position %lld out of range [0, %lld) for %s", op,
+                         (long long)v, (long long)i, (long long)size, what);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Target shape in attrs.rank / attrs.shape: rank in range. */
+static int check_attr_rank(const char *op, const mi_attrs *a)
+{
+    if (a->rank >= 0 && a->rank <= MI_MAX_RANK) return 0;
+    mi_error_set("%s: target rank %d out of range 0..%d", op, a->rank, MI_MAX_RANK);
+    return -1;
+}
+
+/* attrs.rank / attrs.shape from a wrapper's arguments (the rank is checked
+ * by the shape rule, which registry callers reach directly). */
+static int target_attrs(const char *op, mi_attrs *a, int rank, const int64_t *shape)
+{
+    *a = (mi_attrs){.rank = rank};
+    if (rank <= 0 || rank > MI_MAX_RANK) return 0;
+    if (!shape) {
+        mi_error_set("%s: shape is NULL", op);
+        return -1;
+    }
+    memcpy(a->shape, shape, sizeof(int64_t) * (size_t)rank);
+    return 0;
+}
+
+/* Examples for the one-input ops: a shape and the attributes to call with. */
+typedef struct ex_one_case {
+    int xr;
+    int64_t xs[4];
+    mi_attrs a;
+} ex_one_case;
+static int ex_one(mi_rng *r, int v, mi_tensor **in, mi_attrs *a, const ex_one_case *c, int count)
+{
+    if (v >= count) return 0;
+    in[0] = ex_normal(r, c[v].xr, c[v].xs);
+    *a = c[v].a;
+    return 1;
+}
+
+static void noop_kernel(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a) {}
+
+/* ---------------------------------------------------------------- reshape
+ * y = x viewed as attrs.shape (attrs.rank axes, one may be -1: inferred).
+ * A view: y shares x's storage. dx = reshape(g, shape(x)). */
+static int reshape_shape(mi_tensor *const *in, int n, const mi_attrs *a, mi_dtype *dt, int *rank,
+                         int64_t *shape)
+{
+    const mi_tensor *x = in[0];
+    char bx[96], bt[96];
+    if (check_attr_rank("reshape", a) != 0) return -1;
+    mi_shape_str(bt, sizeof bt, a->rank, a->shape);
+    int infer = -1;
+    int64_t known = 1;
+    for (int i = 0; i < a->rank; i++) {
+        int64_t s = a->shape[i];
+        if (s == -1 && infer < 0) {
+            infer = i;
+            continue;
+        }
+        if (s < 0) {
+            mi_error_set("reshape: bad target shape %s (sizes ≥ 0, at most one -1)", bt);
+            return -1;
+        }
+        if (__builtin_mul_overflow(known, s, &known)) {
+            mi_error_set("reshape: target shape %s overflows", bt);
+            return -1;
+        }
+        shape[i] = s;
+    }
+    if (infer >= 0) {
+        if (known == 0 || x->numel % known != 0) goto mismatch;
+        shape[infer] = x->numel / known;
+    } else if (known != x->numel) {
+        goto mismatch;
+    }
+    *rank = a->rank;
+    *dt = x->dtype;
+    return 0;
+mismatch:
+    mi_error_set("reshape: cannot view %s as %s", SHAPE_STR(bx, x), bt);
+    return -1;
+}
+static mi_tensor *reshape_vjp(const mi_node *n, int i, mi_tensor *g)
+{
+    const mi_tensor *x = n->inputs[0];
+    return mi_reshape(g, x->rank, x->shape);
+}
+static int ex_reshape(mi_rng *r, int v, mi_tensor **in, mi_attrs *a)
+{
+    static const ex_one_case c[] = {
+        {3, {2, 3, 4}, {.rank = 2, .shape = {4, -1}}},
+        {1, {5}, {.rank = 3, .shape = {1, 5, 1}}},
+        {0, {0}, {.rank = 2, .shape = {1, 1}}},
+    };
+    return ex_one(r, v, in, a, c, 3);
+}
+const mi_op mi_op_reshape = {.name = "reshape", .formula = "y = x viewed as shape", .arity = 1,
+                             .flags = MI_OP_VIEW, .shape = reshape_shape, ANY_KERNEL(noop_kernel),
+                             .vjp = reshape_vjp, .examples = ex_reshape};
+mi_tensor *mi_reshape(mi_tensor *x, int rank, const int64_t *shape)
+{
+    mi_attrs a;
+    return target_attrs("reshape", &a, rank, shape) ? NULL : RUN(&mi_op_reshape, &a, x);
+}
+
+/* unsqueeze / squeeze: reshape with a size-1 axis added or removed. */
+mi_tensor *mi_unsqueeze(mi_tensor *x, int axis)
+{
+    if (!x) return mi_reshape(x, 0, NULL);
+    if (x->rank >= MI_MAX_RANK) {
+        mi_error_set("unsqueeze: rank %d is already the maximum", x->rank);
+        return NULL;
+    }
+    int ax = axis_norm("unsqueeze", axis, x->rank + 1);
+    if (ax < 0) return NULL;
+    int64_t s[MI_MAX_RANK];
+    for (int d = 0, k = 0; d <= x->rank; d++) s[d] = d == ax ? 1 : x->shape[k++];
+    return mi_reshape(x, x->rank + 1, s);
+}
+
+mi_tensor *mi_squeeze(mi_tensor *x, int axis)
+{
+    if (!x) return mi_reshape(x, 0, NULL);
+    int ax = axis_norm("squeeze", axis, x->rank);
+    if (ax < 0) return NULL;
+    if (x->shape[ax] != 1) {
+        char b[96];
+        mi_error_set("squeeze: axis %d has size %lld, not 1: %s", axis, (long long)x->shape[ax],
+                     SHAPE_STR(b, x));
+        return NULL;
+    }
+    int64_t s[MI_MAX_RANK];
+    for (int d = 0, k = 0; d < x->rank; d++)
+        if (d != ax) s[k++] = x->shape[d];
+    return mi_reshape(x, x->rank - 1, s);
+}
+
+/* ---------------------------------------------------------------- broadcast_to
+ * y[i] = x[i with broadcast axes at 0] (NumPy rules, x's axes aligned right).
+ * dx = sum_to(g, shape(x)). */
+static int broadcast_to_shape(mi_tensor *const *in, int n, const mi_attrs *a, mi_dtype *dt,
+                              int *rank, int64_t *shape)
+{
+    const mi_tensor *x = in[0];
+    if (data_input("broadcast_to", in, dt) != 0 || check_attr_rank("broadcast_to", a) != 0)
+        return -1;
+    bool ok = a->rank >= x->rank;
+    for (int d = 0; d < a->rank && ok; d++) {
+        int dx = d - (a->rank - x->rank);
+        ok = a->shape[d] >= 0 && (dx < 0 || x->shape[dx] == 1 || x->shape[dx] == a->shape[d]);
+    }
+    if (!ok) {
+        char bx[96], bt[96];
+        mi_error_set("broadcast_to: cannot broadcast %s to %s", SHAPE_STR(bx, x),
+                     mi_shape_str(bt, sizeof bt, a->rank, a->shape));
+        return -1;
+    }
+    *rank = a->rank;
+    memcpy(shape, a->shape, sizeof(int64_t) * (size_t)a->rank);
+    return 0;
+}
+static void broadcast_to_k(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a)
+{
+    size_t es = mi_dtype_size(o->dtype);
+    const char *X = in[0]->data;
+    char *Y = o->data;
+    bcast w;
+    bcast_init(&w, o, in, 1);
+    for (int64_t i = 0; i < o->numel; i++, bcast_next(&w))
+        copy_elem(Y + (size_t)i * es, X + (size_t)w.off[0] * es, es);
+}
+static mi_tensor *broadcast_to_vjp(const mi_node *n, int i, mi_tensor *g)
+{
+    const mi_tensor *x = n->inputs[0];
+    return mi_sum_to(g, x->rank, x->shape);
+}
+static int ex_broadcast_to(mi_rng *r, int v, mi_tensor **in, mi_attrs *a)
+{
+    static const ex_one_case c[] = {
+        {2, {3, 1}, {.rank = 3, .shape = {2, 3, 4}}},
+        {0, {0}, {.rank = 1, .shape = {5}}},
+        {2, {1, 4}, {.rank = 2, .shape = {3, 4}}},
+    };
+    return ex_one(r, v, in, a, c, 3);
+}
+const mi_op mi_op_broadcast_to = {.name = "broadcast_to", .formula = "y = x broadcast to shape",
+                                  .arity = 1, .shape = broadcast_to_shape,
+                                  ANY_KERNEL(broadcast_to_k), .vjp = broadcast_to_vjp,
+                                  .examples = ex_broadcast_to};
+mi_tensor *mi_broadcast_to(mi_tensor *x, int rank, const int64_t *shape)
+{
+    mi_attrs a;
+    return target_attrs("broadcast_to", &a, rank, shape) ? NULL
+                                                         : RUN(&mi_op_broadcast_to, &a, x);
+}
+
+/* ---------------------------------------------------------------- permute
+ * y[i_0, …, i_{r-1}] = x[j] with j[perm[d]] = i_d, i.e. y.shape[d] = x.shape[perm[d]]
+ * (attrs.rank = rank of x, attrs.shape = perm). dx = permute(g, perm⁻¹). */
+static int permute_shape(mi_tensor *const *in, int n, const mi_attrs *a, mi_dtype *dt, int *rank,
+                         int64_t *shape)
+{
+    const mi_tensor *x = in[0];
+    char bx[96], bp[96];
+    if (data_input("permute", in, dt) != 0) return -1;
+    if (a->rank != x->rank) {
+        mi_error_set("permute: permutation has %d axes, input %s has %d", a->rank,
+                     SHAPE_STR(bx, x), x->rank);
+        return -1;
+    }
+    unsigned seen = 0;
+    for (int d = 0; d < a->rank; d++) {
+        int64_t p = a->shape[d];
+        if (p < 0 || p >= x->rank || (seen >> p & 1u)) {
+            mi_error_set("permute: %s is not a permutation of the axes of %s",
+                         mi_shape_str(bp, sizeof bp, a->rank, a->shape), SHAPE_STR(bx, x));
+            return -1;
+        }
+        seen |= 1u << p;
+        shape[d] = x->shape[p];
+    }
+    *rank = x->rank;
+    return 0;
+}
+static void permute_k(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a)
+{
+    const mi_tensor *x = in[0];
+    size_t es = mi_dtype_size(o->dtype);
+    const char *X = x->data;
+    char *Y = o->data;
+    int64_t xs[MI_MAX_RANK], st[MI_MAX_RANK], idx[MI_MAX_RANK] = {0}, off = 0;
+    mi_strides(x->rank, x->shape, xs);
+    for (int d = 0; d < o->rank; d++) st[d] = xs[a->shape[d]];
+    for (int64_t i = 0; i < o->numel; i++) {
+        copy_elem(Y + (size_t)i * es, X + (size_t)off * es, es);
+        for (int d = o->rank - 1; d >= 0; d--) {
+            off += st[d];
+            if (++idx[d] < o->shape[d]) break;
+            off -= st[d] * o->shape[d];
+            idx[d] = 0;
+        }
+    }
+}
+static mi_tensor *permute_vjp(const mi_node *n, int i, mi_tensor *g)
+{
+    int inv[MI_MAX_RANK];
+    for (int d = 0; d < n->attrs.rank; d++) inv[n->attrs.shape[d]] = d;
+    return mi_permute(g, inv);
+}
+static int ex_permute(mi_rng *r, int v, mi_tensor **in, mi_attrs *a)
+{
+    static const ex_one_case c[] = {
+        {3, {2, 3, 4}, {.rank = 3, .shape = {2, 0, 1}}},
+        {4, {2, 1, 3, 2}, {.rank = 4, .shape = {3, 1, 0, 2}}},
+        {2, {3, 5}, {.rank = 2, .shape = {1, 0}}},
+    };
+    return ex_one(r, v, in, a, c, 3);
+}
+const mi_op mi_op_permute = {.name = "permute", .formula = "y.shape[d] = x.shape[perm[d]]",
+                             .arity = 1, .shape = permute_shape, ANY_KERNEL(permute_k),
+                             .vjp = permute_vjp, .examples = ex_permute};
+mi_tensor *mi_permute(mi_tensor *x, const int *perm)
+{
+    mi_attrs a = {0};
+    if (x) {
+        if (!perm) {
+            mi_error_set("permute: perm is NULL");
+            return NULL;
+        }
+        a.rank = x->rank;
+        for (int d = 0; d < x->rank; d++) a.shape[d] = perm[d];
+    }
+    return RUN(&mi_op_permute, &a, x);
+}
+
+mi_tensor *mi_transpose(mi_tensor *x, int axis0, int axis1)
+{
+    if (!x) return mi_permute(x, NULL);
+    int a0 = axis_norm("transpose", axis0, x->rank), a1;
+    if (a0 < 0 || (a1 = axis_norm("transpose", axis1, x->rank)) < 0) return NULL;
+    int perm[MI_MAX_RANK];
+    for (int d = 0; d < x->rank; d++) perm[d] = d;
+    perm[a0] = a1;
+    perm[a1] = a0;
+    return mi_permute(x, perm);
+}
+
+/* ---------------------------------------------------------------- slice
+ * y = x[..., start:stop, ...] along attrs.axis, 0 ≤ start ≤ stop ≤ dim.
+ * dx = pad(g, axis, start, dim − stop).
+ * Always a copy: apply() makes an op a view or not by its descriptor flag,
+ * with no per-call choice, so the leading-axis view case cannot share this
+ * op (it would need a second descriptor, e.g. a "slice_view" op). */
+static int slice_shape(mi_tensor *const *in, int n, const mi_attrs *a, mi_dtype *dt, int *rank,
+                       int64_t *shape)
+{
+    const mi_tensor *x = in[0];
+    if (data_input("slice", in, dt) != 0) return -1;
+    int ax = axis_norm("slice", a->axis, x->rank);
+    if (ax < 0) return -1;
+    if (a->start < 0 || a->start > a->stop || a->stop > x->shape[ax]) {
+        char b[96];
+        mi_error_set("slice: [%lld:%lld] out of range for axis %d of %s", (long long)a->start,
+                     (long long)a->stop, a->axis, SHAPE_STR(b, x));
+        return -1;
+    }
+    copy_shape(rank, shape, x);
+    shape[ax] = a->stop - a->start;
+    return 0;
+}
+static void slice_k(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a)
+{
+    const mi_tensor *x = in[0];
+    int ax = ax_of(a, x->rank);
+    int64_t outer, inner, dim = x->shape[ax], len = o->shape[ax];
+    split_at(x, ax, &outer, &inner);
+    size_t es = mi_dtype_size(o->dtype), block = (size_t)(len * inner) * es;
+    for (int64_t k = 0; k < outer; k++)
+        memcpy((char *)o->data + (size_t)k * block,
+               (const char *)x->data + (size_t)((k * dim + a->start) * inner) * es, block);
+}
+static mi_tensor *slice_vjp(const mi_node *n, int i, mi_tensor *g)
+{
+    const mi_tensor *x = n->inputs[0];
+    const mi_attrs *a = &n->attrs;
+    int ax = ax_of(a, x->rank);
+    return mi_pad(g, ax, a->start, x->shape[ax] - a->stop);
+}
+static int ex_slice(mi_rng *r, int v, mi_tensor **in, mi_attrs *a)
+{
+    static const ex_one_case c[] = {
+        {2, {4, 5}, {.axis = 1, .start = 1, .stop = 4}},
+        {3, {3, 1, 4}, {.axis = -1, .start = 0, .stop = 2}},
+        {1, {6}, {.axis = 0, .start = 5, .stop = 6}},
+    };
+    return ex_one(r, v, in, a, c, 3);
+}
+const mi_op mi_op_slice = {.name = "slice", .formula = "y = x[..., start:stop, ...]", .arity = 1,
+                           .shape = slice_shape, ANY_KERNEL(slice_k), .vjp = slice_vjp,
+                           .examples = ex_slice};
+/* Negative start/stop count from the end of the axis, as in Python. */
+mi_tensor *mi_slice(mi_tensor *x, int axis, int64_t start, int64_t stop)
+{
+    if (x) {
+        int ax = axis < 0 ? axis + x->rank : axis;
+        if (ax >= 0 && ax < x->rank) {
+            if (start < 0) start += x->shape[ax];
+            if (stop < 0) stop += x->shape[ax];
+        }
+    }
+    mi_attrs a = {.axis = axis, .start = start, .stop = stop};
+    return RUN(&mi_op_slice, &a, x);
+}
+
+/* ---------------------------------------------------------------- pad
+ * y = [0 × before, x, 0 × after] along attrs.axis (attrs.start = before,
+ * attrs.stop = after). dx = slice(g, axis, before, before + dim). */
+static int pad_shape(mi_tensor *const *in, int n, const mi_attrs *a, mi_dtype *dt, int *rank,
+                     int64_t *shape)
+{
+    const mi_tensor *x = in[0];
+    if (data_input("pad", in, dt) != 0) return -1;
+    int ax = axis_norm("pad", a->axis, x->rank);
+    if (ax < 0) return -1;
+    if (a->start < 0 || a->stop < 0) {
+        char b[96];
+        mi_error_set("pad: widths must be ≥ 0, got before %lld, after %lld for %s",
+                     (long long)a->start, (long long)a->stop, SHAPE_STR(b, x));
+        return -1;
+    }
+    copy_shape(rank, shape, x);
+    shape[ax] += a->start + a->stop;
+    return 0;
+}
+static void pad_k(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a)
+{
+    const mi_tensor *x = in[0];
+    int ax = ax_of(a, x->rank);
+    int64_t outer, inner, dim = x->shape[ax], odim = o->shape[ax];
+    split_at(x, ax, &outer, &inner);
+    size_t es = mi_dtype_size(o->dtype), block = (size_t)(dim * inner) * es;
+    memset(o->data, 0, (size_t)o->numel * es); /* all-zero bits are 0.0 */
+    for (int64_t k = 0; k < outer; k++)
+        memcpy((char *)o->data + (size_t)((k * odim + a->start) * inner) * es,
+               (const char *)x->data + (size_t)k * block, block);
+}
+static mi_tensor *pad_vjp(const mi_node *n, int i, mi_tensor *g)
+{
+    const mi_tensor *x = n->inputs[0];
+    const mi_attrs *a = &n->attrs;
+    int ax = ax_of(a, x->rank);
+    return mi_slice(g, ax, a->start, a->start + x->shape[ax]);
+}
+static int ex_pad(mi_rng *r, int v, mi_tensor **in, mi_attrs *a)
+{
+    static const ex_one_case c[] = {
+        {2, {3, 4}, {.axis = 1, .start = 2, .stop = 1}},
+        {3, {2, 1, 3}, {.axis = 0, .start = 0, .stop = 2}},
+        {1, {4}, {.axis = -1, .start = 3, .stop = 0}},
+    };
+    return ex_one(r, v, in, a, c, 3);
+}
+const mi_op mi_op_pad = {.name = "pad", .formula = "y = [0^before, x, 0^after] along axis",
+                         .arity = 1, .shape = pad_shape, ANY_KERNEL(pad_k), .vjp = pad_vjp,
+                         .examples = ex_pad};
+mi_tensor *mi_pad(mi_tensor *x, int axis, int64_t before, int64_t after)
+{
+    mi_attrs a = {.axis = axis, .start = before, .stop = after};
+    return RUN(&mi_op_pad, &a, x);
+}
+
+/* ---------------------------------------------------------------- flip
+ * y[..., j, ...] = x[..., dim − 1 − j, ...] along attrs.axis. dx = flip(g). */
+static int flip_shape(mi_tensor *const *in, int n, const mi_attrs *a, mi_dtype *dt, int *rank,
+                      int64_t *shape)
+{
+    if (data_input("flip", in, dt) != 0 || axis_norm("flip", a->axis, in[0]->rank) < 0)
+        return -1;
+    copy_shape(rank, shape, in[0]);
+    return 0;
+}
+static void flip_k(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a)
+{
+    const mi_tensor *x = in[0];
+    int ax = ax_of(a, x->rank);
+    int64_t outer, inner, dim = x->shape[ax];
+    split_at(x, ax, &outer, &inner);
+    size_t es = mi_dtype_size(o->dtype), row = (size_t)inner * es;
+    for (int64_t k = 0; k < outer; k++)
+        for (int64_t j = 0; j < dim; j++)
+            memcpy((char *)o->data + (size_t)(k * dim + j) * row,
+                   (const char *)x->data + (size_t)(k * dim + dim - 1 - j) * row, row);
+}
+static mi_tensor *flip_vjp(const mi_node *n, int i, mi_tensor *g)
+{
+    return mi_flip(g, n->attrs.axis);
+}
+static int ex_flip(mi_rng *r, int v, mi_tensor **in, mi_attrs *a)
+{
+    static const ex_one_case c[] = {
+        {2, {3, 4}, {.axis = 1}}, {3, {2, 3, 2}, {.axis = 0}}, {1, {5}, {.axis = -1}}};
+    return ex_one(r, v, in, a, c, 3);
+}
+const mi_op mi_op_flip = {.name = "flip", .formula = "y[j] = x[dim - 1 - j] along axis",
+                          .arity = 1, .shape = flip_shape, ANY_KERNEL(flip_k), .vjp = flip_vjp,
+                          .examples = ex_flip};
+mi_tensor *mi_flip(mi_tensor *x, int axis)
+{
+    mi_attrs a = {.axis = axis};
+    return RUN(&mi_op_flip, &a, x);
+}
+
+/* ---------------------------------------------------------------- concat
+ * y = [x_0, x_1, …] along attrs.axis; every other axis matches.
+ * dx_i = slice(g, axis, o_i, o_i + dim_i), o_i = Σ_{j<i} dim_j. */
+static int concat_shape(mi_tensor *const *in, int n, const mi_attrs *a, mi_dtype *dt, int *rank,
+                        int64_t *shape)
+{
+    for (int i = 0; i < n; i++)
+        if (require_float("concat", in, i) != 0) return -1;
+    *dt = in[0]->dtype;
+    int ax = axis_norm("concat", a->axis, in[0]->rank);
+    if (ax < 0) return -1;
+    copy_shape(rank, shape, in[0]);
+    for (int i = 1; i < n; i++) {
+        bool ok = in[i]->rank == in[0]->rank;
+        for (int d = 0; d < in[0]->rank && ok; d++) ok = d == ax || in[i]->shape[d] == shape[d];
+        if (!ok) {
+            char b0[96], bi[96];
+            mi_error_set("concat: input %d has shape %s, input 0 has %s (axis %d)", i,
+                         SHAPE_STR(bi, in[i]), SHAPE_STR(b0, in[0]), a->axis);
+            return -1;
+        }
+        shape[ax] += in[i]->shape[ax];
+    }
+    return 0;
+}
+static void concat_k(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a)
+{
+    int ax = ax_of(a, o->rank);
+    int64_t outer, inner;
+    split_at(o, ax, &outer, &inner);
+    size_t es = mi_dtype_size(o->dtype);
+    /* Kernels are not told the input count: take inputs until their sizes
+     * along axis fill the output (the shape rule made them sum exactly;
+     * trailing empty inputs would add nothing). */
+    int n = 1;
+    for (int64_t filled = in[0]->shape[ax]; filled < o->shape[ax]; n++)
+        filled += in[n]->shape[ax];
+    char *Y = o->data;
+    for (int64_t k = 0; k < outer; k++)
+        for (int i = 0; i < n; i++) {
+            size_t block = (size_t)(in[i]->shape[ax] * inner) * es;
+            memcpy(Y, (const char *)in[i]->data + (size_t)k * block, block);
+            Y += block;
+        }
+}
+static mi_tensor *concat_vjp(const mi_node *n, int i, mi_tensor *g)
+{
+    int ax = ax_of(&n->attrs, g->rank);
+    int64_t off = 0;
+    for (int j = 0; j < i; j++) off += n->inputs[j]->shape[ax];
+    return mi_slice(g, ax, off, off + n->inputs[i]->shape[ax]);
+}
+static int ex_concat(mi_rng *r, int v, mi_tensor **in, mi_attrs *a)
+{
+    switch (v) {
+    case 0: /* three sizes along a middle axis */
+        in[0] = ex_normal(r, MI_SHAPE(2, 1, 3));
+        in[1] = ex_normal(r, MI_SHAPE(2, 3, 3));
+        in[2] = ex_normal(r, MI_SHAPE(2, 2, 3));
+        a->axis = 1;
+        return 3;
+    case 1:
+        in[0] = ex_normal(r, MI_SHAPE(3));
+        in[1] = ex_normal(r, MI_SHAPE(4));
+        a->axis = 0;
+        return 2;
+    case 2:
+        in[0] = ex_normal(r, MI_SHAPE(2, 2));
+        in[1] = ex_normal(r, MI_SHAPE(2, 3));
+        a->axis = -1;
+        return 2;
+    default: return 0;
+    }
+}
+const mi_op mi_op_concat = {.name = "concat", .formula = "y = [x_0, x_1, ...] along axis",
+                            .arity = MI_MAX_INPUTS, .flags = MI_OP_VARIADIC,
+                            .shape = concat_shape, ANY_KERNEL(concat_k), .vjp = concat_vjp,
+                            .examples = ex_concat};
+/* More than MI_MAX_INPUTS tensors: concatenated in groups, then the groups. */
+mi_tensor *mi_concat(mi_tensor *const *xs, int n, int axis)
+{
+    mi_attrs a = {.axis = axis};
+    if (n <= MI_MAX_INPUTS) return op_run(&mi_op_concat, xs, n, &a);
+    mi_tensor *part[MI_MAX_INPUTS];
+    int group = (n + MI_MAX_INPUTS - 1) / MI_MAX_INPUTS, k = 0;
+    for (int i = 0; i < n; i += group, k++)
+        part[k] = mi_concat(xs + i, n - i < group ? n - i : group, axis);
+    return op_run(&mi_op_concat, part, k, &a);
+}
+
+/* stack: unsqueeze each input at axis, then concat (in groups when many). */
+mi_tensor *mi_stack(mi_tensor *const *xs, int n, int axis)
+{
+    if (n < 1 || !xs) {
+        mi_error_set("stack: takes at least 1 input, got %d", xs ? n : 0);
+        return NULL;
+    }
+    if (!xs[0]) return mi_unsqueeze(NULL, 0);
+    int ax = axis_norm("stack", axis, xs[0]->rank + 1);
+    if (ax < 0) return NULL;
+    mi_tensor *part[MI_MAX_INPUTS];
+    if (n <= MI_MAX_INPUTS) {
+        for (int i = 0; i < n; i++) part[i] = mi_unsqueeze(xs[i], ax);
+        return mi_concat(part, n, ax);
+    }
+    int group = (n + MI_MAX_INPUTS - 1) / MI_MAX_INPUTS, k = 0;
+    for (int i = 0; i < n; i += group, k++)
+        part[k] = mi_stack(xs + i, n - i < group ? n - i : group, ax);
+    return mi_concat(part, k, ax);
+}
+
+/* One example of an indexed op: data shape, index dtype, shape and range,
+ * axis and (index_add, scatter_add) output size. */
+typedef struct ex_case {
+    int xr;
+    int64_t xs[3];
+    mi_dtype it;
+    int ir;
+    int64_t is[3], n;
+    int axis;
+    int64_t size;
+} ex_case;
+static int ex_indexed(mi_rng *r, int v, mi_tensor **in, mi_attrs *a, const ex_case *c, int count)
+{
+    if (v >= count) return 0;
+    in[0] = ex_normal(r, c[v].xr, c[v].xs);
+    in[1] = ex_indices(r, c[v].it, c[v].ir, c[v].is, c[v].n);
+    a->axis = c[v].axis;
+    a->index = c[v].size;
+    return 2;
+}
+
+/* ---------------------------------------------------------------- index_select
+ * y[..., j, ...] = x[..., idx[j], ...] along attrs.axis; idx 1-D.
+ * dx = index_add(g, axis, idx, dim) (repeated indices accumulate). */
+static int index_select_shape(mi_tensor *const *in, int n, const mi_attrs *a, mi_dtype *dt,
+                              int *rank, int64_t *shape)
+{
+    const mi_tensor *x = in[0], *idx = in[1];
+    char b[96], bi[96];
+    if (data_input("index_select", in, dt) != 0) return -1;
+    int ax = axis_norm("index_select", a->axis, x->rank);
+    if (ax < 0) return -1;
+    if (idx->rank != 1) {
+        mi_error_set("index_select: index must be 1-D, got %s", SHAPE_STR(bi, idx));
+        return -1;
+    }
+    char what[160];
+    snprintf(what, sizeof what, "axis %d of %s", a->axis, SHAPE_STR(b, x));
+    if (check_index("index_select", idx, x->shape[ax], what) != 0) return -1;
+    copy_shape(rank, shape, x);
+    shape[ax] = idx->numel;
+    return 0;
+}
+static void index_select_k(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a)
+{
+    const mi_tensor *x = in[0], *idx = in[1];
+    int ax = ax_of(a, x->rank);
+    int64_t outer, inner, dim = x->shape[ax], m = idx->numel;
+    split_at(x, ax, &outer, &inner);
+    size_t es = mi_dtype_size(o->dtype), row = (size_t)inner * es;
+    for (int64_t k = 0; k < outer; k++)
+        for (int64_t j = 0; j < m; j++)
+            memcpy((char *)o->data + (size_t)(k * m + j) * row,
+                   (const char *)x->data + (size_t)(k * dim + index_at(idx, j)) * row, row);
+}
+static mi_tensor *index_select_vjp(const mi_node *n, int i, mi_tensor *g)
+{
+    const mi_tensor *x = n->inputs[0];
+    int ax = ax_of(&n->attrs, x->rank);
+    return mi_index_add(g, ax, n->inputs[1], x->shape[ax]);
+}
+static int ex_index_select(mi_rng *r, int v, mi_tensor **in, mi_attrs *a)
+{
+    static const ex_case c[] = {
+        {2, {4, 3}, MI_I64, 1, {6}, 4, 0, 0}, /* more picks than rows: repeats */
+        {3, {2, 5, 2}, MI_I32, 1, {3}, 5, -2, 0},
+        {1, {6}, MI_I64, 1, {6}, 6, 0, 0},
+    };
+    return ex_indexed(r, v, in, a, c, 3);
+}
+const mi_op mi_op_index_select = {.name = "index_select", .formula = "y[j] = x[idx[j]] along axis",
+                                  .arity = 2, .shape = index_select_shape,
+                                  ANY_KERNEL(index_select_k), .vjp = index_select_vjp,
+                                  .diff_inputs = 0x1, .examples = ex_index_select};
+mi_tensor *mi_index_select(mi_tensor *x, int axis, mi_tensor *idx)
+{
+    mi_attrs a = {.axis = axis};
+    return RUN(&mi_op_index_select, &a, x, idx);
+}
+
+/* ---------------------------------------------------------------- index_add
+ * y = 0 of size attrs.index along attrs.axis; y[..., idx[j], ...] += src[..., j, ...].
+ * dsrc = index_select(g, axis, idx). */
+static int index_add_shape(mi_tensor *const *in, int n, const mi_attrs *a, mi_dtype *dt,
+                           int *rank, int64_t *shape)
+{
+    const mi_tensor *src = in[0], *idx = in[1];
+    char b[96], bi[96];
+    if (data_input("index_add", in, dt) != 0) return -1;
+    int ax = axis_norm("index_add", a->axis, src->rank);
+    if (ax < 0) return -1;
+    if (idx->rank != 1 || idx->numel != src->shape[ax]) {
+        mi_error_set("index_add: index must be 1-D with %lld entries (axis %d of %s), got %s",
+                     (long long)src->shape[ax], a->axis, SHAPE_STR(b, src), SHAPE_STR(bi, idx));
+        return -1;
+    }
+    char what[64];
+    snprintf(what, sizeof what, "output size along axis %d", a->axis);
+    if (check_index("index_add", idx, a->index, what) != 0) return -1;
+    copy_shape(rank, shape, src);
+    shape[ax] = a->index;
+    return 0;
+}
+#define INDEX_ADD_KERNEL(fname, T)                                                     \
+    static void fname(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a)           \
+    {                                                                                  \
+        const mi_tensor *src = in[0], *idx = in[1];                                    \
+        int ax = ax_of(a, src->rank);                                                  \
+        int64_t outer, inner, m = src->shape[ax], size = o->shape[ax];                 \
+        split_at(src, ax, &outer, &inner);                                             \
+        const T *S = src->data;                                                        \
+        T *Y = o->data;                                                                \
+        memset(Y, 0, sizeof(T) * (size_t)o->numel);                                    \
+        for (int64_t k = 0; k < outer; k++)                                            \
+            for (int64_t j = 0; j < m; j++) {                                          \
+                T *y = Y + (k * size + index_at(idx, j)) * inner;                      \
+                const T *s = S + (k * m + j) * inner;                                  \
+                for (int64_t t = 0; t < inner; t++) y[t] += s[t];                      \
+            }                                                                          \
+    }
+INDEX_ADD_KERNEL(index_add_f32, float)
+INDEX_ADD_KERNEL(index_add_f64, double)
+static mi_tensor *index_add_vjp(const mi_node *n, int i, mi_tensor *g)
+{
+    return mi_index_select(g, n->attrs.axis, n->inputs[1]);
+}
+static int ex_index_add(mi_rng *r, int v, mi_tensor **in, mi_attrs *a)
+{
+    static const ex_case c[] = {
+        {2, {5, 3}, MI_I64, 1, {5}, 4, 0, 4},
+        {3, {2, 3, 2}, MI_I32, 1, {3}, 5, -2, 5},
+    };
+    return ex_indexed(r, v, in, a, c, 2);
+}
+const mi_op mi_op_index_add = {.name = "index_add",
+                               .formula = "y = 0; y[idx[j]] += src[j] along axis", .arity = 2,
+                               .shape = index_add_shape, KERNELS(index_add),
+                               .vjp = index_add_vjp, .diff_inputs = 0x1,
+                               .examples = ex_index_add};
+mi_tensor *mi_index_add(mi_tensor *src, int axis, mi_tensor *idx, int64_t size)
+{
+    mi_attrs a = {.axis = axis, .index = size};
+    return RUN(&mi_op_index_add, &a, src, idx);
+}
+
+/* ---------------------------------------------------------------- gather
+ * y[..., j, ...] = x[..., idx[..., j, ...], ...] along attrs.axis (torch.gather);
+ * idx has y's shape and matches x on every other axis.
+ * dx = scatter_add(g, axis, idx, dim). */
+static int gather_shape(mi_tensor *const *in, int n, const mi_attrs *a, mi_dtype *dt, int *rank,
+                        int64_t *shape)
+{
+    const mi_tensor *x = in[0], *idx = in[1];
+    char b[96], bi[96];
+    if (data_input("gather", in, dt) != 0) return -1;
+    int ax = axis_norm("gather", a->axis, x->rank);
+    if (ax < 0) return -1;
+    bool ok = idx->rank == x->rank;
+    for (int d = 0; d < x->rank && ok; d++) ok = d == ax || idx->shape[d] == x->shape[d];
+    if (!ok) {
+        mi_error_set("gather: index shape %s must match input %s except along axis %d",
+                     SHAPE_STR(bi, idx), SHAPE_STR(b, x), a->axis);
+        return -1;
+    }
+    char what[160];
+    snprintf(what, sizeof what, "axis %d of %s", a->axis, SHAPE_STR(b, x));
+    if (check_index("gather", idx, x->shape[ax], what) != 0) return -1;
+    copy_shape(rank, shape, idx);
+    return 0;
+}
+static void gather_k(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a)
+{
+    const mi_tensor *x = in[0], *idx = in[1];
+    int ax = ax_of(a, x->rank);
+    int64_t outer, inner, dim = x->shape[ax], m = o->shape[ax];
+    split_at(o, ax, &outer, &inner);
+    size_t es = mi_dtype_size(o->dtype);
+    for (int64_t i = 0; i < o->numel; i++) {
+        int64_t k = i / (m * inner), t = i % inner;
+        copy_elem((char *)o->data + (size_t)i * es,
+                  (const char *)x->data + (size_t)((k * dim + index_at(idx, i)) * inner + t) * es,
+                  es);
+    }
+}
+static mi_tensor *gather_vjp(const mi_node *n, int i, mi_tensor *g)
+{
+    const mi_tensor *x = n->inputs[0];
+    int ax = ax_of(&n->attrs, x->rank);
+    return mi_scatter_add(g, ax, n->inputs[1], x->shape[ax]);
+}
+static int ex_gather(mi_rng *r, int v, mi_tensor **in, mi_attrs *a)
+{
+    static const ex_case c[] = {
+        {2, {3, 4}, MI_I64, 2, {3, 5}, 4, 1, 0},
+        {3, {2, 3, 2}, MI_I32, 3, {4, 3, 2}, 2, 0, 0},
+        {1, {5}, MI_I64, 1, {7}, 5, -1, 0},
+    };
+    return ex_indexed(r, v, in, a, c, 3);
+}
+const mi_op mi_op_gather = {.name = "gather", .formula = "y[j] = x[idx[j]] along axis, elementwise",
+                            .arity = 2, .shape = gather_shape, ANY_KERNEL(gather_k),
+                            .vjp = gather_vjp, .diff_inputs = 0x1, .examples = ex_gather};
+mi_tensor *mi_gather(mi_tensor *x, int axis, mi_tensor *idx)
+{
+    mi_attrs a = {.axis = axis};
+    return RUN(&mi_op_gather, &a, x, idx);
+}
+
+/* ---------------------------------------------------------------- scatter_add
+ * y = 0 of size attrs.index along attrs.axis; y[..., idx[..j..], ...] += src[..j..];
+ * idx has src's shape. dsrc = gather(g, axis, idx). */
+static int scatter_add_shape(mi_tensor *const *in, int n, const mi_attrs *a, mi_dtype *dt,
+                             int *rank, int64_t *shape)
+{
+    const mi_tensor *src = in[0], *idx = in[1];
+    char b[96], bi[96];
+    if (data_input("scatter_add", in, dt) != 0) return -1;
+    int ax = axis_norm("scatter_add", a->axis, src->rank);
+    if (ax < 0) return -1;
+    if (!mi_same_shape(src, idx)) {
+        mi_error_set("scatter_add: index shape %s must equal source shape %s", SHAPE_STR(bi, idx),
+                     SHAPE_STR(b, src));
+        return -1;
+    }
+    char what[64];
+    snprintf(what, sizeof what, "output size along axis %d", a->axis);
+    if (check_index("scatter_add", idx, a->index, what) != 0) return -1;
+    copy_shape(rank, shape, src);
+    shape[ax] = a->index;
+    return 0;
+}
+#define SCATTER_ADD_KERNEL(fname, T)                                                   \
+    static void fname(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a)           \
+    {                                                                                  \
+        const mi_tensor *src = in[0], *idx = in[1];                                    \
+        int ax = ax_of(a, src->rank);                                                  \
+        int64_t outer, inner, m = src->shape[ax], size = o->shape[ax];                 \
+        split_at(src, ax, &outer, &inner);                                             \
+        const T *S = src->data;                                                        \
+        T *Y = o->data;                                                                \
+        memset(Y, 0, sizeof(T) * (size_t)o->numel);                                    \
+        for (int64_t i = 0; i < src->numel; i++) {                                     \
+            int64_t k = i / (m * inner), t = i % inner;                                \
+            Y[(k * size + index_at(idx, i)) * inner + t] += S[i];                      \
+        }                                                                              \
+    }
+SCATTER_ADD_KERNEL(scatter_add_f32, float)
+SCATTER_ADD_KERNEL(scatter_add_f64, double)
+static mi_tensor *scatter_add_vjp(const mi_node *n, int i, mi_tensor *g)
+{
+    return mi_gather(g, n->attrs.axis, n->inputs[1]);
+}
+static int ex_scatter_add(mi_rng *r, int v, mi_tensor **in, mi_attrs *a)
+{
+    static const ex_case c[] = {
+        {2, {3, 5}, MI_I64, 2, {3, 5}, 4, 1, 4},
+        {3, {4, 3, 2}, MI_I32, 3, {4, 3, 2}, 2, 0, 2},
+    };
+    return ex_indexed(r, v, in, a, c, 2);
+}
+const mi_op mi_op_scatter_add = {.name = "scatter_add",
+                                 .formula = "y = 0; y[idx[j]] += src[j] along axis, elementwise",
+                                 .arity = 2, .shape = scatter_add_shape, KERNELS(scatter_add),
+                                 .vjp = scatter_add_vjp, .diff_inputs = 0x1,
+                                 .examples = ex_scatter_add};
+mi_tensor *mi_scatter_add(mi_tensor *src, int axis, mi_tensor *idx, int64_t size)
+{
+    mi_attrs a = {.axis = axis, .index = size};
+    return RUN(&mi_op_scatter_add, &a, src, idx);
+}
