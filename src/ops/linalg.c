@@ -1,1 +1,283 @@
+/* Linear algebra: batched matmul with transpose flags, and the outer
+ * product. Batch dims (all but the last two of matmul's operands, all but
+ * the last of outer's) broadcast by NumPy's rules; the vjps return
+ * gradients at the broadcast batch shape and the engine sums them back.
+ *
+ * The kernels are the plain-C reference (loops ordered so that the inner
+ * loop runs over contiguous memory); faster backends come later. */
 #include "internal.h"
+
+/* Broadcasts two batch shapes without touching the error state. */
+static bool batch_broadcast(int ra, const int64_t *sa, int rb, const int64_t *sb, int *r,
+                            int64_t *s)
+{
+    *r = ra > rb ? ra : rb;
+    for (int i = 0; i < *r; i++) {
+        int ia = ra - *r + i, ib = rb - *r + i;
+        int64_t da = ia >= 0 ? sa[ia] : 1, db = ib >= 0 ? sb[ib] : 1;
+        if (da != db && da != 1 && db != 1) return false;
+        s[i] = da == 1 ? db : da;
+    }
+    return true;
+}
+
+/* Strides (in elements) of an operand's batch dims along the output's nb
+ * batch dims: 0 where the operand lacks the dim or has size 1. `mat` is the
+ * number of elements in one of its matrices (or vectors). */
+static void batch_strides(const mi_tensor *t, int tail, int nb, int64_t mat, int64_t *st)
+{
+    int tb = t->rank - tail;
+    int64_t s = mat;
+    for (int d = nb - 1; d >= 0; d--) {
+        int dt = d - (nb - tb);
+        st[d] = (dt < 0 || t->shape[dt] == 1) ? 0 : s;
+        if (dt >= 0) s *= t->shape[dt];
+    }
+}
+
+static inline void batch_next(int64_t *idx, const int64_t *shape, int nb, const int64_t *sa,
+                              const int64_t *sb, int64_t *oa, int64_t *ob)
+{
+    for (int d = nb - 1; d >= 0; d--) {
+        *oa += sa[d];
+        *ob += sb[d];
+        if (++idx[d] < shape[d]) return;
+        *oa -= sa[d] * shape[d];
+        *ob -= sb[d] * shape[d];
+        idx[d] = 0;
+    }
+}
+
+/* ---------------------------------------------------------------- matmul
+ * C[..., i, j] = Σ_k op(A)[..., i, k] · op(B)[..., k, j],  op = ᵀ when trans_a / trans_b.
+ * For C = A·B:  dA = g·Bᵀ,  dB = Aᵀ·g; with the flags:
+ *   dA = ta ? op(B)·gᵀ = matmul_t(B, g, tb, 1) : g·op(B)ᵀ = matmul_t(g, B, 0, !tb)
+ *   dB = tb ? gᵀ·op(A) = matmul_t(g, A, 1, ta) : op(A)ᵀ·g = matmul_t(A, g, !ta, 0) */
+#define MATMUL_KERNEL_T(fname, T)                                                          \
+    static void fname(mi_tensor *o, mi_tensor *const *in, const mi_attrs *at)              \
+    {                                                                                      \
+        const mi_tensor *a = in[0], *b = in[1];                                            \
+        bool ta = at->trans_a, tb = at->trans_b;                                           \
+        int nb = o->rank - 2;                                                              \
+        int64_t M = o->shape[nb], N = o->shape[nb + 1];                                    \
+        int64_t K = ta ? a->shape[a->rank - 2] : a->shape[a->rank - 1];                    \
+        /* op(A)[i,k] = A[i*sai + k*sak];  B is [K,N] (tb = 0) or [N,K] (tb = 1) */        \
+        int64_t sai = ta ? 1 : K, sak = ta ? M : 1;                                        \
+        int64_t sa[MI_MAX_RANK], sb[MI_MAX_RANK], idx[MI_MAX_RANK] = {0}, oa = 0, ob = 0;  \
+        batch_strides(a, 2, nb, M * K, sa);                                                \
+        batch_strides(b, 2, nb, K * N, sb);                                                \
+        int64_t nbatch = mi_shape_numel(nb, o->shape);                                     \
+        for (int64_t q = 0; q < nbatch; q++) {                                             \
+            const T *A = (const T *)a->data + oa, *B = (const T *)b->data + ob;            \
+            T *C = (T *)o->data + q * M * N;                                               \
+            if (!tb) { /* i-k-j: C[i,:] += op(A)[i,k] · B[k,:] */                          \
+                for (int64_t i = 0; i < M; i++) {                                          \
+                    T *c = C + i * N;                                                      \
+                    for (int64_t j = 0; j < N; j++) c[j] = 0;                              \
+                    for (int64_t k = 0; k < K; k++) {                                      \
+                        T aik = A[i * sai + k * sak];                                      \
+                        const T *bk = B + k * N;                                           \
+                        for (int64_t j = 0; j < N; j++) c[j] += aik * bk[j];               \
+                    }                                                                      \
+                }                                                                          \
+            } else { /* i-j-k: C[i,j] = op(A)[i,:] · B[j,:] */                             \
+                for (int64_t i = 0; i < M; i++)                                            \
+                    for (int64_t j = 0; j < N; j++) {                                      \
+                        const T *bj = B + j * K, *ai = A + i * sai;                        \
+                        T acc = 0;                                                         \
+                        for (int64_t k = 0; k < K; k++) acc += ai[k * sak] * bj[k];        \
+                        C[i * N + j] = acc;                                                \
+                    }                                                                      \
+            }                                                                              \
+            batch_next(idx, o->shape, nb, sa, sb, &oa, &ob);                               \
+        }                                                                                  \
+    }
+MATMUL_KERNEL_T(matmul_f32, float)
+MATMUL_KERNEL_T(matmul_f64, double)
+
+static int matmul_shape(mi_tensor *const *in, int n, const mi_attrs *at, mi_dtype *dt, int *rank,
+                        int64_t *shape)
+{
+    const mi_tensor *a = in[0], *b = in[1];
+    char sa[96], sb[96];
+    const char *flags = at->trans_a && at->trans_b ? " (trans_a, trans_b)"
+                        : at->trans_a              ? " (trans_a)"
+                        : at->trans_b              ? " (trans_b)"
+                                                   : "";
+    if (require_float("matmul", in, 0) != 0 || require_float("matmul", in, 1) != 0) return -1;
+    for (int i = 0; i < 2; i++)
+        if (in[i]->rank < 2) {
+            mi_error_set("matmul: input %d must have rank 2 to %d, got %s", i, MI_MAX_RANK,
+                         mi_shape_str(sa, sizeof sa, in[i]->rank, in[i]->shape));
+            return -1;
+        }
+    mi_shape_str(sa, sizeof sa, a->rank, a->shape);
+    mi_shape_str(sb, sizeof sb, b->rank, b->shape);
+    int ra = a->rank, rb = b->rank;
+    int64_t m = at->trans_a ? a->shape[ra - 1] : a->shape[ra - 2];
+    int64_t ka = at->trans_a ? a->shape[ra - 2] : a->shape[ra - 1];
+    int64_t kb = at->trans_b ? b->shape[rb - 1] : b->shape[rb - 2];
+    int64_t nn = at->trans_b ? b->shape[rb - 2] : b->shape[rb - 1];
+    if (ka != kb) {
+        mi_error_set("matmul: inner dims differ: %s x %s%s", sa, sb, flags);
+        return -1;
+    }
+    int r;
+    if (!batch_broadcast(ra - 2, a->shape, rb - 2, b->shape, &r, shape)) {
+        mi_error_set("matmul: batch dims do not broadcast: %s x %s", sa, sb);
+        return -1;
+    }
+    shape[r] = m;
+    shape[r + 1] = nn;
+    *rank = r + 2;
+    *dt = a->dtype;
+    return 0;
+}
+
+static mi_tensor *matmul_vjp(const mi_node *n, int i, mi_tensor *g)
+{
+    mi_tensor *a = n->inputs[0], *b = n->inputs[1];
+    bool ta = n->attrs.trans_a, tb = n->attrs.trans_b;
+    if (i == 0) return ta ? mi_matmul_t(b, g, tb, true) : mi_matmul_t(g, b, false, !tb);
+    return tb ? mi_matmul_t(g, a, true, ta) : mi_matmul_t(a, g, !ta, false);
+}
+
+/* Plain; both transposed with a broadcast batch; trans_a against a
+ * batched b; trans_b with a size-1 batch dim. */
+static int ex_matmul(mi_rng *r, int v, mi_tensor **in, mi_attrs *a)
+{
+    switch (v) {
+    case 0:
+        in[0] = ex_normal(r, MI_SHAPE(3, 4));
+        in[1] = ex_normal(r, MI_SHAPE(4, 5));
+        break;
+    case 1: /* [2,1,3,2]ᵀ · [3,4,3]ᵀ → [2,3,2,4] */
+        in[0] = ex_normal(r, MI_SHAPE(2, 1, 3, 2));
+        in[1] = ex_normal(r, MI_SHAPE(3, 4, 3));
+        a->trans_a = a->trans_b = true;
+        break;
+    case 2: /* [3,2]ᵀ · [2,3,3] → [2,2,3] */
+        in[0] = ex_normal(r, MI_SHAPE(3, 2));
+        in[1] = ex_normal(r, MI_SHAPE(2, 3, 3));
+        a->trans_a = true;
+        break;
+    case 3: /* [1,5,3] · [2,2,3]ᵀ → [2,5,2] */
+        in[0] = ex_normal(r, MI_SHAPE(1, 5, 3));
+        in[1] = ex_normal(r, MI_SHAPE(2, 2, 3));
+        a->trans_b = true;
+        break;
+    default: return 0;
+    }
+    return 2;
+}
+
+const mi_op mi_op_matmul = {.name = "matmul", .formula = "C = op(A) op(B), op = T if trans",
+                            .arity = 2, .shape = matmul_shape, KERNELS(matmul),
+                            .vjp = matmul_vjp, .examples = ex_matmul};
+
+mi_tensor *mi_matmul_t(mi_tensor *a, mi_tensor *b, bool trans_a, bool trans_b)
+{
+    mi_attrs at = {.trans_a = trans_a, .trans_b = trans_b};
+    return RUN(&mi_op_matmul, &at, a, b);
+}
+mi_tensor *mi_matmul(mi_tensor *a, mi_tensor *b) { return mi_matmul_t(a, b, false, false); }
+
+/* ---------------------------------------------------------------- outer
+ * y[..., i, j] = a[..., i] · b[..., j];
+ * da[..., i] = Σ_j g[..., i, j] b[..., j] = (g · b[..., :, None])[..., i, 0]
+ * db[..., j] = Σ_i g[..., i, j] a[..., i] = (gᵀ · a[..., :, None])[..., j, 0] */
+#define OUTER_KERNEL_T(fname, T)                                                         \
+    static void fname(mi_tensor *o, mi_tensor *const *in, const mi_attrs *at)            \
+    {                                                                                    \
+        (void)at;                                                                        \
+        int nb = o->rank - 2;                                                            \
+        int64_t M = o->shape[nb], N = o->shape[nb + 1];                                  \
+        int64_t sa[MI_MAX_RANK], sb[MI_MAX_RANK], idx[MI_MAX_RANK] = {0}, oa = 0, ob = 0; \
+        batch_strides(in[0], 1, nb, M, sa);                                              \
+        batch_strides(in[1], 1, nb, N, sb);                                              \
+        int64_t nbatch = mi_shape_numel(nb, o->shape);                                   \
+        T *Y = o->data;                                                                  \
+        for (int64_t q = 0; q < nbatch; q++) {                                           \
+            const T *A = (const T *)in[0]->data + oa, *B = (const T *)in[1]->data + ob;  \
+            for (int64_t i = 0; i < M; i++)                                              \
+                for (int64_t j = 0; j < N; j++) *Y++ = A[i] * B[j];                      \
+            batch_next(idx, o->shape, nb, sa, sb, &oa, &ob);                             \
+        }                                                                                \
+    }
+OUTER_KERNEL_T(outer_f32, float)
+OUTER_KERNEL_T(outer_f64, double)
+
+static int outer_shape(mi_tensor *const *in, int n, const mi_attrs *at, mi_dtype *dt, int *rank,
+                       int64_t *shape)
+{
+    const mi_tensor *a = in[0], *b = in[1];
+    char sa[96], sb[96];
+    if (require_float("outer", in, 0) != 0 || require_float("outer", in, 1) != 0) return -1;
+    mi_shape_str(sa, sizeof sa, a->rank, a->shape);
+    mi_shape_str(sb, sizeof sb, b->rank, b->shape);
+    if (a->rank < 1 || b->rank < 1) {
+        mi_error_set("outer: inputs must have rank >= 1, got %s x %s", sa, sb);
+        return -1;
+    }
+    int r;
+    if (!batch_broadcast(a->rank - 1, a->shape, b->rank - 1, b->shape, &r, shape)) {
+        mi_error_set("outer: batch dims do not broadcast: %s x %s", sa, sb);
+        return -1;
+    }
+    if (r + 2 > MI_MAX_RANK) {
+        mi_error_set("outer: result rank %d exceeds %d: %s x %s", r + 2, MI_MAX_RANK, sa, sb);
+        return -1;
+    }
+    shape[r] = a->shape[a->rank - 1];
+    shape[r + 1] = b->shape[b->rank - 1];
+    *rank = r + 2;
+    *dt = a->dtype;
+    return 0;
+}
+
+/* t [..., n] as a column [..., n, 1]. */
+static mi_tensor *as_column(mi_tensor *t)
+{
+    int64_t s[MI_MAX_RANK];
+    if (!t) return NULL;
+    if (t->rank >= MI_MAX_RANK) {
+        mi_error_set("outer: vjp needs rank < %d, got %d", MI_MAX_RANK, t->rank);
+        return NULL;
+    }
+    memcpy(s, t->shape, sizeof(int64_t) * (size_t)t->rank);
+    s[t->rank] = 1;
+    return mi_reshape(t, t->rank + 1, s);
+}
+
+static mi_tensor *outer_vjp(const mi_node *n, int i, mi_tensor *g)
+{
+    mi_tensor *c = mi_matmul_t(g, as_column(n->inputs[1 - i]), i == 1, false);
+    return c ? mi_reshape(c, c->rank - 1, c->shape) : NULL;
+}
+
+/* Vectors; a batch against a size-1 batch; batch dims [2,1] x [4]. */
+static int ex_outer(mi_rng *r, int v, mi_tensor **in, mi_attrs *a)
+{
+    (void)a;
+    switch (v) {
+    case 0:
+        in[0] = ex_normal(r, MI_SHAPE(3));
+        in[1] = ex_normal(r, MI_SHAPE(4));
+        break;
+    case 1:
+        in[0] = ex_normal(r, MI_SHAPE(2, 3));
+        in[1] = ex_normal(r, MI_SHAPE(1, 4));
+        break;
+    case 2:
+        in[0] = ex_normal(r, MI_SHAPE(2, 1, 3));
+        in[1] = ex_normal(r, MI_SHAPE(4, 2));
+        break;
+    default: return 0;
+    }
+    return 2;
+}
+
+const mi_op mi_op_outer = {.name = "outer", .formula = "y[..., i, j] = a[..., i] b[..., j]",
+                           .arity = 2, .shape = outer_shape, KERNELS(outer), .vjp = outer_vjp,
+                           .examples = ex_outer};
+mi_tensor *mi_outer(mi_tensor *a, mi_tensor *b) { return RUN(&mi_op_outer, NULL, a, b); }
