@@ -3,10 +3,11 @@
 #include <stdio.h>
 #include "miras.h"
 
-/* f(w, x) = Σ softplus(x·w) · tanh(w) */
+/* f(w, x) = Σ softplus(x·w) ⊙ tanh(x·w) */
 static int f(mi_tensor *const *in, int n, mi_tensor **out, void *ctx)
 {
-    out[0] = mi_sum(mi_mul(mi_softplus(mi_matmul(in[1], in[0])), mi_tanh(in[0])), MI_ALL, false);
+    mi_tensor *xw = mi_matmul(in[1], in[0]);
+    out[0] = mi_sum(mi_mul(mi_softplus(xw), mi_tanh(xw)), MI_ALL, false);
     return out[0] ? 1 : -1;
 }
 

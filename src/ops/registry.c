@@ -3,9 +3,8 @@
 
 #include "internal.h"
 
-/* Weak while the catalogue is being filled in: a listed op that no family
- * file defines shows up as a NULL entry, which the coverage test reports. */
-#define MI_OP(name) extern const mi_op mi_op_##name __attribute__((weak));
+/* Every listed op must be defined by its family file (a link error otherwise). */
+#define MI_OP(name) extern const mi_op mi_op_##name;
 #include "op_list.h"
 #undef MI_OP
 

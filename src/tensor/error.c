@@ -33,7 +33,8 @@ void mi_error_prefix(const char *who)
     if (!pending || (strncmp(message, who, n) == 0 && message[n] == ':')) return;
     char old[sizeof message];
     memcpy(old, message, sizeof old);
-    snprintf(message, sizeof message, "%s: %s", who, old);
+    int w = snprintf(message, sizeof message, "%s: ", who);
+    if (w > 0 && (size_t)w < sizeof message) snprintf(message + w, sizeof message - (size_t)w, "%.*s", (int)(sizeof message - (size_t)w - 1), old);
 }
 
 const char *mi_shape_str(char *buf, size_t n, int rank, const int64_t *shape)
