@@ -1,1 +1,922 @@
+/* safetensors I/O (https://huggingface.co/docs/safetensors).
+ *
+ *   file = u64 N (little-endian) | N bytes of UTF-8 JSON header | data buffer
+ *   header = {"name": {"dtype": "F32", "shape": [2, 2], "data_offsets": [begin, end]}, …,
+ *             "__metadata__": {"key": "value", …}}        (offsets relative to the data buffer)
+ *
+ * Reading trusts nothing: the header length is checked against the input and
+ * a 100 MB cap before anything is allocated, the header must be valid UTF-8
+ * and strict JSON, and every tensor's dtype, rank, dims, byte count and
+ * offsets are checked (no overflow, begin <= end <= data size, end - begin ==
+ * numel * dtype size, no two tensors overlapping) before the first tensor is
+ * made. Holes between tensors and bytes after the last one are accepted.
+ * Only then is the result built, all of it in the current scope.
+ *
+ * Byte order: safetensors data is little-endian and this file moves tensor
+ * bytes with memcpy/write, so it supports little-endian hosts only (checked
+ * at compile time below). The header length is decoded byte by byte.
+ *
+ * Writing goes to "<path>.tmp.<pid>", is fsync'ed, then renamed over path,
+ * so a crash leaves either the old file or the new one, never a torn one. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "json.h"
 #include "tensor.h"
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "safetensors.c copies raw little-endian data: big-endian hosts need byte swapping"
+#endif
+_Static_assert(sizeof(float) == 4 && sizeof(double) == 8, "IEEE-754 binary32/64 expected");
+
+#define HEADER_MAX ((uint64_t)100000000) /* 100 MB, as the reference implementation */
+#define NAME_SHOWN 80                    /* bytes of a name quoted in a message */
+
+static const char *const st_dtype_names[MI_DTYPE_COUNT] = {"F32", "F64", "I32", "I64"};
+/* Valid safetensors dtypes that miras does not load; named as "unsupported". */
+static const char *const st_other_dtypes[] = {"BOOL", "U8",      "I8",      "I16",     "U16",
+                                              "F16",  "BF16",    "U32",     "U64",     "F8_E5M2",
+                                              "F8_E4M3", "F8_E8M0", "F6_E2M3", "F6_E3M2", "F4",
+                                              "C64"};
+
+/* ---------------------------------------------------------------- errors */
+static void st_fail(const char *path, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void st_fail(const char *path, const char *fmt, ...)
+{
+    char msg[480];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (path) mi_error_set("safetensors: '%s': %s", path, msg);
+    else mi_error_set("safetensors: %s", msg);
+}
+
+static int name_shown(size_t len) { return (int)(len < NAME_SHOWN ? len : NAME_SHOWN); }
+
+static const char *json_type_name(json_type t)
+{
+    switch (t) {
+    case JSON_NULL: return "null";
+    case JSON_FALSE:
+    case JSON_TRUE: return "a boolean";
+    case JSON_NUMBER: return "a number";
+    case JSON_STRING: return "a string";
+    case JSON_ARRAY: return "an array";
+    case JSON_OBJECT: return "an object";
+    }
+    return "?";
+}
+
+/* ---------------------------------------------------------------- header validation */
+typedef struct entry {
+    const char *name; /* in the JSON document */
+    size_t name_len;
+    mi_dtype dtype;
+    int rank;
+    int64_t shape[MI_MAX_RANK];
+    uint64_t begin, end;
+} entry;
+
+typedef struct plan {
+    json_doc doc;
+    entry *entries; /* header order */
+    size_t count;
+    const json_value *meta; /* the "__metadata__" object, or NULL */
+} plan;
+
+static void plan_free(plan *pl)
+{
+    json_doc_free(&pl->doc);
+    free(pl->entries);
+    pl->entries = NULL;
+}
+
+static int cmp_entry_name(const void *a, const void *b)
+{
+    const entry *x = *(const entry *const *)a, *y = *(const entry *const *)b;
+    return strcmp(x->name, y->name);
+}
+
+static int cmp_entry_range(const void *a, const void *b)
+{
+    const entry *x = *(const entry *const *)a, *y = *(const entry *const *)b;
+    if (x->begin != y->begin) return x->begin < y->begin ? -1 : 1;
+    if (x->end != y->end) return x->end < y->end ? -1 : 1;
+    return 0;
+}
+
+static int cmp_member_key(const void *a, const void *b)
+{
+    const json_member *x = *(const json_member *const *)a, *y = *(const json_member *const *)b;
+    return strcmp(x->key, y->key);
+}
+
+/* A non-negative integer field, or -1 with a message. */
+static int get_uint(const char *path, const entry *e, const char *what, const json_value *v,
+                    const char *text, uint64_t *out)
+{
+    if (v->type != JSON_NUMBER) {
+        st_fail(path, "tensor '%.*s': %s entries must be integers, not %s",
+                name_shown(e->name_len), e->name, what, json_type_name(v->type));
+        return -1;
+    }
+    if (!v->is_int) {
+        st_fail(path, "tensor '%.*s': %s entry %.*s is not an integer in range",
+                name_shown(e->name_len), e->name, what, (int)(v->len < 40 ? v->len : 40),
+                text + v->pos);
+        return -1;
+    }
+    if (v->u.i < 0) {
+        st_fail(path, "tensor '%.*s': negative %s entry %" PRId64, name_shown(e->name_len),
+                e->name, what, v->u.i);
+        return -1;
+    }
+    *out = (uint64_t)v->u.i;
+    return 0;
+}
+
+static int check_tensor(const char *path, entry *e, const json_value *v, const char *text,
+                        uint64_t data_size)
+{
+    const char *nm = e->name;
+    int nl = name_shown(e->name_len);
+    if (v->type != JSON_OBJECT) {
+        st_fail(path, "tensor '%.*s': entry is %s, not an object", nl, nm, json_type_name(v->type));
+        return -1;
+    }
+    const json_value *dtype = NULL, *shape = NULL, *offsets = NULL;
+    for (size_t i = 0; i < v->len; i++) {
+        const json_member *m = &v->u.members[i];
+        const json_value **slot = !strcmp(m->key, "dtype")          ? &dtype
+                                  : !strcmp(m->key, "shape")        ? &shape
+                                  : !strcmp(m->key, "data_offsets") ? &offsets
+                                                                    : NULL;
+        if (!slot || m->key_len != strlen(m->key)) continue; /* other fields are ignored */
+        if (*slot) {
+            st_fail(path, "tensor '%.*s': duplicate field \"%s\"", nl, nm, m->key);
+            return -1;
+        }
+        *slot = &m->value;
+    }
+    if (!dtype || !shape || !offsets) {
+        st_fail(path, "tensor '%.*s': missing \"%s\"", nl, nm,
+                !dtype ? "dtype" : !shape ? "shape" : "data_offsets");
+        return -1;
+    }
+
+    /* dtype */
+    if (dtype->type != JSON_STRING) {
+        st_fail(path, "tensor '%.*s': dtype is %s, not a string", nl, nm,
+                json_type_name(dtype->type));
+        return -1;
+    }
+    int dt = -1;
+    for (int k = 0; k < MI_DTYPE_COUNT; k++)
+        if (!strcmp(dtype->u.s, st_dtype_names[k]) && dtype->len == strlen(st_dtype_names[k]))
+            dt = k;
+    if (dt < 0) {
+        bool known = false;
+        for (size_t k = 0; k < sizeof st_other_dtypes / sizeof *st_other_dtypes; k++)
+            if (!strcmp(dtype->u.s, st_other_dtypes[k])) known = true;
+        st_fail(path, "tensor '%.*s': %s dtype '%.*s' (miras reads F32, F64, I32, I64)", nl, nm,
+                known ? "unsupported" : "unknown", name_shown(dtype->len), dtype->u.s);
+        return -1;
+    }
+    e->dtype = (mi_dtype)dt;
+
+    /* shape */
+    if (shape->type != JSON_ARRAY) {
+        st_fail(path, "tensor '%.*s': shape is %s, not an array", nl, nm,
+                json_type_name(shape->type));
+        return -1;
+    }
+    if (shape->len > MI_MAX_RANK) {
+        st_fail(path, "tensor '%.*s': rank %zu exceeds MI_MAX_RANK (%d)", nl, nm, shape->len,
+                MI_MAX_RANK);
+        return -1;
+    }
+    e->rank = (int)shape->len;
+    bool has_zero = false;
+    for (int d = 0; d < e->rank; d++) {
+        const json_value *dim = &shape->u.items[d];
+        if (dim->type == JSON_NUMBER && dim->is_int && dim->u.i < 0) {
+            st_fail(path, "tensor '%.*s': negative dimension %" PRId64 " in shape", nl, nm,
+                    dim->u.i);
+            return -1;
+        }
+        uint64_t u;
+        if (get_uint(path, e, "shape", dim, text, &u) != 0) return -1;
+        e->shape[d] = (int64_t)u;
+        if (u == 0) has_zero = true;
+    }
+    char sbuf[160];
+    mi_shape_str(sbuf, sizeof sbuf, e->rank, e->shape);
+    uint64_t bytes = mi_dtype_size(e->dtype);
+    if (has_zero) {
+        bytes = 0;
+    } else {
+        for (int d = 0; d < e->rank; d++) {
+            uint64_t dim = (uint64_t)e->shape[d];
+            if (bytes > (uint64_t)INT64_MAX / dim) {
+                st_fail(path, "tensor '%.*s': shape %s overflows the byte count", nl, nm, sbuf);
+                return -1;
+            }
+            bytes *= dim;
+        }
+    }
+
+    /* data_offsets */
+    if (offsets->type != JSON_ARRAY || offsets->len != 2) {
+        st_fail(path, "tensor '%.*s': data_offsets must be an array [begin, end]", nl, nm);
+        return -1;
+    }
+    if (get_uint(path, e, "data_offsets", &offsets->u.items[0], text, &e->begin) != 0 ||
+        get_uint(path, e, "data_offsets", &offsets->u.items[1], text, &e->end) != 0)
+        return -1;
+    if (e->begin > e->end) {
+        st_fail(path, "tensor '%.*s': data_offsets [%" PRIu64 ", %" PRIu64 "] have begin > end",
+                nl, nm, e->begin, e->end);
+        return -1;
+    }
+    if (e->end > data_size) {
+        st_fail(path,
+                "tensor '%.*s': data_offsets [%" PRIu64 ", %" PRIu64
+                "] run past the end of the data (%" PRIu64 " bytes)",
+                nl, nm, e->begin, e->end, data_size);
+        return -1;
+    }
+    if (e->end - e->begin != bytes) {
+        st_fail(path,
+                "tensor '%.*s': data_offsets [%" PRIu64 ", %" PRIu64
+                "] do not match shape %s of %s (%" PRIu64 " bytes)",
+                nl, nm, e->begin, e->end, sbuf, st_dtype_names[e->dtype], bytes);
+        return -1;
+    }
+    return 0;
+}
+
+static int check_metadata(const char *path, const json_value *m)
+{
+    if (m->type != JSON_OBJECT) {
+        st_fail(path, "__metadata__ is %s, not an object of strings", json_type_name(m->type));
+        return -1;
+    }
+    for (size_t i = 0; i < m->len; i++) {
+        const json_member *kv = &m->u.members[i];
+        if (kv->value.type != JSON_STRING) {
+            st_fail(path, "__metadata__ value of '%.*s' is %s, not a string",
+                    name_shown(kv->key_len), kv->key, json_type_name(kv->value.type));
+            return -1;
+        }
+        if (kv->key_len != strlen(kv->key) || kv->value.len != strlen(kv->value.u.s)) {
+            st_fail(path, "__metadata__ entry '%.*s' contains a NUL character",
+                    name_shown(kv->key_len), kv->key);
+            return -1;
+        }
+    }
+    if (m->len < 2) return 0;
+    const json_member **by_key = malloc(m->len * sizeof *by_key);
+    if (!by_key) {
+        st_fail(path, "out of memory checking __metadata__");
+        return -1;
+    }
+    for (size_t i = 0; i < m->len; i++) by_key[i] = &m->u.members[i];
+    qsort(by_key, m->len, sizeof *by_key, cmp_member_key);
+    int rc = 0;
+    for (size_t i = 1; i < m->len && rc == 0; i++)
+        if (!strcmp(by_key[i - 1]->key, by_key[i]->key)) {
+            st_fail(path, "duplicate __metadata__ key '%.*s'", name_shown(by_key[i]->key_len),
+                    by_key[i]->key);
+            rc = -1;
+        }
+    free(by_key);
+    return rc;
+}
+
+/* Names unique, byte ranges disjoint (zero-byte tensors overlap nothing). */
+static int check_entries(const char *path, plan *pl)
+{
+    if (pl->count < 2) return 0;
+    entry **v = malloc(pl->count * sizeof *v);
+    if (!v) {
+        st_fail(path, "out of memory checking %zu tensors", pl->count);
+        return -1;
+    }
+    for (size_t i = 0; i < pl->count; i++) v[i] = &pl->entries[i];
+    int rc = 0;
+    qsort(v, pl->count, sizeof *v, cmp_entry_name);
+    for (size_t i = 1; i < pl->count && rc == 0; i++)
+        if (!strcmp(v[i - 1]->name, v[i]->name)) {
+            st_fail(path, "duplicate tensor name '%.*s'", name_shown(v[i]->name_len), v[i]->name);
+            rc = -1;
+        }
+    if (rc == 0) {
+        qsort(v, pl->count, sizeof *v, cmp_entry_range);
+        const entry *last = NULL; /* the non-empty range reaching furthest so far */
+        for (size_t i = 0; i < pl->count && rc == 0; i++) {
+            const entry *e = v[i];
+            if (e->begin == e->end) continue;
+            if (last && e->begin < last->end) {
+                st_fail(path,
+                        "tensors '%.*s' [%" PRIu64 ", %" PRIu64 "] and '%.*s' [%" PRIu64
+                        ", %" PRIu64 "] overlap",
+                        name_shown(last->name_len), last->name, last->begin, last->end,
+                        name_shown(e->name_len), e->name, e->begin, e->end);
+                rc = -1;
+            }
+            if (!last || e->end > last->end) last = e;
+        }
+    }
+    free(v);
+    return rc;
+}
+
+/* Validates header text[0..n) for a data buffer of data_size bytes. */
+static int plan_header(const char *path, plan *pl, const char *text, size_t n, uint64_t data_size)
+{
+    memset(pl, 0, sizeof *pl);
+    size_t bad;
+    if (!json_utf8_valid(text, n, &bad)) {
+        st_fail(path, "header is not valid UTF-8 (byte 0x%02x at header offset %zu)",
+                (unsigned char)text[bad], bad);
+        return -1;
+    }
+    json_error jerr;
+    if (json_parse(&pl->doc, text, n, &jerr) != 0) {
+        st_fail(path, "malformed header JSON at byte %zu: %s", jerr.pos, jerr.msg);
+        return -1;
+    }
+    const json_value *root = &pl->doc.root;
+    if (root->type != JSON_OBJECT) {
+        st_fail(path, "header is not a JSON object (it is %s)", json_type_name(root->type));
+        return -1;
+    }
+    if (root->len > INT_MAX) {
+        st_fail(path, "too many tensors (%zu)", root->len);
+        return -1;
+    }
+    pl->entries = calloc(root->len ? root->len : 1, sizeof *pl->entries);
+    if (!pl->entries) {
+        st_fail(path, "out of memory reading a header of %zu entries", root->len);
+        return -1;
+    }
+    for (size_t i = 0; i < root->len; i++) {
+        const json_member *m = &root->u.members[i];
+        if (m->key_len != strlen(m->key)) {
+            st_fail(path, "tensor name '%.*s...' contains a NUL character", name_shown(strlen(m->key)),
+                    m->key);
+            return -1;
+        }
+        if (!strcmp(m->key, "__metadata__")) {
+            if (pl->meta) {
+                st_fail(path, "duplicate \"__metadata__\"");
+                return -1;
+            }
+            if (check_metadata(path, &m->value) != 0) return -1;
+            pl->meta = &m->value;
+            continue;
+        }
+        entry *e = &pl->entries[pl->count];
+        e->name = m->key;
+        e->name_len = m->key_len;
+        if (check_tensor(path, e, &m->value, text, data_size) != 0) return -1;
+        pl->count++;
+    }
+    return check_entries(path, pl);
+}
+
+/* 0 when an 8-byte prefix announcing n header bytes fits in `size` bytes. */
+static int check_prefix(const char *path, uint64_t n, uint64_t size)
+{
+    if (n > HEADER_MAX) {
+        st_fail(path, "header length %" PRIu64 " exceeds the %" PRIu64 " byte limit", n,
+                HEADER_MAX);
+        return -1;
+    }
+    if (n > size - 8) {
+        st_fail(path,
+                "truncated: header length %" PRIu64 " runs past the end of the input (%" PRIu64
+                " bytes after the length)",
+                n, size - 8);
+        return -1;
+    }
+    return 0;
+}
+
+static uint64_t read_le64(const unsigned char *b)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--) v = v << 8 | b[i];
+    return v;
+}
+
+/* ---------------------------------------------------------------- building the result */
+typedef struct source {
+    const unsigned char *mem; /* the data buffer, or NULL to read from fd */
+    int fd;
+    uint64_t data_start; /* file offset of the data buffer */
+    const char *path;
+} source;
+
+static int source_read(const source *src, void *dst, uint64_t off, size_t n)
+{
+    if (n == 0) return 0;
+    if (src->mem) {
+        memcpy(dst, src->mem + off, n);
+        return 0;
+    }
+    unsigned char *o = dst;
+    uint64_t at = src->data_start + off;
+    while (n > 0) {
+        size_t chunk = n < ((size_t)1 << 30) ? n : (size_t)1 << 30;
+        ssize_t r = pread(src->fd, o, chunk, (off_t)at);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) {
+            st_fail(src->path, "read failed: %s", strerror(errno));
+            return -1;
+        }
+        if (r == 0) {
+            st_fail(src->path, "truncated: the file shrank while it was read");
+            return -1;
+        }
+        o += r;
+        at += (uint64_t)r;
+        n -= (size_t)r;
+    }
+    return 0;
+}
+
+static char *scope_strdup(mi_scope *sc, const char *s, size_t len)
+{
+    char *d = mi_scope_alloc(sc, len + 1);
+    if (d) {
+        memcpy(d, s, len);
+        d[len] = '\0';
+    }
+    return d;
+}
+
+static mi_safetensors *plan_build(const plan *pl, const source *src)
+{
+    mi_scope *sc = mi_scope_current();
+    mi_safetensors *st = mi_scope_alloc(sc, sizeof *st);
+    if (!st) return NULL;
+    memset(st, 0, sizeof *st);
+    st->count = (int)pl->count;
+    st->tensors = mi_scope_alloc(sc, (pl->count ? pl->count : 1) * sizeof *st->tensors);
+    if (!st->tensors) return NULL;
+    for (size_t i = 0; i < pl->count; i++) {
+        const entry *e = &pl->entries[i];
+        mi_tensor *t = mi_tensor_new(e->dtype, e->rank, e->shape);
+        char *name = scope_strdup(sc, e->name, e->name_len);
+        if (!t || !name) return NULL;
+        t->name = name;
+        if (source_read(src, t->data, e->begin, (size_t)(e->end - e->begin)) != 0) return NULL;
+        st->tensors[i] = (mi_named_tensor){.name = name, .tensor = t};
+    }
+    if (pl->meta && pl->meta->len > 0) {
+        size_t m = pl->meta->len;
+        st->metadata.keys = mi_scope_alloc(sc, m * sizeof(char *));
+        st->metadata.values = mi_scope_alloc(sc, m * sizeof(char *));
+        if (!st->metadata.keys || !st->metadata.values) return NULL;
+        for (size_t i = 0; i < m; i++) {
+            const json_member *kv = &pl->meta->u.members[i];
+            st->metadata.keys[i] = scope_strdup(sc, kv->key, kv->key_len);
+            st->metadata.values[i] = scope_strdup(sc, kv->value.u.s, kv->value.len);
+            if (!st->metadata.keys[i] || !st->metadata.values[i]) return NULL;
+        }
+        st->metadata.count = (int)m;
+    }
+    return st;
+}
+
+static bool have_scope(const char *path)
+{
+    if (mi_scope_current()) return true;
+    st_fail(path, "no current scope to load into (call mi_scope_enter first)");
+    return false;
+}
+
+mi_safetensors *mi_safetensors_parse(const void *bytes, size_t size)
+{
+    if (!have_scope(NULL)) return NULL;
+    if (!bytes && size) {
+        st_fail(NULL, "parse: bytes is NULL");
+        return NULL;
+    }
+    if (size < 8) {
+        st_fail(NULL, "truncated: %zu bytes, need at least 8 for the header length", size);
+        return NULL;
+    }
+    const unsigned char *b = bytes;
+    uint64_t n = read_le64(b);
+    if (check_prefix(NULL, n, size) != 0) return NULL;
+    plan pl;
+    uint64_t data_size = size - 8 - n;
+    mi_safetensors *st = NULL;
+    if (plan_header(NULL, &pl, (const char *)b + 8, (size_t)n, data_size) == 0) {
+        source src = {.mem = b + 8 + n, .fd = -1, .data_start = 8 + n, .path = NULL};
+        st = plan_build(&pl, &src);
+    }
+    plan_free(&pl);
+    return st;
+}
+
+static int read_full(int fd, void *dst, size_t n, uint64_t at)
+{
+    unsigned char *o = dst;
+    while (n > 0) {
+        ssize_t r = pread(fd, o, n, (off_t)at);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) return -1;
+        o += r;
+        at += (uint64_t)r;
+        n -= (size_t)r;
+    }
+    return 0;
+}
+
+/* Reads the header, validates it against the file size, then reads each
+ * tensor straight into its storage (no copy of the whole file in memory). */
+mi_safetensors *mi_safetensors_load(const char *path)
+{
+    if (!path) {
+        st_fail(NULL, "load: path is NULL");
+        return NULL;
+    }
+    if (!have_scope(path)) return NULL;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        st_fail(path, "cannot open: %s", strerror(errno));
+        return NULL;
+    }
+    mi_safetensors *st = NULL;
+    char *header = NULL;
+    struct stat sb;
+    unsigned char prefix[8];
+    if (fstat(fd, &sb) != 0) {
+        st_fail(path, "cannot stat: %s", strerror(errno));
+        goto out;
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        st_fail(path, "not a regular file");
+        goto out;
+    }
+    uint64_t size = (uint64_t)sb.st_size;
+    if (size < 8) {
+        st_fail(path, "truncated: %" PRIu64 " bytes, need at least 8 for the header length", size);
+        goto out;
+    }
+    errno = 0;
+    if (read_full(fd, prefix, 8, 0) != 0) {
+        st_fail(path, "cannot read the header length: %s", errno ? strerror(errno) : "short read");
+        goto out;
+    }
+    uint64_t n = read_le64(prefix);
+    if (check_prefix(path, n, size) != 0) goto out;
+    header = malloc(n ? (size_t)n : 1);
+    if (!header) {
+        st_fail(path, "out of memory for a %" PRIu64 " byte header", n);
+        goto out;
+    }
+    errno = 0;
+    if (read_full(fd, header, (size_t)n, 8) != 0) {
+        st_fail(path, "cannot read the header: %s", errno ? strerror(errno) : "short read");
+        goto out;
+    }
+    plan pl;
+    if (plan_header(path, &pl, header, (size_t)n, size - 8 - n) == 0) {
+        source src = {.mem = NULL, .fd = fd, .data_start = 8 + n, .path = path};
+        st = plan_build(&pl, &src);
+    }
+    plan_free(&pl);
+out:
+    free(header);
+    close(fd);
+    return st;
+}
+
+mi_tensor *mi_safetensors_get(const mi_safetensors *st, const char *name)
+{
+    if (!st || !name) return NULL;
+    for (int i = 0; i < st->count; i++)
+        if (!strcmp(st->tensors[i].name, name)) return st->tensors[i].tensor;
+    return NULL;
+}
+
+const char *mi_safetensors_meta(const mi_safetensors *st, const char *key)
+{
+    if (!st || !key) return NULL;
+    for (int i = 0; i < st->metadata.count; i++)
+        if (!strcmp(st->metadata.keys[i], key)) return st->metadata.values[i];
+    return NULL;
+}
+
+/* ---------------------------------------------------------------- writing */
+typedef struct strbuf {
+    char *p;
+    size_t len, cap;
+    bool oom;
+} strbuf;
+
+static void sb_put(strbuf *b, const char *s, size_t n)
+{
+    if (b->oom) return;
+    if (b->cap - b->len < n + 1) {
+        size_t nc = b->cap ? b->cap : 256;
+        while (nc - b->len < n + 1) {
+            if (nc > SIZE_MAX / 2) {
+                b->oom = true;
+                return;
+            }
+            nc *= 2;
+        }
+        char *np = realloc(b->p, nc);
+        if (!np) {
+            b->oom = true;
+            return;
+        }
+        b->p = np;
+        b->cap = nc;
+    }
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = '\0';
+}
+
+static void sb_puts(strbuf *b, const char *s) { sb_put(b, s, strlen(s)); }
+
+static void sb_u64(strbuf *b, uint64_t v)
+{
+    char t[24];
+    int n = snprintf(t, sizeof t, "%" PRIu64, v);
+    sb_put(b, t, (size_t)n);
+}
+
+/* A JSON string literal: quotes, backslashes and control characters
+ * escaped; the (validated) UTF-8 is written as is. */
+static void sb_json_string(strbuf *b, const char *s)
+{
+    sb_put(b, "\"", 1);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        char esc[8];
+        switch (*p) {
+        case '"': sb_put(b, "\\\"", 2); break;
+        case '\\': sb_put(b, "\\\\", 2); break;
+        case '\b': sb_put(b, "\\b", 2); break;
+        case '\f': sb_put(b, "\\f", 2); break;
+        case '\n': sb_put(b, "\\n", 2); break;
+        case '\r': sb_put(b, "\\r", 2); break;
+        case '\t': sb_put(b, "\\t", 2); break;
+        default:
+            if (*p < 0x20) {
+                snprintf(esc, sizeof esc, "\\u%04x", *p);
+                sb_put(b, esc, 6);
+            } else {
+                sb_put(b, (const char *)p, 1);
+            }
+        }
+    }
+    sb_put(b, "\"", 1);
+}
+
+static int cmp_cstr(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* The first duplicate among n strings, or NULL (-1 on out of memory). */
+static int find_duplicate(const char *const *s, int n, const char **dup)
+{
+    *dup = NULL;
+    if (n < 2) return 0;
+    const char **v = malloc((size_t)n * sizeof *v);
+    if (!v) return -1;
+    memcpy(v, s, (size_t)n * sizeof *v);
+    qsort(v, (size_t)n, sizeof *v, cmp_cstr);
+    for (int i = 1; i < n && !*dup; i++)
+        if (!strcmp(v[i - 1], v[i])) *dup = v[i];
+    free(v);
+    return 0;
+}
+
+static int check_save_args(const char *path, const mi_named_tensor *tensors, int count,
+                           const mi_metadata *md)
+{
+    if (count < 0 || (count > 0 && !tensors)) {
+        st_fail(path, "save: %d tensors from %s", count, tensors ? "an array" : "NULL");
+        return -1;
+    }
+    for (int i = 0; i < count; i++) {
+        const char *nm = tensors[i].name;
+        const mi_tensor *t = tensors[i].tensor;
+        if (!nm || !*nm) {
+            st_fail(path, "save: tensor %d has an empty name", i);
+            return -1;
+        }
+        if (!strcmp(nm, "__metadata__")) {
+            st_fail(path, "save: tensor %d: the name \"__metadata__\" is reserved", i);
+            return -1;
+        }
+        if (!json_utf8_valid(nm, strlen(nm), NULL)) {
+            st_fail(path, "save: tensor %d: name is not valid UTF-8", i);
+            return -1;
+        }
+        if (!t) {
+            st_fail(path, "save: tensor '%.*s' is NULL", name_shown(strlen(nm)), nm);
+            return -1;
+        }
+        if ((unsigned)t->dtype >= MI_DTYPE_COUNT || t->rank < 0 || t->rank > MI_MAX_RANK ||
+            t->numel < 0 || mi_shape_numel(t->rank, t->shape) != t->numel ||
+            (t->numel > 0 && !t->data)) {
+            st_fail(path, "save: tensor '%.*s' is malformed (dtype %d, rank %d)",
+                    name_shown(strlen(nm)), nm, (int)t->dtype, t->rank);
+            return -1;
+        }
+    }
+    const char **names = malloc((size_t)(count ? count : 1) * sizeof *names);
+    if (!names) {
+        st_fail(path, "save: out of memory");
+        return -1;
+    }
+    for (int i = 0; i < count; i++) names[i] = tensors[i].name;
+    const char *dup;
+    int rc = find_duplicate(names, count, &dup);
+    free(names);
+    if (rc != 0 || dup) {
+        if (rc != 0) st_fail(path, "save: out of memory");
+        else st_fail(path, "save: duplicate tensor name '%.*s'", name_shown(strlen(dup)), dup);
+        return -1;
+    }
+    if (!md) return 0;
+    if (md->count < 0 || (md->count > 0 && (!md->keys || !md->values))) {
+        st_fail(path, "save: metadata with %d entries and NULL arrays", md->count);
+        return -1;
+    }
+    for (int i = 0; i < md->count; i++) {
+        const char *k = md->keys[i], *v = md->values[i];
+        if (!k || !v) {
+            st_fail(path, "save: metadata entry %d has a NULL %s", i, !k ? "key" : "value");
+            return -1;
+        }
+        if (!json_utf8_valid(k, strlen(k), NULL) || !json_utf8_valid(v, strlen(v), NULL)) {
+            st_fail(path, "save: metadata entry %d is not valid UTF-8", i);
+            return -1;
+        }
+    }
+    if (find_duplicate(md->keys, md->count, &dup) != 0) {
+        st_fail(path, "save: out of memory");
+        return -1;
+    }
+    if (dup) {
+        st_fail(path, "save: duplicate metadata key '%.*s'", name_shown(strlen(dup)), dup);
+        return -1;
+    }
+    return 0;
+}
+
+/* The header JSON, padded with spaces to a multiple of 8 bytes. */
+static int build_header(strbuf *b, const mi_named_tensor *tensors, int count,
+                        const mi_metadata *md)
+{
+    bool first = true;
+    sb_put(b, "{", 1);
+    if (md && md->count > 0) {
+        sb_puts(b, "\"__metadata__\":{");
+        for (int i = 0; i < md->count; i++) {
+            if (i) sb_put(b, ",", 1);
+            sb_json_string(b, md->keys[i]);
+            sb_put(b, ":", 1);
+            sb_json_string(b, md->values[i]);
+        }
+        sb_put(b, "}", 1);
+        first = false;
+    }
+    uint64_t off = 0;
+    for (int i = 0; i < count; i++) {
+        const mi_tensor *t = tensors[i].tensor;
+        uint64_t bytes = (uint64_t)t->numel * mi_dtype_size(t->dtype);
+        if (!first) sb_put(b, ",", 1);
+        first = false;
+        sb_json_string(b, tensors[i].name);
+        sb_puts(b, ":{\"dtype\":\"");
+        sb_puts(b, st_dtype_names[t->dtype]);
+        sb_puts(b, "\",\"shape\":[");
+        for (int d = 0; d < t->rank; d++) {
+            if (d) sb_put(b, ",", 1);
+            sb_u64(b, (uint64_t)t->shape[d]);
+        }
+        sb_puts(b, "],\"data_offsets\":[");
+        sb_u64(b, off);
+        sb_put(b, ",", 1);
+        if (bytes > UINT64_MAX - off) return -1;
+        off += bytes;
+        sb_u64(b, off);
+        sb_puts(b, "]}");
+    }
+    sb_put(b, "}", 1);
+    while (!b->oom && b->len % 8 != 0) sb_put(b, " ", 1);
+    return b->oom || b->len > HEADER_MAX ? -1 : 0;
+}
+
+static int write_all(int fd, const void *buf, size_t n)
+{
+    const unsigned char *p = buf;
+    while (n > 0) {
+        size_t chunk = n < ((size_t)1 << 30) ? n : (size_t)1 << 30;
+        ssize_t w = write(fd, p, chunk);
+        if (w < 0 && errno == EINTR) continue;
+        if (w < 0) return -1;
+        if (w == 0) {
+            errno = EIO;
+            return -1;
+        }
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+/* Makes the rename durable; best effort (some file systems refuse). */
+static void fsync_parent_dir(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    char *dir;
+    if (!slash) dir = strdup(".");
+    else if (slash == path) dir = strdup("/");
+    else dir = strndup(path, (size_t)(slash - path));
+    if (!dir) return;
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) {
+        fsync(fd);
+        close(fd);
+    }
+    free(dir);
+}
+
+int mi_safetensors_save(const char *path, const mi_named_tensor *tensors, int count,
+                        const mi_metadata *metadata)
+{
+    if (!path || !*path) {
+        st_fail(NULL, "save: empty path");
+        return -1;
+    }
+    if (check_save_args(path, tensors, count, metadata) != 0) return -1;
+    strbuf hb = {0};
+    if (build_header(&hb, tensors, count, metadata) != 0) {
+        free(hb.p);
+        st_fail(path, "save: header too large or out of memory");
+        return -1;
+    }
+    size_t tlen = strlen(path) + 32;
+    char *tmp = malloc(tlen);
+    if (!tmp) {
+        free(hb.p);
+        st_fail(path, "save: out of memory");
+        return -1;
+    }
+    snprintf(tmp, tlen, "%s.tmp.%ld", path, (long)getpid());
+
+    const char *step = "create";
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) goto fail;
+    unsigned char prefix[8];
+    for (int i = 0; i < 8; i++) prefix[i] = (unsigned char)((uint64_t)hb.len >> (8 * i));
+    step = "write";
+    if (write_all(fd, prefix, 8) != 0 || write_all(fd, hb.p, hb.len) != 0) goto fail;
+    for (int i = 0; i < count; i++) {
+        const mi_tensor *t = tensors[i].tensor;
+        size_t bytes = (size_t)t->numel * mi_dtype_size(t->dtype);
+        if (bytes && write_all(fd, t->data, bytes) != 0) goto fail;
+    }
+    step = "fsync";
+    if (fsync(fd) != 0) goto fail;
+    step = "close";
+    int cfd = fd;
+    fd = -1;
+    if (close(cfd) != 0) goto fail;
+    step = "rename";
+    if (rename(tmp, path) != 0) goto fail;
+    fsync_parent_dir(path);
+    free(hb.p);
+    free(tmp);
+    return 0;
+
+fail:;
+    int err = errno;
+    if (fd >= 0) close(fd);
+    if (strcmp(step, "create") != 0) unlink(tmp);
+    st_fail(path, "save: cannot %s '%s': %s", step, tmp, strerror(err));
+    free(hb.p);
+    free(tmp);
+    return -1;
+}
