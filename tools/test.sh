@@ -9,7 +9,7 @@ status=0
 run_suites() {
   local dir=$1
   for t in "$dir"/tests/test-*; do
-    [ -x "$t" ] || continue
+    [ -f "$t" ] && [ -x "$t" ] || continue
     echo "== $(basename "$t") ($dir)"
     "$t" || status=1
   done

@@ -79,7 +79,7 @@ mi_tensor *mi_apply(const mi_op *op, mi_tensor *const *in, int n, const mi_attrs
             mi_error_set("%s: output dtype %s has no kernel", op->name, mi_dtype_name(dt));
             return NULL;
         }
-        mi_kernel_fn k = op->kernel[MI_BACKEND_REF][dt];
+        mi_kernel_fn k = mi_kernel_choose(op, in, n, a, out);
         if (!k) {
             mi_error_set("%s: no %s kernel", op->name, mi_dtype_name(dt));
             return NULL;

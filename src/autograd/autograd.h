@@ -54,7 +54,21 @@ typedef mi_tensor *(*mi_vjp_fn)(const mi_node *node, int i, mi_tensor *g);
  * check have requires_grad set; they are f64. */
 typedef int (*mi_example_fn)(mi_rng *rng, int variant, mi_tensor **in, mi_attrs *a);
 
-typedef enum mi_backend { MI_BACKEND_REF = 0, MI_BACKEND_COUNT = 1 } mi_backend;
+/* Kernel providers. REF is plain C and the ground truth; the others are
+ * optional per op (NULL = not provided). */
+typedef enum mi_backend {
+    MI_BACKEND_REF = 0,  /* reference loops, f32 and f64 */
+    MI_BACKEND_BLAS = 1, /* OpenBLAS */
+    MI_BACKEND_DNNL = 2, /* oneDNN 2.6 */
+    MI_BACKEND_OWN = 3,  /* the project's vectorised / OpenMP kernels */
+    MI_BACKEND_COUNT = 4
+} mi_backend;
+#define MI_BACKEND_ALL ((1u << MI_BACKEND_COUNT) - 1u)
+/* Picks a backend for this call among the allowed ones that have a kernel
+ * for dt (bit b of `available`); ops without one take the first available
+ * of OWN, DNNL, BLAS, REF. */
+typedef mi_backend (*mi_select_fn)(mi_tensor *const *in, int n, const mi_attrs *a,
+                                   const mi_tensor *out, unsigned available);
 
 enum {
     MI_OP_VARIADIC = 1u << 0,      /* arity is a maximum, at least one input */
@@ -76,7 +90,27 @@ struct mi_op {
     /* For MI_OP_VIEW: byte offset of the output inside input 0's data. */
     size_t (*view_offset)(mi_tensor *const *in, const mi_attrs *a);
     mi_example_fn examples;
+    mi_select_fn select;
 };
+
+/* ---------------------------------------------------------------- backends
+ * Which backends may run: a mask of (1u << MI_BACKEND_x); REF is always
+ * allowed. The environment variable MIRAS_BACKEND sets it at start-up:
+ * "ref", "blas", "dnnl", "own" (REF plus that one), a comma list, or "all"
+ * (the default). */
+void mi_backends_allow(unsigned mask);
+unsigned mi_backends_allowed(void);
+const char *mi_backend_name(mi_backend b);
+/* The kernel mi_apply will run for this call (after the allow mask and the
+ * op's select rule); NULL when the op has no kernel for out's dtype. */
+mi_kernel_fn mi_kernel_choose(const mi_op *op, mi_tensor *const *in, int n, const mi_attrs *a,
+                              const mi_tensor *out);
+/* The backend the last op call on this thread ran on (for tests, tools). */
+mi_backend mi_backend_last(void);
+/* Threads of the one parallel runtime (OpenMP); MIRAS_THREADS sets it at
+ * start-up, the default is every core. */
+void mi_set_threads(int n);
+int mi_threads(void);
 
 /* Runs op on inputs: validates, allocates the output in the current scope,
  * runs the kernel and records a node when recording is on and an input

@@ -49,6 +49,35 @@ int shape_broadcast(mi_tensor *const *in, int n, const mi_attrs *a, mi_dtype *dt
 /* Requires input i to be float; message names the op. */
 int require_float(const char *op, mi_tensor *const *in, int i);
 
+/* ---------------------------------------------------------------- shape and index helpers
+ * Shared by shape.c and index.c. */
+/* A tensor seen as [outer, dim, inner] around one axis. */
+static inline void split_at(const mi_tensor *t, int axis, int64_t *outer, int64_t *inner)
+{
+    *outer = mi_shape_numel(axis, t->shape);
+    *inner = mi_shape_numel(t->rank - axis - 1, t->shape + axis + 1);
+}
+
+/* attrs.axis made non-negative (already validated by the shape rule). */
+static inline int ax_of(const mi_attrs *a, int rank)
+{
+    return a->axis < 0 ? a->axis + rank : a->axis;
+}
+
+static inline void copy_elem(char *d, const char *s, size_t es)
+{
+    if (es == 8) memcpy(d, s, 8);
+    else memcpy(d, s, 4);
+}
+
+/* The float data input of a shape op, with the op's own message otherwise. */
+static inline int data_input(const char *op, mi_tensor *const *in, mi_dtype *dt)
+{
+    if (require_float(op, in, 0) != 0) return -1;
+    *dt = in[0]->dtype;
+    return 0;
+}
+
 /* ---------------------------------------------------------------- broadcast walk
  * Walks the output of a broadcasting op in row-major order while tracking
  * each input's offset (stride 0 along broadcast axes). */
@@ -124,6 +153,25 @@ static inline void bcast_next(bcast *b)
     BINARY_KERNEL_T(name##_f64, double, EXPR)
 
 #define KERNELS(name) .kernel = {{name##_f32, name##_f64}}
+
+/* ANY_KERNEL(fn): one dtype-agnostic kernel (it copies element bytes) in both slots. */
+#define ANY_KERNEL(fn) .kernel = {{fn, fn}}
+
+/* NN_KERNELS(name, BODY) (nn.c, sequence.c) defines name_f32 and name_f64
+ * running BODY, which reads `o`, `in` and `a`, and uses the element type T
+ * and F(fn) (expf or exp). */
+#define NN_KERNEL_T(fname, TYPE, ...)                                         \
+    static void fname(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a)  \
+    {                                                                         \
+        typedef TYPE T;                                                       \
+        typedef TYPE scalar_t;                                                \
+        (void)(scalar_t)0;                                                    \
+        (void)a;                                                              \
+        __VA_ARGS__                                                           \
+    }
+#define NN_KERNELS(name, ...)                          \
+    NN_KERNEL_T(name##_f32, float, __VA_ARGS__)        \
+    NN_KERNEL_T(name##_f64, double, __VA_ARGS__)
 
 /* ---------------------------------------------------------------- examples
  * Inputs for the registry-driven gradient checks: f64, requires_grad. */

@@ -15,11 +15,15 @@ MI_OP(sum) MI_OP(mean) MI_OP(max) MI_OP(logsumexp) MI_OP(norm) MI_OP(sum_to)
 MI_OP(matmul) MI_OP(outer)
 /* shape.c */
 MI_OP(reshape) MI_OP(permute) MI_OP(slice) MI_OP(pad) MI_OP(concat) MI_OP(broadcast_to)
-MI_OP(flip) MI_OP(index_select) MI_OP(index_add) MI_OP(gather) MI_OP(scatter_add)
+MI_OP(flip)
+/* index.c */
+MI_OP(index_select) MI_OP(index_add) MI_OP(gather) MI_OP(scatter_add)
 /* nn.c */
 MI_OP(softmax) MI_OP(log_softmax) MI_OP(cross_entropy) MI_OP(one_hot) MI_OP(layer_norm)
-MI_OP(rms_norm) MI_OP(l2_normalize) MI_OP(conv1d_causal) MI_OP(conv1d_causal_wgrad)
-MI_OP(rope) MI_OP(attention) MI_OP(attention_mask)
+MI_OP(rms_norm) MI_OP(l2_normalize)
+/* sequence.c */
+MI_OP(conv1d_causal) MI_OP(conv1d_causal_wgrad) MI_OP(rope) MI_OP(attention)
+MI_OP(attention_mask)
 /* scan.c */
 MI_OP(cumsum) MI_OP(cumprod) MI_OP(linear_scan)
 /* miras.c */

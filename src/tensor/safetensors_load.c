@@ -1,4 +1,7 @@
-/* safetensors I/O (https://huggingface.co/docs/safetensors).
+/* safetensors reading: parse (from memory), load (from a file), get, meta.
+ * Writing is in safetensors_save.c.
+ *
+ * Format (https://huggingface.co/docs/safetensors):
  *
  *   file = u64 N (little-endian) | N bytes of UTF-8 JSON header | data buffer
  *   header = {"name": {"dtype": "F32", "shape": [2, 2], "data_offsets": [begin, end]}, …,
@@ -12,12 +15,10 @@
  * made. Holes between tensors and bytes after the last one are accepted.
  * Only then is the result built, all of it in the current scope.
  *
- * Byte order: safetensors data is little-endian and this file moves tensor
- * bytes with memcpy/write, so it supports little-endian hosts only (checked
- * at compile time below). The header length is decoded byte by byte.
- *
- * Writing goes to "<path>.tmp.<pid>", is fsync'ed, then renamed over path,
- * so a crash leaves either the old file or the new one, never a torn one. */
+ * Byte order: safetensors data is little-endian and load and save move tensor
+ * bytes with memcpy/read/write, so they support little-endian hosts only
+ * (checked at compile time in safetensors_internal.h). The header length is
+ * decoded byte by byte. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -29,17 +30,10 @@
 #include <unistd.h>
 
 #include "json.h"
+#include "safetensors_internal.h"
 #include "tensor.h"
 
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
-#error "safetensors.c copies raw little-endian data: big-endian hosts need byte swapping"
-#endif
-_Static_assert(sizeof(float) == 4 && sizeof(double) == 8, "IEEE-754 binary32/64 expected");
-
-#define HEADER_MAX ((uint64_t)100000000) /* 100 MB, as the reference implementation */
-#define NAME_SHOWN 80                    /* bytes of a name quoted in a message */
-
-static const char *const st_dtype_names[MI_DTYPE_COUNT] = {"F32", "F64", "I32", "I64"};
+const char *const st_dtype_names[MI_DTYPE_COUNT] = {"F32", "F64", "I32", "I64"};
 /* Valid safetensors dtypes that miras does not load; named as "unsupported". */
 static const char *const st_other_dtypes[] = {"BOOL", "U8",      "I8",      "I16",     "U16",
                                               "F16",  "BF16",    "U32",     "U64",     "F8_E5M2",
@@ -47,9 +41,7 @@ static const char *const st_other_dtypes[] = {"BOOL", "U8",      "I8",      "I16
                                               "C64"};
 
 /* ---------------------------------------------------------------- errors */
-static void st_fail(const char *path, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void st_fail(const char *path, const char *fmt, ...)
+void st_fail(const char *path, const char *fmt, ...)
 {
     char msg[480];
     va_list ap;
@@ -59,8 +51,6 @@ static void st_fail(const char *path, const char *fmt, ...)
     if (path) mi_error_set("safetensors: '%s': %s", path, msg);
     else mi_error_set("safetensors: %s", msg);
 }
-
-static int name_shown(size_t len) { return (int)(len < NAME_SHOWN ? len : NAME_SHOWN); }
 
 static const char *json_type_name(json_type t)
 {
@@ -619,304 +609,4 @@ const char *mi_safetensors_meta(const mi_safetensors *st, const char *key)
     for (int i = 0; i < st->metadata.count; i++)
         if (!strcmp(st->metadata.keys[i], key)) return st->metadata.values[i];
     return NULL;
-}
-
-/* ---------------------------------------------------------------- writing */
-typedef struct strbuf {
-    char *p;
-    size_t len, cap;
-    bool oom;
-} strbuf;
-
-static void sb_put(strbuf *b, const char *s, size_t n)
-{
-    if (b->oom) return;
-    if (b->cap - b->len < n + 1) {
-        size_t nc = b->cap ? b->cap : 256;
-        while (nc - b->len < n + 1) {
-            if (nc > SIZE_MAX / 2) {
-                b->oom = true;
-                return;
-            }
-            nc *= 2;
-        }
-        char *np = realloc(b->p, nc);
-        if (!np) {
-            b->oom = true;
-            return;
-        }
-        b->p = np;
-        b->cap = nc;
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = '\0';
-}
-
-static void sb_puts(strbuf *b, const char *s) { sb_put(b, s, strlen(s)); }
-
-static void sb_u64(strbuf *b, uint64_t v)
-{
-    char t[24];
-    int n = snprintf(t, sizeof t, "%" PRIu64, v);
-    sb_put(b, t, (size_t)n);
-}
-
-/* A JSON string literal: quotes, backslashes and control characters
- * escaped; the (validated) UTF-8 is written as is. */
-static void sb_json_string(strbuf *b, const char *s)
-{
-    sb_put(b, "\"", 1);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        char esc[8];
-        switch (*p) {
-        case '"': sb_put(b, "\\\"", 2); break;
-        case '\\': sb_put(b, "\\\\", 2); break;
-        case '\b': sb_put(b, "\\b", 2); break;
-        case '\f': sb_put(b, "\\f", 2); break;
-        case '\n': sb_put(b, "\\n", 2); break;
-        case '\r': sb_put(b, "\\r", 2); break;
-        case '\t': sb_put(b, "\\t", 2); break;
-        default:
-            if (*p < 0x20) {
-                snprintf(esc, sizeof esc, "\\u%04x", *p);
-                sb_put(b, esc, 6);
-            } else {
-                sb_put(b, (const char *)p, 1);
-            }
-        }
-    }
-    sb_put(b, "\"", 1);
-}
-
-static int cmp_cstr(const void *a, const void *b)
-{
-    return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
-
-/* The first duplicate among n strings, or NULL (-1 on out of memory). */
-static int find_duplicate(const char *const *s, int n, const char **dup)
-{
-    *dup = NULL;
-    if (n < 2) return 0;
-    const char **v = malloc((size_t)n * sizeof *v);
-    if (!v) return -1;
-    memcpy(v, s, (size_t)n * sizeof *v);
-    qsort(v, (size_t)n, sizeof *v, cmp_cstr);
-    for (int i = 1; i < n && !*dup; i++)
-        if (!strcmp(v[i - 1], v[i])) *dup = v[i];
-    free(v);
-    return 0;
-}
-
-static int check_save_args(const char *path, const mi_named_tensor *tensors, int count,
-                           const mi_metadata *md)
-{
-    if (count < 0 || (count > 0 && !tensors)) {
-        st_fail(path, "save: %d tensors from %s", count, tensors ? "an array" : "NULL");
-        return -1;
-    }
-    for (int i = 0; i < count; i++) {
-        const char *nm = tensors[i].name;
-        const mi_tensor *t = tensors[i].tensor;
-        if (!nm || !*nm) {
-            st_fail(path, "save: tensor %d has an empty name", i);
-            return -1;
-        }
-        if (!strcmp(nm, "__metadata__")) {
-            st_fail(path, "save: tensor %d: the name \"__metadata__\" is reserved", i);
-            return -1;
-        }
-        if (!json_utf8_valid(nm, strlen(nm), NULL)) {
-            st_fail(path, "save: tensor %d: name is not valid UTF-8", i);
-            return -1;
-        }
-        if (!t) {
-            st_fail(path, "save: tensor '%.*s' is NULL", name_shown(strlen(nm)), nm);
-            return -1;
-        }
-        if ((unsigned)t->dtype >= MI_DTYPE_COUNT || t->rank < 0 || t->rank > MI_MAX_RANK ||
-            t->numel < 0 || mi_shape_numel(t->rank, t->shape) != t->numel ||
-            (t->numel > 0 && !t->data)) {
-            st_fail(path, "save: tensor '%.*s' is malformed (dtype %d, rank %d)",
-                    name_shown(strlen(nm)), nm, (int)t->dtype, t->rank);
-            return -1;
-        }
-    }
-    const char **names = malloc((size_t)(count ? count : 1) * sizeof *names);
-    if (!names) {
-        st_fail(path, "save: out of memory");
-        return -1;
-    }
-    for (int i = 0; i < count; i++) names[i] = tensors[i].name;
-    const char *dup;
-    int rc = find_duplicate(names, count, &dup);
-    free(names);
-    if (rc != 0 || dup) {
-        if (rc != 0) st_fail(path, "save: out of memory");
-        else st_fail(path, "save: duplicate tensor name '%.*s'", name_shown(strlen(dup)), dup);
-        return -1;
-    }
-    if (!md) return 0;
-    if (md->count < 0 || (md->count > 0 && (!md->keys || !md->values))) {
-        st_fail(path, "save: metadata with %d entries and NULL arrays", md->count);
-        return -1;
-    }
-    for (int i = 0; i < md->count; i++) {
-        const char *k = md->keys[i], *v = md->values[i];
-        if (!k || !v) {
-            st_fail(path, "save: metadata entry %d has a NULL %s", i, !k ? "key" : "value");
-            return -1;
-        }
-        if (!json_utf8_valid(k, strlen(k), NULL) || !json_utf8_valid(v, strlen(v), NULL)) {
-            st_fail(path, "save: metadata entry %d is not valid UTF-8", i);
-            return -1;
-        }
-    }
-    if (find_duplicate(md->keys, md->count, &dup) != 0) {
-        st_fail(path, "save: out of memory");
-        return -1;
-    }
-    if (dup) {
-        st_fail(path, "save: duplicate metadata key '%.*s'", name_shown(strlen(dup)), dup);
-        return -1;
-    }
-    return 0;
-}
-
-/* The header JSON, padded with spaces to a multiple of 8 bytes. */
-static int build_header(strbuf *b, const mi_named_tensor *tensors, int count,
-                        const mi_metadata *md)
-{
-    bool first = true;
-    sb_put(b, "{", 1);
-    if (md && md->count > 0) {
-        sb_puts(b, "\"__metadata__\":{");
-        for (int i = 0; i < md->count; i++) {
-            if (i) sb_put(b, ",", 1);
-            sb_json_string(b, md->keys[i]);
-            sb_put(b, ":", 1);
-            sb_json_string(b, md->values[i]);
-        }
-        sb_put(b, "}", 1);
-        first = false;
-    }
-    uint64_t off = 0;
-    for (int i = 0; i < count; i++) {
-        const mi_tensor *t = tensors[i].tensor;
-        uint64_t bytes = (uint64_t)t->numel * mi_dtype_size(t->dtype);
-        if (!first) sb_put(b, ",", 1);
-        first = false;
-        sb_json_string(b, tensors[i].name);
-        sb_puts(b, ":{\"dtype\":\"");
-        sb_puts(b, st_dtype_names[t->dtype]);
-        sb_puts(b, "\",\"shape\":[");
-        for (int d = 0; d < t->rank; d++) {
-            if (d) sb_put(b, ",", 1);
-            sb_u64(b, (uint64_t)t->shape[d]);
-        }
-        sb_puts(b, "],\"data_offsets\":[");
-        sb_u64(b, off);
-        sb_put(b, ",", 1);
-        if (bytes > UINT64_MAX - off) return -1;
-        off += bytes;
-        sb_u64(b, off);
-        sb_puts(b, "]}");
-    }
-    sb_put(b, "}", 1);
-    while (!b->oom && b->len % 8 != 0) sb_put(b, " ", 1);
-    return b->oom || b->len > HEADER_MAX ? -1 : 0;
-}
-
-static int write_all(int fd, const void *buf, size_t n)
-{
-    const unsigned char *p = buf;
-    while (n > 0) {
-        size_t chunk = n < ((size_t)1 << 30) ? n : (size_t)1 << 30;
-        ssize_t w = write(fd, p, chunk);
-        if (w < 0 && errno == EINTR) continue;
-        if (w < 0) return -1;
-        if (w == 0) {
-            errno = EIO;
-            return -1;
-        }
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
-/* Makes the rename durable; best effort (some file systems refuse). */
-static void fsync_parent_dir(const char *path)
-{
-    const char *slash = strrchr(path, '/');
-    char *dir;
-    if (!slash) dir = strdup(".");
-    else if (slash == path) dir = strdup("/");
-    else dir = strndup(path, (size_t)(slash - path));
-    if (!dir) return;
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd >= 0) {
-        fsync(fd);
-        close(fd);
-    }
-    free(dir);
-}
-
-int mi_safetensors_save(const char *path, const mi_named_tensor *tensors, int count,
-                        const mi_metadata *metadata)
-{
-    if (!path || !*path) {
-        st_fail(NULL, "save: empty path");
-        return -1;
-    }
-    if (check_save_args(path, tensors, count, metadata) != 0) return -1;
-    strbuf hb = {0};
-    if (build_header(&hb, tensors, count, metadata) != 0) {
-        free(hb.p);
-        st_fail(path, "save: header too large or out of memory");
-        return -1;
-    }
-    size_t tlen = strlen(path) + 32;
-    char *tmp = malloc(tlen);
-    if (!tmp) {
-        free(hb.p);
-        st_fail(path, "save: out of memory");
-        return -1;
-    }
-    snprintf(tmp, tlen, "%s.tmp.%ld", path, (long)getpid());
-
-    const char *step = "create";
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) goto fail;
-    unsigned char prefix[8];
-    for (int i = 0; i < 8; i++) prefix[i] = (unsigned char)((uint64_t)hb.len >> (8 * i));
-    step = "write";
-    if (write_all(fd, prefix, 8) != 0 || write_all(fd, hb.p, hb.len) != 0) goto fail;
-    for (int i = 0; i < count; i++) {
-        const mi_tensor *t = tensors[i].tensor;
-        size_t bytes = (size_t)t->numel * mi_dtype_size(t->dtype);
-        if (bytes && write_all(fd, t->data, bytes) != 0) goto fail;
-    }
-    step = "fsync";
-    if (fsync(fd) != 0) goto fail;
-    step = "close";
-    int cfd = fd;
-    fd = -1;
-    if (close(cfd) != 0) goto fail;
-    step = "rename";
-    if (rename(tmp, path) != 0) goto fail;
-    fsync_parent_dir(path);
-    free(hb.p);
-    free(tmp);
-    return 0;
-
-fail:;
-    int err = errno;
-    if (fd >= 0) close(fd);
-    if (strcmp(step, "create") != 0) unlink(tmp);
-    st_fail(path, "save: cannot %s '%s': %s", step, tmp, strerror(err));
-    free(hb.p);
-    free(tmp);
-    return -1;
 }

@@ -1,0 +1,116 @@
+/* Backend choice and the one parallel runtime (OpenMP). Read from the
+ * environment once, on first use: MIRAS_BACKEND and MIRAS_THREADS. */
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "autograd.h"
+
+static const char *const names[MI_BACKEND_COUNT] = {"ref", "blas", "dnnl", "own"};
+static unsigned allowed = MI_BACKEND_ALL;
+static int threads;
+static _Thread_local mi_backend last;
+
+const char *mi_backend_name(mi_backend b)
+{
+    return (unsigned)b < MI_BACKEND_COUNT ? names[b] : "?";
+}
+
+/* "ref", "blas,own", "all": a mask, or 0 when a word is unknown. */
+static unsigned parse_backends(const char *text)
+{
+    unsigned mask = 1u << MI_BACKEND_REF;
+    char buf[128];
+    snprintf(buf, sizeof buf, "%s", text);
+    for (char *save = NULL, *w = strtok_r(buf, ", ", &save); w; w = strtok_r(NULL, ", ", &save)) {
+        if (strcasecmp(w, "all") == 0) {
+            mask = MI_BACKEND_ALL;
+            continue;
+        }
+        int b = 0;
+        while (b < MI_BACKEND_COUNT && strcasecmp(w, names[b]) != 0) b++;
+        if (b == MI_BACKEND_COUNT) return 0;
+        mask |= 1u << b;
+    }
+    return mask;
+}
+
+static void init_from_env(void)
+{
+    static bool done;
+    if (done) return;
+    done = true;
+    const char *b = getenv("MIRAS_BACKEND");
+    if (b && *b) {
+        unsigned m = parse_backends(b);
+        if (m) allowed = m;
+        else
+            fprintf(stderr, "miras: ignoring MIRAS_BACKEND='%s' (use ref, blas, dnnl, own, all "
+                            "or a comma list)\n", b);
+    }
+    const char *t = getenv("MIRAS_THREADS");
+    int n = t && *t ? atoi(t) : 0;
+    if (t && *t && n <= 0)
+        fprintf(stderr, "miras: ignoring MIRAS_THREADS='%s' (a positive integer)\n", t);
+    mi_set_threads(n > 0 ? n : 0);
+}
+
+void mi_backends_allow(unsigned mask)
+{
+    init_from_env();
+    allowed = (mask & MI_BACKEND_ALL) | (1u << MI_BACKEND_REF);
+}
+
+unsigned mi_backends_allowed(void)
+{
+    init_from_env();
+    return allowed;
+}
+
+void mi_set_threads(int n)
+{
+#ifdef _OPENMP
+    if (n <= 0) n = omp_get_num_procs();
+    omp_set_num_threads(n);
+#else
+    n = 1;
+#endif
+    threads = n;
+}
+
+int mi_threads(void)
+{
+    init_from_env();
+    return threads;
+}
+
+mi_backend mi_backend_last(void) { return last; }
+
+static const mi_backend preference[] = {MI_BACKEND_OWN, MI_BACKEND_DNNL, MI_BACKEND_BLAS,
+                                        MI_BACKEND_REF};
+
+mi_kernel_fn mi_kernel_choose(const mi_op *op, mi_tensor *const *in, int n, const mi_attrs *a,
+                              const mi_tensor *out)
+{
+    init_from_env();
+    int dt = out->dtype;
+    unsigned available = 0;
+    for (int b = 0; b < MI_BACKEND_COUNT; b++)
+        if (op->kernel[b][dt] && (allowed >> b & 1u)) available |= 1u << b;
+    mi_backend pick = MI_BACKEND_REF;
+    if (op->select && available) {
+        pick = op->select(in, n, a, out, available);
+        if (!(available >> pick & 1u)) pick = MI_BACKEND_REF;
+    } else {
+        for (size_t i = 0; i < sizeof preference / sizeof *preference; i++)
+            if (available >> preference[i] & 1u) {
+                pick = preference[i];
+                break;
+            }
+    }
+    last = pick;
+    return op->kernel[pick][dt];
+}

@@ -1,0 +1,412 @@
+/* Sequence ops: causal depthwise conv1d (and its weight gradient), rotary
+ * position embedding, scaled-dot-product attention and its mask. Every vjp
+ * is written with the public ops, so it is differentiable again. */
+#include "internal.h"
+
+#define SHAPE(buf, t) mi_shape_str(buf, sizeof buf, (t)->rank, (t)->shape)
+
+/* ================================================================ conv1d_causal
+ * Depthwise causal convolution, x [B, T, C], w [C, K]:
+ *   y[b,t,c] = Σ_j w[c,j]·x[b, t−K+1+j, c]   (x = 0 before t = 0)
+ *   dx = flip_T(conv1d_causal(flip_T(g), w)),  dw = conv1d_causal_wgrad(g, x, K) */
+#define CONV_BODY                                                                  \
+    int64_t nb = in[0]->shape[0], nt = in[0]->shape[1], nc = in[0]->shape[2];      \
+    int64_t k = in[1]->shape[1];                                                   \
+    const T *X = in[0]->data, *W = in[1]->data;                                    \
+    T *Y = o->data;                                                                \
+    for (int64_t b = 0; b < nb; b++)                                               \
+        for (int64_t t = 0; t < nt; t++)                                           \
+            for (int64_t c = 0; c < nc; c++) {                                     \
+                T s = 0;                                                           \
+                for (int64_t j = 0; j < k; j++) {                                  \
+                    int64_t u = t - k + 1 + j;                                     \
+                    if (u >= 0) s += W[c * k + j] * X[(b * nt + u) * nc + c];      \
+                }                                                                  \
+                Y[(b * nt + t) * nc + c] = s;                                      \
+            }
+NN_KERNELS(conv1d_causal, CONV_BODY)
+
+static int conv1d_causal_shape(mi_tensor *const *in, int n, const mi_attrs *a, mi_dtype *dt,
+                               int *rank, int64_t *shape)
+{
+    mi_tensor *x = in[0], *w = in[1];
+    char b1[96], b2[96];
+    if (require_float("conv1d_causal", in, 0) != 0 || require_float("conv1d_causal", in, 1) != 0)
+        return -1;
+    if (x->rank != 3) {
+        mi_error_set("conv1d_causal: x must be [B, T, C], got %s", SHAPE(b1, x));
+        return -1;
+    }
+    if (w->rank != 2 || w->shape[0] != x->shape[2] || w->shape[1] < 1) {
+        mi_error_set("conv1d_causal: w must be [C, K] with C = %lld and K >= 1, got w %s for x %s",
+                     (long long)x->shape[2], SHAPE(b1, w), SHAPE(b2, x));
+        return -1;
+    }
+    return shape_like_first(in, 2, a, dt, rank, shape);
+}
+static mi_tensor *conv1d_causal_vjp(const mi_node *n, int i, mi_tensor *g)
+{
+    mi_tensor *x = n->inputs[0], *w = n->inputs[1];
+    if (i == 0) return mi_flip(mi_conv1d_causal(mi_flip(g, 1), w), 1);
+    return mi_conv1d_causal_wgrad(g, x, w->shape[1]);
+}
+static int ex_conv1d_causal(mi_rng *r, int v, mi_tensor **in, mi_attrs *a)
+{
+    switch (v) {
+    case 0: in[0] = ex_normal(r, MI_SHAPE(2, 5, 3)), in[1] = ex_normal(r, MI_SHAPE(3, 4)); return 2;
+    case 1: in[0] = ex_normal(r, MI_SHAPE(1, 3, 1)), in[1] = ex_normal(r, MI_SHAPE(1, 4)); return 2;
+    case 2: in[0] = ex_normal(r, MI_SHAPE(3, 4, 2)), in[1] = ex_normal(r, MI_SHAPE(2, 1)); return 2;
+    default: return 0;
+    }
+}
+const mi_op mi_op_conv1d_causal = {.name = "conv1d_causal",
+                                   .formula = "y[b,t,c] = sum_j w[c,j] x[b,t-K+1+j,c]",
+                                   .arity = 2, .shape = conv1d_causal_shape,
+                                   KERNELS(conv1d_causal), .vjp = conv1d_causal_vjp,
+                                   .examples = ex_conv1d_causal};
+mi_tensor *mi_conv1d_causal(mi_tensor *x, mi_tensor *w)
+{
+    return RUN(&mi_op_conv1d_causal, NULL, x, w);
+}
+
+/* ================================================================ conv1d_causal_wgrad
+ * g, x [B, T, C], attrs.index = K → [C, K]:
+ *   dw[c,j] = Σ_{b,t} g[b,t,c]·x[b, t−K+1+j, c]
+ * Bilinear; with upstream H [C, K]:
+ *   d/dg = conv1d_causal(x, H),  d/dx = flip_T(conv1d_causal(flip_T(g), H)) */
+#define WGRAD_BODY                                                                 \
+    int64_t nb = in[0]->shape[0], nt = in[0]->shape[1], nc = in[0]->shape[2];      \
+    int64_t k = a->index;                                                          \
+    const T *G = in[0]->data, *X = in[1]->data;                                    \
+    T *D = o->data;                                                                \
+    for (int64_t c = 0; c < nc; c++)                                               \
+        for (int64_t j = 0; j < k; j++) {                                          \
+            T s = 0;                                                               \
+            for (int64_t b = 0; b < nb; b++)                                       \
+                for (int64_t t = k - 1 - j > 0 ? k - 1 - j : 0; t < nt; t++)       \
+                    s += G[(b * nt + t) * nc + c] * X[(b * nt + t - k + 1 + j) * nc + c]; \
+            D[c * k + j] = s;                                                      \
+        }
+NN_KERNELS(conv1d_causal_wgrad, WGRAD_BODY)
+
+static int conv1d_causal_wgrad_shape(mi_tensor *const *in, int n, const mi_attrs *a, mi_dtype *dt,
+                                     int *rank, int64_t *shape)
+{
+    mi_tensor *g = in[0], *x = in[1];
+    char b1[96], b2[96];
+    const char *op = "conv1d_causal_wgrad";
+    if (require_float(op, in, 0) != 0 || require_float(op, in, 1) != 0) return -1;
+    if (g->rank != 3 || !mi_same_shape(g, x)) {
+        mi_error_set("%s: g and x must both be [B, T, C], got g %s and x %s", op, SHAPE(b1, g),
+                     SHAPE(b2, x));
+        return -1;
+    }
+    if (a->index < 1) {
+        mi_error_set("%s: kernel size K must be >= 1, got %lld", op, (long long)a->index);
+        return -1;
+    }
+    *dt = g->dtype;
+    *rank = 2;
+    shape[0] = g->shape[2];
+    shape[1] = a->index;
+    return 0;
+}
+static mi_tensor *conv1d_causal_wgrad_vjp(const mi_node *n, int i, mi_tensor *h)
+{
+    mi_tensor *g = n->inputs[0], *x = n->inputs[1];
+    if (i == 0) return mi_conv1d_causal(x, h);
+    return mi_flip(mi_conv1d_causal(mi_flip(g, 1), h), 1);
+}
+static int ex_conv1d_causal_wgrad(mi_rng *r, int v, mi_tensor **in, mi_attrs *a)
+{
+    static const int64_t shapes[3][3] = {{1, 5, 3}, {2, 3, 2}, {3, 2, 1}}, k[3] = {4, 2, 5};
+    if (v >= 3) return 0;
+    a->index = k[v]; /* K > T in the last one */
+    in[0] = ex_normal(r, 3, shapes[v]);
+    in[1] = ex_normal(r, 3, shapes[v]);
+    return 2;
+}
+const mi_op mi_op_conv1d_causal_wgrad = {
+    .name = "conv1d_causal_wgrad", .formula = "dw[c,j] = sum_{b,t} g[b,t,c] x[b,t-K+1+j,c]",
+    .arity = 2, .shape = conv1d_causal_wgrad_shape, KERNELS(conv1d_causal_wgrad),
+    .vjp = conv1d_causal_wgrad_vjp, .examples = ex_conv1d_causal_wgrad};
+mi_tensor *mi_conv1d_causal_wgrad(mi_tensor *g, mi_tensor *x, int64_t k)
+{
+    mi_attrs a = {.index = k};
+    return RUN(&mi_op_conv1d_causal_wgrad, &a, g, x);
+}
+
+/* ================================================================ rope
+ * x [..., T, D], D even, h = D/2, attrs.p = base, attrs.reverse = inverse.
+ * For position t and pair (i, i + h), θ = ±t·base^(−2i/D):
+ *   y_i     = x_i cos θ − x_{i+h} sin θ
+ *   y_{i+h} = x_i sin θ + x_{i+h} cos θ
+ * A rotation: dx = rope(g) with the inverse flag flipped. The angles are
+ * computed in double for both dtypes (t·freq loses digits in float at long T). */
+#define ROPE_BODY                                                                  \
+    int rk = in[0]->rank;                                                          \
+    int64_t nt = in[0]->shape[rk - 2], d = in[0]->shape[rk - 1], h = d / 2;        \
+    int64_t lead = o->numel / (nt * d);                                            \
+    const T *X = in[0]->data;                                                      \
+    T *Y = o->data;                                                                \
+    for (int64_t t = 0; t < nt; t++)                                               \
+        for (int64_t i = 0; i < h; i++) {                                          \
+            double th = (double)t * pow(a->p, -2.0 * (double)i / (double)d);       \
+            T cs = (T)cos(th), sn = (T)(a->reverse ? -sin(th) : sin(th));          \
+            for (int64_t l = 0; l < lead; l++) {                                   \
+                const T *x = X + (l * nt + t) * d;                                 \
+                T *y = Y + (l * nt + t) * d;                                       \
+                T x0 = x[i], x1 = x[i + h];                                        \
+                y[i] = x0 * cs - x1 * sn;                                          \
+                y[i + h] = x0 * sn + x1 * cs;                                      \
+            }                                                                      \
+        }
+NN_KERNELS(rope, ROPE_BODY)
+
+static int rope_shape(mi_tensor *const *in, int n, const mi_attrs *a, mi_dtype *dt, int *rank,
+                      int64_t *shape)
+{
+    mi_tensor *x = in[0];
+    char b[96];
+    if (require_float("rope", in, 0) != 0) return -1;
+    if (x->rank < 2) {
+        mi_error_set("rope: x must be [..., T, D], got %s", SHAPE(b, x));
+        return -1;
+    }
+    int64_t d = x->shape[x->rank - 1];
+    if (d < 2 || d % 2 != 0) {
+        mi_error_set("rope: last dim D must be even and >= 2, got %s", SHAPE(b, x));
+        return -1;
+    }
+    if (!(a->p > 0) || isinf(a->p)) {
+        mi_error_set("rope: base must be finite and > 0, got %g", a->p);
+        return -1;
+    }
+    return shape_like_first(in, 1, a, dt, rank, shape);
+}
+static mi_tensor *rope_vjp(const mi_node *n, int i, mi_tensor *g)
+{
+    return mi_rope(g, n->attrs.p, !n->attrs.reverse);
+}
+static int ex_rope(mi_rng *r, int v, mi_tensor **in, mi_attrs *a)
+{
+    switch (v) {
+    case 0: in[0] = ex_normal(r, MI_SHAPE(2, 3, 4)), a->p = 10000; return 1;
+    case 1: in[0] = ex_normal(r, MI_SHAPE(5, 6)), a->p = 10, a->reverse = true; return 1;
+    case 2: in[0] = ex_normal(r, MI_SHAPE(1, 2, 5, 2)), a->p = 3; return 1;
+    default: return 0;
+    }
+}
+const mi_op mi_op_rope = {.name = "rope",
+                          .formula = "rotate (x_i, x_{i+D/2}) by t * base^(-2i/D)",
+                          .arity = 1, .shape = rope_shape, KERNELS(rope), .vjp = rope_vjp,
+                          .examples = ex_rope};
+mi_tensor *mi_rope(mi_tensor *x, double base, bool inverse)
+{
+    mi_attrs a = {.p = base, .reverse = inverse};
+    return RUN(&mi_op_rope, &a, x);
+}
+
+/* ================================================================ attention_mask
+ * One input, used only for its dtype and its [T, S] shape; attrs.causal,
+ * attrs.window. out[t,s] = −inf when (causal and s > t) or (window > 0 and
+ * s ≤ t − window), else 0. No gradient. */
+#define MASK_BODY                                                                  \
+    int64_t nt = o->shape[0], ns = o->shape[1];                                    \
+    T *Y = o->data;                                                                \
+    for (int64_t t = 0; t < nt; t++)                                               \
+        for (int64_t s = 0; s < ns; s++) {                                         \
+            bool masked = (a->causal && s > t) || (a->window > 0 && s <= t - a->window); \
+            Y[t * ns + s] = masked ? (T)-INFINITY : 0;                             \
+        }
+NN_KERNELS(attention_mask, MASK_BODY)
+
+static int attention_mask_shape(mi_tensor *const *in, int n, const mi_attrs *a, mi_dtype *dt,
+                                int *rank, int64_t *shape)
+{
+    char b[96];
+    if (require_float("attention_mask", in, 0) != 0) return -1;
+    if (in[0]->rank != 2) {
+        mi_error_set("attention_mask: input must be [T, S], got %s", SHAPE(b, in[0]));
+        return -1;
+    }
+    if (a->window < 0) {
+        mi_error_set("attention_mask: window must be >= 0, got %lld", (long long)a->window);
+        return -1;
+    }
+    return shape_like_first(in, 1, a, dt, rank, shape);
+}
+/* The f32-vs-f64 check compares values, and −inf − −inf is NaN there, so
+ * these examples keep every entry 0 (S = 1; window ≥ T); the masking itself
+ * is tested against a naive loop in tests/test_nn.c. */
+static int ex_attention_mask(mi_rng *r, int v, mi_tensor **in, mi_attrs *a)
+{
+    switch (v) {
+    case 0: in[0] = mi_zeros(MI_F64, MI_SHAPE(4, 1)), a->causal = true; return 1;
+    case 1: in[0] = mi_zeros(MI_F64, MI_SHAPE(3, 5)), a->window = 3; return 1;
+    default: return 0;
+    }
+}
+const mi_op mi_op_attention_mask = {
+    .name = "attention_mask", .formula = "-inf where (causal and s > t) or s <= t - window, else 0",
+    .arity = 1, .flags = MI_OP_NONDIFF, .shape = attention_mask_shape, KERNELS(attention_mask),
+    .examples = ex_attention_mask};
+mi_tensor *mi_attention_mask(mi_dtype dt, int64_t t, int64_t s, bool causal, int64_t window)
+{
+    if (!mi_dtype_is_float(dt)) {
+        mi_error_set("attention_mask: dtype must be f32 or f64, got %s", mi_dtype_name(dt));
+        return NULL;
+    }
+    if (t < 0 || s < 0) {
+        mi_error_set("attention_mask: negative size [%lld,%lld]", (long long)t, (long long)s);
+        return NULL;
+    }
+    mi_attrs a = {.causal = causal, .window = window};
+    return RUN(&mi_op_attention_mask, &a, mi_zeros(dt, 2, (int64_t[]){t, s}));
+}
+
+/* ================================================================ attention
+ * q [..., T, D], k [..., S, D], v [..., S, Dv] → [..., T, Dv], sc = 1/√D:
+ *   P = softmax(sc·q kᵀ + mask),  y = P v   (mask: attention_mask(causal, window))
+ *   dv = Pᵀ g,  dS = P ⊙ (g vᵀ − Σ_s (g vᵀ) ⊙ P),  dq = sc·dS k,  dk = sc·dSᵀ q
+ * The forward kernel is one pass with an online softmax (no T×S buffer); the
+ * vjp recomputes P with ops. Every query row must keep at least one key. */
+#define ATTENTION_BODY                                                             \
+    int rk = in[0]->rank;                                                          \
+    int64_t nt = in[0]->shape[rk - 2], d = in[0]->shape[rk - 1];                   \
+    int64_t ns = in[1]->shape[rk - 2], dv = in[2]->shape[rk - 1];                  \
+    int64_t lead = nt ? in[0]->numel / (nt * d) : 0, w = a->window;                \
+    T sc = (T)(1.0 / sqrt((double)d));                                             \
+    for (int64_t l = 0; l < lead; l++) {                                           \
+        const T *Q = (const T *)in[0]->data + l * nt * d;                          \
+        const T *K = (const T *)in[1]->data + l * ns * d;                          \
+        const T *V = (const T *)in[2]->data + l * ns * dv;                         \
+        for (int64_t t = 0; t < nt; t++) {                                         \
+            T *y = (T *)o->data + (l * nt + t) * dv;                               \
+            T m = (T)-INFINITY, z = 0; /* running max and normaliser */            \
+            int64_t lo = w > 0 && t - w + 1 > 0 ? t - w + 1 : 0;                   \
+            int64_t hi = a->causal && t < ns - 1 ? t : ns - 1;                     \
+            for (int64_t e = 0; e < dv; e++) y[e] = 0;                             \
+            for (int64_t s = lo; s <= hi; s++) {                                   \
+                T dot = 0;                                                         \
+                for (int64_t e = 0; e < d; e++) dot += Q[t * d + e] * K[s * d + e]; \
+                dot *= sc;                                                         \
+                if (dot > m) { /* rescale what is summed so far to the new max */  \
+                    T c = F(exp)(m - dot);                                         \
+                    z *= c;                                                        \
+                    for (int64_t e = 0; e < dv; e++) y[e] *= c;                    \
+                    m = dot;                                                       \
+                }                                                                  \
+                T p = F(exp)(dot - m);                                             \
+                z += p;                                                            \
+                for (int64_t e = 0; e < dv; e++) y[e] += p * V[s * dv + e];        \
+            }                                                                      \
+            for (int64_t e = 0; e < dv; e++) y[e] /= z;                            \
+        }                                                                          \
+    }
+NN_KERNELS(attention, ATTENTION_BODY)
+
+static int attention_shape(mi_tensor *const *in, int n, const mi_attrs *a, mi_dtype *dt,
+                           int *rank, int64_t *shape)
+{
+    mi_tensor *q = in[0], *k = in[1], *v = in[2];
+    char bq[96], bk[96], bv[96];
+    for (int i = 0; i < 3; i++)
+        if (require_float("attention", in, i) != 0) return -1;
+    SHAPE(bq, q);
+    SHAPE(bk, k);
+    SHAPE(bv, v);
+    int rk = q->rank;
+    if (rk < 2 || k->rank != rk || v->rank != rk) {
+        mi_error_set("attention: q, k, v must be [..., T, D], [..., S, D], [..., S, Dv] of one "
+                     "rank >= 2, got q %s k %s v %s", bq, bk, bv);
+        return -1;
+    }
+    for (int d = 0; d < rk - 2; d++)
+        if (k->shape[d] != q->shape[d] || v->shape[d] != q->shape[d]) {
+            mi_error_set("attention: batch dims differ: q %s k %s v %s", bq, bk, bv);
+            return -1;
+        }
+    if (q->shape[rk - 1] != k->shape[rk - 1] || q->shape[rk - 1] < 1) {
+        mi_error_set("attention: q and k head dims differ (or are 0): q %s k %s", bq, bk);
+        return -1;
+    }
+    if (k->shape[rk - 2] != v->shape[rk - 2]) {
+        mi_error_set("attention: k and v lengths differ: k %s v %s", bk, bv);
+        return -1;
+    }
+    int64_t nt = q->shape[rk - 2], ns = k->shape[rk - 2];
+    if (ns < 1) {
+        mi_error_set("attention: no keys: k %s", bk);
+        return -1;
+    }
+    if (a->window < 0) {
+        mi_error_set("attention: window must be >= 0, got %lld", (long long)a->window);
+        return -1;
+    }
+    if (a->window > 0 && nt - ns >= a->window) {
+        mi_error_set("attention: window %lld leaves query rows with no key: q %s k %s "
+                     "(needs T <= S + window - 1)", (long long)a->window, bq, bk);
+        return -1;
+    }
+    *dt = q->dtype;
+    copy_shape(rank, shape, q);
+    shape[rk - 1] = v->shape[rk - 1];
+    return 0;
+}
+static mi_tensor *attention_vjp(const mi_node *n, int i, mi_tensor *g)
+{
+    mi_tensor *q = n->inputs[0], *k = n->inputs[1], *v = n->inputs[2];
+    const mi_attrs *a = &n->attrs;
+    int rk = q->rank;
+    double sc = 1.0 / sqrt((double)q->shape[rk - 1]);
+    mi_tensor *s = mi_mul_scalar(mi_matmul_t(q, k, false, true), sc);
+    if (a->causal || a->window > 0)
+        s = mi_add(s, mi_attention_mask(q->dtype, q->shape[rk - 2], k->shape[rk - 2], a->causal,
+                                        a->window));
+    mi_tensor *p = mi_softmax(s, -1);
+    if (i == 2) return mi_matmul_t(p, g, true, false);
+    mi_tensor *dp = mi_matmul_t(g, v, false, true);
+    mi_tensor *ds = mi_mul(p, mi_sub(dp, mi_sum(mi_mul(dp, p), -1, true)));
+    if (i == 0) return mi_mul_scalar(mi_matmul(ds, k), sc);
+    return mi_mul_scalar(mi_matmul_t(ds, q, true, false), sc);
+}
+static int ex_attention(mi_rng *r, int v, mi_tensor **in, mi_attrs *a)
+{
+    switch (v) {
+    case 0: /* causal, batch of 2 */
+        in[0] = ex_normal(r, MI_SHAPE(2, 3, 4));
+        in[1] = ex_normal(r, MI_SHAPE(2, 3, 4));
+        in[2] = ex_normal(r, MI_SHAPE(2, 3, 2));
+        a->causal = true;
+        return 3;
+    case 1: /* T ≠ S, window only */
+        in[0] = ex_normal(r, MI_SHAPE(4, 3));
+        in[1] = ex_normal(r, MI_SHAPE(5, 3));
+        in[2] = ex_normal(r, MI_SHAPE(5, 1));
+        a->window = 2;
+        return 3;
+    case 2: /* rank 4, causal with window */
+        in[0] = ex_normal(r, MI_SHAPE(1, 2, 3, 2));
+        in[1] = ex_normal(r, MI_SHAPE(1, 2, 3, 2));
+        in[2] = ex_normal(r, MI_SHAPE(1, 2, 3, 3));
+        a->causal = true;
+        a->window = 2;
+        return 3;
+    case 3: /* plain */
+        in[0] = ex_normal(r, MI_SHAPE(2, 5));
+        in[1] = ex_normal(r, MI_SHAPE(3, 5));
+        in[2] = ex_normal(r, MI_SHAPE(3, 2));
+        return 3;
+    default: return 0;
+    }
+}
+const mi_op mi_op_attention = {.name = "attention",
+                               .formula = "softmax(q k^T / sqrt(D) + mask) v", .arity = 3,
+                               .shape = attention_shape, KERNELS(attention),
+                               .vjp = attention_vjp, .examples = ex_attention};
+mi_tensor *mi_attention(mi_tensor *q, mi_tensor *k, mi_tensor *v, bool causal, int64_t window)
+{
+    mi_attrs a = {.causal = causal, .window = window};
+    return RUN(&mi_op_attention, &a, q, k, v);
+}
