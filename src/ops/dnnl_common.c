@@ -38,7 +38,8 @@ dnnl_engine_t miras_dnnl_engine(void)
     return e;
 }
 
-dnnl_data_type_t miras_dnnl_type(int dt) { return dt == MI_F64 ? dnnl_f64 : dnnl_f32; }
+/* oneDNN 2.6 has no f64 on the CPU: DNNL kernels exist for f32 only. */
+dnnl_data_type_t miras_dnnl_type(int dt) { return dt == MI_F32 ? dnnl_f32 : dnnl_data_type_undef; }
 
 int miras_dnnl_memory(dnnl_entry *e, int arg, const dnnl_memory_desc_t *md)
 {
