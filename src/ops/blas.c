@@ -1,0 +1,2 @@
+/* Placeholder: the OpenBLAS backend kernels. */
+#include "internal.h"

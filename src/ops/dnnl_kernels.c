@@ -1,0 +1,2 @@
+/* Placeholder: oneDNN backend kernels. */
+#include "internal.h"

@@ -1,0 +1,2 @@
+/* Placeholder: the project's own vectorised / OpenMP kernels. */
+#include "internal.h"

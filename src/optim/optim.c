@@ -1,0 +1,2 @@
+/* Placeholder: outer optimizers. */
+#include "optim.h"
