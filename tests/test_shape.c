@@ -193,6 +193,28 @@ START_TEST(slice_values)
 }
 END_TEST
 
+/* A slice whose leading axes have size 1 is a free view (narrow); any other
+ * slice copies. Gradients flow through both. */
+START_TEST(leading_slice_is_a_view)
+{
+    mi_tensor *x = mi_requires_grad(iota(MI_SHAPE(4, 3), false), true);
+    mi_tensor *v = mi_slice(x, 0, 1, 3);
+    ck_assert_ptr_eq(v->data, (char *)x->data + 3 * sizeof(double));
+    ck_assert_ptr_eq(v->node->op, mi_op_find("narrow"));
+    mi_tensor *c = mi_slice(x, 1, 0, 2);
+    ck_assert(c->data < x->data || c->data >= (void *)((char *)x->data + 12 * sizeof(double)));
+    mi_tensor *y = mi_slice(mi_reshape(x, MI_SHAPE(1, 12)), 1, 4, 8);
+    ck_assert_ptr_eq(y->data, (char *)x->data + 4 * sizeof(double));
+    mi_tensor *loss = mi_sum(mi_add(mi_sum(v, MI_ALL, false), mi_sum(y, MI_ALL, false)), MI_ALL, false), *g;
+    ck_assert_int_eq(mi_grad(&loss, NULL, 1, &x, 1, false, &g), 0);
+    for (int i = 0; i < 12; i++)
+        ck_assert(mi_get(g, i) == (double)((i >= 3 && i < 9) + (i >= 4 && i < 8)));
+    ck_assert_ptr_null(mi_op_call(mi_op_find("narrow"), &x, 1, &(mi_attrs){.axis = 1, .stop = 1}));
+    ck_assert_error_has("not a leading axis");
+    mi_error_clear();
+}
+END_TEST
+
 START_TEST(slice_errors)
 {
     mi_tensor *x = iota(MI_SHAPE(3, 5), false);
@@ -501,6 +523,7 @@ Suite *make_suite(void)
     tcase_add_test(tc, permute_rank4);
     tcase_add_test(tc, permute_errors);
     tcase_add_test(tc, slice_values);
+    tcase_add_test(tc, leading_slice_is_a_view);
     tcase_add_test(tc, slice_errors);
     tcase_add_test(tc, pad_values_and_errors);
     tcase_add_test(tc, slice_pad_gradients);

@@ -29,3 +29,5 @@ MI_OP(cumsum) MI_OP(cumprod) MI_OP(linear_scan)
 /* miras.c */
 MI_OP(soft_threshold) MI_OP(smooth_sign) MI_OP(smooth_abs) MI_OP(lq_normalize)
 MI_OP(sphere_retract)
+/* shape.c (appended: ids are append-only) */
+MI_OP(narrow)

@@ -3,8 +3,9 @@
  * unsqueeze, squeeze). All are linear, so every vjp is the adjoint op applied
  * to g. The indexing ops are in index.c.
  *
- * Only reshape is a view: apply() decides view-or-copy from the descriptor's
- * flags alone, so slice always copies (see the note above slice). The data
+ * reshape and narrow are views; apply() decides view-or-copy from the
+ * descriptor's flags, so mi_slice calls narrow when the slice is contiguous
+ * (every axis before it has size 1) and the copying slice op otherwise. The data
  * movers are dtype-agnostic (they copy element bytes), so one function fills
  * both the f32 and the f64 kernel slot. */
 #include "internal.h"
@@ -297,10 +298,7 @@ mi_tensor *mi_transpose(mi_tensor *x, int axis0, int axis1)
 
 /* ---------------------------------------------------------------- slice
  * y = x[..., start:stop, ...] along attrs.axis, 0 ≤ start ≤ stop ≤ dim.
- * dx = pad(g, axis, start, dim − stop).
- * Always a copy: apply() makes an op a view or not by its descriptor flag,
- * with no per-call choice, so the leading-axis view case cannot share this
- * op (it would need a second descriptor, e.g. a "slice_view" op). */
+ * dx = pad(g, axis, start, dim − stop). A copy; see narrow for the view. */
 static int slice_shape(mi_tensor *const *in, int n, const mi_attrs *a, mi_dtype *dt, int *rank,
                        int64_t *shape)
 {
@@ -348,18 +346,59 @@ static int ex_slice(mi_rng *r, int v, mi_tensor **in, mi_attrs *a)
 const mi_op mi_op_slice = {.name = "slice", .formula = "y = x[..., start:stop, ...]", .arity = 1,
                            .shape = slice_shape, ANY_KERNEL(slice_k), .vjp = slice_vjp,
                            .examples = ex_slice};
-/* Negative start/stop count from the end of the axis, as in Python. */
+/* ---------------------------------------------------------------- narrow
+ * The same slice as a view: y = x[start:stop] along attrs.axis when every
+ * axis before it has size 1, so the result is one contiguous run of x's
+ * storage. dx = pad(g, axis, start, dim − stop). */
+static int narrow_shape(mi_tensor *const *in, int n, const mi_attrs *a, mi_dtype *dt, int *rank,
+                        int64_t *shape)
+{
+    if (slice_shape(in, n, a, dt, rank, shape) != 0) return -1;
+    int ax = ax_of(a, in[0]->rank);
+    for (int d = 0; d < ax; d++)
+        if (in[0]->shape[d] != 1) {
+            char b[96];
+            mi_error_set("narrow: axis %d of %s is not a leading axis (axis %d has size %lld)",
+                         a->axis, SHAPE_STR(b, in[0]), d, (long long)in[0]->shape[d]);
+            return -1;
+        }
+    return 0;
+}
+static size_t narrow_offset(mi_tensor *const *in, const mi_attrs *a)
+{
+    int64_t outer, inner;
+    split_at(in[0], ax_of(a, in[0]->rank), &outer, &inner);
+    return (size_t)(a->start * inner) * mi_dtype_size(in[0]->dtype);
+}
+static int ex_narrow(mi_rng *r, int v, mi_tensor **in, mi_attrs *a)
+{
+    static const ex_one_case c[] = {
+        {2, {5, 3}, {.axis = 0, .start = 1, .stop = 4}},
+        {3, {1, 6, 2}, {.axis = 1, .start = 2, .stop = 6}},
+    };
+    return ex_one(r, v, in, a, c, 2);
+}
+const mi_op mi_op_narrow = {.name = "narrow", .formula = "y = x[start:stop] (leading axis, a view)",
+                            .arity = 1, .flags = MI_OP_VIEW, .shape = narrow_shape,
+                            ANY_KERNEL(noop_kernel), .vjp = slice_vjp,
+                            .view_offset = narrow_offset, .examples = ex_narrow};
+
+/* Negative start/stop count from the end of the axis, as in Python. A view
+ * (narrow) when the slice is contiguous, a copy (slice) otherwise. */
 mi_tensor *mi_slice(mi_tensor *x, int axis, int64_t start, int64_t stop)
 {
+    bool contiguous = false;
     if (x) {
         int ax = axis < 0 ? axis + x->rank : axis;
         if (ax >= 0 && ax < x->rank) {
             if (start < 0) start += x->shape[ax];
             if (stop < 0) stop += x->shape[ax];
+            contiguous = true;
+            for (int d = 0; d < ax; d++) contiguous &= x->shape[d] == 1;
         }
     }
     mi_attrs a = {.axis = axis, .start = start, .stop = stop};
-    return RUN(&mi_op_slice, &a, x);
+    return RUN(contiguous ? &mi_op_narrow : &mi_op_slice, &a, x);
 }
 
 /* ---------------------------------------------------------------- pad
