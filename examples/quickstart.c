@@ -1,5 +1,3 @@
-/* The README's example: a function written with ops, its gradient, and a
- * numerical check of that gradient in float64. */
 #include <stdio.h>
 #include "miras.h"
 
@@ -18,13 +16,11 @@ int main(void)
     mi_rng rng;
     mi_rng_seed(&rng, 42);
     mi_tensor *w = mi_requires_grad(mi_randn(&rng, MI_F64, MI_SHAPE(3, 2), 0, 1), true);
-    mi_tensor *x = mi_randn(&rng, MI_F64, MI_SHAPE(4, 3), 0, 1);
-    mi_tensor *y, *dw;
-    f((mi_tensor *[]){w, x}, 2, &y, NULL);
+    mi_tensor *x = mi_randn(&rng, MI_F64, MI_SHAPE(4, 3), 0, 1), *y, *dw;
+    f((mi_tensor *[]){w, x}, 2, &y, NULL);                  /* forward, recorded */
     if (mi_grad(&y, NULL, 1, &w, 1, false, &dw) != 0) return fprintf(stderr, "%s\n", mi_error()), 1;
-    mi_print(stdout, dw);
-    mi_gradcheck_opts opts = MI_GRADCHECK_DEFAULTS;
-    mi_gradcheck_result r = mi_gradcheck(f, NULL, (mi_tensor *[]){w, x}, 2, &opts);
+    mi_print(stdout, dw);                                   /* ∂f/∂w */
+    mi_gradcheck_result r = mi_gradcheck(f, NULL, (mi_tensor *[]){w, x}, 2, NULL);
     printf("gradcheck: %s (%lld entries, max error %.1e)\n", r.ok ? "ok" : r.message,
            (long long)r.entries, r.max_abs_err);
     mi_scope_leave();
