@@ -64,6 +64,23 @@ START_TEST(third_derivative_of_cube)
 }
 END_TEST
 
+/* A gradient w.r.t. an intermediate visits only the nodes after it: an
+ * inner-loop gradient never walks the outer graph that produced its input. */
+START_TEST(grad_visits_only_nodes_between_inputs_and_outputs)
+{
+    mi_tensor *x = mi_requires_grad(mi_full(MI_F64, MI_SHAPE(3), 0.5), true);
+    mi_tensor *h = x;
+    for (int i = 0; i < 100; i++) h = mi_tanh(mi_add(h, x));
+    mi_tensor *side = mi_exp(x); /* created after h, but independent of it */
+    mi_tensor *loss = mi_sum(mi_add(mi_mul(h, h), side), MI_ALL, false), *g;
+    ck_assert_int_eq(mi_grad(&loss, NULL, 1, &h, 1, true, &g), 0);
+    ck_assert_int_eq(mi_grad_last_nodes(), 3); /* sum, add, mul */
+    for (int i = 0; i < 3; i++) ck_assert_close(mi_get(g, i), 2 * mi_get(h, i), 1e-15);
+    ck_assert_int_eq(mi_grad(&loss, NULL, 1, &x, 1, false, &g), 0);
+    ck_assert_int_eq(mi_grad_last_nodes(), 204);
+}
+END_TEST
+
 START_TEST(grad_rejects_bad_arguments)
 {
     mi_tensor *x = mi_requires_grad(mi_full(MI_F64, MI_SHAPE(3), 1.0), true);
@@ -102,6 +119,7 @@ Suite *make_suite(void)
     tcase_add_test(tc, grad_of_unrelated_input_is_zero);
     tcase_add_test(tc, no_grad_records_nothing);
     tcase_add_test(tc, third_derivative_of_cube);
+    tcase_add_test(tc, grad_visits_only_nodes_between_inputs_and_outputs);
     tcase_add_test(tc, grad_rejects_bad_arguments);
     tcase_add_test(tc, dot_export_names_ops_and_shapes);
     suite_add_tcase(s, tc);

@@ -140,6 +140,9 @@ mi_tensor *mi_requires_grad(mi_tensor *t, bool on);
  * Gradients go to the current scope. 0 or -1. */
 int mi_grad(mi_tensor *const *outputs, mi_tensor *const *grad_outputs, int n_out,
             mi_tensor *const *inputs, int n_in, bool create_graph, mi_tensor **grads);
+/* How many recorded nodes the last mi_grad on this thread ran vjps for:
+ * only nodes between the inputs and the outputs are visited. */
+size_t mi_grad_last_nodes(void);
 /* Accumulates d loss / d leaf into leaf->grad for every leaf that requires
  * grad (leaf->grad lives in the leaf's scope, so it survives step scopes). */
 int mi_backward(mi_tensor *loss);

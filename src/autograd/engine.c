@@ -8,6 +8,9 @@
 
 static const mi_op *op_add, *op_sum_to;
 static _Thread_local uint64_t pass_id;
+static _Thread_local size_t last_nodes;
+
+size_t mi_grad_last_nodes(void) { return last_nodes; }
 
 void mi_engine_set_ops(const mi_op *add, const mi_op *sum_to)
 {
@@ -39,23 +42,28 @@ static int by_seq_desc(const void *a, const void *b)
     return x < y ? 1 : x > y ? -1 : 0;
 }
 
-/* Every node the outputs depend on, latest first. */
-static int collect(mi_tensor *const *outputs, int n_out, node_list *order)
+/* Every node the outputs depend on that was created at or after min_seq,
+ * latest first. A node older than an input's producer cannot consume it, so
+ * the walk stops there: an inner-loop gradient w.r.t. a fresh tensor never
+ * walks the whole outer graph behind it. */
+static int collect(mi_tensor *const *outputs, int n_out, uint64_t min_seq, node_list *order)
 {
     node_list stack = {0};
     uint64_t id = ++pass_id;
     int rc = 0;
-    for (int i = 0; i < n_out && rc == 0; i++)
-        if (outputs[i]->node && outputs[i]->node->visit != id) {
-            outputs[i]->node->visit = id;
-            rc = list_push(&stack, outputs[i]->node);
+    for (int i = 0; i < n_out && rc == 0; i++) {
+        mi_node *p = outputs[i]->node;
+        if (p && p->visit != id && p->seq >= min_seq) {
+            p->visit = id;
+            rc = list_push(&stack, p);
         }
+    }
     while (rc == 0 && stack.n > 0) {
         mi_node *nd = stack.v[--stack.n];
         rc = list_push(order, nd);
         for (int i = 0; i < nd->n_inputs && rc == 0; i++) {
             mi_node *p = nd->inputs[i]->node;
-            if (p && p->visit != id && nd->inputs[i]->requires_grad) {
+            if (p && p->visit != id && p->seq >= min_seq && nd->inputs[i]->requires_grad) {
                 p->visit = id;
                 rc = list_push(&stack, p);
             }
@@ -64,6 +72,37 @@ static int collect(mi_tensor *const *outputs, int n_out, node_list *order)
     free(stack.v);
     if (rc == 0 && order->n > 1) qsort(order->v, order->n, sizeof *order->v, by_seq_desc);
     return rc;
+}
+
+/* Keeps only the nodes that depend on one of the inputs (walking oldest
+ * first); the others' vjps could not reach an input. */
+static void keep_dependents(node_list *order, mi_tensor *const *inputs, int n_in)
+{
+    uint64_t id = ++pass_id;
+    size_t kept = 0;
+    for (size_t k = order->n; k-- > 0;) {
+        mi_node *nd = order->v[k];
+        bool dep = false;
+        for (int i = 0; i < nd->n_inputs && !dep; i++) {
+            mi_tensor *t = nd->inputs[i];
+            if (t->node && t->node->visit == id) dep = true;
+            for (int j = 0; j < n_in && !dep; j++) dep = t == inputs[j];
+        }
+        if (dep) nd->visit = id;
+    }
+    for (size_t k = 0; k < order->n; k++)
+        if (order->v[k]->visit == id) order->v[kept++] = order->v[k];
+    order->n = kept;
+}
+
+static uint64_t oldest_input_seq(mi_tensor *const *inputs, int n_in)
+{
+    uint64_t m = UINT64_MAX;
+    for (int j = 0; j < n_in; j++) {
+        uint64_t s = inputs[j]->node ? inputs[j]->node->seq : 0;
+        if (s < m) m = s;
+    }
+    return m == UINT64_MAX ? 0 : m;
 }
 
 static mi_tensor *unbroadcast(mi_tensor *g, const mi_tensor *like)
@@ -129,11 +168,13 @@ int mi_grad(mi_tensor *const *outputs, mi_tensor *const *grad_outputs, int n_out
         }
 
     node_list order = {0};
-    if (collect(outputs, n_out, &order) != 0) {
+    if (collect(outputs, n_out, oldest_input_seq(inputs, n_in), &order) != 0) {
         free(order.v);
         mi_error_set("grad: out of memory");
         return -1;
     }
+    keep_dependents(&order, inputs, n_in);
+    last_nodes = order.n;
     bool was = mi_set_grad_enabled(create_graph);
     int rc = 0;
     for (int i = 0; i < n_out && rc == 0; i++) {
@@ -174,7 +215,7 @@ int mi_grad(mi_tensor *const *outputs, mi_tensor *const *grad_outputs, int n_out
 static int leaves_of(mi_tensor *loss, mi_tensor ***out, int *n)
 {
     node_list order = {0};
-    if (collect(&loss, 1, &order) != 0) return -1;
+    if (collect(&loss, 1, 0, &order) != 0) return -1;
     uint64_t id = ++pass_id;
     size_t cap = 16, cnt = 0;
     mi_tensor **v = malloc(cap * sizeof *v);
