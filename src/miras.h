@@ -6,5 +6,7 @@
 #include "tensor/tensor.h"
 #include "autograd/autograd.h"
 #include "ops/ops.h"
+#include "models/models.h"
+#include "optim/optim.h"
 
 #endif

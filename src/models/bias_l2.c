@@ -1,0 +1,17 @@
+/* ℓ2 attentional bias (MIRAS Eq. 4, DeltaNet/TTT/Titans):
+ * ℓ(y; v) = ½‖y − v‖², ∂ℓ/∂y = y − v. */
+#include "models.h"
+
+static mi_tensor *l2_loss(const mi_miras_config *c, mi_tensor *y, mi_tensor *v, mi_tensor *delta)
+{
+    return mi_mul_scalar(mi_sum(mi_square(mi_sub(y, v)), -1, false), 0.5);
+}
+
+static mi_tensor *l2_error(const mi_miras_config *c, mi_tensor *y, mi_tensor *v, mi_tensor *delta)
+{
+    return mi_sub(y, v);
+}
+
+const mi_bias_kind mi_bias_l2 = {
+    .name = "l2", .formula = "l = 1/2 ||y - v||^2", .loss = l2_loss, .error = l2_error,
+};

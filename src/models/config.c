@@ -1,0 +1,152 @@
+/* Configuration: defaults, text assignments ("p=3"), and validation. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "models.h"
+
+mi_miras_config mi_miras_config_default(void)
+{
+    return (mi_miras_config){
+        .memory = "matrix", .mlp_depth = 2, .mlp_expansion = 4,
+        .bias = "l2", .p = 3, .sign_sharpness = 100, .abs_eps = 1e-6, .robust_delta = 0.1,
+        .retention = "l2", .q = 4, .lq_form = MI_LQ_SPEC, .kl_scale = 1, .l1_gamma = 1e-3,
+        .algorithm = "gd", .steps = 2, .chunk = 1, .closed_form = true,
+    };
+}
+
+static int parse_double(const char *key, const char *text, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(text, &end);
+    if (errno || end == text || *end) {
+        mi_error_set("config: %s: '%s' is not a number", key, text);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static int parse_int(const char *key, const char *text, int *out)
+{
+    double v;
+    if (parse_double(key, text, &v) != 0) return -1;
+    if (v != (int)v) {
+        mi_error_set("config: %s: '%s' is not a whole number", key, text);
+        return -1;
+    }
+    *out = (int)v;
+    return 0;
+}
+
+/* Names are kept as pointers to static strings of the component tables,
+ * so an assignment's text need not outlive the call. */
+static int set_name(const char *key, const char *text, const char **field,
+                    const char *(*known)(const char *))
+{
+    const char *name = known(text);
+    if (!name) {
+        mi_error_set("config: unknown %s '%s'", key, text);
+        return -1;
+    }
+    *field = name;
+    return 0;
+}
+static const char *memory_name(const char *s) { const mi_memory_kind *k = mi_memory_find(s); return k ? k->name : NULL; }
+static const char *bias_name(const char *s) { const mi_bias_kind *k = mi_bias_find(s); return k ? k->name : NULL; }
+static const char *retention_name(const char *s) { const mi_retention_kind *k = mi_retention_find(s); return k ? k->name : NULL; }
+static const char *algorithm_name(const char *s)
+{
+    static const char *const names[] = {"gd", "momentum", "implicit", "multistep"};
+    for (int i = 0; i < 4; i++)
+        if (strcmp(s, names[i]) == 0) return names[i];
+    return NULL;
+}
+
+int mi_miras_config_set(mi_miras_config *c, const char *assignment)
+{
+    char key[64];
+    const char *eq = assignment ? strchr(assignment, '=') : NULL;
+    if (!eq || eq == assignment || (size_t)(eq - assignment) >= sizeof key) {
+        mi_error_set("config: expected KEY=VALUE, got '%s'", assignment ? assignment : "(null)");
+        return -1;
+    }
+    memcpy(key, assignment, (size_t)(eq - assignment));
+    key[eq - assignment] = '\0';
+    const char *val = eq + 1;
+    if (!strcmp(key, "memory")) return set_name(key, val, &c->memory, memory_name);
+    if (!strcmp(key, "bias")) return set_name(key, val, &c->bias, bias_name);
+    if (!strcmp(key, "retention")) return set_name(key, val, &c->retention, retention_name);
+    if (!strcmp(key, "algorithm")) return set_name(key, val, &c->algorithm, algorithm_name);
+    if (!strcmp(key, "memory.depth")) return parse_int(key, val, &c->mlp_depth);
+    if (!strcmp(key, "memory.expansion")) return parse_int(key, val, &c->mlp_expansion);
+    if (!strcmp(key, "p")) return parse_double(key, val, &c->p);
+    if (!strcmp(key, "sign_sharpness")) return parse_double(key, val, &c->sign_sharpness);
+    if (!strcmp(key, "abs_eps")) return parse_double(key, val, &c->abs_eps);
+    if (!strcmp(key, "robust_delta")) return parse_double(key, val, &c->robust_delta);
+    if (!strcmp(key, "q")) return parse_double(key, val, &c->q);
+    if (!strcmp(key, "kl_scale")) return parse_double(key, val, &c->kl_scale);
+    if (!strcmp(key, "l1_gamma")) return parse_double(key, val, &c->l1_gamma);
+    if (!strcmp(key, "steps")) return parse_int(key, val, &c->steps);
+    if (!strcmp(key, "chunk")) return parse_int(key, val, &c->chunk);
+    if (!strcmp(key, "lq_form")) {
+        if (!strcmp(val, "spec")) c->lq_form = MI_LQ_SPEC;
+        else if (!strcmp(val, "paper")) c->lq_form = MI_LQ_PAPER;
+        else {
+            mi_error_set("config: lq_form must be 'spec' or 'paper', got '%s'", val);
+            return -1;
+        }
+        return 0;
+    }
+    if (!strcmp(key, "decay_first") || !strcmp(key, "closed_form")) {
+        bool v = !strcmp(val, "1") || !strcmp(val, "true");
+        if (!v && strcmp(val, "0") && strcmp(val, "false")) {
+            mi_error_set("config: %s must be true or false, got '%s'", key, val);
+            return -1;
+        }
+        *(key[0] == 'd' ? &c->decay_first : &c->closed_form) = v;
+        return 0;
+    }
+    mi_error_set("config: unknown key '%s' (memory, memory.depth, memory.expansion, bias, p, "
+                 "sign_sharpness, abs_eps, robust_delta, retention, q, lq_form, kl_scale, "
+                 "l1_gamma, decay_first, algorithm, steps, chunk, closed_form)", key);
+    return -1;
+}
+
+int mi_miras_init(mi_miras *m, const mi_miras_config *c)
+{
+    memset(m, 0, sizeof *m);
+    m->config = *c;
+    m->memory = mi_memory_find(c->memory);
+    m->bias = mi_bias_find(c->bias);
+    m->retention = mi_retention_find(c->retention);
+    const char *algo = c->algorithm ? algorithm_name(c->algorithm) : NULL;
+    if (!m->memory) return mi_error_set("miras: unknown memory '%s'", c->memory ? c->memory : "(null)"), -1;
+    if (!m->bias) return mi_error_set("miras: unknown attentional bias '%s'", c->bias ? c->bias : "(null)"), -1;
+    if (!m->retention) return mi_error_set("miras: unknown retention gate '%s'", c->retention ? c->retention : "(null)"), -1;
+    if (!algo) return mi_error_set("miras: unknown learning algorithm '%s'", c->algorithm ? c->algorithm : "(null)"), -1;
+    m->algorithm = !strcmp(algo, "gd") ? MI_ALGO_GD : !strcmp(algo, "momentum") ? MI_ALGO_MOMENTUM
+                 : !strcmp(algo, "implicit") ? MI_ALGO_IMPLICIT : MI_ALGO_MULTISTEP;
+    if (c->chunk < 1) return mi_error_set("miras: chunk must be >= 1, got %d", c->chunk), -1;
+    if (!(c->p >= 1)) return mi_error_set("miras: p must be >= 1, got %g", c->p), -1;
+    if (!(c->q > 1)) return mi_error_set("miras: q must be > 1, got %g", c->q), -1;
+    if (c->mlp_depth < 1 || c->mlp_expansion < 1)
+        return mi_error_set("miras: MLP depth and expansion must be >= 1, got %d and %d",
+                            c->mlp_depth, c->mlp_expansion), -1;
+    if (c->algorithm && m->algorithm == MI_ALGO_MULTISTEP && c->steps < 1)
+        return mi_error_set("miras: multistep needs steps >= 1, got %d", c->steps), -1;
+    if (!(c->kl_scale > 0)) return mi_error_set("miras: kl_scale must be > 0, got %g", c->kl_scale), -1;
+    if (!(c->l1_gamma >= 0)) return mi_error_set("miras: l1_gamma must be >= 0, got %g", c->l1_gamma), -1;
+    if (!(c->sign_sharpness > 0) || !(c->abs_eps > 0))
+        return mi_error_set("miras: sign_sharpness and abs_eps must be > 0"), -1;
+    /* Longhorn's implicit step has a closed form only for ½‖Wk − v‖² on a matrix. */
+    if (m->algorithm == MI_ALGO_IMPLICIT &&
+        (strcmp(m->memory->name, "matrix") || strcmp(m->bias->name, "l2")))
+        return mi_error_set("miras: implicit GD needs memory=matrix and bias=l2, got %s and %s",
+                            m->memory->name, m->bias->name), -1;
+    if (c->decay_first && !m->retention->uses_alpha)
+        return mi_error_set("miras: decay_first needs a retention gate with a decay, not '%s'",
+                            m->retention->name), -1;
+    return 0;
+}

@@ -1,0 +1,41 @@
+/* Matrix memory (MIRAS Table 1: linear attention, DeltaNet, …):
+ * M_W(x) = W x with W ∈ R^{dv×dk}. Closed-form gradient of ℓ(W k): the
+ * error e = ∂ℓ/∂y times kᵀ, g = e kᵀ (e.g. (Wk − v)kᵀ for ℓ2). */
+#include "models.h"
+
+static int matrix_shapes(const mi_miras_config *c, int64_t dk, int64_t dv, int *n, int *ranks,
+                         int64_t (*shapes)[MI_MAX_RANK])
+{
+    *n = 1;
+    ranks[0] = 2;
+    shapes[0][0] = dv;
+    shapes[0][1] = dk;
+    return 0;
+}
+
+static int matrix_init(const mi_miras_config *c, int64_t dk, int64_t dv, mi_rng *rng, mi_dtype dt,
+                       mi_tensor **w)
+{
+    w[0] = mi_zeros(dt, MI_SHAPE(dv, dk));
+    return w[0] ? 0 : -1;
+}
+
+/* y_t = W_t x_t: [N, n_w, dv, dk] · [N, n, dk, 1] → [N, n, dv] */
+static mi_tensor *matrix_forward(const mi_miras_config *c, mi_tensor *const *w, mi_tensor *x)
+{
+    return mi_squeeze(mi_matmul(w[0], mi_unsqueeze(x, -1)), -1);
+}
+
+/* ∂ℓ_t/∂W = e_t x_tᵀ */
+static int matrix_grad(const mi_miras_config *c, mi_tensor *const *w, mi_tensor *x, mi_tensor *e,
+                       mi_tensor **g)
+{
+    g[0] = mi_outer(e, x);
+    return g[0] ? 0 : -1;
+}
+
+const mi_memory_kind mi_memory_matrix = {
+    .name = "matrix", .formula = "M(x) = W x",
+    .shapes = matrix_shapes, .init = matrix_init, .forward = matrix_forward,
+    .grad = matrix_grad, .channel_gates = true,
+};

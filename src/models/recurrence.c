@@ -1,0 +1,279 @@
+/* The MIRAS recurrence, generic over the four components.
+ *
+ * Per token (chunk b = 1), MIRAS Eq. 3 with gradient descent:
+ *   g_t  = ∇_W ℓ(M_{W}(k_t); v_t)  at W = read(A_{t-1})   (at read(α_t ⊙ A_{t-1})
+ *                                                          with decay_first)
+ *   u_t  = −η_t ⊙ g_t                 (implicit GD: η_t / (1 + η_t‖k_t‖²), Longhorn)
+ *   S_t  = μ_t ⊙ S_{t-1} + u_t        (momentum, Titans' surprise; otherwise S_t = u_t)
+ *   A_t  = α_t ⊙ A_{t-1} + S_t        (α ≡ 1 for retention "none")
+ *   A_t  ← boundary(A_t)              (the non-linear part of the retention gate)
+ *   y_t  = M_{read(A_t)}(q_t)         (read after write)
+ *
+ * Chunked training (MIRAS "Parallelizable Training", Titans §3.2): the
+ * sequence is cut into chunks of b tokens; every token of a chunk takes its
+ * gradient at the state left by the previous chunk, W_{t'} = read(A_{t'})
+ * (with decay_first at read(ᾱ_t ⊙ A_{t'}), ᾱ_t = Π_{t'<j≤t} α_j), so all b
+ * gradients come from one batched evaluation; momentum and decay run inside
+ * the chunk as linear scans; the boundary projection applies once, at the
+ * chunk's end. With a lag token (Memora) the first token of every chunk runs
+ * alone first, and the rest of the chunk takes its gradients at the state
+ * that token left. For the multistep algorithm (DeltaProduct) k, v and the
+ * gates have `steps` positions per token and y reads the state after each
+ * token's last step. */
+#include <string.h>
+
+#include "models.h"
+
+typedef struct run {
+    const mi_miras *m;
+    const mi_miras_config *c;
+    int nw;                                  /* number of weight tensors */
+    mi_tensor *a[MI_MEMORY_MAX_WEIGHTS];     /* state after the last processed position, [N,1,...] */
+    mi_tensor *s[MI_MEMORY_MAX_WEIGHTS];     /* momentum, [N,1,...] */
+} run;
+
+/* A gate [N, n] or [N, n, d] shaped to scale a weight [N, n', ...] of rank r:
+ * [N, n, 1, …, 1] or [N, n, d, 1, …]. */
+static mi_tensor *gate_like(mi_tensor *g, const mi_tensor *w)
+{
+    if (!g || !w) return NULL;
+    int64_t shape[MI_MAX_RANK];
+    for (int d = 0; d < w->rank; d++) shape[d] = d < g->rank ? g->shape[d] : 1;
+    return mi_reshape(g, w->rank, shape);
+}
+
+static mi_tensor *slice_positions(mi_tensor *t, int64_t from, int64_t to)
+{
+    return t ? mi_slice(t, 1, from, to) : NULL;
+}
+
+/* h_t = a_t ⊙ h_{t-1} + x_t over axis 1 starting from h_{-1} = prev. */
+static mi_tensor *scan_from(mi_tensor *prev, mi_tensor *a, mi_tensor *x)
+{
+    if (!prev || !a || !x) return NULL;
+    int64_t zshape[MI_MAX_RANK];
+    memcpy(zshape, a->shape, sizeof zshape);
+    zshape[1] = 1;
+    mi_tensor *a_ext = mi_concat((mi_tensor *[]){mi_zeros(a->dtype, a->rank, zshape), a}, 2, 1);
+    mi_tensor *x_ext = mi_concat((mi_tensor *[]){prev, x}, 2, 1);
+    mi_tensor *h = mi_linear_scan(a_ext, x_ext, 1, false);
+    return h ? mi_slice(h, 1, 1, h->shape[1]) : NULL;
+}
+
+static mi_tensor *read_state(const run *r, mi_tensor *a)
+{
+    return r->m->retention->read ? r->m->retention->read(r->c, a) : a;
+}
+
+/* Per-token gradients g[i] [N, n, ...] of ℓ(M_W(k_t); v_t) at the weights w
+ * ([N, 1, ...] shared by the chunk, or [N, n, ...] per token). */
+static int inner_gradients(const run *r, mi_tensor *const *w, mi_tensor *k, mi_tensor *v,
+                           mi_tensor *delta, mi_tensor **g)
+{
+    const mi_miras *m = r->m;
+    int64_t n = k->shape[1];
+    if (r->c->closed_form && m->memory->grad && m->bias->error) {
+        mi_tensor *y = m->memory->forward(r->c, w, k);
+        mi_tensor *e = m->bias->error(r->c, y, v, delta);
+        return e ? m->memory->grad(r->c, w, k, e, g) : -1;
+    }
+    /* The general path: ∂/∂W of Σ_t ℓ_t with one copy of W per token, so
+     * each token's gradient lands in its own slot. Recording is forced on
+     * (the inner loop needs it even when the caller's is off) and the result
+     * is itself recorded when the caller records (the outer loop trains
+     * through it). */
+    bool outer = mi_grad_enabled();
+    mi_set_grad_enabled(true);
+    mi_tensor *wt[MI_MEMORY_MAX_WEIGHTS];
+    int rc = 0;
+    for (int i = 0; i < r->nw && rc == 0; i++) {
+        int64_t shape[MI_MAX_RANK];
+        memcpy(shape, w[i]->shape, sizeof shape);
+        shape[1] = n;
+        wt[i] = mi_broadcast_to(w[i], w[i]->rank, shape);
+        if (!wt[i]) rc = -1;
+        else if (!wt[i]->requires_grad) wt[i]->requires_grad = true; /* a fresh leaf */
+    }
+    mi_tensor *loss = rc ? NULL : mi_sum(m->bias->loss(r->c, m->memory->forward(r->c, wt, k), v, delta), MI_ALL, false);
+    rc = loss ? mi_grad(&loss, NULL, 1, wt, r->nw, outer, g) : -1;
+    mi_set_grad_enabled(outer);
+    return rc;
+}
+
+/* Runs positions [p0, p0 + n) of the write sequence as one chunk; appends the
+ * outputs for the tokens it completes to *y. */
+static int run_chunk(run *r, mi_tensor *q, mi_tensor *k, mi_tensor *v, const mi_miras_gates *gt,
+                     int64_t p0, int64_t n, mi_tensor **y)
+{
+    const mi_miras *m = r->m;
+    const mi_miras_config *c = r->c;
+    int steps = m->algorithm == MI_ALGO_MULTISTEP ? c->steps : 1;
+    mi_tensor *kc = slice_positions(k, p0, p0 + n), *vc = slice_positions(v, p0, p0 + n);
+    mi_tensor *eta = slice_positions(gt->eta, p0, p0 + n);
+    mi_tensor *alpha = m->retention->uses_alpha ? slice_positions(gt->alpha, p0, p0 + n) : NULL;
+    mi_tensor *mu = m->algorithm == MI_ALGO_MOMENTUM ? slice_positions(gt->mu, p0, p0 + n) : NULL;
+    mi_tensor *delta = m->bias->needs_delta ? slice_positions(gt->delta, p0, p0 + n) : NULL;
+    if (!kc || !vc || !eta || (m->retention->uses_alpha && !alpha) ||
+        (m->algorithm == MI_ALGO_MOMENTUM && !mu) || (m->bias->needs_delta && !delta))
+        return -1;
+
+    /* the point where the chunk's gradients are taken */
+    mi_tensor *wg[MI_MEMORY_MAX_WEIGHTS], *g[MI_MEMORY_MAX_WEIGHTS];
+    mi_tensor *alpha_bar = c->decay_first ? mi_cumprod(alpha, 1, false) : NULL;
+    for (int i = 0; i < r->nw; i++) {
+        mi_tensor *a = c->decay_first ? mi_mul(gate_like(alpha_bar, r->a[i]), r->a[i]) : r->a[i];
+        if (!(wg[i] = read_state(r, a))) return -1;
+    }
+    if (inner_gradients(r, wg, kc, vc, delta, g) != 0) return -1;
+
+    /* Longhorn's implicit step: η' = η / (1 + η‖k‖²) */
+    if (m->algorithm == MI_ALGO_IMPLICIT) {
+        mi_tensor *kk = mi_sum(mi_square(kc), -1, eta->rank == 3);
+        eta = mi_div(eta, mi_add_scalar(mi_mul(eta, kk), 1.0));
+    }
+    mi_tensor *a_seq[MI_MEMORY_MAX_WEIGHTS];
+    for (int i = 0; i < r->nw; i++) {
+        mi_tensor *step = mi_neg(mi_mul(gate_like(eta, g[i]), g[i]));
+        if (mu) {
+            mi_tensor *s = scan_from(r->s[i], gate_like(mu, g[i]), step);
+            r->s[i] = s ? mi_slice(s, 1, n - 1, n) : NULL;
+            step = s;
+        }
+        a_seq[i] = alpha ? scan_from(r->a[i], gate_like(alpha, g[i]), step)
+                         : mi_add(r->a[i], mi_cumsum(step, 1, false));
+        if (a_seq[i] && m->retention->boundary) {
+            mi_tensor *last = m->retention->boundary(c, mi_slice(a_seq[i], 1, n - 1, n));
+            a_seq[i] = n > 1 ? mi_concat((mi_tensor *[]){mi_slice(a_seq[i], 1, 0, n - 1), last}, 2, 1)
+                             : last;
+        }
+        if (!a_seq[i]) return -1;
+        r->a[i] = mi_slice(a_seq[i], 1, n - 1, n);
+    }
+
+    /* read after write, at the last step of each token */
+    mi_tensor *w_read[MI_MEMORY_MAX_WEIGHTS];
+    for (int i = 0; i < r->nw; i++) {
+        mi_tensor *a = a_seq[i];
+        if (steps > 1) {
+            int64_t shape[MI_MAX_RANK + 1];
+            shape[0] = a->shape[0];
+            shape[1] = n / steps;
+            shape[2] = steps;
+            memcpy(shape + 3, a->shape + 2, sizeof(int64_t) * (size_t)(a->rank - 2));
+            mi_tensor *split = mi_reshape(a, a->rank + 1, shape);
+            a = mi_squeeze(mi_slice(split, 2, steps - 1, steps), 2);
+        }
+        if (!(w_read[i] = read_state(r, a))) return -1;
+    }
+    mi_tensor *qc = slice_positions(q, p0 / steps, (p0 + n) / steps);
+    *y = m->memory->forward(c, w_read, qc);
+    return *y ? 0 : -1;
+}
+
+static int check_inputs(const mi_miras *m, mi_tensor *q, mi_tensor *k, mi_tensor *v,
+                        const mi_miras_gates *gt, int steps)
+{
+    char a[96], b[96], d[96];
+    if (q->rank != 3 || k->rank != 3 || v->rank != 3 || q->shape[0] != k->shape[0] ||
+        v->shape[0] != k->shape[0] || k->shape[1] != v->shape[1] ||
+        k->shape[1] != q->shape[1] * steps || q->shape[2] != k->shape[2]) {
+        mi_error_set("miras: q %s, k %s, v %s must be [N,T,dk], [N,%sT,dk], [N,%sT,dv]",
+                     mi_shape_str(a, sizeof a, q->rank, q->shape),
+                     mi_shape_str(b, sizeof b, k->rank, k->shape),
+                     mi_shape_str(d, sizeof d, v->rank, v->shape), steps > 1 ? "steps·" : "",
+                     steps > 1 ? "steps·" : "");
+        return -1;
+    }
+    const char *names[4] = {"eta", "alpha", "mu", "delta"};
+    mi_tensor *gs[4] = {gt->eta, gt->alpha, gt->mu, gt->delta};
+    bool needed[4] = {true, m->retention->uses_alpha, m->algorithm == MI_ALGO_MOMENTUM,
+                      m->bias->needs_delta};
+    for (int i = 0; i < 4; i++) {
+        if (!needed[i]) continue;
+        mi_tensor *g = gs[i];
+        if (!g) {
+            mi_error_set("miras: gate %s is needed by %s/%s/%s and is NULL", names[i],
+                         m->bias->name, m->retention->name, m->config.algorithm);
+            return -1;
+        }
+        bool channel = g->rank == 3;
+        if ((g->rank != 2 && !channel) || g->shape[0] != k->shape[0] || g->shape[1] != k->shape[1] ||
+            (channel && g->shape[2] != v->shape[2])) {
+            mi_error_set("miras: gate %s is %s; expected [%lld,%lld] or [%lld,%lld,%lld]",
+                         names[i], mi_shape_str(a, sizeof a, g->rank, g->shape),
+                         (long long)k->shape[0], (long long)k->shape[1], (long long)k->shape[0],
+                         (long long)k->shape[1], (long long)v->shape[2]);
+            return -1;
+        }
+        if (channel && !m->memory->channel_gates && i != 3) {
+            mi_error_set("miras: memory '%s' takes one %s per head, not channel-wise",
+                         m->memory->name, names[i]);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+mi_tensor *mi_miras_forward(const mi_miras *m, mi_tensor *q, mi_tensor *k, mi_tensor *v,
+                            const mi_miras_gates *gates, mi_tensor *const *w0,
+                            mi_tensor **final_state)
+{
+    if (!m || !gates || !w0) {
+        mi_error_set("miras: NULL memory, gates or initial weights");
+        return NULL;
+    }
+    if (!q || !k || !v) {
+        mi_error_set("miras: q, k or v is NULL");
+        return NULL;
+    }
+    int steps = m->algorithm == MI_ALGO_MULTISTEP ? m->config.steps : 1;
+    if (check_inputs(m, q, k, v, gates, steps) != 0) return NULL;
+    int64_t n_seq = k->shape[0], positions = k->shape[1];
+    run r = {.m = m, .c = &m->config};
+    int ranks[MI_MEMORY_MAX_WEIGHTS];
+    int64_t shapes[MI_MEMORY_MAX_WEIGHTS][MI_MAX_RANK];
+    if (m->memory->shapes(&m->config, k->shape[2], v->shape[2], &r.nw, ranks, shapes) != 0)
+        return NULL;
+    for (int i = 0; i < r.nw; i++) {
+        /* W0 as [N, 1, ...] */
+        int64_t s[MI_MAX_RANK] = {n_seq, 1};
+        memcpy(s + 2, shapes[i], sizeof(int64_t) * (size_t)ranks[i]);
+        mi_tensor *w = w0[i];
+        bool shared = w && w->rank == ranks[i], per_seq = w && w->rank == ranks[i] + 1;
+        for (int d = 0; (shared || per_seq) && d < ranks[i]; d++)
+            if (w->shape[d + per_seq] != shapes[i][d]) shared = per_seq = false;
+        if (!shared && !(per_seq && w->shape[0] == n_seq)) {
+            char a[96], b[96];
+            mi_error_set("miras: initial weight %d is %s; %s memory needs %s (or [N] in front)", i,
+                         w ? mi_shape_str(a, sizeof a, w->rank, w->shape) : "NULL",
+                         m->memory->name, mi_shape_str(b, sizeof b, ranks[i], shapes[i]));
+            return NULL;
+        }
+        int64_t one[MI_MAX_RANK] = {per_seq ? n_seq : 1, 1};
+        memcpy(one + 2, shapes[i], sizeof(int64_t) * (size_t)ranks[i]);
+        w = mi_broadcast_to(mi_reshape(w, ranks[i] + 2, one), ranks[i] + 2, s);
+        r.a[i] = m->retention->init ? m->retention->init(&m->config, w) : w;
+        r.s[i] = m->algorithm == MI_ALGO_MOMENTUM ? mi_zeros(v->dtype, ranks[i] + 2, s) : NULL;
+        if (!r.a[i]) return NULL;
+    }
+
+    int64_t tokens = positions / steps, chunk = m->config.chunk;
+    int64_t n_chunks = (tokens + chunk - 1) / chunk;
+    int64_t n_parts = n_chunks * (m->retention->lag_token ? 2 : 1);
+    mi_tensor **ys = mi_scope_alloc(mi_scope_current(), sizeof(mi_tensor *) * (size_t)n_parts);
+    if (!ys) return NULL;
+    int n_y = 0;
+    for (int64_t t0 = 0; t0 < tokens; t0 += chunk) {
+        int64_t t1 = t0 + chunk < tokens ? t0 + chunk : tokens;
+        int64_t start = t0;
+        if (m->retention->lag_token && t1 - t0 > 1) {
+            if (run_chunk(&r, q, k, v, gates, t0 * steps, steps, &ys[n_y++]) != 0) return NULL;
+            start = t0 + 1;
+        }
+        if (run_chunk(&r, q, k, v, gates, start * steps, (t1 - start) * steps, &ys[n_y++]) != 0)
+            return NULL;
+    }
+    if (final_state)
+        for (int i = 0; i < r.nw; i++) final_state[i] = r.a[i];
+    return n_y == 1 ? ys[0] : mi_concat(ys, n_y, 1);
+}
