@@ -1,0 +1,140 @@
+/* MLP memory (MIRAS §"MIRAS's Variants": Moneta, Yaad, Memora; the spec's
+ * Part 2.3 / Cell 5, "MIRAS eq. 5"; Titans' deep memory), post-norm:
+ *
+ *   depth 2:  M(x) = x + LN(W_1 σ(W_2 x))
+ *   depth L:  M(x) = x + LN(W_1 σ(W_2 σ(… σ(W_L x))))      depth 1: x + LN(W_1 x)
+ *
+ * σ is GELU in its exact erf form, the hidden width is h = mlp_expansion · dk,
+ * and LN normalises the last axis with no affine parameters and eps 1e-5
+ * (the papers' LN has a gain and bias; here they would be outer parameters
+ * the inner loop does not write, so the memory leaves them out). The
+ * residual needs dk == dv.
+ *
+ * Weights, in the order of the list (the papers' numbering, output first):
+ *   w[0] = W_1 [dv, h]   the output layer (depth 1: [dv, dk])
+ *   w[l] = W_{l+1} [h, h] the middle layers, 0 < l < L−1
+ *   w[L−1] = W_L [h, dk] the input layer
+ * each an [out, in] matrix acting on column vectors. Depth ≤ 8
+ * (MI_MEMORY_MAX_WEIGHTS).
+ *
+ * init: W ~ N(0, 1/fan_in) (LeCun normal), not the spec's N(0, 0.02) (Cells
+ * 9–10): with 0.02, unit-norm keys and expansion 4 the pre-LN variance is
+ * about 3e-7, 2e-6, 1e-5 for dk = 4, 16, 64, i.e. at or below eps, where LN's
+ * Jacobian reaches 1/√eps ≈ 316 and the inner step size depends on eps;
+ * 1/fan_in keeps the pre-LN variance O(1) at any width. A caller who wants
+ * the spec's init passes its own W_0.
+ *
+ * channel_gates = false: a channel-wise gate scales the rows of a weight as
+ * value channels, which only the matrix memory's rows are; an MLP memory
+ * takes one η_t / α_t / μ_t per head and token.
+ *
+ * The closed-form gradient (the fast path) is the backward pass by hand, for
+ * any depth, with a_l = W_l u_l (u_L = x, u_l = σ(a_{l+1})) and e = ∂ℓ/∂y:
+ *   δ_1 = (1/s)(e − mean(e) − ẑ·mean(e ⊙ ẑ)),  ẑ = LN(a_1), s = √(var(a_1) + eps)
+ *   ∂ℓ/∂W_l = δ_l u_lᵀ
+ *   δ_{l+1} = σ'(a_{l+1}) ⊙ W_lᵀ δ_l,  σ'(a) = Φ(a) + a φ(a)
+ * written with ops, so the outer loop differentiates through it. */
+#include <math.h>
+
+#include "models.h"
+
+#define MLP_LN_EPS 1e-5
+#define INV_SQRT_2PI 0.39894228040143267794
+
+static int mlp_shapes(const mi_miras_config *c, int64_t dk, int64_t dv, int *n, int *ranks,
+                      int64_t (*shapes)[MI_MAX_RANK])
+{
+    int depth = c->mlp_depth;
+    if (dk != dv) {
+        mi_error_set("miras: mlp memory needs dk == dv for its residual x + LN(...), got %lld "
+                     "and %lld", (long long)dk, (long long)dv);
+        return -1;
+    }
+    if (depth < 1 || depth > MI_MEMORY_MAX_WEIGHTS || c->mlp_expansion < 1) {
+        mi_error_set("miras: mlp memory needs 1 <= depth <= %d and expansion >= 1, got depth %d "
+                     "and expansion %d", MI_MEMORY_MAX_WEIGHTS, depth, c->mlp_expansion);
+        return -1;
+    }
+    int64_t h = (int64_t)c->mlp_expansion * dk;
+    *n = depth;
+    for (int l = 0; l < depth; l++) {
+        ranks[l] = 2;
+        shapes[l][0] = l == 0 ? dv : h;          /* out */
+        shapes[l][1] = l == depth - 1 ? dk : h;  /* in */
+    }
+    return 0;
+}
+
+static int mlp_init(const mi_miras_config *c, int64_t dk, int64_t dv, mi_rng *rng, mi_dtype dt,
+                    mi_tensor **w)
+{
+    int n, ranks[MI_MEMORY_MAX_WEIGHTS];
+    int64_t shapes[MI_MEMORY_MAX_WEIGHTS][MI_MAX_RANK];
+    if (mlp_shapes(c, dk, dv, &n, ranks, shapes) != 0) return -1;
+    for (int l = 0; l < n; l++) {
+        w[l] = mi_randn(rng, dt, 2, shapes[l], 0, 1 / sqrt((double)shapes[l][1]));
+        if (!w[l]) return -1;
+    }
+    return 0;
+}
+
+/* a = W u with W [N, n_w, out, in] and u [N, n, in] → [N, n, out] */
+static mi_tensor *apply(mi_tensor *w, mi_tensor *u)
+{
+    return mi_squeeze(mi_matmul(w, mi_unsqueeze(u, -1)), -1);
+}
+
+/* y = x + LN(W_1 σ(… σ(W_L x))) */
+static mi_tensor *mlp_forward(const mi_miras_config *c, mi_tensor *const *w, mi_tensor *x)
+{
+    mi_tensor *u = x;
+    for (int l = c->mlp_depth - 1; l > 0; l--) u = mi_gelu(apply(w[l], u));
+    return mi_add(x, mi_layer_norm(apply(w[0], u), MLP_LN_EPS));
+}
+
+/* σ'(a) = Φ(a) + a φ(a), Φ(a) = ½(1 + erf(a/√2)), φ(a) = e^(−a²/2)/√(2π) */
+static mi_tensor *gelu_prime(mi_tensor *a)
+{
+    mi_tensor *Phi = mi_add_scalar(mi_mul_scalar(mi_erf(mi_mul_scalar(a, M_SQRT1_2)), 0.5), 0.5);
+    mi_tensor *phi = mi_mul_scalar(mi_exp(mi_mul_scalar(mi_square(a), -0.5)), INV_SQRT_2PI);
+    return mi_add(Phi, mi_mul(a, phi));
+}
+
+/* g[l] = ∂ℓ_t/∂W_{l+1} = δ_{l+1} u_{l+1}ᵀ per token, [N, n, out, in] */
+static int mlp_grad(const mi_miras_config *c, mi_tensor *const *w, mi_tensor *x, mi_tensor *e,
+                    mi_tensor **g)
+{
+    int depth = c->mlp_depth;
+    if (depth < 1 || depth > MI_MEMORY_MAX_WEIGHTS) {
+        mi_error_set("miras: mlp memory depth %d outside [1, %d]", depth, MI_MEMORY_MAX_WEIGHTS);
+        return -1;
+    }
+    /* forward, keeping each layer's input u[l] and pre-activation a[l] (of w[l]) */
+    mi_tensor *u[MI_MEMORY_MAX_WEIGHTS], *a[MI_MEMORY_MAX_WEIGHTS];
+    u[depth - 1] = x;
+    for (int l = depth - 1; l >= 0; l--) {
+        a[l] = apply(w[l], u[l]);
+        if (l > 0) u[l - 1] = mi_gelu(a[l]);
+    }
+    /* LN backward: δ_1 = r (e − mean(e) − ẑ mean(e ⊙ ẑ)), r = 1/√(var(a_1) + eps) */
+    mi_tensor *ac = mi_sub(a[0], mi_mean(a[0], -1, true));
+    mi_tensor *r = mi_rsqrt(mi_add_scalar(mi_mean(mi_square(ac), -1, true), MLP_LN_EPS));
+    mi_tensor *zhat = mi_mul(ac, r);
+    mi_tensor *delta = mi_mul(r, mi_sub(mi_sub(e, mi_mean(e, -1, true)),
+                                        mi_mul(zhat, mi_mean(mi_mul(e, zhat), -1, true))));
+    for (int l = 0; l < depth; l++) {
+        if (!(g[l] = mi_outer(delta, u[l]))) return -1;
+        if (l + 1 < depth) {
+            /* δ_{l+2} = σ'(a_{l+2}) ⊙ W_{l+1}ᵀ δ_{l+1} */
+            mi_tensor *back = mi_matmul_t(w[l], mi_unsqueeze(delta, -1), true, false);
+            delta = mi_mul(gelu_prime(a[l + 1]), mi_squeeze(back, -1));
+        }
+    }
+    return 0;
+}
+
+const mi_memory_kind mi_memory_mlp = {
+    .name = "mlp", .formula = "M(x) = x + LN(W1 gelu(W2 ... gelu(WL x)))",
+    .shapes = mlp_shapes, .init = mlp_init, .forward = mlp_forward,
+    .grad = mlp_grad, .channel_gates = false,
+};
