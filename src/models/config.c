@@ -138,6 +138,12 @@ int mi_miras_init(mi_miras *m, const mi_miras_config *c)
         return mi_error_set("miras: multistep needs steps >= 1, got %d", c->steps), -1;
     if (!(c->kl_scale > 0)) return mi_error_set("miras: kl_scale must be > 0, got %g", c->kl_scale), -1;
     if (!(c->l1_gamma >= 0)) return mi_error_set("miras: l1_gamma must be >= 0, got %g", c->l1_gamma), -1;
+    if (!(c->robust_delta >= 0))
+        return mi_error_set("miras: robust_delta must be >= 0 (the radius of the value shifts), "
+                            "got %g", c->robust_delta), -1;
+    if (c->lq_form != MI_LQ_SPEC && c->lq_form != MI_LQ_PAPER)
+        return mi_error_set("miras: lq_form must be MI_LQ_SPEC or MI_LQ_PAPER, got %d",
+                            c->lq_form), -1;
     if (!(c->sign_sharpness > 0) || !(c->abs_eps > 0))
         return mi_error_set("miras: sign_sharpness and abs_eps must be > 0"), -1;
     /* Longhorn's implicit step has a closed form only for ½‖Wk − v‖² on a matrix. */

@@ -1,0 +1,59 @@
+/* Yaad's attentional bias: the ℓ2/ℓ1 switch (MIRAS "Alternative Attentional
+ * Biases", Variant 2, the third approach, eq:huber-loss; "MIRAS's Variants",
+ * Yaad; spec Cell 10):
+ *
+ *   W_t = W_{t-1} − η_t ∇ℓ2(W_{t-1}; k_t, v_t)        if ‖M(k_t) − v_t‖ ≤ δ_t
+ *         W_{t-1} − η_t δ_t ∇ℓ1(W_{t-1}; k_t, v_t)    otherwise
+ *
+ * with ∇ℓ1 through the paper's smooth sign, Sign(x) ≈ tanh(a·x) (a = config
+ * sign_sharpness; remark of Variant 1 and "Parallelizable Training"). The
+ * loss whose exact derivative this is, per coordinate j, with the switch
+ * m = I(‖e‖₂ ≤ δ) a comparison (no gradient):
+ *
+ *   ℓ(y; v) = Σ_j [ m ½e_j² + (1 − m) δ (λ(e_j) − ½δ) ],  e = y − v,
+ *   λ(x)    = log cosh(a x) / a = (softplus(2ax) − ax − log 2) / a,  λ' = tanh(a x)
+ *   ∂ℓ/∂y   = m e + (1 − m) δ tanh(a e)
+ *
+ * (λ is the smooth |x| whose derivative is the smooth sign; the −½δ mirrors
+ * Huber's H and the spec's Cell 10 and makes the two branches meet when
+ * dv = 1 and a → ∞.) δ_t is one per head ([N, n]); a channel-wise δ
+ * ([N, n, dv]) switches and scales each channel with its own threshold
+ * against the same error norm. */
+#include <math.h>
+
+#include "models.h"
+
+static mi_tensor *per_channel(mi_tensor *delta, const mi_tensor *e)
+{
+    return delta && e && delta->rank == e->rank - 1 ? mi_unsqueeze(delta, -1) : delta;
+}
+
+/* m = I(‖e‖₂ ≤ δ), [N, n, 1] or [N, n, dv] */
+static mi_tensor *switch_mask(mi_tensor *e, mi_tensor *d)
+{
+    return mi_le(mi_sqrt(mi_sum(mi_square(e), -1, true)), d);
+}
+
+static mi_tensor *yaad_loss(const mi_miras_config *c, mi_tensor *y, mi_tensor *v, mi_tensor *delta)
+{
+    double a = c->sign_sharpness;
+    mi_tensor *e = mi_sub(y, v), *d = per_channel(delta, e);
+    mi_tensor *ae = mi_mul_scalar(e, a);
+    mi_tensor *smooth_l1 = mi_mul_scalar(
+        mi_add_scalar(mi_sub(mi_softplus(mi_mul_scalar(ae, 2.0)), ae), -log(2.0)), 1.0 / a);
+    mi_tensor *quadratic = mi_mul_scalar(mi_square(e), 0.5);
+    mi_tensor *linear = mi_mul(d, mi_sub(smooth_l1, mi_mul_scalar(d, 0.5)));
+    return mi_sum(mi_where(switch_mask(e, d), quadratic, linear), -1, false);
+}
+
+static mi_tensor *yaad_error(const mi_miras_config *c, mi_tensor *y, mi_tensor *v, mi_tensor *delta)
+{
+    mi_tensor *e = mi_sub(y, v), *d = per_channel(delta, e);
+    return mi_where(switch_mask(e, d), e, mi_mul(d, mi_smooth_sign(e, c->sign_sharpness)));
+}
+
+const mi_bias_kind mi_bias_yaad = {
+    .name = "yaad", .formula = "l = m/2 ||e||^2 + (1-m) delta (sum_j logcosh(a e_j)/a - delta/2), "
+                               "m = [||e|| <= delta]",
+    .loss = yaad_loss, .error = yaad_error, .needs_delta = true,
+};

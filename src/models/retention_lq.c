@@ -1,0 +1,31 @@
+/* ℓq memory stability (Moneta; MIRAS "Alternative Retention Gates",
+ * Variant 4, and "MIRAS's Variants", eq:q-norm; spec §4.2, Cell 9):
+ *
+ *   A_t = α_t A_{t-1} − η_t ∇ℓ(W_{t-1}; k_t, v_t),   W_t = normalise_q(A_t)
+ *
+ * normalise_q is mi_lq_normalize over the whole of each weight, in the form
+ * config lq_form picks:
+ *   MI_LQ_SPEC  (default)  W = A / ‖A‖_F^((q−2)/q)   the implementation spec §4.2
+ *   MI_LQ_PAPER            W = A / ‖A‖_q^(q−2)       eq:q-norm, entrywise q-norm
+ * The state is the accumulator A; the weights are read from it at every
+ * token (read after write) and the gradient of a chunk is taken at the
+ * weights read from the previous chunk's state, so the normalisation acts
+ * between chunks ("Parallelizable Training": the q ≠ 2 non-linearity is not
+ * applied inside a chunk). A_0 = W_0: the initial weights are the initial
+ * accumulator, as in the spec's Cell 9, so W(A_0) = normalise_q(W_0). A zero
+ * accumulator reads as zero weights; the normalisation has no derivative
+ * there, so a learnable W_0 must not be exactly zero. */
+#include "models.h"
+
+/* [N, n, w…] → [N, n, 1, Π w] so that the ℓq step sees one matrix per weight. */
+static mi_tensor *lq_read(const mi_miras_config *c, mi_tensor *a)
+{
+    if (!a) return NULL;
+    mi_tensor *flat = mi_reshape(a, 4, (const int64_t[]){a->shape[0], a->shape[1], 1, -1});
+    return mi_reshape(mi_lq_normalize(flat, c->q, c->lq_form), a->rank, a->shape);
+}
+
+const mi_retention_kind mi_retention_lq = {
+    .name = "lq", .formula = "A_t = alpha_t A_{t-1} - eta_t grad, W_t = A_t / ||A_t||^r",
+    .read = lq_read, .uses_alpha = true,
+};

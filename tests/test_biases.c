@@ -1,0 +1,454 @@
+/* The attentional biases lp, huber, huber-norm, yaad and robust: each closed-
+ * form error against the autodiff derivative of its loss, the layer with
+ * closed forms against the layer with autodiff, the per-token (and chunked)
+ * update on a matrix memory against the paper's update written out as a
+ * plain loop, gradients through the layer, and bad parameters. */
+#include <string.h>
+
+#include "harness.h"
+
+enum { N = 2, T = 7, D = 3 };
+
+/* ------------------------------------------------------------ inputs */
+typedef struct seqs {
+    mi_tensor *q, *k, *v, *eta, *alpha, *delta, *w0;
+} seqs;
+
+/* delta: one per head [N, T] (channel false) or per channel [N, T, D], drawn
+ * from [lo, hi]; eta from [0.1, 0.6] · eta_scale. */
+static seqs make_seqs(mi_rng *r, bool channel, double lo, double hi, double eta_scale)
+{
+    seqs s = {
+        .q = mi_randn(r, MI_F64, MI_SHAPE(N, T, D), 0, 0.6),
+        .k = mi_randn(r, MI_F64, MI_SHAPE(N, T, D), 0, 0.6),
+        .v = mi_randn(r, MI_F64, MI_SHAPE(N, T, D), 0, 1),
+        .eta = mi_rand(r, MI_F64, MI_SHAPE(N, T), 0.1 * eta_scale, 0.6 * eta_scale),
+        .alpha = mi_rand(r, MI_F64, MI_SHAPE(N, T), 0.7, 0.99),
+        .delta = channel ? mi_rand(r, MI_F64, MI_SHAPE(N, T, D), lo, hi)
+                         : mi_rand(r, MI_F64, MI_SHAPE(N, T), lo, hi),
+        .w0 = mi_randn(r, MI_F64, MI_SHAPE(D, D), 0, 0.5),
+    };
+    return s;
+}
+
+/* The δ range of each bias that exercises both of its branches. */
+static void delta_range(const char *bias, double *lo, double *hi)
+{
+    if (!strcmp(bias, "huber")) *lo = 0.4, *hi = 1.2;   /* per coordinate, |e_j| ~ 1 */
+    else *lo = 0.8, *hi = 2.5;                           /* on the norm, ‖e‖ ~ 1.7 */
+}
+
+static bool uses_delta(const char *bias)
+{
+    return !strcmp(bias, "huber") || !strcmp(bias, "huber-norm") || !strcmp(bias, "yaad");
+}
+
+static mi_miras make_miras(const mi_miras_config *c)
+{
+    mi_miras m;
+    ck_assert_msg(mi_miras_init(&m, c) == 0, "%s", mi_error());
+    return m;
+}
+
+static mi_miras_config config_for(const char *bias, const char *memory, int chunk, bool closed)
+{
+    mi_miras_config c = mi_miras_config_default();
+    c.bias = bias;
+    c.memory = memory;
+    c.chunk = chunk;
+    c.closed_form = closed;
+    return c;
+}
+
+static mi_tensor *run_layer(const mi_miras_config *c, const seqs *s, mi_tensor *w0)
+{
+    mi_miras m = make_miras(c);
+    mi_miras_gates g = {.eta = s->eta, .alpha = s->alpha, .delta = s->delta};
+    mi_tensor *y = mi_miras_forward(&m, s->q, s->k, s->v, &g, &w0, NULL);
+    ck_assert_msg(y != NULL, "%s: %s", c->bias, mi_error());
+    return y;
+}
+
+/* ------------------------------------------------------------ the paper's update rules
+ * One token on a matrix memory with ℓ2 retention, each bias's update written
+ * as the paper writes it:
+ *   W ← α W − η G,  G = (error) kᵀ at the gradient point Wg.
+ * d[i] is δ of row i (per head: the same for every row). `exact` writes the
+ * paper's exact Sign and |·| (lp, robust), compared with a configuration
+ * whose ε is negligible. Tracks the distance to the nearest kink of the
+ * switch (margin) and how often each branch was taken. */
+typedef struct ref {
+    const mi_miras_config *c;
+    bool exact;
+    double margin;
+    int branch[2]; /* [0]: quadratic / ℓ2 side, [1]: linear / ℓ1 side */
+} ref;
+
+static double sgn(double x) { return (x > 0) - (x < 0); }
+
+static void paper_step(ref *r, const char *bias, double Wg[D][D], const double *k,
+                       const double *v, const double *d, double eta, double alpha, double W[D][D])
+{
+    const mi_miras_config *c = r->c;
+    double e[D], norm2 = 0, G[D][D];
+    for (int i = 0; i < D; i++) {
+        e[i] = -v[i];
+        for (int j = 0; j < D; j++) e[i] += Wg[i][j] * k[j];
+        norm2 += e[i] * e[i];
+    }
+    double norm = sqrt(norm2);
+    for (int i = 0; i < D; i++)
+        for (int j = 0; j < D; j++) {
+            double g;
+            if (!strcmp(bias, "lp")) {
+                /* eq:lp-attentional-bias: p (Sign(e) ⊙ |e|^(p−1)) kᵀ; smooth:
+                 * Sign(e)|e|^(p−1) = (e/s)·s^(p−1), s = √(e² + ε) */
+                double sa = sqrt(e[i] * e[i] + c->abs_eps);
+                g = c->p * (r->exact ? sgn(e[i]) * pow(fabs(e[i]), c->p - 1)
+                                     : e[i] / sa * pow(sa, c->p - 1)) * k[j];
+                if (c->p < 2 && fabs(e[i]) < r->margin) r->margin = fabs(e[i]);
+            } else if (!strcmp(bias, "huber")) {
+                /* ((W k − v) kᵀ) ⊙ (I(|e| ≤ δ) 1ᵀ) + (δ Sign(e) kᵀ) ⊙ (I(|e| > δ) 1ᵀ) */
+                bool in = fabs(e[i]) <= d[i];
+                g = in ? e[i] * k[j] : d[i] * sgn(e[i]) * k[j];
+                if (j == 0) r->branch[!in]++;
+                if (fabs(fabs(e[i]) - d[i]) < r->margin) r->margin = fabs(fabs(e[i]) - d[i]);
+            } else if (!strcmp(bias, "huber-norm")) {
+                /* eq:temp42 */
+                bool in = norm <= d[0];
+                g = in ? e[i] * k[j] : d[0] * e[i] / norm * k[j];
+                if (i == 0 && j == 0) r->branch[!in]++;
+                if (fabs(norm - d[0]) < r->margin) r->margin = fabs(norm - d[0]);
+            } else if (!strcmp(bias, "yaad")) {
+                /* eq:huber-loss: ∇ℓ2 = e kᵀ, ∇ℓ1 = Sign(e) kᵀ with Sign ≈ tanh(a·) */
+                bool in = norm <= d[i];
+                g = in ? e[i] * k[j] : d[i] * tanh(c->sign_sharpness * e[i]) * k[j];
+                if (j == 0) r->branch[!in]++;
+                if (fabs(norm - d[i]) < r->margin) r->margin = fabs(norm - d[i]);
+            } else if (!strcmp(bias, "robust")) {
+                /* eq:tempRobustRegression's update: (e kᵀ + Δ e/‖e‖ kᵀ) */
+                double nn = r->exact ? norm : sqrt(norm2 + c->abs_eps);
+                g = e[i] * k[j] + c->robust_delta * e[i] / nn * k[j];
+            } else {
+                ck_abort_msg("no reference for bias %s", bias);
+                g = 0;
+            }
+            G[i][j] = g;
+        }
+    for (int i = 0; i < D; i++)
+        for (int j = 0; j < D; j++) W[i][j] = alpha * W[i][j] - eta * G[i][j];
+}
+
+/* The whole sequence with the chunk rule of recurrence.c: every token of a
+ * chunk takes its gradient at the state the previous chunk left (b = 1: the
+ * exact per-token recurrence); y_t = W_t q_t. y [N, T, D]. */
+static void naive(ref *r, const char *bias, const seqs *s, int chunk, double *y)
+{
+    bool channel = s->delta && s->delta->rank == 3;
+    for (int n = 0; n < N; n++) {
+        double W[D][D], Wg[D][D] = {{0}};
+        for (int i = 0; i < D * D; i++) W[i / D][i % D] = mi_get(s->w0, i);
+        for (int t = 0; t < T; t++) {
+            if (t % chunk == 0) memcpy(Wg, W, sizeof W);
+            const int64_t b = (int64_t)(n * T + t) * D;
+            double k[D], v[D], d[D];
+            for (int i = 0; i < D; i++) {
+                k[i] = mi_get(s->k, b + i);
+                v[i] = mi_get(s->v, b + i);
+                d[i] = !uses_delta(bias) ? 0
+                       : channel        ? mi_get(s->delta, b + i)
+                                        : mi_get(s->delta, n * T + t);
+            }
+            paper_step(r, bias, Wg, k, v, d, mi_get(s->eta, n * T + t),
+                       mi_get(s->alpha, n * T + t), W);
+            for (int i = 0; i < D; i++) {
+                y[b + i] = 0;
+                for (int j = 0; j < D; j++) y[b + i] += W[i][j] * mi_get(s->q, b + j);
+            }
+        }
+    }
+}
+
+static void assert_equal(const mi_tensor *y, const double *want, double tol, const char *what)
+{
+    for (int64_t i = 0; i < y->numel; i++) {
+        double a = mi_get(y, i);
+        ck_assert_msg(fabs(a - want[i]) <= tol * (1 + fabs(want[i])),
+                      "%s: y[%lld] = %.15g, want %.15g", what, (long long)i, a, want[i]);
+    }
+}
+
+/* ------------------------------------------------------------ tests */
+typedef struct bias_case {
+    const char *bias;
+    double p;          /* lp only */
+    bool channel;      /* δ per channel */
+} bias_case;
+
+static const bias_case cases[] = {
+    {"lp", 3, false},       {"lp", 1, false},         {"lp", 1.5, false},  {"lp", 4, false},
+    {"huber", 0, false},    {"huber", 0, true},       {"huber-norm", 0, false},
+    {"yaad", 0, false},     {"yaad", 0, true},        {"robust", 0, false},
+};
+#define N_CASES ((int)(sizeof cases / sizeof cases[0]))
+
+/* Inputs for a case: δ in the range that takes both branches; smaller inner
+ * steps for p ≥ 4 (its gradient grows as |e|³ and the loop diverges at η ~ 0.5). */
+static seqs case_seqs(mi_rng *r, const bias_case *bc)
+{
+    double lo = 0, hi = 0;
+    delta_range(bc->bias, &lo, &hi);
+    return make_seqs(r, bc->channel, lo, hi, bc->p >= 4 ? 0.25 : 1);
+}
+
+/* e = ∂ℓ/∂y in closed form == mi_grad of Σ ℓ, including e = 0 exactly (a
+ * zero error must give a finite, zero derivative). */
+START_TEST(error_is_the_derivative_of_the_loss)
+{
+    mi_rng r;
+    mi_rng_seed(&r, 11);
+    const int n = 6;
+    for (int ci = 0; ci < N_CASES; ci++) {
+        const bias_case *bc = &cases[ci];
+        mi_miras_config c = config_for(bc->bias, "matrix", 1, true);
+        c.p = bc->p ? bc->p : 3;
+        mi_miras m = make_miras(&c);
+        double lo = 0, hi = 0;
+        delta_range(bc->bias, &lo, &hi);
+        mi_tensor *y = mi_randn(&r, MI_F64, MI_SHAPE(N, n, D), 0, 1);
+        mi_tensor *v = mi_randn(&r, MI_F64, MI_SHAPE(N, n, D), 0, 0.5);
+        for (int i = 0; i < D; i++) mi_set(v, i, mi_get(y, i)); /* token 0: e = 0 */
+        mi_requires_grad(y, true);
+        mi_tensor *delta = !uses_delta(bc->bias) ? NULL
+                           : bc->channel ? mi_rand(&r, MI_F64, MI_SHAPE(N, n, D), lo, hi)
+                                         : mi_rand(&r, MI_F64, MI_SHAPE(N, n), lo, hi);
+        mi_tensor *loss = m.bias->loss(&c, y, v, delta);
+        ck_assert_msg(loss != NULL, "%s: %s", bc->bias, mi_error());
+        ck_assert_int_eq(loss->rank, 2);
+        ck_assert_int_eq(loss->shape[1], n);
+        mi_tensor *total = mi_sum(loss, MI_ALL, false), *g;
+        ck_assert_int_eq(mi_grad(&total, NULL, 1, &y, 1, false, &g), 0);
+        mi_tensor *e = m.bias->error(&c, y, v, delta);
+        ck_assert_msg(e != NULL, "%s: %s", bc->bias, mi_error());
+        for (int64_t i = 0; i < e->numel; i++) {
+            double a = mi_get(e, i), b = mi_get(g, i);
+            ck_assert_msg(isfinite(a) && fabs(a - b) <= 1e-10 * (1 + fabs(b)),
+                          "%s p=%g channel %d: e[%lld] = %.15g, autodiff %.15g", bc->bias, c.p,
+                          bc->channel, (long long)i, a, b);
+            if (i < D)
+                ck_assert_msg(fabs(a) < 1e-12, "%s: e = 0 gives %g", bc->bias, a);
+        }
+    }
+}
+END_TEST
+
+/* The layer with the closed-form errors == the layer with autodiff inner
+ * gradients, on matrix and vector memories, per token and chunked. */
+START_TEST(closed_form_layer_equals_autodiff_layer)
+{
+    mi_rng r;
+    mi_rng_seed(&r, 12);
+    const char *memories[] = {"matrix", "vector"};
+    for (int ci = 0; ci < N_CASES; ci++)
+        for (int mi = 0; mi < 2; mi++)
+            for (int chunk = 1; chunk <= 3; chunk += 2) {
+                const bias_case *bc = &cases[ci];
+                seqs s = case_seqs(&r, bc);
+                mi_tensor *w0 = mi == 0 ? s.w0 : mi_randn(&r, MI_F64, MI_SHAPE(D), 0, 0.5);
+                mi_miras_config c = config_for(bc->bias, memories[mi], chunk, true);
+                if (bc->p) c.p = bc->p;
+                mi_tensor *y1 = run_layer(&c, &s, w0);
+                c.closed_form = false;
+                mi_tensor *y2 = run_layer(&c, &s, w0);
+                for (int64_t i = 0; i < y1->numel; i++)
+                    ck_assert_msg(fabs(mi_get(y1, i) - mi_get(y2, i)) <=
+                                      1e-10 * (1 + fabs(mi_get(y2, i))),
+                                  "%s p=%g %s chunk %d: closed %.15g, autodiff %.15g", bc->bias,
+                                  c.p, memories[mi], chunk, mi_get(y1, i), mi_get(y2, i));
+            }
+}
+END_TEST
+
+/* chunk 1: the paper's per-token update; chunk 2, 3: the chunk rule. */
+START_TEST(matrix_update_is_the_papers)
+{
+    mi_rng r;
+    mi_rng_seed(&r, 13);
+    for (int ci = 0; ci < N_CASES; ci++)
+        for (int chunk = 1; chunk <= 3; chunk++)
+            for (int closed = 0; closed < 2; closed++) {
+                const bias_case *bc = &cases[ci];
+                seqs s = case_seqs(&r, bc);
+                mi_miras_config c = config_for(bc->bias, "matrix", chunk, closed);
+                if (bc->p) c.p = bc->p;
+                mi_tensor *y = run_layer(&c, &s, s.w0);
+                double want[N * T * D];
+                ref rf = {.c = &c, .margin = INFINITY};
+                naive(&rf, bc->bias, &s, chunk, want);
+                char what[96];
+                snprintf(what, sizeof what, "%s p=%g channel %d chunk %d closed %d", bc->bias,
+                         c.p, bc->channel, chunk, closed);
+                assert_equal(y, want, 1e-12, what);
+                if (uses_delta(bc->bias) && chunk == 1)
+                    ck_assert_msg(rf.branch[0] > 0 && rf.branch[1] > 0,
+                                  "%s: one branch never taken (%d, %d)", what, rf.branch[0],
+                                  rf.branch[1]);
+            }
+}
+END_TEST
+
+/* With a negligible ε the smooth |x| and norm are the paper's exact ones:
+ * lp is eq:lp-attentional-bias with Sign and |·| (p = 1: the value-less
+ * memory W_t = W_{t-1} − η Sign(W k − v) kᵀ), robust its exact update. */
+START_TEST(exact_limits_are_the_papers_formulas)
+{
+    mi_rng r;
+    mi_rng_seed(&r, 14);
+    const bias_case exact[] = {{"lp", 1, false}, {"lp", 3, false}, {"lp", 1.5, false},
+                               {"robust", 0, false}};
+    for (int ci = 0; ci < 4; ci++) {
+        seqs s = make_seqs(&r, false, 1, 1, 1);
+        mi_miras_config c = config_for(exact[ci].bias, "matrix", 1, true);
+        if (exact[ci].p) c.p = exact[ci].p;
+        c.abs_eps = 1e-30;
+        mi_tensor *y = run_layer(&c, &s, s.w0);
+        double want[N * T * D];
+        ref rf = {.c = &c, .exact = true, .margin = INFINITY};
+        naive(&rf, exact[ci].bias, &s, 1, want);
+        assert_equal(y, want, 1e-12, exact[ci].bias);
+    }
+    /* yaad with a very sharp tanh is the exact Sign of eq:huber-loss */
+    seqs s = make_seqs(&r, false, 0.8, 2.5, 1);
+    mi_miras_config c = config_for("yaad", "matrix", 1, true);
+    c.sign_sharpness = 1e12;
+    mi_tensor *y = run_layer(&c, &s, s.w0);
+    double want[N * T * D];
+    ref rf = {.c = &c, .margin = INFINITY};
+    naive(&rf, "yaad", &s, 1, want);
+    assert_equal(y, want, 1e-12, "yaad a = 1e12");
+}
+END_TEST
+
+/* ------------------------------------------------------------ gradients through the layer */
+typedef struct gc_ctx {
+    mi_miras m;
+} gc_ctx;
+
+/* inputs: q, k, v, eta, alpha, W0 [, delta] */
+static int layer_fn(mi_tensor *const *in, int n, mi_tensor **out, void *ctx)
+{
+    gc_ctx *g = ctx;
+    mi_miras_gates gates = {.eta = in[3], .alpha = in[4], .delta = n > 6 ? in[6] : NULL};
+    out[0] = mi_miras_forward(&g->m, in[0], in[1], in[2], &gates, &in[5], NULL);
+    return out[0] ? 1 : -1;
+}
+
+START_TEST(gradcheck_through_the_layer)
+{
+    const bias_case gc[] = {{"lp", 3, false},   {"lp", 1.5, false},     {"huber", 0, false},
+                            {"huber", 0, true}, {"huber-norm", 0, false}, {"yaad", 0, false},
+                            {"yaad", 0, true},  {"robust", 0, false}};
+    for (int ci = 0; ci < 8; ci++)
+        for (int chunk = 1; chunk <= 3; chunk += 2)
+            for (int closed = 0; closed < 2; closed++) {
+                const bias_case *bc = &gc[ci];
+                double lo = 0, hi = 0;
+                delta_range(bc->bias, &lo, &hi);
+                mi_miras_config c = config_for(bc->bias, "matrix", chunk, closed);
+                if (bc->p) c.p = bc->p;
+                /* Inputs away from the kinks by construction: draws are
+                 * taken until the reference loop finds every switch (|e_j|
+                 * vs δ, ‖e‖ vs δ; |e_j| vs 0 for p < 2) at least 1e-3 from
+                 * its kink; a finite-difference step of 1e-6 moves e by far
+                 * less. The draws are seeded, so the inputs are fixed. */
+                mi_rng r;
+                mi_rng_seed(&r, 100 + (unsigned)ci);
+                seqs s;
+                ref rf;
+                int draws = 0;
+                do {
+                    s = case_seqs(&r, bc);
+                    rf = (ref){.c = &c, .margin = INFINITY};
+                    double y[N * T * D];
+                    naive(&rf, bc->bias, &s, chunk, y);
+                } while (rf.margin < 1e-3 && ++draws < 50);
+                ck_assert_msg(rf.margin >= 1e-3, "%s chunk %d: no draw 1e-3 from the kinks",
+                              bc->bias, chunk);
+                if (uses_delta(bc->bias))
+                    ck_assert_msg(rf.branch[0] > 0 && rf.branch[1] > 0,
+                                  "%s chunk %d: one branch never taken", bc->bias, chunk);
+                gc_ctx g = {.m = make_miras(&c)};
+                mi_tensor *in[] = {s.q, s.k, s.v, s.eta, s.alpha, s.w0, s.delta};
+                int n_in = uses_delta(bc->bias) ? 7 : 6;
+                for (int i = 0; i < n_in; i++) mi_requires_grad(in[i], true);
+                mi_gradcheck_result res = mi_gradcheck(layer_fn, &g, in, n_in, NULL);
+                ck_assert_msg(res.ok, "%s p=%g channel %d chunk %d closed %d: %s", bc->bias,
+                              c.p, bc->channel, chunk, closed, res.message);
+            }
+}
+END_TEST
+
+START_TEST(bad_parameters_are_reported)
+{
+    mi_miras m;
+    mi_miras_config c = config_for("lp", "matrix", 1, true);
+    c.p = 0.9;
+    ck_assert_int_eq(mi_miras_init(&m, &c), -1);
+    ck_assert_error_has("p must be >= 1");
+    mi_error_clear();
+    c = config_for("robust", "matrix", 1, true);
+    c.robust_delta = -0.5;
+    ck_assert_int_eq(mi_miras_init(&m, &c), -1);
+    ck_assert_error_has("robust_delta must be >= 0");
+    mi_error_clear();
+    c = config_for("yaad", "matrix", 1, true);
+    c.sign_sharpness = 0;
+    ck_assert_int_eq(mi_miras_init(&m, &c), -1);
+    ck_assert_error_has("sign_sharpness");
+    mi_error_clear();
+
+    mi_rng r;
+    mi_rng_seed(&r, 15);
+    seqs s = make_seqs(&r, true, 0.8, 2.5, 1);
+    /* a bias with a threshold needs the gate */
+    c = config_for("huber", "matrix", 1, true);
+    m = make_miras(&c);
+    mi_miras_gates g = {.eta = s.eta, .alpha = s.alpha};
+    ck_assert_ptr_null(mi_miras_forward(&m, s.q, s.k, s.v, &g, &s.w0, NULL));
+    ck_assert_error_has("gate delta is needed by huber");
+    mi_error_clear();
+    /* the norm's threshold is one per head */
+    c = config_for("huber-norm", "matrix", 1, true);
+    m = make_miras(&c);
+    g.delta = s.delta;
+    for (int closed = 0; closed < 2; closed++) {
+        m.config.closed_form = closed;
+        ck_assert_ptr_null(mi_miras_forward(&m, s.q, s.k, s.v, &g, &s.w0, NULL));
+        ck_assert_error_has("huber-norm: delta must be one per head");
+        mi_error_clear();
+    }
+    /* the text form */
+    c = mi_miras_config_default();
+    ck_assert_int_eq(mi_miras_config_set(&c, "bias=huber-norm"), 0);
+    ck_assert_str_eq(c.bias, "huber-norm");
+    ck_assert_int_eq(mi_miras_config_set(&c, "robust_delta=x"), -1);
+    ck_assert_error_has("not a number");
+    mi_error_clear();
+    for (int i = 0; i < 7; i++)
+        ck_assert_msg(mi_bias_at(i) != NULL, "bias %d of the table is not defined", i);
+}
+END_TEST
+
+Suite *make_suite(void)
+{
+    Suite *s = suite_create("biases");
+    TCase *tc = tcase_slow("biases");
+    tcase_add_test(tc, error_is_the_derivative_of_the_loss);
+    tcase_add_test(tc, closed_form_layer_equals_autodiff_layer);
+    tcase_add_test(tc, matrix_update_is_the_papers);
+    tcase_add_test(tc, exact_limits_are_the_papers_formulas);
+    tcase_add_test(tc, gradcheck_through_the_layer);
+    tcase_add_test(tc, bad_parameters_are_reported);
+    suite_add_tcase(s, tc);
+    return s;
+}

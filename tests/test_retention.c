@@ -1,0 +1,680 @@
+/* The retention gates kl (Memora), lq (Moneta), elastic, elastic-ftrl and
+ * bregman: the per-token recurrence against each paper's update rule
+ * written as a plain loop, chunked training against a plain loop of the
+ * chunk rule of recurrence.c (Memora's lag token included), gradients
+ * through the layer, each gate's own properties, and bad parameters. */
+#include <string.h>
+
+#include "harness.h"
+
+enum { N = 2, T = 7, D = 3 };
+
+typedef double mat[D][D];
+
+typedef struct seqs {
+    mi_tensor *q, *k, *v, *eta, *alpha, *w0;
+} seqs;
+
+static seqs make_seqs(mi_rng *r, double eta_lo, double eta_hi)
+{
+    seqs s = {
+        .q = mi_randn(r, MI_F64, MI_SHAPE(N, T, D), 0, 0.6),
+        .k = mi_randn(r, MI_F64, MI_SHAPE(N, T, D), 0, 0.6),
+        .v = mi_randn(r, MI_F64, MI_SHAPE(N, T, D), 0, 1),
+        .eta = mi_rand(r, MI_F64, MI_SHAPE(N, T), eta_lo, eta_hi),
+        .alpha = mi_rand(r, MI_F64, MI_SHAPE(N, T), 0.7, 0.99),
+        .w0 = mi_randn(r, MI_F64, MI_SHAPE(D, D), 0, 0.5),
+    };
+    return s;
+}
+
+/* A retention under test: its name and the configuration fields it reads. */
+typedef struct ret_case {
+    const char *retention;
+    const char *bias;   /* "l2" or "lp" (Moneta) */
+    double c, q, gamma;
+    int lq_form;
+} ret_case;
+
+static mi_miras_config config_for(const ret_case *rc, const char *memory, int chunk, bool closed)
+{
+    mi_miras_config c = mi_miras_config_default();
+    c.memory = memory;
+    c.retention = rc->retention;
+    c.bias = rc->bias;
+    c.kl_scale = rc->c ? rc->c : 1;
+    c.q = rc->q ? rc->q : 4;
+    c.l1_gamma = rc->gamma;
+    c.lq_form = rc->lq_form;
+    c.abs_eps = 1e-30; /* lp: the paper's exact Sign(e)|e|^(p−1) */
+    c.chunk = chunk;
+    c.closed_form = closed;
+    return c;
+}
+
+static mi_tensor *run_layer(const mi_miras_config *c, const seqs *s, mi_tensor *w0,
+                            mi_tensor **final_state, mi_miras *out)
+{
+    mi_miras m;
+    ck_assert_msg(mi_miras_init(&m, c) == 0, "%s", mi_error());
+    mi_miras_gates g = {.eta = s->eta, .alpha = s->alpha};
+    mi_tensor *y = mi_miras_forward(&m, s->q, s->k, s->v, &g, &w0, final_state);
+    ck_assert_msg(y != NULL, "%s: %s", c->retention, mi_error());
+    if (out) *out = m;
+    return y;
+}
+
+static void assert_equal(const mi_tensor *y, const double *want, double tol, const char *what)
+{
+    for (int64_t i = 0; i < y->numel; i++) {
+        double a = mi_get(y, i);
+        ck_assert_msg(fabs(a - want[i]) <= tol * (1 + fabs(want[i])),
+                      "%s: y[%lld] = %.15g, want %.15g", what, (long long)i, a, want[i]);
+    }
+}
+
+/* ------------------------------------------------------------ plain-C pieces */
+static double sgn(double x) { return (x > 0) - (x < 0); }
+static double sigmoid(double x) { return 1 / (1 + exp(-x)); }
+
+typedef struct tok {
+    double k[D], v[D], q[D], eta, alpha;
+} tok;
+
+static tok token(const seqs *s, int n, int t)
+{
+    tok o;
+    const int64_t b = (int64_t)(n * T + t) * D;
+    for (int i = 0; i < D; i++) {
+        o.k[i] = mi_get(s->k, b + i);
+        o.v[i] = mi_get(s->v, b + i);
+        o.q[i] = mi_get(s->q, b + i);
+    }
+    o.eta = mi_get(s->eta, n * T + t);
+    o.alpha = mi_get(s->alpha, n * T + t);
+    return o;
+}
+
+/* ∇ℓ at W on a matrix memory: ℓ2, (W k − v) kᵀ; ℓp (Moneta),
+ * p (Sign(W k − v) ⊙ |W k − v|^(p−1)) kᵀ (MIRAS eq:lp-attentional-bias). */
+static void grad_at(const mi_miras_config *c, mat W, const tok *x, mat G)
+{
+    for (int i = 0; i < D; i++) {
+        double e = -x->v[i];
+        for (int j = 0; j < D; j++) e += W[i][j] * x->k[j];
+        if (!strcmp(c->bias, "lp")) e = c->p * sgn(e) * pow(fabs(e), c->p - 1);
+        for (int j = 0; j < D; j++) G[i][j] = e * x->k[j];
+    }
+}
+
+static void write_y(double *y, int n, int t, mat W, const tok *x)
+{
+    for (int i = 0; i < D; i++) {
+        double s = 0;
+        for (int j = 0; j < D; j++) s += W[i][j] * x->q[j];
+        y[(n * T + t) * D + i] = s;
+    }
+}
+
+static void load_w0(const seqs *s, mat W)
+{
+    for (int i = 0; i < D * D; i++) W[i / D][i % D] = mi_get(s->w0, i);
+}
+
+/* c · softmax of each row */
+static void row_softmax(mat L, double c, mat W)
+{
+    for (int i = 0; i < D; i++) {
+        double mx = L[i][0], z = 0;
+        for (int j = 1; j < D; j++) mx = fmax(mx, L[i][j]);
+        for (int j = 0; j < D; j++) z += exp(L[i][j] - mx);
+        for (int j = 0; j < D; j++) W[i][j] = c * exp(L[i][j] - mx) / z;
+    }
+}
+
+/* Moneta's ℓq step: the spec's A / ‖A‖_F^((q−2)/q) or the paper's A / ‖A‖_q^(q−2) */
+static void lq_normalize(mat A, double q, int form, mat W)
+{
+    double s = 0;
+    for (int i = 0; i < D; i++)
+        for (int j = 0; j < D; j++) s += form == MI_LQ_SPEC ? A[i][j] * A[i][j] : pow(fabs(A[i][j]), q);
+    double norm = form == MI_LQ_SPEC ? sqrt(s) : pow(s, 1 / q);
+    double power = form == MI_LQ_SPEC ? (q - 2) / q : q - 2;
+    for (int i = 0; i < D; i++)
+        for (int j = 0; j < D; j++) W[i][j] = A[i][j] / pow(norm, power);
+}
+
+/* S_γ(z), keeping the smallest distance of |z| from the kink at γ */
+static double soft_threshold(double z, double gamma, double *margin)
+{
+    if (margin && fabs(fabs(z) - gamma) < *margin) *margin = fabs(fabs(z) - gamma);
+    return sgn(z) * fmax(fabs(z) - gamma, 0);
+}
+
+/* ------------------------------------------------------------ the papers' rules, per token */
+
+/* Memora, MIRAS eq:xmodel with (1 − λ_t) = α_t, η'_t = η_t:
+ * W_t = c · Softmax(α_t log W_{t-1} − η_t ∇ℓ(W_{t-1})), W_0 = c · softmax(W0). */
+static void paper_memora(const mi_miras_config *c, const seqs *s, double *y)
+{
+    for (int n = 0; n < N; n++) {
+        mat W0, W, L, G;
+        load_w0(s, W0);
+        row_softmax(W0, c->kl_scale, W);
+        for (int t = 0; t < T; t++) {
+            tok x = token(s, n, t);
+            grad_at(c, W, &x, G);
+            for (int i = 0; i < D; i++)
+                for (int j = 0; j < D; j++) L[i][j] = x.alpha * log(W[i][j]) - x.eta * G[i][j];
+            row_softmax(L, c->kl_scale, W);
+            write_y(y, n, t, W, &x);
+        }
+    }
+}
+
+/* Moneta, MIRAS eq:q-norm: A_t = α_t A_{t-1} − η_t ∇ℓ_p(W_{t-1}), W_t = A_t / ‖A_t‖^(…),
+ * A_0 = W0 (spec Cell 9). */
+static void paper_moneta(const mi_miras_config *c, const seqs *s, double *y)
+{
+    for (int n = 0; n < N; n++) {
+        mat A, W, G;
+        load_w0(s, A);
+        lq_normalize(A, c->q, c->lq_form, W);
+        for (int t = 0; t < T; t++) {
+            tok x = token(s, n, t);
+            grad_at(c, W, &x, G);
+            for (int i = 0; i < D; i++)
+                for (int j = 0; j < D; j++) A[i][j] = x.alpha * A[i][j] - x.eta * G[i][j];
+            lq_normalize(A, c->q, c->lq_form, W);
+            write_y(y, n, t, W, &x);
+        }
+    }
+}
+
+/* Elastic net, MIRAS eq:Elastic: W_t = S_γ(λ W_{t-1} − ζ ∇ℓ(W_{t-1})), λ = α_t, ζ = η_t. */
+static void paper_elastic(const mi_miras_config *c, const seqs *s, double *y)
+{
+    for (int n = 0; n < N; n++) {
+        mat W, G;
+        load_w0(s, W);
+        for (int t = 0; t < T; t++) {
+            tok x = token(s, n, t);
+            grad_at(c, W, &x, G);
+            for (int i = 0; i < D; i++)
+                for (int j = 0; j < D; j++)
+                    W[i][j] = soft_threshold(x.alpha * W[i][j] - x.eta * G[i][j], c->l1_gamma, NULL);
+            write_y(y, n, t, W, &x);
+        }
+    }
+}
+
+/* Elastic net, FTRL form (MIRAS "Alternative Retention Gates", Variant 3),
+ * as the paper states it: W_0 = 0, A_t = A_{t-1} − η ∇ℓ(W_{t-1}), W_t = S_γ(A_t).
+ * (The test passes α ≡ 1 and W0 = 0.) */
+static void paper_ftrl(const mi_miras_config *c, const seqs *s, double *y)
+{
+    for (int n = 0; n < N; n++) {
+        mat A = {{0}}, W = {{0}}, G;
+        for (int t = 0; t < T; t++) {
+            tok x = token(s, n, t);
+            grad_at(c, W, &x, G);
+            for (int i = 0; i < D; i++)
+                for (int j = 0; j < D; j++) {
+                    A[i][j] -= x.eta * G[i][j];
+                    W[i][j] = soft_threshold(A[i][j], c->l1_gamma, NULL);
+                }
+            write_y(y, n, t, W, &x);
+        }
+    }
+}
+
+/* Bregman with the sigmoid link (Variant 5):
+ * W_t = σ(ln(W_{t-1} / (1 − W_{t-1})) − η ∇ℓ(W_{t-1})), W_0 = σ(W0). */
+static void paper_bregman(const mi_miras_config *c, const seqs *s, double *y)
+{
+    for (int n = 0; n < N; n++) {
+        mat W, G;
+        load_w0(s, W);
+        for (int i = 0; i < D; i++)
+            for (int j = 0; j < D; j++) W[i][j] = sigmoid(W[i][j]);
+        for (int t = 0; t < T; t++) {
+            tok x = token(s, n, t);
+            grad_at(c, W, &x, G);
+            for (int i = 0; i < D; i++)
+                for (int j = 0; j < D; j++)
+                    W[i][j] = sigmoid(log(W[i][j] / (1 - W[i][j])) - x.eta * G[i][j]);
+            write_y(y, n, t, W, &x);
+        }
+    }
+}
+
+/* ------------------------------------------------------------ the chunk rule, plain */
+typedef struct chunk_ref {
+    const mi_miras_config *c;
+    bool lag;       /* Memora's lag token (on for kl; off to show it matters) */
+    double margin;  /* the smallest distance from a soft-threshold kink */
+} chunk_ref;
+
+static void ref_init(chunk_ref *r, mat W0, mat A)
+{
+    const mi_miras_config *c = r->c;
+    for (int i = 0; i < D; i++) {
+        double lse = 0;
+        for (int j = 0; j < D; j++) lse += exp(W0[i][j]);
+        lse = log(lse);
+        for (int j = 0; j < D; j++) {
+            if (!strcmp(c->retention, "kl")) A[i][j] = log(c->kl_scale) + W0[i][j] - lse;
+            else if (!strcmp(c->retention, "elastic-ftrl")) {
+                A[i][j] = W0[i][j] + c->l1_gamma * sgn(W0[i][j]);
+                if (fabs(W0[i][j]) < r->margin) r->margin = fabs(W0[i][j]);
+            } else A[i][j] = W0[i][j];
+        }
+    }
+}
+
+static void ref_read(chunk_ref *r, mat A, mat W)
+{
+    const char *ret = r->c->retention;
+    if (!strcmp(ret, "kl")) row_softmax(A, r->c->kl_scale, W);
+    else if (!strcmp(ret, "lq")) lq_normalize(A, r->c->q, r->c->lq_form, W);
+    for (int i = 0; i < D; i++)
+        for (int j = 0; j < D; j++) {
+            if (!strcmp(ret, "elastic")) W[i][j] = A[i][j];
+            else if (!strcmp(ret, "elastic-ftrl"))
+                W[i][j] = soft_threshold(A[i][j], r->c->l1_gamma, &r->margin);
+            else if (!strcmp(ret, "bregman")) W[i][j] = sigmoid(A[i][j]);
+        }
+}
+
+static void ref_boundary(chunk_ref *r, mat A)
+{
+    const char *ret = r->c->retention;
+    if (!strcmp(ret, "kl")) {
+        mat W;
+        row_softmax(A, r->c->kl_scale, W);
+        for (int i = 0; i < D; i++)
+            for (int j = 0; j < D; j++) A[i][j] = log(W[i][j]);
+    } else if (!strcmp(ret, "elastic")) {
+        for (int i = 0; i < D; i++)
+            for (int j = 0; j < D; j++) A[i][j] = soft_threshold(A[i][j], r->c->l1_gamma, &r->margin);
+    }
+}
+
+/* One part of a chunk, tokens [t0, t1): every gradient at read(A) as the
+ * part starts; A_t = α_t A_{t-1} − η_t G_t (α ≡ 1 for bregman); the boundary
+ * after the part's last token; y_t read from A_t. */
+static void ref_part(chunk_ref *r, const seqs *s, int n, int t0, int t1, mat A, double *y)
+{
+    bool alpha = strcmp(r->c->retention, "bregman") != 0;
+    mat Wg, W, G;
+    ref_read(r, A, Wg);
+    for (int t = t0; t < t1; t++) {
+        tok x = token(s, n, t);
+        grad_at(r->c, Wg, &x, G);
+        for (int i = 0; i < D; i++)
+            for (int j = 0; j < D; j++)
+                A[i][j] = (alpha ? x.alpha : 1) * A[i][j] - x.eta * G[i][j];
+        if (t == t1 - 1) ref_boundary(r, A);
+        ref_read(r, A, W);
+        write_y(y, n, t, W, &x);
+    }
+}
+
+/* Chunks of b tokens; with the lag token the first token of each chunk
+ * (longer than one) runs alone first. */
+static void ref_chunked(chunk_ref *r, const seqs *s, int b, double *y)
+{
+    for (int n = 0; n < N; n++) {
+        mat W0, A;
+        load_w0(s, W0);
+        ref_init(r, W0, A);
+        for (int t0 = 0; t0 < T; t0 += b) {
+            int t1 = t0 + b < T ? t0 + b : T, start = t0;
+            if (r->lag && t1 - t0 > 1) {
+                ref_part(r, s, n, t0, t0 + 1, A, y);
+                start = t0 + 1;
+            }
+            ref_part(r, s, n, start, t1, A, y);
+        }
+    }
+}
+
+/* ------------------------------------------------------------ tests */
+static const ret_case cases[] = {
+    {"kl", "l2", 1, 0, 0, 0},
+    {"kl", "l2", 2.5, 0, 0, 0},
+    {"lq", "lp", 0, 4, 0, MI_LQ_SPEC},   /* (3, 4)-Moneta, the spec's form */
+    {"lq", "lp", 0, 4, 0, MI_LQ_PAPER},  /* (3, 4)-Moneta, the paper's form */
+    {"lq", "l2", 0, 3, 0, MI_LQ_PAPER},
+    {"lq", "l2", 0, 1.5, 0, MI_LQ_SPEC},
+    {"elastic", "l2", 0, 0, 0.05, 0},
+    {"elastic-ftrl", "l2", 0, 0, 0.05, 0},
+    {"bregman", "l2", 0, 0, 0, 0},
+};
+#define N_CASES ((int)(sizeof cases / sizeof cases[0]))
+
+START_TEST(per_token_is_the_papers_rule)
+{
+    mi_rng r;
+    mi_rng_seed(&r, 21);
+    for (int ci = 0; ci < N_CASES; ci++)
+        for (int closed = 0; closed < 2; closed++) {
+            const ret_case *rc = &cases[ci];
+            seqs s = make_seqs(&r, 0.1, 0.6);
+            if (!strcmp(rc->retention, "elastic-ftrl")) {
+                /* the paper's statement: no decay, W_0 = 0 */
+                s.alpha = mi_full(MI_F64, MI_SHAPE(N, T), 1.0);
+                s.w0 = mi_zeros(MI_F64, MI_SHAPE(D, D));
+            }
+            mi_miras_config c = config_for(rc, "matrix", 1, closed);
+            mi_tensor *y = run_layer(&c, &s, s.w0, NULL, NULL);
+            double want[N * T * D];
+            const char *ret = rc->retention;
+            if (!strcmp(ret, "kl")) paper_memora(&c, &s, want);
+            else if (!strcmp(ret, "lq")) paper_moneta(&c, &s, want);
+            else if (!strcmp(ret, "elastic")) paper_elastic(&c, &s, want);
+            else if (!strcmp(ret, "elastic-ftrl")) paper_ftrl(&c, &s, want);
+            else paper_bregman(&c, &s, want);
+            char what[96];
+            snprintf(what, sizeof what, "%s %s q=%g form %d closed %d", ret, rc->bias, c.q,
+                     c.lq_form, closed);
+            assert_equal(y, want, 1e-12, what);
+        }
+}
+END_TEST
+
+START_TEST(chunked_is_the_chunk_rule)
+{
+    mi_rng r;
+    mi_rng_seed(&r, 22);
+    const int chunks[] = {1, 2, 3, 5, 8};
+    for (int ci = 0; ci < N_CASES; ci++)
+        for (int bi = 0; bi < 5; bi++)
+            for (int closed = 0; closed < 2; closed++) {
+                const ret_case *rc = &cases[ci];
+                seqs s = make_seqs(&r, 0.1, 0.6);
+                mi_miras_config c = config_for(rc, "matrix", chunks[bi], closed);
+                mi_tensor *y = run_layer(&c, &s, s.w0, NULL, NULL);
+                double want[N * T * D];
+                chunk_ref ref = {.c = &c, .lag = !strcmp(rc->retention, "kl"), .margin = INFINITY};
+                ref_chunked(&ref, &s, chunks[bi], want);
+                char what[96];
+                snprintf(what, sizeof what, "%s q=%g form %d chunk %d closed %d", rc->retention,
+                         c.q, c.lq_form, chunks[bi], closed);
+                assert_equal(y, want, 1e-12, what);
+                if (ref.lag && chunks[bi] > 1) {
+                    /* the lag token is in effect: without it the outputs differ */
+                    chunk_ref plain = {.c = &c, .margin = INFINITY};
+                    double other[N * T * D], diff = 0;
+                    ref_chunked(&plain, &s, chunks[bi], other);
+                    for (int i = 0; i < N * T * D; i++) diff = fmax(diff, fabs(other[i] - want[i]));
+                    ck_assert_msg(diff > 1e-6, "%s: the lag token changes nothing", what);
+                }
+            }
+}
+END_TEST
+
+/* ------------------------------------------------------------ gradients through the layer */
+typedef struct gc_ctx {
+    mi_miras m;
+} gc_ctx;
+
+/* inputs: q, k, v, eta, alpha, W0 */
+static int layer_fn(mi_tensor *const *in, int n, mi_tensor **out, void *ctx)
+{
+    gc_ctx *g = ctx;
+    mi_miras_gates gates = {.eta = in[3], .alpha = in[4]};
+    out[0] = mi_miras_forward(&g->m, in[0], in[1], in[2], &gates, &in[5], NULL);
+    return out[0] ? 1 : -1;
+}
+
+START_TEST(gradcheck_through_the_layer)
+{
+    for (int ci = 0; ci < N_CASES; ci++)
+        for (int chunk = 1; chunk <= 3; chunk += 2)
+            for (int closed = 0; closed < 2; closed++) {
+                const ret_case *rc = &cases[ci];
+                mi_miras_config c = config_for(rc, "matrix", chunk, closed);
+                c.abs_eps = 1e-6; /* lp's smooth |·| (the training form) */
+                /* Inputs away from the soft-threshold kinks by construction:
+                 * draws are taken until the reference loop finds every
+                 * thresholded entry (and, for elastic-ftrl, every W0 entry)
+                 * at least 1e-3 from its kink. Seeded, so the inputs are fixed. */
+                mi_rng r;
+                mi_rng_seed(&r, 200 + (unsigned)ci);
+                seqs s;
+                chunk_ref ref;
+                int draws = 0;
+                do {
+                    s = make_seqs(&r, 0.1, 0.6);
+                    ref = (chunk_ref){.c = &c, .lag = !strcmp(rc->retention, "kl"),
+                                      .margin = INFINITY};
+                    double y[N * T * D];
+                    ref_chunked(&ref, &s, chunk, y);
+                } while (ref.margin < 1e-3 && ++draws < 50);
+                ck_assert_msg(ref.margin >= 1e-3, "%s chunk %d: no draw 1e-3 from the kinks",
+                              rc->retention, chunk);
+                gc_ctx g;
+                ck_assert_int_eq(mi_miras_init(&g.m, &c), 0);
+                mi_tensor *in[] = {s.q, s.k, s.v, s.eta, s.alpha, s.w0};
+                for (int i = 0; i < 6; i++)
+                    mi_requires_grad(in[i], i != 4 || g.m.retention->uses_alpha);
+                mi_gradcheck_result res = mi_gradcheck(layer_fn, &g, in, 6, NULL);
+                ck_assert_msg(res.ok, "%s q=%g form %d chunk %d closed %d: %s", rc->retention,
+                              c.q, c.lq_form, chunk, closed, res.message);
+            }
+}
+END_TEST
+
+/* ------------------------------------------------------------ properties */
+/* The weights read from the final state, [N, 1, ...]. */
+static mi_tensor *final_weights(const mi_miras *m, mi_tensor *a)
+{
+    mi_tensor *w = m->retention->read ? m->retention->read(&m->config, a) : a;
+    ck_assert_ptr_nonnull(w);
+    return w;
+}
+
+START_TEST(kl_rows_sum_to_c_and_stay_positive)
+{
+    mi_rng r;
+    mi_rng_seed(&r, 23);
+    const char *memories[] = {"matrix", "vector"};
+    for (int mi = 0; mi < 2; mi++)
+        for (int chunk = 1; chunk <= 4; chunk += 3) {
+            seqs s = make_seqs(&r, 1, 4); /* large steps */
+            ret_case rc = {"kl", "l2", 2.5, 0, 0, 0};
+            mi_miras_config c = config_for(&rc, memories[mi], chunk, true);
+            mi_tensor *w0 = mi == 0 ? mi_randn(&r, MI_F64, MI_SHAPE(D, D), 0, 3)
+                                    : mi_randn(&r, MI_F64, MI_SHAPE(D), 0, 3);
+            mi_tensor *a;
+            mi_miras m;
+            run_layer(&c, &s, w0, &a, &m);
+            mi_tensor *w = final_weights(&m, a);
+            int64_t rows = w->numel / D;
+            for (int64_t i = 0; i < rows; i++) {
+                double sum = 0;
+                for (int j = 0; j < D; j++) {
+                    double x = mi_get(w, i * D + j);
+                    ck_assert_msg(x > 0, "%s chunk %d: weight %g <= 0", memories[mi], chunk, x);
+                    sum += x;
+                }
+                ck_assert_close(sum, 2.5, 1e-12);
+                /* the boundary keeps the state the log of the weights, Σ_j exp L_ij = c
+                 * (it never changes an output when α is one per row: softmax
+                 * ignores a row's constant; it keeps L from drifting) */
+                double z = 0;
+                for (int j = 0; j < D; j++) z += exp(mi_get(a, i * D + j));
+                ck_assert_close(z, 2.5, 1e-12);
+            }
+            /* and the initial weights are c · softmax(W0): a zero W0 reads as c/dk */
+            mi_tensor *a0 = m.retention->init(&c, mi_zeros(MI_F64, MI_SHAPE(1, 1, D, D)));
+            mi_tensor *wz = m.retention->read(&c, a0);
+            for (int i = 0; i < D * D; i++) ck_assert_close(mi_get(wz, i), 2.5 / D, 1e-15);
+        }
+}
+END_TEST
+
+START_TEST(elastic_gives_exact_zeros)
+{
+    mi_rng r;
+    mi_rng_seed(&r, 24);
+    const char *forms[] = {"elastic", "elastic-ftrl"};
+    for (int f = 0; f < 2; f++)
+        for (int chunk = 1; chunk <= 3; chunk += 2) {
+            seqs s = make_seqs(&r, 0.1, 0.6);
+            ret_case rc = {forms[f], "l2", 0, 0, 0.3, 0};
+            mi_miras_config c = config_for(&rc, "matrix", chunk, true);
+            mi_tensor *a;
+            mi_miras m;
+            run_layer(&c, &s, s.w0, &a, &m);
+            mi_tensor *w = final_weights(&m, a);
+            int zeros = 0;
+            for (int64_t i = 0; i < w->numel; i++) zeros += mi_get(w, i) == 0.0;
+            ck_assert_msg(zeros > 0 && zeros < w->numel, "%s chunk %d: %d exact zeros of %lld",
+                          forms[f], chunk, zeros, (long long)w->numel);
+        }
+    /* the FTRL form starts exactly at W0: S_γ(W0 + γ sign(W0)) = W0 */
+    seqs s = make_seqs(&r, 0.1, 0.6);
+    ret_case rc = {"elastic-ftrl", "l2", 0, 0, 0.3, 0};
+    mi_miras_config c = config_for(&rc, "matrix", 1, true);
+    const mi_retention_kind *ftrl = mi_retention_find("elastic-ftrl");
+    mi_tensor *w = ftrl->read(&c, ftrl->init(&c, s.w0));
+    for (int i = 0; i < D * D; i++) ck_assert_close(mi_get(w, i), mi_get(s.w0, i), 1e-15);
+}
+END_TEST
+
+START_TEST(bregman_stays_in_the_unit_interval)
+{
+    mi_rng r;
+    mi_rng_seed(&r, 25);
+    for (int chunk = 1; chunk <= 3; chunk += 2) {
+        seqs s = make_seqs(&r, 1, 3);
+        ret_case rc = {"bregman", "l2", 0, 0, 0, 0};
+        mi_miras_config c = config_for(&rc, "matrix", chunk, true);
+        mi_tensor *a;
+        mi_miras m;
+        mi_tensor *w0 = mi_randn(&r, MI_F64, MI_SHAPE(D, D), 0, 3);
+        run_layer(&c, &s, w0, &a, &m);
+        mi_tensor *w = final_weights(&m, a);
+        double lo = 1, hi = 0;
+        for (int64_t i = 0; i < w->numel; i++) {
+            lo = fmin(lo, mi_get(w, i));
+            hi = fmax(hi, mi_get(w, i));
+        }
+        ck_assert_msg(lo > 0 && hi < 1, "chunk %d: weights in [%g, %g]", chunk, lo, hi);
+    }
+}
+END_TEST
+
+/* ‖W‖ from the ℓq step: the spec's form gives ‖W‖_F = ‖A‖_F^(2/q), the
+ * paper's ‖W‖_q = ‖A‖_q^(3−q); on the vector memory the whole vector is
+ * one weight. */
+START_TEST(lq_norms_on_matrix_and_vector)
+{
+    mi_rng r;
+    mi_rng_seed(&r, 26);
+    const mi_retention_kind *lq = mi_retention_find("lq");
+    for (int form = 0; form < 2; form++)
+        for (int vec = 0; vec < 2; vec++) {
+            ret_case rc = {"lq", "l2", 0, 4, 0, form};
+            mi_miras_config c = config_for(&rc, vec ? "vector" : "matrix", 1, true);
+            mi_tensor *a = vec ? mi_randn(&r, MI_F64, MI_SHAPE(N, 2, D), 0, 1)
+                               : mi_randn(&r, MI_F64, MI_SHAPE(N, 2, D, D), 0, 1);
+            mi_tensor *w = lq->read(&c, a);
+            ck_assert_ptr_nonnull(w);
+            int64_t per = vec ? D : D * D;
+            for (int64_t b = 0; b < a->numel / per; b++) {
+                double sa = 0, sw = 0, pw = form == MI_LQ_SPEC ? 2 : c.q;
+                for (int64_t i = 0; i < per; i++) {
+                    sa += pow(fabs(mi_get(a, b * per + i)), pw);
+                    sw += pow(fabs(mi_get(w, b * per + i)), pw);
+                }
+                double na = pow(sa, 1 / pw), nw = pow(sw, 1 / pw);
+                double want = form == MI_LQ_SPEC ? pow(na, 2 / c.q) : pow(na, 3 - c.q);
+                ck_assert_close(nw, want, 1e-12 * want);
+            }
+            /* and the layer runs on it */
+            seqs s = make_seqs(&r, 0.1, 0.6);
+            mi_tensor *w0 = vec ? mi_randn(&r, MI_F64, MI_SHAPE(D), 0, 0.5) : s.w0;
+            mi_tensor *y1 = run_layer(&c, &s, w0, NULL, NULL);
+            c.closed_form = false;
+            mi_tensor *y2 = run_layer(&c, &s, w0, NULL, NULL);
+            for (int64_t i = 0; i < y1->numel; i++)
+                ck_assert_close(mi_get(y1, i), mi_get(y2, i), 1e-10 * (1 + fabs(mi_get(y2, i))));
+        }
+}
+END_TEST
+
+START_TEST(bad_parameters_are_reported)
+{
+    mi_miras m;
+    struct {
+        const char *field;
+        double value;
+        const char *message;
+    } bad[] = {
+        {"q", 1.0, "q must be > 1"},
+        {"q", -3, "q must be > 1"},
+        {"l1_gamma", -0.1, "l1_gamma must be >= 0"},
+        {"kl_scale", 0, "kl_scale must be > 0"},
+        {"kl_scale", -1, "kl_scale must be > 0"},
+        {"lq_form", 7, "lq_form must be MI_LQ_SPEC or MI_LQ_PAPER"},
+    };
+    for (int i = 0; i < 6; i++) {
+        mi_miras_config c = mi_miras_config_default();
+        c.retention = !strcmp(bad[i].field, "q") || !strcmp(bad[i].field, "lq_form") ? "lq"
+                      : !strcmp(bad[i].field, "kl_scale")                          ? "kl"
+                                                                                     : "elastic";
+        if (!strcmp(bad[i].field, "q")) c.q = bad[i].value;
+        if (!strcmp(bad[i].field, "l1_gamma")) c.l1_gamma = bad[i].value;
+        if (!strcmp(bad[i].field, "kl_scale")) c.kl_scale = bad[i].value;
+        if (!strcmp(bad[i].field, "lq_form")) c.lq_form = (int)bad[i].value;
+        ck_assert_int_eq(mi_miras_init(&m, &c), -1);
+        ck_assert_error_has(bad[i].message);
+        mi_error_clear();
+    }
+    mi_miras_config c = mi_miras_config_default();
+    ck_assert_int_eq(mi_miras_config_set(&c, "lq_form=frobenius"), -1);
+    ck_assert_error_has("lq_form must be 'spec' or 'paper'");
+    mi_error_clear();
+    ck_assert_int_eq(mi_miras_config_set(&c, "retention=elastic-ftrl"), 0);
+    ck_assert_str_eq(c.retention, "elastic-ftrl");
+    /* bregman has no decay to take the gradient after */
+    c = mi_miras_config_default();
+    c.retention = "bregman";
+    c.decay_first = true;
+    ck_assert_int_eq(mi_miras_init(&m, &c), -1);
+    ck_assert_error_has("decay_first needs a retention gate with a decay, not 'bregman'");
+    mi_error_clear();
+    /* kl decays log W by alpha: the gate is needed */
+    c = mi_miras_config_default();
+    c.retention = "kl";
+    ck_assert_int_eq(mi_miras_init(&m, &c), 0);
+    mi_rng r;
+    mi_rng_seed(&r, 27);
+    seqs s = make_seqs(&r, 0.1, 0.6);
+    mi_miras_gates g = {.eta = s.eta};
+    ck_assert_ptr_null(mi_miras_forward(&m, s.q, s.k, s.v, &g, &s.w0, NULL));
+    ck_assert_error_has("gate alpha is needed");
+    mi_error_clear();
+    for (int i = 0; i < 7; i++)
+        ck_assert_msg(mi_retention_at(i) != NULL, "retention %d of the table is not defined", i);
+}
+END_TEST
+
+Suite *make_suite(void)
+{
+    Suite *s = suite_create("retention");
+    TCase *tc = tcase_slow("retention");
+    tcase_add_test(tc, per_token_is_the_papers_rule);
+    tcase_add_test(tc, chunked_is_the_chunk_rule);
+    tcase_add_test(tc, gradcheck_through_the_layer);
+    tcase_add_test(tc, kl_rows_sum_to_c_and_stay_positive);
+    tcase_add_test(tc, elastic_gives_exact_zeros);
+    tcase_add_test(tc, bregman_stays_in_the_unit_interval);
+    tcase_add_test(tc, lq_norms_on_matrix_and_vector);
+    tcase_add_test(tc, bad_parameters_are_reported);
+    suite_add_tcase(s, tc);
+    return s;
+}
