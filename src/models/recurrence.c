@@ -19,7 +19,10 @@
  * alone first, and the rest of the chunk takes its gradients at the state
  * that token left. For the multistep algorithm (DeltaProduct) k, v and the
  * gates have `steps` positions per token and y reads the state after each
- * token's last step. */
+ * token's last step. With b = 1 a token's steps run one after the other,
+ * each taking its gradient at the state the previous step left (the exact
+ * rule: DeltaProduct's product of Householder factors); with b > 1 every
+ * step of every token of the chunk takes its gradient at the chunk's start. */
 #include <string.h>
 
 #include "models.h"
@@ -100,8 +103,10 @@ static int inner_gradients(const run *r, mi_tensor *const *w, mi_tensor *k, mi_t
     return rc;
 }
 
-/* Runs positions [p0, p0 + n) of the write sequence as one chunk; appends the
- * outputs for the tokens it completes to *y. */
+/* Runs positions [p0, p0 + n) of the write sequence as one chunk and writes
+ * the outputs for the tokens it completes to *y (y NULL: no read). n is a
+ * whole number of tokens (n = k·steps), or n = 1: one step of a multistep
+ * token, read when y is given (the token's last step). */
 static int run_chunk(run *r, mi_tensor *q, mi_tensor *k, mi_tensor *v, const mi_miras_gates *gt,
                      int64_t p0, int64_t n, mi_tensor **y)
 {
@@ -151,10 +156,12 @@ static int run_chunk(run *r, mi_tensor *q, mi_tensor *k, mi_tensor *v, const mi_
     }
 
     /* read after write, at the last step of each token */
+    if (!y) return 0;
+    bool one_step = n < steps;
     mi_tensor *w_read[MI_MEMORY_MAX_WEIGHTS];
     for (int i = 0; i < r->nw; i++) {
         mi_tensor *a = a_seq[i];
-        if (steps > 1) {
+        if (steps > 1 && !one_step) {
             int64_t shape[MI_MAX_RANK + 1];
             shape[0] = a->shape[0];
             shape[1] = n / steps;
@@ -165,7 +172,8 @@ static int run_chunk(run *r, mi_tensor *q, mi_tensor *k, mi_tensor *v, const mi_
         }
         if (!(w_read[i] = read_state(r, a))) return -1;
     }
-    mi_tensor *qc = slice_positions(q, p0 / steps, (p0 + n) / steps);
+    mi_tensor *qc = one_step ? slice_positions(q, p0 / steps, p0 / steps + 1)
+                             : slice_positions(q, p0 / steps, (p0 + n) / steps);
     *y = m->memory->forward(c, w_read, qc);
     return *y ? 0 : -1;
 }
@@ -266,6 +274,14 @@ mi_tensor *mi_miras_forward(const mi_miras *m, mi_tensor *q, mi_tensor *k, mi_te
     for (int64_t t0 = 0; t0 < tokens; t0 += chunk) {
         int64_t t1 = t0 + chunk < tokens ? t0 + chunk : tokens;
         int64_t start = t0;
+        if (chunk == 1 && steps > 1) {
+            /* the exact multistep rule: one step at a time */
+            for (int s = 0; s < steps; s++)
+                if (run_chunk(&r, q, k, v, gates, t0 * steps + s, 1,
+                              s == steps - 1 ? &ys[n_y++] : NULL) != 0)
+                    return NULL;
+            continue;
+        }
         if (m->retention->lag_token && t1 - t0 > 1) {
             if (run_chunk(&r, q, k, v, gates, t0 * steps, steps, &ys[n_y++]) != 0) return NULL;
             start = t0 + 1;

@@ -1,0 +1,167 @@
+/* Presets: the models of the MIRAS table (MIRAS tab:memory-perspective-all,
+ * §"MIRAS" and §"MIRAS's Variants") as the four components plus how each
+ * gate is parameterised. Every rule below is written with the memory
+ * M ∈ R^{dv×dk} acting on keys, M(k) = M k, so a write is v kᵀ and the
+ * table's (I − β k kᵀ) M_{t-1} reads M_{t-1}(I − β k kᵀ) here; y_t = M_t q_t
+ * (read after write). tests/test_presets.c checks each preset against its
+ * rule written out independently.
+ *
+ * Gates: η (inner learning rate, the table's β for the delta-rule family),
+ * α (the kept fraction), μ (momentum), δ (Yaad's threshold). CONST is a
+ * fixed value; HEAD is data-dependent, one value per head and token [N,T];
+ * CHANNEL is data-dependent per value channel [N,T,dv] (rows of M). For
+ * data-dependent gates `value` is the initial level the layer block's
+ * projection biases start at (DESIGN §5: inner learning rate near 0.02 and
+ * decay near 0.002 for deep memories; the delta-rule family starts at the
+ * papers' β = σ(0) = 0.5, which is stable at any length for unit keys since
+ * ‖I − β k kᵀ‖ ≤ 1).
+ *
+ * Choices where the table is loose (documented in the test too):
+ * - retnet is the matrix form (Lightning Attention's row of the table,
+ *   RetNet's recurrent form S_t = γ S_{t-1} + v kᵀ) with one constant γ; the
+ *   table lists RetNet as a vector memory. RetNet's per-head γ_h = 1 − 2^(−5−h)
+ *   are not one constant: the preset takes head 0's, γ = 1 − 2^−5.
+ * - gla, hgrn2 and rwkv7 decay the value rows of M (Diag(α_t) M_{t-1}, as the
+ *   table writes it with M = Σ v kᵀ); the original GLA, HGRN2 and RWKV-7 decay
+ *   the key dimension (M_{t-1} Diag(α_t) in this orientation). A channel gate
+ *   here is per value channel.
+ * - rwkv7 with decay_first gives Diag(α_t) M_{t-1}(I − β k kᵀ) + β v kᵀ,
+ *   which is the table's row with Diag(α_t) on the value side; RWKV-7 itself
+ *   has M_{t-1}(Diag(w_t) − κ̂ (a_t ⊙ κ̂)ᵀ) + v kᵀ: key-side decay, the erase
+ *   not decayed, a channel-wise in-context rate and separate removal and
+ *   replacement keys. None of that is in the table.
+ * - deltaproduct takes one α per token: the layer block gives α at each
+ *   token's first step and 1 at the other steps (the test does so).
+ * - longhorn's β is per value channel (Longhorn's β_t ∈ R^dv, the table's
+ *   β_t/(1 + β_t kᵀk) ⊙ x_t): each row of M takes its own implicit step.
+ * - ttt-linear is DeltaNet's rule with TTT's learning rate (the table gives
+ *   both the same components); TTT's inner LayerNorm and mini-batches are
+ *   not modelled.
+ * Every preset has chunk 1 (the exact recurrence); the layer block sets b. */
+#include <string.h>
+
+#include "models.h"
+
+/* Every config field spelled out, so a preset never depends on what a
+ * zeroed field would mean; the defaults are mi_miras_config_default()'s. */
+#define CONFIG(mem, bias_, ret, algo, decay_first_, steps_)                                 \
+    {                                                                                       \
+        .memory = mem, .mlp_depth = 2, .mlp_expansion = 4, .bias = bias_, .p = 3,           \
+        .sign_sharpness = 100, .abs_eps = 1e-6, .robust_delta = 0.1, .retention = ret,      \
+        .q = 4, .lq_form = MI_LQ_SPEC, .kl_scale = 1, .l1_gamma = 1e-3,                     \
+        .decay_first = decay_first_, .algorithm = algo, .steps = steps_, .chunk = 1,        \
+        .closed_form = true,                                                                \
+    }
+
+#define CONST(x) {MI_GATE_CONST, (x)}
+#define HEAD(x) {MI_GATE_HEAD, (x)}
+#define CHANNEL(x) {MI_GATE_CHANNEL, (x)}
+#define UNUSED {MI_GATE_UNUSED, 0}
+
+#define LR_DEEP 0.02     /* deep memories' inner learning rate (DESIGN §5) */
+#define KEEP 0.998       /* kept fraction α, i.e. decay 0.002 (DESIGN §5) */
+#define BETA 0.5         /* delta-rule writing strength, σ(0) */
+
+static const mi_preset presets[] = {
+    /* Linear attention (Katharopoulos et al.; MIRAS table "LA"): dot bias, no
+     * retention, η ≡ 1. y = (Q Kᵀ ⊙ causal mask) V. */
+    {.name = "linear-attention", .update = "M_t = M_{t-1} + v_t k_t^T",
+     .config = CONFIG("matrix", "dot", "none", "gd", false, 2),
+     .eta = CONST(1), .alpha = UNUSED, .mu = UNUSED, .delta = UNUSED},
+    /* RetNet (MIRAS §"RNNs with Hebbian Rule", α a learnable constant). */
+    {.name = "retnet", .update = "M_t = gamma M_{t-1} + v_t k_t^T",
+     .config = CONFIG("matrix", "dot", "l2", "gd", false, 2),
+     .eta = CONST(1), .alpha = CONST(0.96875), .mu = UNUSED, .delta = UNUSED},
+    /* Mamba2 (MIRAS table "Mamba"): a data-dependent scalar decay per head. */
+    {.name = "mamba2", .update = "M_t = alpha_t M_{t-1} + v_t k_t^T",
+     .config = CONFIG("matrix", "dot", "l2", "gd", false, 2),
+     .eta = CONST(1), .alpha = HEAD(KEEP), .mu = UNUSED, .delta = UNUSED},
+    /* GLA (MIRAS table): a data-dependent decay per channel. */
+    {.name = "gla", .update = "M_t = Diag(alpha_t) M_{t-1} + v_t k_t^T",
+     .config = CONFIG("matrix", "dot", "l2", "gd", false, 2),
+     .eta = CONST(1), .alpha = CHANNEL(KEEP), .mu = UNUSED, .delta = UNUSED},
+    /* HGRN2 (MIRAS table): GLA whose key is 1 − α_t (needs dk = dv). The
+     * decay also sets the write strength, so it starts lower (0.9). */
+    {.name = "hgrn2", .update = "M_t = Diag(alpha_t) M_{t-1} + v_t (1 - alpha_t)^T",
+     .config = CONFIG("matrix", "dot", "l2", "gd", false, 2),
+     .eta = CONST(1), .alpha = CHANNEL(0.9), .mu = UNUSED, .delta = UNUSED,
+     .key_is_one_minus_alpha = true},
+    /* DeltaNet (MIRAS §"RNNs with Delta Rule"): ℓ2 bias, GD with η = β_t. */
+    {.name = "deltanet", .update = "M_t = M_{t-1}(I - beta_t k_t k_t^T) + beta_t v_t k_t^T",
+     .config = CONFIG("matrix", "l2", "none", "gd", false, 2),
+     .eta = HEAD(BETA), .alpha = UNUSED, .mu = UNUSED, .delta = UNUSED},
+    /* Gated DeltaNet: the gradient is taken at α_t M_{t-1} (decay_first). */
+    {.name = "gated-deltanet",
+     .update = "M_t = alpha_t M_{t-1}(I - beta_t k_t k_t^T) + beta_t v_t k_t^T",
+     .config = CONFIG("matrix", "l2", "l2", "gd", true, 2),
+     .eta = HEAD(BETA), .alpha = HEAD(KEEP), .mu = UNUSED, .delta = UNUSED},
+    /* RWKV-7 as the MIRAS table writes it, α per value channel (see above). */
+    {.name = "rwkv7",
+     .update = "M_t = Diag(alpha_t) M_{t-1}(I - beta_t k_t k_t^T) + beta_t v_t k_t^T",
+     .config = CONFIG("matrix", "l2", "l2", "gd", true, 2),
+     .eta = HEAD(BETA), .alpha = CHANNEL(KEEP), .mu = UNUSED, .delta = UNUSED},
+    /* DeltaProduct (MIRAS table, "MGD"): n = 2 delta steps per token; k, v, β
+     * have n positions per token, α is given at the first one. */
+    {.name = "deltaproduct",
+     .update = "M_t = alpha_t M_{t-1} prod_{i=1..n}(I - beta_{t,i} k_{t,i} k_{t,i}^T) + "
+               "sum_{j=1..n} beta_{t,j} v_{t,j} k_{t,j}^T prod_{i=j+1..n}(I - beta_{t,i} "
+               "k_{t,i} k_{t,i}^T)",
+     .config = CONFIG("matrix", "l2", "l2", "multistep", true, 2),
+     .eta = HEAD(BETA), .alpha = HEAD(KEEP), .mu = UNUSED, .delta = UNUSED},
+    /* Longhorn (MIRAS table): implicit GD, the closed-form proximal step;
+     * row i of M takes eps_i = β_i / (1 + β_i kᵀk). */
+    {.name = "longhorn",
+     .update = "M_t = M_{t-1} - Diag(eps_t)(M_{t-1} k_t - v_t) k_t^T, "
+               "eps_t = beta_t / (1 + beta_t k_t^T k_t)",
+     .config = CONFIG("matrix", "l2", "none", "implicit", false, 2),
+     .eta = CHANNEL(BETA), .alpha = UNUSED, .mu = UNUSED, .delta = UNUSED},
+    /* TTT-Linear (MIRAS table): one GD step on ½‖M k − v‖². */
+    {.name = "ttt-linear", .update = "M_t = M_{t-1} - eta_t (M_{t-1} k_t - v_t) k_t^T",
+     .config = CONFIG("matrix", "l2", "none", "gd", false, 2),
+     .eta = HEAD(BETA), .alpha = UNUSED, .mu = UNUSED, .delta = UNUSED},
+    /* TTT-MLP (MIRAS table): the 2-layer MLP memory, plain GD. */
+    {.name = "ttt-mlp", .update = "W_t = W_{t-1} - eta_t grad l2(W_{t-1}; k_t, v_t)",
+     .config = CONFIG("mlp", "l2", "none", "gd", false, 2),
+     .eta = HEAD(LR_DEEP), .alpha = UNUSED, .mu = UNUSED, .delta = UNUSED},
+    /* Titans-LMM (MIRAS table; the spec's Part 2.4): GD with momentum
+     * (the surprise S) and the ℓ2 forget gate. */
+    {.name = "titans",
+     .update = "S_t = mu_t S_{t-1} - eta_t grad l2(W_{t-1}; k_t, v_t), "
+               "W_t = alpha_t W_{t-1} + S_t",
+     .config = CONFIG("mlp", "l2", "l2", "momentum", false, 2),
+     .eta = HEAD(LR_DEEP), .alpha = HEAD(KEEP), .mu = HEAD(0.9), .delta = UNUSED},
+    /* Moneta, (p, q) = (3, 4) (MIRAS eq:q-norm; the spec's Part 3 Model 1):
+     * ℓp bias with smooth sign and abs, ℓq normalisation (the spec's form). */
+    {.name = "moneta",
+     .update = "A_t = alpha_t A_{t-1} - eta_t grad lp(W_{t-1}; k_t, v_t), "
+               "W_t = A_t / ||A_t||^((q-2)/q), p = 3, q = 4",
+     .config = CONFIG("mlp", "lp", "lq", "gd", false, 2),
+     .eta = HEAD(LR_DEEP), .alpha = HEAD(KEEP), .mu = UNUSED, .delta = UNUSED},
+    /* Yaad (MIRAS eq:huber-loss and §"MIRAS's Variants"): ℓ2 step when the
+     * error is within δ_t, δ_t times an ℓ1 step otherwise; ℓ2 forget gate. */
+    {.name = "yaad",
+     .update = "W_t = alpha_t W_{t-1} - eta_t (grad l2 if ||M(k_t) - v_t|| <= delta_t, "
+               "else delta_t grad l1)(W_{t-1}; k_t, v_t)",
+     .config = CONFIG("mlp", "yaad", "l2", "gd", false, 2),
+     .eta = HEAD(LR_DEEP), .alpha = HEAD(KEEP), .mu = UNUSED, .delta = HEAD(1)},
+    /* Memora (MIRAS eq:xmodel; the spec's Cell 11): KL retention, the
+     * weights on a scaled simplex, the state kept in the log domain. */
+    {.name = "memora",
+     .update = "W_t = c Softmax(alpha_t log W_{t-1} - eta_t grad l2(W_{t-1}; k_t, v_t))",
+     .config = CONFIG("mlp", "l2", "kl", "gd", false, 2),
+     .eta = HEAD(LR_DEEP), .alpha = HEAD(KEEP), .mu = UNUSED, .delta = UNUSED},
+};
+
+#define N_PRESETS ((int)(sizeof presets / sizeof presets[0]))
+
+const mi_preset *mi_preset_at(int i)
+{
+    return i >= 0 && i < N_PRESETS ? &presets[i] : NULL;
+}
+
+const mi_preset *mi_preset_find(const char *name)
+{
+    for (int i = 0; name && i < N_PRESETS; i++)
+        if (strcmp(presets[i].name, name) == 0) return &presets[i];
+    return NULL;
+}
