@@ -17,6 +17,8 @@ run_suites() {
   "$dir/examples/quickstart" | tail -n 1 || status=1
   echo "== miras-gradcheck --ops ($dir)"
   "$dir/tools/miras-gradcheck" --ops | tail -n 1 || status=1
+  echo "== miras-gradcheck --models ($dir)"
+  "$dir/tools/miras-gradcheck" --models | tail -n 1 || status=1
 }
 
 echo "### plain build"

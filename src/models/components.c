@@ -5,9 +5,7 @@
 
 #include "models.h"
 
-/* Weak while the components are being written: an undefined one is a NULL
- * entry, which the finders skip and the components test reports. */
-#define DECLARE(type, name) extern const type name __attribute__((weak));
+#define DECLARE(type, name) extern const type name;
 DECLARE(mi_memory_kind, mi_memory_vector)
 DECLARE(mi_memory_kind, mi_memory_matrix)
 DECLARE(mi_memory_kind, mi_memory_mlp)
