@@ -535,7 +535,7 @@ START_TEST(names_unique_and_complete)
 {
     int count = 0;
     while (mi_preset_at(count)) count++;
-    ck_assert_int_eq(count, N_PRESETS);
+    ck_assert_int_ge(count, N_PRESETS); /* the MIRAS table's 16, then later models' */
     for (int i = 0; i < count; i++) {
         const mi_preset *p = mi_preset_at(i);
         ck_assert_ptr_nonnull(p->name);
@@ -550,7 +550,7 @@ START_TEST(names_unique_and_complete)
     ck_assert_ptr_null(mi_preset_find(""));
     ck_assert_ptr_null(mi_preset_find(NULL));
     ck_assert_ptr_null(mi_preset_at(-1));
-    ck_assert_ptr_null(mi_preset_at(N_PRESETS));
+    ck_assert_ptr_null(mi_preset_at(count));
 }
 END_TEST
 

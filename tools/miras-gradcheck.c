@@ -32,8 +32,9 @@ static int check_ops(const char *only)
 
 /* ---------------------------------------------------------------- presets
  * Each preset's layer at tiny size in f64: N = 2 sequences, T = 5 tokens,
- * dk = dv = 3. The inputs checked are q, k, v, the preset's data-dependent
- * gates and the initial weights W_0; the function is Σ y ⊙ r for a fixed
+ * dk = dv = 3 (the lattice memory's slots m = dk = 3). The inputs checked
+ * are q, k, v, the preset's data-dependent gates and the initial weights
+ * W_0; the function is Σ y ⊙ r for a fixed
  * random r. CONST gates are fixed tensors; HGRN2's key is 1 − α, computed
  * inside the function. Gate values stay inside the ranges where the rules
  * are smooth; Yaad's δ_t sits far from the error norm (alternately ≪ and
@@ -97,6 +98,7 @@ static int check_model_chunk(const mi_preset *p, int chunk, uint64_t seed, int64
     model_ctx c = {.p = p, .iq = -1, .ik = -1, .iv = -1, .iw = -1};
     mi_miras_config cfg = p->config;
     cfg.chunk = chunk;
+    cfg.slots = GC_D; /* the lattice memory's m is the key dimension */
     if (mi_miras_init(&c.m, &cfg) != 0) {
         snprintf(msg, msg_size, "chunk %d: %s", chunk, mi_error());
         return -1;

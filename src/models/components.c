@@ -23,15 +23,24 @@ DECLARE(mi_retention_kind, mi_retention_lq)
 DECLARE(mi_retention_kind, mi_retention_elastic)
 DECLARE(mi_retention_kind, mi_retention_elastic_ftrl)
 DECLARE(mi_retention_kind, mi_retention_bregman)
+DECLARE(mi_memory_kind, mi_memory_lattice)
+DECLARE(mi_bias_kind, mi_bias_lattice_dec)
+DECLARE(mi_bias_kind, mi_bias_lattice_enc)
+DECLARE(mi_bias_kind, mi_bias_lattice_sim)
+DECLARE(mi_retention_kind, mi_retention_sphere)
+DECLARE(mi_retention_kind, mi_retention_sphere_forget)
+DECLARE(mi_retention_kind, mi_retention_l1)
 
 static const mi_memory_kind *const memories[] = {&mi_memory_vector, &mi_memory_matrix,
-                                                 &mi_memory_mlp};
+                                                 &mi_memory_mlp, &mi_memory_lattice};
 static const mi_bias_kind *const biases[] = {&mi_bias_dot,   &mi_bias_l2,         &mi_bias_lp,
                                              &mi_bias_huber, &mi_bias_huber_norm, &mi_bias_yaad,
-                                             &mi_bias_robust};
+                                             &mi_bias_robust, &mi_bias_lattice_dec,
+                                             &mi_bias_lattice_enc, &mi_bias_lattice_sim};
 static const mi_retention_kind *const retentions[] = {
     &mi_retention_none, &mi_retention_l2,           &mi_retention_kl,     &mi_retention_lq,
-    &mi_retention_elastic, &mi_retention_elastic_ftrl, &mi_retention_bregman};
+    &mi_retention_elastic, &mi_retention_elastic_ftrl, &mi_retention_bregman,
+    &mi_retention_sphere, &mi_retention_sphere_forget, &mi_retention_l1};
 
 #define COUNT(a) ((int)(sizeof(a) / sizeof(a[0])))
 #define FINDER(type, fn, table)                                       \

@@ -8,7 +8,7 @@
 mi_miras_config mi_miras_config_default(void)
 {
     return (mi_miras_config){
-        .memory = "matrix", .mlp_depth = 2, .mlp_expansion = 4,
+        .memory = "matrix", .mlp_depth = 2, .mlp_expansion = 4, .slots = 64, .slot_norm = true,
         .bias = "l2", .p = 3, .sign_sharpness = 100, .abs_eps = 1e-6, .robust_delta = 0.1,
         .retention = "l2", .q = 4, .lq_form = MI_LQ_SPEC, .kl_scale = 1, .l1_gamma = 1e-3,
         .algorithm = "gd", .steps = 2, .chunk = 1, .closed_form = true,
@@ -81,6 +81,7 @@ int mi_miras_config_set(mi_miras_config *c, const char *assignment)
     if (!strcmp(key, "algorithm")) return set_name(key, val, &c->algorithm, algorithm_name);
     if (!strcmp(key, "memory.depth")) return parse_int(key, val, &c->mlp_depth);
     if (!strcmp(key, "memory.expansion")) return parse_int(key, val, &c->mlp_expansion);
+    if (!strcmp(key, "memory.slots")) return parse_int(key, val, &c->slots);
     if (!strcmp(key, "p")) return parse_double(key, val, &c->p);
     if (!strcmp(key, "sign_sharpness")) return parse_double(key, val, &c->sign_sharpness);
     if (!strcmp(key, "abs_eps")) return parse_double(key, val, &c->abs_eps);
@@ -99,16 +100,18 @@ int mi_miras_config_set(mi_miras_config *c, const char *assignment)
         }
         return 0;
     }
-    if (!strcmp(key, "decay_first") || !strcmp(key, "closed_form")) {
+    if (!strcmp(key, "decay_first") || !strcmp(key, "closed_form") ||
+        !strcmp(key, "memory.slot_norm")) {
         bool v = !strcmp(val, "1") || !strcmp(val, "true");
         if (!v && strcmp(val, "0") && strcmp(val, "false")) {
             mi_error_set("config: %s must be true or false, got '%s'", key, val);
             return -1;
         }
-        *(key[0] == 'd' ? &c->decay_first : &c->closed_form) = v;
+        *(key[0] == 'd' ? &c->decay_first : key[0] == 'c' ? &c->closed_form : &c->slot_norm) = v;
         return 0;
     }
-    mi_error_set("config: unknown key '%s' (memory, memory.depth, memory.expansion, bias, p, "
+    mi_error_set("config: unknown key '%s' (memory, memory.depth, memory.expansion, "
+                 "memory.slots, memory.slot_norm, bias, p, "
                  "sign_sharpness, abs_eps, robust_delta, retention, q, lq_form, kl_scale, "
                  "l1_gamma, decay_first, algorithm, steps, chunk, closed_form)", key);
     return -1;
@@ -134,6 +137,13 @@ int mi_miras_init(mi_miras *m, const mi_miras_config *c)
     if (c->mlp_depth < 1 || c->mlp_expansion < 1)
         return mi_error_set("miras: MLP depth and expansion must be >= 1, got %d and %d",
                             c->mlp_depth, c->mlp_expansion), -1;
+    if (c->slots < 1)
+        return mi_error_set("miras: slots must be >= 1 (the lattice memory's number of memory "
+                            "slots m), got %d", c->slots), -1;
+    if (m->bias->encoding && !m->memory->encode)
+        return mi_error_set("miras: attentional bias '%s' is an encoding objective (it compares "
+                            "the memory's encoding of v with k) and needs a memory that encodes "
+                            "(lattice), not '%s'", m->bias->name, m->memory->name), -1;
     if (c->algorithm && m->algorithm == MI_ALGO_MULTISTEP && c->steps < 1)
         return mi_error_set("miras: multistep needs steps >= 1, got %d", c->steps), -1;
     if (!(c->kl_scale > 0)) return mi_error_set("miras: kl_scale must be > 0, got %g", c->kl_scale), -1;

@@ -35,6 +35,10 @@ typedef struct mi_miras_config {
     const char *memory;      /* "vector" | "matrix" | "mlp" */
     int mlp_depth;           /* layers of the MLP memory (default 2) */
     int mlp_expansion;       /* hidden = expansion · dk (default 4) */
+    int slots;               /* lattice: m, the number of memory slots; keys and queries
+                                then have dk = m (default 64; the paper gives no m) */
+    bool slot_norm;          /* lattice: φ, every slot read normalised (default true);
+                                false gives Lattice Remark A.2's linear memory */
     /* attentional bias */
     const char *bias;        /* "dot" | "l2" | "lp" | "huber" | "huber-norm" | "yaad" | "robust" */
     double p;                /* lp: the exponent (default 3) */
@@ -87,6 +91,13 @@ struct mi_memory_kind {
                 mi_tensor **g);
     /* Whether channel-wise gates ([N, T, dv]) can scale this memory's weights. */
     bool channel_gates;
+    /* Optional, for encoding objectives (a bias with .encoding): z = E_W(x),
+     * the memory read the other way, x [N, n, dv] → [N, n, dk] (Lattice Eq. 6:
+     * φ(S)ᵀ v), and its closed-form per-token gradients g[i] = ∂ℓ_t/∂W[i]
+     * given e = dℓ/dz [N, n, dk] (encode_grad NULL: autodiff). */
+    mi_tensor *(*encode)(const mi_miras_config *c, mi_tensor *const *w, mi_tensor *x);
+    int (*encode_grad)(const mi_miras_config *c, mi_tensor *const *w, mi_tensor *x, mi_tensor *e,
+                       mi_tensor **g);
 };
 
 struct mi_bias_kind {
@@ -97,6 +108,11 @@ struct mi_bias_kind {
     /* e = dℓ_t/dy [N, n, dv] in closed form (NULL: autodiff only). */
     mi_tensor *(*error)(const mi_miras_config *c, mi_tensor *y, mi_tensor *v, mi_tensor *delta);
     bool needs_delta;
+    /* An encoding objective ℓ(E_W(v_t); k_t) (Lattice Eq. 6 and 8): the memory
+     * encodes the value and the result is compared with the key, so loss and
+     * error above receive y = E_W(v_t) [N, n, dk] and k_t in place of v_t.
+     * Needs a memory with encode. */
+    bool encoding;
 };
 
 /* The retention gate keeps a state A from which the memory's weights are
@@ -134,7 +150,7 @@ typedef struct mi_miras {
 enum { MI_ALGO_GD, MI_ALGO_MOMENTUM, MI_ALGO_IMPLICIT, MI_ALGO_MULTISTEP };
 
 /* Resolves the names and checks the combination; -1 with a message naming
- * what is wrong (unknown component, p < 1, q ≤ 1, chunk < 1, …). */
+ * what is wrong (unknown component, p < 1, q ≤ 1, chunk < 1, slots < 1, …). */
 int mi_miras_init(mi_miras *m, const mi_miras_config *c);
 
 typedef struct mi_miras_gates {

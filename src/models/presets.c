@@ -37,6 +37,9 @@
  * - ttt-linear is DeltaNet's rule with TTT's learning rate (the table gives
  *   both the same components); TTT's inner LayerNorm and mini-batches are
  *   not modelled.
+ * - the lattice presets need keys and queries of dimension config slots (m,
+ *   default 64): a layer block must size its q/k projections to it, or set
+ *   slots to its head dimension.
  * Every preset has chunk 1 (the exact recurrence); the layer block sets b. */
 #include <string.h>
 
@@ -46,7 +49,8 @@
  * zeroed field would mean; the defaults are mi_miras_config_default()'s. */
 #define CONFIG(mem, bias_, ret, algo, decay_first_, steps_)                                 \
     {                                                                                       \
-        .memory = mem, .mlp_depth = 2, .mlp_expansion = 4, .bias = bias_, .p = 3,           \
+        .memory = mem, .mlp_depth = 2, .mlp_expansion = 4, .slots = 64, .slot_norm = true,  \
+        .bias = bias_, .p = 3,                                                              \
         .sign_sharpness = 100, .abs_eps = 1e-6, .robust_delta = 0.1, .retention = ret,      \
         .q = 4, .lq_form = MI_LQ_SPEC, .kl_scale = 1, .l1_gamma = 1e-3,                     \
         .decay_first = decay_first_, .algorithm = algo, .steps = steps_, .chunk = 1,        \
@@ -150,6 +154,32 @@ static const mi_preset presets[] = {
      .update = "W_t = c Softmax(alpha_t log W_{t-1} - eta_t grad l2(W_{t-1}; k_t, v_t))",
      .config = CONFIG("mlp", "l2", "kl", "gd", false, 2),
      .eta = HEAD(LR_DEEP), .alpha = HEAD(KEEP), .mu = UNUSED, .delta = UNUSED},
+    /* Lattice (Lattice §2, the orthogonal state recurrence, Eq. 10): m slots
+     * s_i (memory "lattice", S ∈ R^{d×m} stored as Sᵀ, dk = m = config slots),
+     * read y_t = φ(S_t) q_t; each slot takes only the part of the new
+     * information orthogonal to it, then is projected back onto the unit
+     * sphere (Eq. 11), after the forget gate α_t (Eq. 15): Table 2's final
+     * configuration. P(s) = I − s sᵀ/‖s‖², P_C(s) = s/‖s‖ per slot, η_t is the
+     * paper's γ_t, α_t its μ_t. The writing strength starts at the delta-rule
+     * family's σ(0) = 0.5 (the step is orthogonal and projected, so it stays
+     * bounded); the forget gate starts near 1 (KEEP). Decoding form, Eq. 4. */
+    {.name = "lattice-dec",
+     .update = "S_t = P_C(alpha_t S_{t-1} - eta_t e_t^T x_1 [P(s_1)/||s_1||, ..., "
+               "P(s_m)/||s_m||] . k_t^T), e_t = phi(S_{t-1}) k_t - v_t, y_t = phi(S_t) q_t",
+     .config = CONFIG("lattice", "lattice-dec", "sphere-forget", "gd", false, 2),
+     .eta = HEAD(BETA), .alpha = HEAD(KEEP), .mu = UNUSED, .delta = UNUSED},
+    /* Encoding form (Eq. 6–7): the code φ(S)ᵀ v_t regresses on k_t. */
+    {.name = "lattice-enc",
+     .update = "S_t = P_C(alpha_t S_{t-1} - eta_t v_t^T x_1 [P(s_1)/||s_1||, ..., "
+               "P(s_m)/||s_m||] . e_t^T), e_t = phi(S_{t-1})^T v_t - k_t, y_t = phi(S_t) q_t",
+     .config = CONFIG("lattice", "lattice-enc", "sphere-forget", "gd", false, 2),
+     .eta = HEAD(BETA), .alpha = HEAD(KEEP), .mu = UNUSED, .delta = UNUSED},
+    /* Similarity form (Eq. 8–9): maximise ⟨φ(S)ᵀ v_t, k_t⟩. */
+    {.name = "lattice-sim",
+     .update = "S_t = P_C(alpha_t S_{t-1} + eta_t v_t^T x_1 [P(s_1)/||s_1||, ..., "
+               "P(s_m)/||s_m||] . k_t^T), y_t = phi(S_t) q_t",
+     .config = CONFIG("lattice", "lattice-sim", "sphere-forget", "gd", false, 2),
+     .eta = HEAD(BETA), .alpha = HEAD(KEEP), .mu = UNUSED, .delta = UNUSED},
 };
 
 #define N_PRESETS ((int)(sizeof presets / sizeof presets[0]))

@@ -22,7 +22,9 @@
  * token's last step. With b = 1 a token's steps run one after the other,
  * each taking its gradient at the state the previous step left (the exact
  * rule: DeltaProduct's product of Householder factors); with b > 1 every
- * step of every token of the chunk takes its gradient at the chunk's start. */
+ * step of every token of the chunk takes its gradient at the chunk's start.
+ * An encoding objective (a bias with .encoding, Lattice Eq. 6 and 8) takes
+ * ℓ(E_W(v_t); k_t) in place of ℓ(M_W(k_t); v_t); the read is M_W(q_t). */
 #include <string.h>
 
 #include "models.h"
@@ -75,10 +77,17 @@ static int inner_gradients(const run *r, mi_tensor *const *w, mi_tensor *k, mi_t
 {
     const mi_miras *m = r->m;
     int64_t n = k->shape[1];
-    if (r->c->closed_form && m->memory->grad && m->bias->error) {
-        mi_tensor *y = m->memory->forward(r->c, w, k);
-        mi_tensor *e = m->bias->error(r->c, y, v, delta);
-        return e ? m->memory->grad(r->c, w, k, e, g) : -1;
+    /* an encoding objective ℓ(E_W(v_t); k_t) swaps the roles of k and v */
+    bool enc = m->bias->encoding;
+    mi_tensor *(*read)(const mi_miras_config *, mi_tensor *const *, mi_tensor *) =
+        enc ? m->memory->encode : m->memory->forward;
+    int (*grad)(const mi_miras_config *, mi_tensor *const *, mi_tensor *, mi_tensor *,
+                mi_tensor **) = enc ? m->memory->encode_grad : m->memory->grad;
+    mi_tensor *x = enc ? v : k, *target = enc ? k : v;
+    if (r->c->closed_form && grad && m->bias->error) {
+        mi_tensor *y = read(r->c, w, x);
+        mi_tensor *e = m->bias->error(r->c, y, target, delta);
+        return e ? grad(r->c, w, x, e, g) : -1;
     }
     /* The general path: ∂/∂W of Σ_t ℓ_t with one copy of W per token, so
      * each token's gradient lands in its own slot. Recording is forced on
@@ -97,7 +106,7 @@ static int inner_gradients(const run *r, mi_tensor *const *w, mi_tensor *k, mi_t
         if (!wt[i]) rc = -1;
         else if (!wt[i]->requires_grad) wt[i]->requires_grad = true; /* a fresh leaf */
     }
-    mi_tensor *loss = rc ? NULL : mi_sum(m->bias->loss(r->c, m->memory->forward(r->c, wt, k), v, delta), MI_ALL, false);
+    mi_tensor *loss = rc ? NULL : mi_sum(m->bias->loss(r->c, read(r->c, wt, x), target, delta), MI_ALL, false);
     rc = loss ? mi_grad(&loss, NULL, 1, wt, r->nw, outer, g) : -1;
     mi_set_grad_enabled(outer);
     return rc;
