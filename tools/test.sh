@@ -15,6 +15,11 @@ run_suites() {
   done
   echo "== examples/quickstart ($dir)"
   "$dir/examples/quickstart" | tail -n 1 || status=1
+  for t in "$dir"/examples/tutorial_*; do
+    [ -f "$t" ] && [ -x "$t" ] || continue
+    echo "== examples/$(basename "$t") ($dir)"
+    "$t" | tail -n 1 || status=1
+  done
   echo "== miras-gradcheck --ops ($dir)"
   "$dir/tools/miras-gradcheck" --ops | tail -n 1 || status=1
   echo "== miras-gradcheck --models ($dir)"

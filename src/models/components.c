@@ -16,6 +16,7 @@ DECLARE(mi_bias_kind, mi_bias_huber)
 DECLARE(mi_bias_kind, mi_bias_huber_norm)
 DECLARE(mi_bias_kind, mi_bias_yaad)
 DECLARE(mi_bias_kind, mi_bias_robust)
+DECLARE(mi_bias_kind, mi_bias_logcosh)
 DECLARE(mi_retention_kind, mi_retention_none)
 DECLARE(mi_retention_kind, mi_retention_l2)
 DECLARE(mi_retention_kind, mi_retention_kl)
@@ -36,7 +37,7 @@ static const mi_memory_kind *const memories[] = {&mi_memory_vector, &mi_memory_m
 static const mi_bias_kind *const biases[] = {&mi_bias_dot,   &mi_bias_l2,         &mi_bias_lp,
                                              &mi_bias_huber, &mi_bias_huber_norm, &mi_bias_yaad,
                                              &mi_bias_robust, &mi_bias_lattice_dec,
-                                             &mi_bias_lattice_enc, &mi_bias_lattice_sim};
+                                             &mi_bias_lattice_enc, &mi_bias_lattice_sim, &mi_bias_logcosh};
 static const mi_retention_kind *const retentions[] = {
     &mi_retention_none, &mi_retention_l2,           &mi_retention_kl,     &mi_retention_lq,
     &mi_retention_elastic, &mi_retention_elastic_ftrl, &mi_retention_bregman,

@@ -192,4 +192,77 @@ typedef struct mi_preset {
 const mi_preset *mi_preset_find(const char *name);
 const mi_preset *mi_preset_at(int i);
 
+/* ---------------------------------------------------------------- the layer block
+ * The MIRAS layer of the papers (MIRAS "Architecture Backbone and Fast
+ * Training"; Titans §4.4; Gated DeltaNet §3.3), block.c: x [B, T, d_model] →
+ *
+ *   q, k, v  = ℓ2norm(SiLU(conv4(x W_q))), ℓ2norm(SiLU(conv4(x W_k))), SiLU(conv4(x W_v))
+ *              per head (ℓ2 over head_dim; conv4 a causal depthwise conv)
+ *   gate g_t = act((x_t D_g) U_g + b_g)   low rank: d_model → rank → heads (HEAD)
+ *              or heads·head_dim (CHANNEL); η, μ: sigmoid; α = 1 − sigmoid; δ: softplus
+ *   o        = mi_miras_forward over N = B·heads sequences, W_0 learnable per head
+ *   y        = (RMSNorm(o) ⊙ w_norm ⊙ SiLU(x W_g)) W_out
+ *
+ * Parameters live in the scope given to init, f32 or f64, requires_grad;
+ * mi_miras_block_params lists them by name (for optimizers and checkpoints). */
+#define MI_BLOCK_MAX_PARAMS 32
+
+typedef struct mi_miras_block_config {
+    int64_t d_model, heads;
+    int64_t head_dim;      /* 0: d_model / heads (then heads must divide d_model) */
+    int conv_kernel;       /* depthwise causal conv width (default 4) */
+    int gate_rank;         /* rank of the gate projections (default 32) */
+    double qk_eps;         /* ℓ2 normalisation of q, k: x / √(Σx² + eps) (default 1e-6) */
+    double norm_eps;       /* output RMSNorm (default 1e-6) */
+    double out_scale;      /* W_out ~ N(0, out_scale² / (heads·head_dim)) (default 1) */
+    mi_miras_config miras; /* the memory: four components and the training form (chunk) */
+    mi_gate_spec eta, alpha, mu, delta;  /* value: CONST's value, or the initial level */
+    bool key_is_one_minus_alpha;         /* HGRN2: k_t = 1 − α_t */
+} mi_miras_block_config;
+
+/* Defaults for a block around `miras` (NULL: mi_miras_config_default()):
+ * the gates the components use are data-dependent per head at DESIGN §5's
+ * levels: η 0.02, α 0.998 (retention with a decay), μ 0.9 (momentum),
+ * δ 1 (biases with a threshold); the others are UNUSED. */
+mi_miras_block_config mi_miras_block_config_default(int64_t d_model, int64_t heads,
+                                                    const mi_miras_config *miras);
+/* Takes the memory config, gate specs and key_is_one_minus_alpha from a
+ * preset (mi_preset_find); -1 with a message if there is no such preset. */
+int mi_miras_block_config_preset(mi_miras_block_config *c, const char *preset);
+
+enum { MI_BLOCK_ETA, MI_BLOCK_ALPHA, MI_BLOCK_MU, MI_BLOCK_DELTA, MI_BLOCK_GATES };
+
+typedef struct mi_miras_block {
+    mi_miras_block_config config;
+    mi_miras miras;
+    int64_t head_dim;
+    int steps;                             /* writes per token (multistep), else 1 */
+    mi_tensor *w_q, *w_k, *w_v;            /* [d_model, H·hd], k and v: [d_model, steps·H·hd] */
+    mi_tensor *conv_q, *conv_k, *conv_v;   /* [channels, conv_kernel] */
+    /* per gate (MI_BLOCK_ETA, …), NULL unless data-dependent: D [d_model, rank],
+     * U [rank, width], b [width] */
+    mi_tensor *gate_down[MI_BLOCK_GATES], *gate_up[MI_BLOCK_GATES], *gate_bias[MI_BLOCK_GATES];
+    mi_tensor *norm_weight;                /* [head_dim] */
+    mi_tensor *w_gate;                     /* [d_model, H·hd] */
+    mi_tensor *w_out;                      /* [H·hd, d_model] */
+    int n_w0;
+    mi_tensor *w0[MI_MEMORY_MAX_WEIGHTS];  /* [heads, …memory->shapes…] */
+    int n_params;
+    mi_named_tensor params[MI_BLOCK_MAX_PARAMS];
+} mi_miras_block;
+
+/* Checks the configuration and creates the parameters in `scope` (dtype
+ * MI_F32 or MI_F64), drawn deterministically from rng. 0, or -1 with a
+ * message (heads not dividing d_model, rank < 1, a gate the components need
+ * left UNUSED, …). */
+int mi_miras_block_init(mi_miras_block *b, const mi_miras_block_config *c, mi_dtype dt,
+                        mi_rng *rng, mi_scope *scope);
+/* mi_miras_block_config_default + mi_miras_block_config_preset + init. */
+int mi_miras_block_init_preset(mi_miras_block *b, const char *preset, int64_t d_model,
+                               int64_t heads, mi_dtype dt, mi_rng *rng, mi_scope *scope);
+/* The parameters as (name, tensor) pairs, in a fixed order; *count set. */
+const mi_named_tensor *mi_miras_block_params(const mi_miras_block *b, int *count);
+/* x [B, T, d_model] → [B, T, d_model], in the current scope, recorded. */
+mi_tensor *mi_miras_block_forward(const mi_miras_block *b, mi_tensor *x);
+
 #endif

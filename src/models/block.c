@@ -1,0 +1,407 @@
+/* The MIRAS layer block (MIRAS "Architecture Backbone and Fast Training";
+ * Titans §4.4 and Gated DeltaNet §3.3, which it follows). For x [B, T, D]
+ * (D = d_model), H heads of width hd, S writes per token (DeltaProduct's
+ * multistep, else 1):
+ *
+ *   q_t = ℓ2norm(SiLU(conv(x W_q)))_t        W_q [D, H·hd]
+ *   k_t = ℓ2norm(SiLU(conv(x W_k)))_t        W_k [D, S·H·hd]   (HGRN2: k_t = 1 − α_t)
+ *   v_t = SiLU(conv(x W_v))_t                W_v [D, S·H·hd]
+ *     conv: causal depthwise, kernel 4 (mi_conv1d_causal), the paper's "1D
+ *     depthwise-separable convolution after each of the query, key and
+ *     value projections"; ℓ2norm per head over hd (mi_l2_normalize)
+ *   g_t = act((x_t D_g) U_g + b_g)           low rank D → r → H (HEAD) or H·hd (CHANNEL)
+ *     η_t = σ(·) ∈ (0,1)   α_t = 1 − σ(·) (the kept fraction)   μ_t = σ(·)
+ *     δ_t = softplus(·) > 0     (MIRAS "Channel-wise Parameters", RWKV-7's low rank)
+ *   o   = mi_miras_forward(q, k, v, gates, W_0) over N = B·H sequences
+ *   y   = (RMSNorm(o) ⊙ w_norm ⊙ SiLU(x W_g)) W_out
+ *     per-head RMSNorm over hd with a learnable [hd] weight; the output gate
+ *     is Gated DeltaNet's / Titans' SiLU(x W_g) (the paper's "normalized and
+ *     gated with a linear layer"), not the spec §2.5 blend σ(·)y + (1 − σ(·))x:
+ *     the block is a mixer whose output joins the residual stream outside it.
+ *
+ * Layout. Head h of batch b is sequence n = b·H + h. With S > 1 the S keys,
+ * values and gates of token t are positions t·S + s (what mi_miras_forward
+ * takes for multistep); α is given at each token's first step and 1 at the
+ * others (one decay per token, DeltaProduct).
+ *
+ * Initialisation, in this order from the rng: W_q, W_k, W_v ~ N(0, 1/D);
+ * conv taps: the current token's 1, the earlier ones N(0, 0.1²) (near the
+ * identity, so q, k, v start as their projections); per data-dependent gate
+ * D_g ~ N(0, 1/D), U_g ~ N(0, 0.1²/r), b_g = act⁻¹(level) so the gate starts
+ * at the level its spec gives (DESIGN §5: η 0.02, α 0.998) give or take
+ * ~0.1 in logit; w_norm = 1; W_g ~ N(0, 1/D); W_out ~ N(0, out_scale²/(H·hd));
+ * W_0: the memory's own init, once per head, stacked to [H, …] (a zero
+ * W_0 under ℓq retention, where the normalisation has no derivative, is
+ * replaced by N(0, 0.01²)). CONST gates are constants, not parameters; a
+ * gate the components do not use gets no parameters whatever its spec. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "models.h"
+
+static const char *const gate_names[MI_BLOCK_GATES] = {"eta", "alpha", "mu", "delta"};
+
+mi_miras_block_config mi_miras_block_config_default(int64_t d_model, int64_t heads,
+                                                    const mi_miras_config *miras)
+{
+    mi_miras_block_config c = {
+        .d_model = d_model, .heads = heads, .head_dim = 0, .conv_kernel = 4, .gate_rank = 32,
+        .qk_eps = 1e-6, .norm_eps = 1e-6, .out_scale = 1,
+        .miras = miras ? *miras : mi_miras_config_default(),
+        .eta = {MI_GATE_HEAD, 0.02},
+    };
+    const mi_retention_kind *ret = mi_retention_find(c.miras.retention);
+    const mi_bias_kind *bias = mi_bias_find(c.miras.bias);
+    if (ret && ret->uses_alpha) c.alpha = (mi_gate_spec){MI_GATE_HEAD, 0.998};
+    if (c.miras.algorithm && !strcmp(c.miras.algorithm, "momentum"))
+        c.mu = (mi_gate_spec){MI_GATE_HEAD, 0.9};
+    if (bias && bias->needs_delta) c.delta = (mi_gate_spec){MI_GATE_HEAD, 1.0};
+    return c;
+}
+
+int mi_miras_block_config_preset(mi_miras_block_config *c, const char *preset)
+{
+    const char *name = preset ? preset : "(null)";
+    const mi_preset *p = mi_preset_find(preset);
+    if (!p) {
+        char known[512] = "";
+        size_t used = 0;
+        for (int i = 0; mi_preset_at(i) && used < sizeof known; i++)
+            used += (size_t)snprintf(known + used, sizeof known - used, "%s%s", i ? ", " : "",
+                                     mi_preset_at(i)->name);
+        mi_error_set("miras block: unknown preset '%s' (known: %s)", name, known);
+        return -1;
+    }
+    c->miras = p->config;
+    c->eta = p->eta;
+    c->alpha = p->alpha;
+    c->mu = p->mu;
+    c->delta = p->delta;
+    c->key_is_one_minus_alpha = p->key_is_one_minus_alpha;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- checks */
+
+/* Which gates the components read: η always, α for a decay (or HGRN2's
+ * key), μ for momentum, δ for a thresholded bias. */
+static void gates_needed(const mi_miras *m, const mi_miras_block_config *c, bool *need)
+{
+    need[MI_BLOCK_ETA] = true;
+    need[MI_BLOCK_ALPHA] = m->retention->uses_alpha || c->key_is_one_minus_alpha;
+    need[MI_BLOCK_MU] = m->algorithm == MI_ALGO_MOMENTUM;
+    need[MI_BLOCK_DELTA] = m->bias->needs_delta;
+}
+
+static int check_gate(const mi_miras *m, int i, mi_gate_spec s)
+{
+    const char *g = gate_names[i];
+    if (s.kind == MI_GATE_UNUSED) {
+        mi_error_set("miras block: gate %s is needed by %s/%s/%s/%s but its spec is UNUSED", g,
+                     m->memory->name, m->bias->name, m->retention->name, m->config.algorithm);
+        return -1;
+    }
+    if (s.kind != MI_GATE_CONST && s.kind != MI_GATE_HEAD && s.kind != MI_GATE_CHANNEL) {
+        mi_error_set("miras block: gate %s has an unknown kind %d", g, (int)s.kind);
+        return -1;
+    }
+    if (s.kind == MI_GATE_CHANNEL && i != MI_BLOCK_DELTA && !m->memory->channel_gates) {
+        mi_error_set("miras block: memory '%s' takes one %s per head: use HEAD, not CHANNEL",
+                     m->memory->name, g);
+        return -1;
+    }
+    if (s.kind == MI_GATE_CONST) return isfinite(s.value) ? 0 : (mi_error_set("miras block: "
+                                     "gate %s: constant %g is not finite", g, s.value), -1);
+    bool ok = i == MI_BLOCK_DELTA ? s.value > 0 : s.value > 0 && s.value < 1;
+    if (!ok) {
+        mi_error_set("miras block: gate %s starts at %g, which its activation cannot reach "
+                     "(%s)", g, s.value, i == MI_BLOCK_DELTA ? "softplus: > 0" : "in (0, 1)");
+        return -1;
+    }
+    return 0;
+}
+
+static int check_config(const mi_miras_block_config *c, mi_dtype dt)
+{
+    if (dt != MI_F32 && dt != MI_F64)
+        return mi_error_set("miras block: parameters must be f32 or f64, not %s",
+                            mi_dtype_name(dt)), -1;
+    if (c->d_model < 1 || c->heads < 1 || c->head_dim < 0)
+        return mi_error_set("miras block: d_model and heads must be >= 1 and head_dim >= 0, got "
+                            "%lld, %lld, %lld", (long long)c->d_model, (long long)c->heads,
+                            (long long)c->head_dim), -1;
+    if (c->head_dim == 0 && c->d_model % c->heads)
+        return mi_error_set("miras block: heads (%lld) must divide d_model (%lld) when head_dim "
+                            "is left to default to d_model / heads", (long long)c->heads,
+                            (long long)c->d_model), -1;
+    if (c->gate_rank < 1)
+        return mi_error_set("miras block: gate_rank must be >= 1, got %d", c->gate_rank), -1;
+    if (c->conv_kernel < 1)
+        return mi_error_set("miras block: conv_kernel must be >= 1, got %d", c->conv_kernel), -1;
+    if (!(c->qk_eps > 0) || !(c->norm_eps > 0) || !(c->out_scale >= 0))
+        return mi_error_set("miras block: qk_eps and norm_eps must be > 0 and out_scale >= 0"), -1;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- parameters */
+
+static mi_tensor *param(mi_miras_block *b, const char *name, mi_tensor *t)
+{
+    if (!t) return NULL;
+    if (b->n_params >= MI_BLOCK_MAX_PARAMS) {
+        mi_error_set("miras block: more than %d parameters", MI_BLOCK_MAX_PARAMS);
+        return NULL;
+    }
+    t->name = name;
+    mi_requires_grad(t, true);
+    b->params[b->n_params++] = (mi_named_tensor){name, t};
+    return t;
+}
+
+/* Causal depthwise conv weights [channels, K]: 1 at the current token (tap
+ * K − 1), N(0, 0.1²) at the earlier ones. */
+static mi_tensor *conv_init(mi_rng *rng, mi_dtype dt, int64_t channels, int k)
+{
+    mi_tensor *w = mi_randn(rng, dt, MI_SHAPE(channels, k), 0, 0.1);
+    for (int64_t c = 0; w && c < channels; c++) mi_set(w, c * k + k - 1, 1.0);
+    return w;
+}
+
+/* The pre-activation at which each gate's activation gives `level`. */
+static double gate_bias_level(int i, double level)
+{
+    switch (i) {
+    case MI_BLOCK_ALPHA: return log((1 - level) / level);  /* 1 − σ(z) = level */
+    case MI_BLOCK_DELTA: return log(expm1(level));         /* softplus(z) = level */
+    default: return log(level / (1 - level));              /* σ(z) = level */
+    }
+}
+
+/* W_0 for every head: the memory's init once per head, [H, …]. */
+static int init_w0(mi_miras_block *b, mi_dtype dt, mi_rng *rng, mi_scope *scope)
+{
+    static const char *const names[MI_MEMORY_MAX_WEIGHTS] = {
+        "memory.w0.0", "memory.w0.1", "memory.w0.2", "memory.w0.3",
+        "memory.w0.4", "memory.w0.5", "memory.w0.6", "memory.w0.7"};
+    const mi_miras *m = &b->miras;
+    int64_t H = b->config.heads, hd = b->head_dim;
+    mi_scope *tmp = mi_scope_new("miras-block-init");
+    if (!tmp) return mi_error_set("miras block: out of memory"), -1;
+    mi_scope_enter(tmp);
+    /* per_head[i·H + h]: weight i of head h */
+    mi_tensor **per_head = mi_scope_alloc(tmp, sizeof(mi_tensor *) * (size_t)(H * b->n_w0));
+    mi_tensor *w[MI_MEMORY_MAX_WEIGHTS];
+    int rc = per_head ? 0 : (mi_error_set("miras block: out of memory"), -1);
+    bool lq = !strcmp(m->retention->name, "lq");
+    for (int64_t h = 0; h < H && rc == 0; h++) {
+        if (m->memory->init(&m->config, hd, hd, rng, dt, w) != 0) rc = -1;
+        for (int i = 0; i < b->n_w0 && rc == 0; i++) {
+            bool zero = true;
+            for (int64_t e = 0; e < w[i]->numel && zero; e++) zero = mi_get(w[i], e) == 0;
+            if (lq && zero) w[i] = mi_randn(rng, dt, w[i]->rank, w[i]->shape, 0, 0.01);
+            if (!(per_head[i * H + h] = w[i])) rc = -1;
+        }
+    }
+    mi_scope_leave();
+    mi_scope_enter(scope);
+    for (int i = 0; i < b->n_w0 && rc == 0; i++)
+        if (!(b->w0[i] = param(b, names[i], mi_stack(per_head + i * H, (int)H, 0)))) rc = -1;
+    mi_scope_leave();
+    mi_scope_free(tmp);
+    return rc;
+}
+
+int mi_miras_block_init(mi_miras_block *b, const mi_miras_block_config *c, mi_dtype dt,
+                        mi_rng *rng, mi_scope *scope)
+{
+    if (!b || !c || !rng || !scope)
+        return mi_error_set("miras block: NULL block, config, rng or scope"), -1;
+    memset(b, 0, sizeof *b);
+    if (check_config(c, dt) != 0) return -1;
+    b->config = *c;
+    if (mi_miras_init(&b->miras, &c->miras) != 0) return mi_error_prefix("miras block"), -1;
+    const mi_miras *m = &b->miras;
+    int64_t D = c->d_model, H = c->heads;
+    int64_t hd = b->head_dim = c->head_dim ? c->head_dim : D / H;
+    int S = b->steps = m->algorithm == MI_ALGO_MULTISTEP ? c->miras.steps : 1;
+    if (c->key_is_one_minus_alpha && S > 1)
+        return mi_error_set("miras block: key_is_one_minus_alpha (HGRN2) needs one write per "
+                            "token, not multistep"), -1;
+    int ranks[MI_MEMORY_MAX_WEIGHTS];
+    int64_t shapes[MI_MEMORY_MAX_WEIGHTS][MI_MAX_RANK];
+    if (m->memory->shapes(&m->config, hd, hd, &b->n_w0, ranks, shapes) != 0)
+        return mi_error_prefix("miras block"), -1;
+    bool need[MI_BLOCK_GATES];
+    gates_needed(m, c, need);
+    const mi_gate_spec *spec[MI_BLOCK_GATES] = {&c->eta, &c->alpha, &c->mu, &c->delta};
+    for (int i = 0; i < MI_BLOCK_GATES; i++)
+        if (need[i] && check_gate(m, i, *spec[i]) != 0) return -1;
+
+    static const char *const names[MI_BLOCK_GATES][3] = {
+        {"eta_down", "eta_up", "eta_bias"}, {"alpha_down", "alpha_up", "alpha_bias"},
+        {"mu_down", "mu_up", "mu_bias"}, {"delta_down", "delta_up", "delta_bias"}};
+    double sd = 1 / sqrt((double)D);
+    int64_t inner = H * hd, r = c->gate_rank;
+    int rc = 0;
+    mi_scope_enter(scope);
+    b->w_q = param(b, "q_proj", mi_randn(rng, dt, MI_SHAPE(D, inner), 0, sd));
+    if (!c->key_is_one_minus_alpha)
+        b->w_k = param(b, "k_proj", mi_randn(rng, dt, MI_SHAPE(D, S * inner), 0, sd));
+    b->w_v = param(b, "v_proj", mi_randn(rng, dt, MI_SHAPE(D, S * inner), 0, sd));
+    b->conv_q = param(b, "q_conv", conv_init(rng, dt, inner, c->conv_kernel));
+    if (!c->key_is_one_minus_alpha)
+        b->conv_k = param(b, "k_conv", conv_init(rng, dt, S * inner, c->conv_kernel));
+    b->conv_v = param(b, "v_conv", conv_init(rng, dt, S * inner, c->conv_kernel));
+    if (!b->w_q || !b->w_v || !b->conv_q || !b->conv_v ||
+        (!c->key_is_one_minus_alpha && (!b->w_k || !b->conv_k)))
+        rc = -1;
+    for (int i = 0; i < MI_BLOCK_GATES && rc == 0; i++) {
+        mi_gate_spec s = *spec[i];
+        if (!need[i] || s.kind == MI_GATE_CONST) continue;
+        int64_t width = (i == MI_BLOCK_ALPHA ? 1 : S) * H * (s.kind == MI_GATE_CHANNEL ? hd : 1);
+        b->gate_down[i] = param(b, names[i][0], mi_randn(rng, dt, MI_SHAPE(D, r), 0, sd));
+        b->gate_up[i] = param(b, names[i][1],
+                              mi_randn(rng, dt, MI_SHAPE(r, width), 0, 0.1 / sqrt((double)r)));
+        b->gate_bias[i] = param(b, names[i][2],
+                                mi_full(dt, MI_SHAPE(width), gate_bias_level(i, s.value)));
+        if (!b->gate_down[i] || !b->gate_up[i] || !b->gate_bias[i]) rc = -1;
+    }
+    if (rc == 0) {
+        b->norm_weight = param(b, "out_norm", mi_ones(dt, MI_SHAPE(hd)));
+        b->w_gate = param(b, "gate_proj", mi_randn(rng, dt, MI_SHAPE(D, inner), 0, sd));
+        b->w_out = param(b, "out_proj", mi_randn(rng, dt, MI_SHAPE(inner, D), 0,
+                                                 c->out_scale / sqrt((double)inner)));
+        if (!b->norm_weight || !b->w_gate || !b->w_out) rc = -1;
+    }
+    mi_scope_leave();
+    if (rc == 0) rc = init_w0(b, dt, rng, scope);
+    return rc;
+}
+
+int mi_miras_block_init_preset(mi_miras_block *b, const char *preset, int64_t d_model,
+                               int64_t heads, mi_dtype dt, mi_rng *rng, mi_scope *scope)
+{
+    mi_miras_block_config c = mi_miras_block_config_default(d_model, heads, NULL);
+    if (mi_miras_block_config_preset(&c, preset) != 0) return -1;
+    return mi_miras_block_init(b, &c, dt, rng, scope);
+}
+
+const mi_named_tensor *mi_miras_block_params(const mi_miras_block *b, int *count)
+{
+    if (count) *count = b ? b->n_params : 0;
+    return b ? b->params : NULL;
+}
+
+/* ---------------------------------------------------------------- forward */
+
+/* [B, T, S·H·c] → [B·H, T·S, c] ([B·H, T·S] when !keep_c): position t·S + s
+ * is step s of token t, sequence b·H + h is head h of batch b. */
+static mi_tensor *to_heads(mi_tensor *t, int64_t B, int64_t T, int S, int64_t H, int64_t c,
+                           bool keep_c)
+{
+    mi_tensor *r = mi_reshape(t, MI_SHAPE(B, T, S, H, c));
+    r = mi_permute(r, (const int[]){0, 3, 1, 2, 4});
+    return keep_c ? mi_reshape(r, MI_SHAPE(B * H, T * S, c)) : mi_reshape(r, MI_SHAPE(B * H, T * S));
+}
+
+/* SiLU(conv(x W)): a projection, its causal depthwise conv, the activation. */
+static mi_tensor *branch(mi_tensor *x, mi_tensor *w, mi_tensor *conv)
+{
+    return mi_silu(mi_conv1d_causal(mi_matmul(x, w), conv));
+}
+
+/* One gate, [N, T·S_g] or [N, T·S_g, hd]. */
+static mi_tensor *gate(const mi_miras_block *b, int i, mi_gate_spec s, mi_tensor *x, int S_g)
+{
+    int64_t B = x->shape[0], T = x->shape[1], H = b->config.heads, hd = b->head_dim;
+    if (s.kind == MI_GATE_CONST) return mi_full(x->dtype, MI_SHAPE(B * H, T * S_g), s.value);
+    mi_tensor *pre = mi_add(mi_matmul(mi_matmul(x, b->gate_down[i]), b->gate_up[i]),
+                            b->gate_bias[i]);
+    mi_tensor *g = i == MI_BLOCK_ALPHA ? mi_sigmoid(mi_neg(pre))  /* α = 1 − σ(z) = σ(−z) */
+                 : i == MI_BLOCK_DELTA ? mi_softplus(pre)
+                                       : mi_sigmoid(pre);
+    bool channel = s.kind == MI_GATE_CHANNEL;
+    return to_heads(g, B, T, S_g, H, channel ? hd : 1, channel);
+}
+
+/* α per token [N, T(, hd)] → [N, T·S(, hd)]: α at each token's first step, 1 after. */
+static mi_tensor *first_step_only(mi_tensor *a, int S)
+{
+    if (!a || S == 1) return a;
+    mi_tensor *a1 = mi_unsqueeze(a, 2);
+    if (!a1) return NULL;
+    int64_t shape[MI_MAX_RANK];
+    memcpy(shape, a1->shape, sizeof shape);
+    shape[2] = S - 1;
+    mi_tensor *cat = mi_concat((mi_tensor *[]){a1, mi_ones(a->dtype, a1->rank, shape)}, 2, 2);
+    int64_t out[MI_MAX_RANK] = {a->shape[0], a->shape[1] * S, a->rank == 3 ? a->shape[2] : 0};
+    return mi_reshape(cat, a->rank, out);
+}
+
+mi_tensor *mi_miras_block_forward(const mi_miras_block *b, mi_tensor *x)
+{
+    if (!b || !x) {
+        mi_error_set("miras block: NULL block or input");
+        return NULL;
+    }
+    const mi_miras_block_config *c = &b->config;
+    if (x->rank != 3 || x->shape[2] != c->d_model || x->dtype != b->w_q->dtype) {
+        char s[96];
+        mi_error_set("miras block: x is %s %s; expected %s [B, T, %lld]",
+                     mi_dtype_name(x->dtype), mi_shape_str(s, sizeof s, x->rank, x->shape),
+                     mi_dtype_name(b->w_q->dtype), (long long)c->d_model);
+        return NULL;
+    }
+    int64_t B = x->shape[0], T = x->shape[1], H = c->heads, hd = b->head_dim, N = B * H;
+    int S = b->steps;
+    bool need[MI_BLOCK_GATES];
+    gates_needed(&b->miras, c, need);
+    const mi_gate_spec spec[MI_BLOCK_GATES] = {c->eta, c->alpha, c->mu, c->delta};
+    mi_tensor *g[MI_BLOCK_GATES] = {NULL};
+    for (int i = 0; i < MI_BLOCK_GATES; i++)
+        if (need[i]) {
+            g[i] = gate(b, i, spec[i], x, i == MI_BLOCK_ALPHA ? 1 : S);
+            if (i == MI_BLOCK_ALPHA) g[i] = first_step_only(g[i], S);
+            if (!g[i]) return NULL;
+        }
+
+    mi_tensor *q = mi_l2_normalize(to_heads(branch(x, b->w_q, b->conv_q), B, T, 1, H, hd, true),
+                                   c->qk_eps);
+    mi_tensor *v = to_heads(branch(x, b->w_v, b->conv_v), B, T, S, H, hd, true);
+    mi_tensor *k;
+    if (c->key_is_one_minus_alpha) {
+        /* HGRN2: k_t = 1 − α_t (a per-head α is spread over the channels) */
+        mi_tensor *a = g[MI_BLOCK_ALPHA]->rank == 2 ? mi_unsqueeze(g[MI_BLOCK_ALPHA], -1)
+                                                     : g[MI_BLOCK_ALPHA];
+        k = mi_broadcast_to(mi_add_scalar(mi_neg(a), 1.0), MI_SHAPE(N, T, hd));
+    } else {
+        k = mi_l2_normalize(to_heads(branch(x, b->w_k, b->conv_k), B, T, S, H, hd, true),
+                            c->qk_eps);
+    }
+
+    /* W_0 [H, …] → [B·H, …] (the same initial memory for every batch row) */
+    mi_tensor *w0[MI_MEMORY_MAX_WEIGHTS];
+    for (int i = 0; i < b->n_w0; i++) {
+        mi_tensor *w = b->w0[i];
+        int64_t one[MI_MAX_RANK] = {1}, full[MI_MAX_RANK] = {B}, flat[MI_MAX_RANK] = {N};
+        memcpy(one + 1, w->shape, sizeof(int64_t) * (size_t)w->rank);
+        memcpy(full + 1, w->shape, sizeof(int64_t) * (size_t)w->rank);
+        memcpy(flat + 1, w->shape + 1, sizeof(int64_t) * (size_t)(w->rank - 1));
+        w0[i] = mi_reshape(mi_broadcast_to(mi_reshape(w, w->rank + 1, one), w->rank + 1, full),
+                           w->rank, flat);
+        if (!w0[i]) return NULL;
+    }
+    mi_miras_gates gates = {.eta = g[MI_BLOCK_ETA], .alpha = g[MI_BLOCK_ALPHA],
+                            .mu = g[MI_BLOCK_MU], .delta = g[MI_BLOCK_DELTA]};
+    mi_tensor *o = mi_miras_forward(&b->miras, q, k, v, &gates, w0, NULL);  /* [N, T, hd] */
+
+    /* per-head RMSNorm, heads back together, output gate, projection */
+    o = mi_mul(mi_rms_norm(o, c->norm_eps), b->norm_weight);
+    o = mi_reshape(mi_permute(mi_reshape(o, MI_SHAPE(B, H, T, hd)), (const int[]){0, 2, 1, 3}),
+                   MI_SHAPE(B, T, H * hd));
+    o = mi_mul(o, mi_silu(mi_matmul(x, b->w_gate)));
+    mi_tensor *y = mi_matmul(o, b->w_out);
+    if (!y) mi_error_prefix("miras block");
+    return y;
+}

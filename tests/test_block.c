@@ -1,0 +1,530 @@
+/* The MIRAS layer block: shapes for every memory kind, the block against a
+ * plain-loop reference of the whole layer (projections, conv, ℓ2 norm, gates,
+ * recurrence, RMSNorm, output gate, projection; single and multistep),
+ * gradcheck of the block w.r.t. x and every parameter, causality, the gate
+ * biases' initial levels, and bad configurations. */
+#include <string.h>
+
+#include "harness.h"
+
+enum { BT = 2, TT = 5, DM = 4, HEADS = 2, RANK = 2 };
+
+/* A block config on top of the given components, gates data-dependent per
+ * head at mid-range levels (so the inner loop matters in the checks). */
+static mi_miras_block_config tiny_config(const char *memory, const char *bias,
+                                         const char *retention, const char *algorithm)
+{
+    mi_miras_config m = mi_miras_config_default();
+    m.memory = memory;
+    m.bias = bias;
+    m.retention = retention;
+    m.algorithm = algorithm;
+    mi_miras_block_config c = mi_miras_block_config_default(DM, HEADS, &m);
+    c.gate_rank = RANK;
+    if (c.eta.kind) c.eta.value = strcmp(memory, "mlp") ? 0.5 : 0.2;
+    if (c.alpha.kind) c.alpha.value = 0.9;
+    if (c.mu.kind) c.mu.value = 0.6;
+    return c;
+}
+
+static void make_block(mi_miras_block *b, const mi_miras_block_config *c, mi_dtype dt,
+                       uint64_t seed)
+{
+    mi_rng r;
+    mi_rng_seed(&r, seed);
+    ck_assert_msg(mi_miras_block_init(b, c, dt, &r, test_scope) == 0, "%s", mi_error());
+}
+
+static mi_tensor *input(uint64_t seed, mi_dtype dt, int64_t B, int64_t T)
+{
+    mi_rng r;
+    mi_rng_seed(&r, seed);
+    return mi_randn(&r, dt, MI_SHAPE(B, T, DM), 0, 1);
+}
+
+/* ---------------------------------------------------------------- shapes */
+
+START_TEST(shapes_for_each_memory_kind)
+{
+    const char *memories[] = {"vector", "matrix", "mlp"};
+    for (int i = 0; i < 3; i++)
+        for (int dt = 0; dt < 2; dt++) {
+            mi_miras_block_config c = tiny_config(memories[i], "l2", "l2", "gd");
+            c.miras.chunk = 2;
+            mi_miras_block b;
+            make_block(&b, &c, dt ? MI_F64 : MI_F32, 1);
+            mi_tensor *y = mi_miras_block_forward(&b, input(2, dt ? MI_F64 : MI_F32, 3, 7));
+            ck_assert_msg(y != NULL, "%s: %s", memories[i], mi_error());
+            ck_assert_int_eq(y->rank, 3);
+            ck_assert(y->shape[0] == 3 && y->shape[1] == 7 && y->shape[2] == DM);
+            for (int64_t e = 0; e < y->numel; e++) ck_assert(isfinite(mi_get(y, e)));
+            /* W_0: one per head, the memory's shapes behind [heads] */
+            int n, ranks[MI_MEMORY_MAX_WEIGHTS];
+            int64_t shapes[MI_MEMORY_MAX_WEIGHTS][MI_MAX_RANK];
+            ck_assert_int_eq(b.miras.memory->shapes(&b.miras.config, 2, 2, &n, ranks, shapes), 0);
+            ck_assert_int_eq(b.n_w0, n);
+            for (int w = 0; w < n; w++) {
+                ck_assert_int_eq(b.w0[w]->rank, ranks[w] + 1);
+                ck_assert_int_eq(b.w0[w]->shape[0], HEADS);
+                for (int d = 0; d < ranks[w]; d++) ck_assert_int_eq(b.w0[w]->shape[d + 1], shapes[w][d]);
+            }
+        }
+}
+END_TEST
+
+START_TEST(parameters_are_listed_and_deterministic)
+{
+    mi_miras_block_config c = tiny_config("mlp", "yaad", "l2", "momentum");
+    mi_miras_block a, b;
+    make_block(&a, &c, MI_F64, 7);
+    make_block(&b, &c, MI_F64, 7);
+    int n, nb;
+    const mi_named_tensor *p = mi_miras_block_params(&a, &n);
+    const mi_named_tensor *pb = mi_miras_block_params(&b, &nb);
+    /* q, k, v projections and convs, 4 gates × 3, norm, gate, out, 2 W_0 */
+    ck_assert_int_eq(n, 6 + 12 + 3 + 2);
+    ck_assert_int_eq(nb, n);
+    for (int i = 0; i < n; i++) {
+        ck_assert(p[i].tensor->requires_grad);
+        ck_assert(p[i].tensor->scope == test_scope);
+        ck_assert_str_eq(p[i].name, pb[i].name);
+        for (int j = 0; j < i; j++) ck_assert_str_ne(p[i].name, p[j].name);
+        for (int64_t e = 0; e < p[i].tensor->numel; e++)
+            ck_assert(mi_get(p[i].tensor, e) == mi_get(pb[i].tensor, e));
+    }
+    ck_assert_str_eq(p[0].name, "q_proj");
+    ck_assert_str_eq(p[n - 1].name, "memory.w0.1");
+    /* every parameter gets a gradient from the outer loss */
+    mi_tensor *y = mi_miras_block_forward(&a, input(8, MI_F64, 2, 5));
+    ck_assert_msg(y != NULL, "%s", mi_error());
+    ck_assert_int_eq(mi_backward(mi_sum(mi_square(y), MI_ALL, false)), 0);
+    for (int i = 0; i < n; i++) {
+        ck_assert_msg(p[i].tensor->grad != NULL, "%s has no gradient", p[i].name);
+        double s = mi_item(mi_sum(mi_square(p[i].tensor->grad), MI_ALL, false));
+        ck_assert_msg(s > 0 && isfinite(s), "%s: |grad|^2 = %g", p[i].name, s);
+    }
+}
+END_TEST
+
+/* The gate biases start each gate at its level: σ(b) = η, 1 − σ(b) = α,
+ * σ(b) = μ, softplus(b) = δ (DESIGN §5: η 0.02, α 0.998 by default). */
+START_TEST(gate_biases_start_at_their_levels)
+{
+    mi_miras_block_config c = mi_miras_block_config_default(DM, HEADS, NULL);
+    c.miras.memory = "mlp";
+    c.miras.bias = "yaad";
+    c.miras.algorithm = "momentum";
+    c = mi_miras_block_config_default(DM, HEADS, &c.miras);
+    ck_assert_int_eq(c.gate_rank, 32);
+    ck_assert_int_eq(c.conv_kernel, 4);
+    ck_assert(c.eta.kind == MI_GATE_HEAD && c.alpha.kind == MI_GATE_HEAD &&
+              c.mu.kind == MI_GATE_HEAD && c.delta.kind == MI_GATE_HEAD);
+    c.delta.value = 2.5;
+    mi_miras_block b;
+    make_block(&b, &c, MI_F64, 3);
+    ck_assert_int_eq(b.head_dim, DM / HEADS);
+    for (int64_t h = 0; h < HEADS; h++) {
+        double be = mi_get(b.gate_bias[MI_BLOCK_ETA], h), ba = mi_get(b.gate_bias[MI_BLOCK_ALPHA], h);
+        double bm = mi_get(b.gate_bias[MI_BLOCK_MU], h), bd = mi_get(b.gate_bias[MI_BLOCK_DELTA], h);
+        ck_assert_close(1 / (1 + exp(-be)), 0.02, 1e-12);
+        ck_assert_close(1 - 1 / (1 + exp(-ba)), 0.998, 1e-12);
+        ck_assert_close(1 / (1 + exp(-bm)), 0.9, 1e-12);
+        ck_assert_close(log1p(exp(bd)), 2.5, 1e-12);
+    }
+    /* the default config uses exactly the gates its components need */
+    mi_miras_block_config d = mi_miras_block_config_default(DM, HEADS, NULL);
+    ck_assert(d.eta.kind == MI_GATE_HEAD && d.alpha.kind == MI_GATE_HEAD);
+    ck_assert(d.mu.kind == MI_GATE_UNUSED && d.delta.kind == MI_GATE_UNUSED);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- the reference
+ * The whole block as plain loops over the parameters' values, for a matrix
+ * memory, ℓ2 bias, ℓ2 retention with decay_first (gated DeltaNet) and GD,
+ * HEAD gates, S writes per token (α at each token's first write only), with
+ * the chunk rule over write positions: every position of a chunk of `cp`
+ * positions takes its gradient at ᾱ ⊙ M', M' the state the previous chunk
+ * left and ᾱ the decay since then (cp = 1: the exact per-token rule). */
+enum { MAXT = 8, MAXC = 16 };
+
+static double P(const mi_tensor *t, int64_t i) { return mi_get(t, i); }
+static double silu(double z) { return z / (1 + exp(-z)); }
+static double sigm(double z) { return 1 / (1 + exp(-z)); }
+
+/* out[t][c] = SiLU(Σ_j w[c][j] (x W)[t − K + 1 + j][c]) for one batch row */
+static void ref_branch(const mi_tensor *x, int64_t bb, int64_t T, const mi_tensor *W,
+                       const mi_tensor *conv, double out[MAXT][MAXC])
+{
+    int64_t C = W->shape[1], K = conv->shape[1];
+    double proj[MAXT][MAXC];
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t c = 0; c < C; c++) {
+            proj[t][c] = 0;
+            for (int64_t d = 0; d < DM; d++) proj[t][c] += P(x, (bb * T + t) * DM + d) * P(W, d * C + c);
+        }
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t c = 0; c < C; c++) {
+            double s = 0;
+            for (int64_t j = 0; j < K; j++) {
+                int64_t src = t - K + 1 + j;
+                if (src >= 0) s += P(conv, c * K + j) * proj[src][c];
+            }
+            out[t][c] = silu(s);
+        }
+}
+
+static void l2n(double *v, int n, double eps)
+{
+    double s = 0;
+    for (int i = 0; i < n; i++) s += v[i] * v[i];
+    for (int i = 0; i < n; i++) v[i] /= sqrt(s + eps);
+}
+
+/* pre-activation of gate g at token t, output column j */
+static double ref_gate_pre(const mi_miras_block *b, int g, const mi_tensor *x, int64_t bb,
+                           int64_t T, int64_t t, int64_t j)
+{
+    const mi_tensor *D = b->gate_down[g], *U = b->gate_up[g];
+    int64_t r = D->shape[1], w = U->shape[1];
+    double z = P(b->gate_bias[g], j);
+    for (int64_t a = 0; a < r; a++) {
+        double low = 0;
+        for (int64_t d = 0; d < DM; d++) low += P(x, (bb * T + t) * DM + d) * P(D, d * r + a);
+        z += low * P(U, a * w + j);
+    }
+    return z;
+}
+
+static void ref_block(const mi_miras_block *b, const mi_tensor *x, int64_t cp, double *y)
+{
+    int64_t B = x->shape[0], T = x->shape[1], H = HEADS, hd = b->head_dim, S = b->steps;
+    double eps = b->config.qk_eps;
+    for (int64_t bb = 0; bb < B; bb++) {
+        double q[MAXT][MAXC], k[MAXT][MAXC], v[MAXT][MAXC];
+        ref_branch(x, bb, T, b->w_q, b->conv_q, q);
+        ref_branch(x, bb, T, b->w_k, b->conv_k, k);
+        ref_branch(x, bb, T, b->w_v, b->conv_v, v);
+        double o[MAXT][MAXC];
+        for (int64_t h = 0; h < H; h++) {
+            double M[4][4], M0[4][4], abar = 1;
+            for (int i = 0; i < hd; i++)
+                for (int j = 0; j < hd; j++) M[i][j] = P(b->w0[0], (h * hd + i) * hd + j);
+            for (int64_t t = 0; t < T; t++) {
+                for (int64_t s = 0; s < S; s++) {
+                    /* channels of step s, head h: s·H·hd + h·hd + j */
+                    double kk[4], vv[4];
+                    for (int j = 0; j < hd; j++) {
+                        kk[j] = k[t][(s * H + h) * hd + j];
+                        vv[j] = v[t][(s * H + h) * hd + j];
+                    }
+                    l2n(kk, (int)hd, eps);
+                    double eta = sigm(ref_gate_pre(b, MI_BLOCK_ETA, x, bb, T, t, s * H + h));
+                    double alpha = s == 0 ? 1 - sigm(ref_gate_pre(b, MI_BLOCK_ALPHA, x, bb, T, t, h)) : 1;
+                    if ((t * S + s) % cp == 0) {  /* a chunk starts */
+                        memcpy(M0, M, sizeof M);
+                        abar = 1;
+                    }
+                    abar *= alpha;
+                    double e[4];
+                    for (int i = 0; i < hd; i++) {  /* e = (ᾱ M') k − v */
+                        e[i] = -vv[i];
+                        for (int j = 0; j < hd; j++) e[i] += abar * M0[i][j] * kk[j];
+                    }
+                    for (int i = 0; i < hd; i++)
+                        for (int j = 0; j < hd; j++) M[i][j] = alpha * M[i][j] - eta * e[i] * kk[j];
+                }
+                double qq[4], yy[4], ms = 0;
+                for (int j = 0; j < hd; j++) qq[j] = q[t][h * hd + j];
+                l2n(qq, (int)hd, eps);
+                for (int i = 0; i < hd; i++) {
+                    yy[i] = 0;
+                    for (int j = 0; j < hd; j++) yy[i] += M[i][j] * qq[j];
+                    ms += yy[i] * yy[i] / (double)hd;
+                }
+                for (int i = 0; i < hd; i++)
+                    o[t][h * hd + i] = yy[i] / sqrt(ms + b->config.norm_eps) * P(b->norm_weight, i);
+            }
+        }
+        for (int64_t t = 0; t < T; t++) {
+            double gated[MAXC];
+            for (int64_t c = 0; c < H * hd; c++) {
+                double z = 0;
+                for (int64_t d = 0; d < DM; d++) z += P(x, (bb * T + t) * DM + d) * P(b->w_gate, d * H * hd + c);
+                gated[c] = o[t][c] * silu(z);
+            }
+            for (int64_t d = 0; d < DM; d++) {
+                double s = 0;
+                for (int64_t c = 0; c < H * hd; c++) s += gated[c] * P(b->w_out, c * DM + d);
+                y[(bb * T + t) * DM + d] = s;
+            }
+        }
+    }
+}
+
+START_TEST(block_matches_plain_loops)
+{
+    for (int steps = 1; steps <= 2; steps++) {
+        mi_miras_block_config c = tiny_config("matrix", "l2", "l2", steps > 1 ? "multistep" : "gd");
+        c.miras.decay_first = true;
+        c.miras.steps = steps;
+        c.miras.chunk = steps > 1 ? 3 : 1;  /* 2 chunks of 3 tokens, 6 writes each */
+        mi_miras_block b;
+        make_block(&b, &c, MI_F64, 11);
+        ck_assert_int_eq(b.steps, steps);
+        /* a non-zero W_0, so its layout is exercised too */
+        mi_rng r;
+        mi_rng_seed(&r, 12);
+        for (int64_t e = 0; e < b.w0[0]->numel; e++) mi_set(b.w0[0], e, mi_rng_normal(&r) * 0.5);
+        mi_tensor *x = input(13, MI_F64, BT, 6);
+        mi_tensor *y = mi_miras_block_forward(&b, x);
+        ck_assert_msg(y != NULL, "%s", mi_error());
+        double want[BT * 6 * DM];
+        ref_block(&b, x, c.miras.chunk * steps, want);
+        for (int i = 0; i < BT * 6 * DM; i++)
+            ck_assert_msg(fabs(mi_get(y, i) - want[i]) < 1e-12 * (1 + fabs(want[i])),
+                          "steps %d: y[%d] = %.15g, want %.15g", steps, i, mi_get(y, i), want[i]);
+    }
+}
+END_TEST
+
+/* ---------------------------------------------------------------- gradcheck */
+
+static int block_fn(mi_tensor *const *in, int n, mi_tensor **out, void *ctx)
+{
+    out[0] = mi_miras_block_forward(ctx, in[0]);
+    return out[0] ? 1 : -1;
+}
+
+/* Gradcheck w.r.t. x and every parameter, seven parameters at a time (the
+ * block reads its parameters, which gradcheck perturbs in place). */
+static void gradcheck_block(const char *what, const mi_miras_block_config *c, int64_t B,
+                            int64_t T)
+{
+    mi_miras_block b;
+    make_block(&b, c, MI_F64, 21);
+    mi_tensor *x = mi_requires_grad(input(22, MI_F64, B, T), true);
+    int n;
+    const mi_named_tensor *p = mi_miras_block_params(&b, &n);
+    for (int g = 0; g < n; g += MI_MAX_INPUTS - 1) {
+        mi_tensor *in[MI_MAX_INPUTS] = {x};
+        int m = 1;
+        for (int i = g; i < n && m < MI_MAX_INPUTS; i++) in[m++] = p[i].tensor;
+        mi_gradcheck_result r = mi_gradcheck(block_fn, &b, in, m, NULL);
+        ck_assert_msg(r.ok, "%s, parameters %s..%s: %s", what, p[g].name, p[g + m - 2].name,
+                      r.message);
+        ck_assert(r.entries > 0);
+        if (getenv("BLOCK_VERBOSE")) fprintf(stderr, "%s %s..: %lld entries, max err %.2g\n", what, p[g].name, (long long)r.entries, r.max_abs_err);
+        x->requires_grad = false;  /* checked once */
+    }
+}
+
+START_TEST(gradcheck_gated_deltanet_like)
+{
+    mi_miras_block_config c = tiny_config("matrix", "l2", "l2", "gd");
+    c.miras.decay_first = true;
+    c.miras.chunk = 2;
+    gradcheck_block("matrix/l2/l2/gd decay_first chunk 2", &c, 2, 5);
+}
+END_TEST
+
+START_TEST(gradcheck_titans_like)
+{
+    mi_miras_block_config c = tiny_config("mlp", "l2", "l2", "momentum");
+    gradcheck_block("mlp/l2/l2/momentum", &c, 1, 5);
+}
+END_TEST
+
+/* Yaad: δ far below the error norm (the ℓ1 branch everywhere), then far
+ * above it (the ℓ2 branch), never near the switch. */
+START_TEST(gradcheck_yaad_with_delta)
+{
+    const double levels[] = {0.02, 30};
+    for (int i = 0; i < 2; i++) {
+        mi_miras_block_config c = tiny_config("mlp", "yaad", "l2", "gd");
+        c.delta.value = levels[i];
+        c.miras.sign_sharpness = 10;
+        gradcheck_block(i ? "mlp/yaad (l2 branch)" : "mlp/yaad (l1 branch)", &c, 1, 4);
+    }
+}
+END_TEST
+
+START_TEST(gradcheck_channel_gates)
+{
+    mi_miras_block_config c = tiny_config("matrix", "l2", "l2", "momentum");
+    c.eta.kind = c.alpha.kind = c.mu.kind = MI_GATE_CHANNEL;
+    gradcheck_block("matrix/l2/l2/momentum, channel-wise eta, alpha, mu", &c, 2, 4);
+}
+END_TEST
+
+/* DeltaProduct-like (2 writes per token) and HGRN2-like (k = 1 − α, a
+ * constant η, channel-wise α). */
+START_TEST(gradcheck_multistep_and_hgrn2)
+{
+    mi_miras_block_config c = tiny_config("matrix", "l2", "l2", "multistep");
+    c.miras.decay_first = true;
+    c.miras.steps = 2;
+    gradcheck_block("matrix/l2/l2/multistep(2)", &c, 1, 4);
+    c = tiny_config("matrix", "dot", "l2", "gd");
+    c.eta = (mi_gate_spec){MI_GATE_CONST, 1};
+    c.alpha = (mi_gate_spec){MI_GATE_CHANNEL, 0.9};
+    c.key_is_one_minus_alpha = true;
+    mi_miras_block b;
+    make_block(&b, &c, MI_F64, 1);
+    ck_assert_ptr_null(b.w_k);  /* the k projection is not used */
+    ck_assert_ptr_null(b.gate_down[MI_BLOCK_ETA]);
+    gradcheck_block("hgrn2-like", &c, 2, 4);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- causality */
+
+START_TEST(output_at_t_ignores_later_inputs)
+{
+    const char *memories[] = {"matrix", "mlp"};
+    for (int mem = 0; mem < 2; mem++)
+        for (int chunk = 1; chunk <= 3; chunk += 2) {
+            mi_miras_block_config c = tiny_config(memories[mem], "l2", "l2", "momentum");
+            c.miras.chunk = chunk;
+            mi_miras_block b;
+            make_block(&b, &c, MI_F64, 31);
+            enum { T = 6 };
+            mi_tensor *x = input(32, MI_F64, BT, T);
+            mi_tensor *y = mi_miras_block_forward(&b, x);
+            ck_assert_msg(y != NULL, "%s", mi_error());
+            for (int s = 0; s < T; s++) {
+                mi_tensor *x2 = mi_tensor_to(x, MI_F64);
+                for (int d = 0; d < DM; d++) mi_set(x2, s * DM + d, mi_get(x2, s * DM + d) + 0.7);
+                mi_tensor *y2 = mi_miras_block_forward(&b, x2);
+                ck_assert_ptr_nonnull(y2);
+                double changed = 0;
+                for (int t = 0; t < T; t++)
+                    for (int d = 0; d < DM; d++) {
+                        double diff = fabs(mi_get(y2, t * DM + d) - mi_get(y, t * DM + d));
+                        if (t < s)
+                            ck_assert_msg(diff == 0, "%s chunk %d: y[t=%d] moved by %g when x[s=%d] "
+                                          "changed", memories[mem], chunk, t, diff, s);
+                        if (t == s) changed += diff;
+                        /* the other batch row is untouched */
+                        ck_assert(mi_get(y2, (T + t) * DM + d) == mi_get(y, (T + t) * DM + d));
+                    }
+                ck_assert_msg(changed > 0, "y[t=%d] ignores x[t=%d]", s, s);
+            }
+        }
+}
+END_TEST
+
+/* ---------------------------------------------------------------- presets */
+
+/* Every preset builds a block that runs and gradchecks. Yaad's δ is moved far below
+ * the error norm, away from its ℓ2/ℓ1 switch. */
+START_TEST(presets_build_blocks)
+{
+    int checked = 0;
+    for (int i = 0; mi_preset_at(i); i++) {
+        const char *name = mi_preset_at(i)->name;
+        mi_miras_block b;
+        mi_rng r;
+        mi_rng_seed(&r, 41);
+        ck_assert_msg(mi_miras_block_init_preset(&b, name, DM, HEADS, MI_F64, &r, test_scope) == 0,
+                      "%s: %s", name, mi_error());
+        mi_tensor *y = mi_miras_block_forward(&b, input(42, MI_F64, BT, TT));
+        ck_assert_msg(y != NULL, "%s: %s", name, mi_error());
+        ck_assert(y->shape[0] == BT && y->shape[1] == TT && y->shape[2] == DM);
+        for (int64_t e = 0; e < y->numel; e++) ck_assert_msg(isfinite(mi_get(y, e)), "%s", name);
+        mi_miras_block_config c = mi_miras_block_config_default(DM, HEADS, NULL);
+        ck_assert_int_eq(mi_miras_block_config_preset(&c, name), 0);
+        c.gate_rank = RANK;
+        if (c.delta.kind == MI_GATE_HEAD) c.delta.value = 0.02;
+        gradcheck_block(name, &c, 1, 4);
+        checked++;
+    }
+    if (getenv("BLOCK_VERBOSE")) fprintf(stderr, "%d presets checked\n", checked);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- errors */
+
+static void expect_init_error(mi_miras_block_config c, const char *needle)
+{
+    mi_miras_block b;
+    mi_rng r;
+    mi_rng_seed(&r, 1);
+    mi_error_clear();
+    ck_assert_int_eq(mi_miras_block_init(&b, &c, MI_F64, &r, test_scope), -1);
+    ck_assert_error_has(needle);
+    mi_error_clear();
+}
+
+START_TEST(bad_configurations_are_reported)
+{
+    mi_miras_block_config c = tiny_config("matrix", "l2", "l2", "gd");
+    c.heads = 3;
+    expect_init_error(c, "heads (3) must divide d_model (4)");
+    c.head_dim = 2; /* an explicit head width decouples them */
+    mi_miras_block b;
+    make_block(&b, &c, MI_F64, 1);
+    ck_assert_ptr_nonnull(mi_miras_block_forward(&b, input(1, MI_F64, 1, 3)));
+
+    c = tiny_config("matrix", "l2", "l2", "gd");
+    c.gate_rank = 0;
+    expect_init_error(c, "gate_rank must be >= 1, got 0");
+    c = tiny_config("matrix", "l2", "l2", "gd");
+    c.conv_kernel = 0;
+    expect_init_error(c, "conv_kernel must be >= 1");
+    c = tiny_config("matrix", "l2", "l2", "gd");
+    c.miras.memory = "tensor-train";
+    expect_init_error(c, "unknown memory 'tensor-train'");
+    c = tiny_config("matrix", "l2", "l2", "gd");
+    c.alpha.kind = MI_GATE_UNUSED;
+    expect_init_error(c, "gate alpha is needed by matrix/l2/l2/gd");
+    c = tiny_config("mlp", "l2", "l2", "gd");
+    c.eta.kind = MI_GATE_CHANNEL;
+    expect_init_error(c, "memory 'mlp' takes one eta per head");
+    c = tiny_config("matrix", "l2", "l2", "gd");
+    c.alpha.value = 1.5;
+    expect_init_error(c, "gate alpha starts at 1.5");
+    c = tiny_config("matrix", "l2", "l2", "multistep");
+    c.key_is_one_minus_alpha = true;
+    expect_init_error(c, "key_is_one_minus_alpha (HGRN2) needs one write per token");
+
+    mi_rng r;
+    mi_rng_seed(&r, 1);
+    ck_assert_int_eq(mi_miras_block_init_preset(&b, "no-such-model", DM, HEADS, MI_F64, &r,
+                                                test_scope), -1);
+    ck_assert_error_has("unknown preset 'no-such-model'");
+    mi_error_clear();
+    ck_assert_int_eq(mi_miras_block_init(&b, &c, MI_I32, &r, test_scope), -1);
+    ck_assert_error_has("f32 or f64");
+    mi_error_clear();
+
+    /* inputs of the wrong width or dtype */
+    c = tiny_config("matrix", "l2", "l2", "gd");
+    make_block(&b, &c, MI_F64, 1);
+    ck_assert_ptr_null(mi_miras_block_forward(&b, mi_zeros(MI_F64, MI_SHAPE(1, 3, DM + 1))));
+    ck_assert_error_has("x is f64 [1,3,5]; expected f64 [B, T, 4]");
+    mi_error_clear();
+    ck_assert_ptr_null(mi_miras_block_forward(&b, mi_zeros(MI_F32, MI_SHAPE(1, 3, DM))));
+    ck_assert_error_has("expected f64");
+    mi_error_clear();
+}
+END_TEST
+
+Suite *make_suite(void)
+{
+    Suite *s = suite_create("block");
+    TCase *tc = tcase_slow("block");
+    tcase_add_test(tc, shapes_for_each_memory_kind);
+    tcase_add_test(tc, parameters_are_listed_and_deterministic);
+    tcase_add_test(tc, gate_biases_start_at_their_levels);
+    tcase_add_test(tc, block_matches_plain_loops);
+    tcase_add_test(tc, gradcheck_gated_deltanet_like);
+    tcase_add_test(tc, gradcheck_titans_like);
+    tcase_add_test(tc, gradcheck_yaad_with_delta);
+    tcase_add_test(tc, gradcheck_channel_gates);
+    tcase_add_test(tc, gradcheck_multistep_and_hgrn2);
+    tcase_add_test(tc, output_at_t_ignores_later_inputs);
+    tcase_add_test(tc, presets_build_blocks);
+    tcase_add_test(tc, bad_configurations_are_reported);
+    suite_add_tcase(s, tc);
+    return s;
+}
