@@ -79,6 +79,10 @@ int mi_miras_block_config_preset(mi_miras_block_config *c, const char *preset)
     c->mu = p->mu;
     c->delta = p->delta;
     c->key_is_one_minus_alpha = p->key_is_one_minus_alpha;
+    /* Lattice reads one key entry per memory slot; in the block the keys are
+     * head_dim wide, so the preset's memory gets m = head_dim slots. */
+    if (!strcmp(c->miras.memory, "lattice") && c->heads > 0)
+        c->miras.slots = (int)(c->head_dim ? c->head_dim : c->d_model / c->heads);
     return 0;
 }
 
