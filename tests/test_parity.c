@@ -1,0 +1,349 @@
+/* Backend parity (DESIGN.md §8): every op, every backend kernel other than
+ * REF, every dtype it provides, against the REF kernel of the same dtype on
+ * the same inputs: the op's own examples and the examples grown to larger,
+ * awkward sizes. Kernels are called directly, each into an output buffer
+ * with guard bytes on both sides; agreement is measured by the normalised
+ * MSE  Σ(y − ref)² / (Σref² + tiny).  Backward parity: the vjp of every
+ * differentiable op with only REF allowed against the full backend set. */
+#include <float.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "harness.h"
+#include "op_inputs.h"
+
+/* ---------------------------------------------------------------- bounds
+ * Exact-arithmetic ops (sums, products, copies, shape and index ops,
+ * comparisons, matmul) may differ between backends only by reassociation
+ * and FMA contraction: a few ulps per element, nMSE ≈ 1e-14 in f32; the
+ * bound 1e-10 (≈ 1e-5 RMS relative error) leaves room for long f32
+ * reductions with a different summation order.
+ * Transcendental ops may use another approximation of exp/tanh/erf (oneDNN's
+ * polynomials, glibc's vector libm under -ffast-math: a few ulps, more near
+ * erf's and tanh's flat tails) and normalisations divide by computed sums and
+ * square roots: 1e-8 (≈ 1e-4 RMS relative) in f32.
+ * f64 backend paths must stay exact libm (backend_brief.md), so every op
+ * gets 1e-20 in f64: only reassociation (≈ 1e-16 relative) is allowed. */
+#define NMSE_EXACT_F32 1e-10
+#define NMSE_TRANSCENDENTAL_F32 1e-8
+#define NMSE_F64 1e-20
+
+static const char *const transcendental[] = {
+    "exp", "log", "sqrt", "rsqrt", "pow_scalar", "tanh", "sigmoid", "silu", "gelu", "erf",
+    "softplus", "log_sigmoid", "logsumexp", "norm", "softmax", "log_softmax", "cross_entropy",
+    "layer_norm", "rms_norm", "l2_normalize", "rope", "attention", "smooth_sign", "smooth_abs",
+    "lq_normalize", "sphere_retract",
+};
+
+/* An op in the list, or its fused backward ("gelu_backward"). */
+static double nmse_bound(const mi_op *op, mi_dtype dt)
+{
+    if (dt == MI_F64) return NMSE_F64;
+    for (size_t i = 0; i < sizeof transcendental / sizeof *transcendental; i++) {
+        size_t len = strlen(transcendental[i]);
+        if (strncmp(op->name, transcendental[i], len) == 0 &&
+            (op->name[len] == '\0' || strcmp(op->name + len, "_backward") == 0))
+            return NMSE_TRANSCENDENTAL_F32;
+    }
+    return NMSE_EXACT_F32;
+}
+
+/* Σ(y − ref)² / (Σref² + tiny) over finite reference values; equal values
+ * (equal infinities, NaN against NaN) count as agreement, any other
+ * disagreement involving a non-finite value gives +inf. */
+static double nmse(const mi_tensor *y, const mi_tensor *ref)
+{
+    double num = 0, den = 0;
+    for (int64_t k = 0; k < ref->numel; k++) {
+        double r = mi_get(ref, k), v = mi_get(y, k);
+        if (r == v || (isnan(r) && isnan(v))) {
+            if (isfinite(r)) den += r * r;
+            continue;
+        }
+        if (!isfinite(r) || !isfinite(v)) return INFINITY;
+        num += (v - r) * (v - r);
+        den += r * r;
+    }
+    return num / (den + 1e-30);
+}
+
+/* ---------------------------------------------------------------- guarded outputs
+ * GUARD bytes of a canary pattern before and after the data (which starts
+ * 64-byte aligned, like mi_tensor_new's); the data itself starts as NaN
+ * bytes, so an element a kernel leaves unwritten shows up as a mismatch. */
+#define GUARD 64
+
+static unsigned char canary(size_t i) { return (unsigned char)(0xA5u ^ (i * 37u)); }
+
+static mi_tensor *guarded_new(mi_dtype dt, int rank, const int64_t *shape)
+{
+    mi_tensor *t = mi_tensor_new(dt, rank, shape);
+    if (!t) return NULL;
+    size_t bytes = (size_t)t->numel * mi_dtype_size(dt);
+    unsigned char *base = mi_scope_alloc(mi_scope_current(), bytes + 2 * GUARD);
+    if (!base) return NULL;
+    for (size_t i = 0; i < GUARD; i++) base[i] = base[GUARD + bytes + i] = canary(i);
+    memset(base + GUARD, 0xFF, bytes);
+    t->data = base + GUARD;
+    return t;
+}
+
+static bool guards_intact(const mi_tensor *t)
+{
+    const unsigned char *base = (const unsigned char *)t->data - GUARD;
+    size_t bytes = (size_t)t->numel * mi_dtype_size(t->dtype);
+    for (size_t i = 0; i < GUARD; i++)
+        if (base[i] != canary(i) || base[GUARD + bytes + i] != canary(i)) return false;
+    return true;
+}
+
+/* ---------------------------------------------------------------- failures
+ * Collected per op, so one run lists every disagreement. */
+typedef struct report {
+    int compared, failed;
+    char text[1536];
+} report;
+
+static void note_failure(report *rep, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void note_failure(report *rep, const char *fmt, ...)
+{
+    rep->failed++;
+    size_t len = strlen(rep->text);
+    if (len + 8 >= sizeof rep->text) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(rep->text + len, sizeof rep->text - len, fmt, ap);
+    va_end(ap);
+    len = strlen(rep->text);
+    if (len + 2 < sizeof rep->text) strcat(rep->text, "\n");
+}
+
+static mi_tensor *snapshot(const mi_tensor *t)
+{
+    mi_tensor *s = mi_tensor_new(t->dtype, t->rank, t->shape);
+    if (s) memcpy(s->data, t->data, (size_t)t->numel * mi_dtype_size(t->dtype));
+    return s;
+}
+
+/* ---------------------------------------------------------------- forward parity
+ * REF and backend b on one case in dtype dt, each kernel called directly. */
+static void forward_parity(const mi_op *op, const op_case *c, mi_dtype dt, mi_backend b,
+                           report *rep)
+{
+    mi_dtype odt;
+    int rank;
+    int64_t shape[MI_MAX_RANK];
+    if (out_shape(op, c->in, c->n, &c->attrs, &odt, &rank, shape) != 0 || odt != dt) return;
+    mi_tensor *ref = guarded_new(dt, rank, shape), *y = guarded_new(dt, rank, shape);
+    mi_tensor *before[MI_MAX_INPUTS];
+    ck_assert_msg(ref && y, "%s: out of memory", op->name);
+    for (int i = 0; i < c->n; i++) ck_assert_ptr_nonnull(before[i] = snapshot(c->in[i]));
+    if (ref->numel == 0) return;
+    op->kernel[MI_BACKEND_REF][dt](ref, c->in, &c->attrs);
+    op->kernel[b][dt](y, c->in, &c->attrs);
+    rep->compared++;
+    const char *who = mi_backend_name(b), *dn = mi_dtype_name(dt);
+    if (!guards_intact(y) || !guards_intact(ref))
+        note_failure(rep, "%s %s %s %s: wrote outside its output", op->name, who, dn, c->what);
+    for (int i = 0; i < c->n; i++)
+        if (memcmp(before[i]->data, c->in[i]->data,
+                   (size_t)c->in[i]->numel * mi_dtype_size(c->in[i]->dtype)) != 0)
+            note_failure(rep, "%s %s %s %s: modified input %d", op->name, who, dn, c->what, i);
+    double e = nmse(y, ref), bound = nmse_bound(op, dt);
+    if (!(e <= bound))
+        note_failure(rep, "%s %s %s %s: nMSE %.3g > %.0e", op->name, who, dn, c->what, e, bound);
+}
+
+/* The op's cases: each example, grown to medium and (for ops with a backend
+ * kernel) big sizes, and the benchmark shapes. fn runs on every one. */
+typedef void (*case_fn)(const mi_op *op, const op_case *c, report *rep);
+
+static void for_each_case(const mi_op *op, unsigned seed, bool big, case_fn fn, report *rep)
+{
+    mi_rng r;
+    mi_rng_seed(&r, seed);
+    op_case ex, grown;
+    for (int v = 0; op_example(op, &r, v, &ex) > 0; v++) {
+        fn(op, &ex, rep);
+        for (int scale = 0; scale <= (big ? 1 : 0); scale++)
+            if (op_example_grown(op, &r, &ex, scale, &grown)) fn(op, &grown, rep);
+    }
+    for (int k = 0; k < N_BENCH_SHAPES; k++)
+        if (big && op_bench_case(op, &r, k, &ex)) fn(op, &ex, rep);
+}
+
+static void forward_case(const mi_op *op, const op_case *c, report *rep)
+{
+    for (int dt = MI_F32; dt <= MI_F64; dt++) {
+        op_case cd = op_case_to(c, (mi_dtype)dt);
+        for (int b = 0; b < MI_BACKEND_COUNT; b++)
+            if (b != MI_BACKEND_REF && op->kernel[b][dt] && op->kernel[MI_BACKEND_REF][dt])
+                forward_parity(op, &cd, (mi_dtype)dt, (mi_backend)b, rep);
+    }
+}
+
+START_TEST(forward_matches_ref)
+{
+    const mi_op *op = mi_op_at(_i);
+    if (!op || (op->flags & MI_OP_VIEW) || !op_has_backend_kernel(op, -1)) return;
+    report rep = {0};
+    for_each_case(op, 100u + (unsigned)_i, true, forward_case, &rep);
+    ck_assert_msg(rep.failed == 0, "%d of %d comparisons failed:\n%s", rep.failed, rep.compared,
+                  rep.text);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- backward parity
+ * d⟨y, g⟩/d inputs for a random g, with only REF allowed and with every
+ * backend: the vjp runs whatever kernels the ops it is built from have. */
+static int vjp(const mi_op *op, const op_case *c, unsigned mask, mi_rng *r, mi_tensor **grads,
+               mi_tensor **wrt)
+{
+    unsigned was = mi_backends_allowed();
+    mi_backends_allow(mask);
+    int k = 0;
+    for (int i = 0; i < c->n; i++)
+        if (c->in[i]->requires_grad) wrt[k++] = c->in[i];
+    mi_tensor *y = k ? mi_op_call(op, c->in, c->n, &c->attrs) : NULL;
+    int rc = -1;
+    if (y && y->requires_grad) {
+        mi_tensor *g = mi_randn(r, y->dtype, y->rank, y->shape, 0.0, 1.0);
+        rc = mi_grad(&y, &g, 1, wrt, k, false, grads) == 0 ? k : -1;
+    }
+    mi_backends_allow(was);
+    return rc;
+}
+
+static void backward_case(const mi_op *op, const op_case *c, report *rep)
+{
+    for (int dt = MI_F32; dt <= MI_F64; dt++) {
+        op_case cd = op_case_to(c, (mi_dtype)dt);
+        mi_tensor *g_ref[MI_MAX_INPUTS], *g_all[MI_MAX_INPUTS], *wrt[MI_MAX_INPUTS];
+        mi_rng r1, r2;
+        mi_rng_seed(&r1, 99);
+        mi_rng_seed(&r2, 99);
+        int k = vjp(op, &cd, 1u << MI_BACKEND_REF, &r1, g_ref, wrt);
+        if (k <= 0) {
+            mi_error_clear();
+            continue;
+        }
+        ck_assert_int_eq(vjp(op, &cd, MI_BACKEND_ALL, &r2, g_all, wrt), k);
+        double bound = nmse_bound(op, (mi_dtype)dt);
+        for (int j = 0; j < k; j++) {
+            rep->compared++;
+            double e = nmse(g_all[j], g_ref[j]);
+            if (!(e <= bound))
+                note_failure(rep, "%s %s %s: gradient %d: nMSE %.3g > %.0e", op->name,
+                     mi_dtype_name((mi_dtype)dt), c->what, j, e, bound);
+        }
+    }
+}
+
+START_TEST(backward_matches_ref)
+{
+    const mi_op *op = mi_op_at(_i);
+    if (!op || !op->vjp || (op->flags & MI_OP_NONDIFF)) return;
+    report rep = {0};
+    for_each_case(op, 200u + (unsigned)_i, false, backward_case, &rep);
+    ck_assert_msg(rep.failed == 0, "%d of %d gradients differ:\n%s", rep.failed, rep.compared,
+                  rep.text);
+    mi_error_clear();
+}
+END_TEST
+
+/* ---------------------------------------------------------------- forcing
+ * mi_backends_allow(1 << b) runs b (or REF, where the op's select rule
+ * prefers it for this shape), and mi_backend_last() says which. */
+static void forcing_case(const mi_op *op, const op_case *c, report *rep)
+{
+    unsigned was = mi_backends_allowed();
+    bool grad_was = mi_set_grad_enabled(false);
+    for (int dt = MI_F32; dt <= MI_F64; dt++) {
+        op_case cd = op_case_to(c, (mi_dtype)dt);
+        for (int b = 1; b < MI_BACKEND_COUNT; b++) {
+            if (!op->kernel[b][dt]) continue;
+            mi_backends_allow(1u << b);
+            mi_tensor *y = mi_op_call(op, cd.in, cd.n, &cd.attrs);
+            if (!y || y->dtype != (mi_dtype)dt) continue;
+            mi_backend got = mi_backend_last();
+            rep->compared++;
+            if (op->select ? (got != (mi_backend)b && got != MI_BACKEND_REF)
+                           : got != (mi_backend)b)
+                note_failure(rep, "%s %s: allowed %s, ran %s", op->name, c->what,
+                     mi_backend_name((mi_backend)b), mi_backend_name(got));
+            mi_backends_allow(1u << MI_BACKEND_REF);
+            ck_assert_ptr_nonnull(mi_op_call(op, cd.in, cd.n, &cd.attrs));
+            if (mi_backend_last() != MI_BACKEND_REF)
+                note_failure(rep, "%s %s: allowed ref, ran %s", op->name, c->what,
+                     mi_backend_name(mi_backend_last()));
+        }
+    }
+    mi_set_grad_enabled(grad_was);
+    mi_backends_allow(was);
+    mi_error_clear();
+}
+
+START_TEST(forcing_a_backend_runs_it)
+{
+    const mi_op *op = mi_op_at(_i);
+    if (!op || (op->flags & MI_OP_VIEW) || !op_has_backend_kernel(op, -1)) return;
+    report rep = {0};
+    for_each_case(op, 300u + (unsigned)_i, false, forcing_case, &rep);
+    ck_assert_msg(rep.failed == 0, "%s", rep.text);
+}
+END_TEST
+
+/* MIRAS_BACKEND=ref (or a forced REF) reports REF for every op. */
+START_TEST(ref_only_reports_ref)
+{
+    unsigned was = mi_backends_allowed();
+    mi_backends_allow(1u << MI_BACKEND_REF);
+    mi_tensor *a = mi_ones(MI_F32, MI_SHAPE(3, 4)), *b = mi_ones(MI_F32, MI_SHAPE(4, 2));
+    ck_assert_ptr_nonnull(mi_matmul(a, b));
+    ck_assert_int_eq(mi_backend_last(), MI_BACKEND_REF);
+    ck_assert_ptr_nonnull(mi_tanh(a));
+    ck_assert_int_eq(mi_backend_last(), MI_BACKEND_REF);
+    mi_backends_allow(was);
+}
+END_TEST
+
+/* What the suite covers, printed for the log (op × backend × dtype). */
+START_TEST(coverage_is_listed)
+{
+    char line[2048] = "";
+    int kernels = 0;
+    for (int i = 0; i < mi_op_count(); i++) {
+        const mi_op *op = mi_op_at(i);
+        for (int b = 1; op && b < MI_BACKEND_COUNT; b++)
+            for (int dt = 0; dt < 2; dt++) {
+                if (!op->kernel[b][dt]) continue;
+                kernels++;
+                size_t len = strlen(line);
+                snprintf(line + len, sizeof line - len, " %s/%s/%s", op->name,
+                         mi_backend_name((mi_backend)b), mi_dtype_name((mi_dtype)dt));
+            }
+    }
+    printf("parity: %d backend kernels:%s\n", kernels, kernels ? line : " (none)");
+    fflush(stdout);
+}
+END_TEST
+
+Suite *make_suite(void)
+{
+    Suite *s = suite_create("parity");
+    TCase *tc = tcase_slow("coverage");
+    tcase_add_test(tc, coverage_is_listed);
+    tcase_add_test(tc, ref_only_reports_ref);
+    suite_add_tcase(s, tc);
+    tc = tcase_slow("forward");
+    tcase_add_loop_test(tc, forward_matches_ref, 0, mi_op_count());
+    suite_add_tcase(s, tc);
+    tc = tcase_slow("forcing");
+    tcase_add_loop_test(tc, forcing_a_backend_runs_it, 0, mi_op_count());
+    suite_add_tcase(s, tc);
+    tc = tcase_slow("backward");
+    tcase_add_loop_test(tc, backward_matches_ref, 0, mi_op_count());
+    suite_add_tcase(s, tc);
+    return s;
+}
