@@ -266,4 +266,7 @@ const mi_named_tensor *mi_miras_block_params(const mi_miras_block *b, int *count
 /* x [B, T, d_model] → [B, T, d_model], in the current scope, recorded. */
 mi_tensor *mi_miras_block_forward(const mi_miras_block *b, mi_tensor *x);
 
+/* Mixers (the block above, attention baselines, hybrids) and the language model. */
+#include "models/lm.h"
+
 #endif

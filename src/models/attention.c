@@ -1,0 +1,152 @@
+/* The non-parametric baselines of MIRAS' tables (Transformer++, and SWA as
+ * in Samba): multi-head causal softmax attention with rotary position
+ * embeddings on q and k (Su et al., RoFormer; Llama), and its
+ * sliding-window form. For x [B, T, D], H heads of width hd = D / H:
+ *
+ *   q_h = RoPE(x W_q)_h,  k_h = RoPE(x W_k)_h,  v_h = (x W_v)_h     [B, H, T, hd]
+ *   o_h[t] = Σ_{s ∈ S(t)} softmax_s(q_h[t]·k_h[s] / √hd) v_h[s]
+ *            S(t) = {0 … t} (causal), or {t − W + 1 … t} with a window W
+ *   y   = concat_h(o_h) W_out
+ *
+ * RoPE (mi_rope): pairs (i, i + hd/2) of each head rotated by
+ * t·base^(−2i/hd), positions counted from the start of the sequence. No
+ * biases (Llama). Initialisation, in this order from the rng: W_q, W_k, W_v
+ * ~ N(0, 1/D) (unit-variance projections of a unit-variance input), W_out ~
+ * N(0, out_scale²/D) (the backbone passes GPT-2's 1/√(2·layers)). */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "models.h"
+
+int mi_attention_layer_init(mi_attention_layer *a, int64_t d_model, int64_t heads,
+                            int64_t window, double rope_base, double out_scale, mi_dtype dt,
+                            mi_rng *rng, mi_scope *scope)
+{
+    if (!a || !rng || !scope) return mi_error_set("attention: NULL layer, rng or scope"), -1;
+    memset(a, 0, sizeof *a);
+    if (dt != MI_F32 && dt != MI_F64)
+        return mi_error_set("attention: parameters must be f32 or f64, not %s",
+                            mi_dtype_name(dt)), -1;
+    if (d_model < 1 || heads < 1 || d_model % heads)
+        return mi_error_set("attention: heads (%lld) must be >= 1 and divide d_model (%lld)",
+                            (long long)heads, (long long)d_model), -1;
+    int64_t hd = d_model / heads;
+    if (hd % 2)
+        return mi_error_set("attention: head_dim %lld (d_model %lld / heads %lld) must be even "
+                            "for RoPE", (long long)hd, (long long)d_model, (long long)heads), -1;
+    if (window < 0) return mi_error_set("attention: window must be >= 0, got %lld",
+                                        (long long)window), -1;
+    if (!(rope_base > 0) || isinf(rope_base) || !(out_scale >= 0))
+        return mi_error_set("attention: rope_base must be finite and > 0 and out_scale >= 0"), -1;
+    *a = (mi_attention_layer){.d_model = d_model, .heads = heads, .head_dim = hd,
+                              .window = window, .rope_base = rope_base};
+    double sd = 1 / sqrt((double)d_model);
+    mi_scope_enter(scope);
+    mi_tensor *w[4] = {
+        mi_randn(rng, dt, MI_SHAPE(d_model, d_model), 0, sd),
+        mi_randn(rng, dt, MI_SHAPE(d_model, d_model), 0, sd),
+        mi_randn(rng, dt, MI_SHAPE(d_model, d_model), 0, sd),
+        mi_randn(rng, dt, MI_SHAPE(d_model, d_model), 0, out_scale * sd),
+    };
+    mi_scope_leave();
+    static const char *const names[4] = {"q_proj", "k_proj", "v_proj", "out_proj"};
+    for (int i = 0; i < 4; i++) {
+        if (!w[i]) return -1;
+        w[i]->name = names[i];
+        mi_requires_grad(w[i], true);
+        a->params[i] = (mi_named_tensor){names[i], w[i]};
+    }
+    a->w_q = w[0], a->w_k = w[1], a->w_v = w[2], a->w_out = w[3];
+    return 0;
+}
+
+/* [B, T, H·hd] → [B, H, T, hd] */
+static mi_tensor *heads_first(mi_tensor *t, int64_t B, int64_t T, int64_t H, int64_t hd)
+{
+    return mi_permute(mi_reshape(t, MI_SHAPE(B, T, H, hd)), (const int[]){0, 2, 1, 3});
+}
+
+mi_tensor *mi_attention_layer_forward(const mi_attention_layer *a, mi_tensor *x)
+{
+    if (!a || !x) {
+        mi_error_set("attention: NULL layer or input");
+        return NULL;
+    }
+    if (x->rank != 3 || x->shape[2] != a->d_model || x->dtype != a->w_q->dtype) {
+        char s[96];
+        mi_error_set("attention: x is %s %s; expected %s [B, T, %lld]", mi_dtype_name(x->dtype),
+                     mi_shape_str(s, sizeof s, x->rank, x->shape), mi_dtype_name(a->w_q->dtype),
+                     (long long)a->d_model);
+        return NULL;
+    }
+    int64_t B = x->shape[0], T = x->shape[1], H = a->heads, hd = a->head_dim;
+    mi_tensor *q = mi_rope(heads_first(mi_matmul(x, a->w_q), B, T, H, hd), a->rope_base, false);
+    mi_tensor *k = mi_rope(heads_first(mi_matmul(x, a->w_k), B, T, H, hd), a->rope_base, false);
+    mi_tensor *v = heads_first(mi_matmul(x, a->w_v), B, T, H, hd);
+    mi_tensor *o = mi_attention(q, k, v, true, a->window);               /* [B, H, T, hd] */
+    o = mi_reshape(mi_permute(o, (const int[]){0, 2, 1, 3}), MI_SHAPE(B, T, H * hd));
+    mi_tensor *y = mi_matmul(o, a->w_out);
+    if (!y) mi_error_prefix("attention");
+    return y;
+}
+
+/* ---------------------------------------------------------------- as mixers */
+
+static mi_tensor *attention_forward(const void *self, mi_tensor *x)
+{
+    return mi_attention_layer_forward(self, x);
+}
+
+static const mi_named_tensor *attention_params(const void *self, int *count)
+{
+    if (count) *count = 4;
+    return ((const mi_attention_layer *)self)->params;
+}
+
+static int make(mi_mixer *out, const char *spec, int64_t window, const mi_mixer_options *o,
+                mi_dtype dt, mi_rng *rng, mi_scope *scope)
+{
+    if (o->n_overrides > 0)
+        return mi_error_set("takes no overrides (got '%s'); they are for MIRAS blocks",
+                            o->overrides[0] ? o->overrides[0] : "(null)"), -1;
+    mi_attention_layer *a = mi_scope_alloc(scope, sizeof *a);
+    if (!a) return mi_error_set("out of memory"), -1;
+    if (mi_attention_layer_init(a, o->d_model, o->heads, window, o->rope_base, o->out_scale, dt,
+                                rng, scope) != 0)
+        return -1;
+    *out = (mi_mixer){.name = spec, .self = a, .forward = attention_forward,
+                      .params = attention_params};
+    return 0;
+}
+
+int mi_mixer_create_attention(mi_mixer *out, const char *spec, const char *arg,
+                              const mi_mixer_options *opt, mi_dtype dt, mi_rng *rng,
+                              mi_scope *scope)
+{
+    if (arg) return mi_error_set("attention takes no ':' argument (use swa:W for a window)"), -1;
+    return make(out, spec, 0, opt, dt, rng, scope);
+}
+
+int64_t mi_mixer_window_arg(const char *arg, int64_t fallback)
+{
+    if (!arg) {
+        if (fallback < 1) return mi_error_set("window must be >= 1, got %lld",
+                                              (long long)fallback), -1;
+        return fallback;
+    }
+    char *end;
+    errno = 0;
+    long long w = strtoll(arg, &end, 10);
+    if (errno || end == arg || *end || w < 1)
+        return mi_error_set("window '%s' is not a whole number >= 1", arg), -1;
+    return w;
+}
+
+int mi_mixer_create_swa(mi_mixer *out, const char *spec, const char *arg,
+                        const mi_mixer_options *opt, mi_dtype dt, mi_rng *rng, mi_scope *scope)
+{
+    int64_t w = mi_mixer_window_arg(arg, opt->window);
+    return w < 1 ? -1 : make(out, spec, w, opt, dt, rng, scope);
+}

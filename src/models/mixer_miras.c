@@ -1,0 +1,136 @@
+/* A MIRAS preset as a mixer: the layer block of models.h (block.c) made
+ * from mi_miras_block_config_preset, with the mixer options' out_scale and
+ * the caller's "key=value" overrides on top:
+ *   1. component keys (anything mi_miras_config_set takes), in order;
+ *      a lattice memory then gets slots = head_dim unless "memory.slots" was
+ *      given (as mi_miras_block_config_preset does for the lattice presets);
+ *   2. a gate the new components need that the preset left UNUSED takes
+ *      mi_miras_block_config_default's spec (η 0.02, α 0.998, μ 0.9, δ 1);
+ *   3. block keys, in order: gate_rank, conv_kernel, qk_eps, and gate specs
+ *      "eta=0.5" (the initial level; an UNUSED gate becomes HEAD),
+ *      "eta=head:0.5", "eta=channel:0.5", "eta=const:1" (also alpha, mu, delta). */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "models.h"
+
+static mi_tensor *miras_forward(const void *self, mi_tensor *x)
+{
+    return mi_miras_block_forward(self, x);
+}
+
+static const mi_named_tensor *miras_params(const void *self, int *count)
+{
+    return mi_miras_block_params(self, count);
+}
+
+static int number(const char *key, const char *text, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(text, &end);
+    if (errno || end == text || *end)
+        return mi_error_set("override %s: '%s' is not a number", key, text), -1;
+    *out = v;
+    return 0;
+}
+
+static int whole(const char *key, const char *text, int *out)
+{
+    double v;
+    if (number(key, text, &v) != 0) return -1;
+    if (v != (int)v) return mi_error_set("override %s: '%s' is not a whole number", key, text), -1;
+    *out = (int)v;
+    return 0;
+}
+
+/* "0.5" keeps the kind (UNUSED becomes HEAD); "head:0.5", "channel:0.5", "const:1". */
+static int gate_spec(const char *key, const char *val, mi_gate_spec *g)
+{
+    static const struct { const char *prefix; mi_gate_kind kind; } kinds[] = {
+        {"head:", MI_GATE_HEAD}, {"channel:", MI_GATE_CHANNEL}, {"const:", MI_GATE_CONST}};
+    mi_gate_kind kind = g->kind == MI_GATE_UNUSED ? MI_GATE_HEAD : g->kind;
+    for (int i = 0; i < 3; i++)
+        if (!strncmp(val, kinds[i].prefix, strlen(kinds[i].prefix))) {
+            kind = kinds[i].kind;
+            val += strlen(kinds[i].prefix);
+        }
+    double v;
+    if (number(key, val, &v) != 0) return -1;
+    *g = (mi_gate_spec){kind, v};
+    return 0;
+}
+
+/* Splits "key=value" into key (at most 63 bytes) and value. */
+static int split(const char *kv, char key[64], const char **val)
+{
+    const char *eq = kv ? strchr(kv, '=') : NULL;
+    if (!eq || eq == kv || (size_t)(eq - kv) >= 64)
+        return mi_error_set("override: expected KEY=VALUE, got '%s'", kv ? kv : "(null)"), -1;
+    memcpy(key, kv, (size_t)(eq - kv));
+    key[eq - kv] = '\0';
+    *val = eq + 1;
+    return 0;
+}
+
+static bool is_block_key(const char *key)
+{
+    static const char *const keys[] = {"gate_rank", "conv_kernel", "qk_eps", "eta", "alpha",
+                                       "mu", "delta"};
+    for (int i = 0; i < 7; i++)
+        if (!strcmp(key, keys[i])) return true;
+    return false;
+}
+
+static int block_key(mi_miras_block_config *c, const char *key, const char *val)
+{
+    if (!strcmp(key, "gate_rank")) return whole(key, val, &c->gate_rank);
+    if (!strcmp(key, "conv_kernel")) return whole(key, val, &c->conv_kernel);
+    if (!strcmp(key, "qk_eps")) return number(key, val, &c->qk_eps);
+    mi_gate_spec *g = !strcmp(key, "eta") ? &c->eta : !strcmp(key, "alpha") ? &c->alpha
+                    : !strcmp(key, "mu") ? &c->mu : &c->delta;
+    return gate_spec(key, val, g);
+}
+
+/* The block config of a preset with the overrides applied (steps 1–3 above). */
+static int block_config(mi_miras_block_config *c, const char *preset, const mi_mixer_options *o)
+{
+    *c = mi_miras_block_config_default(o->d_model, o->heads, NULL);
+    if (mi_miras_block_config_preset(c, preset) != 0) return -1;
+    c->out_scale = o->out_scale;
+    char key[64];
+    const char *val;
+    bool slots_given = false;
+    for (int i = 0; i < o->n_overrides; i++) {
+        if (split(o->overrides[i], key, &val) != 0) return -1;
+        if (is_block_key(key)) continue;
+        if (mi_miras_config_set(&c->miras, o->overrides[i]) != 0) return -1;
+        slots_given |= !strcmp(key, "memory.slots");
+    }
+    if (!strcmp(c->miras.memory, "lattice") && !slots_given)
+        c->miras.slots = (int)(o->d_model / o->heads);
+    mi_miras_block_config d = mi_miras_block_config_default(o->d_model, o->heads, &c->miras);
+    mi_gate_spec *mine[] = {&c->eta, &c->alpha, &c->mu, &c->delta};
+    const mi_gate_spec dflt[] = {d.eta, d.alpha, d.mu, d.delta};
+    for (int g = 0; g < 4; g++)
+        if (mine[g]->kind == MI_GATE_UNUSED) *mine[g] = dflt[g];
+    for (int i = 0; i < o->n_overrides; i++) {
+        if (split(o->overrides[i], key, &val) != 0) return -1;
+        if (is_block_key(key) && block_key(c, key, val) != 0) return -1;
+    }
+    return 0;
+}
+
+int mi_mixer_create_miras(mi_mixer *out, const char *spec, const char *arg,
+                          const mi_mixer_options *opt, mi_dtype dt, mi_rng *rng, mi_scope *scope)
+{
+    if (arg) return mi_error_set("a preset takes no ':' argument"), -1;
+    mi_miras_block_config c;
+    if (block_config(&c, spec, opt) != 0) return -1;
+    mi_miras_block *b = mi_scope_alloc(scope, sizeof *b);
+    if (!b) return mi_error_set("out of memory"), -1;
+    if (mi_miras_block_init(b, &c, dt, rng, scope) != 0) return -1;
+    *out = (mi_mixer){.name = spec, .self = b, .forward = miras_forward, .params = miras_params};
+    return 0;
+}
