@@ -1,6 +1,7 @@
 /* Broadcasting binary ops, where, and comparisons. Each vjp returns the
  * gradient at the output's shape; the engine sums it back to the input's. */
 #include "internal.h"
+#include "own_kernels.h"
 
 static mi_tensor *zero_like_dtype(const mi_tensor *t) { return mi_scalar(t->dtype, 0.0); }
 
@@ -36,7 +37,8 @@ static mi_tensor *add_vjp(const mi_node *n, int i, mi_tensor *g)
     return g;
 }
 const mi_op mi_op_add = {.name = "add", .formula = "a + b", .arity = 2, .shape = shape_broadcast,
-                         KERNELS(add), .vjp = add_vjp, .examples = ex_pair};
+                         KERNELS(add), OWN_F32(add, own_select_binary),
+                         .vjp = add_vjp, .examples = ex_pair};
 mi_tensor *mi_add(mi_tensor *a, mi_tensor *b) { return RUN(&mi_op_add, NULL, a, b); }
 
 BINARY_KERNELS(sub, x - y)
@@ -46,7 +48,8 @@ static mi_tensor *sub_vjp(const mi_node *n, int i, mi_tensor *g)
     return i == 0 ? g : mi_neg(g);
 }
 const mi_op mi_op_sub = {.name = "sub", .formula = "a - b", .arity = 2, .shape = shape_broadcast,
-                         KERNELS(sub), .vjp = sub_vjp, .examples = ex_pair};
+                         KERNELS(sub), OWN_F32(sub, own_select_binary),
+                         .vjp = sub_vjp, .examples = ex_pair};
 mi_tensor *mi_sub(mi_tensor *a, mi_tensor *b) { return RUN(&mi_op_sub, NULL, a, b); }
 
 /* ---------------------------------------------------------------- mul, div */
@@ -57,7 +60,8 @@ static mi_tensor *mul_vjp(const mi_node *n, int i, mi_tensor *g)
     return mi_mul(g, n->inputs[1 - i]);
 }
 const mi_op mi_op_mul = {.name = "mul", .formula = "a * b", .arity = 2, .shape = shape_broadcast,
-                         KERNELS(mul), .vjp = mul_vjp, .examples = ex_pair};
+                         KERNELS(mul), OWN_F32(mul, own_select_binary),
+                         .vjp = mul_vjp, .examples = ex_pair};
 mi_tensor *mi_mul(mi_tensor *a, mi_tensor *b) { return RUN(&mi_op_mul, NULL, a, b); }
 
 BINARY_KERNELS(div, x / y)
@@ -69,7 +73,8 @@ static mi_tensor *div_vjp(const mi_node *n, int i, mi_tensor *g)
     return mi_neg(mi_div(mi_mul(g, n->output), b));
 }
 const mi_op mi_op_div = {.name = "div", .formula = "a / b", .arity = 2, .shape = shape_broadcast,
-                         KERNELS(div), .vjp = div_vjp, .examples = ex_pair_b_away};
+                         KERNELS(div), OWN_F32(div, own_select_binary),
+                         .vjp = div_vjp, .examples = ex_pair_b_away};
 mi_tensor *mi_div(mi_tensor *a, mi_tensor *b) { return RUN(&mi_op_div, NULL, a, b); }
 
 /* ---------------------------------------------------------------- maximum, minimum
@@ -82,6 +87,7 @@ static mi_tensor *maximum_vjp(const mi_node *n, int i, mi_tensor *g)
 }
 const mi_op mi_op_maximum = {.name = "maximum", .formula = "max(a, b)", .arity = 2,
                              .shape = shape_broadcast, KERNELS(maximum), .vjp = maximum_vjp,
+                             OWN_F32(maximum, own_select_binary),
                              .examples = ex_pair};
 mi_tensor *mi_maximum(mi_tensor *a, mi_tensor *b) { return RUN(&mi_op_maximum, NULL, a, b); }
 
@@ -93,6 +99,7 @@ static mi_tensor *minimum_vjp(const mi_node *n, int i, mi_tensor *g)
 }
 const mi_op mi_op_minimum = {.name = "minimum", .formula = "min(a, b)", .arity = 2,
                              .shape = shape_broadcast, KERNELS(minimum), .vjp = minimum_vjp,
+                             OWN_F32(minimum, own_select_binary),
                              .examples = ex_pair};
 mi_tensor *mi_minimum(mi_tensor *a, mi_tensor *b) { return RUN(&mi_op_minimum, NULL, a, b); }
 
@@ -132,6 +139,7 @@ static int ex_where(mi_rng *r, int v, mi_tensor **in, mi_attrs *a)
 }
 const mi_op mi_op_where = {.name = "where", .formula = "cond != 0 ? a : b", .arity = 3,
                            .shape = where_shape, KERNELS(where), .vjp = where_vjp,
+                           OWN_F32(where, own_select_where),
                            .diff_inputs = 0x6, .examples = ex_where};
 mi_tensor *mi_where(mi_tensor *c, mi_tensor *a, mi_tensor *b)
 {
@@ -143,7 +151,8 @@ mi_tensor *mi_where(mi_tensor *c, mi_tensor *a, mi_tensor *b)
     BINARY_KERNELS(op, (EXPR) ? 1 : 0)                                                     \
     const mi_op mi_op_##op = {.name = #op, .formula = text, .arity = 2,                    \
                               .flags = MI_OP_NONDIFF, .shape = shape_broadcast,            \
-                              KERNELS(op), .examples = ex_pair};                           \
+                              KERNELS(op), .examples = ex_pair,                            \
+                              OWN_F32(op, own_select_binary)};                             \
     mi_tensor *mi_##op(mi_tensor *a, mi_tensor *b) { return RUN(&mi_op_##op, NULL, a, b); }
 
 COMPARISON(gt, x > y, "a > b")

@@ -6,6 +6,7 @@
  * (papers/000_…, e.g. eq:Elastic, eq:q-norm), which the text version keeps,
  * and by number for Lattice (papers/001_…). */
 #include "internal.h"
+#include "own_kernels.h"
 
 /* ---------------------------------------------------------------- soft_threshold
  * S_λ(x) = sign(x)·max(|x| − λ, 0), λ = attrs.p ≥ 0: the proximal step of the
@@ -56,6 +57,7 @@ static int ex_soft_threshold(mi_rng *r, int v, mi_tensor **in, mi_attrs *a)
 const mi_op mi_op_soft_threshold = {.name = "soft_threshold",
                                     .formula = "sign(x) * max(|x| - lambda, 0)", .arity = 1,
                                     .shape = soft_threshold_shape, KERNELS(soft_threshold),
+                                    OWN_F32(soft_threshold, own_select_eltwise),
                                     .vjp = soft_threshold_vjp, .examples = ex_soft_threshold};
 /* attrs: p = λ. */
 mi_tensor *mi_soft_threshold(mi_tensor *x, double lambda)
@@ -98,6 +100,7 @@ static int ex_smooth_sign(mi_rng *r, int v, mi_tensor **in, mi_attrs *a)
 }
 const mi_op mi_op_smooth_sign = {.name = "smooth_sign", .formula = "tanh(a * x)", .arity = 1,
                                  .shape = smooth_sign_shape, KERNELS(smooth_sign),
+                                 OWN_F32(smooth_sign, own_select_eltwise),
                                  .vjp = smooth_sign_vjp, .examples = ex_smooth_sign};
 /* attrs: p = a. */
 mi_tensor *mi_smooth_sign(mi_tensor *x, double a)
@@ -137,6 +140,7 @@ static int ex_smooth_abs(mi_rng *r, int v, mi_tensor **in, mi_attrs *a)
 }
 const mi_op mi_op_smooth_abs = {.name = "smooth_abs", .formula = "sqrt(x^2 + eps)", .arity = 1,
                                 .shape = smooth_abs_shape, KERNELS(smooth_abs),
+                                OWN_F32(smooth_abs, own_select_eltwise),
                                 .vjp = smooth_abs_vjp, .examples = ex_smooth_abs};
 /* attrs: eps. */
 mi_tensor *mi_smooth_abs(mi_tensor *x, double eps)
@@ -246,6 +250,7 @@ const mi_op mi_op_lq_normalize = {.name = "lq_normalize",
                                   .formula = "A / ||A||_F^((q-2)/q) (spec) or A / ||A||_q^(q-2)",
                                   .arity = 1, .shape = lq_normalize_shape,
                                   KERNELS(lq_normalize), .vjp = lq_normalize_vjp,
+                                  OWN_F32(lq_normalize, own_select_reduce),
                                   .examples = ex_lq_normalize};
 /* attrs: p = q, index = form. */
 mi_tensor *mi_lq_normalize(mi_tensor *A, double q, int form)
@@ -324,6 +329,7 @@ const mi_op mi_op_sphere_retract = {.name = "sphere_retract",
                                     .formula = "(s + d) / ||s + d||_2 along the last axis",
                                     .arity = 2, .shape = sphere_retract_shape,
                                     KERNELS(sphere_retract), .vjp = sphere_retract_vjp,
+                                    OWN_F32(sphere_retract, own_select_rows),
                                     .examples = ex_sphere_retract};
 mi_tensor *mi_sphere_retract(mi_tensor *s, mi_tensor *d)
 {

@@ -31,3 +31,6 @@ MI_OP(soft_threshold) MI_OP(smooth_sign) MI_OP(smooth_abs) MI_OP(lq_normalize)
 MI_OP(sphere_retract)
 /* shape.c (appended: ids are append-only) */
 MI_OP(narrow)
+/* grad ops (unary.c / nn.c) */
+MI_OP(gelu_backward) MI_OP(silu_backward) MI_OP(tanh_backward) MI_OP(sigmoid_backward)
+MI_OP(softmax_backward) MI_OP(layer_norm_backward)

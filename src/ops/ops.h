@@ -158,4 +158,17 @@ mi_tensor *mi_lq_normalize(mi_tensor *A, double q, int form);
 /* (s + d) / ‖s + d‖₂ along the last axis: a step retracted onto the sphere. */
 mi_tensor *mi_sphere_retract(mi_tensor *s, mi_tensor *d);
 
+/* ---------------------------------------------------------------- grad ops
+ * Fused backward ops: the vjps of gelu, silu, tanh, sigmoid, softmax and
+ * layer_norm call these (each is itself differentiable). g is the gradient
+ * of the forward output and has x's (or y's) shape. */
+mi_tensor *mi_gelu_backward(mi_tensor *x, mi_tensor *g);    /* g·(Φ(x) + x·φ(x)) */
+mi_tensor *mi_silu_backward(mi_tensor *x, mi_tensor *g);    /* g·σ(x)·(1 + x·(1 − σ(x))) */
+mi_tensor *mi_tanh_backward(mi_tensor *y, mi_tensor *g);    /* g·(1 − y²), y = tanh x */
+mi_tensor *mi_sigmoid_backward(mi_tensor *y, mi_tensor *g); /* g·y·(1 − y), y = σ(x) */
+/* y = softmax(x, axis): y ⊙ (g − Σ_axis g ⊙ y). */
+mi_tensor *mi_softmax_backward(mi_tensor *y, mi_tensor *g, int axis);
+/* The gradient of layer_norm(x, eps) at x: r·(g − mean(g) − y·mean(g ⊙ y)). */
+mi_tensor *mi_layer_norm_backward(mi_tensor *x, mi_tensor *g, double eps);
+
 #endif

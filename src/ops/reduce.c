@@ -9,6 +9,7 @@
  * Kernels accumulate in double for both dtypes. The vjps view g at the
  * keepdim shape, so it broadcasts against x. */
 #include "internal.h"
+#include "own_kernels.h"
 
 /* ---------------------------------------------------------------- the reduction walk
  * x's axes are split into kept and reduced ones; size-1 axes are dropped and
@@ -278,6 +279,7 @@ static int ex_reduce(mi_rng *r, int v, mi_tensor **in, mi_attrs *a)
 
 const mi_op mi_op_sum = {.name = "sum", .formula = "y = sum_axes x", .arity = 1,
                          .shape = sum_shape, KERNELS(sum), .vjp = sum_vjp,
+                         OWN_F32(sum, own_select_reduce),
                          .examples = ex_reduce};
 mi_tensor *mi_sum(mi_tensor *x, int axis, bool keepdim)
 {
@@ -357,6 +359,7 @@ static int ex_sum_to(mi_rng *r, int v, mi_tensor **in, mi_attrs *a)
 const mi_op mi_op_sum_to = {.name = "sum_to",
                             .formula = "y = x summed to shape (adjoint of broadcast_to)",
                             .arity = 1, .shape = sum_to_shape, KERNELS(sum_to),
+                            OWN_F32(sum_to, own_select_reduce),
                             .vjp = sum_to_vjp, .examples = ex_sum_to};
 mi_tensor *mi_sum_to(mi_tensor *x, int rank, const int64_t *shape)
 {
@@ -392,6 +395,7 @@ static mi_tensor *mean_vjp(const mi_node *n, int i, mi_tensor *g)
 }
 const mi_op mi_op_mean = {.name = "mean", .formula = "y = sum_axes x / N", .arity = 1,
                           .shape = mean_shape, KERNELS(mean), .vjp = mean_vjp,
+                          OWN_F32(mean, own_select_reduce),
                           .examples = ex_reduce};
 mi_tensor *mi_mean(mi_tensor *x, int axis, bool keepdim)
 {
@@ -452,7 +456,8 @@ static int ex_max(mi_rng *r, int v, mi_tensor **in, mi_attrs *a)
     return 1;
 }
 const mi_op mi_op_max = {.name = "max", .formula = "y = max_axes x", .arity = 1,
-                         .shape = max_shape, KERNELS(max), .vjp = max_vjp, .examples = ex_max};
+                         .shape = max_shape, KERNELS(max), .vjp = max_vjp, .examples = ex_max,
+                         OWN_F32(max, own_select_reduce)};
 mi_tensor *mi_max(mi_tensor *x, int axis, bool keepdim)
 {
     return reduce_call(&mi_op_max, x, axis, keepdim, 0);
@@ -490,6 +495,7 @@ static int ex_logsumexp(mi_rng *r, int v, mi_tensor **in, mi_attrs *a)
 }
 const mi_op mi_op_logsumexp = {.name = "logsumexp", .formula = "y = log sum_axes exp(x)",
                                .arity = 1, .shape = logsumexp_shape, KERNELS(logsumexp),
+                               OWN_F32(logsumexp, own_select_reduce),
                                .vjp = logsumexp_vjp, .examples = ex_logsumexp};
 mi_tensor *mi_logsumexp(mi_tensor *x, int axis, bool keepdim)
 {
@@ -561,6 +567,7 @@ static int ex_norm(mi_rng *r, int v, mi_tensor **in, mi_attrs *a)
 }
 const mi_op mi_op_norm = {.name = "norm", .formula = "y = (sum_axes |x|^p)^(1/p)", .arity = 1,
                           .shape = norm_shape, KERNELS(norm), .vjp = norm_vjp,
+                          OWN_F32(norm, own_select_reduce),
                           .examples = ex_norm};
 mi_tensor *mi_norm(mi_tensor *x, double p, int axis, bool keepdim)
 {

@@ -9,6 +9,7 @@
  * the contiguous inner block in the innermost loop. Each vjp is again a scan
  * (or a scan and elementwise ops), so gradients of gradients work. */
 #include "internal.h"
+#include "own_kernels.h"
 
 /* x seen as [outer, len, inner] around axis ax. */
 static void split_axis(const mi_tensor *x, int ax, int64_t *outer, int64_t *len, int64_t *inner)
@@ -88,6 +89,7 @@ static int ex_cumsum(mi_rng *r, int v, mi_tensor **in, mi_attrs *a)
 }
 const mi_op mi_op_cumsum = {.name = "cumsum", .formula = "y_t = sum_{s<=t} x_s along axis",
                             .arity = 1, .shape = cumsum_shape, KERNELS(cumsum),
+                            OWN_F32(cumsum, own_select_scan),
                             .vjp = cumsum_vjp, .examples = ex_cumsum};
 /* attrs: axis, reverse. */
 mi_tensor *mi_cumsum(mi_tensor *x, int axis, bool reverse)
@@ -131,6 +133,7 @@ static int ex_cumprod(mi_rng *r, int v, mi_tensor **in, mi_attrs *a)
 }
 const mi_op mi_op_cumprod = {.name = "cumprod", .formula = "y_t = prod_{s<=t} x_s along axis",
                              .arity = 1, .shape = cumprod_shape, KERNELS(cumprod),
+                             OWN_F32(cumprod, own_select_scan),
                              .vjp = cumprod_vjp, .examples = ex_cumprod};
 /* attrs: axis, reverse. */
 mi_tensor *mi_cumprod(mi_tensor *x, int axis, bool reverse)
@@ -293,6 +296,7 @@ static int ex_linear_scan(mi_rng *r, int v, mi_tensor **in, mi_attrs *a)
 const mi_op mi_op_linear_scan = {.name = "linear_scan",
                                  .formula = "h_t = a_t * h_{t-1} + x_t along axis, h_{-1} = 0",
                                  .arity = 2, .shape = linear_scan_shape, KERNELS(linear_scan),
+                                 OWN_F32(linear_scan, own_select_scan),
                                  .vjp = linear_scan_vjp, .examples = ex_linear_scan};
 /* attrs: axis (of x), reverse. */
 mi_tensor *mi_linear_scan(mi_tensor *a, mi_tensor *x, int axis, bool reverse)

@@ -3,7 +3,9 @@
  * takes a float tensor (f32 or f64) and returns one of the same dtype and
  * shape; the vjps may use the node's output y where the derivative is
  * cheapest in terms of it (exp, sqrt, tanh, sigmoid). */
+#include "dnnl_kernels.h"
 #include "internal.h"
+#include "own_unary.h"
 
 /* 1/√(2π), the standard normal density's constant. */
 #define INV_SQRT_2PI 0.39894228040143267794
@@ -17,6 +19,49 @@
         if (require_float(#name, in, 0) != 0) return -1;                               \
         return shape_like_first(in, n, a, dt, rank, shape);                            \
     }
+
+/* ---------------------------------------------------------------- backends
+ * OWN (own_unary.c) is the fastest at every size measured, so it runs
+ * whenever allowed. Without it, oneDNN runs from a size on where it beats
+ * REF's loop; below, REF. Measured on this 2-core machine (AMD EPYC,
+ * AVX-512), f32, µs per call, median:
+ *   4096×128 through mi_apply, 1 / 2 threads, oneDNN primitive alone | OWN:
+ *     tanh 97.8 / 52.2 | 95.6 / 50.1    sigmoid 98.3 / 51.0 | 85.5 / 45.7
+ *     gelu 140 / 72.2 | 136 / 74.9      silu 117 / 80.2 | 90.8 / 50.0
+ *     exp 73.9 / 36.5 | 69.8 / 37.2     relu 36.5 / 20.4 | 36.1 / 19.9
+ *   kernel alone, 2 threads, REF / DNNL at 64, 256, 1024, 8192 elements:
+ *     tanh  0.52/0.23  2.06/0.28  8.06/0.45  73.1/1.91
+ *     gelu  0.26/0.29  1.06/0.35  4.20/0.58  33.1/2.68
+ *     sqrt  0.15/0.21  0.52/0.22  1.98/0.27  27.4/0.80
+ *     relu  0.03/0.18  0.04/0.19  0.09/0.22  0.55/0.57  (65536: 4.09/3.62)
+ *   and OWN below REF everywhere (tanh at 16 elements 0.06 against 0.19).
+ * oneDNN's own cost is ≈ 0.2 µs a call once its primitive is cached. */
+#define DNNL_MIN_TRANS 256    /* transcendental ops and sqrt */
+#define DNNL_MIN_CHEAP 65536  /* neg, abs, square, relu, add/mul_scalar */
+static mi_backend pick(unsigned available, int64_t numel, int64_t dnnl_min)
+{
+    if (available >> MI_BACKEND_OWN & 1u) return MI_BACKEND_OWN;
+    if ((available >> MI_BACKEND_DNNL & 1u) && numel >= dnnl_min) return MI_BACKEND_DNNL;
+    return MI_BACKEND_REF;
+}
+static mi_backend select_trans(mi_tensor *const *in, int n, const mi_attrs *a,
+                               const mi_tensor *out, unsigned available)
+{
+    (void)in, (void)n, (void)a;
+    return pick(available, out->numel, DNNL_MIN_TRANS);
+}
+static mi_backend select_cheap(mi_tensor *const *in, int n, const mi_attrs *a,
+                               const mi_tensor *out, unsigned available)
+{
+    (void)in, (void)n, (void)a;
+    return pick(available, out->numel, DNNL_MIN_CHEAP);
+}
+/* OWN and DNNL f32 kernels of `name` with rule `sel`; OWN alone where
+ * oneDNN has no primitive or one that differs from REF (dnnl_kernels.c). */
+#define OWN_DNNL(name, sel)                                   \
+    .kernel[MI_BACKEND_OWN][MI_F32] = own_##name##_f32,       \
+    .kernel[MI_BACKEND_DNNL][MI_F32] = name##_dnnl_f32, .select = sel
+#define OWN_ONLY(name) .kernel[MI_BACKEND_OWN][MI_F32] = own_##name##_f32, .select = select_trans
 
 /* ---------------------------------------------------------------- examples
  * Three shapes (rank 2 odd, rank 4 with size-1 axes, rank 0) times a choice
@@ -54,7 +99,8 @@ UNARY_KERNELS(neg, -x)
 FLOAT_SHAPE(neg)
 static mi_tensor *neg_vjp(const mi_node *n, int i, mi_tensor *g) { return mi_neg(g); }
 const mi_op mi_op_neg = {.name = "neg", .formula = "-x", .arity = 1, .shape = neg_shape,
-                         KERNELS(neg), .vjp = neg_vjp, .examples = ex_any};
+                         KERNELS(neg),
+                         OWN_DNNL(neg, select_cheap), .vjp = neg_vjp, .examples = ex_any};
 mi_tensor *mi_neg(mi_tensor *x) { return RUN(&mi_op_neg, NULL, x); }
 
 /* ---------------------------------------------------------------- abs: y = |x|, dy = sign(x) dx */
@@ -65,7 +111,8 @@ static mi_tensor *abs_vjp(const mi_node *n, int i, mi_tensor *g)
     return mi_mul(g, mi_sign(n->inputs[0]));
 }
 const mi_op mi_op_abs = {.name = "abs", .formula = "|x|", .arity = 1, .shape = abs_shape,
-                         KERNELS(abs), .vjp = abs_vjp, .examples = ex_away};
+                         KERNELS(abs),
+                         OWN_DNNL(abs, select_cheap), .vjp = abs_vjp, .examples = ex_away};
 mi_tensor *mi_abs(mi_tensor *x) { return RUN(&mi_op_abs, NULL, x); }
 
 /* ---------------------------------------------------------------- sign
@@ -74,7 +121,7 @@ UNARY_KERNELS(sign, (x > 0) - (x < 0))
 FLOAT_SHAPE(sign)
 static mi_tensor *sign_vjp(const mi_node *n, int i, mi_tensor *g) { return mi_mul_scalar(g, 0.0); }
 const mi_op mi_op_sign = {.name = "sign", .formula = "sign(x)", .arity = 1, .shape = sign_shape,
-                          KERNELS(sign), .vjp = sign_vjp, .examples = ex_away};
+                          KERNELS(sign), OWN_ONLY(sign), .vjp = sign_vjp, .examples = ex_away};
 mi_tensor *mi_sign(mi_tensor *x) { return RUN(&mi_op_sign, NULL, x); }
 
 /* ---------------------------------------------------------------- exp: y = eˣ, dy = y dx */
@@ -82,7 +129,7 @@ UNARY_KERNELS(exp, F(exp)(x))
 FLOAT_SHAPE(exp)
 static mi_tensor *exp_vjp(const mi_node *n, int i, mi_tensor *g) { return mi_mul(g, n->output); }
 const mi_op mi_op_exp = {.name = "exp", .formula = "exp(x)", .arity = 1, .shape = exp_shape,
-                         KERNELS(exp), .vjp = exp_vjp, .examples = ex_any};
+                         KERNELS(exp), OWN_ONLY(exp), .vjp = exp_vjp, .examples = ex_any};
 mi_tensor *mi_exp(mi_tensor *x) { return RUN(&mi_op_exp, NULL, x); }
 
 /* ---------------------------------------------------------------- log: y = ln x, dy = dx / x */
@@ -90,7 +137,7 @@ UNARY_KERNELS(log, F(log)(x))
 FLOAT_SHAPE(log)
 static mi_tensor *log_vjp(const mi_node *n, int i, mi_tensor *g) { return mi_div(g, n->inputs[0]); }
 const mi_op mi_op_log = {.name = "log", .formula = "log(x)", .arity = 1, .shape = log_shape,
-                         KERNELS(log), .vjp = log_vjp, .examples = ex_positive};
+                         KERNELS(log), OWN_ONLY(log), .vjp = log_vjp, .examples = ex_positive};
 mi_tensor *mi_log(mi_tensor *x) { return RUN(&mi_op_log, NULL, x); }
 
 /* ---------------------------------------------------------------- sqrt: y = √x, dy = dx / (2y) */
@@ -101,7 +148,8 @@ static mi_tensor *sqrt_vjp(const mi_node *n, int i, mi_tensor *g)
     return mi_div(mi_mul_scalar(g, 0.5), n->output);
 }
 const mi_op mi_op_sqrt = {.name = "sqrt", .formula = "sqrt(x)", .arity = 1, .shape = sqrt_shape,
-                          KERNELS(sqrt), .vjp = sqrt_vjp, .examples = ex_positive};
+                          KERNELS(sqrt),
+                          OWN_DNNL(sqrt, select_trans), .vjp = sqrt_vjp, .examples = ex_positive};
 mi_tensor *mi_sqrt(mi_tensor *x) { return RUN(&mi_op_sqrt, NULL, x); }
 
 /* ---------------------------------------------------------------- rsqrt
@@ -113,7 +161,7 @@ static mi_tensor *rsqrt_vjp(const mi_node *n, int i, mi_tensor *g)
     return mi_mul_scalar(mi_div(mi_mul(g, n->output), n->inputs[0]), -0.5);
 }
 const mi_op mi_op_rsqrt = {.name = "rsqrt", .formula = "1 / sqrt(x)", .arity = 1,
-                           .shape = rsqrt_shape, KERNELS(rsqrt), .vjp = rsqrt_vjp,
+                           .shape = rsqrt_shape, KERNELS(rsqrt), OWN_ONLY(rsqrt), .vjp = rsqrt_vjp,
                            .examples = ex_positive};
 mi_tensor *mi_rsqrt(mi_tensor *x) { return RUN(&mi_op_rsqrt, NULL, x); }
 
@@ -125,7 +173,8 @@ static mi_tensor *square_vjp(const mi_node *n, int i, mi_tensor *g)
     return mi_mul(g, mi_mul_scalar(n->inputs[0], 2.0));
 }
 const mi_op mi_op_square = {.name = "square", .formula = "x^2", .arity = 1,
-                            .shape = square_shape, KERNELS(square), .vjp = square_vjp,
+                            .shape = square_shape, KERNELS(square),
+                            OWN_DNNL(square, select_cheap), .vjp = square_vjp,
                             .examples = ex_any};
 mi_tensor *mi_square(mi_tensor *x) { return RUN(&mi_op_square, NULL, x); }
 
@@ -139,6 +188,7 @@ static mi_tensor *reciprocal_vjp(const mi_node *n, int i, mi_tensor *g)
 }
 const mi_op mi_op_reciprocal = {.name = "reciprocal", .formula = "1 / x", .arity = 1,
                                 .shape = reciprocal_shape, KERNELS(reciprocal),
+                                OWN_ONLY(reciprocal),
                                 .vjp = reciprocal_vjp, .examples = ex_positive};
 mi_tensor *mi_reciprocal(mi_tensor *x) { return RUN(&mi_op_reciprocal, NULL, x); }
 
@@ -162,6 +212,7 @@ static int ex_pow_scalar(mi_rng *r, int v, mi_tensor **in, mi_attrs *a)
 }
 const mi_op mi_op_pow_scalar = {.name = "pow_scalar", .formula = "x^p", .arity = 1,
                                 .shape = pow_scalar_shape, KERNELS(pow_scalar),
+                                OWN_ONLY(pow_scalar),
                                 .vjp = pow_scalar_vjp, .examples = ex_pow_scalar};
 mi_tensor *mi_pow_scalar(mi_tensor *x, double p)
 {
@@ -174,10 +225,11 @@ UNARY_KERNELS(tanh, F(tanh)(x))
 FLOAT_SHAPE(tanh)
 static mi_tensor *tanh_vjp(const mi_node *n, int i, mi_tensor *g)
 {
-    return mi_mul(g, mi_add_scalar(mi_neg(mi_square(n->output)), 1.0));
+    return mi_tanh_backward(n->output, g);
 }
 const mi_op mi_op_tanh = {.name = "tanh", .formula = "tanh(x)", .arity = 1, .shape = tanh_shape,
-                          KERNELS(tanh), .vjp = tanh_vjp, .examples = ex_any};
+                          KERNELS(tanh),
+                          OWN_DNNL(tanh, select_trans), .vjp = tanh_vjp, .examples = ex_any};
 mi_tensor *mi_tanh(mi_tensor *x) { return RUN(&mi_op_tanh, NULL, x); }
 
 /* ---------------------------------------------------------------- sigmoid
@@ -187,11 +239,11 @@ UNARY_KERNELS(sigmoid, x >= 0 ? 1 / (1 + F(exp)(-x)) : F(exp)(x) / (1 + F(exp)(x
 FLOAT_SHAPE(sigmoid)
 static mi_tensor *sigmoid_vjp(const mi_node *n, int i, mi_tensor *g)
 {
-    mi_tensor *y = n->output;
-    return mi_mul(g, mi_mul(y, mi_add_scalar(mi_neg(y), 1.0)));
+    return mi_sigmoid_backward(n->output, g);
 }
 const mi_op mi_op_sigmoid = {.name = "sigmoid", .formula = "1 / (1 + exp(-x))", .arity = 1,
-                             .shape = sigmoid_shape, KERNELS(sigmoid), .vjp = sigmoid_vjp,
+                             .shape = sigmoid_shape, KERNELS(sigmoid),
+                             OWN_DNNL(sigmoid, select_trans), .vjp = sigmoid_vjp,
                              .examples = ex_any};
 mi_tensor *mi_sigmoid(mi_tensor *x) { return RUN(&mi_op_sigmoid, NULL, x); }
 
@@ -201,11 +253,11 @@ UNARY_KERNELS(silu, x / (1 + F(exp)(-x)))
 FLOAT_SHAPE(silu)
 static mi_tensor *silu_vjp(const mi_node *n, int i, mi_tensor *g)
 {
-    mi_tensor *x = n->inputs[0], *s = mi_sigmoid(x);
-    return mi_mul(g, mi_mul(s, mi_add_scalar(mi_mul(x, mi_add_scalar(mi_neg(s), 1.0)), 1.0)));
+    return mi_silu_backward(n->inputs[0], g);
 }
 const mi_op mi_op_silu = {.name = "silu", .formula = "x * sigmoid(x)", .arity = 1,
-                          .shape = silu_shape, KERNELS(silu), .vjp = silu_vjp,
+                          .shape = silu_shape, KERNELS(silu),
+                          OWN_DNNL(silu, select_trans), .vjp = silu_vjp,
                           .examples = ex_any};
 mi_tensor *mi_silu(mi_tensor *x) { return RUN(&mi_op_silu, NULL, x); }
 
@@ -216,13 +268,11 @@ UNARY_KERNELS(gelu, (scalar_t)0.5 * x * (1 + F(erf)(x * (scalar_t)M_SQRT1_2)))
 FLOAT_SHAPE(gelu)
 static mi_tensor *gelu_vjp(const mi_node *n, int i, mi_tensor *g)
 {
-    mi_tensor *x = n->inputs[0];
-    mi_tensor *Phi = mi_add_scalar(mi_mul_scalar(mi_erf(mi_mul_scalar(x, M_SQRT1_2)), 0.5), 0.5);
-    mi_tensor *phi = mi_mul_scalar(mi_exp(mi_mul_scalar(mi_square(x), -0.5)), INV_SQRT_2PI);
-    return mi_mul(g, mi_add(Phi, mi_mul(x, phi)));
+    return mi_gelu_backward(n->inputs[0], g);
 }
 const mi_op mi_op_gelu = {.name = "gelu", .formula = "x * (1 + erf(x / sqrt(2))) / 2",
-                          .arity = 1, .shape = gelu_shape, KERNELS(gelu), .vjp = gelu_vjp,
+                          .arity = 1, .shape = gelu_shape, KERNELS(gelu),
+                          OWN_DNNL(gelu, select_trans), .vjp = gelu_vjp,
                           .examples = ex_any};
 mi_tensor *mi_gelu(mi_tensor *x) { return RUN(&mi_op_gelu, NULL, x); }
 
@@ -235,7 +285,7 @@ static mi_tensor *erf_vjp(const mi_node *n, int i, mi_tensor *g)
     return mi_mul(g, mi_mul_scalar(mi_exp(mi_neg(mi_square(n->inputs[0]))), M_2_SQRTPI));
 }
 const mi_op mi_op_erf = {.name = "erf", .formula = "erf(x)", .arity = 1, .shape = erf_shape,
-                         KERNELS(erf), .vjp = erf_vjp, .examples = ex_any};
+                         KERNELS(erf), OWN_ONLY(erf), .vjp = erf_vjp, .examples = ex_any};
 mi_tensor *mi_erf(mi_tensor *x) { return RUN(&mi_op_erf, NULL, x); }
 
 /* ---------------------------------------------------------------- relu
@@ -248,7 +298,8 @@ static mi_tensor *relu_vjp(const mi_node *n, int i, mi_tensor *g)
     return mi_mul(g, mi_gt(x, mi_scalar(x->dtype, 0.0)));
 }
 const mi_op mi_op_relu = {.name = "relu", .formula = "max(x, 0)", .arity = 1,
-                          .shape = relu_shape, KERNELS(relu), .vjp = relu_vjp,
+                          .shape = relu_shape, KERNELS(relu),
+                          OWN_DNNL(relu, select_cheap), .vjp = relu_vjp,
                           .examples = ex_away};
 mi_tensor *mi_relu(mi_tensor *x) { return RUN(&mi_op_relu, NULL, x); }
 
@@ -263,7 +314,8 @@ static mi_tensor *softplus_vjp(const mi_node *n, int i, mi_tensor *g)
     return mi_mul(g, mi_sigmoid(n->inputs[0]));
 }
 const mi_op mi_op_softplus = {.name = "softplus", .formula = "log(1 + exp(x))", .arity = 1,
-                              .shape = softplus_shape, KERNELS(softplus), .vjp = softplus_vjp,
+                              .shape = softplus_shape, KERNELS(softplus),
+                              OWN_ONLY(softplus), .vjp = softplus_vjp,
                               .examples = ex_wide};
 mi_tensor *mi_softplus(mi_tensor *x) { return RUN(&mi_op_softplus, NULL, x); }
 
@@ -278,6 +330,7 @@ static mi_tensor *log_sigmoid_vjp(const mi_node *n, int i, mi_tensor *g)
 }
 const mi_op mi_op_log_sigmoid = {.name = "log_sigmoid", .formula = "-log(1 + exp(-x))",
                                  .arity = 1, .shape = log_sigmoid_shape, KERNELS(log_sigmoid),
+                                 OWN_ONLY(log_sigmoid),
                                  .vjp = log_sigmoid_vjp, .examples = ex_wide};
 mi_tensor *mi_log_sigmoid(mi_tensor *x) { return RUN(&mi_op_log_sigmoid, NULL, x); }
 
@@ -325,7 +378,7 @@ static int ex_clamp(mi_rng *r, int v, mi_tensor **in, mi_attrs *a)
     return 1;
 }
 const mi_op mi_op_clamp = {.name = "clamp", .formula = "min(max(x, lo), hi)", .arity = 1,
-                           .shape = clamp_shape, KERNELS(clamp), .vjp = clamp_vjp,
+                           .shape = clamp_shape, KERNELS(clamp), OWN_ONLY(clamp), .vjp = clamp_vjp,
                            .examples = ex_clamp};
 mi_tensor *mi_clamp(mi_tensor *x, double lo, double hi)
 {
@@ -347,6 +400,7 @@ static int ex_add_scalar(mi_rng *r, int v, mi_tensor **in, mi_attrs *a)
 }
 const mi_op mi_op_add_scalar = {.name = "add_scalar", .formula = "x + s", .arity = 1,
                                 .shape = add_scalar_shape, KERNELS(add_scalar),
+                                OWN_DNNL(add_scalar, select_cheap),
                                 .vjp = add_scalar_vjp, .examples = ex_add_scalar};
 mi_tensor *mi_add_scalar(mi_tensor *x, double s)
 {
@@ -370,8 +424,178 @@ static int ex_mul_scalar(mi_rng *r, int v, mi_tensor **in, mi_attrs *a)
 }
 const mi_op mi_op_mul_scalar = {.name = "mul_scalar", .formula = "s * x", .arity = 1,
                                 .shape = mul_scalar_shape, KERNELS(mul_scalar),
+                                OWN_DNNL(mul_scalar, select_cheap),
                                 .vjp = mul_scalar_vjp, .examples = ex_mul_scalar};
 mi_tensor *mi_mul_scalar(mi_tensor *x, double s)
 {
     return RUN(&mi_op_mul_scalar, &(mi_attrs){.scalar = s}, x);
+}
+
+/* ================================================================ grad ops
+ * Fused backward kernels, registered as ops (DESIGN.md §2) so that each has
+ * its own vjp written with ops and higher orders still work; the forward
+ * ops' vjps above call them. Two inputs of one shape: the forward's input x
+ * (or its output y) and the incoming gradient g. Measured on 4096×128 f32,
+ * 1 thread, the old vjp built from ops (OWN kernels) against the fused op:
+ * gelu 822 → 231 µs, silu 411 → 127, tanh 171 → 56, sigmoid 191 → 56. */
+static int grad_shape(const char *op, mi_tensor *const *in, mi_dtype *dt, int *rank,
+                      int64_t *shape)
+{
+    char b1[96], b2[96];
+    if (require_float(op, in, 0) != 0 || require_float(op, in, 1) != 0) return -1;
+    if (!mi_same_shape(in[0], in[1])) {
+        mi_error_set("%s: the input and its gradient must have one shape, got %s and %s", op,
+                     mi_shape_str(b1, sizeof b1, in[0]->rank, in[0]->shape),
+                     mi_shape_str(b2, sizeof b2, in[1]->rank, in[1]->shape));
+        return -1;
+    }
+    return shape_like_first(in, 2, NULL, dt, rank, shape);
+}
+#define GRAD_SHAPE(name)                                                                   \
+    static int name##_shape(mi_tensor *const *in, int n, const mi_attrs *a, mi_dtype *dt,  \
+                            int *rank, int64_t *shape)                                     \
+    {                                                                                      \
+        return grad_shape(#name, in, dt, rank, shape);                                     \
+    }
+
+/* GRAD_KERNELS(name, EXPR): y[i] = EXPR of x = in[0][i] and g = in[1][i]. */
+#define GRAD_KERNEL_T(fname, T, EXPR)                                          \
+    static void fname(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a)   \
+    {                                                                          \
+        (void)a;                                                               \
+        typedef T scalar_t;                                                    \
+        (void)(scalar_t)0;                                                     \
+        const T *X = in[0]->data, *G = in[1]->data;                            \
+        T *Y = o->data;                                                        \
+        for (int64_t i = 0; i < o->numel; i++) {                               \
+            T x = X[i], g = G[i];                                              \
+            Y[i] = (T)(EXPR);                                                  \
+        }                                                                      \
+    }
+#define GRAD_KERNELS(name, EXPR)                    \
+    GRAD_KERNEL_T(name##_f32, float, EXPR)          \
+    GRAD_KERNEL_T(name##_f64, double, EXPR)
+
+/* σ(x) as the sigmoid op computes it, per dtype. */
+static inline float sigmoid_of_f(float x)
+{
+    return x >= 0 ? 1 / (1 + expf(-x)) : expf(x) / (1 + expf(x));
+}
+static inline double sigmoid_of_d(double x)
+{
+    return x >= 0 ? 1 / (1 + exp(-x)) : exp(x) / (1 + exp(x));
+}
+#define SIGMOID_OF(x) _Generic((x), float: sigmoid_of_f, double: sigmoid_of_d)(x)
+
+/* x (or y) in [lo, hi] (normal when lo = hi), g normal; the unary shapes. */
+static int ex_grad(mi_rng *r, int v, mi_tensor **in, double lo, double hi)
+{
+    static const int64_t shapes[3][4] = {{3, 5}, {2, 1, 3, 2}, {0}};
+    static const int ranks[3] = {2, 4, 0};
+    if (v >= 3) return 0;
+    in[0] = lo < hi ? ex_uniform(r, ranks[v], shapes[v], lo, hi)
+                    : ex_normal(r, ranks[v], shapes[v]);
+    in[1] = ex_normal(r, ranks[v], shapes[v]);
+    return 2;
+}
+static int ex_grad_x(mi_rng *r, int v, mi_tensor **in, mi_attrs *a)
+{
+    return ex_grad(r, v, in, 0, 0);
+}
+
+/* ---------------------------------------------------------------- gelu_backward
+ * dx = g·(Φ(x) + x·φ(x))
+ * d/dx = h·g·φ(x)·(2 − x²)  (φ' = −x φ),  d/dg = gelu_backward(x, h) */
+GRAD_KERNELS(gelu_backward, g * ((scalar_t)0.5 * (1 + F(erf)(x * (scalar_t)M_SQRT1_2)) +
+                                 x * (scalar_t)INV_SQRT_2PI * F(exp)((scalar_t)-0.5 * x * x)))
+GRAD_SHAPE(gelu_backward)
+static mi_tensor *gelu_backward_vjp(const mi_node *n, int i, mi_tensor *h)
+{
+    mi_tensor *x = n->inputs[0], *g = n->inputs[1];
+    if (i == 1) return mi_gelu_backward(x, h);
+    mi_tensor *x2 = mi_square(x);
+    mi_tensor *phi = mi_mul_scalar(mi_exp(mi_mul_scalar(x2, -0.5)), INV_SQRT_2PI);
+    return mi_mul(mi_mul(h, g), mi_mul(phi, mi_add_scalar(mi_neg(x2), 2.0)));
+}
+const mi_op mi_op_gelu_backward = {.name = "gelu_backward",
+                                   .formula = "g * (Phi(x) + x * phi(x))", .arity = 2,
+                                   .shape = gelu_backward_shape, KERNELS(gelu_backward),
+                                   OWN_DNNL(gelu_backward, select_trans), .vjp = gelu_backward_vjp,
+                                   .examples = ex_grad_x};
+mi_tensor *mi_gelu_backward(mi_tensor *x, mi_tensor *g)
+{
+    return RUN(&mi_op_gelu_backward, NULL, x, g);
+}
+
+/* ---------------------------------------------------------------- silu_backward
+ * dx = g·s·(1 + x·(1 − s)),  s = σ(x)
+ * d/dx = h·g·s(1 − s)·(2 + x·(1 − 2s)),  d/dg = silu_backward(x, h) */
+GRAD_KERNELS(silu_backward, g * (SIGMOID_OF(x) * (1 + x * (1 - SIGMOID_OF(x)))))
+GRAD_SHAPE(silu_backward)
+static mi_tensor *silu_backward_vjp(const mi_node *n, int i, mi_tensor *h)
+{
+    mi_tensor *x = n->inputs[0], *g = n->inputs[1];
+    if (i == 1) return mi_silu_backward(x, h);
+    mi_tensor *s = mi_sigmoid(x);
+    mi_tensor *ds = mi_mul(s, mi_add_scalar(mi_neg(s), 1.0));
+    mi_tensor *t = mi_add_scalar(mi_mul(x, mi_add_scalar(mi_mul_scalar(s, -2.0), 1.0)), 2.0);
+    return mi_mul(mi_mul(h, g), mi_mul(ds, t));
+}
+const mi_op mi_op_silu_backward = {.name = "silu_backward",
+                                   .formula = "g * s * (1 + x * (1 - s)), s = sigmoid(x)",
+                                   .arity = 2, .shape = silu_backward_shape,
+                                   KERNELS(silu_backward), OWN_DNNL(silu_backward, select_trans),
+                                   .vjp = silu_backward_vjp, .examples = ex_grad_x};
+mi_tensor *mi_silu_backward(mi_tensor *x, mi_tensor *g)
+{
+    return RUN(&mi_op_silu_backward, NULL, x, g);
+}
+
+/* ---------------------------------------------------------------- tanh_backward
+ * dx = g·(1 − y²) from tanh's output y
+ * d/dy = −2·h·g·y,  d/dg = tanh_backward(y, h) */
+GRAD_KERNELS(tanh_backward, g * (1 - x * x))
+GRAD_SHAPE(tanh_backward)
+static mi_tensor *tanh_backward_vjp(const mi_node *n, int i, mi_tensor *h)
+{
+    mi_tensor *y = n->inputs[0], *g = n->inputs[1];
+    if (i == 1) return mi_tanh_backward(y, h);
+    return mi_mul_scalar(mi_mul(mi_mul(h, g), y), -2.0);
+}
+static int ex_tanh_backward(mi_rng *r, int v, mi_tensor **in, mi_attrs *a)
+{
+    return ex_grad(r, v, in, -0.95, 0.95);
+}
+const mi_op mi_op_tanh_backward = {.name = "tanh_backward", .formula = "g * (1 - y^2)",
+                                   .arity = 2, .shape = tanh_backward_shape,
+                                   KERNELS(tanh_backward), OWN_ONLY(tanh_backward),
+                                   .vjp = tanh_backward_vjp, .examples = ex_tanh_backward};
+mi_tensor *mi_tanh_backward(mi_tensor *y, mi_tensor *g)
+{
+    return RUN(&mi_op_tanh_backward, NULL, y, g);
+}
+
+/* ---------------------------------------------------------------- sigmoid_backward
+ * dx = g·y·(1 − y) from σ's output y
+ * d/dy = h·g·(1 − 2y),  d/dg = sigmoid_backward(y, h) */
+GRAD_KERNELS(sigmoid_backward, g * (x * (1 - x)))
+GRAD_SHAPE(sigmoid_backward)
+static mi_tensor *sigmoid_backward_vjp(const mi_node *n, int i, mi_tensor *h)
+{
+    mi_tensor *y = n->inputs[0], *g = n->inputs[1];
+    if (i == 1) return mi_sigmoid_backward(y, h);
+    return mi_mul(mi_mul(h, g), mi_add_scalar(mi_mul_scalar(y, -2.0), 1.0));
+}
+static int ex_sigmoid_backward(mi_rng *r, int v, mi_tensor **in, mi_attrs *a)
+{
+    return ex_grad(r, v, in, 0.02, 0.98);
+}
+const mi_op mi_op_sigmoid_backward = {.name = "sigmoid_backward", .formula = "g * y * (1 - y)",
+                                      .arity = 2, .shape = sigmoid_backward_shape,
+                                      KERNELS(sigmoid_backward), OWN_ONLY(sigmoid_backward),
+                                      .vjp = sigmoid_backward_vjp,
+                                      .examples = ex_sigmoid_backward};
+mi_tensor *mi_sigmoid_backward(mi_tensor *y, mi_tensor *g)
+{
+    return RUN(&mi_op_sigmoid_backward, NULL, y, g);
 }

@@ -1,0 +1,99 @@
+/* The project's own vectorised / OpenMP kernels (MI_BACKEND_OWN), f32 only:
+ * broadcasting binary ops, reductions, scans and the MIRAS helpers. Private
+ * to ops/; the family files put these in their descriptors with OWN_F32.
+ *
+ * own_kernels.c holds the elementwise and scan kernels, own_reduce.c the
+ * reductions and the row-wise MIRAS helpers; both are built with -O3
+ * -ffast-math -march=native (see src/meson.build). Determinism is stated at
+ * the top of own_kernels.c. */
+#ifndef MIRAS_OWN_KERNELS_H
+#define MIRAS_OWN_KERNELS_H
+
+#include "internal.h"
+
+/* The descriptors, for falling back to an op's REF kernel. */
+#define MI_OP(name) extern const mi_op mi_op_##name;
+#include "op_list.h"
+#undef MI_OP
+
+/* OWN_F32(name, sel) in a descriptor: the OWN f32 kernel own_<name>_f32 and
+ * the op's size rule. */
+#define OWN_F32(name, sel) .kernel[MI_BACKEND_OWN][MI_F32] = own_##name##_f32, .select = sel
+
+/* Runs op's REF f32 kernel: every OWN kernel's answer to a case it does not
+ * take (an unusual broadcast or reduction layout). */
+static inline void own_ref(const mi_op *op, mi_tensor *o, mi_tensor *const *in, const mi_attrs *a)
+{
+    op->kernel[MI_BACKEND_REF][MI_F32](o, in, a);
+}
+
+/* ---------------------------------------------------------------- vectors
+ * 16 floats (one AVX-512 register) with GCC's vector extensions, for loops
+ * that must keep state in registers; unaligned loads and stores. Only for
+ * the OWN files (built with -march=native), which define OWN_VECTORS. */
+#ifdef OWN_VECTORS
+typedef float v16f __attribute__((vector_size(64)));
+typedef uint32_t v16u __attribute__((vector_size(64)));
+typedef int32_t v16i __attribute__((vector_size(64)));
+
+/* always_inline: also into own_kernels.c's EXACT section, whose other
+ * optimisation options would otherwise keep GCC from inlining them */
+static inline __attribute__((always_inline)) v16f vld(const float *p)
+{
+    v16f v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+static inline __attribute__((always_inline)) void vst(float *p, v16f v)
+{
+    memcpy(p, &v, sizeof v);
+}
+#endif
+
+/* ---------------------------------------------------------------- threads
+ * own_parallel(n, min_work, align, fn, ctx) calls fn(ctx, i0, i1) on disjoint
+ * ranges covering [0, n): on one thread when work < min_work (or inside a
+ * parallel region), else one static range per OpenMP thread, boundaries
+ * rounded to multiples of align. Kernels only ever split independent
+ * outputs (or fixed, shape-derived blocks) this way, so results never
+ * depend on the thread count. */
+typedef void (*own_range_fn)(const void *ctx, int64_t i0, int64_t i1);
+void own_parallel(int64_t n, int64_t work, int64_t min_work, int64_t align, own_range_fn fn,
+                  const void *ctx);
+/* Elements of work below which one thread is faster: a fork/join of two
+ * threads costs ≈ 1.1 µs back to back (more when the other core is busy),
+ * and an f32 add streams ≈ 15–20 elements/ns from L2, so a 64K-element add
+ * (3.4 µs on 1 thread, 2.1 µs on 2) is about where the second thread pays. */
+#define OWN_PAR_MIN ((int64_t)1 << 16)
+
+/* ---------------------------------------------------------------- size rules
+ * OWN above a measured size, REF below; when OWN is not allowed the first
+ * available of DNNL, BLAS, REF. Numbers next to the thresholds in
+ * own_kernels.c. */
+mi_backend own_select_binary(mi_tensor *const *in, int n, const mi_attrs *a, const mi_tensor *out,
+                             unsigned available);
+mi_backend own_select_reduce(mi_tensor *const *in, int n, const mi_attrs *a, const mi_tensor *out,
+                             unsigned available);
+mi_backend own_select_scan(mi_tensor *const *in, int n, const mi_attrs *a, const mi_tensor *out,
+                           unsigned available);
+mi_backend own_select_eltwise(mi_tensor *const *in, int n, const mi_attrs *a, const mi_tensor *out,
+                              unsigned available);
+mi_backend own_select_where(mi_tensor *const *in, int n, const mi_attrs *a, const mi_tensor *out,
+                            unsigned available);
+mi_backend own_select_rows(mi_tensor *const *in, int n, const mi_attrs *a, const mi_tensor *out,
+                           unsigned available);
+
+/* ---------------------------------------------------------------- kernels */
+#define OWN_DECL(name) void own_##name##_f32(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a);
+/* own_kernels.c: binary, where, comparisons (exact: same bits as REF) */
+OWN_DECL(add) OWN_DECL(sub) OWN_DECL(mul) OWN_DECL(div) OWN_DECL(maximum) OWN_DECL(minimum)
+OWN_DECL(where) OWN_DECL(gt) OWN_DECL(ge) OWN_DECL(lt) OWN_DECL(le) OWN_DECL(eq)
+/* own_kernels.c: scans (exact) and elementwise MIRAS helpers */
+OWN_DECL(cumsum) OWN_DECL(cumprod) OWN_DECL(linear_scan)
+OWN_DECL(soft_threshold) OWN_DECL(smooth_abs) OWN_DECL(smooth_sign)
+/* own_reduce.c: reductions and the row-wise MIRAS helpers */
+OWN_DECL(sum) OWN_DECL(mean) OWN_DECL(max) OWN_DECL(logsumexp) OWN_DECL(norm) OWN_DECL(sum_to)
+OWN_DECL(lq_normalize) OWN_DECL(sphere_retract)
+#undef OWN_DECL
+
+#endif

@@ -1,0 +1,32 @@
+/* The project's own vectorised kernels (MI_BACKEND_OWN, f32) for the unary
+ * ops of unary.c, the row ops of nn.c (softmax, log-softmax, the three
+ * normalisations) and the fused backward ops. Private to ops/; defined in
+ * own_unary.c (built with -O3 -ffast-math -march=native, see the accuracy
+ * and exactness notes at its top). */
+#ifndef MIRAS_OWN_UNARY_H
+#define MIRAS_OWN_UNARY_H
+
+#include "internal.h"
+
+#define OWN_UNARY_DECL(name) \
+    void own_##name##_f32(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a);
+
+/* Same bits as REF (IEEE section: no fast math, no contraction). */
+OWN_UNARY_DECL(neg) OWN_UNARY_DECL(abs) OWN_UNARY_DECL(sign) OWN_UNARY_DECL(sqrt)
+OWN_UNARY_DECL(rsqrt) OWN_UNARY_DECL(square) OWN_UNARY_DECL(reciprocal) OWN_UNARY_DECL(relu)
+OWN_UNARY_DECL(clamp) OWN_UNARY_DECL(add_scalar) OWN_UNARY_DECL(mul_scalar)
+OWN_UNARY_DECL(tanh_backward) OWN_UNARY_DECL(sigmoid_backward)
+
+/* Within a few ulp of REF (own polynomials or glibc's vector libm). */
+OWN_UNARY_DECL(exp) OWN_UNARY_DECL(log) OWN_UNARY_DECL(pow_scalar) OWN_UNARY_DECL(tanh)
+OWN_UNARY_DECL(sigmoid) OWN_UNARY_DECL(silu) OWN_UNARY_DECL(gelu) OWN_UNARY_DECL(erf)
+OWN_UNARY_DECL(softplus) OWN_UNARY_DECL(log_sigmoid)
+OWN_UNARY_DECL(gelu_backward) OWN_UNARY_DECL(silu_backward)
+
+/* Row ops: reassociated sums (a few ulp from REF). */
+OWN_UNARY_DECL(softmax) OWN_UNARY_DECL(log_softmax) OWN_UNARY_DECL(softmax_backward)
+OWN_UNARY_DECL(layer_norm) OWN_UNARY_DECL(rms_norm) OWN_UNARY_DECL(l2_normalize)
+OWN_UNARY_DECL(layer_norm_backward)
+#undef OWN_UNARY_DECL
+
+#endif
