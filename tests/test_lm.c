@@ -251,6 +251,14 @@ START_TEST(gradcheck_lattice_dec)
 }
 END_TEST
 
+/* HOPE (Nested Learning): self-modifying memories and a CMS updated every 2 tokens. */
+START_TEST(gradcheck_hope)
+{
+    const char *ov[] = {"cms=2"}; /* (overrides cannot hold a comma) */
+    gradcheck_lm("hope", ov, 1, 2, true);
+}
+END_TEST
+
 START_TEST(gradcheck_samba)
 {
     const char *ov[] = {"gate_rank=2", "chunk=2", "eta=0.5", "alpha=0.9"};
@@ -306,12 +314,12 @@ END_TEST
 START_TEST(logits_at_t_ignore_later_tokens)
 {
     const char *specs[] = {"attention", "swa:2", "gated-deltanet", "titans", "lattice-dec",
-                           "samba:gated-deltanet:2"};
+                           "samba:gated-deltanet:2", "hope"};
     const char *att_ov[] = {NULL};
     const char *miras_ov[] = {"gate_rank=2", "chunk=2", "eta=0.3"};
     enum { T = 6 };
-    for (int k = 0; k < 6; k++) {
-        bool miras = k >= 2;
+    for (int k = 0; k < 7; k++) {
+        bool miras = k >= 2 && k < 6;
         mi_lm_config c = tiny(specs[k], miras ? miras_ov : att_ov, miras ? 3 : 0);
         mi_lm lm;
         make_lm(&lm, &c, MI_F64, 21);
@@ -766,6 +774,7 @@ Suite *make_suite(void)
     tcase_add_test(tc, gradcheck_titans);
     tcase_add_test(tc, gradcheck_yaad);
     tcase_add_test(tc, gradcheck_lattice_dec);
+    tcase_add_test(tc, gradcheck_hope);
     tcase_add_test(tc, gradcheck_samba);
     tcase_add_test(tc, samba_is_miras_then_swa_each_with_its_residual);
     tcase_add_test(tc, logits_at_t_ignore_later_tokens);

@@ -89,6 +89,9 @@ int mi_mixer_create_attention(mi_mixer *out, const char *spec, const char *arg,
                               mi_scope *scope);
 int mi_mixer_create_swa(mi_mixer *out, const char *spec, const char *arg,
                         const mi_mixer_options *opt, mi_dtype dt, mi_rng *rng, mi_scope *scope);
+/* Nested Learning's HOPE (hope.h), overrides are mi_hope_config_set keys. */
+int mi_mixer_create_hope(mi_mixer *out, const char *spec, const char *arg,
+                         const mi_mixer_options *opt, mi_dtype dt, mi_rng *rng, mi_scope *scope);
 int mi_mixer_create_samba(mi_mixer *out, const char *spec, const char *arg,
                           const mi_mixer_options *opt, mi_dtype dt, mi_rng *rng, mi_scope *scope);
 

@@ -10,6 +10,7 @@ static const mi_mixer_kind kinds[] = {
     {"attention", "attention", mi_mixer_create_attention},
     {"swa", "swa[:W]", mi_mixer_create_swa},
     {"samba", "samba:<preset>[:W]", mi_mixer_create_samba},
+    {"hope", "hope", mi_mixer_create_hope},
     {NULL, "<preset>", mi_mixer_create_miras},  /* every MIRAS preset, by name */
 };
 #define N_KINDS ((int)(sizeof kinds / sizeof kinds[0]))

@@ -269,4 +269,7 @@ mi_tensor *mi_miras_block_forward(const mi_miras_block *b, mi_tensor *x);
 /* Mixers (the block above, attention baselines, hybrids) and the language model. */
 #include "models/lm.h"
 
+/* Nested Learning's continuum memory system and HOPE. */
+#include "models/hope.h"
+
 #endif

@@ -1,0 +1,450 @@
+/* HOPE (Nested Learning, papers/003 §3 "HOPE"): a self-referential Titans
+ * whose keys, values, queries, learning rates and retention come from memories
+ * that update themselves in context, with the ℓ2-regression GD of Eq. 28–29
+ * as their inner optimizer, followed by the continuum memory system (cms.c).
+ * The NeurIPS text gives only that summary and defers to the arXiv version
+ * (its ref. [1]; not in papers/, read from a public copy of its §8.1–8.3):
+ *
+ *   k_t = M_{k,t−1}(x_t)   v_t = M_{v,t−1}(x_t)   q_t = M_{q,t−1}(x_t)                (Eq. 84, 79)
+ *   η_t = M_{η,t−1}(x_t)   α_t = M_{α,t−1}(x_t)
+ *   v̂_{□,t} = M_{□,t−1}(v_t)     "generating its own values", □ ∈ {k, v, q, η, α, memory} (Eq. 87)
+ *   M_{□,t} = M_{□,t−1}(α_t I − η_t k_t k_tᵀ) − η_t ∇ℓ(M_{□,t−1}; k_t, v̂_{□,t}),
+ *             ℓ(M; k, v) = ½‖M(k) − v‖²                                             (Eq. 88)
+ *   o_t = M_{memory,t−1}(q_t)        y_t = CMS(o_t)                               (Eq. 94, 96)
+ *   M_□(·) = (·) + W_{□,1} σ(W_{□,2}(·)), initial states M_{□,0} meta-learned      (Eq. 89)
+ *
+ * and chunk-wise (arXiv §8.2, Eq. 90–91): every element of a chunk (k, v, q,
+ * η, α, v̂, the read o and the gradients) is produced by the states left at
+ * the end of the previous chunk, one batched evaluation per chunk.
+ *
+ * The forward, for x [B, T, d], H heads of width hd = d/H:
+ *   x̂ = ℓ2norm(conv(x))                              causal depthwise, kernel 4
+ *   per chunk, at the chunk-start states F_□:
+ *     k, v, q = ℓ2norm_head(M_k(x̂)), ℓ2norm_head(M_v(x̂)), ℓ2norm_head(M_q(x̂))  (d → d)
+ *     η = σ(M_η(x̂) + b_η), α = σ(M_α(x̂) + b_α)      (M_η, M_α: d → H, one per head)
+ *     o = M_memory(q) per head                         (M_memory: hd → hd, one per head)
+ *     each memory, with its key κ and target M_□(ν) (κ, ν = k̄, v̄ or k_h, v_h):
+ *       P_□ ← ᾱ P_□ − Σ_t η_t (Π_{s>t} α_s) [∇ℓ_t + (W u) uᵀ]/‖u‖² per layer (u its input)  at F_□
+ *     at a multiple of its chunk size: F_□ ← P_□
+ *   y = CMS((RMSNorm_head(o) ⊙ w_norm ⊙ SiLU(x W_g)) W_out)
+ *
+ * Choices the papers leave open, and what this file does:
+ * - "Self-modifying": each of the six memories generates its own regression
+ *   target v̂_□ = M_□(v_t) from the shared value v_t, and is itself updated in
+ *   context; so the maps that produce k, v, q, η and α (the layer's own
+ *   projections and its own learning rate and retention) change with the
+ *   context, by a rule (DGD) whose targets the memories choose themselves.
+ *   In the inner step v̂ is a fixed target (min_M ℓ(M; k, v̂) with v̂ given);
+ *   the outer gradient flows through everything, v̂ included.
+ * - Queries: the NeurIPS text ("dynamically changing the key, value, and
+ *   query projections") and arXiv Eq. 79/89 make q adaptive; arXiv Eq. 85's
+ *   note calls q_t = x_t W_q "the only non-adaptive projection". adaptive_q
+ *   (default true) picks; false gives q = x̂ W_q.
+ * - Architectures: M_k, M_v, M_q are full-width residual MLPs d → h_c → d
+ *   (they replace the projections, which mix all channels); M_η, M_α are
+ *   MLPs d → h_c → H without residual (their output is one rate per head;
+ *   "we are not forced to use the same architecture for all components");
+ *   η = σ(· + b_η) and α = σ(· + b_α) keep both in (0, 1), b starting at
+ *   the configured levels. The main memory is one residual MLP hd → h_m → hd
+ *   per head, as Titans' multi-head memory. h_c = component_expansion · d
+ *   (default 1: the state a sequence carries per component is 2d², what the
+ *   projections it replaces hold), h_m = memory_expansion · hd (default 4).
+ *   σ = GELU. No LayerNorm inside the memories (Eq. 89 has none).
+ * - Heads: the component memories are shared by the heads, so their update
+ *   takes the full key k̄ and target input v̄ and the head-mean of η and α;
+ *   the main memory of head h takes k_h, v_h, q_h, η_h, α_h. With one head
+ *   this is the paper's rule exactly.
+ * - DGD on an MLP: Eq. 88's M(α I − η k kᵀ) is taken, as an optimizer would,
+ *   on every weight matrix with its own input: W2 (α I − η k kᵀ) on the layer
+ *   that reads the key, W1 (α I − η ŝ ŝᵀ) on the output layer, ŝ the
+ *   normalised hidden activation; each layer's gradient term is divided by
+ *   its input's squared norm (normalised LMS; for the unit keys a no-op), so
+ *   the step stays stable as the hidden activations grow (nl_mlp.c). α is
+ *   the retention of the whole memory ("forget gate or weight decay").
+ * - Unit-norm inputs everywhere: every input a memory is read or written at
+ *   has norm 1: x̂, the per-head q, k and v, and for the component memories
+ *   (shared by the heads) k̄ = [k_1 … k_H]/√H and v̄ = [v_1 … v_H]/√H. Reads
+ *   (at x̂, v̄) and writes (at k̄) then see inputs of one scale, Eq. 88's
+ *   I − η k kᵀ is a contraction, and the self-generated targets M_□(v̄) cannot
+ *   feed back through v's scale. The values are normalised like the keys
+ *   (Titans leaves v unnormalised), because here v is also an input: with raw
+ *   v, M_v's targets M_v(M_v(x)) grew with M_v itself and the states
+ *   diverged within ~50 tokens at d = 8 and the default levels.
+ * - Chunking: chunk (for M_k, M_v, M_q, M_η, M_α) and memory_chunk (for
+ *   M_memory): "two different values of chunk sizes, one for the update of
+ *   M_memory and the other for all the other memories". Within a chunk every
+ *   term of the step, the (W k) kᵀ term included, is taken at the chunk-start
+ *   state (Eq. 91 keeps M_{t−1}(α_t I − η_t k kᵀ) at the running state, a
+ *   matrix-valued recurrence that would need per-token states or a WY
+ *   factorisation); what remains is the linear decay, a scan: the chunk's
+ *   steps are summed with weights η_t Π_{s>t} α_s (a sum, as MIRAS's chunked
+ *   training: C → 1 keeps η's meaning; with chunk 16, d = 32, T = 256 it
+ *   stays bounded up to η ≈ 0.7 and diverged at 0.9). With chunk 1 this is
+ *   Eq. 88 exactly. Eq. 90's state index C·⌈t/C⌉ is read as the end of the
+ *   previous chunk (C·⌊(t−1)/C⌋ for 1-based t), which is what Eq. 86–87 give
+ *   at C = 1 and what causality requires. Where the two chunk sizes differ the
+ *   sequence is cut at every multiple of either; a memory whose chunk goes on
+ *   keeps accumulating (P) and is read at its chunk-start state (F).
+ * - Read before write: o_t = M_{memory,t−1}(q_t) (Eq. 86, 94), and at chunk
+ *   size C the read uses the state the previous chunk left (Eq. 90), unlike
+ *   the MIRAS layer's read after write (DESIGN §5). Token t reaches o_t
+ *   through its own query only; its key/value pair is visible from the next
+ *   chunk on.
+ * - Normalisation and convolution ("removed for clarity"; "we normalize q and
+ *   k with L2 normalization and also use local convolutions with window size
+ *   of 4"): one causal depthwise conv of width 4 on the input, before the
+ *   memories (they replace the projections the MIRAS block convolves after;
+ *   convolving their outputs instead would tie each chunk to the previous
+ *   chunk's generated values), then ℓ2-normalised; q, k (and v) ℓ2-normalised
+ *   per head; the output is the MIRAS block's: per-head RMSNorm with a
+ *   learnable gain, SiLU(x W_g) gate, W_out.
+ * - Initialisation, in this order from rng: conv taps (current 1, earlier
+ *   N(0, 0.1²)); for k, v, q: W2 ~ N(0, 1), W1 ~ N(0, 1/(h_c·d)) (or W_q ~
+ *   N(0, 1)); for η, α: W2 ~ N(0, 1), W1 ~ N(0, 0.1²/h_c) so η, α start
+ *   within ~0.1 logit of their levels (DESIGN §5: η 0.02, α 0.998); the main
+ *   memory: W2 ~ N(0, 1), W1 ~ N(0, 1/(h_m·hd)) per head; w_norm = 1;
+ *   W_g ~ N(0, 1/d), W_out ~ N(0, out_scale²/d); then the CMS (cms.c). The
+ *   inputs of the memories have unit norm, so W2 ~ N(0, 1) gives
+ *   unit-variance pre-activations and the residual branch W1 σ(·) starts at
+ *   norm ≈ 0.7, comparable to its input. */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "models.h"
+
+static const char *const mem_names[MI_HOPE_MEMORIES][2] = {
+    {"k_mem.w1", "k_mem.w2"}, {"v_mem.w1", "v_mem.w2"}, {"q_mem.w1", "q_mem.w2"},
+    {"eta_mem.w1", "eta_mem.w2"}, {"alpha_mem.w1", "alpha_mem.w2"}, {"memory.w1", "memory.w2"}};
+
+mi_hope_config mi_hope_config_default(int64_t d_model, int64_t heads)
+{
+    return (mi_hope_config){
+        .d_model = d_model, .heads = heads, .memory_expansion = 4, .component_expansion = 1,
+        .chunk = 1, .memory_chunk = 1, .adaptive_q = true, .conv_kernel = 4,
+        .eta = 0.02, .alpha = 0.998, .qk_eps = 1e-6, .norm_eps = 1e-6, .out_scale = 1,
+        .cms = mi_cms_config_default(d_model)};
+}
+
+static int set_number(const char *key, const char *text, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(text, &end);
+    if (errno || end == text || *end)
+        return mi_error_set("hope: %s: '%s' is not a number", key, text), -1;
+    *out = v;
+    return 0;
+}
+
+static int set_whole(const char *key, const char *text, int *out)
+{
+    double v;
+    if (set_number(key, text, &v) != 0) return -1;
+    if (v != (int)v) return mi_error_set("hope: %s: '%s' is not a whole number", key, text), -1;
+    *out = (int)v;
+    return 0;
+}
+
+int mi_hope_config_set(mi_hope_config *c, const char *assignment)
+{
+    const char *eq = assignment ? strchr(assignment, '=') : NULL;
+    if (!c || !eq || eq == assignment || eq - assignment >= 32)
+        return mi_error_set("hope: expected KEY=VALUE, got '%s'",
+                            assignment ? assignment : "(null)"), -1;
+    char key[32];
+    memcpy(key, assignment, (size_t)(eq - assignment));
+    key[eq - assignment] = '\0';
+    const char *val = eq + 1;
+    struct { const char *name; int *i; double *d; } fields[] = {
+        {"chunk", &c->chunk, NULL}, {"memory_chunk", &c->memory_chunk, NULL},
+        {"memory_expansion", &c->memory_expansion, NULL},
+        {"component_expansion", &c->component_expansion, NULL},
+        {"conv_kernel", &c->conv_kernel, NULL}, {"eta", NULL, &c->eta},
+        {"alpha", NULL, &c->alpha}, {"qk_eps", NULL, &c->qk_eps},
+        {"norm_eps", NULL, &c->norm_eps}, {"out_scale", NULL, &c->out_scale},
+        {"cms.eta", NULL, &c->cms.eta}, {"cms.norm_eps", NULL, &c->cms.norm_eps}};
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
+        if (!strcmp(key, fields[i].name))
+            return fields[i].i ? set_whole(key, val, fields[i].i)
+                               : set_number(key, val, fields[i].d);
+    if (!strcmp(key, "adaptive_q")) {
+        bool on = !strcmp(val, "true") || !strcmp(val, "1");
+        if (!on && strcmp(val, "false") && strcmp(val, "0"))
+            return mi_error_set("hope: adaptive_q: '%s' is not true/false/1/0", val), -1;
+        c->adaptive_q = on;
+        return 0;
+    }
+    if (!strcmp(key, "cms.hidden")) {
+        int h;
+        if (set_whole(key, val, &h) != 0) return -1;
+        c->cms.hidden = h;
+        return 0;
+    }
+    if (!strcmp(key, "cms")) {
+        if (!strcmp(val, "none")) {
+            c->cms.n_blocks = 0;
+            return 0;
+        }
+        return mi_cms_config_chunks(&c->cms, val) == 0 ? 0 : (mi_error_prefix("hope"), -1);
+    }
+    return mi_error_set("hope: unknown key '%s' (known: chunk, memory_chunk, memory_expansion, "
+                        "component_expansion, adaptive_q, conv_kernel, eta, alpha, qk_eps, "
+                        "norm_eps, out_scale, cms, cms.hidden, cms.eta, cms.norm_eps)", key), -1;
+}
+
+static int check_config(const mi_hope_config *c, mi_dtype dt)
+{
+    if (dt != MI_F32 && dt != MI_F64)
+        return mi_error_set("hope: parameters must be f32 or f64, not %s", mi_dtype_name(dt)), -1;
+    if (c->d_model < 1 || c->heads < 1)
+        return mi_error_set("hope: d_model and heads must be >= 1, got %lld and %lld",
+                            (long long)c->d_model, (long long)c->heads), -1;
+    if (c->d_model % c->heads)
+        return mi_error_set("hope: heads (%lld) must divide d_model (%lld)", (long long)c->heads,
+                            (long long)c->d_model), -1;
+    if (c->memory_expansion < 1 || c->component_expansion < 1)
+        return mi_error_set("hope: memory_expansion and component_expansion must be >= 1, got "
+                            "%d and %d", c->memory_expansion, c->component_expansion), -1;
+    if (c->chunk < 1 || c->memory_chunk < 1)
+        return mi_error_set("hope: chunk and memory_chunk must be >= 1, got %d and %d", c->chunk,
+                            c->memory_chunk), -1;
+    if (c->conv_kernel < 1)
+        return mi_error_set("hope: conv_kernel must be >= 1, got %d", c->conv_kernel), -1;
+    if (!(c->eta > 0 && c->eta < 1) || !(c->alpha > 0 && c->alpha < 1))
+        return mi_error_set("hope: eta and alpha start at %g and %g; σ reaches only (0, 1)",
+                            c->eta, c->alpha), -1;
+    if (!(c->qk_eps > 0) || !(c->norm_eps > 0) || !(c->out_scale >= 0))
+        return mi_error_set("hope: qk_eps and norm_eps must be > 0 and out_scale >= 0"), -1;
+    return 0;
+}
+
+static mi_tensor *param(mi_hope *h, const char *name, mi_tensor *t)
+{
+    if (!t) return NULL;
+    t->name = name;
+    mi_requires_grad(t, true);
+    h->params[h->n_params++] = (mi_named_tensor){name, t};
+    return t;
+}
+
+static double logit(double p) { return log(p / (1 - p)); }
+
+int mi_hope_init(mi_hope *h, const mi_hope_config *c, mi_dtype dt, mi_rng *rng, mi_scope *scope)
+{
+    if (!h || !c || !rng || !scope)
+        return mi_error_set("hope: NULL hope, config, rng or scope"), -1;
+    memset(h, 0, sizeof *h);
+    if (check_config(c, dt) != 0) return -1;
+    h->config = *c;
+    h->config.cms.d_model = c->d_model;  /* the CMS runs on the layer's width */
+    int64_t d = c->d_model, H = c->heads, hd = h->head_dim = d / H;
+    int64_t hc = c->component_expansion * d, hm = c->memory_expansion * hd;
+    double sd = 1 / sqrt((double)d);   /* W_g, W_out on the residual stream */
+    int rc = 0;
+    mi_scope_enter(scope);
+    mi_tensor *conv = mi_randn(rng, dt, MI_SHAPE(d, c->conv_kernel), 0, 0.1);
+    for (int64_t i = 0; conv && i < d; i++)
+        mi_set(conv, i * c->conv_kernel + c->conv_kernel - 1, 1);  /* the current token's tap */
+    if (!(h->conv = param(h, "conv", conv))) rc = -1;
+    for (int m = MI_HOPE_K; m <= MI_HOPE_ALPHA && rc == 0; m++) {
+        if (m == MI_HOPE_Q && !c->adaptive_q) {
+            if (!(h->w_q = param(h, "q_proj", mi_randn(rng, dt, MI_SHAPE(d, d), 0, 1)))) rc = -1;
+            continue;
+        }
+        bool gate = m == MI_HOPE_ETA || m == MI_HOPE_ALPHA;
+        int64_t out = gate ? H : d;
+        mi_tensor *w2 = mi_randn(rng, dt, MI_SHAPE(hc, d), 0, 1);
+        mi_tensor *w1 = mi_randn(rng, dt, MI_SHAPE(out, hc), 0,
+                                 gate ? 0.1 / sqrt((double)hc) : 1 / sqrt((double)(hc * d)));
+        h->w1[m] = param(h, mem_names[m][0], w1);
+        h->w2[m] = param(h, mem_names[m][1], w2);
+        if (!h->w1[m] || !h->w2[m]) rc = -1;
+        if (m == MI_HOPE_ETA && rc == 0) {
+            h->eta_bias = param(h, "eta_bias", mi_full(dt, MI_SHAPE(H), logit(c->eta)));
+            rc = h->eta_bias ? 0 : -1;
+        }
+        if (m == MI_HOPE_ALPHA && rc == 0) {
+            h->alpha_bias = param(h, "alpha_bias", mi_full(dt, MI_SHAPE(H), logit(c->alpha)));
+            rc = h->alpha_bias ? 0 : -1;
+        }
+    }
+    if (rc == 0) {
+        mi_tensor *w2 = mi_randn(rng, dt, MI_SHAPE(H, hm, hd), 0, 1);
+        mi_tensor *w1 = mi_randn(rng, dt, MI_SHAPE(H, hd, hm), 0, 1 / sqrt((double)(hm * hd)));
+        h->w1[MI_HOPE_MEMORY] = param(h, mem_names[MI_HOPE_MEMORY][0], w1);
+        h->w2[MI_HOPE_MEMORY] = param(h, mem_names[MI_HOPE_MEMORY][1], w2);
+        h->norm_weight = param(h, "out_norm", mi_ones(dt, MI_SHAPE(hd)));
+        h->w_gate = param(h, "gate_proj", mi_randn(rng, dt, MI_SHAPE(d, d), 0, sd));
+        h->w_out = param(h, "out_proj", mi_randn(rng, dt, MI_SHAPE(d, d), 0, c->out_scale * sd));
+        if (!h->w1[MI_HOPE_MEMORY] || !h->w2[MI_HOPE_MEMORY] || !h->norm_weight || !h->w_gate ||
+            !h->w_out)
+            rc = -1;
+    }
+    mi_scope_leave();
+    if (rc == 0 && (h->has_cms = c->cms.n_blocks > 0)) {
+        if (mi_cms_init(&h->cms, &h->config.cms, dt, rng, scope) != 0)
+            return mi_error_prefix("hope"), -1;
+        int n;
+        const mi_named_tensor *p = mi_cms_params(&h->cms, &n);
+        for (int i = 0; i < n; i++) h->params[h->n_params++] = p[i];
+    }
+    return rc;
+}
+
+const mi_named_tensor *mi_hope_params(const mi_hope *h, int *count)
+{
+    if (count) *count = h ? h->n_params : 0;
+    return h ? h->params : NULL;
+}
+
+/* ---------------------------------------------------------------- forward */
+
+typedef struct mlp_state {
+    mi_tensor *w1, *w2;
+} mlp_state;
+
+/* [B, n, H·c] → [B·H, n, c] (c = 1: [B·H, n]); sequence b·H + h is head h of batch b. */
+static mi_tensor *to_heads(mi_tensor *t, int64_t H, int64_t c)
+{
+    int64_t B = t->shape[0], n = t->shape[1];
+    mi_tensor *r = mi_permute(mi_reshape(t, MI_SHAPE(B, n, H, c)), (const int[]){0, 2, 1, 3});
+    return c == 1 ? mi_reshape(r, MI_SHAPE(B * H, n)) : mi_reshape(r, MI_SHAPE(B * H, n, c));
+}
+
+/* [B·H, n, c] → [B, n, H·c] */
+static mi_tensor *from_heads(mi_tensor *t, int64_t B, int64_t H)
+{
+    int64_t n = t->shape[1], c = t->shape[2];
+    mi_tensor *r = mi_permute(mi_reshape(t, MI_SHAPE(B, H, n, c)), (const int[]){0, 2, 1, 3});
+    return mi_reshape(r, MI_SHAPE(B, n, H * c));
+}
+
+/* P ← ᾱ P − Σ_t η_t (Π_{s>t} α_s) step_t(F): the chunk's DGD steps (Eq. 88),
+ * every one at the chunk-start state F, under the decay α (a scan). key
+ * [M, n, in], target [M, n, out], eta and alpha [M, n]. */
+static int accumulate(mlp_state *P, const mlp_state *F, bool residual, mi_tensor *key,
+                      mi_tensor *target, mi_tensor *eta, mi_tensor *alpha, double eps)
+{
+    int64_t M = eta->shape[0], n = eta->shape[1];
+    mi_tensor *rest = mi_cumprod(alpha, 1, true);                    /* Π_{s≥t} α_s */
+    mi_tensor *abar = mi_reshape(mi_slice(rest, 1, 0, 1), MI_SHAPE(M, 1, 1));
+    mi_tensor *ones = mi_ones(alpha->dtype, MI_SHAPE(M, 1));
+    mi_tensor *after = n > 1 ? mi_concat((mi_tensor *[]){mi_slice(rest, 1, 1, n), ones}, 2, 1)
+                             : ones;                                 /* Π_{s>t} α_s */
+    mi_tensor *d1, *d2;
+    if (mi_nl_mlp_step(F->w1, F->w2, residual, key, target, mi_mul(eta, after), true, eps, &d1,
+                       &d2) != 0)
+        return -1;
+    P->w1 = mi_sub(mi_mul(abar, P->w1), d1);
+    P->w2 = mi_sub(mi_mul(abar, P->w2), d2);
+    return P->w1 && P->w2 ? 0 : -1;
+}
+
+typedef struct run {
+    const mi_hope *h;
+    int64_t B, H;
+    mlp_state F[MI_HOPE_MEMORIES], P[MI_HOPE_MEMORIES];  /* in force, and accumulating */
+} run;
+
+static bool residual_memory(int m) { return m != MI_HOPE_ETA && m != MI_HOPE_ALPHA; }
+
+/* One segment [t0, t1) of x̂: generate k, v, q, η, α and read o with the
+ * states in force; accumulate every memory's step unless the segment ends
+ * the sequence. Returns o [B·H, n, hd]. */
+static mi_tensor *segment(run *r, mi_tensor *xs, bool update)
+{
+    const mi_hope *h = r->h;
+    const mi_hope_config *c = &h->config;
+    int64_t H = r->H, hd = h->head_dim;
+    mlp_state *F = r->F;
+    mi_tensor *k_raw = mi_nl_mlp_read(F[MI_HOPE_K].w1, F[MI_HOPE_K].w2, true, xs);
+    mi_tensor *v_raw = mi_nl_mlp_read(F[MI_HOPE_V].w1, F[MI_HOPE_V].w2, true, xs);
+    mi_tensor *q_raw = c->adaptive_q ? mi_nl_mlp_read(F[MI_HOPE_Q].w1, F[MI_HOPE_Q].w2, true, xs)
+                                     : mi_matmul(xs, h->w_q);
+    mi_tensor *eta = mi_sigmoid(mi_add(mi_nl_mlp_read(F[MI_HOPE_ETA].w1, F[MI_HOPE_ETA].w2,
+                                                      false, xs), h->eta_bias));
+    mi_tensor *alpha = mi_sigmoid(mi_add(mi_nl_mlp_read(F[MI_HOPE_ALPHA].w1, F[MI_HOPE_ALPHA].w2,
+                                                        false, xs), h->alpha_bias));
+    mi_tensor *k = mi_l2_normalize(to_heads(k_raw, H, hd), c->qk_eps);   /* [B·H, n, hd] */
+    mi_tensor *v = mi_l2_normalize(to_heads(v_raw, H, hd), c->qk_eps);
+    mi_tensor *q = mi_l2_normalize(to_heads(q_raw, H, hd), c->qk_eps);
+    mi_tensor *o = mi_nl_mlp_read(F[MI_HOPE_MEMORY].w1, F[MI_HOPE_MEMORY].w2, true, q);
+    if (!o || !eta || !alpha || !v || !k) return NULL;
+    if (!update) return o;
+
+    /* the components: k̄ = [k_1 … k_H]/√H, v̄ likewise, head-mean η and α */
+    mi_tensor *kbar = mi_mul_scalar(from_heads(k, r->B, H), 1 / sqrt((double)H));
+    mi_tensor *vbar = mi_mul_scalar(from_heads(v, r->B, H), 1 / sqrt((double)H));
+    mi_tensor *eta_c = mi_mean(eta, -1, false), *alpha_c = mi_mean(alpha, -1, false);
+    for (int m = MI_HOPE_K; m <= MI_HOPE_ALPHA; m++) {
+        if (m == MI_HOPE_Q && !c->adaptive_q) continue;
+        bool res = residual_memory(m);
+        mi_tensor *vhat = mi_nl_mlp_read(F[m].w1, F[m].w2, res, vbar);  /* v̂_□ = M_□(v̄) */
+        if (accumulate(&r->P[m], &F[m], res, kbar, vhat, eta_c, alpha_c, c->qk_eps) != 0)
+            return NULL;
+    }
+    /* the main memory, per head */
+    mi_tensor *vhat = mi_nl_mlp_read(F[MI_HOPE_MEMORY].w1, F[MI_HOPE_MEMORY].w2, true, v);
+    if (accumulate(&r->P[MI_HOPE_MEMORY], &F[MI_HOPE_MEMORY], true, k, vhat, to_heads(eta, H, 1),
+                   to_heads(alpha, H, 1), c->qk_eps) != 0)
+        return NULL;
+    return o;
+}
+
+static int64_t next_multiple(int64_t t, int64_t C) { return (t / C + 1) * C; }
+
+mi_tensor *mi_hope_forward(const mi_hope *h, mi_tensor *x)
+{
+    if (!h || !x) return mi_error_set("hope: NULL hope or input"), NULL;
+    const mi_hope_config *c = &h->config;
+    int64_t d = c->d_model;
+    if (x->rank != 3 || x->shape[2] != d || x->shape[1] < 1 || x->dtype != h->conv->dtype) {
+        char s[96];
+        mi_error_set("hope: x is %s %s; expected %s [B, T, %lld] with T >= 1",
+                     mi_dtype_name(x->dtype), mi_shape_str(s, sizeof s, x->rank, x->shape),
+                     mi_dtype_name(h->conv->dtype), (long long)d);
+        return NULL;
+    }
+    int64_t B = x->shape[0], T = x->shape[1], H = c->heads;
+    run r = {.h = h, .B = B, .H = H};
+    for (int m = 0; m < MI_HOPE_MEMORIES; m++) {
+        if (!h->w1[m]) continue;  /* q when it is a static projection */
+        mlp_state s = {h->w1[m], h->w2[m]};
+        if (m == MI_HOPE_MEMORY) {
+            /* [H, out, in] → [B·H, out, in]: the same initial memory for every batch row */
+            mi_tensor *w[2] = {s.w1, s.w2};
+            for (int i = 0; i < 2; i++) {
+                int64_t o = w[i]->shape[1], in = w[i]->shape[2];
+                w[i] = mi_reshape(mi_broadcast_to(mi_reshape(w[i], MI_SHAPE(1, H, o, in)),
+                                                  MI_SHAPE(B, H, o, in)), MI_SHAPE(B * H, o, in));
+            }
+            s = (mlp_state){w[0], w[1]};
+            if (!s.w1 || !s.w2) return NULL;
+        }
+        r.F[m] = r.P[m] = s;
+    }
+    mi_tensor *xt = mi_l2_normalize(mi_conv1d_causal(x, h->conv), c->qk_eps);  /* x̂ */
+    mi_tensor **os = mi_scope_alloc(mi_scope_current(), sizeof(mi_tensor *) * (size_t)T);
+    if (!xt || !os) return mi_error_prefix("hope"), NULL;
+    int n_seg = 0;
+    for (int64_t t0 = 0; t0 < T;) {
+        int64_t t1 = next_multiple(t0, c->chunk), tm = next_multiple(t0, c->memory_chunk);
+        if (tm < t1) t1 = tm;
+        if (T < t1) t1 = T;
+        if (!(os[n_seg++] = segment(&r, mi_slice(xt, 1, t0, t1), t1 < T)))
+            return mi_error_prefix("hope"), NULL;
+        /* a memory whose chunk ends here takes the state it accumulated */
+        for (int m = 0; m < MI_HOPE_MEMORIES && t1 < T; m++)
+            if (r.F[m].w1 && t1 % (m == MI_HOPE_MEMORY ? c->memory_chunk : c->chunk) == 0)
+                r.F[m] = r.P[m];
+        t0 = t1;
+    }
+    mi_tensor *o = n_seg == 1 ? os[0] : mi_concat(os, n_seg, 1);   /* [B·H, T, hd] */
+    o = from_heads(mi_mul(mi_rms_norm(o, c->norm_eps), h->norm_weight), B, H);
+    o = mi_matmul(mi_mul(o, mi_silu(mi_matmul(x, h->w_gate))), h->w_out);
+    if (o && h->has_cms) o = mi_cms_forward(&h->cms, o);
+    if (!o) mi_error_prefix("hope");
+    return o;
+}

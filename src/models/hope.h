@@ -1,0 +1,152 @@
+/* Nested Learning (papers/003): the continuum memory system (CMS, §3 Eq. 30–31)
+ * and HOPE (§3 "HOPE": self-modifying Titans followed by a CMS), as layers with
+ * the MIRAS block's API shape: config (defaults), init (dtype, rng, scope),
+ * params (name/tensor pairs), forward x [B, T, d] → [B, T, d].
+ *
+ * Three files:
+ *   nl_mlp.c  the 2-layer MLP memory both use, M(x) = [x +] W1 σ(W2 x), and
+ *             its accumulated inner step (GD, or the ℓ2-regression GD of
+ *             Eq. 28–29; each layer's step normalised by its input), in ops;
+ *   cms.c     the CMS: a chain of MLP blocks, block ℓ updated in context
+ *             every C^(ℓ) tokens from its error accumulated over them;
+ *   hope.c    HOPE: keys, values, queries, learning rates and retention
+ *             produced by MLP memories that update themselves in context,
+ *             a main memory read with the queries, then the CMS.
+ * Every choice the paper leaves open is written next to the code that makes
+ * it (the top comments of cms.c and hope.c list them). Everything is recorded
+ * ops: the outer loop trains through every inner update. */
+#ifndef MIRAS_HOPE_H
+#define MIRAS_HOPE_H
+
+#include "ops/ops.h"
+
+/* ---------------------------------------------------------------- the MLP memory (nl_mlp.c)
+ * Weights as [out, in] matrices acting on column vectors, the paper's
+ * numbering: w1 the output layer [out, h], w2 the input layer [h, in]; either
+ * shared ([out, h]) or one per sequence ([N, out, h]). x [N, n, in]. */
+
+/* y = x + W1 gelu(W2 x) (residual; needs out == in) or W1 gelu(W2 x). */
+mi_tensor *mi_nl_mlp_read(mi_tensor *w1, mi_tensor *w2, bool residual, mi_tensor *x);
+
+/* The inner step of the memory on ℓ_t = ½‖M(x_t) − v_t‖², weighted by c_t
+ * [N, n], each layer's term normalised by its input (normalised LMS), summed
+ * over the n positions, every term at the given weights:
+ *   D1 = Σ_t c_t/(‖s_t‖² + eps) [e_t + (W1 s_t)] s_tᵀ    e_t = M(x_t) − v_t, s_t = gelu(a_t)
+ *   D2 = Σ_t c_t/(‖x_t‖² + eps) [δ_t + (W2 x_t)] x_tᵀ    a_t = W2 x_t, δ_t = gelu'(a_t) ⊙ W1ᵀ e_t
+ * the (W u) terms only with l2gd (Eq. 28 on every layer with its own input:
+ * W(I − û ûᵀ)). The caller applies W ← ᾱ W − D. d1, d2: [N, …]. */
+int mi_nl_mlp_step(mi_tensor *w1, mi_tensor *w2, bool residual, mi_tensor *x, mi_tensor *v,
+                   mi_tensor *c, bool l2gd, double eps, mi_tensor **d1, mi_tensor **d2);
+
+/* ---------------------------------------------------------------- continuum memory (cms.c) */
+#define MI_CMS_MAX_BLOCKS 8
+
+typedef struct mi_cms_config {
+    int64_t d_model;
+    int64_t hidden;                  /* each block's hidden width (0: 4·d_model) */
+    int n_blocks;                    /* k, the number of blocks (levels), 1..MI_CMS_MAX_BLOCKS */
+    int chunk[MI_CMS_MAX_BLOCKS];    /* C^(ℓ): block ℓ (applied ℓ-th) is updated after every
+                                        position that is a multiple of C^(ℓ) (default 1, 4, 16) */
+    double eta;                      /* the initial level of σ(·) in η_t^(ℓ) = σ(·)/C^(ℓ) (0.02) */
+    double norm_eps;                 /* the blocks' RMSNorm (default 1e-6) */
+} mi_cms_config;
+
+/* d_model, hidden 0 (4·d), 3 blocks with C = {1, 4, 16}, η 0.02, eps 1e-6. */
+mi_cms_config mi_cms_config_default(int64_t d_model);
+/* Sets n_blocks and chunk[] from text such as "1,4,16"; -1 with a message
+ * (empty, not a number, C < 1, more than MI_CMS_MAX_BLOCKS). */
+int mi_cms_config_chunks(mi_cms_config *c, const char *list);
+
+typedef struct mi_cms_level {
+    mi_tensor *norm;       /* γ [d]: u = RMSNorm(h) ⊙ γ */
+    mi_tensor *w1, *w2;    /* θ_0: the block's initial weights, W1 [d, hidden], W2 [hidden, d] */
+    mi_tensor *value;      /* W_v [d, d]: the inner target v_t = u_t W_v */
+    mi_tensor *eta_w;      /* [d, 1] and */
+    mi_tensor *eta_bias;   /* [1]: η_t = σ(u_t w_η + b_η) / C */
+} mi_cms_level;
+
+#define MI_CMS_MAX_PARAMS (6 * MI_CMS_MAX_BLOCKS)
+
+typedef struct mi_cms {
+    mi_cms_config config;
+    int64_t hidden;
+    mi_cms_level level[MI_CMS_MAX_BLOCKS];
+    int n_params;
+    mi_named_tensor params[MI_CMS_MAX_PARAMS];
+} mi_cms;
+
+/* The effective weights every position used, for tests and inspection:
+ * per block, w1 [B, T, d, hidden] and w2 [B, T, hidden, d] (position t holds
+ * the weights block ℓ applied at t). */
+typedef struct mi_cms_trace {
+    int n_blocks;
+    mi_tensor *w1[MI_CMS_MAX_BLOCKS], *w2[MI_CMS_MAX_BLOCKS];
+} mi_cms_trace;
+
+/* Checks the configuration and creates the parameters in `scope` (MI_F32 or
+ * MI_F64), drawn deterministically from rng. 0, or -1 with a message. */
+int mi_cms_init(mi_cms *c, const mi_cms_config *cfg, mi_dtype dt, mi_rng *rng, mi_scope *scope);
+/* The parameters as (name, tensor) pairs, block by block ("cms.0.w1", …). */
+const mi_named_tensor *mi_cms_params(const mi_cms *c, int *count);
+/* x [B, T, d] → [B, T, d], the whole chain (each block residual: the output
+ * carries x; use it as h ← CMS(h), not h + CMS(h)). In the current scope, recorded. */
+mi_tensor *mi_cms_forward(const mi_cms *c, mi_tensor *x);
+/* The same, also filling *trace (NULL: none). */
+mi_tensor *mi_cms_forward_trace(const mi_cms *c, mi_tensor *x, mi_cms_trace *trace);
+
+/* ---------------------------------------------------------------- HOPE (hope.c) */
+/* The six memories of the self-modifying Titans (Nested Learning arXiv §8.1, Eq. 83–89). */
+enum { MI_HOPE_K, MI_HOPE_V, MI_HOPE_Q, MI_HOPE_ETA, MI_HOPE_ALPHA, MI_HOPE_MEMORY,
+       MI_HOPE_MEMORIES };
+
+typedef struct mi_hope_config {
+    int64_t d_model, heads;      /* head_dim = d_model / heads (heads must divide d_model) */
+    int memory_expansion;        /* main memory per head: hidden = expansion · head_dim (4) */
+    int component_expansion;     /* k, v, q, η, α memories: hidden = expansion · d_model (1) */
+    int chunk;                   /* C of the k, v, q, η, α memories (1: the exact recurrence) */
+    int memory_chunk;            /* C of the main memory (1) */
+    bool adaptive_q;             /* q from a self-modifying memory (true) or q = x W_q */
+    int conv_kernel;             /* the causal depthwise conv on the input (4) */
+    double eta, alpha;           /* initial levels of η_t and α_t (0.02, 0.998; DESIGN §5) */
+    double qk_eps, norm_eps;     /* ℓ2 normalisation of q, k; output RMSNorm (1e-6, 1e-6) */
+    double out_scale;            /* W_out ~ N(0, out_scale² / d_model) (1) */
+    mi_cms_config cms;           /* the CMS after the Titans part; n_blocks 0: none */
+} mi_hope_config;
+
+/* The defaults above, with the CMS of mi_cms_config_default(d_model). */
+mi_hope_config mi_hope_config_default(int64_t d_model, int64_t heads);
+/* Sets one field from text, as on a command line: "chunk=16",
+ * "memory_chunk=4", "memory_expansion=2", "component_expansion=1",
+ * "adaptive_q=false", "conv_kernel=4", "eta=0.02", "alpha=0.998",
+ * "qk_eps=1e-6", "norm_eps=1e-6", "out_scale=1", "cms=1,4,16" (the chunk
+ * sizes) or "cms=none", "cms.hidden=256", "cms.eta=0.02". Ranges are checked
+ * by mi_hope_init. 0, or -1 with a message. */
+int mi_hope_config_set(mi_hope_config *c, const char *assignment);
+
+#define MI_HOPE_MAX_PARAMS (24 + MI_CMS_MAX_PARAMS)
+
+typedef struct mi_hope {
+    mi_hope_config config;
+    int64_t head_dim;
+    mi_tensor *conv;                        /* [d, K] */
+    /* initial states M_□,0 (meta-learned): w1 the output layer, w2 the input
+     * layer; the main memory's with [heads] in front; q's NULL when !adaptive_q */
+    mi_tensor *w1[MI_HOPE_MEMORIES], *w2[MI_HOPE_MEMORIES];
+    mi_tensor *w_q;                         /* [d, d] when !adaptive_q */
+    mi_tensor *eta_bias, *alpha_bias;       /* [heads] */
+    mi_tensor *norm_weight;                 /* [head_dim] */
+    mi_tensor *w_gate, *w_out;              /* [d, d] */
+    bool has_cms;
+    mi_cms cms;
+    int n_params;
+    mi_named_tensor params[MI_HOPE_MAX_PARAMS];
+} mi_hope;
+
+int mi_hope_init(mi_hope *h, const mi_hope_config *c, mi_dtype dt, mi_rng *rng,
+                 mi_scope *scope);
+/* Every parameter, the CMS's included ("cms.0.w1", …), in a fixed order. */
+const mi_named_tensor *mi_hope_params(const mi_hope *h, int *count);
+/* x [B, T, d] → [B, T, d] (a mixer: the caller adds the residual around it). */
+mi_tensor *mi_hope_forward(const mi_hope *h, mi_tensor *x);
+
+#endif

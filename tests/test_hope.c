@@ -1,0 +1,884 @@
+/* Nested Learning's continuum memory system and HOPE (src/models/cms.c,
+ * hope.c, nl_mlp.c): the MLP memory's accumulated step against autodiff; CMS
+ * block ℓ's weights change only at positions that are multiples of C^(ℓ)
+ * (from the trace); the CMS against a plain-loop reference (all C = 1, and
+ * mixed C with T not a multiple); HOPE against a plain-loop reference of the
+ * self-modifying Titans (chunk 1, and two different chunk sizes); gradchecks
+ * (f64, tiny) of both w.r.t. the input and every parameter; causality;
+ * parameter lists; bad configurations. */
+#include <string.h>
+
+#include "harness.h"
+
+enum { MAXT = 12, MAXD = 16 };
+
+static double P(const mi_tensor *t, int64_t i) { return mi_get(t, i); }
+static double sigm(double z) { return 1 / (1 + exp(-z)); }
+static double silu(double z) { return z * sigm(z); }
+static double gelu(double z) { return 0.5 * z * (1 + erf(z * M_SQRT1_2)); }
+static double gelu_prime(double z)
+{
+    return 0.5 * (1 + erf(z * M_SQRT1_2)) + z * exp(-0.5 * z * z) / sqrt(2 * M_PI);
+}
+
+static mi_tensor *input(uint64_t seed, int64_t B, int64_t T, int64_t d)
+{
+    mi_rng r;
+    mi_rng_seed(&r, seed);
+    return mi_randn(&r, MI_F64, MI_SHAPE(B, T, d), 0, 1);
+}
+
+static double max_abs_diff(const mi_tensor *a, const mi_tensor *b)
+{
+    ck_assert_int_eq(a->numel, b->numel);
+    double m = 0;
+    for (int64_t i = 0; i < a->numel; i++) m = fmax(m, fabs(mi_get(a, i) - mi_get(b, i)));
+    return m;
+}
+
+/* ---------------------------------------------------------------- the MLP memory's step */
+
+/* D1, D2 of mi_nl_mlp_step == autodiff gradients of
+ *   Σ_t c1_t [½‖M(x_t) − v_t‖² + ½‖W1 s̄_t‖²]  w.r.t. W1,  c1_t = c_t / (‖s_t‖² + eps)
+ *   Σ_t c2_t [½‖M(x_t) − v_t‖² + ½‖W2 x_t‖²]  w.r.t. W2,  c2_t = c_t / (‖x_t‖² + eps)
+ * (the second terms with l2gd; s̄ and the weights c1, c2 held fixed), for
+ * shared and per-sequence weights, with and without the residual. */
+START_TEST(mlp_step_equals_autodiff)
+{
+    enum { N = 2, n = 4, IN = 3, H = 5 };
+    const double eps = 1e-6;
+    for (int variant = 0; variant < 8; variant++) {
+        bool residual = variant & 1, per_seq = variant & 2, l2gd = variant & 4;
+        int64_t out = residual ? IN : 2;
+        mi_rng r;
+        mi_rng_seed(&r, 100 + variant);
+        mi_tensor *w1 = per_seq ? mi_randn(&r, MI_F64, MI_SHAPE(N, out, H), 0, 0.5)
+                                : mi_randn(&r, MI_F64, MI_SHAPE(out, H), 0, 0.5);
+        mi_tensor *w2 = per_seq ? mi_randn(&r, MI_F64, MI_SHAPE(N, H, IN), 0, 0.5)
+                                : mi_randn(&r, MI_F64, MI_SHAPE(H, IN), 0, 0.5);
+        mi_tensor *x = mi_randn(&r, MI_F64, MI_SHAPE(N, n, IN), 0, 1);
+        mi_tensor *v = mi_randn(&r, MI_F64, MI_SHAPE(N, n, out), 0, 1);
+        mi_tensor *c = mi_rand(&r, MI_F64, MI_SHAPE(N, n), 0.1, 1);
+        mi_tensor *d1, *d2;
+        ck_assert_int_eq(mi_nl_mlp_step(w1, w2, residual, x, v, c, l2gd, eps, &d1, &d2), 0);
+
+        /* autodiff, with one copy of the weights per sequence */
+        mi_tensor *b1 = per_seq ? w1 : mi_broadcast_to(w1, MI_SHAPE(N, out, H));
+        mi_tensor *b2 = per_seq ? w2 : mi_broadcast_to(w2, MI_SHAPE(N, H, IN));
+        mi_tensor *a1 = mi_requires_grad(mi_tensor_to(b1, MI_F64), true);
+        mi_tensor *a2 = mi_requires_grad(mi_tensor_to(b2, MI_F64), true);
+        mi_tensor *e = mi_sub(mi_nl_mlp_read(a1, a2, residual, x), v);
+        mi_tensor *fit = mi_mul_scalar(mi_sum(mi_square(e), -1, false), 0.5);   /* [N, n] */
+        mi_tensor *sbar = mi_gelu(mi_matmul_t(x, mi_detach(w2), false, true));
+        mi_tensor *c1 = mi_div(c, mi_add_scalar(mi_sum(mi_square(sbar), -1, false), eps));
+        mi_tensor *c2 = mi_div(c, mi_add_scalar(mi_sum(mi_square(x), -1, false), eps));
+        mi_tensor *l1 = fit, *l2 = fit;
+        if (l2gd) {
+            mi_tensor *w1s = mi_matmul_t(sbar, a1, false, true);
+            mi_tensor *w2x = mi_matmul_t(x, a2, false, true);
+            l1 = mi_add(fit, mi_mul_scalar(mi_sum(mi_square(w1s), -1, false), 0.5));
+            l2 = mi_add(fit, mi_mul_scalar(mi_sum(mi_square(w2x), -1, false), 0.5));
+        }
+        mi_tensor *loss1 = mi_sum(mi_mul(l1, c1), MI_ALL, false);
+        mi_tensor *loss2 = mi_sum(mi_mul(l2, c2), MI_ALL, false);
+        mi_tensor *g1[2], *g2[2];
+        ck_assert_int_eq(mi_grad(&loss1, NULL, 1, (mi_tensor *[]){a1, a2}, 2, false, g1), 0);
+        ck_assert_int_eq(mi_grad(&loss2, NULL, 1, (mi_tensor *[]){a1, a2}, 2, false, g2), 0);
+        ck_assert_int_eq(d1->rank, 3);
+        ck_assert(d1->shape[0] == N && d2->shape[0] == N);
+        for (int64_t i = 0; i < d1->numel; i++)
+            ck_assert_msg(fabs(mi_get(d1, i) - mi_get(g1[0], i)) < 1e-12,
+                          "variant %d: D1[%lld] = %.15g, autodiff %.15g", variant, (long long)i,
+                          mi_get(d1, i), mi_get(g1[0], i));
+        for (int64_t i = 0; i < d2->numel; i++)
+            ck_assert_msg(fabs(mi_get(d2, i) - mi_get(g2[1], i)) < 1e-12,
+                          "variant %d: D2[%lld] = %.15g, autodiff %.15g", variant, (long long)i,
+                          mi_get(d2, i), mi_get(g2[1], i));
+    }
+}
+END_TEST
+
+/* ---------------------------------------------------------------- CMS */
+
+enum { CD = 3, CH = 4 };
+
+static mi_cms_config cms_config(const char *chunks, double eta)
+{
+    mi_cms_config c = mi_cms_config_default(CD);
+    c.hidden = CH;
+    c.eta = eta;
+    ck_assert_msg(mi_cms_config_chunks(&c, chunks) == 0, "%s", mi_error());
+    return c;
+}
+
+static void make_cms(mi_cms *m, const mi_cms_config *c, uint64_t seed)
+{
+    mi_rng r;
+    mi_rng_seed(&r, seed);
+    ck_assert_msg(mi_cms_init(m, c, MI_F64, &r, test_scope) == 0, "%s", mi_error());
+}
+
+/* The CMS as plain loops, token by token: block ℓ accumulates
+ * η_t [e_t s_tᵀ/‖s_t‖², δ_t u_tᵀ/‖u_t‖²], η_t = σ(·)/C, at the weights in force and applies
+ * the sum after every position that is a multiple of C^(ℓ). */
+static void ref_cms(const mi_cms *m, const mi_tensor *x, double *y)
+{
+    int64_t B = x->shape[0], T = x->shape[1], d = m->config.d_model, hdn = m->hidden;
+    double eps = m->config.norm_eps;
+    for (int64_t b = 0; b < B; b++) {
+        double h[MAXT][MAXD];
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t i = 0; i < d; i++) h[t][i] = P(x, (b * T + t) * d + i);
+        for (int l = 0; l < m->config.n_blocks; l++) {
+            const mi_cms_level *L = &m->level[l];
+            int C = m->config.chunk[l];
+            double W1[MAXD][MAXD], W2[MAXD][MAXD], G1[MAXD][MAXD] = {{0}}, G2[MAXD][MAXD] = {{0}};
+            for (int64_t i = 0; i < d; i++)
+                for (int64_t j = 0; j < hdn; j++) {
+                    W1[i][j] = P(L->w1, i * hdn + j);
+                    W2[j][i] = P(L->w2, j * d + i);
+                }
+            for (int64_t t = 0; t < T; t++) {
+                double u[MAXD], ms = 0, a[MAXD], s[MAXD], mo[MAXD], v[MAXD], z = P(L->eta_bias, 0);
+                for (int64_t i = 0; i < d; i++) ms += h[t][i] * h[t][i] / (double)d;
+                for (int64_t i = 0; i < d; i++) u[i] = h[t][i] / sqrt(ms + eps) * P(L->norm, i);
+                for (int64_t j = 0; j < hdn; j++) {
+                    a[j] = 0;
+                    for (int64_t i = 0; i < d; i++) a[j] += W2[j][i] * u[i];
+                    s[j] = gelu(a[j]);
+                }
+                for (int64_t i = 0; i < d; i++) {
+                    mo[i] = 0;
+                    for (int64_t j = 0; j < hdn; j++) mo[i] += W1[i][j] * s[j];
+                    v[i] = 0;
+                    for (int64_t k = 0; k < d; k++) v[i] += u[k] * P(L->value, k * d + i);
+                    z += u[i] * P(L->eta_w, i);
+                }
+                double eta = sigm(z) / C, e[MAXD], ss = eps, uu = eps;
+                for (int64_t i = 0; i < d; i++) e[i] = mo[i] - v[i];
+                for (int64_t j = 0; j < hdn; j++) ss += s[j] * s[j];
+                for (int64_t i = 0; i < d; i++) uu += u[i] * u[i];
+                for (int64_t j = 0; j < hdn; j++) {
+                    double back = 0;
+                    for (int64_t i = 0; i < d; i++) back += W1[i][j] * e[i];
+                    double delta = gelu_prime(a[j]) * back;
+                    for (int64_t i = 0; i < d; i++) {
+                        G1[i][j] += eta * e[i] * s[j] / ss;
+                        G2[j][i] += eta * delta * u[i] / uu;
+                    }
+                }
+                for (int64_t i = 0; i < d; i++) h[t][i] += mo[i];
+                if ((t + 1) % C == 0) {
+                    for (int64_t i = 0; i < d; i++)
+                        for (int64_t j = 0; j < hdn; j++) {
+                            W1[i][j] -= G1[i][j];
+                            W2[j][i] -= G2[j][i];
+                            G1[i][j] = G2[j][i] = 0;
+                        }
+                }
+            }
+        }
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t i = 0; i < d; i++) y[(b * T + t) * d + i] = h[t][i];
+    }
+}
+
+static void check_cms_against_reference(const char *chunks, int64_t B, int64_t T)
+{
+    mi_cms_config c = cms_config(chunks, 0.6);
+    mi_cms m;
+    make_cms(&m, &c, 5);
+    mi_tensor *x = input(6, B, T, CD);
+    mi_tensor *y = mi_cms_forward(&m, x);
+    ck_assert_msg(y != NULL, "%s", mi_error());
+    ck_assert(y->rank == 3 && y->shape[0] == B && y->shape[1] == T && y->shape[2] == CD);
+    double want[2 * MAXT * CD];
+    ref_cms(&m, x, want);
+    for (int64_t i = 0; i < y->numel; i++)
+        ck_assert_msg(fabs(mi_get(y, i) - want[i]) < 1e-12 * (1 + fabs(want[i])),
+                      "C = {%s}: y[%lld] = %.15g, reference %.15g", chunks, (long long)i,
+                      mi_get(y, i), want[i]);
+}
+
+START_TEST(cms_all_chunks_one_equals_per_token_loop)
+{
+    check_cms_against_reference("1,1,1", 2, 7);
+    check_cms_against_reference("1", 1, 5);
+}
+END_TEST
+
+START_TEST(cms_mixed_chunks_equal_loop)
+{
+    check_cms_against_reference("1,3,4", 2, 10);  /* 10 is no multiple of 3 or 4 */
+    check_cms_against_reference("4,2,16", 1, 9);  /* 16 > T: that block never updates */
+}
+END_TEST
+
+/* The issue's test: block ℓ's effective weights at position p differ from
+ * those at p − 1 exactly when p is a multiple of C^(ℓ) (0-based positions;
+ * the paper's 1-based position i = p after which Eq. 31 updates). */
+START_TEST(cms_weights_change_only_at_multiples_of_chunk)
+{
+    mi_cms_config c = cms_config("1,3,4", 0.5);
+    mi_cms m;
+    make_cms(&m, &c, 7);
+    enum { B = 2, T = 11 };
+    mi_cms_trace tr;
+    mi_tensor *y = mi_cms_forward_trace(&m, input(8, B, T, CD), &tr);
+    ck_assert_msg(y != NULL, "%s", mi_error());
+    ck_assert_int_eq(tr.n_blocks, 3);
+    for (int l = 0; l < 3; l++) {
+        int C = c.chunk[l];
+        mi_tensor *w[2] = {tr.w1[l], tr.w2[l]};
+        const mi_tensor *w0[2] = {m.level[l].w1, m.level[l].w2};
+        for (int k = 0; k < 2; k++) {
+            ck_assert_int_eq(w[k]->rank, 4);
+            ck_assert(w[k]->shape[0] == B && w[k]->shape[1] == T);
+            int64_t per = w[k]->shape[2] * w[k]->shape[3];
+            ck_assert_int_eq(per, w0[k]->numel);
+            int changes = 0;
+            for (int64_t b = 0; b < B; b++) {
+                /* position 0 uses θ_0 */
+                for (int64_t e = 0; e < per; e++)
+                    ck_assert(mi_get(w[k], (b * T) * per + e) == mi_get(w0[k], e));
+                for (int64_t p = 1; p < T; p++) {
+                    double diff = 0;
+                    for (int64_t e = 0; e < per; e++)
+                        diff = fmax(diff, fabs(mi_get(w[k], (b * T + p) * per + e) -
+                                               mi_get(w[k], (b * T + p - 1) * per + e)));
+                    if (p % C)
+                        ck_assert_msg(diff == 0, "block %d (C = %d), w%d: changed at p = %lld by "
+                                      "%g", l + 1, C, 1 + k, (long long)p, diff);
+                    else {
+                        ck_assert_msg(diff > 1e-6, "block %d (C = %d), w%d: no update at p = %lld",
+                                      l + 1, C, 1 + k, (long long)p);
+                        changes++;
+                    }
+                }
+            }
+            ck_assert_int_eq(changes, B * ((T - 1) / C));
+        }
+    }
+    /* the two batch rows learn different things */
+    ck_assert(mi_get(tr.w1[0], 5 * CD * CH) != mi_get(tr.w1[0], (T + 5) * CD * CH));
+}
+END_TEST
+
+/* With η → 0 nothing is learned in context: each block is a plain pre-norm
+ * FFN, h + W1 gelu(W2 RMSNorm(h) ⊙ γ) (the paper's Transformer case). */
+START_TEST(cms_without_updates_is_a_prenorm_ffn_chain)
+{
+    mi_cms_config c = cms_config("1,2", 0.5);
+    mi_cms m;
+    make_cms(&m, &c, 9);
+    for (int l = 0; l < 2; l++) mi_fill(m.level[l].eta_bias, -1e4);  /* σ = 0 exactly */
+    mi_tensor *x = input(10, 2, 6, CD);
+    mi_tensor *y = mi_cms_forward(&m, x);
+    ck_assert_ptr_nonnull(y);
+    mi_tensor *h = x;
+    for (int l = 0; l < 2; l++) {
+        mi_tensor *u = mi_mul(mi_rms_norm(h, c.norm_eps), m.level[l].norm);
+        h = mi_add(h, mi_nl_mlp_read(m.level[l].w1, m.level[l].w2, false, u));
+    }
+    ck_assert(max_abs_diff(y, h) < 1e-14);
+}
+END_TEST
+
+static int cms_fn(mi_tensor *const *in, int n, mi_tensor **out, void *ctx)
+{
+    (void)n;
+    out[0] = mi_cms_forward(ctx, in[0]);
+    return out[0] ? 1 : -1;
+}
+
+/* Gradcheck w.r.t. x and every parameter, in groups (gradcheck perturbs the
+ * parameters in place; the layer reads them). */
+static void gradcheck_params(const char *what, mi_check_fn f, void *layer, mi_tensor *x,
+                             const mi_named_tensor *p, int n)
+{
+    mi_requires_grad(x, true);
+    for (int g = 0; g < n; g += MI_MAX_INPUTS - 1) {
+        mi_tensor *in[MI_MAX_INPUTS] = {x};
+        int m = 1;
+        for (int i = g; i < n && m < MI_MAX_INPUTS; i++) in[m++] = p[i].tensor;
+        mi_gradcheck_result r = mi_gradcheck(f, layer, in, m, NULL);
+        ck_assert_msg(r.ok, "%s, parameters %s..%s: %s", what, p[g].name, p[g + m - 2].name,
+                      r.message);
+        ck_assert(r.entries > 0);
+        x->requires_grad = false;  /* checked once */
+    }
+}
+
+START_TEST(cms_gradcheck)
+{
+    mi_cms_config c = cms_config("1,2,4", 0.6);
+    mi_cms m;
+    make_cms(&m, &c, 11);
+    int n;
+    const mi_named_tensor *p = mi_cms_params(&m, &n);
+    ck_assert_int_eq(n, 18);
+    gradcheck_params("cms {1,2,4}", cms_fn, &m, input(12, 2, 6, CD), p, n);
+}
+END_TEST
+
+START_TEST(cms_is_causal)
+{
+    mi_cms_config c = cms_config("1,2,3", 0.5);
+    mi_cms m;
+    make_cms(&m, &c, 13);
+    enum { T = 7 };
+    mi_tensor *x = input(14, 2, T, CD);
+    mi_tensor *y = mi_cms_forward(&m, x);
+    ck_assert_ptr_nonnull(y);
+    for (int s = 0; s < T; s++) {
+        mi_tensor *x2 = mi_tensor_to(x, MI_F64);
+        for (int i = 0; i < CD; i++) mi_set(x2, s * CD + i, mi_get(x2, s * CD + i) + 0.7);
+        mi_tensor *y2 = mi_cms_forward(&m, x2);
+        ck_assert_ptr_nonnull(y2);
+        for (int t = 0; t < T; t++)
+            for (int i = 0; i < CD; i++) {
+                double diff = fabs(mi_get(y2, t * CD + i) - mi_get(y, t * CD + i));
+                if (t < s) ck_assert_msg(diff == 0, "y[%d] moved when x[%d] changed", t, s);
+                if (t >= s) ck_assert_msg(diff > 0, "y[%d] ignores x[%d]", t, s);
+                ck_assert(mi_get(y2, (T + t) * CD + i) == mi_get(y, (T + t) * CD + i));
+            }
+    }
+}
+END_TEST
+
+static void expect_cms_error(mi_cms_config c, mi_dtype dt, const char *needle)
+{
+    mi_cms m;
+    mi_rng r;
+    mi_rng_seed(&r, 1);
+    mi_error_clear();
+    ck_assert_int_eq(mi_cms_init(&m, &c, dt, &r, test_scope), -1);
+    ck_assert_error_has(needle);
+    mi_error_clear();
+}
+
+START_TEST(cms_bad_configurations)
+{
+    mi_cms_config c = mi_cms_config_default(CD);
+    c.chunk[1] = 0;
+    expect_cms_error(c, MI_F64, "chunk size C^(2) = 0 must be >= 1");
+    c = mi_cms_config_default(CD);
+    c.chunk[0] = -3;
+    expect_cms_error(c, MI_F64, "chunk size C^(1) = -3 must be >= 1");
+    c = mi_cms_config_default(CD);
+    c.n_blocks = 0;
+    expect_cms_error(c, MI_F64, "n_blocks must be in [1, 8], got 0");
+    c.n_blocks = 9;
+    expect_cms_error(c, MI_F64, "n_blocks must be in [1, 8], got 9");
+    c = mi_cms_config_default(0);
+    expect_cms_error(c, MI_F64, "d_model must be >= 1");
+    c = mi_cms_config_default(CD);
+    c.hidden = -1;
+    expect_cms_error(c, MI_F64, "hidden >= 0");
+    c = mi_cms_config_default(CD);
+    c.eta = 1.5;
+    expect_cms_error(c, MI_F64, "eta starts at 1.5");
+    c = mi_cms_config_default(CD);
+    expect_cms_error(c, MI_I32, "f32 or f64");
+
+    /* chunk lists */
+    const char *bad[][2] = {{"", "empty chunk list"}, {"1,0,4", "C^(2) = 0"},
+                            {"1,x", "expected integers"}, {"1,2,", "ends with a comma"},
+                            {"2,-1", "C^(2) = -1"}, {"1,1,1,1,1,1,1,1,1", "more than 8"}};
+    for (int i = 0; i < 6; i++) {
+        c = mi_cms_config_default(CD);
+        mi_error_clear();
+        ck_assert_int_eq(mi_cms_config_chunks(&c, bad[i][0]), -1);
+        ck_assert_error_has(bad[i][1]);
+        ck_assert_int_eq(c.n_blocks, 3);  /* left as it was */
+    }
+    mi_error_clear();
+    ck_assert_int_eq(mi_cms_config_chunks(&c, "2,8"), 0);
+    ck_assert(c.n_blocks == 2 && c.chunk[0] == 2 && c.chunk[1] == 8);
+
+    /* inputs of the wrong width or dtype */
+    mi_cms m;
+    make_cms(&m, &c, 1);
+    ck_assert_ptr_null(mi_cms_forward(&m, mi_zeros(MI_F64, MI_SHAPE(1, 3, CD + 1))));
+    ck_assert_error_has("x is f64 [1,3,4]; expected f64 [B, T, 3]");
+    mi_error_clear();
+    ck_assert_ptr_null(mi_cms_forward(&m, mi_zeros(MI_F32, MI_SHAPE(1, 3, CD))));
+    ck_assert_error_has("expected f64");
+    mi_error_clear();
+}
+END_TEST
+
+/* ---------------------------------------------------------------- HOPE */
+
+enum { HD_MODEL = 4, HHEADS = 2 };
+
+static mi_hope_config hope_config(int chunk, int memory_chunk, bool adaptive_q, int cms_blocks)
+{
+    mi_hope_config c = mi_hope_config_default(HD_MODEL, HHEADS);
+    c.memory_expansion = 2;
+    c.chunk = chunk;
+    c.memory_chunk = memory_chunk;
+    c.adaptive_q = adaptive_q;
+    c.eta = 0.4;   /* mid-range levels, so the inner loop matters in the checks */
+    c.alpha = 0.8;
+    c.cms.hidden = 4;
+    if (cms_blocks)
+        ck_assert_int_eq(mi_cms_config_chunks(&c.cms, cms_blocks == 1 ? "2" : "1,3"), 0);
+    else c.cms.n_blocks = 0;
+    c.cms.eta = 0.4;
+    return c;
+}
+
+static void make_hope(mi_hope *h, const mi_hope_config *c, uint64_t seed)
+{
+    mi_rng r;
+    mi_rng_seed(&r, seed);
+    ck_assert_msg(mi_hope_init(h, c, MI_F64, &r, test_scope) == 0, "%s", mi_error());
+}
+
+/* A 2-layer MLP memory in plain doubles: W1 [out][hid], W2 [hid][in]. */
+typedef struct ref_mlp {
+    int in, hid, out;
+    bool res;
+    double W1[MAXD][MAXD], W2[MAXD][MAXD];
+} ref_mlp;
+
+static void ref_mlp_load(ref_mlp *m, const mi_tensor *w1, const mi_tensor *w2, int64_t off1,
+                         int64_t off2, int in, int hid, int out, bool res)
+{
+    m->in = in, m->hid = hid, m->out = out, m->res = res;
+    for (int i = 0; i < out; i++)
+        for (int j = 0; j < hid; j++) m->W1[i][j] = P(w1, off1 + i * hid + j);
+    for (int j = 0; j < hid; j++)
+        for (int i = 0; i < in; i++) m->W2[j][i] = P(w2, off2 + j * in + i);
+}
+
+static void ref_mlp_read(const ref_mlp *m, const double *x, double *y, double *a, double *s)
+{
+    for (int j = 0; j < m->hid; j++) {
+        a[j] = 0;
+        for (int i = 0; i < m->in; i++) a[j] += m->W2[j][i] * x[i];
+        s[j] = gelu(a[j]);
+    }
+    for (int i = 0; i < m->out; i++) {
+        y[i] = m->res ? x[i] : 0;
+        for (int j = 0; j < m->hid; j++) y[i] += m->W1[i][j] * s[j];
+    }
+}
+
+/* Eq. 88 on each layer, at the weights of F, into the accumulating P:
+ *   P ← α P − η [∇ℓ + (W u) uᵀ] / (‖u‖² + eps) per layer (u: k for W2, s for W1),
+ *   ℓ = ½‖F(k) − target‖² */
+static void ref_mlp_accumulate(ref_mlp *Pm, const ref_mlp *F, const double *k,
+                               const double *target, double eta, double alpha, double eps)
+{
+    double a[MAXD], s[MAXD], y[MAXD], e[MAXD], ss = eps, kk = eps;
+    ref_mlp_read(F, k, y, a, s);
+    for (int i = 0; i < F->out; i++) e[i] = y[i] - target[i];
+    for (int j = 0; j < F->hid; j++) ss += s[j] * s[j];
+    for (int i = 0; i < F->in; i++) kk += k[i] * k[i];
+    for (int i = 0; i < F->out; i++) {
+        double w1s = 0;
+        for (int j = 0; j < F->hid; j++) w1s += F->W1[i][j] * s[j];
+        for (int j = 0; j < F->hid; j++)
+            Pm->W1[i][j] = alpha * Pm->W1[i][j] - eta * (e[i] + w1s) * s[j] / ss;
+    }
+    for (int j = 0; j < F->hid; j++) {
+        double back = 0;
+        for (int i = 0; i < F->out; i++) back += F->W1[i][j] * e[i];
+        double delta = gelu_prime(a[j]) * back;
+        for (int i = 0; i < F->in; i++)
+            Pm->W2[j][i] = alpha * Pm->W2[j][i] - eta * (delta + a[j]) * k[i] / kk;
+    }
+}
+
+static void l2n(double *v, int n, double eps)
+{
+    double s = 0;
+    for (int i = 0; i < n; i++) s += v[i] * v[i];
+    for (int i = 0; i < n; i++) v[i] /= sqrt(s + eps);
+}
+
+/* The self-modifying Titans part of HOPE (no CMS) in plain loops, token by
+ * token: every token is generated, read and stepped at the states in force
+ * F; the steps accumulate in P (P ← α P − η step); a memory takes F ← P after
+ * every position that is a multiple of its chunk size. */
+static void ref_hope_titans(const mi_hope *h, const mi_tensor *x, double *y)
+{
+    const mi_hope_config *c = &h->config;
+    int d = (int)c->d_model, H = (int)c->heads, hd = (int)h->head_dim, K = c->conv_kernel;
+    int hc = c->component_expansion * d, hm = c->memory_expansion * hd;
+    int64_t B = x->shape[0], T = x->shape[1];
+    double eps = c->qk_eps;
+    for (int64_t b = 0; b < B; b++) {
+        ref_mlp F[5], Pm[5], MF[HHEADS], MP[HHEADS];
+        for (int m = 0; m < 5; m++) {
+            if (!h->w1[m]) continue;
+            bool gate = m == MI_HOPE_ETA || m == MI_HOPE_ALPHA;
+            ref_mlp_load(&F[m], h->w1[m], h->w2[m], 0, 0, d, hc, gate ? H : d, !gate);
+            Pm[m] = F[m];
+        }
+        for (int hh = 0; hh < H; hh++) {
+            ref_mlp_load(&MF[hh], h->w1[MI_HOPE_MEMORY], h->w2[MI_HOPE_MEMORY],
+                         (int64_t)hh * hd * hm, (int64_t)hh * hm * hd, hd, hm, hd, true);
+            MP[hh] = MF[hh];
+        }
+        double o[MAXT][MAXD];
+        for (int64_t t = 0; t < T; t++) {
+            double xt[MAXD], a[MAXD], s[MAXD];
+            for (int i = 0; i < d; i++) {
+                xt[i] = 0;
+                for (int j = 0; j < K; j++) {
+                    int64_t src = t - K + 1 + j;
+                    if (src >= 0) xt[i] += P(h->conv, i * K + j) * P(x, (b * T + src) * d + i);
+                }
+            }
+            l2n(xt, d, eps);
+            double k[MAXD], v[MAXD], q[MAXD], ze[MAXD], za[MAXD], eta[MAXD], alpha[MAXD];
+            ref_mlp_read(&F[MI_HOPE_K], xt, k, a, s);
+            ref_mlp_read(&F[MI_HOPE_V], xt, v, a, s);
+            if (h->w_q)
+                for (int i = 0; i < d; i++) {
+                    q[i] = 0;
+                    for (int j = 0; j < d; j++) q[i] += xt[j] * P(h->w_q, j * d + i);
+                }
+            else
+                ref_mlp_read(&F[MI_HOPE_Q], xt, q, a, s);
+            ref_mlp_read(&F[MI_HOPE_ETA], xt, ze, a, s);
+            ref_mlp_read(&F[MI_HOPE_ALPHA], xt, za, a, s);
+            double eta_c = 0, alpha_c = 0;
+            for (int hh = 0; hh < H; hh++) {
+                eta[hh] = sigm(ze[hh] + P(h->eta_bias, hh));
+                alpha[hh] = sigm(za[hh] + P(h->alpha_bias, hh));
+                eta_c += eta[hh] / H;
+                alpha_c += alpha[hh] / H;
+                l2n(k + hh * hd, hd, eps);
+                l2n(v + hh * hd, hd, eps);
+                l2n(q + hh * hd, hd, eps);
+                ref_mlp_read(&MF[hh], q + hh * hd, o[t] + hh * hd, a, s);
+            }
+            /* steps at F into P */
+            double kbar[MAXD], vbar[MAXD], vhat[MAXD];
+            for (int i = 0; i < d; i++) kbar[i] = k[i] / sqrt((double)H);
+            for (int i = 0; i < d; i++) vbar[i] = v[i] / sqrt((double)H);
+            for (int m = 0; m < 5; m++) {
+                if (!h->w1[m]) continue;
+                ref_mlp_read(&F[m], vbar, vhat, a, s);
+                ref_mlp_accumulate(&Pm[m], &F[m], kbar, vhat, eta_c, alpha_c, eps);
+            }
+            for (int hh = 0; hh < H; hh++) {
+                ref_mlp_read(&MF[hh], v + hh * hd, vhat, a, s);
+                ref_mlp_accumulate(&MP[hh], &MF[hh], k + hh * hd, vhat, eta[hh], alpha[hh], eps);
+            }
+            if ((t + 1) % c->chunk == 0)
+                for (int m = 0; m < 5; m++) F[m] = Pm[m];
+            if ((t + 1) % c->memory_chunk == 0)
+                for (int hh = 0; hh < H; hh++) MF[hh] = MP[hh];
+        }
+        /* per-head RMSNorm, gate, output projection */
+        for (int64_t t = 0; t < T; t++) {
+            double g[MAXD];
+            for (int hh = 0; hh < H; hh++) {
+                double ms = 0;
+                for (int i = 0; i < hd; i++) ms += o[t][hh * hd + i] * o[t][hh * hd + i] / hd;
+                for (int i = 0; i < hd; i++)
+                    g[hh * hd + i] =
+                        o[t][hh * hd + i] / sqrt(ms + c->norm_eps) * P(h->norm_weight, i);
+            }
+            for (int i = 0; i < d; i++) {
+                double z = 0;
+                for (int j = 0; j < d; j++)
+                    z += P(x, (b * T + t) * d + j) * P(h->w_gate, j * d + i);
+                g[i] *= silu(z);
+            }
+            for (int i = 0; i < d; i++) {
+                double s2 = 0;
+                for (int j = 0; j < d; j++) s2 += g[j] * P(h->w_out, j * d + i);
+                y[(b * T + t) * d + i] = s2;
+            }
+        }
+    }
+}
+
+static void check_hope_against_reference(int chunk, int memory_chunk, bool adaptive_q, int cms)
+{
+    mi_hope_config c = hope_config(chunk, memory_chunk, adaptive_q, cms);
+    mi_hope h;
+    make_hope(&h, &c, 21);
+    enum { B = 2, T = 8 };
+    mi_tensor *x = input(22, B, T, HD_MODEL);
+    mi_tensor *y = mi_hope_forward(&h, x);
+    ck_assert_msg(y != NULL, "%s", mi_error());
+    ck_assert(y->rank == 3 && y->shape[0] == B && y->shape[1] == T && y->shape[2] == HD_MODEL);
+    double want[B * T * HD_MODEL];
+    ref_hope_titans(&h, x, want);
+    mi_tensor *ref = mi_from_buffer(MI_F64, MI_SHAPE(B, T, HD_MODEL), want);
+    if (h.has_cms) ref = mi_cms_forward(&h.cms, ref);  /* the CMS has its own reference above */
+    for (int64_t i = 0; i < y->numel; i++)
+        ck_assert_msg(fabs(mi_get(y, i) - mi_get(ref, i)) < 1e-12 * (1 + fabs(mi_get(ref, i))),
+                      "chunk %d/%d q %s: y[%lld] = %.15g, reference %.15g", chunk, memory_chunk,
+                      adaptive_q ? "adaptive" : "static", (long long)i, mi_get(y, i),
+                      mi_get(ref, i));
+}
+
+START_TEST(hope_equals_per_token_loop)
+{
+    check_hope_against_reference(1, 1, true, 0);
+    check_hope_against_reference(1, 1, false, 0);
+}
+END_TEST
+
+START_TEST(hope_chunked_equals_loop)
+{
+    check_hope_against_reference(2, 3, true, 0);   /* segments cut at 2, 3, 4, 6 */
+    check_hope_against_reference(3, 1, false, 2);  /* and through a CMS */
+    check_hope_against_reference(8, 8, true, 0);   /* one chunk: no update is ever read */
+}
+END_TEST
+
+START_TEST(hope_params_listed_and_trained)
+{
+    mi_hope_config c = hope_config(2, 1, true, 2);
+    mi_hope a, b;
+    make_hope(&a, &c, 31);
+    make_hope(&b, &c, 31);
+    int n, nb;
+    const mi_named_tensor *p = mi_hope_params(&a, &n), *pb = mi_hope_params(&b, &nb);
+    /* conv, 5 components × 2 + 2 biases, memory 2, norm, gate, out, CMS 2 × 6 */
+    ck_assert_int_eq(n, 1 + 12 + 2 + 3 + 12);
+    ck_assert_int_eq(nb, n);
+    for (int i = 0; i < n; i++) {
+        ck_assert(p[i].tensor->requires_grad);
+        ck_assert(p[i].tensor->scope == test_scope);
+        ck_assert_str_eq(p[i].name, pb[i].name);
+        for (int j = 0; j < i; j++) ck_assert_str_ne(p[i].name, p[j].name);
+        for (int64_t e = 0; e < p[i].tensor->numel; e++)
+            ck_assert(mi_get(p[i].tensor, e) == mi_get(pb[i].tensor, e));
+    }
+    ck_assert_str_eq(p[0].name, "conv");
+    ck_assert_str_eq(p[n - 1].name, "cms.1.eta_bias");
+    ck_assert_int_eq(a.w1[MI_HOPE_MEMORY]->shape[0], HHEADS);
+    ck_assert_int_eq(a.eta_bias->numel, HHEADS);
+    ck_assert_close(sigm(mi_get(a.eta_bias, 0)), 0.4, 1e-12);
+    ck_assert_close(sigm(mi_get(a.alpha_bias, 1)), 0.8, 1e-12);
+    /* every parameter gets a gradient from the outer loss */
+    mi_tensor *y = mi_hope_forward(&a, input(32, 2, 6, HD_MODEL));
+    ck_assert_msg(y != NULL, "%s", mi_error());
+    ck_assert_int_eq(mi_backward(mi_sum(mi_square(y), MI_ALL, false)), 0);
+    for (int i = 0; i < n; i++) {
+        ck_assert_msg(p[i].tensor->grad != NULL, "%s has no gradient", p[i].name);
+        double s = mi_item(mi_sum(mi_square(p[i].tensor->grad), MI_ALL, false));
+        ck_assert_msg(s > 0 && isfinite(s), "%s: |grad|^2 = %g", p[i].name, s);
+    }
+    /* static q: q_proj in place of q_mem */
+    c.adaptive_q = false;
+    make_hope(&b, &c, 31);
+    p = mi_hope_params(&b, &nb);
+    ck_assert_int_eq(nb, n - 1);
+    ck_assert_str_eq(p[5].name, "q_proj");
+    ck_assert_ptr_null(b.w1[MI_HOPE_Q]);
+}
+END_TEST
+
+static int hope_fn(mi_tensor *const *in, int n, mi_tensor **out, void *ctx)
+{
+    (void)n;
+    out[0] = mi_hope_forward(ctx, in[0]);
+    return out[0] ? 1 : -1;
+}
+
+START_TEST(hope_gradcheck_exact)
+{
+    mi_hope_config c = hope_config(1, 1, true, 0);
+    mi_hope h;
+    make_hope(&h, &c, 41);
+    int n;
+    const mi_named_tensor *p = mi_hope_params(&h, &n);
+    gradcheck_params("hope chunk 1", hope_fn, &h, input(42, 2, 5, HD_MODEL), p, n);
+}
+END_TEST
+
+START_TEST(hope_gradcheck_chunked_with_cms)
+{
+    mi_hope_config c = hope_config(2, 3, false, 2);
+    mi_hope h;
+    make_hope(&h, &c, 43);
+    int n;
+    const mi_named_tensor *p = mi_hope_params(&h, &n);
+    gradcheck_params("hope chunk 2/3, static q, cms {1,3}", hope_fn, &h, input(44, 1, 7, HD_MODEL),
+                     p, n);
+}
+END_TEST
+
+START_TEST(hope_is_causal)
+{
+    for (int variant = 0; variant < 2; variant++) {
+        mi_hope_config c = variant ? hope_config(2, 3, true, 2) : hope_config(1, 1, true, 0);
+        mi_hope h;
+        make_hope(&h, &c, 51);
+        enum { B = 2, T = 7 };
+        mi_tensor *x = input(52, B, T, HD_MODEL);
+        mi_tensor *y = mi_hope_forward(&h, x);
+        ck_assert_msg(y != NULL, "%s", mi_error());
+        for (int s = 0; s < T; s++) {
+            mi_tensor *x2 = mi_tensor_to(x, MI_F64);
+            for (int i = 0; i < HD_MODEL; i++)
+                mi_set(x2, s * HD_MODEL + i, mi_get(x2, s * HD_MODEL + i) + 0.7);
+            mi_tensor *y2 = mi_hope_forward(&h, x2);
+            ck_assert_ptr_nonnull(y2);
+            double changed = 0;
+            for (int t = 0; t < T; t++)
+                for (int i = 0; i < HD_MODEL; i++) {
+                    double diff = fabs(mi_get(y2, t * HD_MODEL + i) - mi_get(y, t * HD_MODEL + i));
+                    if (t < s)
+                        ck_assert_msg(diff == 0, "variant %d: y[%d] moved by %g when x[%d] changed",
+                                      variant, t, diff, s);
+                    if (t == s) changed += diff;
+                    int64_t other = (T + t) * HD_MODEL + i;
+                    ck_assert(mi_get(y2, other) == mi_get(y, other));
+                }
+            ck_assert_msg(changed > 0, "y[%d] ignores x[%d]", s, s);
+        }
+    }
+}
+END_TEST
+
+/* f32 at the default levels over a longer sequence, exact and chunked, one
+ * and two heads: the self-modifying states stay bounded (with unnormalised
+ * values or plain GD steps they diverged within ~50 tokens at d = 8). */
+START_TEST(hope_f32_defaults_stay_bounded)
+{
+    for (int variant = 0; variant < 3; variant++) {
+        mi_hope_config c = mi_hope_config_default(8, variant == 2 ? 2 : 1);
+        c.chunk = variant ? 4 : 1;
+        c.memory_chunk = variant ? 2 : 1;
+        mi_hope h;
+        mi_rng r;
+        mi_rng_seed(&r, 61 + variant);
+        ck_assert_msg(mi_hope_init(&h, &c, MI_F32, &r, test_scope) == 0, "%s", mi_error());
+        ck_assert_int_eq(h.cms.config.n_blocks, 3);
+        ck_assert_int_eq(h.cms.hidden, 32);
+        mi_tensor *x = mi_randn(&r, MI_F32, MI_SHAPE(2, 96, 8), 0, 1);
+        mi_tensor *y = mi_hope_forward(&h, x);
+        ck_assert_msg(y != NULL, "%s", mi_error());
+        ck_assert(y->dtype == MI_F32 && y->shape[1] == 96);
+        for (int64_t e = 0; e < y->numel; e++)
+            ck_assert_msg(isfinite(mi_get(y, e)) && fabs(mi_get(y, e)) < 100,
+                          "variant %d: y[%lld] = %g", variant, (long long)e, mi_get(y, e));
+    }
+}
+END_TEST
+
+static void expect_hope_error(mi_hope_config c, const char *needle)
+{
+    mi_hope h;
+    mi_rng r;
+    mi_rng_seed(&r, 1);
+    mi_error_clear();
+    ck_assert_int_eq(mi_hope_init(&h, &c, MI_F64, &r, test_scope), -1);
+    ck_assert_error_has(needle);
+    mi_error_clear();
+}
+
+START_TEST(hope_bad_configurations)
+{
+    mi_hope_config c = mi_hope_config_default(HD_MODEL, 3);
+    expect_hope_error(c, "heads (3) must divide d_model (4)");
+    c = mi_hope_config_default(HD_MODEL, 0);
+    expect_hope_error(c, "d_model and heads must be >= 1");
+    c = hope_config(0, 1, true, 0);
+    expect_hope_error(c, "chunk and memory_chunk must be >= 1, got 0 and 1");
+    c = hope_config(1, 0, true, 0);
+    expect_hope_error(c, "got 1 and 0");
+    c = hope_config(1, 1, true, 0);
+    c.memory_expansion = 0;
+    expect_hope_error(c, "memory_expansion and component_expansion must be >= 1");
+    c = hope_config(1, 1, true, 0);
+    c.conv_kernel = 0;
+    expect_hope_error(c, "conv_kernel must be >= 1");
+    c = hope_config(1, 1, true, 0);
+    c.alpha = 1;
+    expect_hope_error(c, "eta and alpha start at 0.4 and 1");
+    c = hope_config(1, 1, true, 2);
+    c.cms.chunk[1] = 0;
+    expect_hope_error(c, "hope: cms: chunk size C^(2) = 0 must be >= 1");
+    mi_hope h;
+    mi_rng r;
+    mi_rng_seed(&r, 1);
+    c = hope_config(1, 1, true, 0);
+    ck_assert_int_eq(mi_hope_init(&h, &c, MI_I64, &r, test_scope), -1);
+    ck_assert_error_has("f32 or f64");
+    mi_error_clear();
+    make_hope(&h, &c, 1);
+    ck_assert_ptr_null(mi_hope_forward(&h, mi_zeros(MI_F64, MI_SHAPE(2, 3))));
+    ck_assert_error_has("hope: x is f64 [2,3]; expected f64 [B, T, 4]");
+    mi_error_clear();
+    ck_assert_ptr_null(mi_hope_forward(&h, mi_zeros(MI_F32, MI_SHAPE(1, 3, HD_MODEL))));
+    ck_assert_error_has("expected f64");
+    mi_error_clear();
+}
+END_TEST
+
+START_TEST(hope_config_from_text)
+{
+    mi_hope_config c = mi_hope_config_default(8, 2);
+    const char *good[] = {"chunk=16", "memory_chunk=4", "memory_expansion=2",
+                          "component_expansion=3", "adaptive_q=false", "conv_kernel=2",
+                          "eta=0.1", "alpha=0.9", "qk_eps=1e-5", "norm_eps=1e-4", "out_scale=0.5",
+                          "cms=2,8", "cms.hidden=12", "cms.eta=0.05", "cms.norm_eps=1e-3"};
+    for (int i = 0; i < 15; i++)
+        ck_assert_msg(mi_hope_config_set(&c, good[i]) == 0, "%s: %s", good[i], mi_error());
+    ck_assert(c.chunk == 16 && c.memory_chunk == 4 && c.memory_expansion == 2 &&
+              c.component_expansion == 3 && !c.adaptive_q && c.conv_kernel == 2);
+    ck_assert(c.eta == 0.1 && c.alpha == 0.9 && c.qk_eps == 1e-5 && c.norm_eps == 1e-4 &&
+              c.out_scale == 0.5);
+    ck_assert(c.cms.n_blocks == 2 && c.cms.chunk[0] == 2 && c.cms.chunk[1] == 8 &&
+              c.cms.hidden == 12 && c.cms.eta == 0.05 && c.cms.norm_eps == 1e-3);
+    mi_hope h;
+    mi_rng r;
+    mi_rng_seed(&r, 3);
+    ck_assert_msg(mi_hope_init(&h, &c, MI_F64, &r, test_scope) == 0, "%s", mi_error());
+    ck_assert_int_eq(h.cms.hidden, 12);
+    ck_assert_ptr_nonnull(h.w_q);
+    ck_assert_int_eq(mi_hope_config_set(&c, "cms=none"), 0);
+    ck_assert_int_eq(c.cms.n_blocks, 0);
+    ck_assert_int_eq(mi_hope_config_set(&c, "adaptive_q=1"), 0);
+    ck_assert(c.adaptive_q);
+    const char *bad[][2] = {{"chunk", "expected KEY=VALUE"}, {"=3", "expected KEY=VALUE"},
+                            {"chunk=2.5", "not a whole number"}, {"eta=fast", "not a number"},
+                            {"adaptive_q=maybe", "not true/false"},
+                            {"cms=1,0", "hope: cms: chunk size C^(2) = 0"},
+                            {"heads=2", "unknown key 'heads'"}};
+    for (int i = 0; i < 7; i++) {
+        mi_error_clear();
+        ck_assert_int_eq(mi_hope_config_set(&c, bad[i][0]), -1);
+        ck_assert_error_has(bad[i][1]);
+    }
+    mi_error_clear();
+}
+END_TEST
+
+Suite *make_suite(void)
+{
+    Suite *s = suite_create("hope");
+    TCase *tc = tcase_slow("hope");
+    tcase_add_test(tc, mlp_step_equals_autodiff);
+    tcase_add_test(tc, cms_all_chunks_one_equals_per_token_loop);
+    tcase_add_test(tc, cms_mixed_chunks_equal_loop);
+    tcase_add_test(tc, cms_weights_change_only_at_multiples_of_chunk);
+    tcase_add_test(tc, cms_without_updates_is_a_prenorm_ffn_chain);
+    tcase_add_test(tc, cms_gradcheck);
+    tcase_add_test(tc, cms_is_causal);
+    tcase_add_test(tc, cms_bad_configurations);
+    tcase_add_test(tc, hope_equals_per_token_loop);
+    tcase_add_test(tc, hope_chunked_equals_loop);
+    tcase_add_test(tc, hope_params_listed_and_trained);
+    tcase_add_test(tc, hope_gradcheck_exact);
+    tcase_add_test(tc, hope_gradcheck_chunked_with_cms);
+    tcase_add_test(tc, hope_is_causal);
+    tcase_add_test(tc, hope_f32_defaults_stay_bounded);
+    tcase_add_test(tc, hope_bad_configurations);
+    tcase_add_test(tc, hope_config_from_text);
+    suite_add_tcase(s, tc);
+    return s;
+}
