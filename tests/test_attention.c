@@ -226,7 +226,7 @@ START_TEST(bad_specs_are_reported)
     expect_mixer_error("swa:4x", &o, "window '4x' is not a whole number");
     expect_mixer_error("attention:4", &o, "attention takes no ':' argument");
     expect_mixer_error("transformer", &o, "mixer: unknown spec 'transformer' (known: attention, "
-                                          "swa[:W], samba:<preset>[:W], linear-attention");
+                                          "swa[:W], samba:<preset>[:W], hope, linear-attention");
     const char *ov[] = {"chunk=16"};
     o.overrides = ov;
     o.n_overrides = 1;
