@@ -29,6 +29,18 @@ run_suites() {
 echo "### plain build"
 configure_build build
 run_suites build
+echo "== tools/test_install.sh (build)"
+tools/test_install.sh build || status=1
+echo "== tests/crosscheck_layer_torch.py (build; only where PyTorch is installed)"
+torch_python=
+for py in python3 /usr/bin/python3; do
+  if "$py" -c 'import torch' 2>/dev/null; then torch_python=$py; break; fi
+done
+if [ -n "$torch_python" ]; then
+  "$torch_python" tests/crosscheck_layer_torch.py build/tools/miras-layer | tail -n 1 || status=1
+else
+  echo "skipped: no python3 with PyTorch (e.g. apt-get install python3-torch)"
+fi
 
 echo "### sanitizer build (ASan + UBSan + LSan)"
 configure_build build-san -Dbuildtype=debugoptimized -Db_sanitize=address,undefined \

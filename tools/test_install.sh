@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# The library as a dependency: installs BUILD_DIR (default build) into a
+# staging directory (DESTDIR), compiles a tutorial out of tree against it the
+# way your own program builds,
+#   cc my_variant.c $(pkg-config --cflags --libs miras)
+# and runs it on the staged library. Exit status 0 only if all of it worked.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+build=${1:-build}
+stage=$(mktemp -d)
+trap 'rm -rf "$stage"' EXIT
+
+DESTDIR=$stage meson install -C "$build" --quiet >/dev/null
+pc=$(find "$stage" -name miras.pc)
+if [ -z "$pc" ]; then echo "test_install: meson install wrote no miras.pc" >&2; exit 1; fi
+# The .pc names the final prefix (/usr/local); point it into the stage.
+prefix=$stage$(sed -n 's/^prefix=//p' "$pc")
+pc_flags() { PKG_CONFIG_PATH=$(dirname "$pc") pkg-config --define-variable=prefix="$prefix" "$@" miras; }
+flags=$(pc_flags --cflags --libs)
+echo "test_install: cc tutorial_hebbian_delta.c ${flags//$stage/\$DESTDIR}"
+
+mkdir "$stage/user" && cp examples/tutorial_hebbian_delta.c "$stage/user/"
+cc -Wall -o "$stage/user/tutorial" "$stage/user/tutorial_hebbian_delta.c" $flags
+LD_LIBRARY_PATH=$(pc_flags --variable=libdir) "$stage/user/tutorial"
+echo "test_install: the staged install builds and runs a program of its own"
