@@ -7,7 +7,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
 
 status=0
 run_suites() {
-  local dir=$1
+  local dir=$1 quick=${2:-}
   for t in "$dir"/tests/test-*; do
     [ -f "$t" ] && [ -x "$t" ] || continue
     echo "== $(basename "$t") ($dir)"
@@ -24,6 +24,8 @@ run_suites() {
   "$dir/tools/miras-gradcheck" --ops | tail -n 1 || status=1
   echo "== miras-gradcheck --models ($dir)"
   "$dir/tools/miras-gradcheck" --models | tail -n 1 || status=1
+  echo "== tests/test_tools.sh ($dir)"
+  tests/test_tools.sh "$dir" $quick | grep -v '^ok - ' || status=1
 }
 
 echo "### plain build"
@@ -49,7 +51,7 @@ configure_build build-san -Dbuildtype=debugoptimized -Db_sanitize=address,undefi
 export CK_FORK=no
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
-run_suites build-san
+run_suites build-san --quick
 
 if [ $status -eq 0 ]; then echo "test.sh: all suites passed (plain and sanitizer)"; else echo "test.sh: FAILURES above"; fi
 exit $status

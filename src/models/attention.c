@@ -92,6 +92,45 @@ mi_tensor *mi_attention_layer_forward(const mi_attention_layer *a, mi_tensor *x)
     return y;
 }
 
+/* RoPE of x [B, H, 1, hd] at position t: the same kernel as the forward's,
+ * on x placed after t zero rows (O(t) work, like attending over t keys). */
+static mi_tensor *rope_at(mi_tensor *x, double base, int64_t t)
+{
+    if (!x || t == 0) return mi_rope(x, base, false);
+    mi_tensor *pad = mi_zeros(x->dtype, MI_SHAPE(x->shape[0], x->shape[1], t, x->shape[3]));
+    return mi_slice(mi_rope(mi_concat((mi_tensor *[]){pad, x}, 2, 2), base, false), 2, t, t + 1);
+}
+
+/* Appends [B, H, 1, hd] to a cache, keeping at most `window` rows (0: all). */
+static mi_tensor *cache_push(mi_tensor *cache, mi_tensor *x, int64_t window)
+{
+    mi_tensor *c = cache ? mi_concat((mi_tensor *[]){cache, x}, 2, 2) : x;
+    int64_t n = c ? c->shape[2] : 0;
+    return window > 0 && n > window ? mi_slice(c, 2, n - window, n) : c;
+}
+
+mi_tensor *mi_attention_layer_step(const mi_attention_layer *a, mi_attention_state *st,
+                                   mi_tensor *x)
+{
+    if (!a || !st || !x || x->rank != 3 || x->shape[1] != 1 || x->shape[2] != a->d_model) {
+        mi_error_set("attention: step: needs a layer, a state and x [B, 1, %lld]",
+                     a ? (long long)a->d_model : 0LL);
+        return NULL;
+    }
+    int64_t B = x->shape[0], H = a->heads, hd = a->head_dim;
+    mi_tensor *q = rope_at(heads_first(mi_matmul(x, a->w_q), B, 1, H, hd), a->rope_base, st->t);
+    mi_tensor *k = rope_at(heads_first(mi_matmul(x, a->w_k), B, 1, H, hd), a->rope_base, st->t);
+    mi_tensor *v = heads_first(mi_matmul(x, a->w_v), B, 1, H, hd);
+    st->k = cache_push(st->k, k, a->window);
+    st->v = cache_push(st->v, v, a->window);
+    mi_tensor *o = mi_attention(q, st->k, st->v, false, 0);   /* every cached key is visible */
+    o = mi_reshape(mi_permute(o, (const int[]){0, 2, 1, 3}), MI_SHAPE(B, 1, H * hd));
+    mi_tensor *y = mi_matmul(o, a->w_out);
+    if (!y) mi_error_prefix("attention");
+    st->t++;
+    return y;
+}
+
 /* ---------------------------------------------------------------- as mixers */
 
 static mi_tensor *attention_forward(const void *self, mi_tensor *x)
@@ -103,6 +142,27 @@ static const mi_named_tensor *attention_params(const void *self, int *count)
 {
     if (count) *count = 4;
     return ((const mi_attention_layer *)self)->params;
+}
+
+static void *attention_state_new(const void *self, int64_t batch, mi_scope *scope)
+{
+    mi_attention_state *st = mi_scope_alloc(scope, sizeof *st);
+    if (!st) return mi_error_set("out of memory"), NULL;
+    *st = (mi_attention_state){0};
+    return st;
+}
+
+static mi_tensor *attention_step(const void *self, void *state, mi_tensor *x)
+{
+    return mi_attention_layer_step(self, state, x);
+}
+
+static int attention_state_tensors(void *state, mi_tensor **slots[], int max)
+{
+    mi_attention_state *st = state;
+    if (max < 2) return -1;
+    slots[0] = &st->k, slots[1] = &st->v;
+    return 2;
 }
 
 static int make(mi_mixer *out, const char *spec, int64_t window, const mi_mixer_options *o,
@@ -117,7 +177,8 @@ static int make(mi_mixer *out, const char *spec, int64_t window, const mi_mixer_
                                 rng, scope) != 0)
         return -1;
     *out = (mi_mixer){.name = spec, .self = a, .forward = attention_forward,
-                      .params = attention_params};
+                      .params = attention_params, .state_new = attention_state_new,
+                      .step = attention_step, .state_tensors = attention_state_tensors};
     return 0;
 }
 

@@ -309,10 +309,18 @@ static mi_tensor *to_heads(mi_tensor *t, int64_t B, int64_t T, int S, int64_t H,
     return keep_c ? mi_reshape(r, MI_SHAPE(B * H, T * S, c)) : mi_reshape(r, MI_SHAPE(B * H, T * S));
 }
 
-/* SiLU(conv(x W)): a projection, its causal depthwise conv, the activation. */
-static mi_tensor *branch(mi_tensor *x, mi_tensor *w, mi_tensor *conv)
+/* SiLU(conv(x W)): a projection, its causal depthwise conv, the activation.
+ * With a tail (one token at a time), the conv sees the K − 1 projected rows
+ * before x, and the tail moves on by one row. */
+static mi_tensor *branch(mi_tensor *x, mi_tensor *w, mi_tensor *conv, mi_tensor **tail)
 {
-    return mi_silu(mi_conv1d_causal(mi_matmul(x, w), conv));
+    mi_tensor *p = mi_matmul(x, w);
+    if (!tail || !*tail || !p) return mi_silu(mi_conv1d_causal(p, conv));
+    mi_tensor *win = mi_concat((mi_tensor *[]){*tail, p}, 2, 1);   /* [B, K, C] */
+    if (!win) return NULL;
+    int64_t K = win->shape[1];
+    *tail = mi_slice(win, 1, 1, K);
+    return mi_silu(mi_slice(mi_conv1d_causal(win, conv), 1, K - 1, K));
 }
 
 /* One gate, [N, T·S_g] or [N, T·S_g, hd]. */
@@ -343,7 +351,26 @@ static mi_tensor *first_step_only(mi_tensor *a, int S)
     return mi_reshape(cat, a->rank, out);
 }
 
-mi_tensor *mi_miras_block_forward(const mi_miras_block *b, mi_tensor *x)
+/* W_0 [H, …] → [B·H, …] (the same initial memory for every batch row). */
+static int w0_batched(const mi_miras_block *b, int64_t B, mi_tensor **w0)
+{
+    for (int i = 0; i < b->n_w0; i++) {
+        mi_tensor *w = b->w0[i];
+        int64_t one[MI_MAX_RANK] = {1}, full[MI_MAX_RANK] = {B};
+        int64_t flat[MI_MAX_RANK] = {B * b->config.heads};
+        memcpy(one + 1, w->shape, sizeof(int64_t) * (size_t)w->rank);
+        memcpy(full + 1, w->shape, sizeof(int64_t) * (size_t)w->rank);
+        memcpy(flat + 1, w->shape + 1, sizeof(int64_t) * (size_t)(w->rank - 1));
+        w0[i] = mi_reshape(mi_broadcast_to(mi_reshape(w, w->rank + 1, one), w->rank + 1, full),
+                           w->rank, flat);
+        if (!w0[i]) return -1;
+    }
+    return 0;
+}
+
+/* The block over x [B, T, D]; with a state, one token (T = 1) that
+ * continues it. */
+static mi_tensor *block_run(const mi_miras_block *b, mi_tensor *x, mi_miras_block_state *st)
 {
     if (!b || !x) {
         mi_error_set("miras block: NULL block or input");
@@ -370,9 +397,10 @@ mi_tensor *mi_miras_block_forward(const mi_miras_block *b, mi_tensor *x)
             if (!g[i]) return NULL;
         }
 
-    mi_tensor *q = mi_l2_normalize(to_heads(branch(x, b->w_q, b->conv_q), B, T, 1, H, hd, true),
-                                   c->qk_eps);
-    mi_tensor *v = to_heads(branch(x, b->w_v, b->conv_v), B, T, S, H, hd, true);
+    mi_tensor **tails = st ? st->tails : (mi_tensor *[3]){NULL};
+    mi_tensor *q = mi_l2_normalize(
+        to_heads(branch(x, b->w_q, b->conv_q, &tails[0]), B, T, 1, H, hd, true), c->qk_eps);
+    mi_tensor *v = to_heads(branch(x, b->w_v, b->conv_v, &tails[2]), B, T, S, H, hd, true);
     mi_tensor *k;
     if (c->key_is_one_minus_alpha) {
         /* HGRN2: k_t = 1 − α_t (a per-head α is spread over the channels) */
@@ -380,25 +408,16 @@ mi_tensor *mi_miras_block_forward(const mi_miras_block *b, mi_tensor *x)
                                                      : g[MI_BLOCK_ALPHA];
         k = mi_broadcast_to(mi_add_scalar(mi_neg(a), 1.0), MI_SHAPE(N, T, hd));
     } else {
-        k = mi_l2_normalize(to_heads(branch(x, b->w_k, b->conv_k), B, T, S, H, hd, true),
-                            c->qk_eps);
+        k = mi_l2_normalize(
+            to_heads(branch(x, b->w_k, b->conv_k, &tails[1]), B, T, S, H, hd, true), c->qk_eps);
     }
 
-    /* W_0 [H, …] → [B·H, …] (the same initial memory for every batch row) */
-    mi_tensor *w0[MI_MEMORY_MAX_WEIGHTS];
-    for (int i = 0; i < b->n_w0; i++) {
-        mi_tensor *w = b->w0[i];
-        int64_t one[MI_MAX_RANK] = {1}, full[MI_MAX_RANK] = {B}, flat[MI_MAX_RANK] = {N};
-        memcpy(one + 1, w->shape, sizeof(int64_t) * (size_t)w->rank);
-        memcpy(full + 1, w->shape, sizeof(int64_t) * (size_t)w->rank);
-        memcpy(flat + 1, w->shape + 1, sizeof(int64_t) * (size_t)(w->rank - 1));
-        w0[i] = mi_reshape(mi_broadcast_to(mi_reshape(w, w->rank + 1, one), w->rank + 1, full),
-                           w->rank, flat);
-        if (!w0[i]) return NULL;
-    }
     mi_miras_gates gates = {.eta = g[MI_BLOCK_ETA], .alpha = g[MI_BLOCK_ALPHA],
                             .mu = g[MI_BLOCK_MU], .delta = g[MI_BLOCK_DELTA]};
-    mi_tensor *o = mi_miras_forward(&b->miras, q, k, v, &gates, w0, NULL);  /* [N, T, hd] */
+    mi_tensor *w0[MI_MEMORY_MAX_WEIGHTS], *o;                                 /* o [N, T, hd] */
+    if (st) o = mi_miras_step(&b->miras, &st->memory, q, k, v, &gates);
+    else if (w0_batched(b, B, w0) == 0) o = mi_miras_forward(&b->miras, q, k, v, &gates, w0, NULL);
+    else o = NULL;
 
     /* per-head RMSNorm, heads back together, output gate, projection */
     o = mi_mul(mi_rms_norm(o, c->norm_eps), b->norm_weight);
@@ -408,4 +427,54 @@ mi_tensor *mi_miras_block_forward(const mi_miras_block *b, mi_tensor *x)
     mi_tensor *y = mi_matmul(o, b->w_out);
     if (!y) mi_error_prefix("miras block");
     return y;
+}
+
+mi_tensor *mi_miras_block_forward(const mi_miras_block *b, mi_tensor *x)
+{
+    return block_run(b, x, NULL);
+}
+
+int mi_miras_block_state_init(const mi_miras_block *b, mi_miras_block_state *st, int64_t batch)
+{
+    if (!b || !st || batch < 1)
+        return mi_error_set("miras block: NULL block or state, or batch < 1"), -1;
+    memset(st, 0, sizeof *st);
+    const mi_miras_block_config *c = &b->config;
+    int64_t inner = c->heads * b->head_dim, K = c->conv_kernel, S = b->steps;
+    mi_dtype dt = b->w_q->dtype;
+    if (K > 1) {
+        st->tails[0] = mi_zeros(dt, MI_SHAPE(batch, K - 1, inner));
+        if (!c->key_is_one_minus_alpha)
+            st->tails[1] = mi_zeros(dt, MI_SHAPE(batch, K - 1, S * inner));
+        st->tails[2] = mi_zeros(dt, MI_SHAPE(batch, K - 1, S * inner));
+        if (!st->tails[0] || !st->tails[2] || (!c->key_is_one_minus_alpha && !st->tails[1]))
+            return -1;
+    }
+    mi_tensor *w0[MI_MEMORY_MAX_WEIGHTS];
+    if (w0_batched(b, batch, w0) != 0) return -1;
+    return mi_miras_state_init(&b->miras, &st->memory, w0, batch * c->heads, b->head_dim,
+                               b->head_dim, dt);
+}
+
+mi_tensor *mi_miras_block_step(const mi_miras_block *b, mi_miras_block_state *st, mi_tensor *x)
+{
+    if (!st || !x || x->rank != 3 || x->shape[1] != 1) {
+        mi_error_set("miras block: step: needs a state and x [B, 1, d_model]");
+        return NULL;
+    }
+    return block_run(b, x, st);
+}
+
+int mi_miras_block_state_tensors(mi_miras_block_state *st, mi_tensor **slots[], int max)
+{
+    int n = 0, nw = st->memory.nw;
+    if (max < 4 + 3 * nw) return mi_error_set("miras block: %d state slots needed", 4 + 3 * nw), -1;
+    for (int i = 0; i < 3; i++) slots[n++] = &st->tails[i];
+    for (int i = 0; i < nw; i++) {
+        slots[n++] = &st->memory.a[i];
+        slots[n++] = &st->memory.s[i];
+        slots[n++] = &st->memory.a_grad[i];
+    }
+    slots[n++] = &st->memory.alpha_bar;
+    return n;
 }

@@ -32,6 +32,17 @@ typedef struct mi_mixer {
      * ("q_proj", "miras.q_proj", …), in a fixed order; *count set. */
     const mi_named_tensor *(*params)(const void *self, int *count);
     bool residual_inside;
+    /* The recurrent form, one token at a time (NULL: the kind has none).
+     * state_new makes the state of `batch` sequences: the struct in `scope`,
+     * its first tensors in the current scope. step maps x [B, 1, d_model] to
+     * the mixer's output at the next position (as forward would give it)
+     * and advances the state, writing its new tensors in the current scope.
+     * state_tensors lists where the state's tensor pointers live, so a
+     * caller keeps them alive between steps (mi_lm_step copies them from
+     * scope to scope); the count, or -1 when max is too small. */
+    void *(*state_new)(const void *self, int64_t batch, mi_scope *scope);
+    mi_tensor *(*step)(const void *self, void *state, mi_tensor *x);
+    int (*state_tensors)(void *state, mi_tensor **slots[], int max);
 } mi_mixer;
 
 /* What every kind may read when it is made. */
@@ -116,6 +127,16 @@ int mi_attention_layer_init(mi_attention_layer *a, int64_t d_model, int64_t head
                             mi_rng *rng, mi_scope *scope);
 mi_tensor *mi_attention_layer_forward(const mi_attention_layer *a, mi_tensor *x);
 
+/* One token at a time: the keys and values so far (with a window, the last
+ * W of them: SWA's state has a constant size; full attention's grows). */
+typedef struct mi_attention_state {
+    int64_t t;          /* tokens seen: the next token's RoPE position */
+    mi_tensor *k, *v;   /* [B, H, n, hd], NULL before the first token */
+} mi_attention_state;
+/* x [B, 1, D] → [B, 1, D], the layer's output at position t; advances st. */
+mi_tensor *mi_attention_layer_step(const mi_attention_layer *a, mi_attention_state *st,
+                                   mi_tensor *x);
+
 /* ---------------------------------------------------------------- the language model
  * lm.c, x_0 = E[tokens] and for each block l (Llama's macro architecture,
  * MIRAS "Architectural Backbone"):
@@ -191,5 +212,24 @@ mi_tensor *mi_lm_forward(const mi_lm *lm, mi_tensor *tokens);
 /* Mean cross-entropy of the next-token logits against targets [B, T]
  * (entries MI_LM_IGNORE do not count; all ignored gives 0): a scalar. */
 mi_tensor *mi_lm_loss(const mi_lm *lm, mi_tensor *tokens, mi_tensor *targets);
+
+/* ---------------------------------------------------------------- one token at a time
+ * Generation with the recurrent form (lm_step.c): each mixer carries its
+ * state (a MIRAS block its memory and conv inputs, attention its keys and
+ * values), so a MIRAS model needs constant memory per token. The state lives
+ * in two scopes of its own; every step copies it from one to the other and
+ * resets the first. mi_lm_step's logits equal mi_lm_forward's at the same
+ * position (exactly the same math; see mi_miras_step for chunk sizes > 1). */
+typedef struct mi_lm_state mi_lm_state;
+
+/* The state before the first token of `batch` sequences; NULL with a
+ * message when a mixer has no recurrent form. */
+mi_lm_state *mi_lm_state_new(const mi_lm *lm, int64_t batch);
+void mi_lm_state_free(mi_lm_state *s);
+int64_t mi_lm_state_tokens(const mi_lm_state *s); /* tokens consumed so far */
+size_t mi_lm_state_bytes(const mi_lm_state *s);   /* the live state's storage */
+/* tokens [B] (i32/i64) → the next-token logits [B, vocab] in the current
+ * scope; the state advances by one token. */
+mi_tensor *mi_lm_step(const mi_lm *lm, mi_lm_state *s, mi_tensor *tokens);
 
 #endif

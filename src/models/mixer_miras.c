@@ -25,6 +25,23 @@ static const mi_named_tensor *miras_params(const void *self, int *count)
     return mi_miras_block_params(self, count);
 }
 
+static void *miras_state_new(const void *self, int64_t batch, mi_scope *scope)
+{
+    mi_miras_block_state *st = mi_scope_alloc(scope, sizeof *st);
+    if (!st) return mi_error_set("out of memory"), NULL;
+    return mi_miras_block_state_init(self, st, batch) == 0 ? st : NULL;
+}
+
+static mi_tensor *miras_step(const void *self, void *state, mi_tensor *x)
+{
+    return mi_miras_block_step(self, state, x);
+}
+
+static int miras_state_tensors(void *state, mi_tensor **slots[], int max)
+{
+    return mi_miras_block_state_tensors(state, slots, max);
+}
+
 static int number(const char *key, const char *text, double *out)
 {
     char *end;
@@ -131,6 +148,8 @@ int mi_mixer_create_miras(mi_mixer *out, const char *spec, const char *arg,
     mi_miras_block *b = mi_scope_alloc(scope, sizeof *b);
     if (!b) return mi_error_set("out of memory"), -1;
     if (mi_miras_block_init(b, &c, dt, rng, scope) != 0) return -1;
-    *out = (mi_mixer){.name = spec, .self = b, .forward = miras_forward, .params = miras_params};
+    *out = (mi_mixer){.name = spec, .self = b, .forward = miras_forward, .params = miras_params,
+                      .state_new = miras_state_new, .step = miras_step,
+                      .state_tensors = miras_state_tensors};
     return 0;
 }

@@ -167,6 +167,36 @@ mi_tensor *mi_miras_forward(const mi_miras *m, mi_tensor *q, mi_tensor *k, mi_te
                             const mi_miras_gates *gates, mi_tensor *const *w0,
                             mi_tensor **final_state);
 
+/* ---------------------------------------------------------------- one token at a time
+ * The recurrent form of mi_miras_forward, for generation with a state of
+ * constant size: the state after t tokens, and the step that writes token t
+ * and reads y_t. It follows the chunked rule exactly (a chunk's tokens take
+ * their gradients at the state the chunk started from, the boundary
+ * projection at the chunk's end, Memora's lag token), so its outputs equal
+ * mi_miras_forward's at every position of a sequence whose length is a
+ * multiple of the chunk (the forward also projects after a partial last
+ * chunk, which a stream cannot know is last). */
+typedef struct mi_miras_state {
+    int nw;
+    int64_t tokens;                           /* tokens written */
+    mi_tensor *a[MI_MEMORY_MAX_WEIGHTS];      /* the retention state A, [N, 1, ...] */
+    mi_tensor *s[MI_MEMORY_MAX_WEIGHTS];      /* momentum S (momentum only) */
+    mi_tensor *a_grad[MI_MEMORY_MAX_WEIGHTS]; /* where this chunk takes its gradients */
+    mi_tensor *alpha_bar;                     /* decay_first: Π α since then (NULL: 1) */
+} mi_miras_state;
+
+/* The state before the first token of N sequences with key and value widths
+ * dk, dv, from W_0 as mi_miras_forward takes it; tensors in the current
+ * scope. 0 or -1. */
+int mi_miras_state_init(const mi_miras *m, mi_miras_state *st, mi_tensor *const *w0,
+                        int64_t n_seq, int64_t dk, int64_t dv, mi_dtype dt);
+/* One token: q [N, 1, dk], k [N, S, dk], v [N, S, dv], gates [N, S] or
+ * [N, S, dv] (S = steps for multistep, else 1) → y [N, 1, dv]. The state's
+ * tensors are replaced by new ones in the current scope (the caller keeps
+ * them alive: mi_lm_step copies them between two scopes). */
+mi_tensor *mi_miras_step(const mi_miras *m, mi_miras_state *st, mi_tensor *q, mi_tensor *k,
+                         mi_tensor *v, const mi_miras_gates *gates);
+
 /* ---------------------------------------------------------------- presets
  * A preset names the four components, the training form and how its gates
  * are parameterised (see presets.c for each one's update rule). */
@@ -265,6 +295,23 @@ int mi_miras_block_init_preset(mi_miras_block *b, const char *preset, int64_t d_
 const mi_named_tensor *mi_miras_block_params(const mi_miras_block *b, int *count);
 /* x [B, T, d_model] → [B, T, d_model], in the current scope, recorded. */
 mi_tensor *mi_miras_block_forward(const mi_miras_block *b, mi_tensor *x);
+
+/* One token at a time (constant memory): the memory's state and the last
+ * conv_kernel − 1 projected rows of q, k, v (the causal convs' inputs). */
+typedef struct mi_miras_block_state {
+    mi_tensor *tails[3];       /* q, k, v: [B, conv_kernel − 1, channels]; NULL if K = 1 */
+    mi_miras_state memory;
+} mi_miras_block_state;
+
+/* The state before the first token of `batch` sequences, tensors in the
+ * current scope. 0 or -1. */
+int mi_miras_block_state_init(const mi_miras_block *b, mi_miras_block_state *st, int64_t batch);
+/* x [B, 1, d_model] → [B, 1, d_model]: the block's output at the next
+ * position, equal to mi_miras_block_forward's there (see mi_miras_step). */
+mi_tensor *mi_miras_block_step(const mi_miras_block *b, mi_miras_block_state *st, mi_tensor *x);
+/* Where the state's tensor pointers live (some may be NULL): *slots[i] are
+ * what a caller keeps alive between steps. The count, or -1 if max is short. */
+int mi_miras_block_state_tensors(mi_miras_block_state *st, mi_tensor **slots[], int max);
 
 /* Mixers (the block above, attention baselines, hybrids) and the language model. */
 #include "models/lm.h"

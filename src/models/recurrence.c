@@ -231,6 +231,41 @@ static int check_inputs(const mi_miras *m, mi_tensor *q, mi_tensor *k, mi_tensor
     return 0;
 }
 
+/* The state before the first token: A_0 = init(W_0) as [N, 1, ...] (W_0
+ * shared by the N sequences, or given per sequence with [N] in front), and
+ * S_0 = 0 for momentum. */
+static int init_run(run *r, mi_tensor *const *w0, int64_t n_seq, int64_t dk, int64_t dv,
+                    mi_dtype dt)
+{
+    const mi_miras *m = r->m;
+    int ranks[MI_MEMORY_MAX_WEIGHTS];
+    int64_t shapes[MI_MEMORY_MAX_WEIGHTS][MI_MAX_RANK];
+    if (m->memory->shapes(&m->config, dk, dv, &r->nw, ranks, shapes) != 0) return -1;
+    for (int i = 0; i < r->nw; i++) {
+        /* W0 as [N, 1, ...] */
+        int64_t s[MI_MAX_RANK] = {n_seq, 1};
+        memcpy(s + 2, shapes[i], sizeof(int64_t) * (size_t)ranks[i]);
+        mi_tensor *w = w0[i];
+        bool shared = w && w->rank == ranks[i], per_seq = w && w->rank == ranks[i] + 1;
+        for (int d = 0; (shared || per_seq) && d < ranks[i]; d++)
+            if (w->shape[d + per_seq] != shapes[i][d]) shared = per_seq = false;
+        if (!shared && !(per_seq && w->shape[0] == n_seq)) {
+            char a[96], b[96];
+            mi_error_set("miras: initial weight %d is %s; %s memory needs %s (or [N] in front)", i,
+                         w ? mi_shape_str(a, sizeof a, w->rank, w->shape) : "NULL",
+                         m->memory->name, mi_shape_str(b, sizeof b, ranks[i], shapes[i]));
+            return -1;
+        }
+        int64_t one[MI_MAX_RANK] = {per_seq ? n_seq : 1, 1};
+        memcpy(one + 2, shapes[i], sizeof(int64_t) * (size_t)ranks[i]);
+        w = mi_broadcast_to(mi_reshape(w, ranks[i] + 2, one), ranks[i] + 2, s);
+        r->a[i] = m->retention->init ? m->retention->init(&m->config, w) : w;
+        r->s[i] = m->algorithm == MI_ALGO_MOMENTUM ? mi_zeros(dt, ranks[i] + 2, s) : NULL;
+        if (!r->a[i]) return -1;
+    }
+    return 0;
+}
+
 mi_tensor *mi_miras_forward(const mi_miras *m, mi_tensor *q, mi_tensor *k, mi_tensor *v,
                             const mi_miras_gates *gates, mi_tensor *const *w0,
                             mi_tensor **final_state)
@@ -247,32 +282,7 @@ mi_tensor *mi_miras_forward(const mi_miras *m, mi_tensor *q, mi_tensor *k, mi_te
     if (check_inputs(m, q, k, v, gates, steps) != 0) return NULL;
     int64_t n_seq = k->shape[0], positions = k->shape[1];
     run r = {.m = m, .c = &m->config};
-    int ranks[MI_MEMORY_MAX_WEIGHTS];
-    int64_t shapes[MI_MEMORY_MAX_WEIGHTS][MI_MAX_RANK];
-    if (m->memory->shapes(&m->config, k->shape[2], v->shape[2], &r.nw, ranks, shapes) != 0)
-        return NULL;
-    for (int i = 0; i < r.nw; i++) {
-        /* W0 as [N, 1, ...] */
-        int64_t s[MI_MAX_RANK] = {n_seq, 1};
-        memcpy(s + 2, shapes[i], sizeof(int64_t) * (size_t)ranks[i]);
-        mi_tensor *w = w0[i];
-        bool shared = w && w->rank == ranks[i], per_seq = w && w->rank == ranks[i] + 1;
-        for (int d = 0; (shared || per_seq) && d < ranks[i]; d++)
-            if (w->shape[d + per_seq] != shapes[i][d]) shared = per_seq = false;
-        if (!shared && !(per_seq && w->shape[0] == n_seq)) {
-            char a[96], b[96];
-            mi_error_set("miras: initial weight %d is %s; %s memory needs %s (or [N] in front)", i,
-                         w ? mi_shape_str(a, sizeof a, w->rank, w->shape) : "NULL",
-                         m->memory->name, mi_shape_str(b, sizeof b, ranks[i], shapes[i]));
-            return NULL;
-        }
-        int64_t one[MI_MAX_RANK] = {per_seq ? n_seq : 1, 1};
-        memcpy(one + 2, shapes[i], sizeof(int64_t) * (size_t)ranks[i]);
-        w = mi_broadcast_to(mi_reshape(w, ranks[i] + 2, one), ranks[i] + 2, s);
-        r.a[i] = m->retention->init ? m->retention->init(&m->config, w) : w;
-        r.s[i] = m->algorithm == MI_ALGO_MOMENTUM ? mi_zeros(v->dtype, ranks[i] + 2, s) : NULL;
-        if (!r.a[i]) return NULL;
-    }
+    if (init_run(&r, w0, n_seq, k->shape[2], v->shape[2], v->dtype) != 0) return NULL;
 
     int64_t tokens = positions / steps, chunk = m->config.chunk;
     int64_t n_chunks = (tokens + chunk - 1) / chunk;
@@ -301,4 +311,116 @@ mi_tensor *mi_miras_forward(const mi_miras *m, mi_tensor *q, mi_tensor *k, mi_te
     if (final_state)
         for (int i = 0; i < r.nw; i++) final_state[i] = r.a[i];
     return n_y == 1 ? ys[0] : mi_concat(ys, n_y, 1);
+}
+
+/* ---------------------------------------------------------------- one token at a time
+ * The chunked rule above, token by token. A segment is a run of positions
+ * that take their gradients at one state, a_grad: a chunk of b tokens (with
+ * a lag token: its first token alone, then the rest), or with b = 1 one
+ * multistep step. Inside a segment each position p does what the chunk's
+ * scans do for it:
+ *   ᾱ   ← ᾱ · α_p                            (decay_first; ᾱ = 1 at the segment's start)
+ *   g_p  = ∇_W ℓ at W = read(a_grad)        (read(ᾱ ⊙ a_grad) with decay_first)
+ *   S    ← μ_p ⊙ S − η_p ⊙ g_p              (momentum; else the step is −η_p g_p)
+ *   A    ← α_p ⊙ A + S
+ * and at the segment's end A ← boundary(A). y reads A after the token's last
+ * position. */
+int mi_miras_state_init(const mi_miras *m, mi_miras_state *st, mi_tensor *const *w0,
+                        int64_t n_seq, int64_t dk, int64_t dv, mi_dtype dt)
+{
+    if (!m || !st || !w0) return mi_error_set("miras: NULL memory, state or initial weights"), -1;
+    run r = {.m = m, .c = &m->config};
+    memset(st, 0, sizeof *st);
+    if (init_run(&r, w0, n_seq, dk, dv, dt) != 0) return -1;
+    st->nw = r.nw;
+    for (int i = 0; i < r.nw; i++) st->a[i] = st->a_grad[i] = r.a[i], st->s[i] = r.s[i];
+    return 0;
+}
+
+/* One write at position p of the token's k, v, gates [N, S, …]. */
+static int write_position(const run *r, mi_miras_state *st, mi_tensor *k, mi_tensor *v,
+                          const mi_miras_gates *gt, int64_t p)
+{
+    const mi_miras *m = r->m;
+    const mi_miras_config *c = r->c;
+    mi_tensor *kp = slice_positions(k, p, p + 1), *vp = slice_positions(v, p, p + 1);
+    mi_tensor *eta = slice_positions(gt->eta, p, p + 1);
+    mi_tensor *alpha = m->retention->uses_alpha ? slice_positions(gt->alpha, p, p + 1) : NULL;
+    mi_tensor *mu = m->algorithm == MI_ALGO_MOMENTUM ? slice_positions(gt->mu, p, p + 1) : NULL;
+    mi_tensor *delta = m->bias->needs_delta ? slice_positions(gt->delta, p, p + 1) : NULL;
+    if (!kp || !vp || !eta || (m->retention->uses_alpha && !alpha) ||
+        (m->algorithm == MI_ALGO_MOMENTUM && !mu) || (m->bias->needs_delta && !delta))
+        return -1;
+    if (c->decay_first && !(st->alpha_bar = st->alpha_bar ? mi_mul(st->alpha_bar, alpha) : alpha))
+        return -1;
+    mi_tensor *wg[MI_MEMORY_MAX_WEIGHTS], *g[MI_MEMORY_MAX_WEIGHTS];
+    for (int i = 0; i < r->nw; i++) {
+        mi_tensor *a = st->a_grad[i];
+        if (c->decay_first) a = mi_mul(gate_like(st->alpha_bar, a), a);
+        if (!(wg[i] = read_state(r, a))) return -1;
+    }
+    if (inner_gradients(r, wg, kp, vp, delta, g) != 0) return -1;
+    if (m->algorithm == MI_ALGO_IMPLICIT) {
+        mi_tensor *kk = mi_sum(mi_square(kp), -1, eta->rank == 3);
+        eta = mi_div(eta, mi_add_scalar(mi_mul(eta, kk), 1.0));
+    }
+    for (int i = 0; i < r->nw; i++) {
+        mi_tensor *step = mi_neg(mi_mul(gate_like(eta, g[i]), g[i]));
+        if (mu) step = st->s[i] = mi_add(mi_mul(gate_like(mu, g[i]), st->s[i]), step);
+        st->a[i] = alpha ? mi_add(mi_mul(gate_like(alpha, g[i]), st->a[i]), step)
+                         : mi_add(st->a[i], step);
+        if (!st->a[i]) return -1;
+    }
+    return 0;
+}
+
+static int end_segment(const run *r, mi_miras_state *st)
+{
+    for (int i = 0; i < r->nw && r->m->retention->boundary; i++)
+        if (!(st->a[i] = r->m->retention->boundary(r->c, st->a[i]))) return -1;
+    return 0;
+}
+
+static void begin_segment(mi_miras_state *st)
+{
+    for (int i = 0; i < st->nw; i++) st->a_grad[i] = st->a[i];
+    st->alpha_bar = NULL;
+}
+
+mi_tensor *mi_miras_step(const mi_miras *m, mi_miras_state *st, mi_tensor *q, mi_tensor *k,
+                         mi_tensor *v, const mi_miras_gates *gates)
+{
+    if (!m || !st || !gates || !q || !k || !v) {
+        mi_error_set("miras: step: NULL memory, state, gates, q, k or v");
+        return NULL;
+    }
+    int steps = m->algorithm == MI_ALGO_MULTISTEP ? m->config.steps : 1;
+    if (q->rank != 3 || q->shape[1] != 1) {
+        char a[96];
+        mi_error_set("miras: step: q must be [N, 1, dk] (one token), got %s",
+                     mi_shape_str(a, sizeof a, q->rank, q->shape));
+        return NULL;
+    }
+    if (check_inputs(m, q, k, v, gates, steps) != 0) return NULL;
+    run r = {.m = m, .c = &m->config, .nw = st->nw};
+    int64_t b = m->config.chunk, j = st->tokens % b;
+    bool lag = m->retention->lag_token && b > 1;
+    if (b == 1 && steps > 1) {
+        /* the exact multistep rule: every step a segment of its own */
+        for (int p = 0; p < steps; p++) {
+            begin_segment(st);
+            if (write_position(&r, st, k, v, gates, p) != 0 || end_segment(&r, st) != 0)
+                return NULL;
+        }
+    } else {
+        if (j == 0 || (lag && j == 1)) begin_segment(st);
+        for (int p = 0; p < steps; p++)
+            if (write_position(&r, st, k, v, gates, p) != 0) return NULL;
+        if ((j == b - 1 || (lag && j == 0)) && end_segment(&r, st) != 0) return NULL;
+    }
+    st->tokens++;
+    mi_tensor *w[MI_MEMORY_MAX_WEIGHTS];
+    for (int i = 0; i < r.nw; i++)
+        if (!(w[i] = read_state(&r, st->a[i]))) return NULL;
+    return m->memory->forward(&m->config, w, q);
 }

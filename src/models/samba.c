@@ -44,6 +44,44 @@ static mi_tensor *samba_forward(const void *self, mi_tensor *h)
     return y;
 }
 
+/* The state: the MIRAS block's and the SWA layer's. */
+typedef struct samba_state {
+    void *miras;
+    mi_attention_state swa;
+} samba_state;
+
+static void *samba_state_new(const void *self, int64_t batch, mi_scope *scope)
+{
+    const samba *s = self;
+    samba_state *st = mi_scope_alloc(scope, sizeof *st);
+    if (!st) return mi_error_set("out of memory"), NULL;
+    *st = (samba_state){.miras = s->miras.state_new(s->miras.self, batch, scope)};
+    return st->miras ? st : NULL;
+}
+
+static mi_tensor *samba_step(const void *self, void *state, mi_tensor *h)
+{
+    const samba *s = self;
+    samba_state *st = state;
+    mi_tensor *m = s->miras.step(s->miras.self, st->miras,
+                                 mi_mul(mi_rms_norm(h, s->eps), s->miras_norm));
+    h = mi_add(h, m);
+    mi_tensor *a = mi_attention_layer_step(&s->swa, &st->swa,
+                                           mi_mul(mi_rms_norm(h, s->eps), s->swa_norm));
+    mi_tensor *y = mi_add(h, a);
+    if (!y) mi_error_prefix("samba");
+    return y;
+}
+
+static int samba_state_tensors(void *state, mi_tensor **slots[], int max)
+{
+    samba_state *st = state;
+    const int n = mi_miras_block_state_tensors(st->miras, slots, max - 2);
+    if (n < 0) return -1;
+    slots[n] = &st->swa.k, slots[n + 1] = &st->swa.v;
+    return n + 2;
+}
+
 static const mi_named_tensor *samba_params(const void *self, int *count)
 {
     const samba *s = self;
@@ -112,6 +150,7 @@ int mi_mixer_create_samba(mi_mixer *out, const char *spec, const char *arg,
     for (int i = 0; i < s->n_params; i++)
         if (!s->params[i].name) return mi_error_set("out of memory"), -1;
     *out = (mi_mixer){.name = spec, .self = s, .forward = samba_forward, .params = samba_params,
-                      .residual_inside = true};
+                      .residual_inside = true, .state_new = samba_state_new, .step = samba_step,
+                      .state_tensors = samba_state_tensors};
     return 0;
 }

@@ -1,0 +1,150 @@
+/* The language model one token at a time (lm_step.c, mi_miras_step): for
+ * every preset at chunk sizes 1, 2 and 3, and for attention, SWA and samba,
+ * the logits of mi_lm_step at each position equal mi_lm_forward's on the
+ * whole sequence (f64, T a multiple of the chunk); a MIRAS model's state
+ * keeps one size however many tokens it has read, SWA's too once the window
+ * is full, full attention's grows; bad inputs are reported. */
+#include "harness.h"
+
+enum { V = 11, DM = 8, HEADS = 2, B = 2, T = 6 };
+
+static mi_lm_config tiny(const char *mixer, const char *override)
+{
+    mi_lm_config c = mi_lm_config_default();
+    c.vocab = V, c.d_model = DM, c.layers = 2, c.heads = HEADS, c.mlp_hidden = 6, c.window = 3;
+    strcpy(c.mixer, mixer);
+    if (override) ck_assert_msg(mi_lm_config_set(&c, override) == 0, "%s", mi_error());
+    return c;
+}
+
+static mi_tensor *tokens(uint64_t seed)
+{
+    mi_rng r;
+    mi_rng_seed(&r, seed);
+    mi_tensor *t = mi_zeros(MI_I64, MI_SHAPE(B, T));
+    for (int64_t i = 0; i < t->numel; i++) ((int64_t *)t->data)[i] = (int64_t)mi_rng_below(&r, V);
+    return t;
+}
+
+/* max |step logits − forward logits| over every position. */
+static double step_vs_forward(const char *mixer, const char *override)
+{
+    mi_lm_config c = tiny(mixer, override);
+    mi_lm lm;
+    ck_assert_msg(mi_lm_init(&lm, &c, MI_F64, 7, test_scope) == 0, "%s: %s", mixer, mi_error());
+    mi_tensor *tok = tokens(11);
+    mi_tensor *full = mi_lm_forward(&lm, tok);                       /* [B, T, V] */
+    ck_assert_msg(full != NULL, "%s: %s", mixer, mi_error());
+    mi_lm_state *s = mi_lm_state_new(&lm, B);
+    ck_assert_msg(s != NULL, "%s: %s", mixer, mi_error());
+    double worst = 0;
+    for (int64_t t = 0; t < T; t++) {
+        mi_tensor *col = mi_zeros(MI_I64, MI_SHAPE(B));
+        for (int64_t b = 0; b < B; b++)
+            ((int64_t *)col->data)[b] = ((int64_t *)tok->data)[b * T + t];
+        mi_tensor *y = mi_lm_step(&lm, s, col);                      /* [B, V] */
+        ck_assert_msg(y != NULL, "%s (%s) step %lld: %s", mixer, override ? override : "",
+                      (long long)t, mi_error());
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t v = 0; v < V; v++) {
+                double d = fabs(mi_get(y, b * V + v) - mi_get(full, (b * T + t) * V + v));
+                if (d > worst || isnan(d)) worst = isnan(d) ? INFINITY : d;
+            }
+    }
+    ck_assert_int_eq(mi_lm_state_tokens(s), T);
+    mi_lm_state_free(s);
+    return worst;
+}
+
+START_TEST(every_preset_steps_like_its_forward)
+{
+    const char *chunks[] = {NULL, "mixer.chunk=2", "mixer.chunk=3"};
+    for (int i = 0; mi_preset_at(i); i++)
+        for (int c = 0; c < 3; c++) {
+            const char *name = mi_preset_at(i)->name;
+            double err = step_vs_forward(name, chunks[c]);
+            if (getenv("STEP_VERBOSE"))
+                fprintf(stderr, "%s %s: %g\n", name, chunks[c] ? chunks[c] : "", err);
+            ck_assert_msg(err < 1e-10, "%s %s: step and forward logits differ by %g", name,
+                          chunks[c] ? chunks[c] : "chunk=1", err);
+        }
+}
+END_TEST
+
+START_TEST(baselines_and_hybrids_step_like_their_forward)
+{
+    const char *specs[] = {"attention", "swa", "swa:2", "samba:gated-deltanet",
+                           "samba:titans:2", "titans"};
+    const char *ov[] = {NULL, NULL, NULL, NULL, NULL, "mixer.memory.depth=3"};
+    for (int i = 0; i < 6; i++) {
+        double err = step_vs_forward(specs[i], ov[i]);
+        ck_assert_msg(err < 1e-10, "%s: step and forward logits differ by %g", specs[i], err);
+    }
+}
+END_TEST
+
+/* The live state's bytes after `n` tokens. */
+static size_t state_bytes_after(const mi_lm *lm, mi_lm_state *s, int n)
+{
+    mi_scope *step = mi_scope_new("step");
+    for (int i = 0; i < n; i++) {
+        mi_scope_enter(step);
+        mi_tensor *tok = mi_zeros(MI_I64, MI_SHAPE(1));
+        ck_assert_msg(mi_lm_step(lm, s, tok) != NULL, "%s", mi_error());
+        mi_scope_leave();
+        mi_scope_reset(step);
+    }
+    mi_scope_free(step);
+    return mi_lm_state_bytes(s);
+}
+
+START_TEST(miras_and_swa_states_keep_their_size_attention_grows)
+{
+    const char *specs[] = {"gated-deltanet", "titans", "memora", "swa", "attention"};
+    for (int i = 0; i < 5; i++) {
+        mi_lm_config c = tiny(specs[i], NULL);
+        mi_lm lm;
+        ck_assert(mi_lm_init(&lm, &c, MI_F32, 1, test_scope) == 0);
+        mi_lm_state *s = mi_lm_state_new(&lm, 1);
+        size_t early = state_bytes_after(&lm, s, 4), late = state_bytes_after(&lm, s, 40);
+        if (strcmp(specs[i], "attention"))
+            ck_assert_msg(late == early, "%s: state %zu bytes after 4 tokens, %zu after 44",
+                          specs[i], early, late);
+        else
+            ck_assert_msg(late > 5 * early, "attention: %zu -> %zu bytes", early, late);
+        mi_lm_state_free(s);
+    }
+}
+END_TEST
+
+START_TEST(bad_steps_are_reported)
+{
+    mi_lm_config c = tiny("gated-deltanet", NULL);
+    mi_lm lm;
+    ck_assert(mi_lm_init(&lm, &c, MI_F32, 1, test_scope) == 0);
+    ck_assert_ptr_null(mi_lm_state_new(&lm, 0));
+    ck_assert_error_has("batch");
+    mi_error_clear();
+    mi_lm_state *s = mi_lm_state_new(&lm, 2);
+    ck_assert_ptr_nonnull(s);
+    ck_assert_ptr_null(mi_lm_step(&lm, s, mi_zeros(MI_I64, MI_SHAPE(3))));
+    ck_assert_error_has("tokens must be");
+    mi_error_clear();
+    ck_assert_ptr_null(mi_lm_step(&lm, s, mi_zeros(MI_F32, MI_SHAPE(2))));
+    mi_error_clear();
+    ck_assert_ptr_nonnull(mi_lm_step(&lm, s, mi_zeros(MI_I32, MI_SHAPE(2))));
+    mi_lm_state_free(s);
+}
+END_TEST
+
+Suite *make_suite(void)
+{
+    Suite *s = suite_create("lm_step");
+    TCase *tc = tcase_slow("lm_step");
+    tcase_add_test(tc, every_preset_steps_like_its_forward);
+    tcase_add_test(tc, baselines_and_hybrids_step_like_their_forward);
+    tcase_add_test(tc, miras_and_swa_states_keep_their_size_attention_grows);
+    tcase_add_test(tc, bad_steps_are_reported);
+    suite_add_tcase(s, tc);
+    return s;
+}

@@ -1,0 +1,191 @@
+#!/usr/bin/env bash
+# Tests of the driver programs miras-train, miras-eval and miras-sample, run
+# by tools/test.sh on each build: tests/test_tools.sh BUILD_DIR [--quick].
+# --quick (the sanitizer pass) trains fewer steps in the smoke tests.
+# Prints "ok - …" / "FAIL - …" per check and ends with "N passed, M failed".
+set -uo pipefail
+build=${1:?usage: tests/test_tools.sh BUILD_DIR [--quick]}
+quick=${2:-}
+src=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+train=$build/tools/miras-train eval=$build/tools/miras-eval sample=$build/tools/miras-sample
+text=$src/../shared/data/tinyshakespeare.txt
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+passed=0 failed=0
+
+check() { # check NAME COMMAND...: passes when the command succeeds
+  local name=$1
+  shift
+  if "$@"; then echo "ok - $name"; passed=$((passed + 1))
+  else echo "FAIL - $name"; failed=$((failed + 1)); fi
+}
+# status WANT MSG_PATTERN CMD...: exit status WANT and a stderr line matching MSG_PATTERN
+status() {
+  local want=$1 pattern=$2
+  shift 2
+  "$@" >"$tmp/out" 2>"$tmp/err"
+  local got=$?
+  if [ "$got" != "$want" ] || ! grep -Eq -- "$pattern" "$tmp/err"; then
+    echo "  exit $got (want $want); stderr: $(head -c 300 "$tmp/err")"
+    return 1
+  fi
+}
+no_leftovers() { # no file but the expected ones, no temporary files
+  [ -z "$(find "$1" -name '*.tmp' 2>/dev/null)" ]
+}
+
+# A small text of our own, so the error and resume tests run without shared data.
+python3 - "$tmp/small.txt" <<'EOF'
+import random, sys
+random.seed(1)
+words = "the sky is blue and the grass is green here we go there and back again".split()
+open(sys.argv[1], "w").write(" ".join(random.choice(words) for _ in range(6000)))
+EOF
+tiny=(--d-model 16 --layers 1 --heads 2 --seq-len 16 --batch 4 --eval-batches 1)
+small="--d-model 16 --layers 1 --heads 2 --batch 2 --eval-batches 1"
+
+# ------------------------------------------------------------------ usage
+for p in "$train" "$eval" "$sample"; do
+  n=$(basename "$p")
+  check "$n --help" bash -c "'$p' --help | grep -q '^usage: $n'"
+  check "$n --version" bash -c "'$p' --version | grep -q '^$n '"
+  check "$n bad flag -> exit 2" status 2 "unknown option '--bogus'.*--help" "$p" --bogus
+done
+check "train bad number -> exit 2" status 2 "--steps: 'ten'" "$train" --steps ten
+check "train unknown model -> exit 2" status 2 "unknown spec 'no-such-model'" \
+  "$train" --model no-such-model --data "$tmp/small.txt" --out "$tmp/x"
+check "train bad --set -> exit 2" status 2 "bias" \
+  "$train" --set bias=nonesuch --data "$tmp/small.txt" --out "$tmp/x" "${tiny[@]}"
+check "train lm without --data -> exit 2" status 2 "needs --data" "$train" --task lm
+check "train NIAH prompt too short -> exit 2" status 2 "cannot hold the needle" \
+  "$train" --task niah --seq-len 16 --out "$tmp/x"
+check "train text too short for the window -> exit 2" status 2 "too short" \
+  "$train" --data "$tmp/small.txt" --seq-len 100000 --out "$tmp/x"
+check "train --resume with --lr -> exit 2" status 2 "only --steps" \
+  "$train" --resume "$tmp/none" --lr 1
+check "eval without checkpoint -> exit 2" status 2 "no checkpoint" "$eval"
+check "eval bad --mqar -> exit 2" status 2 "not L:N" "$eval" x --mqar 64
+check "nothing written by usage errors" test ! -e "$tmp/x"
+
+# ------------------------------------------------------------------ missing and unwritable
+check "train missing --data -> exit 1" status 1 "no-such.txt" \
+  "$train" --data "$tmp/no-such.txt" --out "$tmp/m" "${tiny[@]}"
+check "eval missing checkpoint -> exit 1" status 1 "cannot load checkpoint" "$eval" "$tmp/none"
+check "sample missing checkpoint -> exit 1" status 1 "cannot load checkpoint" "$sample" "$tmp/none"
+check "train --resume missing -> exit 1" status 1 "cannot load checkpoint" \
+  "$train" --resume "$tmp/none"
+: >"$tmp/afile"
+check "train --out is a file -> exit 1" status 1 "not a directory|cannot create" \
+  "$train" --data "$tmp/small.txt" --out "$tmp/afile/run" "${tiny[@]}" --steps 2
+check "train --out unwritable -> exit 1" status 1 "cannot (create|write)" \
+  "$train" --data "$tmp/small.txt" --out /proc/miras-test-run "${tiny[@]}" --steps 2
+
+# ------------------------------------------------------------------ resume, bit for bit
+common=(--data "$tmp/small.txt" "${tiny[@]}" --steps 40 --eval-every 10 --log-every 5 --lr 3e-3)
+"$train" "${common[@]}" --out "$tmp/full" >"$tmp/full.out" 2>&1
+"$train" "${common[@]}" --out "$tmp/part" --stop-at 20 >/dev/null 2>&1
+cp "$tmp/part/ckpt.safetensors" "$tmp/at20.safetensors"
+"$train" --resume "$tmp/part/ckpt.safetensors" >"$tmp/part.out" 2>&1
+check "resume: 40 steps == 20 + resume 20 (checkpoint bytes: parameters, optimizer, metadata)" \
+  cmp -s "$tmp/full/ckpt.safetensors" "$tmp/part/ckpt.safetensors"
+check "resume: identical log.csv" cmp -s "$tmp/full/log.csv" "$tmp/part/log.csv"
+check "resume: identical validation lines" bash -c \
+  "diff <(grep -E '^step (30|40)/' '$tmp/full.out' | grep 'val loss') \
+        <(grep -E '^step (30|40)/' '$tmp/part.out' | grep 'val loss')"
+check "resume: log has 8 rows" test "$(wc -l <"$tmp/full/log.csv")" = 9
+check "no temporary files left" no_leftovers "$tmp/full"
+
+# ------------------------------------------------------------------ bad checkpoints
+ck=$tmp/full/ckpt.safetensors
+head -c 3000 "$ck" >"$tmp/truncated.safetensors"
+head -c 4000 /dev/urandom >"$tmp/garbage.safetensors"
+python3 - "$tmp/at20.safetensors" "$tmp/other.safetensors" <<'EOF'
+# the same file claiming a model with another layer count
+import json, struct, sys
+b = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+h["__metadata__"]["lm.layers"] = "2"
+s = json.dumps(h).encode()
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(s)) + s + b[8 + n:])
+EOF
+for p in "$eval" "$sample"; do
+  n=$(basename "$p")
+  check "$n truncated checkpoint -> exit 1" status 1 "cannot load checkpoint" "$p" "$tmp/truncated.safetensors"
+  check "$n corrupted checkpoint -> exit 1" status 1 "cannot load checkpoint" "$p" "$tmp/garbage.safetensors"
+  check "$n checkpoint of another model -> exit 1" status 1 "does not fit its model.*blocks.1" \
+    "$p" "$tmp/other.safetensors"
+done
+check "train --resume truncated -> exit 1" status 1 "cannot load checkpoint" \
+  "$train" --resume "$tmp/truncated.safetensors" --out "$tmp/r"
+check "train --resume another model -> exit 1" status 1 "does not fit" \
+  "$train" --resume "$tmp/other.safetensors" --out "$tmp/r"
+check "nothing written by failed resumes" test ! -e "$tmp/r/ckpt.safetensors"
+
+# ------------------------------------------------------------------ NaN
+"$train" "${common[@]}" --out "$tmp/nan" --lr 1 --schedule constant --warmup 0 \
+  --eval-every 2 >/dev/null 2>"$tmp/nan.err"
+nan_status=$?
+check "NaN loss stops with exit 1, naming the step" \
+  bash -c "[ $nan_status = 1 ] && grep -Eq 'is (NaN|[+-]Inf) at step [0-9]+' '$tmp/nan.err'"
+check "NaN: the last good checkpoint is named and loads" bash -c \
+  "! grep -q 'last good checkpoint' '$tmp/nan.err' || \
+   '$eval' '$tmp/nan/ckpt.safetensors' --max-windows 4 >/dev/null"
+
+# ------------------------------------------------------------------ eval and sample
+check "eval: text loss and bits per byte" bash -c \
+  "'$eval' '$ck' --data '$tmp/small.txt' --max-windows 8 | grep -q 'bits/byte'"
+check "eval --json parses" bash -c \
+  "'$eval' '$ck' --max-windows 8 --json | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d[\"text\"][\"bits_per_byte\"] > 0'"
+check "sample: prompt + 40 bytes" bash -c \
+  "[ \$('$sample' '$ck' --prompt 'the ' --length 40 --seed 3 | head -c 44 | wc -c) = 44 ]"
+check "sample: same seed, same bytes" bash -c \
+  "diff <('$sample' '$ck' --length 30 --seed 5) <('$sample' '$ck' --length 30 --seed 5)"
+
+# ------------------------------------------------------------------ smoke: the loss falls
+falls() { # falls LOG: last train loss < first train loss - margin
+  python3 - "$1" "$2" <<'EOF'
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+first, last = float(rows[0]["train_loss"]), float(rows[-1]["train_loss"])
+print(f"  loss {first:.3f} -> {last:.3f}")
+sys.exit(0 if last < first - float(sys.argv[2]) else 1)
+EOF
+}
+svg_ok() { # svg_ok FILE SERIES...: well-formed XML with a polyline of >= 2 points per series
+  python3 - "$@" <<'EOF'
+import sys, xml.dom.minidom
+doc = xml.dom.minidom.parse(sys.argv[1])
+lines = {p.getAttribute("id"): p.getAttribute("points").split() for p in doc.getElementsByTagName("polyline")}
+sys.exit(0 if all(len(lines.get(s, [])) >= 2 for s in sys.argv[2:]) else 1)
+EOF
+}
+steps=60; [ "$quick" = --quick ] && steps=30
+if [ -f "$text" ]; then
+  "$train" --data "$text" --d-model 32 --layers 2 --heads 2 --seq-len 32 --batch 8 \
+    --steps $steps --eval-every 15 --log-every 5 --lr 3e-3 --out "$tmp/shakespeare" >/dev/null
+  check "smoke: tiny LM on tinyshakespeare, loss falls" falls "$tmp/shakespeare/log.csv" 0.5
+  check "smoke: LM plot is well-formed SVG with train and validation loss" \
+    svg_ok "$tmp/shakespeare/loss.svg" train_loss val_loss
+else
+  echo "skip - smoke test on tinyshakespeare: $text is absent"
+fi
+"$train" --task mqar --vocab 64 --seq-len 32 --pairs 4 --d-model 32 --layers 2 --heads 2 \
+  --batch 16 --steps $steps --eval-every 15 --log-every 5 --lr 1e-2 --out "$tmp/mqar" >/dev/null
+check "smoke: MQAR, loss falls" falls "$tmp/mqar/log.csv" 0.3
+check "smoke: MQAR plot is well-formed SVG with losses and accuracy" \
+  svg_ok "$tmp/mqar/loss.svg" train_loss val_loss val_acc
+check "eval MQAR checkpoint: accuracy at (32, 4) and capacity" bash -c \
+  "'$eval' '$tmp/mqar/ckpt.safetensors' --mqar 32:4 --capacity 2 --examples 16 --json | \
+   python3 -c 'import json,sys; d=json.load(sys.stdin); assert 0 <= d[\"mqar\"][0][\"accuracy\"] <= 1'"
+check "train and eval: NIAH (passkey) and capacity run" bash -c \
+  "'$train' --task niah --seq-len 160 $small --steps 3 --eval-every 3 --out '$tmp/niah' >/dev/null && \
+   '$eval' '$tmp/niah/ckpt.safetensors' --examples 2 | grep -q 'niah      passkey, 160 bytes' && \
+   '$train' --task capacity --pairs 4 --vocab 32 $small --steps 3 --eval-every 3 \
+     --out '$tmp/cap' >/dev/null && \
+   '$eval' '$tmp/cap/ckpt.safetensors' --capacity 2,4 --examples 4 | grep -q 'capacity  L=16 N=4'"
+check "sample refuses a non-byte model -> exit 1" status 1 "not a byte-level model" \
+  "$sample" "$tmp/mqar/ckpt.safetensors"
+
+echo "$passed passed, $failed failed"
+[ "$failed" = 0 ]

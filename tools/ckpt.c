@@ -1,0 +1,392 @@
+/* Run settings, task batches and checkpoints (ckpt.h). */
+#include "ckpt.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *const task_names[4] = {"lm", "mqar", "niah", "capacity"};
+
+int task_from_name(const char *name)
+{
+    for (int i = 0; i < 4; i++)
+        if (!strcmp(name, task_names[i])) return i;
+    return -1;
+}
+
+bool task_has_accuracy(task_kind k) { return k != TASK_LM; }
+
+run_config run_config_default(task_kind task)
+{
+    run_config rc = {
+        .lm = mi_lm_config_default(), .task = task, .seq_len = 64, .batch = 16, .steps = 1000,
+        .warmup = 100, .cosine = true, .min_lr = 0.1, .clip = 1.0, .eval_every = 100,
+        .eval_batches = 4, .log_every = 10, .optim = MI_OPT_ADAMW,
+        .hp = mi_optim_defaults(MI_OPT_ADAMW), .seed = 1};
+    strcpy(rc.niah, "passkey");
+    if (task == TASK_MQAR) rc.lm.vocab = 8192, rc.pairs = 4;
+    if (task == TASK_CAPACITY) rc.lm.vocab = 8192, rc.pairs = 16, rc.seq_len = 64;
+    if (task == TASK_NIAH) rc.seq_len = 256;
+    return rc;
+}
+
+uint64_t fnv1a(const uint8_t *p, int64_t n)
+{
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (int64_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ULL;
+    return h;
+}
+
+/* ---------------------------------------------------------------- metadata
+ * Every run setting is one "train.*" key; doubles are written with %.17g so
+ * they round-trip exactly. */
+typedef enum { F_I64, F_U64, F_F64, F_BOOL, F_INT, F_STR, F_TASK, F_OPTIM } ftype;
+typedef struct field {
+    const char *key;
+    ftype type;
+    size_t offset, size;
+} field;
+
+#define RC(key, type, member) \
+    {key, type, offsetof(run_config, member), sizeof(((run_config *)0)->member)}
+_Static_assert(sizeof(mi_nl_output) == sizeof(int), "the output enum is stored as an int");
+static const field fields[] = {
+    RC("train.task", F_TASK, task), RC("train.data", F_STR, data),
+    RC("train.data_size", F_I64, data_size), RC("train.data_hash", F_U64, data_hash),
+    RC("train.seq_len", F_I64, seq_len), RC("train.pairs", F_I64, pairs),
+    RC("train.niah", F_STR, niah), RC("train.batch", F_I64, batch),
+    RC("train.steps", F_I64, steps), RC("train.warmup", F_I64, warmup),
+    RC("train.cosine", F_BOOL, cosine), RC("train.min_lr", F_F64, min_lr),
+    RC("train.clip", F_F64, clip), RC("train.eval_every", F_I64, eval_every),
+    RC("train.eval_batches", F_I64, eval_batches), RC("train.log_every", F_I64, log_every),
+    RC("train.seed", F_U64, seed), RC("train.optim", F_OPTIM, optim),
+    RC("train.opt.lr", F_F64, hp.lr), RC("train.opt.weight_decay", F_F64, hp.weight_decay),
+    RC("train.opt.momentum", F_F64, hp.momentum), RC("train.opt.dampening", F_F64, hp.dampening),
+    RC("train.opt.nesterov", F_BOOL, hp.nesterov), RC("train.opt.beta1", F_F64, hp.beta1),
+    RC("train.opt.beta2", F_F64, hp.beta2), RC("train.opt.eps", F_F64, hp.eps),
+    RC("train.opt.ns_steps", F_INT, hp.ns_steps), RC("train.opt.aux_lr", F_F64, hp.aux_lr),
+    RC("train.opt.adamw_only", F_BOOL, hp.adamw_only), RC("train.opt.precond", F_BOOL, hp.precond),
+    RC("train.opt.delta", F_F64, hp.delta), RC("train.opt.mem_hidden", F_INT, hp.mem_hidden),
+    RC("train.opt.mem_lr", F_F64, hp.mem_lr), RC("train.opt.output", F_INT, hp.output),
+    RC("train.opt.seed", F_U64, hp.seed),
+};
+#define N_FIELDS ((int)(sizeof fields / sizeof fields[0]))
+
+static char *scope_text(const char *s)
+{
+    char *t = mi_scope_alloc(mi_scope_current(), strlen(s) + 1);
+    if (t) strcpy(t, s);
+    return t;
+}
+
+static void format_field(const field *f, const run_config *rc, char *buf, size_t n)
+{
+    const void *p = (const char *)rc + f->offset;
+    switch (f->type) {
+    case F_I64: snprintf(buf, n, "%" PRId64, *(const int64_t *)p); break;
+    case F_U64: snprintf(buf, n, "%" PRIu64, *(const uint64_t *)p); break;
+    case F_F64: snprintf(buf, n, "%.17g", *(const double *)p); break;
+    case F_BOOL: snprintf(buf, n, "%s", *(const bool *)p ? "true" : "false"); break;
+    case F_INT: snprintf(buf, n, "%d", *(const int *)p); break;
+    case F_STR: snprintf(buf, n, "%s", (const char *)p); break;
+    case F_TASK: snprintf(buf, n, "%s", task_names[*(const task_kind *)p]); break;
+    case F_OPTIM: snprintf(buf, n, "%s", mi_optim_kind_name(*(const mi_optim_kind *)p)); break;
+    }
+}
+
+static int parse_field(const field *f, run_config *rc, const char *text)
+{
+    void *p = (char *)rc + f->offset;
+    char *end = NULL;
+    errno = 0;
+    switch (f->type) {
+    case F_I64: *(int64_t *)p = strtoll(text, &end, 10); break;
+    case F_U64: *(uint64_t *)p = strtoull(text, &end, 10); break;
+    case F_F64: *(double *)p = strtod(text, &end); break;
+    case F_INT: *(int *)p = (int)strtol(text, &end, 10); break;
+    case F_BOOL:
+        if (strcmp(text, "true") && strcmp(text, "false")) return -1;
+        *(bool *)p = !strcmp(text, "true");
+        return 0;
+    case F_STR:
+        if (strlen(text) >= f->size) return -1;
+        strcpy(p, text);
+        return 0;
+    case F_TASK: {
+        int k = task_from_name(text);
+        return k < 0 ? -1 : (*(task_kind *)p = (task_kind)k, 0);
+    }
+    case F_OPTIM: {
+        int k = mi_optim_kind_from_name(text);
+        mi_error_clear();
+        return k < 0 ? -1 : (*(mi_optim_kind *)p = (mi_optim_kind)k, 0);
+    }
+    }
+    return errno || end == text || *end ? -1 : 0;
+}
+
+int run_config_metadata(const run_config *rc, int64_t step, double loss_sum, int64_t loss_count,
+                        const mi_metadata *extra, int n_extra, mi_metadata *out)
+{
+    int total = N_FIELDS + 5;
+    for (int i = 0; i < n_extra; i++) total += extra[i].count;
+    const char **k = mi_scope_alloc(mi_scope_current(), sizeof(char *) * (size_t)total);
+    const char **v = mi_scope_alloc(mi_scope_current(), sizeof(char *) * (size_t)total);
+    if (!k || !v) return mi_error_set("checkpoint: out of memory"), -1;
+    int m = 0;
+    for (int i = 0; i < n_extra; i++)
+        for (int j = 0; j < extra[i].count; j++, m++) {
+            k[m] = extra[i].keys[j];
+            v[m] = extra[i].values[j];
+        }
+    char buf[1100];
+    k[m] = "train.format", v[m++] = "1";
+    snprintf(buf, sizeof buf, "%" PRId64, step);
+    k[m] = "train.step", v[m++] = scope_text(buf);
+    snprintf(buf, sizeof buf, "%" PRId64, step * rc->batch);
+    k[m] = "train.next_example", v[m++] = scope_text(buf);
+    snprintf(buf, sizeof buf, "%.17g", loss_sum);
+    k[m] = "train.loss_sum", v[m++] = scope_text(buf);
+    snprintf(buf, sizeof buf, "%" PRId64, loss_count);
+    k[m] = "train.loss_count", v[m++] = scope_text(buf);
+    for (int i = 0; i < N_FIELDS; i++) {
+        format_field(&fields[i], rc, buf, sizeof buf);
+        k[m] = fields[i].key, v[m++] = scope_text(buf);
+    }
+    for (int i = 0; i < m; i++)
+        if (!v[i]) return mi_error_set("checkpoint: out of memory"), -1;
+    *out = (mi_metadata){.count = m, .keys = k, .values = v};
+    return 0;
+}
+
+/* The run settings back from a checkpoint's metadata. */
+static int run_config_parse(ckpt *c, const mi_safetensors *st, char *msg, size_t n)
+{
+    run_config *rc = &c->rc;
+    int64_t *step = &c->step;
+    const char *fmt = mi_safetensors_meta(st, "train.format");
+    if (strcmp(fmt, "1")) return snprintf(msg, n, "train.format is '%s', not 1", fmt), -1;
+    for (int i = 0; i < N_FIELDS; i++) {
+        const char *text = mi_safetensors_meta(st, fields[i].key);
+        if (!text) return snprintf(msg, n, "the metadata lacks '%s'", fields[i].key), -1;
+        if (parse_field(&fields[i], rc, text) != 0)
+            return snprintf(msg, n, "%s: bad value '%s'", fields[i].key, text), -1;
+    }
+    const char *s = mi_safetensors_meta(st, "train.step");
+    char *end;
+    *step = s ? strtoll(s, &end, 10) : -1;
+    if (!s || *end || *step < 0 || *step > rc->steps)
+        return snprintf(msg, n, "train.step is missing or out of range"), -1;
+    const char *sum = mi_safetensors_meta(st, "train.loss_sum");
+    const char *count = mi_safetensors_meta(st, "train.loss_count");
+    if (!sum || !count) return snprintf(msg, n, "the metadata lacks train.loss_sum/count"), -1;
+    c->loss_sum = strtod(sum, &end);
+    c->loss_count = strtoll(count, &end, 10);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- tasks */
+
+int task_open(run_task *t, const run_config *rc, char *msg, size_t n)
+{
+    *t = (run_task){.rc = rc};
+    bool text = rc->task == TASK_LM || (rc->task == TASK_NIAH && !strcmp(rc->niah, "text"));
+    if (text) {
+        if (!(t->text = mi_text_load(rc->data))) return snprintf(msg, n, "%s", mi_error()), -1;
+        if (t->text->valid_begin < rc->seq_len + 1 ||
+            t->text->size - t->text->valid_begin < rc->seq_len + 1)
+            return snprintf(msg, n, "'%s' (%lld bytes) is too short for windows of %lld bytes: "
+                            "both splits (90%% / 10%%) must hold seq-len + 1 bytes", rc->data,
+                            (long long)t->text->size, (long long)rc->seq_len), -2;
+    }
+    int rc_check = 0;
+    switch (rc->task) {
+    case TASK_LM: break;
+    case TASK_MQAR:
+        t->mqar = mi_mqar_config_default();
+        t->mqar.vocab = rc->lm.vocab, t->mqar.seq_len = rc->seq_len, t->mqar.pairs = rc->pairs;
+        rc_check = mi_mqar_check(&t->mqar);
+        break;
+    case TASK_CAPACITY:
+        t->capacity = (mi_capacity_config){.vocab = rc->lm.vocab, .pairs = rc->pairs};
+        rc_check = mi_capacity_check(&t->capacity);
+        break;
+    case TASK_NIAH:
+        t->niah = mi_niah_config_default();
+        t->niah.length = rc->seq_len;
+        t->niah.kind = !strcmp(rc->niah, "text") ? MI_NIAH_TEXT
+                     : !strcmp(rc->niah, "passkey") ? MI_NIAH_PASSKEY : MI_NIAH_WORD;
+        t->niah.uuid = !strcmp(rc->niah, "uuid");
+        if (t->text) t->niah.text = t->text->data, t->niah.text_size = t->text->size;
+        rc_check = mi_niah_check(&t->niah);
+        break;
+    }
+    if (rc_check == 0 && rc->task == TASK_NIAH) { /* the length must hold needle and question */
+        mi_scope *tmp = mi_scope_new("niah-check");
+        mi_scope_enter(tmp);
+        mi_niah_sample s;
+        rc_check = mi_niah_example(&t->niah, rc->seed, MI_SPLIT_TRAIN, 0, &s);
+        mi_scope_leave();
+        mi_scope_free(tmp);
+    }
+    if (rc_check != 0) return snprintf(msg, n, "%s", mi_error()), -2;
+    return 0;
+}
+
+/* NIAH: inputs = prompt ++ answer, padded with '\n' to prompt + NIAH_ANSWER_MAX
+ * bytes; the targets are the answer's bytes, each on the position before it. */
+static int niah_batch(const run_task *t, mi_split split, int64_t first, int64_t B, mi_tensor **in,
+                      mi_tensor **tg)
+{
+    int64_t L = t->niah.length, T = L + NIAH_ANSWER_MAX;
+    *in = mi_full(MI_I64, MI_SHAPE(B, T), '\n');
+    *tg = mi_full(MI_I64, MI_SHAPE(B, T), MI_IGNORE_INDEX);
+    if (!*in || !*tg) return -1;
+    for (int64_t b = 0; b < B; b++) {
+        mi_niah_sample s;
+        if (mi_niah_example(&t->niah, t->rc->seed, split, first + b, &s) != 0) return -1;
+        int64_t *x = (int64_t *)(*in)->data + b * T, *y = (int64_t *)(*tg)->data + b * T;
+        memcpy(x, s.tokens->data, sizeof(int64_t) * (size_t)L);
+        for (int64_t j = 0; s.answer[j] && j < NIAH_ANSWER_MAX; j++) {
+            x[L + j] = (uint8_t)s.answer[j];
+            y[L - 1 + j] = (uint8_t)s.answer[j];
+        }
+    }
+    return 0;
+}
+
+int task_batch(const run_task *t, mi_split split, int64_t first, int64_t batch, mi_tensor **inputs,
+               mi_tensor **targets)
+{
+    const run_config *rc = t->rc;
+    switch (rc->task) {
+    case TASK_LM:
+        return mi_text_batch(t->text, rc->seq_len, rc->seed, split, first, batch, inputs, targets);
+    case TASK_MQAR: return mi_mqar_batch(&t->mqar, rc->seed, split, first, batch, inputs, targets);
+    case TASK_CAPACITY:
+        return mi_capacity_batch(&t->capacity, rc->seed, split, first, batch, inputs, targets);
+    case TASK_NIAH: return niah_batch(t, split, first, batch, inputs, targets);
+    }
+    return -1;
+}
+
+int evaluate(const mi_lm *lm, const run_task *t, int64_t batches, double *loss, double *acc)
+{
+    mi_scope *s = mi_scope_new("eval");
+    bool was = mi_set_grad_enabled(false);
+    double sum_loss = 0, sum_acc = 0;
+    int rc = 0;
+    for (int64_t b = 0; b < batches && rc == 0; b++) {
+        mi_scope_enter(s);
+        mi_tensor *in, *tg;
+        if (task_batch(t, MI_SPLIT_VALID, b * t->rc->batch, t->rc->batch, &in, &tg) != 0) rc = -1;
+        mi_tensor *logits = rc ? NULL : mi_lm_forward(lm, in);
+        if (logits) {
+            int64_t N = tg->numel, V = lm->config.vocab;
+            mi_tensor *l = mi_cross_entropy(mi_reshape(logits, MI_SHAPE(N, V)),
+                                            mi_reshape(tg, MI_SHAPE(N)), MI_LM_IGNORE);
+            if (l) sum_loss += mi_item(l);
+            else rc = -1;
+            if (rc == 0 && task_has_accuracy(t->rc->task)) {
+                double a = mi_task_accuracy(logits, tg);
+                if (a < 0) rc = -1;
+                sum_acc += a;
+            }
+        } else rc = -1;
+        mi_scope_leave();
+        mi_scope_reset(s);
+    }
+    mi_set_grad_enabled(was);
+    mi_scope_free(s);
+    *loss = sum_loss / (double)batches;
+    *acc = task_has_accuracy(t->rc->task) ? sum_acc / (double)batches : NAN;
+    return rc;
+}
+
+/* ---------------------------------------------------------------- checkpoints */
+
+int ckpt_save(const char *path, const mi_lm *lm, const mi_optim *o, const run_config *rc,
+              int64_t step, double loss_sum, int64_t loss_count)
+{
+    mi_scope *s = mi_scope_new("checkpoint");
+    mi_scope_enter(s);
+    mi_metadata meta[2], all;
+    mi_optim_state_list state;
+    int n_params, rc_save = -1;
+    const mi_named_tensor *params = mi_lm_params(lm, &n_params);
+    if (mi_lm_config_to_metadata(&lm->config, &meta[0]) == 0 &&
+        mi_optim_state_export(o, &state) == 0) {
+        meta[1] = state.metadata;
+        int n = n_params + state.count;
+        mi_named_tensor *t = mi_scope_alloc(s, sizeof *t * (size_t)n);
+        if (t && run_config_metadata(rc, step, loss_sum, loss_count, meta, 2, &all) == 0) {
+            memcpy(t, params, sizeof *t * (size_t)n_params);
+            memcpy(t + n_params, state.tensors, sizeof *t * (size_t)state.count);
+            rc_save = mi_safetensors_save(path, t, n, &all);
+        }
+    }
+    mi_scope_leave();
+    mi_scope_free(s);
+    return rc_save;
+}
+
+int ckpt_load(ckpt *c, const char *path, char *msg, size_t n)
+{
+    *c = (ckpt){.path = path};
+    if (!(c->st = mi_safetensors_load(path)))
+        return snprintf(msg, n, "cannot load checkpoint '%s': %s", path, mi_error()), -1;
+    if (mi_lm_config_from_metadata(&c->lm, &c->st->metadata) != 0)
+        return snprintf(msg, n, "'%s' is not a miras language-model checkpoint: %s", path,
+                        mi_error()), -1;
+    if (mi_safetensors_meta(c->st, "train.format")) {
+        char why[256];
+        c->has_run = true;
+        if (run_config_parse(c, c->st, why, sizeof why) != 0)
+            return snprintf(msg, n, "checkpoint '%s' has bad run settings: %s", path, why), -1;
+        c->rc.lm = c->lm;
+    }
+    return 0;
+}
+
+int ckpt_restore(const ckpt *c, mi_lm *lm, char *msg, size_t n)
+{
+    int count;
+    const mi_named_tensor *p = mi_lm_params(lm, &count);
+    char a[96], b[96];
+    for (int i = 0; i < count; i++) {
+        mi_tensor *t = mi_safetensors_get(c->st, p[i].name), *want = p[i].tensor;
+        if (!t)
+            return snprintf(msg, n, "checkpoint '%s' does not fit its model (%s): no tensor '%s'",
+                            c->path, lm->config.mixer, p[i].name), -1;
+        if (!mi_same_shape(t, want) || t->dtype != want->dtype)
+            return snprintf(msg, n, "checkpoint '%s' does not fit its model (%s): '%s' is %s %s, "
+                            "the model needs %s %s", c->path, lm->config.mixer, p[i].name,
+                            mi_dtype_name(t->dtype), mi_shape_str(a, sizeof a, t->rank, t->shape),
+                            mi_dtype_name(want->dtype),
+                            mi_shape_str(b, sizeof b, want->rank, want->shape)), -1;
+    }
+    for (int i = 0; i < c->st->count; i++) {
+        const char *name = c->st->tensors[i].name;
+        bool known = !strncmp(name, "opt.", 4);
+        for (int j = 0; j < count && !known; j++) known = !strcmp(name, p[j].name);
+        if (!known)
+            return snprintf(msg, n, "checkpoint '%s' does not fit its model (%s): unexpected "
+                            "tensor '%s'", c->path, lm->config.mixer, name), -1;
+    }
+    for (int i = 0; i < count; i++)
+        if (mi_tensor_copy_into(p[i].tensor, mi_safetensors_get(c->st, p[i].name)) != 0)
+            return snprintf(msg, n, "%s", mi_error()), -1;
+    return 0;
+}
+
+int ckpt_load_model(ckpt *c, mi_lm *lm, const char *path, mi_scope *scope, char *msg, size_t n)
+{
+    if (ckpt_load(c, path, msg, n) != 0) return -1;
+    if (mi_lm_init(lm, &c->lm, MI_F32, 0, scope) != 0)
+        return snprintf(msg, n, "checkpoint '%s': its model cannot be built: %s", path,
+                        mi_error()), -1;
+    return ckpt_restore(c, lm, msg, n);
+}

@@ -1,0 +1,390 @@
+/* What the driver programs share (common.h). */
+#include "common.h"
+
+#include <errno.h>
+#include <stddef.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+const char *tool_name = "miras";
+
+_Noreturn void die_usage(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "%s: ", tool_name);
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, " (see %s --help)\n", tool_name);
+    va_end(ap);
+    exit(2);
+}
+
+_Noreturn void die(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fflush(stdout);
+    fprintf(stderr, "%s: ", tool_name);
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+    exit(1);
+}
+
+bool opt_is(int argc, char **argv, int *i, const char *name, const char **value)
+{
+    if (strcmp(argv[*i], name) != 0) return false;
+    if (value) {
+        if (*i + 1 >= argc) die_usage("option %s needs a value", name);
+        *value = argv[++*i];
+    }
+    return true;
+}
+
+bool opt_given(int argc, char **argv, const char *name)
+{
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], name)) return true;
+    return false;
+}
+
+int64_t parse_int(const char *opt, const char *text, int64_t lo, int64_t hi)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(text, &end, 10);
+    if (errno || end == text || *end || v < lo || v > hi)
+        die_usage("%s: '%s' is not a whole number in [%lld, %lld]", opt, text, (long long)lo,
+                  (long long)hi);
+    return v;
+}
+
+double parse_real(const char *opt, const char *text, double lo, double hi)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(text, &end);
+    if (errno || end == text || *end || !(v >= lo && v <= hi))
+        die_usage("%s: '%s' is not a number in [%g, %g]", opt, text, lo, hi);
+    return v;
+}
+
+/* ---------------------------------------------------------------- progress */
+
+double now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void progress_start(progress *p, int64_t first, int64_t total)
+{
+    *p = (progress){.tty = isatty(STDOUT_FILENO) == 1, .first = first, .total = total,
+                    .t0 = now_seconds()};
+}
+
+double progress_rate(const progress *p, int64_t step, int64_t tokens_per_step)
+{
+    double dt = now_seconds() - p->t0;
+    return dt > 0 ? (double)(step - p->first) * (double)tokens_per_step / dt : 0;
+}
+
+void progress_eta(const progress *p, int64_t step, char *buf, size_t n)
+{
+    double dt = now_seconds() - p->t0;
+    int64_t done = step - p->first, left = p->total - step;
+    if (done <= 0) {
+        snprintf(buf, n, "?");
+        return;
+    }
+    long s = lround(dt / (double)done * (double)left);
+    if (s >= 3600) snprintf(buf, n, "%ldh%02ldm", s / 3600, s / 60 % 60);
+    else if (s >= 60) snprintf(buf, n, "%ldm%02lds", s / 60, s % 60);
+    else snprintf(buf, n, "%lds", s);
+}
+
+void progress_show(progress *p, int64_t step, double loss, int64_t tokens_per_step)
+{
+    if (!p->tty) return;
+    enum { WIDTH = 24 };
+    char bar[WIDTH + 1], eta[32];
+    int fill = p->total > 0 ? (int)(WIDTH * step / p->total) : WIDTH;
+    for (int i = 0; i < WIDTH; i++) bar[i] = i < fill ? '#' : '-';
+    bar[WIDTH] = '\0';
+    progress_eta(p, step, eta, sizeof eta);
+    printf("\r\033[Kstep %lld/%lld [%s]  loss %.4f  %.0f tok/s  ETA %s", (long long)step,
+           (long long)p->total, bar, loss, progress_rate(p, step, tokens_per_step), eta);
+    fflush(stdout);
+    p->shown = true;
+}
+
+void progress_clear(progress *p)
+{
+    if (p->tty && p->shown) printf("\r\033[K");
+    p->shown = false;
+}
+
+/* ---------------------------------------------------------------- files */
+
+int make_dir(const char *path, char *msg, size_t n)
+{
+    char buf[4096];
+    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
+        return snprintf(msg, n, "output directory name is too long"), -1;
+    for (char *p = buf + 1;; p++) {
+        bool end = *p == '\0';
+        if (*p == '/' || end) {
+            *p = '\0';
+            if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+                return snprintf(msg, n, "cannot create directory '%s': %s", buf,
+                                strerror(errno)), -1;
+            if (end) break;
+            *p = '/';
+        }
+    }
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode))
+        return snprintf(msg, n, "'%s' is not a directory", path), -1;
+    if (access(path, W_OK) != 0)
+        return snprintf(msg, n, "cannot write in directory '%s': %s", path, strerror(errno)), -1;
+    return 0;
+}
+
+int write_atomic(const char *path, const char *bytes, size_t size, char *msg, size_t n)
+{
+    char tmp[4096];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
+        return snprintf(msg, n, "file name '%s' is too long", path), -1;
+    FILE *f = fopen(tmp, "wb");
+    if (!f) return snprintf(msg, n, "cannot write '%s': %s", tmp, strerror(errno)), -1;
+    bool ok = fwrite(bytes, 1, size, f) == size;
+    ok = (fclose(f) == 0) && ok;
+    if (!ok || rename(tmp, path) != 0) {
+        snprintf(msg, n, "cannot write '%s': %s", path, strerror(errno));
+        remove(tmp);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- text buffers */
+
+typedef struct text {
+    char *s;
+    size_t len, cap;
+} text;
+
+static void put(text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void put(text *t, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int need = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (t->len + (size_t)need + 1 > t->cap) {
+        t->cap = 2 * (t->len + (size_t)need + 1) + 256;
+        if (!(t->s = realloc(t->s, t->cap))) die("out of memory");
+    }
+    va_start(ap, fmt);
+    vsnprintf(t->s + t->len, t->cap - t->len, fmt, ap);
+    va_end(ap);
+    t->len += (size_t)need;
+}
+
+/* ---------------------------------------------------------------- the log */
+
+void log_add(train_log *l, log_row r)
+{
+    if (l->n == l->cap) {
+        l->cap = l->cap ? 2 * l->cap : 64;
+        if (!(l->rows = realloc(l->rows, sizeof *l->rows * (size_t)l->cap))) die("out of memory");
+    }
+    l->rows[l->n++] = r;
+}
+
+void log_free(train_log *l)
+{
+    free(l->rows);
+    *l = (train_log){0};
+}
+
+static void put_value(text *t, double v)
+{
+    if (isnan(v)) put(t, ",");
+    else put(t, ",%.9g", v);
+}
+
+char *log_csv(const train_log *l, size_t *size)
+{
+    text t = {0};
+    put(&t, "step,lr,train_loss,val_loss,val_acc\n");
+    for (int i = 0; i < l->n; i++) {
+        const log_row *r = &l->rows[i];
+        put(&t, "%lld", (long long)r->step);
+        put_value(&t, r->lr);
+        put_value(&t, r->train_loss);
+        put_value(&t, r->val_loss);
+        put_value(&t, r->val_acc);
+        put(&t, "\n");
+    }
+    *size = t.len;
+    return t.s;
+}
+
+/* One CSV field as a number (empty: NaN); advances *p past its comma. */
+static int field(const char **p, double *v)
+{
+    const char *s = *p;
+    size_t n = strcspn(s, ",\n");
+    if (n == 0) *v = NAN;
+    else {
+        char *end;
+        *v = strtod(s, &end);
+        if (end != s + n) return -1;
+    }
+    *p = s + n + (s[n] == ',');
+    return 0;
+}
+
+int log_read(train_log *l, const char *path, int64_t max_step, char *msg, size_t n)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) return 0; /* no log yet */
+    char line[512];
+    int lineno = 0, rc = 0;
+    while (rc == 0 && fgets(line, sizeof line, f)) {
+        if (++lineno == 1) continue; /* the header */
+        double v[5];
+        const char *p = line;
+        for (int k = 0; k < 5 && rc == 0; k++) rc = field(&p, &v[k]);
+        if (rc != 0 || isnan(v[0])) {
+            snprintf(msg, n, "%s:%d: not a line of a miras-train log", path, lineno);
+            rc = -1;
+        } else if (v[0] <= (double)max_step) {
+            log_add(l, (log_row){(int64_t)v[0], v[1], v[2], v[3], v[4]});
+        }
+    }
+    fclose(f);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- the plot */
+
+/* A "nice" tick spacing (1, 2 or 5 × 10^k) giving about 5 ticks over range. */
+static double tick_step(double range)
+{
+    double raw = range / 5, mag = pow(10, floor(log10(raw))), f = raw / mag;
+    return (f < 1.5 ? 1 : f < 3.5 ? 2 : f < 7.5 ? 5 : 10) * mag;
+}
+
+static void xml_escaped(text *t, const char *s)
+{
+    for (; *s; s++) {
+        switch (*s) {
+        case '<': put(t, "&lt;"); break;
+        case '>': put(t, "&gt;"); break;
+        case '&': put(t, "&amp;"); break;
+        case '"': put(t, "&quot;"); break;
+        default: put(t, "%c", *s);
+        }
+    }
+}
+
+typedef struct series {
+    const char *id, *label, *color;
+    size_t offset;  /* of the double in log_row */
+} series;
+
+enum { W = 720, LEFT = 70, RIGHT = 160, TOP = 40, PANEL = 240, GAP = 60 };
+
+/* One panel at vertical offset y0: axes, ticks, labels, a polyline per
+ * series with values, a legend. ylo/yhi NaN: fitted to the data. */
+static void panel(text *t, const train_log *l, int y0, const char *ylabel, const series *s,
+                  int ns, double ylo, double yhi)
+{
+    double xlo = 0, xhi = l->rows[l->n - 1].step, dlo = INFINITY, dhi = -INFINITY;
+    for (int k = 0; k < ns; k++)
+        for (int i = 0; i < l->n; i++) {
+            double v = *(const double *)((const char *)&l->rows[i] + s[k].offset);
+            if (isfinite(v)) dlo = fmin(dlo, v), dhi = fmax(dhi, v);
+        }
+    if (isnan(ylo)) {
+        if (!isfinite(dlo)) dlo = 0, dhi = 1;
+        double pad = dhi > dlo ? 0.05 * (dhi - dlo) : 0.5;
+        ylo = dlo - pad, yhi = dhi + pad;
+    }
+    if (xhi <= xlo) xhi = xlo + 1;
+    int pw = W - LEFT - RIGHT, ph = PANEL;
+#define PX(x) (LEFT + ((x) - xlo) / (xhi - xlo) * pw)
+#define PY(y) (y0 + ph - ((y) - ylo) / (yhi - ylo) * ph)
+    put(t, "<g class=\"panel\">\n");
+    put(t, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"none\" stroke=\"#000\"/>\n",
+        LEFT, y0, pw, ph);
+    double dx = tick_step(xhi - xlo), dy = tick_step(yhi - ylo);
+    for (double x = ceil(xlo / dx) * dx; x <= xhi + 1e-9 * dx; x += dx)
+        put(t, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#000\"/>"
+               "<text x=\"%.1f\" y=\"%d\" font-size=\"11\" text-anchor=\"middle\">%g</text>\n",
+            PX(x), y0 + ph, PX(x), y0 + ph + 5, PX(x), y0 + ph + 18, x);
+    for (double y = ceil(ylo / dy) * dy; y <= yhi + 1e-9 * dy; y += dy) {
+        double v = fabs(y) < 1e-9 * dy ? 0 : y;
+        put(t, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#ddd\"/>"
+               "<text x=\"%d\" y=\"%.1f\" font-size=\"11\" text-anchor=\"end\">%g</text>\n",
+            LEFT, PY(y), LEFT + pw, PY(y), LEFT - 6, PY(y) + 4, v);
+    }
+    put(t, "<text x=\"%d\" y=\"%d\" font-size=\"12\" text-anchor=\"middle\">step</text>\n",
+        LEFT + pw / 2, y0 + ph + 34);
+    put(t, "<text x=\"16\" y=\"%d\" font-size=\"12\" text-anchor=\"middle\" "
+           "transform=\"rotate(-90 16 %d)\">%s</text>\n", y0 + ph / 2, y0 + ph / 2, ylabel);
+    for (int k = 0; k < ns; k++) {
+        put(t, "<polyline class=\"series\" id=\"%s\" fill=\"none\" stroke=\"%s\" "
+               "stroke-width=\"1.5\" points=\"", s[k].id, s[k].color);
+        for (int i = 0, first = 1; i < l->n; i++) {
+            double v = *(const double *)((const char *)&l->rows[i] + s[k].offset);
+            if (!isfinite(v)) continue;
+            put(t, "%s%.1f,%.1f", first ? "" : " ", PX((double)l->rows[i].step),
+                PY(fmin(fmax(v, ylo), yhi)));
+            first = 0;
+        }
+        put(t, "\"/>\n");
+        int ly = y0 + 14 + 18 * k;
+        put(t, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"%s\" stroke-width=\"2\"/>"
+               "<text x=\"%d\" y=\"%d\" font-size=\"12\">%s</text>\n",
+            LEFT + pw + 12, ly, LEFT + pw + 32, ly, s[k].color, LEFT + pw + 38, ly + 4,
+            s[k].label);
+    }
+    put(t, "</g>\n");
+#undef PX
+#undef PY
+}
+
+char *log_svg(const train_log *l, const char *title, size_t *size)
+{
+    text t = {0};
+    int h = TOP + PANEL + GAP + (l->has_acc ? PANEL + GAP : 0);
+    put(&t, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
+            "viewBox=\"0 0 %d %d\" font-family=\"sans-serif\">\n"
+            "<rect width=\"%d\" height=\"%d\" fill=\"#fff\"/>\n"
+            "<text x=\"%d\" y=\"24\" font-size=\"14\" text-anchor=\"middle\">",
+        W, h, W, h, W, h, W / 2);
+    xml_escaped(&t, title);
+    put(&t, "</text>\n");
+    if (l->n > 0) {
+        const series loss[2] = {
+            {"train_loss", "train loss", "#1f77b4", offsetof(log_row, train_loss)},
+            {"val_loss", "validation loss", "#d62728", offsetof(log_row, val_loss)}};
+        panel(&t, l, TOP, "loss (nats/token)", loss, 2, NAN, NAN);
+        const series acc = {"val_acc", "validation accuracy", "#2ca02c",
+                            offsetof(log_row, val_acc)};
+        if (l->has_acc) panel(&t, l, TOP + PANEL + GAP, "accuracy", &acc, 1, 0, 1);
+    }
+    put(&t, "</svg>\n");
+    *size = t.len;
+    return t.s;
+}

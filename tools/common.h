@@ -1,0 +1,83 @@
+/* What the driver programs share: option parsing with the exit codes of
+ * DESIGN §7 (2: usage error, 1: runtime failure, each with a one-line
+ * message), a progress bar, atomic file writes, the training log (CSV) and
+ * its plot (SVG, drawn here, no dependency). */
+#ifndef MIRAS_TOOLS_COMMON_H
+#define MIRAS_TOOLS_COMMON_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* The program's name for messages ("miras-train"); set it first in main. */
+extern const char *tool_name;
+
+/* "<tool>: <message> (see <tool> --help)", exit 2. */
+_Noreturn void die_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* "<tool>: <message>", exit 1. */
+_Noreturn void die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* True when argv[*i] is `name`; its value, if `value` is non-NULL, is the
+ * next argument (missing: a usage error), and *i moves past it. */
+bool opt_is(int argc, char **argv, int *i, const char *name, const char **value);
+/* Whether option `name` appears among the arguments. */
+bool opt_given(int argc, char **argv, const char *name);
+/* A number given to option `opt`, within [lo, hi], or a usage error. */
+int64_t parse_int(const char *opt, const char *text, int64_t lo, int64_t hi);
+double parse_real(const char *opt, const char *text, double lo, double hi);
+
+/* ---------------------------------------------------------------- progress
+ * On a terminal, one line redrawn in place:
+ *   step 120/1000 [####------]  loss 2.314  12.3k tok/s  ETA 1m23s
+ * Otherwise progress_show prints nothing and the caller prints plain lines. */
+typedef struct progress {
+    bool tty;
+    int64_t first, total;  /* steps: the first of this run, the last */
+    double t0;             /* seconds at the first step */
+    bool shown;            /* a bar is on the screen */
+} progress;
+
+double now_seconds(void);
+void progress_start(progress *p, int64_t first, int64_t total);
+/* Tokens per second and the ETA since progress_start. */
+double progress_rate(const progress *p, int64_t step, int64_t tokens_per_step);
+void progress_eta(const progress *p, int64_t step, char *buf, size_t n);
+void progress_show(progress *p, int64_t step, double loss, int64_t tokens_per_step);
+/* Clears the bar so a plain line can be printed (no-op off a terminal). */
+void progress_clear(progress *p);
+
+/* ---------------------------------------------------------------- files */
+/* mkdir -p, then checks the directory is writable; -1 with a message. */
+int make_dir(const char *path, char *msg, size_t n);
+/* Writes the bytes through "<path>.tmp" and a rename; -1 with a message. */
+int write_atomic(const char *path, const char *bytes, size_t size, char *msg, size_t n);
+
+/* ---------------------------------------------------------------- the training log
+ * One row per logged step; NaN where a value was not measured at that step
+ * (validation runs every --eval-every steps only). */
+typedef struct log_row {
+    int64_t step;         /* steps done */
+    double lr;            /* the learning rate of the last step */
+    double train_loss;    /* mean over the steps since the previous row */
+    double val_loss, val_acc;
+} log_row;
+
+typedef struct train_log {
+    int n, cap;
+    log_row *rows;
+    bool has_acc;         /* recall tasks: an accuracy column and panel */
+} train_log;
+
+void log_add(train_log *l, log_row r);
+void log_free(train_log *l);
+/* The CSV text ("step,lr,train_loss,val_loss,val_acc"), %.9g numbers, empty
+ * fields for NaN; malloc'd, *size set. */
+char *log_csv(const train_log *l, size_t *size);
+/* Reads the rows of a CSV written by log_csv with step <= max_step; -1 with
+ * a message on a malformed file. */
+int log_read(train_log *l, const char *path, int64_t max_step, char *msg, size_t n);
+/* An SVG document: train and validation loss against the step, and below it
+ * the validation accuracy when has_acc; malloc'd, *size set. */
+char *log_svg(const train_log *l, const char *title, size_t *size);
+
+#endif

@@ -1,0 +1,396 @@
+/* miras-train: trains a language model whose mixer is any MIRAS preset or
+ * baseline, on a byte-level text or a synthetic recall task. Writes
+ * DIR/log.csv, DIR/loss.svg and DIR/ckpt.safetensors; --resume continues a
+ * run bit for bit. The loop is the usual one:
+ *
+ *   for each step: batch → loss → backward → clip → schedule → optimizer step
+ *   every --log-every steps a log row, every --eval-every steps a validation
+ *   pass and a checkpoint. */
+#include <libgen.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ckpt.h"
+#include "common.h"
+
+static void usage(void)
+{
+    printf(
+"usage: miras-train [options]\n"
+"Trains a language model on a task; shows progress, writes a CSV log, an SVG\n"
+"plot and checkpoints in --out.\n"
+"\n"
+"model\n"
+"  --model SPEC       a MIRAS preset (titans, yaad, moneta, gated-deltanet, ...),\n"
+"                     attention, swa[:W] or samba:<preset>[:W]  (gated-deltanet)\n"
+"  --set KEY=VALUE    an override, repeatable: components and training form of\n"
+"                     the MIRAS block (bias=huber, memory.depth=3, chunk=16,\n"
+"                     eta=0.05, ...) or a model key (window=32, mlp_hidden=64)\n"
+"  --d-model N        width (128)          --layers N   blocks (4)\n"
+"  --heads N          heads (4)\n"
+"task\n"
+"  --task NAME        lm | mqar | niah | capacity  (lm)\n"
+"  --data FILE        lm, niah text: a text file (bytes; 90%% train, 10%% validation)\n"
+"  --seq-len N        lm: window (64); mqar: L (64); niah: prompt bytes (256)\n"
+"  --pairs N          mqar: key-value pairs (4); capacity: pairs (16), length 4N\n"
+"  --vocab N          mqar, capacity: vocabulary (8192)\n"
+"  --niah KIND        passkey | word | uuid | text (needles in --data)  (passkey)\n"
+"training\n"
+"  --steps N          total steps (1000)   --batch N   sequences per step (16)\n"
+"  --optim NAME       sgd adam adamw muon precond_momentum delta_momentum\n"
+"                     deep_momentum l2_gd  (adamw)\n"
+"  --lr X             peak learning rate (the optimizer's default: adamw 1e-3)\n"
+"  --weight-decay X   (the optimizer's default; never on norms and gains)\n"
+"  --schedule NAME    cosine (to 0.1 lr) | constant, both after a linear warmup\n"
+"  --warmup N         warmup steps (min(100, steps/10))\n"
+"  --clip X           clip the global gradient norm at X; 0: off (1)\n"
+"  --seed N           initialisation and data (1)   --threads N (all cores)\n"
+"  --eval-every N     validate and checkpoint every N steps (100)\n"
+"  --eval-batches N   validation batches (4)   --log-every N   log rows (10)\n"
+"output\n"
+"  --out DIR          log.csv, loss.svg, ckpt.safetensors (runs/<model>-<task>)\n"
+"  --resume CKPT      continue that run bit for bit; only --steps, --stop-at,\n"
+"                     --out, --data and --threads may be given with it\n"
+"  --stop-at N        stop (with a checkpoint) after step N, as if interrupted\n"
+"  --help, --version\n"
+"exit status: 0 done, 1 runtime failure (unreadable file, NaN loss, ...), 2 usage\n");
+}
+
+typedef struct options {
+    run_config rc;
+    const char *out, *resume;
+    int threads;
+    int64_t stop_at;
+    bool steps_given;
+} options;
+
+static const char *const lm_keys[] = {"vocab", "d_model", "layers", "heads", "mlp_hidden",
+                                      "tie_embeddings", "norm_eps", "rope_base", "window"};
+
+/* --set KEY=VALUE: a model key, else a MIRAS block override. */
+static void set_override(mi_lm_config *c, const char *kv)
+{
+    char buf[2 * MI_LM_TEXT];
+    size_t key = strcspn(kv, "=");
+    bool model_key = false;
+    for (size_t i = 0; i < sizeof lm_keys / sizeof *lm_keys; i++)
+        model_key |= strlen(lm_keys[i]) == key && !strncmp(kv, lm_keys[i], key);
+    snprintf(buf, sizeof buf, "%s%s", model_key ? "" : "mixer.", kv);
+    if (mi_lm_config_set(c, buf) != 0) die_usage("--set %s: %s", kv, mi_error());
+}
+
+static void parse(int argc, char **argv, options *o)
+{
+    const char *v, *task = "lm";
+    for (int i = 1; i < argc; i++)
+        if (opt_is(argc, argv, &i, "--task", &v)) task = v;
+    if (task_from_name(task) < 0) die_usage("--task: '%s' is not lm, mqar, niah or capacity", task);
+    run_config *rc = &o->rc;
+    *rc = run_config_default(task_from_name(task));
+    const char *allowed_on_resume[] = {"--steps", "--stop-at", "--out", "--data", "--threads",
+                                       "--resume"};
+    const char *restricted = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        bool ok = false;
+        for (int k = 0; k < 6; k++) ok |= !strcmp(arg, allowed_on_resume[k]);
+        if (!ok && !restricted) restricted = arg;
+        if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) usage(), exit(0);
+        else if (!strcmp(arg, "--version")) printf("miras-train %s\n", MIRAS_VERSION), exit(0);
+        else if (opt_is(argc, argv, &i, "--task", &v)) continue;
+        else if (opt_is(argc, argv, &i, "--model", &v)) {
+            if (strlen(v) >= MI_LM_TEXT) die_usage("--model: '%s' is too long", v);
+            strcpy(rc->lm.mixer, v);
+        } else if (opt_is(argc, argv, &i, "--set", &v)) set_override(&rc->lm, v);
+        else if (opt_is(argc, argv, &i, "--d-model", &v))
+            rc->lm.d_model = parse_int(arg, v, 1, 1 << 16);
+        else if (opt_is(argc, argv, &i, "--layers", &v))
+            rc->lm.layers = (int)parse_int(arg, v, 1, 1024);
+        else if (opt_is(argc, argv, &i, "--heads", &v))
+            rc->lm.heads = parse_int(arg, v, 1, 1 << 12);
+        else if (opt_is(argc, argv, &i, "--data", &v)) {
+            if (strlen(v) >= sizeof rc->data) die_usage("--data: the path is too long");
+            strcpy(rc->data, v);
+        } else if (opt_is(argc, argv, &i, "--seq-len", &v))
+            rc->seq_len = parse_int(arg, v, 1, 1 << 24);
+        else if (opt_is(argc, argv, &i, "--pairs", &v)) rc->pairs = parse_int(arg, v, 1, 1 << 20);
+        else if (opt_is(argc, argv, &i, "--vocab", &v))
+            rc->lm.vocab = parse_int(arg, v, 2, 1 << 24);
+        else if (opt_is(argc, argv, &i, "--niah", &v)) {
+            if (strcmp(v, "passkey") && strcmp(v, "word") && strcmp(v, "uuid") && strcmp(v, "text"))
+                die_usage("--niah: '%s' is not passkey, word, uuid or text", v);
+            strcpy(rc->niah, v);
+        } else if (opt_is(argc, argv, &i, "--steps", &v))
+            rc->steps = parse_int(arg, v, 1, INT64_MAX / 1024);
+        else if (opt_is(argc, argv, &i, "--batch", &v)) rc->batch = parse_int(arg, v, 1, 1 << 20);
+        else if (opt_is(argc, argv, &i, "--optim", &v)) {
+            int k = mi_optim_kind_from_name(v);
+            if (k < 0) die_usage("--optim: %s", mi_error());
+            rc->optim = (mi_optim_kind)k;
+        } else if (opt_is(argc, argv, &i, "--lr", &v))
+            rc->hp.lr = parse_real(arg, v, 0, INFINITY);
+        else if (opt_is(argc, argv, &i, "--weight-decay", &v))
+            rc->hp.weight_decay = parse_real(arg, v, 0, INFINITY);
+        else if (opt_is(argc, argv, &i, "--schedule", &v)) {
+            if (strcmp(v, "cosine") && strcmp(v, "constant"))
+                die_usage("--schedule: '%s' is not cosine or constant", v);
+            rc->cosine = !strcmp(v, "cosine");
+        } else if (opt_is(argc, argv, &i, "--warmup", &v))
+            rc->warmup = parse_int(arg, v, 0, INT64_MAX / 1024);
+        else if (opt_is(argc, argv, &i, "--clip", &v)) rc->clip = parse_real(arg, v, 0, INFINITY);
+        else if (opt_is(argc, argv, &i, "--seed", &v))
+            rc->seed = (uint64_t)parse_int(arg, v, 0, INT64_MAX);
+        else if (opt_is(argc, argv, &i, "--threads", &v))
+            o->threads = (int)parse_int(arg, v, 1, 4096);
+        else if (opt_is(argc, argv, &i, "--eval-every", &v))
+            rc->eval_every = parse_int(arg, v, 1, INT64_MAX);
+        else if (opt_is(argc, argv, &i, "--eval-batches", &v))
+            rc->eval_batches = parse_int(arg, v, 1, 1 << 20);
+        else if (opt_is(argc, argv, &i, "--log-every", &v))
+            rc->log_every = parse_int(arg, v, 1, INT64_MAX);
+        else if (opt_is(argc, argv, &i, "--out", &v)) o->out = v;
+        else if (opt_is(argc, argv, &i, "--resume", &v)) o->resume = v;
+        else if (opt_is(argc, argv, &i, "--stop-at", &v))
+            o->stop_at = parse_int(arg, v, 1, INT64_MAX);
+        else die_usage("unknown option '%s'", arg);
+    }
+    o->steps_given = opt_given(argc, argv, "--steps");
+    if (o->resume && restricted)
+        die_usage("%s: a resumed run keeps its checkpoint's settings; only --steps, --stop-at, "
+                  "--out, --data and --threads may be given with --resume", restricted);
+    if (o->resume) return;
+    if (opt_given(argc, argv, "--vocab") && (rc->task == TASK_LM || rc->task == TASK_NIAH))
+        die_usage("--vocab: the %s task is byte-level (256)", task_names[rc->task]);
+    if (opt_given(argc, argv, "--seq-len") && rc->task == TASK_CAPACITY)
+        die_usage("--seq-len: the capacity task's length is 4 · --pairs");
+    if (rc->task == TASK_CAPACITY) rc->seq_len = 4 * rc->pairs;
+    bool text = rc->task == TASK_LM || (rc->task == TASK_NIAH && !strcmp(rc->niah, "text"));
+    if (text && !rc->data[0]) die_usage("--task %s%s needs --data FILE", task_names[rc->task],
+                                        rc->task == TASK_NIAH ? " --niah text" : "");
+    mi_optim_hparams d = mi_optim_defaults(rc->optim);
+    if (!opt_given(argc, argv, "--lr")) rc->hp.lr = d.lr;
+    if (!opt_given(argc, argv, "--weight-decay")) rc->hp.weight_decay = d.weight_decay;
+    double lr = rc->hp.lr, wd = rc->hp.weight_decay;
+    rc->hp = d, rc->hp.lr = lr, rc->hp.weight_decay = wd;
+    if (!opt_given(argc, argv, "--warmup")) /* min(100, steps / 10) */
+        rc->warmup = rc->steps / 10 < 100 ? rc->steps / 10 : 100;
+    if (rc->warmup >= rc->steps) die_usage("--warmup (%lld) must be less than --steps (%lld)",
+                                           (long long)rc->warmup, (long long)rc->steps);
+}
+
+/* The optimizer over lm's parameters: no weight decay on vectors (norms,
+ * gains, biases); Muon orthogonalises the matrices inside the blocks and
+ * takes its AdamW fallback for the embeddings and the head. */
+static mi_optim *make_optimizer(const mi_lm *lm, const run_config *rc, bool *decay,
+                                mi_tensor **params)
+{
+    int n;
+    const mi_named_tensor *p = mi_lm_params(lm, &n);
+    int inner = 0, outer = n;
+    for (int i = 0; i < n; i++) {
+        bool io = rc->optim == MI_OPT_MUON && (!strcmp(p[i].name, "embeddings.weight") ||
+                                               !strcmp(p[i].name, "lm_head.weight"));
+        params[io ? --outer : inner++] = p[i].tensor;
+    }
+    mi_decay_mask_matrices(params, n, decay);
+    mi_param_group g[2] = {{params, inner, rc->hp, decay},
+                           {params + inner, n - inner, rc->hp, decay + inner}};
+    g[1].hp.adamw_only = true;
+    return mi_optim_new(rc->optim, g, n - inner ? 2 : 1);
+}
+
+/* Where the run writes, and the last checkpoint it can fall back to. */
+typedef struct outputs {
+    char log[4200], svg[4200], ckpt[4200], title[256];
+    const char *good;      /* the last good checkpoint (NULL: none yet) */
+    int64_t good_step;
+} outputs;
+
+/* A NaN or Inf: stop, naming the step and the last good checkpoint. */
+static _Noreturn void stop_bad(const char *what, double value, int64_t step, progress *bar,
+                               const outputs *out)
+{
+    progress_clear(bar);
+    const char *v = isnan(value) ? "NaN" : value > 0 ? "+Inf" : "-Inf";
+    if (!out->good)
+        die("%s is %s at step %lld; stopping (no checkpoint was saved yet; try a lower --lr)",
+            what, v, (long long)step);
+    die("%s is %s at step %lld; stopping. The last good checkpoint is %s (step %lld)", what, v,
+        (long long)step, out->good, (long long)out->good_step);
+}
+
+static bool params_finite(const mi_lm *lm)
+{
+    for (int i = 0; i < lm->n_params; i++) {
+        const mi_tensor *t = lm->params[i].tensor;
+        for (int64_t j = 0; j < t->numel; j++)
+            if (!isfinite(((const float *)t->data)[j])) return false;
+    }
+    return true;
+}
+
+/* The checkpoint, the log and the plot, each written whole or not at all. */
+static void save(outputs *out, const mi_lm *lm, const mi_optim *opt, const run_config *rc,
+                 int64_t step, double loss_sum, int64_t loss_n, const train_log *log)
+{
+    char msg[1024];
+    if (ckpt_save(out->ckpt, lm, opt, rc, step, loss_sum, loss_n) != 0)
+        die("cannot save checkpoint '%s': %s", out->ckpt, mi_error());
+    out->good = out->ckpt, out->good_step = step;
+    size_t n;
+    char *csv = log_csv(log, &n);
+    int rc_log = write_atomic(out->log, csv, n, msg, sizeof msg);
+    free(csv);
+    char *svg = log_svg(log, out->title, &n);
+    if (rc_log == 0) rc_log = write_atomic(out->svg, svg, n, msg, sizeof msg);
+    free(svg);
+    if (rc_log != 0) die("%s", msg);
+}
+
+/* --resume: the checkpoint's settings, with the few options a resumed run
+ * may change; the step and the log's pending losses. */
+static void resume_settings(options *o, ckpt *ck, int64_t *step, double *loss_sum,
+                            int64_t *loss_n, char *dirbuf, size_t n)
+{
+    char msg[1024];
+    run_config *rc = &o->rc;
+    if (ckpt_load(ck, o->resume, msg, sizeof msg) != 0) die("%s", msg);
+    if (!ck->has_run) die("'%s' holds a model but no training run to resume", o->resume);
+    char data[sizeof rc->data];
+    strcpy(data, rc->data);
+    int64_t steps = rc->steps;
+    *rc = ck->rc;
+    if (data[0]) strcpy(rc->data, data);
+    if (o->steps_given) rc->steps = steps;
+    *step = ck->step, *loss_sum = ck->loss_sum, *loss_n = ck->loss_count;
+    if (!o->out) snprintf(dirbuf, n, "%s", o->resume), o->out = dirname(dirbuf);
+}
+
+int main(int argc, char **argv)
+{
+    tool_name = "miras-train";
+    options o = {.stop_at = 0};
+    parse(argc, argv, &o);
+    mi_scope *keep = mi_scope_new("run"), *work = mi_scope_new("step");
+    mi_scope_enter(keep);
+    char msg[1024], dirbuf[4096];
+    run_config *rc = &o.rc;
+    int64_t step = 0, loss_n = 0;   /* steps done; losses since the last log row */
+    double loss_sum = 0;
+    ckpt ck;
+    if (o.resume) resume_settings(&o, &ck, &step, &loss_sum, &loss_n, dirbuf, sizeof dirbuf);
+    if (!o.out) {
+        snprintf(dirbuf, sizeof dirbuf, "runs/%s-%s", rc->lm.mixer, task_names[rc->task]);
+        o.out = dirbuf;
+    }
+    if (rc->steps <= step) die_usage("--steps (%lld): the run is already at step %lld",
+                                     (long long)rc->steps, (long long)step);
+    int64_t stop = o.stop_at && o.stop_at < rc->steps ? o.stop_at : rc->steps;
+    if (o.threads) mi_set_threads(o.threads);
+
+    /* the task's data, the model, the optimizer and its schedule */
+    run_task t;
+    int opened = task_open(&t, rc, msg, sizeof msg);
+    if (opened == -2 && !o.resume) die_usage("%s", msg);
+    if (opened != 0) die("%s", msg);
+    if (t.text) {
+        uint64_t h = fnv1a(t.text->data, t.text->size);
+        if (o.resume && (t.text->size != rc->data_size || h != rc->data_hash))
+            die("'%s' is not the text this run trained on (%lld bytes, hash %016llx); give it "
+                "with --data", rc->data, (long long)rc->data_size,
+                (unsigned long long)rc->data_hash);
+        rc->data_size = t.text->size, rc->data_hash = h;
+    }
+    mi_lm lm;
+    if (mi_lm_init(&lm, &rc->lm, MI_F32, rc->seed, keep) != 0) {
+        if (o.resume) die("%s", mi_error());
+        die_usage("%s", mi_error());
+    }
+    if (o.resume && ckpt_restore(&ck, &lm, msg, sizeof msg) != 0) die("%s", msg);
+    bool *decay = mi_scope_alloc(keep, sizeof(bool) * (size_t)lm.n_params);
+    mi_tensor **params = mi_scope_alloc(keep, sizeof(mi_tensor *) * (size_t)lm.n_params);
+    mi_optim *opt = make_optimizer(&lm, rc, decay, params);
+    if (!opt) die_usage("%s", mi_error());
+    if (o.resume && mi_optim_state_import(opt, ck.st) != 0)
+        die("checkpoint '%s' does not fit its optimizer: %s", o.resume, mi_error());
+    double floor = rc->cosine ? rc->min_lr * rc->hp.lr : rc->hp.lr; /* constant: no descent */
+    mi_schedule sched = {MI_SCHED_WARMUP_COSINE, rc->hp.lr, floor, rc->warmup, rc->steps};
+    if (mi_schedule_check(&sched) != 0) die_usage("%s", mi_error());
+
+    /* the output directory and what goes in it */
+    if (make_dir(o.out, msg, sizeof msg) != 0) die("%s", msg);
+    outputs out = {.good = o.resume, .good_step = step};
+    snprintf(out.log, sizeof out.log, "%s/log.csv", o.out);
+    snprintf(out.svg, sizeof out.svg, "%s/loss.svg", o.out);
+    snprintf(out.ckpt, sizeof out.ckpt, "%s/ckpt.safetensors", o.out);
+    snprintf(out.title, sizeof out.title, "%s on %s, %lld parameters", rc->lm.mixer,
+             task_names[rc->task], (long long)mi_lm_param_numel(&lm));
+    train_log log = {.has_acc = task_has_accuracy(rc->task)};
+    if (o.resume && log_read(&log, out.log, step, msg, sizeof msg) != 0) die("%s", msg);
+
+    int64_t T = rc->task == TASK_NIAH ? rc->seq_len + NIAH_ANSWER_MAX : rc->seq_len;
+    int64_t tokens = rc->batch * T;
+    printf("%s: %s, %lld parameters, task %s, %lld steps of %lld tokens, out %s\n", tool_name,
+           rc->lm.mixer, (long long)mi_lm_param_numel(&lm), task_names[rc->task],
+           (long long)rc->steps, (long long)tokens, o.out);
+    if (o.resume) printf("resuming from %s at step %lld\n", o.resume, (long long)step);
+    progress bar;
+    progress_start(&bar, step, stop);
+    while (step < stop) {
+        /* one step: batch → loss → backward → clip → schedule → update */
+        mi_scope_enter(work);
+        mi_tensor *in, *tg, *loss = NULL;
+        if (task_batch(&t, MI_SPLIT_TRAIN, step * rc->batch, rc->batch, &in, &tg) == 0)
+            loss = mi_lm_loss(&lm, in, tg);
+        mi_optim_zero_grad(opt);
+        if (!loss || mi_backward(loss) != 0) die("step %lld: %s", (long long)step + 1, mi_error());
+        double value = mi_item(loss);
+        if (!isfinite(value)) stop_bad("the loss", value, step + 1, &bar, &out);
+        if (rc->clip > 0) mi_optim_clip_grad_norm(opt, rc->clip);
+        mi_optim_apply_schedule(opt, &sched);
+        double lr = rc->hp.lr * mi_optim_lr_scale(opt);
+        if (mi_optim_step(opt) != 0) die("step %lld: %s", (long long)step + 1, mi_error());
+        mi_scope_leave();
+        mi_scope_reset(work);
+        step++, loss_sum += value, loss_n++;
+
+        /* a log row, with a validation pass every eval_every steps */
+        bool eval = step % rc->eval_every == 0 || step == rc->steps;
+        if (step % rc->log_every == 0 || eval) {
+            log_row r = {step, lr, loss_sum / (double)loss_n, NAN, NAN};
+            loss_sum = 0, loss_n = 0;
+            if (eval && evaluate(&lm, &t, rc->eval_batches, &r.val_loss, &r.val_acc) != 0)
+                die("validation at step %lld: %s", (long long)step, mi_error());
+            if (eval && !isfinite(r.val_loss))
+                stop_bad("the validation loss", r.val_loss, step, &bar, &out);
+            log_add(&log, r);
+            char eta[32], acc[32] = "";
+            progress_eta(&bar, step, eta, sizeof eta);
+            if (!isnan(r.val_acc)) snprintf(acc, sizeof acc, "  acc %.3f", r.val_acc);
+            progress_clear(&bar);
+            if (eval)
+                printf("step %lld/%lld  loss %.4f  val loss %.4f%s\n", (long long)step,
+                       (long long)rc->steps, r.train_loss, r.val_loss, acc);
+            else if (!bar.tty)
+                printf("step %lld/%lld  loss %.4f  lr %.2e  %.0f tok/s  ETA %s\n", (long long)step,
+                       (long long)rc->steps, r.train_loss, lr, progress_rate(&bar, step, tokens),
+                       eta);
+        }
+        if (eval || step == stop) {
+            if (!params_finite(&lm)) stop_bad("a parameter", NAN, step, &bar, &out);
+            save(&out, &lm, opt, rc, step, loss_sum, loss_n, &log);
+        }
+        progress_show(&bar, step, value, tokens);
+    }
+    progress_clear(&bar);
+    printf("%s at step %lld: %s, %s, %s (%.1f s)\n", step == rc->steps ? "done" : "stopped",
+           (long long)step, out.ckpt, out.log, out.svg, now_seconds() - bar.t0);
+    log_free(&log);
+    mi_optim_free(opt);
+    mi_scope_leave();
+    mi_scope_free(work);
+    mi_scope_free(keep);
+    return 0;
+}
