@@ -81,6 +81,19 @@ START_TEST(grad_visits_only_nodes_between_inputs_and_outputs)
 }
 END_TEST
 
+/* A thread count set before the first op survives it (the environment is
+ * read first, never after the caller's setting). */
+START_TEST(thread_setting_survives_the_first_op)
+{
+    int before = mi_threads();
+    mi_set_threads(1);
+    mi_tensor *x = mi_full(MI_F32, MI_SHAPE(4), 1.0);
+    ck_assert_ptr_nonnull(mi_add(x, x));
+    ck_assert_int_eq(mi_threads(), 1);
+    mi_set_threads(before);
+}
+END_TEST
+
 START_TEST(grad_rejects_bad_arguments)
 {
     mi_tensor *x = mi_requires_grad(mi_full(MI_F64, MI_SHAPE(3), 1.0), true);
@@ -120,6 +133,7 @@ Suite *make_suite(void)
     tcase_add_test(tc, no_grad_records_nothing);
     tcase_add_test(tc, third_derivative_of_cube);
     tcase_add_test(tc, grad_visits_only_nodes_between_inputs_and_outputs);
+    tcase_add_test(tc, thread_setting_survives_the_first_op);
     tcase_add_test(tc, grad_rejects_bad_arguments);
     tcase_add_test(tc, dot_export_names_ops_and_shapes);
     suite_add_tcase(s, tc);

@@ -14,6 +14,8 @@ static unsigned allowed = MI_BACKEND_ALL;
 static int threads;
 static _Thread_local mi_backend last;
 
+static void set_threads_now(int n);
+
 const char *mi_backend_name(mi_backend b)
 {
     return (unsigned)b < MI_BACKEND_COUNT ? names[b] : "?";
@@ -55,7 +57,7 @@ static void init_from_env(void)
     int n = t && *t ? atoi(t) : 0;
     if (t && *t && n <= 0)
         fprintf(stderr, "miras: ignoring MIRAS_THREADS='%s' (a positive integer)\n", t);
-    mi_set_threads(n > 0 ? n : 0);
+    set_threads_now(n > 0 ? n : 0);
 }
 
 void mi_backends_allow(unsigned mask)
@@ -71,6 +73,12 @@ unsigned mi_backends_allowed(void)
 }
 
 void mi_set_threads(int n)
+{
+    init_from_env(); /* first, so the environment never overrides this call */
+    set_threads_now(n);
+}
+
+static void set_threads_now(int n)
 {
 #ifdef _OPENMP
     if (n <= 0) n = omp_get_num_procs();
