@@ -26,6 +26,11 @@ run_suites() {
   "$dir/tools/miras-gradcheck" --models | tail -n 1 || status=1
   echo "== tests/test_tools.sh ($dir)"
   tests/test_tools.sh "$dir" $quick | grep -v '^ok - ' || status=1
+  echo "== miras-bench smoke: layer and train at toy sizes ($dir)"
+  for sub in layer train; do
+    "$dir/tools/bench-smoke-check" "$dir/tools/miras-bench" $sub --variants gated-deltanet \
+      --seq-len 32 --batch 2 --reps 2 | tail -n 1 || status=1
+  done
 }
 
 echo "### plain build"
