@@ -1,2 +1,216 @@
-/* Placeholder: the OpenBLAS backend kernels. */
-#include "internal.h"
+/* OpenBLAS backend: matmul and outer as cblas_sgemm / cblas_dgemm calls,
+ * plus the GEMM geometry shared with the oneDNN kernels (blas.h).
+ *
+ * Threading: OpenBLAS (the pthreads build) runs at one thread, set once
+ * before its first call, and the framework's OpenMP parallelises around it:
+ * over the batch, or over row (column) blocks of one large product, each
+ * thread one GEMM on its block. Two spinning runtimes on two cores slow
+ * each other down by up to 7× (PLATFORM.md), so OpenBLAS never starts its
+ * own threads here. */
+#include <cblas.h>
+#include <limits.h>
+#include <pthread.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "blas.h"
+
+/* ---------------------------------------------------------------- geometry */
+
+/* Strides (elements) of an operand's batch dims along the output's nb batch
+ * dims: 0 where it lacks the dim or has size 1. `mat` = elements of one of
+ * its matrices; `tail` = its non-batch dims (2 for matmul, 1 for outer). */
+static void batch_strides(const mi_tensor *t, int tail, int nb, int64_t mat, int64_t *st)
+{
+    int tb = t->rank - tail;
+    int64_t s = mat;
+    for (int d = nb - 1; d >= 0; d--) {
+        int dt = d - (nb - tb);
+        st[d] = (dt < 0 || t->shape[dt] == 1) ? 0 : s;
+        if (dt >= 0) s *= t->shape[dt];
+    }
+}
+
+/* B shared by every batch entry and A's matrices stacked contiguously, A
+ * not transposed: the batch is M·nbatch rows of one product. */
+static void fold_batch(gemm_geom *g)
+{
+    if (g->ta || g->nbatch == 1) return;
+    int64_t s = g->M * g->K;
+    for (int d = g->nb - 1; d >= 0; d--) {
+        if (g->batch[d] == 1) continue;
+        if (g->sb[d] != 0 || g->sa[d] != s) return;
+        s *= g->batch[d];
+    }
+    g->M *= g->nbatch;
+    g->nbatch = 1;
+    g->nb = 0;
+}
+
+void gemm_geom_matmul(gemm_geom *g, const mi_tensor *o, mi_tensor *const *in, const mi_attrs *a)
+{
+    const mi_tensor *A = in[0];
+    g->nb = o->rank - 2;
+    memcpy(g->batch, o->shape, sizeof(int64_t) * (size_t)g->nb);
+    g->nbatch = mi_shape_numel(g->nb, o->shape);
+    g->M = o->shape[g->nb];
+    g->N = o->shape[g->nb + 1];
+    g->ta = a->trans_a;
+    g->tb = a->trans_b;
+    g->K = g->ta ? A->shape[A->rank - 2] : A->shape[A->rank - 1];
+    batch_strides(in[0], 2, g->nb, g->M * g->K, g->sa);
+    batch_strides(in[1], 2, g->nb, g->K * g->N, g->sb);
+    fold_batch(g);
+}
+
+void gemm_geom_outer(gemm_geom *g, const mi_tensor *o, mi_tensor *const *in)
+{
+    g->nb = o->rank - 2;
+    memcpy(g->batch, o->shape, sizeof(int64_t) * (size_t)g->nb);
+    g->nbatch = mi_shape_numel(g->nb, o->shape);
+    g->M = o->shape[g->nb];
+    g->N = o->shape[g->nb + 1];
+    g->K = 1;
+    g->ta = g->tb = false;
+    batch_strides(in[0], 1, g->nb, g->M, g->sa);
+    batch_strides(in[1], 1, g->nb, g->N, g->sb);
+    fold_batch(g);
+}
+
+int64_t gemm_batch_offset(const gemm_geom *g, const int64_t *st, int64_t q)
+{
+    int64_t off = 0;
+    for (int d = g->nb - 1; d >= 0; d--) {
+        off += (q % g->batch[d]) * st[d];
+        q /= g->batch[d];
+    }
+    return off;
+}
+
+bool gemm_fits_int(const gemm_geom *g)
+{
+    return g->M <= INT_MAX && g->N <= INT_MAX && g->K <= INT_MAX && g->K > 0;
+}
+
+/* ---------------------------------------------------------------- one block
+ * C[r0:r1, c0:c1] = op(A)[r0:r1, :] · op(B)[:, c0:c1] of one batch entry,
+ * leading dimensions those of the whole matrices. */
+typedef void (*gemm_block_fn)(const gemm_geom *g, const void *A, const void *B, void *C,
+                              int64_t r0, int64_t r1, int64_t c0, int64_t c1);
+
+#define GEMM_BLOCK(fname, T, gemm)                                                        \
+    static void fname(const gemm_geom *g, const void *A, const void *B, void *C, int64_t r0, \
+                      int64_t r1, int64_t c0, int64_t c1)                                 \
+    {                                                                                     \
+        int64_t M = g->M, N = g->N, K = g->K;                                             \
+        gemm(CblasRowMajor, g->ta ? CblasTrans : CblasNoTrans,                            \
+             g->tb ? CblasTrans : CblasNoTrans, (int)(r1 - r0), (int)(c1 - c0), (int)K, 1, \
+             (const T *)A + (g->ta ? r0 : r0 * K), (int)(g->ta ? M : K),                  \
+             (const T *)B + (g->tb ? c0 * K : c0), (int)(g->tb ? K : N), 0,               \
+             (T *)C + r0 * N + c0, (int)N);                                               \
+    }
+GEMM_BLOCK(block_f32, float, cblas_sgemm)
+GEMM_BLOCK(block_f64, double, cblas_dgemm)
+
+/* ---------------------------------------------------------------- threading */
+
+static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
+static void blas_single_thread(void) { openblas_set_num_threads(1); }
+
+/* Below this many flops (2·M·N·K summed over the batch) an OpenMP region
+ * costs more than it saves, and a product this small is not cut into
+ * blocks. Measured (µs, one sgemm vs split over 2 threads): 64³ (0.5
+ * MFLOP) 5.0 vs 7.7, 96³ (1.8 MFLOP) 16.3 vs 9.6–14.9, 128³ 38.5 vs 25.5. */
+#define PAR_MIN_FLOPS 1e6
+
+/* The work as tasks: every batch entry, each cut into `nblk` blocks of
+ * `bsz` rows (or columns, when N > M) of C. The cut depends on the shape
+ * alone, never on the thread count, so each element comes from the same
+ * GEMM call at any number of threads: results are bitwise the same at 1
+ * and 2 threads. Blocks are ≤ 256 long, a multiple of 16 (a cache line
+ * of f32 in C's rows), an even count for two cores. Cutting costs 3–5% at
+ * one thread (256³: 282 vs 269 µs for one sgemm; 512³: 2260 vs 2187). */
+typedef struct gemm_tasks {
+    const gemm_geom *g;
+    gemm_block_fn block;
+    size_t es;
+    const char *A, *B;
+    char *C;
+    bool rows;
+    int64_t len, nblk, bsz;
+} gemm_tasks;
+
+static void tasks_plan(gemm_tasks *t)
+{
+    const gemm_geom *g = t->g;
+    t->rows = g->M >= g->N;
+    t->len = t->rows ? g->M : g->N;
+    t->nblk = 1;
+    t->bsz = t->len;
+    if (2.0 * (double)g->M * (double)g->N * (double)g->K < PAR_MIN_FLOPS || t->len < 32) return;
+    int64_t n = 2 * ((t->len + 511) / 512);
+    t->bsz = ((t->len + n - 1) / n + 15) / 16 * 16;
+    t->nblk = (t->len + t->bsz - 1) / t->bsz;
+}
+
+static void task_run(const gemm_tasks *t, int64_t i)
+{
+    const gemm_geom *g = t->g;
+    int64_t q = i / t->nblk, lo = (i % t->nblk) * t->bsz;
+    int64_t hi = lo + t->bsz < t->len ? lo + t->bsz : t->len;
+    const char *a = t->A + (size_t)gemm_batch_offset(g, g->sa, q) * t->es;
+    const char *b = t->B + (size_t)gemm_batch_offset(g, g->sb, q) * t->es;
+    char *c = t->C + (size_t)(q * g->M * g->N) * t->es;
+    if (t->rows) t->block(g, a, b, c, lo, hi, 0, g->N);
+    else t->block(g, a, b, c, 0, g->M, lo, hi);
+}
+
+/* Runs every task: on this thread alone when the work is small (not even
+ * an `if (0)` OpenMP region: entering one costs ≈ 0.3 µs, as much as a
+ * whole 8×8 product), else spread over the threads. */
+static void gemm_run(const gemm_geom *g, gemm_block_fn block, size_t es, const void *A,
+                     const void *B, void *C)
+{
+    pthread_once(&blas_once, blas_single_thread);
+    gemm_tasks t = {.g = g, .block = block, .es = es, .A = A, .B = B, .C = C};
+    tasks_plan(&t);
+    int64_t n = g->nbatch * t.nblk;
+    int nt = 1;
+#ifdef _OPENMP
+    double flops = 2.0 * (double)g->M * (double)g->N * (double)g->K * (double)g->nbatch;
+    if (!omp_in_parallel() && flops >= PAR_MIN_FLOPS) nt = omp_get_max_threads();
+#endif
+    if (nt > n) nt = (int)n;
+    if (nt <= 1) {
+        for (int64_t i = 0; i < n; i++) task_run(&t, i);
+        return;
+    }
+#pragma omp parallel for num_threads(nt) schedule(static)
+    for (int64_t i = 0; i < n; i++) task_run(&t, i);
+}
+
+/* ---------------------------------------------------------------- kernels
+ * matmul: C = op(A) op(B) per batch entry (linalg.c states the op); outer:
+ * y = a bᵀ per batch entry, a rank-1 GEMM. OpenBLAS for f64 (dgemm: 4–8×
+ * the reference loop from 16³ up; oneDNN 2.6 has no f64), for f32 products
+ * too small to pay oneDNN's per-call cost, and for very large outers
+ * (linalg.c's select rules give the timings). Shapes its int API cannot
+ * take, and K = 0, go to the reference kernel. */
+#define BLAS_KERNEL(fname, op, geom, DT, block, T)                             \
+    void fname(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a)          \
+    {                                                                          \
+        gemm_geom g;                                                           \
+        geom;                                                                  \
+        if (!gemm_fits_int(&g)) {                                              \
+            op.kernel[MI_BACKEND_REF][DT](o, in, a);                           \
+            return;                                                            \
+        }                                                                      \
+        gemm_run(&g, block, sizeof(T), in[0]->data, in[1]->data, o->data);     \
+    }
+BLAS_KERNEL(matmul_blas_f32, mi_op_matmul, gemm_geom_matmul(&g, o, in, a), MI_F32, block_f32,
+            float)
+BLAS_KERNEL(matmul_blas_f64, mi_op_matmul, gemm_geom_matmul(&g, o, in, a), MI_F64, block_f64,
+            double)
+BLAS_KERNEL(outer_blas_f32, mi_op_outer, gemm_geom_outer(&g, o, in), MI_F32, block_f32, float)
+BLAS_KERNEL(outer_blas_f64, mi_op_outer, gemm_geom_outer(&g, o, in), MI_F64, block_f64, double)

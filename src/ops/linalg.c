@@ -3,9 +3,11 @@
  * the last of outer's) broadcast by NumPy's rules; the vjps return
  * gradients at the broadcast batch shape and the engine sums them back.
  *
- * The kernels are the plain-C reference (loops ordered so that the inner
- * loop runs over contiguous memory); faster backends come later. */
-#include "internal.h"
+ * The kernels here are the plain-C reference (loops ordered so that the
+ * inner loop runs over contiguous memory); the OpenBLAS (blas.c) and
+ * oneDNN (dnnl_matmul.c) kernels sit beside them in the descriptors, and
+ * each op's select rule picks one per call by shape class. */
+#include "blas.h"
 
 /* Broadcasts two batch shapes without touching the error state. */
 static bool batch_broadcast(int ra, const int64_t *sa, int rb, const int64_t *sb, int *r,
@@ -171,9 +173,46 @@ static int ex_matmul(mi_rng *r, int v, mi_tensor **in, mi_attrs *a)
     return 2;
 }
 
+/* Backend by shape class, from mi_matmul timings on this machine (2 cores,
+ * AMD Zen 5 with AVX-512; OpenBLAS 0.3.21 at 1 thread under our OpenMP,
+ * oneDNN 2.6.3; µs per call, recording off; mnk = M·N·K of one product,
+ * total = mnk · batch entries, after folding a shared B into M):
+ *  - the reference loop beats an OpenBLAS call while mnk ≤ 64 (f32 4³ 0.34
+ *    vs 0.38, 5³ ties; 64×4³ 4.4 vs 4.9; f64 alike) and a oneDNN call while
+ *    total < 1024 (10³ 0.65 vs 0.76, 12³ ties; 64×2³ 1.7 vs 2.5; 16×4³
+ *    1.41 vs 1.27);
+ *  - OpenBLAS beats oneDNN on one product below 32³ (24³ 0.72 vs 0.89, 32³
+ *    ties at 1.1, 40³ 1.7 vs 1.4) and on a batch below 4096 in total (4×8³
+ *    0.81 vs 1.00; 4×16³ 1.23 vs 1.09; 16×8³ 1.9 vs 1.4);
+ *  - above that oneDNN wins every shape measured, one product or batched,
+ *    transposed or not, by 1.5–2.5× over OpenBLAS split across both cores
+ *    (256³ 74 vs 163; 512³ 626 vs 1184; 64×32³ 11 vs 30; 16×64×32×64 10.6
+ *    vs 24.7; 4096×384·384×128 915 vs 1813): this core's AVX-512 brgemm
+ *    against OpenBLAS 0.3.21's older kernels. */
+static mi_backend matmul_select(mi_tensor *const *in, int n, const mi_attrs *a,
+                                const mi_tensor *out, unsigned available)
+{
+    (void)n;
+    gemm_geom g;
+    gemm_geom_matmul(&g, out, in, a);
+    double mnk = (double)g.M * (double)g.N * (double)g.K, total = mnk * (double)g.nbatch;
+    bool blas = available >> MI_BACKEND_BLAS & 1u, dnnl = available >> MI_BACKEND_DNNL & 1u;
+    if (blas && dnnl) {
+        if (g.nbatch == 1 ? mnk >= 32768 : total >= 4096) blas = false;
+        else dnnl = false;
+    }
+    if (dnnl) return total < 1024 ? MI_BACKEND_REF : MI_BACKEND_DNNL;
+    if (blas) return mnk <= 64 ? MI_BACKEND_REF : MI_BACKEND_BLAS;
+    return MI_BACKEND_REF;
+}
+
 const mi_op mi_op_matmul = {.name = "matmul", .formula = "C = op(A) op(B), op = T if trans",
-                            .arity = 2, .shape = matmul_shape, KERNELS(matmul),
-                            .vjp = matmul_vjp, .examples = ex_matmul};
+                            .arity = 2, .shape = matmul_shape,
+                            .kernel = {[MI_BACKEND_REF] = {matmul_f32, matmul_f64},
+                                       [MI_BACKEND_BLAS] = {matmul_blas_f32, matmul_blas_f64},
+                                       [MI_BACKEND_DNNL] = {matmul_dnnl_f32, NULL}},
+                            .vjp = matmul_vjp, .examples = ex_matmul,
+                            .select = matmul_select};
 
 mi_tensor *mi_matmul_t(mi_tensor *a, mi_tensor *b, bool trans_a, bool trans_b)
 {
@@ -277,7 +316,32 @@ static int ex_outer(mi_rng *r, int v, mi_tensor **in, mi_attrs *a)
     return 2;
 }
 
+/* outer is a rank-1 GEMM (K = 1) whose cost is writing M·N outputs, so
+ * the choice goes by output size (µs per mi_outer call, f32, as for
+ * matmul above): the reference loop wins below 8192 outputs or 512 per
+ * batch entry (64² 0.52 vs 0.65 oneDNN; 64×16² 2.1 vs 2.3; 256×8² 2.9 vs
+ * 6.5); oneDNN above (96² 0.84 vs 0.87; 256² 2.5 vs 4.3; 16×32² 1.3 vs
+ * 1.8; 512×32² 20 vs 49; 724² 22 vs 51); OpenBLAS split over both cores
+ * only for single products of 2^20 outputs and up (1024² 52 vs 97 oneDNN,
+ * 91 reference), and in f64 from 2^19 (724² 56 vs 78; 512² 57 vs 42). */
+static mi_backend outer_select(mi_tensor *const *in, int n, const mi_attrs *a,
+                               const mi_tensor *out, unsigned available)
+{
+    (void)n;
+    (void)a;
+    gemm_geom g;
+    gemm_geom_outer(&g, out, in);
+    double per = (double)g.M * (double)g.N;
+    bool blas = available >> MI_BACKEND_BLAS & 1u, dnnl = available >> MI_BACKEND_DNNL & 1u;
+    if (out->numel < 8192 || per < 512) return MI_BACKEND_REF;
+    if (blas && per >= (dnnl ? 1048576 : 524288)) return MI_BACKEND_BLAS;
+    return dnnl ? MI_BACKEND_DNNL : MI_BACKEND_REF;
+}
+
 const mi_op mi_op_outer = {.name = "outer", .formula = "y[..., i, j] = a[..., i] b[..., j]",
-                           .arity = 2, .shape = outer_shape, KERNELS(outer), .vjp = outer_vjp,
-                           .examples = ex_outer};
+                           .arity = 2, .shape = outer_shape,
+                           .kernel = {[MI_BACKEND_REF] = {outer_f32, outer_f64},
+                                      [MI_BACKEND_BLAS] = {outer_blas_f32, outer_blas_f64},
+                                      [MI_BACKEND_DNNL] = {outer_dnnl_f32, NULL}},
+                           .vjp = outer_vjp, .examples = ex_outer, .select = outer_select};
 mi_tensor *mi_outer(mi_tensor *a, mi_tensor *b) { return RUN(&mi_op_outer, NULL, a, b); }

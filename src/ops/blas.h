@@ -1,0 +1,47 @@
+/* GEMM backends for matmul and outer (private to src/ops): the geometry of
+ * one batched product with broadcast batch dims, and the OpenBLAS (blas.c)
+ * and oneDNN (dnnl_matmul.c) kernels that linalg.c puts in the op
+ * descriptors. */
+#ifndef MIRAS_OPS_BLAS_H
+#define MIRAS_OPS_BLAS_H
+
+#include "internal.h"
+
+extern const mi_op mi_op_matmul, mi_op_outer;
+
+/* C[q] = op(A[q]) · op(B[q]) for every q of the output's batch (row-major
+ * over batch[0..nb)). A[q] starts at element Σ_d idx_d(q)·sa[d] of A's data,
+ * with sa[d] = 0 along a dim A broadcasts: one matrix is re-used across the
+ * batch, never copied. A is stored [M,K] (ta: [K,M]), B [K,N] (tb: [N,K]),
+ * each C[q] is [M,N], contiguous after C[q-1]. */
+typedef struct gemm_geom {
+    int nb;
+    int64_t batch[MI_MAX_RANK];
+    int64_t sa[MI_MAX_RANK], sb[MI_MAX_RANK];
+    int64_t nbatch, M, N, K;
+    bool ta, tb;
+} gemm_geom;
+
+/* The geometry of matmul(in[0], in[1]) with a's flags into o, and of
+ * outer(in[0], in[1]) as [..., M, 1] · [..., 1, N] (K = 1). Both fold the
+ * batch into M when B is shared by the whole batch and A is not transposed
+ * (x[B,T,D] · W[D,H] is one [B·T, D] · [D, H] GEMM). */
+void gemm_geom_matmul(gemm_geom *g, const mi_tensor *o, mi_tensor *const *in, const mi_attrs *a);
+void gemm_geom_outer(gemm_geom *g, const mi_tensor *o, mi_tensor *const *in);
+/* Element offset of batch q's matrix in an operand with batch strides st. */
+int64_t gemm_batch_offset(const gemm_geom *g, const int64_t *st, int64_t q);
+/* Whether every size and leading dimension fits the libraries' int. */
+bool gemm_fits_int(const gemm_geom *g);
+
+/* OpenBLAS (f32 sgemm, f64 dgemm), parallelised by OpenMP over the batch
+ * or over row/column blocks of one large product. */
+void matmul_blas_f32(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a);
+void matmul_blas_f64(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a);
+void outer_blas_f32(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a);
+void outer_blas_f64(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a);
+
+/* oneDNN 2.6 matmul primitive (f32 only), cached by geometry. */
+void matmul_dnnl_f32(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a);
+void outer_dnnl_f32(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a);
+
+#endif
