@@ -1,4 +1,4 @@
-/* Scans (cumsum, cumprod, linear_scan) and the MIRAS helpers (soft_threshold,
+/* Scans (cumsum, cumprod, linear_scan, linear_scan_from) and the MIRAS helpers (soft_threshold,
  * smooth_sign, smooth_abs, lq_normalize, sphere_retract): forward values
  * against naive computations written here, independently of the kernels,
  * and every error path. Gradients are checked by the registry suite. */
@@ -52,10 +52,11 @@ static mi_tensor *naive_cumulate(const mi_tensor *x, int ax, bool reverse, bool 
     return y;
 }
 
-/* The closed form of h_t = a_t h_{t−1} + x_t, h_{−1} = 0:
- *   h_t = Σ_{s ≤ t} (Π_{s < u ≤ t} a_u) x_s   (mirrored when reverse),
- * with a read through broadcasting. */
-static mi_tensor *naive_linear_scan(const mi_tensor *a, const mi_tensor *x, int ax, bool reverse)
+/* The closed form of h_t = a_t h_{t−1} + x_t, h_{−1} = h0 (0 when h0 is NULL):
+ *   h_t = Σ_{s ≤ t} (Π_{s < u ≤ t} a_u) x_s + (Π_{u ≤ t} a_u) h0
+ * (mirrored when reverse), with a and h0 read through broadcasting. */
+static mi_tensor *naive_linear_scan_from(const mi_tensor *a, const mi_tensor *x,
+                                         const mi_tensor *h0, int ax, bool reverse)
 {
     mi_tensor *h = mi_zeros(MI_F64, x->rank, x->shape);
     int64_t idx[MI_MAX_RANK] = {0}, j[MI_MAX_RANK], len = x->shape[ax];
@@ -74,9 +75,25 @@ static mi_tensor *naive_linear_scan(const mi_tensor *a, const mi_tensor *x, int 
             }
             acc += w;
         }
+        if (h0) {
+            memcpy(j, idx, sizeof j);
+            j[ax] = 0;
+            double w = mi_get(h0, bcast_offset(h0, x->rank, j));
+            for (int64_t u = reverse ? t : 0; u <= (reverse ? len - 1 : t); u++) {
+                memcpy(j, idx, sizeof j);
+                j[ax] = u;
+                w *= mi_get(a, bcast_offset(a, x->rank, j));
+            }
+            acc += w;
+        }
         mi_set(h, k, acc);
     }
     return h;
+}
+
+static mi_tensor *naive_linear_scan(const mi_tensor *a, const mi_tensor *x, int ax, bool reverse)
+{
+    return naive_linear_scan_from(a, x, NULL, ax, reverse);
 }
 
 static void assert_all_close(const mi_tensor *got, const mi_tensor *want, double tol)
@@ -193,6 +210,103 @@ START_TEST(linear_scan_broadcasts_a)
 }
 END_TEST
 
+START_TEST(linear_scan_from_matches_naive)
+{
+    mi_rng r = rng_at(8);
+    mi_tensor *x = mi_randn(&r, MI_F64, MI_SHAPE(3, 4, 5), 0, 1);
+    mi_tensor *as[] = {
+        mi_rand(&r, MI_F64, MI_SHAPE(3, 4, 5), -1.0, 1.0),
+        mi_rand(&r, MI_F64, MI_SHAPE(4, 1), 0.2, 1.0),
+        mi_full(MI_F64, 0, (const int64_t[]){1}, 0.9),
+    };
+    for (int k = 0; k < 3; k++)
+        for (int ax = 0; ax < 3; ax++)
+            for (int rev = 0; rev < 2; rev++) {
+                /* h0: x's shape with the axis of size 1; broadcast along
+                 * every other axis; lower rank; rank 0 */
+                int64_t one[3] = {3, 4, 5};
+                one[ax] = 1;
+                mi_tensor *h0s[] = {
+                    mi_randn(&r, MI_F64, 3, one, 0, 1),
+                    mi_randn(&r, MI_F64, MI_SHAPE(1, 1, 1), 0, 1),
+                    mi_randn(&r, MI_F64, 2, one + 1, 0, 1),
+                    mi_scalar(MI_F64, -0.7),
+                };
+                for (int m = 0; m < 4; m++) {
+                    mi_tensor *want = naive_linear_scan_from(as[k], x, h0s[m], ax, rev);
+                    assert_all_close(mi_linear_scan_from(as[k], x, h0s[m], ax, rev), want, 1e-12);
+                    mi_tensor *got32 =
+                        mi_linear_scan_from(mi_tensor_to(as[k], MI_F32), mi_tensor_to(x, MI_F32),
+                                            mi_tensor_to(h0s[m], MI_F32), ax - 3, rev);
+                    assert_all_close(got32, want, 1e-5);
+                }
+                /* a zero start is linear_scan */
+                assert_all_close(mi_linear_scan_from(as[k], x, mi_scalar(MI_F64, 0), ax, rev),
+                                 mi_linear_scan(as[k], x, ax, rev), 0);
+            }
+    /* hand-computed: decay 0.5 over [1, 2, 3] from 4 */
+    mi_tensor *v = mi_from_buffer(MI_F64, MI_SHAPE(3), (double[]){1, 2, 3});
+    mi_tensor *half = mi_scalar(MI_F64, 0.5), *four = mi_from_buffer(MI_F64, MI_SHAPE(1), (double[]){4});
+    assert_all_close(mi_linear_scan_from(half, v, four, 0, false),
+                     mi_from_buffer(MI_F64, MI_SHAPE(3), (double[]){3, 3.5, 4.75}), 0);
+    assert_all_close(mi_linear_scan_from(half, v, four, 0, true),
+                     mi_from_buffer(MI_F64, MI_SHAPE(3), (double[]){3.25, 4.5, 5}), 0);
+}
+END_TEST
+
+/* OWN's f32 scan kernels give REF's bits (and the same bits on 1 and 2
+ * threads) on every layout they take and the ones they hand back to REF:
+ * lanes in registers (inner ≤ 256: 64- and 16-wide blocks, a tail), rows
+ * through memory (inner > 256), the scan along the contiguous axis (inner
+ * = 1); a and h0 of x's layout, one value per step, broadcast over the
+ * leading axis, and (with two axes after the scan axis) broadcast along one
+ * of them only, which OWN leaves to REF. */
+START_TEST(own_linear_scans_give_ref_bits)
+{
+    const mi_op *ops[2] = {mi_op_find("linear_scan"), mi_op_find("linear_scan_from")};
+    ck_assert_ptr_nonnull(ops[0]);
+    ck_assert_ptr_nonnull(ops[1]);
+    if (!ops[0]->kernel[MI_BACKEND_OWN][MI_F32] || !ops[1]->kernel[MI_BACKEND_OWN][MI_F32]) return;
+    mi_rng r = rng_at(9);
+    static const int64_t shapes[][4] = {
+        {3, 37, 1, 93}, {2, 21, 1, 600}, {1200, 70, 1, 1}, {40, 33, 1, 2049}, {5, 30, 7, 40}};
+    int threads = mi_threads();
+    for (int sh = 0; sh < 5; sh++) {
+        const int64_t *xs = shapes[sh];
+        mi_tensor *x = mi_randn(&r, MI_F32, 4, xs, 0, 1);
+        int64_t per_step[4] = {xs[0], xs[1], 1, 1}, odd_a[4] = {1, xs[1], xs[2], 1};
+        mi_tensor *as[] = {mi_rand(&r, MI_F32, 4, xs, -1.0, 1.0),
+                           mi_rand(&r, MI_F32, 4, per_step, 0.2, 1.0),
+                           mi_rand(&r, MI_F32, 4, odd_a, 0.2, 1.0)};
+        int64_t one[4] = {xs[0], 1, xs[2], xs[3]}, one_step[4] = {xs[0], 1, 1, 1},
+                odd_h[4] = {1, 1, 1, xs[3]};
+        mi_tensor *h0s[] = {mi_randn(&r, MI_F32, 4, one, 0, 1),
+                            mi_randn(&r, MI_F32, 4, one_step, 0, 1),
+                            mi_randn(&r, MI_F32, 4, odd_h, 0, 1), NULL};
+        for (int k = 0; k < 3; k++)
+            for (int m = 0; m < 4; m++)
+                for (int rev = 0; rev < 2; rev++) {
+                    const mi_op *op = ops[h0s[m] != NULL];
+                    mi_tensor *in[3] = {as[k], x, h0s[m]};
+                    mi_attrs at = {.axis = 1, .reverse = rev};
+                    mi_tensor *ref = mi_zeros_like(x), *o1 = mi_zeros_like(x),
+                              *o2 = mi_zeros_like(x);
+                    op->kernel[MI_BACKEND_REF][MI_F32](ref, in, &at);
+                    mi_set_threads(1);
+                    op->kernel[MI_BACKEND_OWN][MI_F32](o1, in, &at);
+                    mi_set_threads(2);
+                    op->kernel[MI_BACKEND_OWN][MI_F32](o2, in, &at);
+                    mi_set_threads(threads);
+                    size_t bytes = (size_t)x->numel * sizeof(float);
+                    ck_assert_msg(memcmp(ref->data, o1->data, bytes) == 0 &&
+                                      memcmp(ref->data, o2->data, bytes) == 0,
+                                  "%s: shape %d, a %d, h0 %d, reverse %d: OWN differs from REF",
+                                  op->name, sh, k, m, rev);
+                }
+    }
+}
+END_TEST
+
 START_TEST(scans_reject_bad_input)
 {
     mi_tensor *x = mi_zeros(MI_F64, MI_SHAPE(3, 5));
@@ -226,6 +340,34 @@ START_TEST(scans_reject_bad_input)
     mi_error_clear();
     ck_assert_ptr_null(mi_linear_scan(mi_zeros(MI_F32, MI_SHAPE(5)), x, 0, false));
     ck_assert_error_has("linear_scan: dtypes differ");
+    mi_error_clear();
+
+    mi_tensor *a = mi_full(MI_F64, MI_SHAPE(3, 1), 0.5);
+    ck_assert_ptr_null(mi_linear_scan_from(a, x, mi_zeros(MI_F64, MI_SHAPE(3, 5)), 0, false));
+    ck_assert_error_has(
+        "linear_scan_from: h0 [3,5] does not broadcast to [1,5] (x [3,5] with axis 0 of size 1)");
+    mi_error_clear();
+    ck_assert_ptr_null(mi_linear_scan_from(a, x, mi_zeros(MI_F64, MI_SHAPE(1, 1, 5)), 1, false));
+    ck_assert_error_has("linear_scan_from: h0 [1,1,5] does not broadcast to [3,1]");
+    mi_error_clear();
+    ck_assert_ptr_null(mi_linear_scan_from(a, x, mi_zeros(MI_F64, MI_SHAPE(4)), -1, true));
+    ck_assert_error_has("linear_scan_from: h0 [4] does not broadcast to [3,1]");
+    mi_error_clear();
+    ck_assert_ptr_null(mi_linear_scan_from(mi_zeros(MI_F64, MI_SHAPE(4)), x,
+                                           mi_zeros(MI_F64, MI_SHAPE(1, 5)), 0, false));
+    ck_assert_error_has("linear_scan_from: a [4] does not broadcast to x [3,5]");
+    mi_error_clear();
+    ck_assert_ptr_null(mi_linear_scan_from(a, x, mi_zeros(MI_F64, MI_SHAPE(1, 5)), 2, false));
+    ck_assert_error_has("linear_scan_from: axis 2 out of range for rank 2");
+    mi_error_clear();
+    ck_assert_ptr_null(mi_linear_scan_from(a, x, mi_arange(MI_I64, 5), 0, false));
+    ck_assert_error_has("linear_scan_from: input 2 must be f32 or f64, got i64");
+    mi_error_clear();
+    ck_assert_ptr_null(mi_linear_scan_from(a, x, mi_zeros(MI_F32, MI_SHAPE(1, 5)), 0, false));
+    ck_assert_error_has("linear_scan_from: dtypes differ");
+    mi_error_clear();
+    ck_assert_ptr_null(mi_linear_scan_from(a, x, NULL, 0, false));
+    ck_assert_error_has("linear_scan_from: input 2 is NULL");
     mi_error_clear();
 }
 END_TEST
@@ -419,6 +561,8 @@ Suite *make_suite(void)
     tcase_add_test(tc, cumprod_matches_naive_on_every_axis);
     tcase_add_test(tc, linear_scan_matches_naive_same_shape);
     tcase_add_test(tc, linear_scan_broadcasts_a);
+    tcase_add_test(tc, linear_scan_from_matches_naive);
+    tcase_add_test(tc, own_linear_scans_give_ref_bits);
     tcase_add_test(tc, scans_reject_bad_input);
     suite_add_tcase(s, tc);
     tc = tcase_slow("miras_helpers");

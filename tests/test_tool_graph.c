@@ -83,14 +83,15 @@ START_TEST(one_inner_step_of_deltanet)
 }
 END_TEST
 
-/* A chunked momentum model: the momentum and the decay run as scans. */
+/* A chunked momentum model: the momentum and the decay run as scans from
+ * the state the previous chunk left (linear_scan_from). */
 START_TEST(titans_layer_at_four_tokens)
 {
     const tool_result *r = RUN("--model", "titans", "--chunk", "2", "--tokens", "4", "--dim",
                                "3");
     ck_assert_msg(r->status == 0, "status %d: %s", r->status, r->err);
     parse_dot(r->out);
-    ck_assert(has_op(r->out, "linear_scan") && has_op(r->out, "gelu") &&
+    ck_assert(has_op(r->out, "linear_scan_from") && has_op(r->out, "gelu") &&
               has_op(r->out, "layer_norm") && has_op(r->out, "matmul"));
     for (int i = 0; i < 6; i++) {
         const char *names[] = {"q f32 [1,4,3]", "k f32", "v f32", "eta f32 [1,4]",
@@ -104,7 +105,7 @@ START_TEST(titans_layer_at_four_tokens)
             "closed_form=false");
     ck_assert_msg(r->status == 0, "status %d: %s", r->status, r->err);
     parse_dot(r->out);
-    ck_assert(!has_op(r->out, "outer") && has_op(r->out, "linear_scan"));
+    ck_assert(!has_op(r->out, "outer") && has_op(r->out, "linear_scan_from"));
 }
 END_TEST
 

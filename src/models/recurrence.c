@@ -55,14 +55,7 @@ static mi_tensor *slice_positions(mi_tensor *t, int64_t from, int64_t to)
 /* h_t = a_t ⊙ h_{t-1} + x_t over axis 1 starting from h_{-1} = prev. */
 static mi_tensor *scan_from(mi_tensor *prev, mi_tensor *a, mi_tensor *x)
 {
-    if (!prev || !a || !x) return NULL;
-    int64_t zshape[MI_MAX_RANK];
-    memcpy(zshape, a->shape, sizeof zshape);
-    zshape[1] = 1;
-    mi_tensor *a_ext = mi_concat((mi_tensor *[]){mi_zeros(a->dtype, a->rank, zshape), a}, 2, 1);
-    mi_tensor *x_ext = mi_concat((mi_tensor *[]){prev, x}, 2, 1);
-    mi_tensor *h = mi_linear_scan(a_ext, x_ext, 1, false);
-    return h ? mi_slice(h, 1, 1, h->shape[1]) : NULL;
+    return mi_linear_scan_from(a, x, prev, 1, false);
 }
 
 static mi_tensor *read_state(const run *r, mi_tensor *a)
@@ -146,8 +139,9 @@ static int run_chunk(run *r, mi_tensor *q, mi_tensor *k, mi_tensor *v, const mi_
         eta = mi_div(eta, mi_add_scalar(mi_mul(eta, kk), 1.0));
     }
     mi_tensor *a_seq[MI_MEMORY_MAX_WEIGHTS];
+    mi_tensor *neg_eta = mi_neg(eta); /* negate the gate, not the full-size product */
     for (int i = 0; i < r->nw; i++) {
-        mi_tensor *step = mi_neg(mi_mul(gate_like(eta, g[i]), g[i]));
+        mi_tensor *step = mi_mul(g[i], gate_like(neg_eta, g[i]));
         if (mu) {
             mi_tensor *s = scan_from(r->s[i], gate_like(mu, g[i]), step);
             r->s[i] = s ? mi_slice(s, 1, n - 1, n) : NULL;

@@ -34,3 +34,5 @@ MI_OP(narrow)
 /* grad ops (unary.c / nn.c) */
 MI_OP(gelu_backward) MI_OP(silu_backward) MI_OP(tanh_backward) MI_OP(sigmoid_backward)
 MI_OP(softmax_backward) MI_OP(layer_norm_backward)
+/* scan.c (appended) */
+MI_OP(linear_scan_from)

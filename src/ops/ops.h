@@ -145,6 +145,10 @@ mi_tensor *mi_cumprod(mi_tensor *x, int axis, bool reverse);
 /* h_t = a_t ⊙ h_{t−1} + x_t along axis, h_{−1} = 0 (reverse: t runs backwards);
  * a broadcasts against x. */
 mi_tensor *mi_linear_scan(mi_tensor *a, mi_tensor *x, int axis, bool reverse);
+/* The same recurrence from a given state: h_{−1} = h0 (reverse: h_len = h0),
+ * h0 broadcasting to x's shape with the scan axis of size 1. A NULL h0 is an
+ * error like any NULL input (pass zeros, or call mi_linear_scan). */
+mi_tensor *mi_linear_scan_from(mi_tensor *a, mi_tensor *x, mi_tensor *h0, int axis, bool reverse);
 
 /* ---------------------------------------------------------------- MIRAS helpers */
 mi_tensor *mi_soft_threshold(mi_tensor *x, double lambda); /* sign(x)·max(|x| − λ, 0) */

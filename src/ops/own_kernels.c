@@ -457,18 +457,25 @@ typedef struct scan_ctx {
     const int64_t *ast, *xshape;
     int ax;
     bool a_scalar;
+    /* linear_scan_from: the start state h0 (NULL: zero, h_first = x_first),
+     * its strides in x's frame and whether it is one value per outer index */
+    const float *h0;
+    const int64_t *hst;
+    bool h0_scalar;
 } scan_ctx;
 
-/* a's offset for outer index b (its dims before the axis). */
-static int64_t scan_a_offset(const scan_ctx *k, int64_t b)
+/* Offset for outer index b (the dims before the axis) of a tensor with
+ * strides st in x's frame. */
+static int64_t scan_offset(const scan_ctx *k, const int64_t *st, int64_t b)
 {
     int64_t off = 0;
     for (int d = k->ax - 1; d >= 0; d--) {
-        off += (b % k->xshape[d]) * k->ast[d];
+        off += (b % k->xshape[d]) * st[d];
         b /= k->xshape[d];
     }
     return off;
 }
+static int64_t scan_a_offset(const scan_ctx *k, int64_t b) { return scan_offset(k, k->ast, b); }
 
 /* Lanes [i, i + 16·nv) of outer index b, all t, the state h in nv
  * registers: each step costs one add (or multiply-add) of latency instead
@@ -481,6 +488,7 @@ static inline __attribute__((always_inline)) void scan_regs(const scan_ctx *k, i
     const float *X = k->x + b * len * inner + i;
     float *Y = k->y + b * len * inner + i;
     const float *A = kind == SCAN_LINEAR ? k->a + scan_a_offset(k, b) : NULL;
+    const float *H0 = kind == SCAN_LINEAR && k->h0 ? k->h0 + scan_offset(k, k->hst, b) : NULL;
     v16f h[4] = {0};
     for (int64_t s = 0; s < len; s++) {
         int64_t t = rev ? len - 1 - s : s;
@@ -488,7 +496,12 @@ static inline __attribute__((always_inline)) void scan_regs(const scan_ctx *k, i
         float *y = Y + t * inner;
         for (int v = 0; v < nv; v++) {
             v16f xv = vld(x + 16 * v);
-            if (s == 0) h[v] = xv;
+            if (s == 0 && !H0) h[v] = xv;
+            else if (s == 0 && k->h0_scalar) /* REF's a·h0 + x, h0 one value */
+                h[v] = a_scalar ? a[0] * H0[0] + xv : vld(a + i + 16 * v) * H0[0] + xv;
+            else if (s == 0)
+                h[v] = a_scalar ? a[0] * vld(H0 + i + 16 * v) + xv
+                                : vld(a + i + 16 * v) * vld(H0 + i + 16 * v) + xv;
             else if (kind == SCAN_SUM) h[v] = h[v] + xv;
             else if (kind == SCAN_PROD) h[v] = h[v] * xv;
             else if (a_scalar) h[v] = a[0] * h[v] + xv;
@@ -513,12 +526,25 @@ static inline __attribute__((always_inline)) void scan_lanes(const scan_ctx *k, 
     }
     const int64_t len = k->len, inner = k->inner, n = i1 - i0;
     const float *abase = kind == SCAN_LINEAR ? k->a + scan_a_offset(k, b) : NULL;
+    const float *H0 = kind == SCAN_LINEAR && k->h0 ? k->h0 + scan_offset(k, k->hst, b) : NULL;
     for (int64_t s = 0; s < len; s++) {
         int64_t t = k->rev ? len - 1 - s : s;
         const float *restrict x = k->x + (b * len + t) * inner + i0;
         float *restrict h = k->y + (b * len + t) * inner + i0;
         const float *restrict hp = k->rev ? h + inner : h - inner;
-        if (s == 0) {
+        if (s == 0 && H0 && k->h0_scalar) { /* REF's a·h0 + x, h0 one value */
+            const float p = H0[0];
+            if (k->a_scalar) {
+                const float q = abase[t * k->ast[k->ax]] * p;
+                for (int64_t i = 0; i < n; i++) h[i] = q + x[i];
+            } else {
+                const float *restrict at = abase + t * k->ast[k->ax] + i0;
+                for (int64_t i = 0; i < n; i++) h[i] = at[i] * p + x[i];
+            }
+            continue;
+        }
+        if (s == 0 && H0) hp = H0 + i0; /* then as any later step */
+        if (s == 0 && !H0) {
             memcpy(h, x, sizeof(float) * (size_t)n);
         } else if (kind == SCAN_SUM) {
             for (int64_t i = 0; i < n; i++) h[i] = hp[i] + x[i];
@@ -549,13 +575,17 @@ static void scan_block(const scan_ctx *k, int64_t b, int64_t i0, int64_t i1)
 static void scan_rows(const scan_ctx *k, int64_t b0, int nb)
 {
     const int64_t len = k->len, ta = k->kind == SCAN_LINEAR ? k->ast[k->ax] : 0;
-    const float *x = k->x + b0 * len, *ap[16];
+    const float *x = k->x + b0 * len, *ap[16], *hp[16];
     float *y = k->y + b0 * len, h[16];
-    for (int r = 0; r < nb; r++)
+    for (int r = 0; r < nb; r++) {
         ap[r] = k->kind == SCAN_LINEAR ? k->a + scan_a_offset(k, b0 + r) : NULL;
+        hp[r] = k->kind == SCAN_LINEAR && k->h0 ? k->h0 + scan_offset(k, k->hst, b0 + r) : NULL;
+    }
     for (int64_t s = 0; s < len; s++) {
         int64_t t = k->rev ? len - 1 - s : s;
-        if (s == 0)
+        if (s == 0 && hp[0])
+            for (int r = 0; r < nb; r++) h[r] = ap[r][t * ta] * hp[r][0] + x[r * len + t];
+        else if (s == 0)
             for (int r = 0; r < nb; r++) h[r] = x[r * len + t];
         else if (k->kind == SCAN_SUM)
             for (int r = 0; r < nb; r++) h[r] = h[r] + x[r * len + t];
@@ -613,32 +643,50 @@ void own_cumprod_f32(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a)
     scan_run(&k, in[0], a);
 }
 
-/* h_t = a_t ⊙ h_{t∓1} + x_t (scan.c's linear_scan). a must be, over the
- * axes after the scan axis, either x's layout or one value (the decay per
- * step, [B,H,T,1] against [B,H,T,D]); any other broadcast goes to REF. */
-void own_linear_scan_f32(mi_tensor *o, mi_tensor *const *in, const mi_attrs *at)
+/* h_t = a_t ⊙ h_{t∓1} + x_t (scan.c's linear_scan; with th, linear_scan_from:
+ * h_first = a_first ⊙ h0 + x_first). a must be, over the axes after the
+ * scan axis, either x's layout or one value (the decay per step, [B,H,T,1]
+ * against [B,H,T,D]), and so must h0; any other broadcast goes to REF. */
+static void linear_scan_own(mi_tensor *o, const mi_tensor *ta, const mi_tensor *tx,
+                            const mi_tensor *th, const mi_attrs *at, mi_tensor *const *in,
+                            const mi_op *op)
 {
-    const mi_tensor *ta = in[0], *tx = in[1];
     int ax = at->axis < 0 ? at->axis + tx->rank : at->axis;
-    int64_t ast[MI_MAX_RANK], own[MI_MAX_RANK], xst[MI_MAX_RANK];
+    int64_t ast[MI_MAX_RANK], hst[MI_MAX_RANK], own[MI_MAX_RANK], hown[MI_MAX_RANK],
+        xst[MI_MAX_RANK];
     mi_strides(ta->rank, ta->shape, own);
     mi_strides(tx->rank, tx->shape, xst);
-    bool full = true, zero = true;
+    if (th) mi_strides(th->rank, th->shape, hown);
+    bool full = true, zero = true, h_full = true, h_zero = true;
     for (int d = 0; d < tx->rank; d++) {
-        int da = d - (tx->rank - ta->rank);
+        int da = d - (tx->rank - ta->rank), dh = th ? d - (tx->rank - th->rank) : -1;
         ast[d] = (da < 0 || ta->shape[da] == 1) ? 0 : own[da];
+        hst[d] = (dh < 0 || th->shape[dh] == 1) ? 0 : hown[dh];
         if (d > ax && tx->shape[d] > 1) {
             full = full && ast[d] == xst[d];
             zero = zero && ast[d] == 0;
+            h_full = h_full && hst[d] == xst[d];
+            h_zero = h_zero && hst[d] == 0;
         }
     }
-    if (!full && !zero) {
-        own_ref(&mi_op_linear_scan, o, in, at);
+    if ((!full && !zero) || (th && !h_full && !h_zero)) {
+        own_ref(op, o, in, at);
         return;
     }
     scan_ctx k = {.kind = SCAN_LINEAR, .x = tx->data, .a = ta->data, .y = o->data,
-                  .ast = ast, .xshape = tx->shape, .a_scalar = zero};
+                  .ast = ast, .xshape = tx->shape, .a_scalar = zero,
+                  .h0 = th ? th->data : NULL, .hst = hst, .h0_scalar = th && !h_full};
     scan_run(&k, tx, at);
+}
+
+void own_linear_scan_f32(mi_tensor *o, mi_tensor *const *in, const mi_attrs *at)
+{
+    linear_scan_own(o, in[0], in[1], NULL, at, in, &mi_op_linear_scan);
+}
+
+void own_linear_scan_from_f32(mi_tensor *o, mi_tensor *const *in, const mi_attrs *at)
+{
+    linear_scan_own(o, in[0], in[1], in[2], at, in, &mi_op_linear_scan_from);
 }
 
 #if defined(__GNUC__) && !defined(__clang__)

@@ -89,7 +89,7 @@ mi_backend own_select_rows(mi_tensor *const *in, int n, const mi_attrs *a, const
 OWN_DECL(add) OWN_DECL(sub) OWN_DECL(mul) OWN_DECL(div) OWN_DECL(maximum) OWN_DECL(minimum)
 OWN_DECL(where) OWN_DECL(gt) OWN_DECL(ge) OWN_DECL(lt) OWN_DECL(le) OWN_DECL(eq)
 /* own_kernels.c: scans (exact) and elementwise MIRAS helpers */
-OWN_DECL(cumsum) OWN_DECL(cumprod) OWN_DECL(linear_scan)
+OWN_DECL(cumsum) OWN_DECL(cumprod) OWN_DECL(linear_scan) OWN_DECL(linear_scan_from)
 OWN_DECL(soft_threshold) OWN_DECL(smooth_abs) OWN_DECL(smooth_sign)
 /* own_reduce.c: reductions and the row-wise MIRAS helpers */
 OWN_DECL(sum) OWN_DECL(mean) OWN_DECL(max) OWN_DECL(logsumexp) OWN_DECL(norm) OWN_DECL(sum_to)

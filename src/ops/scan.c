@@ -169,21 +169,32 @@ static void bcast_strides(const mi_tensor *a, const mi_tensor *x, int64_t *st)
     }
 }
 
-#define LINEAR_SCAN_KERNEL_T(fname, T)                                              \
-    static void fname(mi_tensor *o, mi_tensor *const *in, const mi_attrs *at)       \
+/* One kernel body for linear_scan and linear_scan_from: th0 NULL starts
+ * from zero (h_first = x_first, no multiply, the bits linear_scan always
+ * gave), else h_first = a_first ⊙ h0 + x_first with h0 read through its
+ * broadcast strides (0 along the scan axis). */
+#define LINEAR_SCAN_KERNEL_T(sfx, T)                                                \
+    static void linear_scan_core_##sfx(mi_tensor *o, const mi_tensor *ta,           \
+                                       const mi_tensor *tx, const mi_tensor *th,    \
+                                       const mi_attrs *at)                          \
     {                                                                               \
-        const mi_tensor *ta = in[0], *tx = in[1];                                   \
         int ax = attr_axis(at, tx->rank);                                           \
-        int64_t outer, len, inner, ast[MI_MAX_RANK];                                \
+        int64_t outer, len, inner, ast[MI_MAX_RANK], hst[MI_MAX_RANK] = {0};        \
+        int64_t xst[MI_MAX_RANK];                                                   \
         split_axis(tx, ax, &outer, &len, &inner);                                   \
         bcast_strides(ta, tx, ast);                                                 \
-        bool same = mi_same_shape(ta, tx);                                          \
-        const T *A = ta->data, *X = tx->data;                                       \
+        mi_strides(tx->rank, tx->shape, xst);                                       \
+        if (th) bcast_strides(th, tx, hst);                                         \
+        bool same = mi_same_shape(ta, tx), h_same = true;                           \
+        for (int d = ax + 1; th && d < tx->rank; d++)                               \
+            h_same = h_same && (tx->shape[d] == 1 || hst[d] == xst[d]);             \
+        const T *A = ta->data, *X = tx->data, *H0 = th ? th->data : NULL;           \
         T *H = o->data;                                                             \
         for (int64_t b = 0; b < outer; b++) {                                       \
-            int64_t aoff = 0, rem = b; /* a's offset of the outer index */          \
+            int64_t aoff = 0, hoff = 0, rem = b; /* offsets of the outer index */   \
             for (int d = ax - 1; d >= 0; d--) {                                     \
                 aoff += (rem % tx->shape[d]) * ast[d];                              \
+                hoff += (rem % tx->shape[d]) * hst[d];                              \
                 rem /= tx->shape[d];                                                \
             }                                                                       \
             for (int64_t s = 0; s < len; s++) {                                     \
@@ -192,35 +203,58 @@ static void bcast_strides(const mi_tensor *a, const mi_tensor *x, int64_t *st)
                 const T *x = X + row, *a = A + aoff + t * ast[ax];                  \
                 T *h = H + row;                                                     \
                 const T *hp = at->reverse ? h + inner : h - inner;                  \
+                const int64_t *pst = xst; /* hp's strides in x's frame */           \
+                bool p_same = true;                                                 \
                 if (s == 0) {                                                       \
-                    for (int64_t i = 0; i < inner; i++) h[i] = x[i];                \
-                } else if (same) {                                                  \
+                    if (!H0) {                                                      \
+                        for (int64_t i = 0; i < inner; i++) h[i] = x[i];            \
+                        continue;                                                   \
+                    }                                                               \
+                    hp = H0 + hoff;                                                 \
+                    pst = hst;                                                      \
+                    p_same = h_same;                                                \
+                }                                                                   \
+                if (same && p_same) {                                               \
                     for (int64_t i = 0; i < inner; i++) h[i] = a[i] * hp[i] + x[i]; \
-                } else { /* walk the inner axes, a's offset by odometer */          \
-                    int64_t idx[MI_MAX_RANK] = {0}, off = 0;                        \
+                } else { /* walk the inner axes, offsets by odometer */             \
+                    int64_t idx[MI_MAX_RANK] = {0}, off = 0, poff = 0;              \
                     for (int64_t i = 0; i < inner; i++) {                           \
-                        h[i] = a[off] * hp[i] + x[i];                               \
+                        h[i] = a[off] * hp[poff] + x[i];                            \
                         for (int d = tx->rank - 1; d > ax; d--) {                   \
                             off += ast[d];                                          \
+                            poff += pst[d];                                         \
                             if (++idx[d] < tx->shape[d]) break;                     \
                             off -= ast[d] * tx->shape[d];                           \
+                            poff -= pst[d] * tx->shape[d];                          \
                             idx[d] = 0;                                             \
                         }                                                           \
                     }                                                               \
                 }                                                                   \
             }                                                                       \
         }                                                                           \
+    }                                                                               \
+    static void linear_scan_##sfx(mi_tensor *o, mi_tensor *const *in,               \
+                                  const mi_attrs *at)                               \
+    {                                                                               \
+        linear_scan_core_##sfx(o, in[0], in[1], NULL, at);                          \
+    }                                                                               \
+    static void linear_scan_from_##sfx(mi_tensor *o, mi_tensor *const *in,          \
+                                       const mi_attrs *at)                          \
+    {                                                                               \
+        linear_scan_core_##sfx(o, in[0], in[1], in[2], at);                         \
     }
-LINEAR_SCAN_KERNEL_T(linear_scan_f32, float)
-LINEAR_SCAN_KERNEL_T(linear_scan_f64, double)
+LINEAR_SCAN_KERNEL_T(f32, float)
+LINEAR_SCAN_KERNEL_T(f64, double)
 
-static int linear_scan_shape(mi_tensor *const *in, int n, const mi_attrs *at, mi_dtype *dt,
-                             int *rank, int64_t *shape)
+/* Shape rule of linear_scan (n = 2) and linear_scan_from (n = 3): float
+ * inputs, a broadcasting to x, a valid axis, and h0 broadcasting to x's
+ * shape with the scan axis of size 1. */
+static int scan_rec_shape(const char *op, mi_tensor *const *in, int n, const mi_attrs *at,
+                          mi_dtype *dt, int *rank, int64_t *shape)
 {
-    (void)n;
     const mi_tensor *a = in[0], *x = in[1];
-    if (require_float("linear_scan", in, 0) != 0 || require_float("linear_scan", in, 1) != 0)
-        return -1;
+    for (int i = 0; i < n; i++)
+        if (require_float(op, in, i) != 0) return -1;
     bool fits = a->rank <= x->rank;
     for (int d = 0; fits && d < a->rank; d++) {
         int64_t da = a->shape[d], dx = x->shape[d + x->rank - a->rank];
@@ -228,15 +262,42 @@ static int linear_scan_shape(mi_tensor *const *in, int n, const mi_attrs *at, mi
     }
     if (!fits) {
         char sa[96], sx[96];
-        mi_error_set("linear_scan: a %s does not broadcast to x %s",
+        mi_error_set("%s: a %s does not broadcast to x %s", op,
                      mi_shape_str(sa, sizeof sa, a->rank, a->shape),
                      mi_shape_str(sx, sizeof sx, x->rank, x->shape));
         return -1;
     }
-    if (axis_norm("linear_scan", at->axis, x->rank) < 0) return -1;
+    int ax = axis_norm(op, at->axis, x->rank);
+    if (ax < 0) return -1;
+    if (n == 3) {
+        const mi_tensor *h0 = in[2];
+        int64_t want[MI_MAX_RANK];
+        memcpy(want, x->shape, sizeof(int64_t) * (size_t)x->rank);
+        want[ax] = 1;
+        fits = h0->rank <= x->rank;
+        for (int d = 0; fits && d < h0->rank; d++) {
+            int64_t dh = h0->shape[d], dw = want[d + x->rank - h0->rank];
+            fits = dh == 1 || dh == dw;
+        }
+        if (!fits) {
+            char sh[96], sw[96], sx[96];
+            mi_error_set("%s: h0 %s does not broadcast to %s (x %s with axis %d of size 1)", op,
+                         mi_shape_str(sh, sizeof sh, h0->rank, h0->shape),
+                         mi_shape_str(sw, sizeof sw, x->rank, want),
+                         mi_shape_str(sx, sizeof sx, x->rank, x->shape), ax);
+            return -1;
+        }
+    }
     *dt = x->dtype;
     copy_shape(rank, shape, x);
     return 0;
+}
+
+static int linear_scan_shape(mi_tensor *const *in, int n, const mi_attrs *at, mi_dtype *dt,
+                             int *rank, int64_t *shape)
+{
+    (void)n;
+    return scan_rec_shape("linear_scan", in, 2, at, dt, rank, shape);
 }
 
 /* t shifted one step along ax, the vacated end zero: later = true gives
@@ -249,18 +310,32 @@ static mi_tensor *shift_one(mi_tensor *t, int ax, bool later)
     return mi_pad(mi_slice(t, ax, 1, len), ax, 0, 1);
 }
 
+/* a's axis in its own frame, or -1 when a is constant along the scan axis
+ * (absent there, or of size 1). */
+static int a_axis(const mi_tensor *a, int ax, int rank)
+{
+    int ax_a = ax - (rank - a->rank);
+    return ax_a < 0 || a->shape[ax_a] == 1 ? -1 : ax_a;
+}
+
+/* The adjoint λ = linear_scan(a_next, g, !reverse), a_next = a one step
+ * against the scan's direction (no shift for an a constant along it). */
+static mi_tensor *scan_adjoint(const mi_node *n, mi_tensor *g)
+{
+    mi_tensor *a = n->inputs[0];
+    bool rev = n->attrs.reverse;
+    int ax = attr_axis(&n->attrs, n->output->rank), ax_a = a_axis(a, ax, n->output->rank);
+    mi_tensor *a_next = ax_a < 0 ? a : shift_one(a, ax_a, rev);
+    return mi_linear_scan(a_next, g, ax, !rev);
+}
+
 static mi_tensor *linear_scan_vjp(const mi_node *n, int i, mi_tensor *g)
 {
-    mi_tensor *a = n->inputs[0], *h = n->output;
-    bool rev = n->attrs.reverse;
-    int ax = attr_axis(&n->attrs, h->rank);
-    /* a_next: a one step against the scan's direction. An a that is
-     * constant along the axis (absent there, or of size 1) needs no shift. */
-    int ax_a = ax - (h->rank - a->rank);
-    mi_tensor *a_next = (ax_a < 0 || a->shape[ax_a] == 1) ? a : shift_one(a, ax_a, rev);
-    mi_tensor *lambda = mi_linear_scan(a_next, g, ax, !rev);
+    mi_tensor *h = n->output;
+    mi_tensor *lambda = scan_adjoint(n, g);
     if (i == 1) return lambda;
-    return mi_mul(lambda, shift_one(h, ax, !rev)); /* λ_t ⊙ h_{t∓1} */
+    int ax = attr_axis(&n->attrs, h->rank);
+    return mi_mul(lambda, shift_one(h, ax, !n->attrs.reverse)); /* λ_t ⊙ h_{t∓1} */
 }
 
 /* Decays in [0.3, 0.95] (a sign flip would be fine too); shapes with a of
@@ -303,4 +378,111 @@ mi_tensor *mi_linear_scan(mi_tensor *a, mi_tensor *x, int axis, bool reverse)
 {
     mi_attrs at = {.axis = axis, .reverse = reverse};
     return RUN(&mi_op_linear_scan, &at, a, x);
+}
+
+/* ---------------------------------------------------------------- linear_scan_from
+ * linear_scan from a given state: h_t = a_t ⊙ h_{t−1} + x_t, h_{−1} = h0
+ * (reverse: h_len = h0). h0 broadcasts to x's shape with the scan axis of
+ * size 1. This is a chunk of the MIRAS recurrence continuing from the state
+ * the previous chunk left (Titans' S_t = η_t S_{t−1} − θ_t ∇ℓ, the decay
+ * A_t = α_t A_{t−1} + S_t), without concatenating h0 in front of x.
+ *
+ * vjp (forward direction; reverse mirrors it): λ as in linear_scan, then
+ *   ∂L/∂x_t  = λ_t
+ *   ∂L/∂a_t  = λ_t ⊙ h_{t−1}      (h_{−1} = h0)
+ *   ∂L/∂h0   = a_0 ⊙ λ_0          (summed to h0's shape by the engine) */
+static int linear_scan_from_shape(mi_tensor *const *in, int n, const mi_attrs *at, mi_dtype *dt,
+                                  int *rank, int64_t *shape)
+{
+    (void)n;
+    return scan_rec_shape("linear_scan_from", in, 3, at, dt, rank, shape);
+}
+
+static mi_tensor *linear_scan_from_vjp(const mi_node *n, int i, mi_tensor *g)
+{
+    mi_tensor *a = n->inputs[0], *h0 = n->inputs[2], *h = n->output;
+    bool rev = n->attrs.reverse;
+    int ax = attr_axis(&n->attrs, h->rank);
+    int64_t len = h->shape[ax], first = rev ? len - 1 : 0;
+    mi_tensor *lambda = scan_adjoint(n, g);
+    if (i == 1) return lambda;
+    if (i == 2) {
+        int ax_a = a_axis(a, ax, h->rank);
+        mi_tensor *a_first = ax_a < 0 ? a : mi_slice(a, ax_a, first, first + 1);
+        return mi_mul(a_first, mi_slice(lambda, ax, first, first + 1));
+    }
+    /* h_prev: h one step later along the scan, h0 in the vacated slot */
+    int64_t one[MI_MAX_RANK];
+    memcpy(one, h->shape, sizeof(int64_t) * (size_t)h->rank);
+    one[ax] = 1;
+    mi_tensor *start = h0->rank == h->rank && mi_shape_numel(h->rank, one) == h0->numel
+                           ? h0
+                           : mi_broadcast_to(h0, h->rank, one);
+    mi_tensor *h_prev = start;
+    if (len > 1) {
+        mi_tensor *rest = rev ? mi_slice(h, ax, 1, len) : mi_slice(h, ax, 0, len - 1);
+        h_prev = mi_concat(rev ? (mi_tensor *[]){rest, start} : (mi_tensor *[]){start, rest}, 2,
+                           ax);
+    }
+    return mi_mul(lambda, h_prev); /* λ_t ⊙ h_{t∓1} */
+}
+
+/* linear_scan's shapes with a start state: h0 of x's shape with the axis
+ * of size 1, of lower rank, broadcast along a trailing axis, and rank 0. */
+static int ex_linear_scan_from(mi_rng *r, int v, mi_tensor **in, mi_attrs *a)
+{
+    switch (v) {
+    case 0:
+        in[0] = ex_uniform(r, MI_SHAPE(4, 3), 0.3, 0.95);
+        in[1] = ex_normal(r, MI_SHAPE(4, 3));
+        in[2] = ex_normal(r, MI_SHAPE(1, 3));
+        a->axis = 0;
+        break;
+    case 1:
+        in[0] = ex_uniform(r, MI_SHAPE(4, 1), 0.3, 0.95);
+        in[1] = ex_normal(r, MI_SHAPE(2, 4, 3));
+        in[2] = ex_normal(r, MI_SHAPE(2, 1, 3));
+        a->axis = 1;
+        a->reverse = true;
+        break;
+    case 2:
+        in[0] = ex_uniform(r, 0, (const int64_t[]){1}, 0.3, 0.95);
+        in[1] = ex_normal(r, MI_SHAPE(5, 2));
+        in[2] = ex_normal(r, MI_SHAPE(2));
+        a->axis = -2;
+        break;
+    case 3:
+        in[0] = ex_uniform(r, MI_SHAPE(2, 5, 1), -0.9, 0.9);
+        in[1] = ex_normal(r, MI_SHAPE(2, 5, 3));
+        in[2] = ex_normal(r, MI_SHAPE(2, 1, 1));
+        a->axis = 1;
+        break;
+    case 4:
+        in[0] = ex_uniform(r, MI_SHAPE(3, 4, 1), 0.3, 0.95);
+        in[1] = ex_normal(r, MI_SHAPE(3, 4, 2));
+        in[2] = ex_normal(r, 0, (const int64_t[]){1});
+        a->axis = 1;
+        a->reverse = true;
+        break;
+    case 5: /* one step: h = a ⊙ h0 + x */
+        in[0] = ex_uniform(r, MI_SHAPE(2, 1, 3), 0.3, 0.95);
+        in[1] = ex_normal(r, MI_SHAPE(2, 1, 3));
+        in[2] = ex_normal(r, MI_SHAPE(2, 1, 3));
+        a->axis = 1;
+        break;
+    default: return 0;
+    }
+    return 3;
+}
+const mi_op mi_op_linear_scan_from = {
+    .name = "linear_scan_from",
+    .formula = "h_t = a_t * h_{t-1} + x_t along axis, h_{-1} = h0",
+    .arity = 3, .shape = linear_scan_from_shape, KERNELS(linear_scan_from),
+    OWN_F32(linear_scan_from, own_select_scan),
+    .vjp = linear_scan_from_vjp, .examples = ex_linear_scan_from};
+/* attrs: axis (of x), reverse. */
+mi_tensor *mi_linear_scan_from(mi_tensor *a, mi_tensor *x, mi_tensor *h0, int axis, bool reverse)
+{
+    mi_attrs at = {.axis = axis, .reverse = reverse};
+    return RUN(&mi_op_linear_scan_from, &at, a, x, h0);
 }
