@@ -11,6 +11,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "miras.h"
+
 const char *tool_name = "miras";
 
 _Noreturn void die_usage(const char *fmt, ...)
@@ -387,4 +389,30 @@ char *log_svg(const train_log *l, const char *title, size_t *size)
     put(&t, "</svg>\n");
     *size = t.len;
     return t.s;
+}
+
+/* The names --model and --set take, for --help. */
+static const char *name_at(int what, int i)
+{
+    static const char *algorithms[] = {"gd", "momentum", "implicit", "multistep"};
+    switch (what) {
+    case 0: return mi_preset_at(i) ? mi_preset_at(i)->name : NULL;
+    case 1: return mi_memory_at(i) ? mi_memory_at(i)->name : NULL;
+    case 2: return mi_bias_at(i) ? mi_bias_at(i)->name : NULL;
+    case 3: return mi_retention_at(i) ? mi_retention_at(i)->name : NULL;
+    default: return i < 4 ? algorithms[i] : NULL;
+    }
+}
+
+void list_component_names(FILE *f)
+{
+    const char *title[5] = {"--model", "memory=", "bias=", "retention=", "algorithm="};
+    for (int what = 0; what < 5; what++) {
+        int col = fprintf(f, "  %-10s", title[what]);
+        for (int i = 0; name_at(what, i); i++) {
+            if (col + 1 + (int)strlen(name_at(what, i)) > 79) col = fprintf(f, "\n%12s", "");
+            col += fprintf(f, " %s", name_at(what, i));
+        }
+        fprintf(f, "\n");
+    }
 }

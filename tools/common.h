@@ -80,4 +80,8 @@ int log_read(train_log *l, const char *path, int64_t max_step, char *msg, size_t
  * the validation accuracy when has_acc; malloc'd, *size set. */
 char *log_svg(const train_log *l, const char *title, size_t *size);
 
+/* The names --model and --set take (presets, memories, biases, retention
+ * gates, algorithms), wrapped at 80 columns, for a tool's --help. */
+void list_component_names(FILE *f);
+
 #endif

@@ -6,37 +6,12 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common.h"
 #include "miras.h"
 
 #ifndef MIRAS_VERSION
 #define MIRAS_VERSION "unknown"
 #endif
-
-/* The names --model and --set take, for --help. */
-static const char *name_at(int what, int i)
-{
-    static const char *algorithms[] = {"gd", "momentum", "implicit", "multistep"};
-    switch (what) {
-    case 0: return mi_preset_at(i) ? mi_preset_at(i)->name : NULL;
-    case 1: return mi_memory_at(i) ? mi_memory_at(i)->name : NULL;
-    case 2: return mi_bias_at(i) ? mi_bias_at(i)->name : NULL;
-    case 3: return mi_retention_at(i) ? mi_retention_at(i)->name : NULL;
-    default: return i < 4 ? algorithms[i] : NULL;
-    }
-}
-
-static void list_names(FILE *f)
-{
-    const char *title[5] = {"--model", "memory=", "bias=", "retention=", "algorithm="};
-    for (int what = 0; what < 5; what++) {
-        int col = fprintf(f, "  %-10s", title[what]);
-        for (int i = 0; name_at(what, i); i++) {
-            if (col + 1 + (int)strlen(name_at(what, i)) > 79) col = fprintf(f, "\n%12s", "");
-            col += fprintf(f, " %s", name_at(what, i));
-        }
-        fprintf(f, "\n");
-    }
-}
 
 static void usage(FILE *f)
 {
@@ -70,7 +45,7 @@ static void usage(FILE *f)
         "every input used: the gradient of sum(y * r) with respect to it.\n"
         "\n"
         "Names:\n");
-    list_names(f);
+    list_component_names(f);
     fprintf(f, "\nExit status: 0 ok, 1 runtime failure (unreadable file, missing tensor,\n"
                "shapes), 2 usage error.\n");
 }
