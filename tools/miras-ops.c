@@ -4,14 +4,21 @@
 
 #include "miras.h"
 
+#ifndef MIRAS_VERSION
+#define MIRAS_VERSION "unknown"
+#endif
+
 int main(int argc, char **argv)
 {
     bool json = false;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--json") == 0) json = true;
-        else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            printf("usage: miras-ops [--json]\nLists every registered op: name, arity, "
-                   "whether it is differentiable, dtypes, formula.\n");
+        else if (strcmp(argv[i], "--version") == 0) {
+            printf("miras-ops %s\n", MIRAS_VERSION);
+            return 0;
+        } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            printf("usage: miras-ops [--json] [--help] [--version]\nLists every registered op: "
+                   "name, arity, whether it is differentiable, dtypes, formula.\n");
             return 0;
         } else {
             fprintf(stderr, "miras-ops: unknown option '%s' (try --help)\n", argv[i]);

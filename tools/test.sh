@@ -24,6 +24,8 @@ run_suites() {
   "$dir/tools/miras-gradcheck" --ops | tail -n 1 || status=1
   echo "== miras-gradcheck --models ($dir)"
   "$dir/tools/miras-gradcheck" --models | tail -n 1 || status=1
+  echo "== miras-gradcheck --optim ($dir)"
+  "$dir/tools/miras-gradcheck" --optim | tail -n 1 || status=1
   echo "== tests/test_tools.sh ($dir)"
   tests/test_tools.sh "$dir" $quick | grep -v '^ok - ' || status=1
   echo "== miras-bench smoke: layer and train at toy sizes ($dir)"
