@@ -35,10 +35,11 @@ int64_t sample_token(const mi_tensor *logits, int64_t row, sampler *s)
             free(sorted);
         }
     }
-    /* p_v ∝ exp((x_v − x_max) / temperature) over the kept tokens */
-    double total = 0;
+    /* p_v ∝ exp((x_v − x_max) / temperature) over the kept tokens (x_max is
+     * read once: the loop overwrites x[best] on its way) */
+    double total = 0, x_max = x[best];
     for (int64_t v = 0; v < V; v++) {
-        x[v] = x[v] >= cut ? exp((x[v] - x[best]) / s->temperature) : 0;
+        x[v] = x[v] >= cut ? exp((x[v] - x_max) / s->temperature) : 0;
         total += x[v];
     }
     double u = mi_rng_uniform(&s->rng) * total;
