@@ -1,0 +1,395 @@
+/* miras-bench's shared machinery (bench_common.h): the timing loop, the
+ * results with their JSON lines and the layer/train table, peak RSS, and
+ * the child process and memory estimate every layer or train case runs
+ * under. */
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bench_common.h"
+
+/* ================================================================ timing */
+
+double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void pause_ms(int ms)
+{
+    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+#define WARMUP_S 0.05     /* at least two calls and this long */
+#define REP_TARGET_S 2e-3 /* one repetition lasts about this long */
+#define CASE_BUDGET_S 6.0 /* a slow case stops after this, with ≥ 3 repetitions */
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static const time_policy ops_policy = {2, WARMUP_S, CASE_BUDGET_S, 3};
+
+/* Times body(ctx); `per_body` calls of the measured thing happen per body. */
+timing time_body_with(body_fn body, void *ctx, int per_body, int reps,
+                      const time_policy *p)
+{
+    double t0 = now_s(), fastest = INFINITY;
+    for (int calls = 0; calls < p->warmup_calls || now_s() - t0 < p->warmup_s; calls++) {
+        double a = now_s();
+        body(ctx);
+        fastest = fmin(fastest, now_s() - a);
+    }
+    /* from the fastest warm-up call: a slow first call (page faults, a
+     * descheduled thread) must not shrink every repetition to one call */
+    timing r = {.inner = (int)fmin(1e6, fmax(1.0, ceil(REP_TARGET_S / fastest)))};
+    double *ms = malloc(sizeof(double) * (size_t)reps);
+    double start = now_s();
+    for (r.reps = 0; r.reps < reps; r.reps++) {
+        if (r.reps >= p->min_reps && now_s() - start > p->budget_s) break;
+        double a = now_s();
+        for (int i = 0; i < r.inner; i++) body(ctx);
+        ms[r.reps] = (now_s() - a) * 1e3 / r.inner / per_body;
+    }
+    qsort(ms, (size_t)r.reps, sizeof *ms, cmp_double);
+    r.min_ms = ms[0];
+    r.max_ms = ms[r.reps - 1];
+    r.median_ms = r.reps % 2 ? ms[r.reps / 2] : 0.5 * (ms[r.reps / 2 - 1] + ms[r.reps / 2]);
+    free(ms);
+    return r;
+}
+
+timing time_body(body_fn body, void *ctx, int per_body, const bench_opts *o)
+{
+    return time_body_with(body, ctx, per_body, o->reps, &ops_policy);
+}
+
+/* ================================================================ results */
+
+result results[MAX_RESULTS];
+int n_results;
+
+long peak_rss_kb(void)
+{
+    struct rusage ru;
+    return getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_maxrss : -1;
+}
+
+int record(const char *name, const char *config, int threads, timing t, double flops,
+           double bytes)
+{
+    if (n_results == MAX_RESULTS) return MAX_RESULTS - 1;
+    result *r = &results[n_results];
+    snprintf(r->name, sizeof r->name, "%s", name);
+    snprintf(r->config, sizeof r->config, "%s", config);
+    r->threads = threads;
+    r->t = t;
+    r->flops = flops;
+    r->bytes = bytes;
+    r->raw = -1;
+    r->rss_kb = peak_rss_kb();
+    return n_results++;
+}
+
+/* Framework median time / raw median time (> 1: the framework is slower). */
+double ratio_of(const result *r)
+{
+    return r->raw >= 0 ? r->t.median_ms / results[r->raw].t.median_ms : NAN;
+}
+
+void print_json(const result *r)
+{
+    printf("{\"name\":\"%s\",\"config\":\"%s\",\"threads\":%d,\"median_ms\":%.6g,"
+           "\"min_ms\":%.6g,\"max_ms\":%.6g,\"reps\":%d,\"inner\":%d,",
+           r->name, r->config, r->threads, r->t.median_ms, r->t.min_ms, r->t.max_ms, r->t.reps,
+           r->t.inner);
+    if (r->bytes > 0)
+        printf("\"gbps\":%.4g,\"bytes\":%.0f,\"flops\":null,", r->bytes / r->t.median_ms / 1e6,
+               r->bytes);
+    else
+        printf("\"gflops\":%.4g,\"flops\":%.0f,", r->flops / r->t.median_ms / 1e6, r->flops);
+    printf("\"peak_rss_kb\":%ld", r->rss_kb);
+    if (r->raw >= 0)
+        printf(",\"raw\":\"%s\",\"ratio_to_raw\":%.4g", results[r->raw].name, ratio_of(r));
+    printf("}\n");
+    fflush(stdout);
+}
+
+void fmt_time(char *buf, size_t n, double ms)
+{
+    if (ms < 1) snprintf(buf, n, "%.3g us", ms * 1e3);
+    else snprintf(buf, n, "%.4g ms", ms);
+}
+
+int parse_count(const char *text, int *out)
+{
+    char *end;
+    long v = strtol(text, &end, 10);
+    if (*text == '\0' || *end != '\0' || v < 1 || v > 100000) return -1;
+    *out = (int)v;
+    return 0;
+}
+
+/* ================================================================ layer and train: cases
+ * Every layer or train case runs in a child process (fork): its peak RSS is
+ * its own (getrusage in the child), a case that runs out of memory or
+ * crashes is reported and the others still run, and the memory budget is
+ * enforced before the real run: the child first runs the case twice at a
+ * small size (probes), extrapolates what a step allocates in its scope
+ * (mi_scope_stats, which tracks peak RSS within a few per cent: the step
+ * scope holds every activation and gradient) linearly to the real size,
+ * adds 5 % and the RSS before the probes, and skips the case if the estimate
+ * exceeds --max-rss-gb. (The RSS of the probes themselves is no guide: a
+ * scope reset merges its blocks into a new one while glibc may keep the
+ * freed small blocks resident, so a second probe can show up to twice
+ * what it needs.) As a safety net the child's address space is capped at
+ * 1.25 x the budget + 0.5 GB (not under AddressSanitizer, which reserves
+ * terabytes of shadow memory).
+ * The parent starts no OpenMP threads of its own (libgomp does not survive
+ * fork in a child of a process that used it). */
+
+#if defined(__SANITIZE_ADDRESS__)
+#define BENCH_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define BENCH_ASAN 1
+#endif
+#endif
+
+
+/* Two warm-up calls: the first grows the step scope block by block, the
+ * reset after it merges them into one fresh block whose pages the second
+ * call faults in; from the third call on a step asks the system for nothing. */
+time_policy step_policy(const bench_opts *o)
+{
+    return (time_policy){2, 0.0, o->budget_s, 1};
+}
+
+/* In a case's child: its address-space cap in GB, 0 when none is set. */
+static double memory_cap_gb;
+
+static int write_all(int fd, const void *buf, size_t n)
+{
+    const char *p = buf;
+    while (n) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return -1;
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+static size_t read_all(int fd, void *buf, size_t n)
+{
+    char *p = buf;
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = read(fd, p + got, n - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        got += (size_t)r;
+    }
+    return got;
+}
+
+/* Runs fn(ctx, out) in a child; *out comes back through a pipe. A child
+ * that dies or exits without a result leaves out->failed set. */
+void run_isolated(case_fn fn, const void *ctx, const bench_opts *o, result *out)
+{
+    int fd[2];
+    fflush(stdout);
+    fflush(stderr);
+    if (pipe(fd) != 0) {
+        out->failed = true;
+        snprintf(out->note, sizeof out->note, "pipe: %s", strerror(errno));
+        return;
+    }
+    pid_t pid = fork();
+    if (pid < 0) {
+        out->failed = true;
+        snprintf(out->note, sizeof out->note, "fork: %s", strerror(errno));
+        close(fd[0]);
+        close(fd[1]);
+        return;
+    }
+    if (pid == 0) {
+        close(fd[0]);
+#ifndef BENCH_ASAN
+        double cap = (o->max_rss_gb * 1.25 + 0.5) * 1073741824.0;
+        struct rlimit rl = {.rlim_cur = (rlim_t)cap, .rlim_max = (rlim_t)cap};
+        if (setrlimit(RLIMIT_AS, &rl) == 0) memory_cap_gb = cap / 1073741824.0;
+#endif
+        result r = *out;
+        fn(ctx, &r);
+        int rc = write_all(fd[1], &r, sizeof r) == 0 ? 0 : 1;
+        close(fd[1]);
+        _exit(rc); /* no atexit handlers, no stdio flush: the parent prints */
+    }
+    close(fd[1]);
+    result r;
+    size_t got = read_all(fd[0], &r, sizeof r);
+    close(fd[0]);
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+    if (got == sizeof r) {
+        *out = r;
+        return;
+    }
+    out->failed = true;
+    if (WIFSIGNALED(status))
+        snprintf(out->note, sizeof out->note, "the case's process died of signal %d (%s)%s",
+                 WTERMSIG(status), strsignal(WTERMSIG(status)),
+                 WTERMSIG(status) == SIGKILL ? ", perhaps out of memory" : "");
+    else
+        snprintf(out->note, sizeof out->note, "the case's process exited with status %d and "
+                 "no result", WEXITSTATUS(status));
+}
+
+/* The error of a failed step, into the case's note (and the pending error
+ * cleared). Running out of memory under the cap counts as over the memory
+ * budget: a skip, not a failure. */
+void note_error(result *r, const char *what)
+{
+    const char *e = mi_error_pending() ? mi_error() : "unknown error";
+    if (memory_cap_gb > 0 && strstr(e, "out of memory")) {
+        snprintf(r->note, sizeof r->note, "over the memory cap of %.2f GB (1.25 x --max-rss-gb "
+                 "+ 0.5): %s: %s", memory_cap_gb, what, e);
+    } else {
+        r->failed = true;
+        snprintf(r->note, sizeof r->note, "%s: %s", what, e);
+    }
+    mi_error_clear();
+}
+
+/* A linear extrapolation of the memory a step allocates (kB), from two
+ * probes of sizes s1 < s2 to size s, plus 5 %. Against the real peaks of the
+ * layer and train defaults and the MLP-memory LMs at batch 2, every case of
+ * 5 GB and more came out between 7 % under (memora's LM) and 5 % over; the
+ * small ones (< 2 GB) 20 to 250 MB under. The address-space cap catches
+ * what the estimate misses. */
+long extrapolate_kb(long p1, long p2, double s1, double s2, double s)
+{
+    double slope = (double)(p2 - p1) / (s2 - s1);
+    return (long)(1.05 * ((double)p2 + fmax(slope, 0.0) * (s - s2)));
+}
+
+bool over_budget(result *r, long est_kb, const bench_opts *o, const char *from)
+{
+    r->est_rss_kb = est_kb;
+    double gb = (double)est_kb / 1048576.0;
+    if (gb <= o->max_rss_gb) return false;
+    snprintf(r->note, sizeof r->note, "estimated peak RSS %.1f GB > --max-rss-gb %g, %s", gb,
+             o->max_rss_gb, from);
+    return true;
+}
+
+/* s as a JSON string. A note cut short by snprintf may end inside a UTF-8
+ * sequence: an incomplete sequence becomes '?', so the line stays valid. */
+static void json_string(const char *s)
+{
+    putchar('"');
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        int more = c >= 0xF0 ? 3 : c >= 0xE0 ? 2 : c >= 0xC0 ? 1 : 0, k = 0;
+        while (k < more && ((unsigned char)s[k + 1] & 0xC0) == 0x80) k++;
+        if (c == '"' || c == '\\') printf("\\%c", c);
+        else if (c < 0x20) printf("\\u%04x", c);
+        else if (c >= 0x80 && (k < more || more == 0)) putchar('?');
+        else {
+            fwrite(s, 1, (size_t)more + 1, stdout);
+            s += more;
+        }
+    }
+    putchar('"');
+}
+
+/* One JSON line per layer or train case: the timing and tokens/s, or
+ * "skipped"/"error" with the reason. */
+void print_case_json(const result *r)
+{
+    printf("{\"name\":");
+    json_string(r->name);
+    printf(",\"config\":");
+    json_string(r->config);
+    printf(",\"threads\":%d,", r->threads);
+    bool ran = !r->failed && !r->note[0];
+    if (ran) {
+        printf("\"median_ms\":%.6g,\"min_ms\":%.6g,\"max_ms\":%.6g,\"reps\":%d,\"inner\":%d,"
+               "\"tokens\":%.0f,\"tokens_per_s\":%.6g,",
+               r->t.median_ms, r->t.min_ms, r->t.max_ms, r->t.reps, r->t.inner, r->tokens,
+               r->tokens / r->t.median_ms * 1e3);
+        if (isfinite(r->loss)) printf("\"loss\":%.6g,", r->loss);
+    } else {
+        printf("\"%s\":", r->failed ? "error" : "skipped");
+        json_string(r->note);
+        printf(",");
+    }
+    if (r->est_rss_kb > 0) printf("\"est_peak_rss_kb\":%ld,", r->est_rss_kb);
+    printf("\"peak_rss_kb\":%ld}\n", r->rss_kb);
+    fflush(stdout);
+}
+
+static void fmt_rss(char *buf, size_t n, long kb)
+{
+    if (kb <= 0) snprintf(buf, n, "-");
+    else if (kb >= 1048576) snprintf(buf, n, "%.2f GB", (double)kb / 1048576.0);
+    else snprintf(buf, n, "%.0f MB", (double)kb / 1024.0);
+}
+
+/* The table of layer or train cases from results[first] on. */
+void print_case_table(int first, const char *unit)
+{
+    printf("\n%-28s %3s %10s %10s %10s %11s %9s  %s\n", "case", "thr", "median", "min", "max",
+           "tokens/s", "peak RSS", "");
+    for (int i = first; i < n_results; i++) {
+        const result *r = &results[i];
+        char rss[24];
+        fmt_rss(rss, sizeof rss, r->rss_kb);
+        if (r->failed || r->note[0]) {
+            /* the table keeps a long reason to one line; the JSON has it all */
+            printf("%-28s %3d %s%.160s%s%s\n", r->name, r->threads,
+                   r->failed ? "FAILED: " : "skipped (", r->note,
+                   strlen(r->note) > 160 ? "..." : "", r->failed ? "" : ")");
+            continue;
+        }
+        char med[24], lo[24], hi[24], note[64] = "";
+        fmt_time(med, sizeof med, r->t.median_ms);
+        fmt_time(lo, sizeof lo, r->t.min_ms);
+        fmt_time(hi, sizeof hi, r->t.max_ms);
+        if (isfinite(r->loss)) snprintf(note, sizeof note, "loss %.3f", r->loss);
+        if (r->t.reps < 3)
+            snprintf(note + strlen(note), sizeof note - strlen(note), "%s%d rep%s", *note ? ", "
+                     : "", r->t.reps, r->t.reps == 1 ? "" : "s");
+        printf("%-28s %3d %10s %10s %10s %11.0f %9s  %s\n", r->name, r->threads, med, lo, hi,
+               r->tokens / r->t.median_ms * 1e3, rss, note);
+    }
+    printf("median/min/max per %s over the timed repetitions after two warm-ups; tokens/s = "
+           "B*T / median;\npeak RSS = getrusage of the case's own process (each case runs in a "
+           "fresh child).\n", unit);
+}
+
+/* Splits a comma list into at most max names (pointers into buf). */
+int split_list(const char *list, char *buf, size_t n, const char **names, int max)
+{
+    snprintf(buf, n, "%s", list);
+    int count = 0;
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        if (count == max) return -1;
+        names[count++] = t;
+    }
+    return count;
+}

@@ -1,0 +1,126 @@
+/* What the files of miras-bench share (bench_common.c): the options, the
+ * timing loop, the results with their JSON lines and the layer/train
+ * table, peak RSS, the child process and memory estimate of layer and
+ * train cases; and the subcommands' entry points (bench_ops.c,
+ * bench_layer.c, bench_train.c). */
+#ifndef MIRAS_BENCH_COMMON_H
+#define MIRAS_BENCH_COMMON_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "miras.h"
+
+typedef struct bench_opts {
+    int threads;    /* the framework's and oneDNN's OpenMP threads */
+    int reps;
+    bool json_only;
+    /* layer and train */
+    const char *variants;  /* comma list; NULL: the subcommand's default */
+    const char *chunks;    /* layer: comma list; NULL: 1,16,64 */
+    int64_t seq_len, batch; /* 0: the subcommand's default */
+    double budget_s;       /* no new repetition after this long */
+    double max_rss_gb;     /* cases estimated above this are skipped */
+    const char *data;      /* train: the text file */
+} bench_opts;
+
+/* ================================================================ timing */
+
+double now_s(void);
+void pause_ms(int ms);
+
+typedef void (*body_fn)(void *ctx);
+
+typedef struct timing {
+    double median_ms, min_ms, max_ms; /* per call */
+    int reps, inner;
+} timing;
+
+/* How a case is timed: ops cases are microseconds and take many warm-up
+ * calls and repetitions; a layer or training step takes up to seconds, so it
+ * gets two warm-up calls and a budget that may end it after one repetition
+ * (step_policy). */
+typedef struct time_policy {
+    int warmup_calls;  /* at least this many warm-up calls … */
+    double warmup_s;   /* … lasting at least this long together */
+    double budget_s;   /* no new repetition starts after this long … */
+    int min_reps;      /* … once this many are done */
+} time_policy;
+
+/* Times body(ctx); `per_body` calls of the measured thing happen per body. */
+timing time_body_with(body_fn body, void *ctx, int per_body, int reps,
+                      const time_policy *p);
+/* time_body_with under the ops policy: --reps repetitions of ≈ 2 ms. */
+timing time_body(body_fn body, void *ctx, int per_body, const bench_opts *o);
+
+/* ================================================================ results */
+
+typedef struct result {
+    char name[48];
+    char config[320];
+    int threads;
+    timing t;
+    double flops, bytes; /* per call; 0 where not meaningful */
+    int raw;             /* framework cases: the raw case compared with, else -1 */
+    long rss_kb;
+    /* layer and train cases */
+    double tokens;       /* tokens per call (B·T) */
+    long est_rss_kb;     /* the estimate checked against --max-rss-gb; 0: none made */
+    double loss;         /* train: the loss of the last step timed */
+    bool failed;         /* an error, a crash: `note` says which */
+    char note[640];      /* non-empty with failed, or when the case was skipped */
+} result;
+
+#define MAX_RESULTS 96
+extern result results[MAX_RESULTS];
+extern int n_results;
+
+long peak_rss_kb(void);
+/* Appends a case to results; its index (when full: none added, the last). */
+int record(const char *name, const char *config, int threads, timing t, double flops,
+           double bytes);
+/* Framework median time / raw median time (> 1: the framework is slower). */
+double ratio_of(const result *r);
+/* One JSON line per ops case. */
+void print_json(const result *r);
+void fmt_time(char *buf, size_t n, double ms);
+/* An integer in [1, 100000]; 0 or -1. */
+int parse_count(const char *text, int *out);
+
+/* ================================================================ layer and train: cases
+ * Each case runs in a child process under a memory budget (bench_common.c). */
+
+#define LAYER_TRAIN_REPS 5        /* default --reps of layer and train */
+#define LAYER_TRAIN_BUDGET_S 10.0 /* default --budget-s */
+#define MAX_RSS_GB 16.0           /* default --max-rss-gb */
+
+time_policy step_policy(const bench_opts *o);
+
+typedef void (*case_fn)(const void *ctx, result *out);
+
+/* Runs fn(ctx, out) in a child; *out comes back through a pipe. */
+void run_isolated(case_fn fn, const void *ctx, const bench_opts *o, result *out);
+/* The error of a failed step, into the case's note (and the pending error cleared). */
+void note_error(result *r, const char *what);
+/* The kB a step of size s allocates, from probes of sizes s1 < s2, plus 5 %. */
+long extrapolate_kb(long p1, long p2, double s1, double s2, double s);
+/* Records the estimate; true (and the note says why) when it exceeds --max-rss-gb. */
+bool over_budget(result *r, long est_kb, const bench_opts *o, const char *from);
+/* One JSON line per layer or train case. */
+void print_case_json(const result *r);
+/* The table of layer or train cases from results[first] on. */
+void print_case_table(int first, const char *unit);
+/* Splits a comma list into at most max names (pointers into buf). */
+int split_list(const char *list, char *buf, size_t n, const char **names, int max);
+
+/* ================================================================ subcommands
+ * Two constants of layer and train that --help prints too. */
+#define LAYER_PER_TOKEN_MAX_T 64 /* chunk 1 at the default T: the slow reference */
+#define TEXT_NAME "tinyshakespeare.txt"
+
+int bench_ops(const bench_opts *o);   /* bench_ops.c */
+int bench_layer(const bench_opts *o); /* bench_layer.c */
+int bench_train(const bench_opts *o); /* bench_train.c */
+
+#endif
