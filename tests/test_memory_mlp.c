@@ -361,6 +361,72 @@ START_TEST(outer_gradients_through_the_inner_loop)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- rank-one chunks */
+
+/* The chunk read from the gradients' rank-one factors (no W per token)
+ * against the materialising path (materialize = true), f64, T = 11: titans
+ * (ℓ2 bias, ℓ2 retention, momentum) and ttt-mlp (no retention, GD), depth 1
+ * to 3, chunks 1, 2 and 5; then a gradcheck through the factored path with
+ * no retention (the ℓ2 retention's is in outer_gradients_through_the_inner_loop). */
+START_TEST(factored_chunk_equals_materialised)
+{
+    enum { TL = 11 };
+    mi_rng r;
+    mi_rng_seed(&r, 15);
+    mi_tensor *q = mi_randn(&r, MI_F64, MI_SHAPE(N, TL, D), 0, 0.6),
+              *k = mi_randn(&r, MI_F64, MI_SHAPE(N, TL, D), 0, 0.6),
+              *v = mi_randn(&r, MI_F64, MI_SHAPE(N, TL, D), 0, 1);
+    mi_miras_gates g = {.eta = mi_rand(&r, MI_F64, MI_SHAPE(N, TL), 0.05, 0.3),
+                        .alpha = mi_rand(&r, MI_F64, MI_SHAPE(N, TL), 0.7, 0.99),
+                        .mu = mi_rand(&r, MI_F64, MI_SHAPE(N, TL), 0.3, 0.9)};
+    const char *ret[] = {"l2", "none"}, *algos[] = {"momentum", "gd"};
+    int chunks[] = {1, 2, 5};
+    for (int kind = 0; kind < 2; kind++)
+        for (int depth = 1; depth <= 3; depth++)
+            for (int ci = 0; ci < 3; ci++) {
+                mi_miras_config c = mlp_config(depth, 2);
+                c.retention = ret[kind];
+                c.algorithm = algos[kind];
+                c.chunk = chunks[ci];
+                mi_tensor *w0[MI_MEMORY_MAX_WEIGHTS], *f1[MI_MEMORY_MAX_WEIGHTS],
+                    *f2[MI_MEMORY_MAX_WEIGHTS];
+                random_weights(&r, &c, 0.7, false, w0);
+                mi_miras m1, m2;
+                ck_assert_msg(mi_miras_init(&m1, &c) == 0, "%s", mi_error());
+                c.materialize = true;
+                ck_assert_msg(mi_miras_init(&m2, &c) == 0, "%s", mi_error());
+                mi_tensor *y1 = mi_miras_forward(&m1, q, k, v, &g, w0, f1);
+                mi_tensor *y2 = mi_miras_forward(&m2, q, k, v, &g, w0, f2);
+                ck_assert_msg(y1 && y2, "%s", mi_error());
+                double err = max_abs_diff(y1, y2);
+                ck_assert_msg(err <= 1e-10 * max_abs(y2),
+                              "%s depth %d chunk %d: |y factored − y materialised| = %.3g",
+                              ret[kind], depth, chunks[ci], err);
+                for (int i = 0; i < depth; i++) {
+                    err = max_abs_diff(f1[i], f2[i]);
+                    ck_assert_msg(err <= 1e-10 * max_abs(f2[i]),
+                                  "%s depth %d chunk %d: final W[%d] differs by %.3g", ret[kind],
+                                  depth, chunks[ci], i, err);
+                }
+            }
+    for (int a = 0; a < 2; a++) {
+        seqs s = make_seqs(&r);
+        gc_ctx gc;
+        mi_miras_config c = mlp_config(2, 2);
+        c.retention = "none";
+        c.algorithm = algos[a];
+        c.chunk = 2;
+        ck_assert_msg(mi_miras_init(&gc.m, &c) == 0, "%s", mi_error());
+        mi_tensor *gates = mi_stack((mi_tensor *[]){s.eta, s.alpha, s.mu}, 3, 0);
+        mi_tensor *in[4 + MI_MEMORY_MAX_WEIGHTS] = {s.q, s.k, s.v, gates};
+        for (int i = 0; i < 4; i++) mi_requires_grad(in[i], true);
+        random_weights(&r, &c, 0.7, true, in + 4);
+        mi_gradcheck_result res = mi_gradcheck(layer_fn, &gc, in, 6, NULL);
+        ck_assert_msg(res.ok, "none %s chunk 2: %s", algos[a], res.message);
+    }
+}
+END_TEST
+
 /* ---------------------------------------------------------------- sanity check 6.1(3) */
 
 enum { SD = 4, PAIRS = 8 };
@@ -499,6 +565,7 @@ Suite *make_suite(void)
     tcase_add_test(tc, layer_closed_form_equals_autodiff);
     tcase_add_test(tc, layer_matches_naive_loop);
     tcase_add_test(tc, outer_gradients_through_the_inner_loop);
+    tcase_add_test(tc, factored_chunk_equals_materialised);
     tcase_add_test(tc, sanity_deep_memory_fits_nonlinear_map);
     tcase_add_test(tc, bad_configurations_are_reported);
     suite_add_tcase(s, tc);

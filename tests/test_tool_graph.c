@@ -98,9 +98,16 @@ START_TEST(titans_layer_at_four_tokens)
                                "mu f32 [1,4]", "w0.1 f32 [12,3]"};
         ck_assert_msg(strstr(r->out, names[i]), "no input '%s'", names[i]);
     }
-    /* the closed-form inner gradient builds dℓ/dW with outer products; the
-     * same gradient by mi_grad(create_graph) is made of the forward's vjps */
-    ck_assert(has_op(r->out, "outer"));
+    /* the closed-form chunk reads from the gradients' rank-one factors, no
+     * outer product; materialised (one W per token) it builds dℓ/dW with
+     * outer products; the same gradient by mi_grad(create_graph) is made of
+     * the forward's vjps */
+    ck_assert(!has_op(r->out, "outer"));
+    r = RUN("--model", "titans", "--chunk", "2", "--tokens", "4", "--dim", "3", "--set",
+            "materialize=true");
+    ck_assert_msg(r->status == 0, "status %d: %s", r->status, r->err);
+    parse_dot(r->out);
+    ck_assert(has_op(r->out, "outer") && has_op(r->out, "linear_scan_from"));
     r = RUN("--model", "titans", "--chunk", "2", "--tokens", "4", "--dim", "3", "--set",
             "closed_form=false");
     ck_assert_msg(r->status == 0, "status %d: %s", r->status, r->err);

@@ -101,19 +101,22 @@ int mi_miras_config_set(mi_miras_config *c, const char *assignment)
         return 0;
     }
     if (!strcmp(key, "decay_first") || !strcmp(key, "closed_form") ||
-        !strcmp(key, "memory.slot_norm")) {
+        !strcmp(key, "memory.slot_norm") || !strcmp(key, "materialize")) {
         bool v = !strcmp(val, "1") || !strcmp(val, "true");
         if (!v && strcmp(val, "0") && strcmp(val, "false")) {
             mi_error_set("config: %s must be true or false, got '%s'", key, val);
             return -1;
         }
-        *(key[0] == 'd' ? &c->decay_first : key[0] == 'c' ? &c->closed_form : &c->slot_norm) = v;
+        *(key[0] == 'd'   ? &c->decay_first
+          : key[0] == 'c' ? &c->closed_form
+          : key[1] == 'a' ? &c->materialize
+                          : &c->slot_norm) = v;
         return 0;
     }
     mi_error_set("config: unknown key '%s' (memory, memory.depth, memory.expansion, "
                  "memory.slots, memory.slot_norm, bias, p, "
                  "sign_sharpness, abs_eps, robust_delta, retention, q, lq_form, kl_scale, "
-                 "l1_gamma, decay_first, algorithm, steps, chunk, closed_form)", key);
+                 "l1_gamma, decay_first, algorithm, steps, chunk, closed_form, materialize)", key);
     return -1;
 }
 

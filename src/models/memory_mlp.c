@@ -78,10 +78,21 @@ static int mlp_init(const mi_miras_config *c, int64_t dk, int64_t dv, mi_rng *rn
     return 0;
 }
 
-/* a = W u with W [N, n_w, out, in] and u [N, n, in] → [N, n, out] */
+/* a = W u with W [N, n_w, out, in] and u [N, n, in] → [N, n, out]. A W shared
+ * by the chunk (n_w = 1) multiplies the n inputs as one matrix, u Wᵀ, so
+ * that the gradient of W comes back as [N, out, in], not one per token. */
 static mi_tensor *apply(mi_tensor *w, mi_tensor *u)
 {
+    if (w->shape[1] == 1 && u->shape[1] > 1)
+        return mi_matmul_t(u, mi_squeeze(w, 1), false, true);
     return mi_squeeze(mi_matmul(w, mi_unsqueeze(u, -1)), -1);
+}
+
+/* Wᵀ δ with W [N, n_w, out, in] and δ [N, n, out] → [N, n, in], likewise. */
+static mi_tensor *apply_t(mi_tensor *w, mi_tensor *d)
+{
+    if (w->shape[1] == 1 && d->shape[1] > 1) return mi_matmul(d, mi_squeeze(w, 1));
+    return mi_squeeze(mi_matmul_t(w, mi_unsqueeze(d, -1), true, false), -1);
 }
 
 /* y = x + LN(W_1 σ(… σ(W_L x))) */
@@ -100,9 +111,10 @@ static mi_tensor *gelu_prime(mi_tensor *a)
     return mi_add(Phi, mi_mul(a, phi));
 }
 
-/* g[l] = ∂ℓ_t/∂W_{l+1} = δ_{l+1} u_{l+1}ᵀ per token, [N, n, out, in] */
-static int mlp_grad(const mi_miras_config *c, mi_tensor *const *w, mi_tensor *x, mi_tensor *e,
-                    mi_tensor **g)
+/* The factors of the per-token gradients: ∂ℓ_t/∂W_{l+1} = δ_{l+1} u_{l+1}ᵀ with
+ * delta[l] [N, n, out] and u[l] [N, n, in] (the layer's output-side error and input). */
+static int mlp_grad_factors(const mi_miras_config *c, mi_tensor *const *w, mi_tensor *x,
+                            mi_tensor *e, mi_tensor **dl, mi_tensor **u)
 {
     int depth = c->mlp_depth;
     if (depth < 1 || depth > MI_MEMORY_MAX_WEIGHTS) {
@@ -110,7 +122,7 @@ static int mlp_grad(const mi_miras_config *c, mi_tensor *const *w, mi_tensor *x,
         return -1;
     }
     /* forward, keeping each layer's input u[l] and pre-activation a[l] (of w[l]) */
-    mi_tensor *u[MI_MEMORY_MAX_WEIGHTS], *a[MI_MEMORY_MAX_WEIGHTS];
+    mi_tensor *a[MI_MEMORY_MAX_WEIGHTS];
     u[depth - 1] = x;
     for (int l = depth - 1; l >= 0; l--) {
         a[l] = apply(w[l], u[l]);
@@ -123,18 +135,39 @@ static int mlp_grad(const mi_miras_config *c, mi_tensor *const *w, mi_tensor *x,
     mi_tensor *delta = mi_mul(r, mi_sub(mi_sub(e, mi_mean(e, -1, true)),
                                         mi_mul(zhat, mi_mean(mi_mul(e, zhat), -1, true))));
     for (int l = 0; l < depth; l++) {
-        if (!(g[l] = mi_outer(delta, u[l]))) return -1;
+        if (!(dl[l] = delta) || !u[l]) return -1;
         if (l + 1 < depth) {
             /* δ_{l+2} = σ'(a_{l+2}) ⊙ W_{l+1}ᵀ δ_{l+1} */
-            mi_tensor *back = mi_matmul_t(w[l], mi_unsqueeze(delta, -1), true, false);
-            delta = mi_mul(gelu_prime(a[l + 1]), mi_squeeze(back, -1));
+            delta = mi_mul(gelu_prime(a[l + 1]), apply_t(w[l], delta));
         }
     }
     return 0;
+}
+
+/* g[l] = ∂ℓ_t/∂W_{l+1} = δ_{l+1} u_{l+1}ᵀ per token, [N, n, out, in] */
+static int mlp_grad(const mi_miras_config *c, mi_tensor *const *w, mi_tensor *x, mi_tensor *e,
+                    mi_tensor **g)
+{
+    mi_tensor *dl[MI_MEMORY_MAX_WEIGHTS], *u[MI_MEMORY_MAX_WEIGHTS];
+    if (mlp_grad_factors(c, w, x, e, dl, u) != 0) return -1;
+    for (int l = 0; l < c->mlp_depth; l++)
+        if (!(g[l] = mi_outer(dl[l], u[l]))) return -1;
+    return 0;
+}
+
+/* The forward with each layer's linear map given: a_l = lin(ctx, l, u_l). */
+static mi_tensor *mlp_forward_linear(const mi_miras_config *c,
+                                     mi_tensor *(*lin)(void *, int, mi_tensor *), void *ctx,
+                                     mi_tensor *x)
+{
+    mi_tensor *u = x;
+    for (int l = c->mlp_depth - 1; l > 0; l--) u = mi_gelu(lin(ctx, l, u));
+    return mi_add(x, mi_layer_norm(lin(ctx, 0, u), MLP_LN_EPS));
 }
 
 const mi_memory_kind mi_memory_mlp = {
     .name = "mlp", .formula = "M(x) = x + LN(W1 gelu(W2 ... gelu(WL x)))",
     .shapes = mlp_shapes, .init = mlp_init, .forward = mlp_forward,
     .grad = mlp_grad, .channel_gates = false,
+    .grad_factors = mlp_grad_factors, .forward_linear = mlp_forward_linear,
 };

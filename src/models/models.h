@@ -59,6 +59,8 @@ typedef struct mi_miras_config {
     /* training form */
     int chunk;               /* b: tokens per chunk; 1 = the exact per-token recurrence */
     bool closed_form;        /* use a component's closed-form gradient when it has one */
+    bool materialize;        /* chunked: keep one W per token even where the memory's
+                              * rank-one factors would avoid it (default false; tests) */
 } mi_miras_config;
 
 /* A config with every default filled in (memory "matrix", bias "l2",
@@ -99,6 +101,17 @@ struct mi_memory_kind {
     mi_tensor *(*encode)(const mi_miras_config *c, mi_tensor *const *w, mi_tensor *x);
     int (*encode_grad)(const mi_miras_config *c, mi_tensor *const *w, mi_tensor *x, mi_tensor *e,
                        mi_tensor **g);
+    /* Optional, for memories of matrices whose per-token gradients are rank
+     * one, ∂ℓ_t/∂W[i] = δ_i,t x_i,tᵀ (W[i] [out, in]): grad_factors writes
+     * delta[i] [N, n, out] and x[i] [N, n, in] in place of their outer
+     * products, and forward_linear is forward with every weight's product
+     * W[i] u given by lin(ctx, i, u) (u [N, n, in] → [N, n, out]). With both,
+     * the chunked recurrence reads the chunk without a copy of W per token. */
+    int (*grad_factors)(const mi_miras_config *c, mi_tensor *const *w, mi_tensor *x, mi_tensor *e,
+                        mi_tensor **delta, mi_tensor **xs);
+    mi_tensor *(*forward_linear)(const mi_miras_config *c,
+                                 mi_tensor *(*lin)(void *ctx, int i, mi_tensor *u), void *ctx,
+                                 mi_tensor *x);
 };
 
 struct mi_bias_kind {

@@ -105,6 +105,125 @@ static int inner_gradients(const run *r, mi_tensor *const *w, mi_tensor *k, mi_t
     return rc;
 }
 
+/* ---------------------------------------------------------------- rank-one chunks
+ * For a memory of matrices whose per-token gradients are rank one,
+ * g_t = δ_t x_tᵀ (memory->grad_factors), a linear retention (no read, no
+ * boundary) and gd or momentum, every state inside the chunk is
+ *   A_t = c_t A_prev + d_t S_prev + Σ_{i≤t} C_{t,i} δ_i x_iᵀ
+ * with c_t = ᾱ_t, d_t = Σ_{j≤t} (ᾱ_t/ᾱ_j) μ̄_j and C_{t,i} = −η_i Ac_{t,i}, where
+ * Ac is the n×n matrix of the two scans (momentum over j, then retention)
+ * run on the identity, so no per-token copy of W is built: a layer's
+ * product with u_t is c_t A_prev u_t + d_t S_prev u_t + ((C ⊙ U Xᵀ) Δ)_t
+ * (chunked linear attention), and the chunk's end state is one matmul. */
+typedef struct factored {
+    mi_tensor *a[MI_MEMORY_MAX_WEIGHTS], *s[MI_MEMORY_MAX_WEIGHTS]; /* [N, out, in] */
+    mi_tensor *c, *d;                        /* [N, n, 1] (c NULL: 1; d NULL: no momentum) */
+    mi_tensor *coef;                         /* C, [N, n, n] */
+    mi_tensor *delta[MI_MEMORY_MAX_WEIGHTS], *x[MI_MEMORY_MAX_WEIGHTS];
+} factored;
+
+static mi_tensor *factored_linear(void *ctx, int l, mi_tensor *u)
+{
+    factored *f = ctx;
+    mi_tensor *out = mi_matmul_t(u, f->a[l], false, true);
+    if (f->c) out = mi_mul(f->c, out);
+    if (f->d) out = mi_add(out, mi_mul(f->d, mi_matmul_t(u, f->s[l], false, true)));
+    mi_tensor *att = mi_mul(f->coef, mi_matmul_t(u, f->x[l], false, true));
+    return mi_add(out, mi_matmul(att, f->delta[l]));
+}
+
+static bool factored_ok(const run *r, const mi_tensor *eta, const mi_tensor *alpha,
+                        const mi_tensor *mu)
+{
+    const mi_miras *m = r->m;
+    const mi_miras_config *c = r->c;
+    return !c->materialize && c->closed_form && m->memory->grad_factors &&
+           m->memory->forward_linear && m->bias->error && !m->bias->encoding &&
+           !m->retention->read && !m->retention->boundary && !m->retention->lag_token &&
+           !c->decay_first && (m->algorithm == MI_ALGO_GD || m->algorithm == MI_ALGO_MOMENTUM) &&
+           eta->rank == 2 && (!alpha || alpha->rank == 2) && (!mu || mu->rank == 2);
+}
+
+/* A constant [N, rows, cols] with ones at (i, i + shift) for i < ones (ones = 1 with
+ * shift = col: a single one at (0, col)). */
+static mi_tensor *unit(mi_dtype dt, int64_t n_seq, int64_t rows, int64_t cols, int64_t ones,
+                       int64_t shift)
+{
+    mi_tensor *e = mi_zeros(dt, 3, (int64_t[]){n_seq, rows, cols});
+    if (!e) return NULL;
+    for (int64_t b = 0; b < n_seq; b++)
+        for (int64_t i = 0; i < ones; i++) {
+            int64_t at = (b * rows + i) * cols + i + shift;
+            if (dt == MI_F64) ((double *)e->data)[at] = 1;
+            else ((float *)e->data)[at] = 1;
+        }
+    return e;
+}
+
+static int factored_chunk(run *r, mi_tensor *qc, mi_tensor *kc, mi_tensor *vc, mi_tensor *eta,
+                          mi_tensor *alpha, mi_tensor *mu, mi_tensor *delta, int64_t n,
+                          mi_tensor **y)
+{
+    const mi_miras *m = r->m;
+    const mi_miras_config *c = r->c;
+    int64_t n_seq = kc->shape[0];
+    factored f = {0};
+    /* the factors of the gradients at the chunk's start */
+    mi_tensor *e = m->bias->error(c, m->memory->forward(c, r->a, kc), vc, delta);
+    if (!e || m->memory->grad_factors(c, r->a, kc, e, f.delta, f.x) != 0) return -1;
+    /* The coefficients: the two scans run on coordinates over the basis
+     * (step_0 … step_{n−1}, S_prev, A_prev), each from the coordinates of the
+     * state the previous chunk left: S_t = μ_t S_{t−1} + step_t from e_{S_prev},
+     * A_t = α_t A_{t−1} + S_t from e_{A_prev}. Columns [0, n) of A's row t are
+     * C_{t,·}/(−η), column n is d_t, column n + 1 is c_t. */
+    mi_dtype dt = kc->dtype;
+    int64_t nb = n + 2;
+    mi_tensor *sf = unit(dt, n_seq, n, nb, n, 0);
+    if (mu) sf = mi_linear_scan_from(mi_unsqueeze(mu, -1), sf, unit(dt, n_seq, 1, nb, 1, n), 1,
+                                     false);
+    mi_tensor *h0 = unit(dt, n_seq, 1, nb, 1, n + 1);
+    mi_tensor *af = alpha ? mi_linear_scan_from(mi_unsqueeze(alpha, -1), sf, h0, 1, false)
+                          : mi_add(h0, mi_cumsum(sf, 1, false));
+    mi_tensor *neg_eta = mi_reshape(mi_neg(eta), 3, (int64_t[]){n_seq, 1, n});
+    f.coef = mi_mul(mi_slice(af, 2, 0, n), neg_eta);
+    if (!f.coef) return -1;
+    f.d = mu ? mi_slice(af, 2, n, n + 1) : NULL;
+    f.c = alpha ? mi_slice(af, 2, n + 1, n + 2) : NULL;
+    for (int i = 0; i < r->nw; i++) {
+        f.a[i] = mi_squeeze(r->a[i], 1);
+        f.s[i] = mu ? mi_squeeze(r->s[i], 1) : NULL;
+        if (!f.a[i] || (mu && !f.s[i])) return -1;
+    }
+    /* the read, before the state moves on */
+    if (y && !(*y = m->memory->forward_linear(c, factored_linear, &f, qc))) return -1;
+    /* the end of the chunk: A_end = c A + d S + Δᵀ diag(C_{n−1,·}) X, likewise S_end */
+    mi_tensor *last = mi_reshape(mi_slice(f.coef, 1, n - 1, n), 3, (int64_t[]){n_seq, n, 1});
+    mi_tensor *s_end = mu ? mi_slice(sf, 1, n - 1, n) : NULL;
+    mi_tensor *s_last = mu ? mi_reshape(mi_mul(mi_slice(s_end, 2, 0, n), neg_eta), 3,
+                                        (int64_t[]){n_seq, n, 1})
+                           : NULL;
+    mi_tensor *c_last = alpha ? mi_reshape(mi_slice(f.c, 1, n - 1, n), 2, (int64_t[]){n_seq, 1})
+                              : NULL;
+    mi_tensor *d_last = mu ? mi_reshape(mi_slice(f.d, 1, n - 1, n), 2, (int64_t[]){n_seq, 1})
+                           : NULL;
+    mi_tensor *mu_last = mu ? mi_reshape(mi_slice(s_end, 2, n, n + 1), 2, (int64_t[]){n_seq, 1})
+                            : NULL;
+    for (int i = 0; i < r->nw; i++) {
+        mi_tensor *a = r->a[i], *s = mu ? r->s[i] : NULL;
+        mi_tensor *sum = mi_matmul_t(mi_mul(f.delta[i], last), f.x[i], true, false);
+        sum = mi_reshape(sum, a->rank, a->shape);
+        mi_tensor *na = mi_add(c_last ? mi_mul(gate_like(c_last, a), a) : a, sum);
+        if (mu) {
+            na = mi_add(na, mi_mul(gate_like(d_last, s), s));
+            mi_tensor *ss = mi_matmul_t(mi_mul(f.delta[i], s_last), f.x[i], true, false);
+            r->s[i] = mi_add(mi_mul(gate_like(mu_last, s), s), mi_reshape(ss, s->rank, s->shape));
+            if (!r->s[i]) return -1;
+        }
+        if (!(r->a[i] = na)) return -1;
+    }
+    return 0;
+}
+
 /* Runs positions [p0, p0 + n) of the write sequence as one chunk and writes
  * the outputs for the tokens it completes to *y (y NULL: no read). n is a
  * whole number of tokens (n = k·steps), or n = 1: one step of a multistep
@@ -123,6 +242,11 @@ static int run_chunk(run *r, mi_tensor *q, mi_tensor *k, mi_tensor *v, const mi_
     if (!kc || !vc || !eta || (m->retention->uses_alpha && !alpha) ||
         (m->algorithm == MI_ALGO_MOMENTUM && !mu) || (m->bias->needs_delta && !delta))
         return -1;
+    if (factored_ok(r, eta, alpha, mu)) {
+        mi_tensor *qc = y ? slice_positions(q, p0, p0 + n) : NULL;
+        if (y && !qc) return -1;
+        return factored_chunk(r, qc, kc, vc, eta, alpha, mu, delta, n, y);
+    }
 
     /* the point where the chunk's gradients are taken */
     mi_tensor *wg[MI_MEMORY_MAX_WEIGHTS], *g[MI_MEMORY_MAX_WEIGHTS];
