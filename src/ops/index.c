@@ -110,6 +110,19 @@ mi_tensor *mi_index_select(mi_tensor *x, int axis, mi_tensor *idx)
     return RUN(&mi_op_index_select, &a, x, idx);
 }
 
+/* index_add and scatter_add: src's shape with attrs.index entries along the
+ * axis, once every index is known to fit in it. */
+static int accumulated_shape(const char *op, const mi_tensor *src, const mi_tensor *idx, int ax,
+                             const mi_attrs *a, int *rank, int64_t *shape)
+{
+    char what[64];
+    snprintf(what, sizeof what, "output size along axis %d", a->axis);
+    if (check_index(op, idx, a->index, what) != 0) return -1;
+    copy_shape(rank, shape, src);
+    shape[ax] = a->index;
+    return 0;
+}
+
 /* ---------------------------------------------------------------- index_add
  * y = 0 of size attrs.index along attrs.axis; y[..., idx[j], ...] += src[..., j, ...].
  * dsrc = index_select(g, axis, idx). */
@@ -126,12 +139,7 @@ static int index_add_shape(mi_tensor *const *in, int n, const mi_attrs *a, mi_dt
                      (long long)src->shape[ax], a->axis, SHAPE_STR(b, src), SHAPE_STR(bi, idx));
         return -1;
     }
-    char what[64];
-    snprintf(what, sizeof what, "output size along axis %d", a->axis);
-    if (check_index("index_add", idx, a->index, what) != 0) return -1;
-    copy_shape(rank, shape, src);
-    shape[ax] = a->index;
-    return 0;
+    return accumulated_shape("index_add", src, idx, ax, a, rank, shape);
 }
 #define INDEX_ADD_KERNEL(fname, T)                                                     \
     static void fname(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a)           \
@@ -254,12 +262,7 @@ static int scatter_add_shape(mi_tensor *const *in, int n, const mi_attrs *a, mi_
                      SHAPE_STR(b, src));
         return -1;
     }
-    char what[64];
-    snprintf(what, sizeof what, "output size along axis %d", a->axis);
-    if (check_index("scatter_add", idx, a->index, what) != 0) return -1;
-    copy_shape(rank, shape, src);
-    shape[ax] = a->index;
-    return 0;
+    return accumulated_shape("scatter_add", src, idx, ax, a, rank, shape);
 }
 #define SCATTER_ADD_KERNEL(fname, T)                                                   \
     static void fname(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a)           \

@@ -37,6 +37,14 @@ static void *arena_alloc(json_doc *d, size_t n)
     return p;
 }
 
+/* A copy of bytes[0..n) in the document's memory; NULL when out of memory. */
+static void *arena_dup(json_doc *d, const void *bytes, size_t n)
+{
+    void *p = arena_alloc(d, n);
+    if (p) memcpy(p, bytes, n);
+    return p;
+}
+
 void json_doc_free(json_doc *doc)
 {
     if (!doc) return;
@@ -350,11 +358,7 @@ done:
     v->type = JSON_ARRAY;
     v->len = n;
     v->u.items = NULL;
-    if (n) {
-        v->u.items = arena_alloc(ps->doc, n * sizeof *tmp);
-        if (!v->u.items) goto oom;
-        memcpy(v->u.items, tmp, n * sizeof *tmp);
-    }
+    if (n && !(v->u.items = arena_dup(ps->doc, tmp, n * sizeof *tmp))) goto oom;
     free(tmp);
     return 0;
 oom:
@@ -424,11 +428,7 @@ done:
     v->type = JSON_OBJECT;
     v->len = n;
     v->u.members = NULL;
-    if (n) {
-        v->u.members = arena_alloc(ps->doc, n * sizeof *tmp);
-        if (!v->u.members) goto oom;
-        memcpy(v->u.members, tmp, n * sizeof *tmp);
-    }
+    if (n && !(v->u.members = arena_dup(ps->doc, tmp, n * sizeof *tmp))) goto oom;
     free(tmp);
     return 0;
 oom:
