@@ -94,6 +94,97 @@ check "resume: identical validation lines" bash -c \
         <(grep -E '^step (30|40)/' '$tmp/part.out' | grep 'val loss')"
 check "resume: log has 8 rows" test "$(wc -l <"$tmp/full/log.csv")" = 9
 check "no temporary files left" no_leftovers "$tmp/full"
+# stopped between log rows: the pending losses and gradient norms travel in the checkpoint
+"$train" "${common[@]}" --out "$tmp/part17" --stop-at 17 >/dev/null 2>&1
+"$train" --resume "$tmp/part17/ckpt.safetensors" >/dev/null 2>&1
+check "resume: stopped between log rows (17), identical checkpoint and log.csv" bash -c \
+  "cmp -s '$tmp/full/ckpt.safetensors' '$tmp/part17/ckpt.safetensors' && \
+   cmp -s '$tmp/full/log.csv' '$tmp/part17/log.csv'"
+
+# ------------------------------------------------------------------ gradient norm and clipping
+grad_norm_ok() { # grad_norm_ok LOG ROWS: the header, and grad_norm finite and > 0 on ROWS rows
+  python3 - "$1" "$2" <<'EOF'
+import csv, math, sys
+f = open(sys.argv[1])
+header = f.readline().strip().split(",")
+rows = list(csv.DictReader(f, fieldnames=header))
+norms = [float(r["grad_norm"] or "nan") for r in rows] if "grad_norm" in header else []
+ok = header == "step,lr,train_loss,grad_norm,val_loss,val_acc".split(",") and \
+     len(norms) == int(sys.argv[2]) and all(math.isfinite(g) and g > 0 for g in norms)
+if not ok: print(f"  header {header}, grad_norm {norms}")
+sys.exit(0 if ok else 1)
+EOF
+}
+check "log: grad_norm column, finite and > 0 on every row" grad_norm_ok "$tmp/full/log.csv" 8
+check "progress lines show loss and norm (4 with lr, 4 with validation loss)" bash -c \
+  "[ \$(grep -Ec '^step [0-9]+/40  loss [0-9.]+  norm [0-9.]+  lr ' '$tmp/full.out') = 4 ] && \
+   [ \$(grep -Ec '^step [0-9]+/40  loss [0-9.]+  norm [0-9.]+  val loss ' '$tmp/full.out') = 4 ]"
+clip_run() { # clip_run NAME CLIP [OPTION...]: 20 steps, validation every 10; stdout, stderr kept
+  local name=$1 clip=$2
+  shift 2
+  "$train" --data "$tmp/small.txt" "${tiny[@]}" --steps 20 --eval-every 10 --log-every 5 \
+    --clip "$clip" --out "$tmp/$name" "$@" >"$tmp/$name.out" 2>"$tmp/$name.err"
+}
+clip_run clip-tiny 1e-6
+warned='^miras-train: warning: 10 of 10 steps since step (0|10) were clipped '
+warned+='\(grad norm mean [0-9.e+-]+ > --clip 1e-06\); consider a lower --lr$'
+check "--clip 1e-6: a warning at each validation that most steps were clipped" bash -c \
+  "[ \$(grep -c 'warning' '$tmp/clip-tiny.err') = 2 ] && \
+   [ \$(grep -Ec '$warned' '$tmp/clip-tiny.err') = 2 ] && \
+   grep -q 'since step 10 were' '$tmp/clip-tiny.err'"
+check "--clip 1e-6: the last line counts 20 of 20 steps clipped" \
+  grep -Eq '^done at step 20: .*; 20 of 20 steps clipped \(--clip 1e-06\)$' "$tmp/clip-tiny.out"
+clip_run clip-huge 1e6
+check "--clip 1e6: no warning, 0 of 20 steps clipped" bash -c \
+  "[ ! -s '$tmp/clip-huge.err' ] && \
+   grep -Eq '^done at step 20: .*; 0 of 20 steps clipped \(--clip 1e\+06\)$' '$tmp/clip-huge.out'"
+clip_run clip-off 0
+check "--clip 0: no warning, no count, the same log as --clip 1e6 (norms before clipping)" \
+  bash -c "[ ! -s '$tmp/clip-off.err' ] && \
+           grep -Eq '^done at step 20: [^;]*$' '$tmp/clip-off.out' && \
+           cmp -s '$tmp/clip-off/log.csv' '$tmp/clip-huge/log.csv'"
+clip_run clip-part 1e-6 --stop-at 13
+"$train" --resume "$tmp/clip-part/ckpt.safetensors" >"$tmp/clip-part.out" 2>"$tmp/clip-part.err"
+check "--clip 1e-6 resumed at step 13: the same warning, log and count as the whole run" bash -c \
+  "diff <(grep 'since step 10' '$tmp/clip-tiny.err') '$tmp/clip-part.err' && \
+   cmp -s '$tmp/clip-tiny/log.csv' '$tmp/clip-part/log.csv' && \
+   grep -q '; 20 of 20 steps clipped' '$tmp/clip-part.out'"
+
+# an older run: log.csv without grad_norm, a checkpoint without the gradient-norm keys
+mkdir -p "$tmp/old"
+python3 - "$tmp/part/log.csv" "$tmp/at20.safetensors" "$tmp/old" <<'EOF'
+import json, struct, sys
+rows = [l.rstrip("\n").split(",") for l in open(sys.argv[1])]
+i = rows[0].index("grad_norm")
+with open(sys.argv[3] + "/log.csv", "w") as f:
+    f.writelines(",".join(r[:i] + r[i + 1:]) + "\n" for r in rows
+                 if r[0] == "step" or int(r[0]) <= 20)
+b = open(sys.argv[2], "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+for k in ["grad_norm_sum", "grad_norm_count", "period_grad_norm_sum", "period_steps",
+          "period_clipped", "clipped_steps", "counted_steps"]:
+    del h["__metadata__"]["train." + k]
+def write(path, header):
+    s = json.dumps(header).encode()
+    open(path, "wb").write(struct.pack("<Q", len(s)) + s + b[8 + n:])
+write(sys.argv[3] + "/ckpt.safetensors", h)
+h["__metadata__"]["train.loss_count"] = "-3"
+write(sys.argv[3] + "/bad.safetensors", h)
+EOF
+"$train" --resume "$tmp/old/ckpt.safetensors" >"$tmp/old.out" 2>&1
+check "resume an older run: its rows kept, new rows with grad_norm, the same training" bash -c \
+  "cmp -s <(cut -d, -f1-3,5- '$tmp/full/log.csv') <(cut -d, -f1-3,5- '$tmp/old/log.csv') && \
+   [ \"\$(cut -d, -f4 '$tmp/old/log.csv' | sed -n '2,5p' | tr -d '\n')\" = '' ] && \
+   [ \$(cut -d, -f4 '$tmp/old/log.csv' | sed -n '6,9p' | grep -c '^[0-9]') = 4 ] && \
+   grep -q 'of 20 steps since step 20 clipped' '$tmp/old.out'"
+check "train --resume, a bad train.loss_count -> exit 1" status 1 \
+  "train.loss_count: bad value '-3'" \
+  "$train" --resume "$tmp/old/bad.safetensors" --out "$tmp/r"
+mkdir -p "$tmp/noloss" && cp "$tmp/at20.safetensors" "$tmp/noloss/ckpt.safetensors"
+printf 'step,lr,grad_norm,val_loss\n5,0.1,1,\n' >"$tmp/noloss/log.csv"
+check "train --resume, a log.csv without train_loss -> exit 1" status 1 "no 'train_loss' column" \
+  "$train" --resume "$tmp/noloss/ckpt.safetensors"
 
 # ------------------------------------------------------------------ bad checkpoints
 ck=$tmp/full/ckpt.safetensors
@@ -163,26 +254,28 @@ EOF
 steps=60; [ "$quick" = --quick ] && steps=30
 if [ -f "$text" ]; then
   "$train" --data "$text" --d-model 32 --layers 2 --heads 2 --seq-len 32 --batch 8 \
-    --steps $steps --eval-every 15 --log-every 5 --lr 3e-3 --out "$tmp/shakespeare" >/dev/null
+    --steps $steps --eval-every 15 --log-every 5 --lr 3e-3 --out "$tmp/shakespeare" \
+    >/dev/null 2>"$tmp/shakespeare.err" || cat "$tmp/shakespeare.err" >&2
   check "smoke: tiny LM on tinyshakespeare, loss falls" falls "$tmp/shakespeare/log.csv" 0.5
-  check "smoke: LM plot is well-formed SVG with train and validation loss" \
-    svg_ok "$tmp/shakespeare/loss.svg" train_loss val_loss
+  check "smoke: LM plot is well-formed SVG with train and validation loss and gradient norm" \
+    svg_ok "$tmp/shakespeare/loss.svg" train_loss val_loss grad_norm
 else
   echo "skip - smoke test on tinyshakespeare: $text is absent"
 fi
 "$train" --task mqar --vocab 64 --seq-len 32 --pairs 4 --d-model 32 --layers 2 --heads 2 \
-  --batch 16 --steps $steps --eval-every 15 --log-every 5 --lr 1e-2 --out "$tmp/mqar" >/dev/null
+  --batch 16 --steps $steps --eval-every 15 --log-every 5 --lr 1e-2 --out "$tmp/mqar" \
+  >/dev/null 2>"$tmp/mqar.err" || cat "$tmp/mqar.err" >&2
 check "smoke: MQAR, loss falls" falls "$tmp/mqar/log.csv" 0.3
-check "smoke: MQAR plot is well-formed SVG with losses and accuracy" \
-  svg_ok "$tmp/mqar/loss.svg" train_loss val_loss val_acc
+check "smoke: MQAR plot is well-formed SVG with losses, gradient norm and accuracy" \
+  svg_ok "$tmp/mqar/loss.svg" train_loss val_loss grad_norm val_acc
 check "eval MQAR checkpoint: accuracy at (32, 4) and capacity" bash -c \
   "'$eval' '$tmp/mqar/ckpt.safetensors' --mqar 32:4 --capacity 2 --examples 16 --json | \
    python3 -c 'import json,sys; d=json.load(sys.stdin); assert 0 <= d[\"mqar\"][0][\"accuracy\"] <= 1'"
 check "train and eval: NIAH (passkey) and capacity run" bash -c \
-  "'$train' --task niah --seq-len 160 $small --steps 3 --eval-every 3 --out '$tmp/niah' >/dev/null && \
+  "'$train' --task niah --seq-len 160 $small --steps 3 --eval-every 3 --out '$tmp/niah' >/dev/null 2>&1 && \
    '$eval' '$tmp/niah/ckpt.safetensors' --examples 2 | grep -q 'niah      passkey, 160 bytes' && \
    '$train' --task capacity --pairs 4 --vocab 32 $small --steps 3 --eval-every 3 \
-     --out '$tmp/cap' >/dev/null && \
+     --out '$tmp/cap' >/dev/null 2>&1 && \
    '$eval' '$tmp/cap/ckpt.safetensors' --capacity 2,4 --examples 4 | grep -q 'capacity  L=16 N=4'"
 check "sample refuses a non-byte model -> exit 1" status 1 "not a byte-level model" \
   "$sample" "$tmp/mqar/ckpt.safetensors"

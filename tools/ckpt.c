@@ -128,10 +128,29 @@ static int parse_field(const field *f, run_config *rc, const char *text)
     return errno || end == text || *end ? -1 : 0;
 }
 
-int run_config_metadata(const run_config *rc, int64_t step, double loss_sum, int64_t loss_count,
+/* The accumulators of run_stats, one "train.*" key each; a checkpoint written
+ * before the gradient-norm log has only the first two. */
+typedef struct stat_key {
+    const char *key;
+    size_t offset;
+    bool real;                /* a double (%.17g, round-trips), else an int64_t count */
+} stat_key;
+#define STAT(key, member, real) {key, offsetof(run_stats, member), real}
+static const stat_key stat_keys[] = {
+    STAT("train.loss_sum", loss_sum, true), STAT("train.loss_count", loss_n, false),
+    STAT("train.grad_norm_sum", norm_sum, true), STAT("train.grad_norm_count", norm_n, false),
+    STAT("train.period_grad_norm_sum", period_norm_sum, true),
+    STAT("train.period_steps", period_n, false),
+    STAT("train.period_clipped", period_clipped, false),
+    STAT("train.clipped_steps", clipped, false), STAT("train.counted_steps", counted, false),
+};
+#define N_STATS ((int)(sizeof stat_keys / sizeof stat_keys[0]))
+#define N_LOSS_STATS 2 /* required; the others are all present or all absent */
+
+int run_config_metadata(const run_config *rc, int64_t step, const run_stats *stats,
                         const mi_metadata *extra, int n_extra, mi_metadata *out)
 {
-    int total = N_FIELDS + 5;
+    int total = N_FIELDS + N_STATS + 3;
     for (int i = 0; i < n_extra; i++) total += extra[i].count;
     const char **k = mi_scope_alloc(mi_scope_current(), sizeof(char *) * (size_t)total);
     const char **v = mi_scope_alloc(mi_scope_current(), sizeof(char *) * (size_t)total);
@@ -148,10 +167,12 @@ int run_config_metadata(const run_config *rc, int64_t step, double loss_sum, int
     k[m] = "train.step", v[m++] = scope_text(buf);
     snprintf(buf, sizeof buf, "%" PRId64, step * rc->batch);
     k[m] = "train.next_example", v[m++] = scope_text(buf);
-    snprintf(buf, sizeof buf, "%.17g", loss_sum);
-    k[m] = "train.loss_sum", v[m++] = scope_text(buf);
-    snprintf(buf, sizeof buf, "%" PRId64, loss_count);
-    k[m] = "train.loss_count", v[m++] = scope_text(buf);
+    for (int i = 0; i < N_STATS; i++) {
+        const void *p = (const char *)stats + stat_keys[i].offset;
+        if (stat_keys[i].real) snprintf(buf, sizeof buf, "%.17g", *(const double *)p);
+        else snprintf(buf, sizeof buf, "%" PRId64, *(const int64_t *)p);
+        k[m] = stat_keys[i].key, v[m++] = scope_text(buf);
+    }
     for (int i = 0; i < N_FIELDS; i++) {
         format_field(&fields[i], rc, buf, sizeof buf);
         k[m] = fields[i].key, v[m++] = scope_text(buf);
@@ -159,6 +180,41 @@ int run_config_metadata(const run_config *rc, int64_t step, double loss_sum, int
     for (int i = 0; i < m; i++)
         if (!v[i]) return mi_error_set("checkpoint: out of memory"), -1;
     *out = (mi_metadata){.count = m, .keys = k, .values = v};
+    return 0;
+}
+
+/* The accumulators back: sums finite and ≥ 0, counts in [0, step], clipped
+ * steps no more than those counted. */
+static int run_stats_parse(ckpt *c, const mi_safetensors *st, char *msg, size_t n)
+{
+    run_stats *s = &c->stats;
+    *s = (run_stats){0};
+    int present = 0;
+    for (int i = 0; i < N_STATS; i++) present += mi_safetensors_meta(st, stat_keys[i].key) != NULL;
+    for (int i = 0; i < N_STATS; i++) {
+        const char *text = mi_safetensors_meta(st, stat_keys[i].key);
+        if (!text && (i < N_LOSS_STATS || present > N_LOSS_STATS))
+            return snprintf(msg, n, "the metadata lacks '%s'", stat_keys[i].key), -1;
+        if (!text) continue;
+        void *p = (char *)s + stat_keys[i].offset;
+        char *end;
+        errno = 0;
+        bool ok;
+        if (stat_keys[i].real) {
+            double v = strtod(text, &end);
+            ok = isfinite(v) && v >= 0;
+            *(double *)p = v;
+        } else {
+            long long v = strtoll(text, &end, 10);
+            ok = v >= 0 && v <= c->step;
+            *(int64_t *)p = v;
+        }
+        if (errno || end == text || *end || !ok)
+            return snprintf(msg, n, "%s: bad value '%s'", stat_keys[i].key, text), -1;
+    }
+    if (s->period_clipped > s->period_n || s->clipped > s->counted)
+        return snprintf(msg, n, "train.period_clipped or train.clipped_steps: more "
+                        "steps clipped than counted"), -1;
     return 0;
 }
 
@@ -180,12 +236,7 @@ static int run_config_parse(ckpt *c, const mi_safetensors *st, char *msg, size_t
     *step = s ? strtoll(s, &end, 10) : -1;
     if (!s || *end || *step < 0 || *step > rc->steps)
         return snprintf(msg, n, "train.step is missing or out of range"), -1;
-    const char *sum = mi_safetensors_meta(st, "train.loss_sum");
-    const char *count = mi_safetensors_meta(st, "train.loss_count");
-    if (!sum || !count) return snprintf(msg, n, "the metadata lacks train.loss_sum/count"), -1;
-    c->loss_sum = strtod(sum, &end);
-    c->loss_count = strtoll(count, &end, 10);
-    return 0;
+    return run_stats_parse(c, st, msg, n);
 }
 
 /* ---------------------------------------------------------------- tasks */
@@ -309,7 +360,7 @@ int evaluate(const mi_lm *lm, const run_task *t, int64_t batches, double *loss, 
 /* ---------------------------------------------------------------- checkpoints */
 
 int ckpt_save(const char *path, const mi_lm *lm, const mi_optim *o, const run_config *rc,
-              int64_t step, double loss_sum, int64_t loss_count)
+              int64_t step, const run_stats *stats)
 {
     mi_scope *s = mi_scope_new("checkpoint");
     mi_scope_enter(s);
@@ -322,7 +373,7 @@ int ckpt_save(const char *path, const mi_lm *lm, const mi_optim *o, const run_co
         meta[1] = state.metadata;
         int n = n_params + state.count;
         mi_named_tensor *t = mi_scope_alloc(s, sizeof *t * (size_t)n);
-        if (t && run_config_metadata(rc, step, loss_sum, loss_count, meta, 2, &all) == 0) {
+        if (t && run_config_metadata(rc, step, stats, meta, 2, &all) == 0) {
             memcpy(t, params, sizeof *t * (size_t)n_params);
             memcpy(t + n_params, state.tensors, sizeof *t * (size_t)state.count);
             rc_save = mi_safetensors_save(path, t, n, &all);

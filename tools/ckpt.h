@@ -46,9 +46,23 @@ typedef struct run_config {
 run_config run_config_default(task_kind task);
 int task_from_name(const char *name); /* -1 if unknown */
 
-/* The run settings, step and log accumulator as "train.*" metadata, merged after `extra`
- * (the model's and optimizer's), in the current scope. 0 or -1. */
-int run_config_metadata(const run_config *rc, int64_t step, double loss_sum, int64_t loss_count,
+/* What a run accumulates between log rows and validations; checkpoints carry
+ * it, so a resumed run writes the same rows, warnings and summary. The
+ * gradient norm is the global one before clipping (mi_clip_grad_norm). */
+typedef struct run_stats {
+    double loss_sum;          /* training losses since the last log row */
+    int64_t loss_n;
+    double norm_sum;          /* gradient norms since the last log row */
+    int64_t norm_n;
+    double period_norm_sum;   /* since the last validation: norms, steps, */
+    int64_t period_n;         /* and those clipped (norm > --clip) */
+    int64_t period_clipped;
+    int64_t clipped, counted; /* the whole run: clipped steps of those counted */
+} run_stats;
+
+/* The run settings, step and log accumulators as "train.*" metadata, merged
+ * after `extra` (the model's and optimizer's), in the current scope. 0 or -1. */
+int run_config_metadata(const run_config *rc, int64_t step, const run_stats *stats,
                         const mi_metadata *extra, int n_extra, mi_metadata *out);
 
 /* ---------------------------------------------------------------- tasks */
@@ -78,11 +92,10 @@ int evaluate(const mi_lm *lm, const run_task *t, int64_t batches, double *loss, 
 
 /* ---------------------------------------------------------------- checkpoints */
 /* Parameters + optimizer state + metadata, written atomically (temp file +
- * rename). loss_sum and loss_count: the training losses since the last log
- * row (so a resumed run writes the same rows). 0 or -1 with the library's
- * message. */
+ * rename), with the run's accumulators (so a resumed run writes the same
+ * rows). 0 or -1 with the library's message. */
 int ckpt_save(const char *path, const mi_lm *lm, const mi_optim *o, const run_config *rc,
-              int64_t step, double loss_sum, int64_t loss_count);
+              int64_t step, const run_stats *stats);
 
 typedef struct ckpt {
     const char *path;
@@ -91,8 +104,8 @@ typedef struct ckpt {
     bool has_run;             /* "train.*" present (miras-train wrote it) */
     run_config rc;
     int64_t step;
-    double loss_sum;          /* the losses since the last log row */
-    int64_t loss_count;
+    run_stats stats;          /* all zero but the losses in checkpoints older than
+                                 the gradient-norm log (their norms are not counted) */
 } ckpt;
 
 /* Loads and validates a checkpoint: a readable safetensors file with an LM

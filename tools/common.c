@@ -38,6 +38,17 @@ _Noreturn void die(const char *fmt, ...)
     exit(1);
 }
 
+void warning(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fflush(stdout);
+    fprintf(stderr, "%s: warning: ", tool_name);
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+}
+
 bool opt_is(int argc, char **argv, int *i, const char *name, const char **value)
 {
     if (strcmp(argv[*i], name) != 0) return false;
@@ -111,17 +122,18 @@ void progress_eta(const progress *p, int64_t step, char *buf, size_t n)
     else snprintf(buf, n, "%lds", s);
 }
 
-void progress_show(progress *p, int64_t step, double loss, int64_t tokens_per_step)
+void progress_show(progress *p, int64_t step, double loss, double norm, int64_t tokens_per_step)
 {
     if (!p->tty) return;
     enum { WIDTH = 24 };
-    char bar[WIDTH + 1], eta[32];
+    char bar[WIDTH + 1], eta[32], gn[32] = "";
     int fill = p->total > 0 ? (int)(WIDTH * step / p->total) : WIDTH;
     for (int i = 0; i < WIDTH; i++) bar[i] = i < fill ? '#' : '-';
     bar[WIDTH] = '\0';
     progress_eta(p, step, eta, sizeof eta);
-    printf("\r\033[Kstep %lld/%lld [%s]  loss %.4f  %.0f tok/s  ETA %s", (long long)step,
-           (long long)p->total, bar, loss, progress_rate(p, step, tokens_per_step), eta);
+    if (!isnan(norm)) snprintf(gn, sizeof gn, "  norm %.4f", norm);
+    printf("\r\033[Kstep %lld/%lld [%s]  loss %.4f%s  %.0f tok/s  ETA %s", (long long)step,
+           (long long)p->total, bar, loss, gn, progress_rate(p, step, tokens_per_step), eta);
     fflush(stdout);
     p->shown = true;
 }
@@ -222,35 +234,97 @@ static void put_value(text *t, double v)
     else put(t, ",%.9g", v);
 }
 
+/* The log's columns, in the order log_csv writes them. */
+static const struct column {
+    const char *name;
+    size_t offset;            /* of the double in log_row; the step is an int64_t */
+    bool required;            /* log_read refuses a file without it */
+} columns[] = {
+    {"step", offsetof(log_row, step), true},
+    {"lr", offsetof(log_row, lr), false},
+    {"train_loss", offsetof(log_row, train_loss), true},
+    {"grad_norm", offsetof(log_row, grad_norm), false},
+    {"val_loss", offsetof(log_row, val_loss), false},
+    {"val_acc", offsetof(log_row, val_acc), false},
+};
+enum { N_COLUMNS = sizeof columns / sizeof columns[0], MAX_CSV_COLUMNS = 32 };
+
 char *log_csv(const train_log *l, size_t *size)
 {
     text t = {0};
-    put(&t, "step,lr,train_loss,val_loss,val_acc\n");
+    for (int k = 0; k < N_COLUMNS; k++) put(&t, "%s%s", k ? "," : "", columns[k].name);
+    put(&t, "\n");
     for (int i = 0; i < l->n; i++) {
         const log_row *r = &l->rows[i];
         put(&t, "%lld", (long long)r->step);
-        put_value(&t, r->lr);
-        put_value(&t, r->train_loss);
-        put_value(&t, r->val_loss);
-        put_value(&t, r->val_acc);
+        for (int k = 1; k < N_COLUMNS; k++)
+            put_value(&t, *(const double *)((const char *)r + columns[k].offset));
         put(&t, "\n");
     }
     *size = t.len;
     return t.s;
 }
 
-/* One CSV field as a number (empty: NaN); advances *p past its comma. */
-static int field(const char **p, double *v)
+/* The fields of one CSV line, split at commas: each one's start and length
+ * (up to max); their number, or -1 if there are more. */
+static int csv_split(const char *line, const char **at, size_t *len, int max)
 {
-    const char *s = *p;
-    size_t n = strcspn(s, ",\n");
-    if (n == 0) *v = NAN;
-    else {
-        char *end;
-        *v = strtod(s, &end);
-        if (end != s + n) return -1;
+    int k = 0;
+    for (const char *p = line;; p += len[k++] + 1) {
+        if (k == max) return -1;
+        at[k] = p, len[k] = strcspn(p, ",\r\n");
+        if (p[len[k]] != ',') return k + 1;
     }
-    *p = s + n + (s[n] == ',');
+}
+
+/* The header: for each of its fields, the index in columns[] (-1: a column
+ * this version does not know, skipped); the number of fields, or -1. */
+static int log_header(const char *line, int *which, const char *path, char *msg, size_t n)
+{
+    const char *at[MAX_CSV_COLUMNS];
+    size_t len[MAX_CSV_COLUMNS];
+    int count = csv_split(line, at, len, MAX_CSV_COLUMNS);
+    if (count < 0) return snprintf(msg, n, "%s: more than %d columns", path, MAX_CSV_COLUMNS), -1;
+    bool seen[N_COLUMNS] = {false};
+    for (int i = 0; i < count; i++) {
+        which[i] = -1;
+        for (int k = 0; k < N_COLUMNS; k++) {
+            if (strlen(columns[k].name) != len[i] || strncmp(at[i], columns[k].name, len[i]))
+                continue;
+            if (seen[k])
+                return snprintf(msg, n, "%s: column '%s' appears twice", path, columns[k].name),
+                       -1;
+            seen[k] = true, which[i] = k;
+        }
+    }
+    for (int k = 0; k < N_COLUMNS; k++)
+        if (columns[k].required && !seen[k])
+            return snprintf(msg, n, "%s: not a miras-train log (no '%s' column)", path,
+                            columns[k].name), -1;
+    return count;
+}
+
+/* One data line into r: as many fields as the header, numbers or empty
+ * (NaN), a whole step ≥ 0. -1 if not. */
+static int log_line(const char *line, const int *which, int count, log_row *r)
+{
+    const char *at[MAX_CSV_COLUMNS];
+    size_t len[MAX_CSV_COLUMNS];
+    if (csv_split(line, at, len, MAX_CSV_COLUMNS) != count) return -1;
+    if (strspn(at[count - 1] + len[count - 1], "\r\n") != strlen(at[count - 1] + len[count - 1]))
+        return -1; /* after the last field, nothing but the line's end */
+    *r = (log_row){.lr = NAN, .train_loss = NAN, .grad_norm = NAN, .val_loss = NAN,
+                   .val_acc = NAN};
+    double step = NAN;
+    for (int i = 0; i < count; i++) {
+        double v = NAN;
+        char *end;
+        if (len[i] > 0 && (v = strtod(at[i], &end), end != at[i] + len[i])) return -1;
+        if (which[i] == 0) step = v;
+        else if (which[i] > 0) *(double *)((char *)r + columns[which[i]].offset) = v;
+    }
+    if (!(step >= 0 && step < 0x1p62 && step == floor(step))) return -1;
+    r->step = (int64_t)step;
     return 0;
 }
 
@@ -258,19 +332,14 @@ int log_read(train_log *l, const char *path, int64_t max_step, char *msg, size_t
 {
     FILE *f = fopen(path, "r");
     if (!f) return 0; /* no log yet */
-    char line[512];
-    int lineno = 0, rc = 0;
+    char line[1024];
+    int lineno = 0, rc = 0, which[MAX_CSV_COLUMNS], count = 0;
     while (rc == 0 && fgets(line, sizeof line, f)) {
-        if (++lineno == 1) continue; /* the header */
-        double v[5];
-        const char *p = line;
-        for (int k = 0; k < 5 && rc == 0; k++) rc = field(&p, &v[k]);
-        if (rc != 0 || isnan(v[0])) {
-            snprintf(msg, n, "%s:%d: not a line of a miras-train log", path, lineno);
-            rc = -1;
-        } else if (v[0] <= (double)max_step) {
-            log_add(l, (log_row){(int64_t)v[0], v[1], v[2], v[3], v[4]});
-        }
+        log_row r;
+        if (++lineno == 1) rc = (count = log_header(line, which, path, msg, n)) < 0 ? -1 : 0;
+        else if (log_line(line, which, count, &r) != 0)
+            rc = -1, snprintf(msg, n, "%s:%d: not a line of a miras-train log", path, lineno);
+        else if (r.step <= max_step) log_add(l, r);
     }
     fclose(f);
     return rc;
@@ -368,7 +437,7 @@ static void panel(text *t, const train_log *l, int y0, const char *ylabel, const
 char *log_svg(const train_log *l, const char *title, size_t *size)
 {
     text t = {0};
-    int h = TOP + PANEL + GAP + (l->has_acc ? PANEL + GAP : 0);
+    int h = TOP + 2 * (PANEL + GAP) + (l->has_acc ? PANEL + GAP : 0);
     put(&t, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
             "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
             "viewBox=\"0 0 %d %d\" font-family=\"sans-serif\">\n"
@@ -382,9 +451,12 @@ char *log_svg(const train_log *l, const char *title, size_t *size)
             {"train_loss", "train loss", "#1f77b4", offsetof(log_row, train_loss)},
             {"val_loss", "validation loss", "#d62728", offsetof(log_row, val_loss)}};
         panel(&t, l, TOP, "loss (nats/token)", loss, 2, NAN, NAN);
+        const series norm = {"grad_norm", "gradient norm", "#ff7f0e",
+                             offsetof(log_row, grad_norm)};
+        panel(&t, l, TOP + PANEL + GAP, "gradient norm (before clipping)", &norm, 1, NAN, NAN);
         const series acc = {"val_acc", "validation accuracy", "#2ca02c",
                             offsetof(log_row, val_acc)};
-        if (l->has_acc) panel(&t, l, TOP + PANEL + GAP, "accuracy", &acc, 1, 0, 1);
+        if (l->has_acc) panel(&t, l, TOP + 2 * (PANEL + GAP), "accuracy", &acc, 1, 0, 1);
     }
     put(&t, "</svg>\n");
     *size = t.len;

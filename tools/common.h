@@ -16,6 +16,8 @@ extern const char *tool_name;
 _Noreturn void die_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* "<tool>: <message>", exit 1. */
 _Noreturn void die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* "<tool>: warning: <message>" on stderr, after what stdout holds; goes on. */
+void warning(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* True when argv[*i] is `name`; its value, if `value` is non-NULL, is the
  * next argument (missing: a usage error), and *i moves past it. */
@@ -28,7 +30,7 @@ double parse_real(const char *opt, const char *text, double lo, double hi);
 
 /* ---------------------------------------------------------------- progress
  * On a terminal, one line redrawn in place:
- *   step 120/1000 [####------]  loss 2.314  12.3k tok/s  ETA 1m23s
+ *   step 120/1000 [####------]  loss 2.3140  norm 0.8123  12345 tok/s  ETA 1m23s
  * Otherwise progress_show prints nothing and the caller prints plain lines. */
 typedef struct progress {
     bool tty;
@@ -42,7 +44,8 @@ void progress_start(progress *p, int64_t first, int64_t total);
 /* Tokens per second and the ETA since progress_start. */
 double progress_rate(const progress *p, int64_t step, int64_t tokens_per_step);
 void progress_eta(const progress *p, int64_t step, char *buf, size_t n);
-void progress_show(progress *p, int64_t step, double loss, int64_t tokens_per_step);
+/* The step's loss and gradient norm (NaN: not shown). */
+void progress_show(progress *p, int64_t step, double loss, double norm, int64_t tokens_per_step);
 /* Clears the bar so a plain line can be printed (no-op off a terminal). */
 void progress_clear(progress *p);
 
@@ -59,6 +62,7 @@ typedef struct log_row {
     int64_t step;         /* steps done */
     double lr;            /* the learning rate of the last step */
     double train_loss;    /* mean over the steps since the previous row */
+    double grad_norm;     /* mean global gradient norm before clipping, likewise */
     double val_loss, val_acc;
 } log_row;
 
@@ -70,14 +74,17 @@ typedef struct train_log {
 
 void log_add(train_log *l, log_row r);
 void log_free(train_log *l);
-/* The CSV text ("step,lr,train_loss,val_loss,val_acc"), %.9g numbers, empty
- * fields for NaN; malloc'd, *size set. */
+/* The CSV text ("step,lr,train_loss,grad_norm,val_loss,val_acc"), %.9g
+ * numbers, empty fields for NaN; malloc'd, *size set. */
 char *log_csv(const train_log *l, size_t *size);
-/* Reads the rows of a CSV written by log_csv with step <= max_step; -1 with
- * a message on a malformed file. */
+/* Reads the rows of a CSV written by log_csv with step <= max_step, by the
+ * header's column names: step and train_loss must be there; a column it
+ * lacks (grad_norm in logs older than it) reads as NaN, one it does not know
+ * is skipped. No file: no rows. -1 with a message on a malformed file. */
 int log_read(train_log *l, const char *path, int64_t max_step, char *msg, size_t n);
-/* An SVG document: train and validation loss against the step, and below it
- * the validation accuracy when has_acc; malloc'd, *size set. */
+/* An SVG document: train and validation loss against the step, below it the
+ * gradient norm, and the validation accuracy when has_acc; malloc'd, *size
+ * set. */
 char *log_svg(const train_log *l, const char *title, size_t *size);
 
 /* The names --model and --set take (presets, memories, biases, retention

@@ -5,7 +5,10 @@
  *
  *   for each step: batch → loss → backward → clip → schedule → optimizer step
  *   every --log-every steps a log row, every --eval-every steps a validation
- *   pass and a checkpoint. */
+ *   pass and a checkpoint.
+ *
+ * As llm.c and nanoGPT do, it logs the global gradient norm before clipping
+ * (the mean over each row's steps) and warns when --clip cuts most steps. */
 #include <libgen.h>
 #include <math.h>
 #include <stdio.h>
@@ -55,7 +58,18 @@ static void usage(void)
 "                     --out, --data and --threads may be given with it\n"
 "  --stop-at N        stop (with a checkpoint) after step N, as if interrupted\n"
 "  --help, --version\n"
-"exit status: 0 done, 1 runtime failure (unreadable file, NaN loss, ...), 2 usage\n");
+"\n"
+"log.csv: a row every --log-every steps with the columns\n"
+"  step,lr,train_loss,grad_norm,val_loss,val_acc\n"
+"lr is the row's last step's; train_loss and grad_norm are means over the steps\n"
+"since the previous row, grad_norm the global gradient norm before clipping;\n"
+"val_loss and val_acc (recall tasks) are filled at validations. Step lines show\n"
+"the row's loss and norm, the bar on a terminal the last step's. When more than\n"
+"half the steps since the previous validation were clipped (norm > --clip), one\n"
+"warning on stderr says so and suggests a lower --lr; the last line counts the\n"
+"clipped steps of the whole run.\n"
+"exit status: 0 done, 1 runtime failure (unreadable file, NaN loss or gradient\n"
+"norm, ...), 2 usage\n");
 }
 
 typedef struct options {
@@ -233,10 +247,10 @@ static bool params_finite(const mi_lm *lm)
 
 /* The checkpoint, the log and the plot, each written whole or not at all. */
 static void save(outputs *out, const mi_lm *lm, const mi_optim *opt, const run_config *rc,
-                 int64_t step, double loss_sum, int64_t loss_n, const train_log *log)
+                 int64_t step, const run_stats *stats, const train_log *log)
 {
     char msg[1024];
-    if (ckpt_save(out->ckpt, lm, opt, rc, step, loss_sum, loss_n) != 0)
+    if (ckpt_save(out->ckpt, lm, opt, rc, step, stats) != 0)
         die("cannot save checkpoint '%s': %s", out->ckpt, mi_error());
     out->good = out->ckpt, out->good_step = step;
     size_t n;
@@ -250,9 +264,9 @@ static void save(outputs *out, const mi_lm *lm, const mi_optim *opt, const run_c
 }
 
 /* --resume: the checkpoint's settings, with the few options a resumed run
- * may change; the step and the log's pending losses. */
-static void resume_settings(options *o, ckpt *ck, int64_t *step, double *loss_sum,
-                            int64_t *loss_n, char *dirbuf, size_t n)
+ * may change; the step and the log's pending losses and norms. */
+static void resume_settings(options *o, ckpt *ck, int64_t *step, run_stats *stats, char *dirbuf,
+                            size_t n)
 {
     char msg[1024];
     run_config *rc = &o->rc;
@@ -264,7 +278,7 @@ static void resume_settings(options *o, ckpt *ck, int64_t *step, double *loss_su
     *rc = ck->rc;
     if (data[0]) strcpy(rc->data, data);
     if (o->steps_given) rc->steps = steps;
-    *step = ck->step, *loss_sum = ck->loss_sum, *loss_n = ck->loss_count;
+    *step = ck->step, *stats = ck->stats;
     if (!o->out) snprintf(dirbuf, n, "%s", o->resume), o->out = dirname(dirbuf);
 }
 
@@ -277,10 +291,10 @@ int main(int argc, char **argv)
     mi_scope_enter(keep);
     char msg[1024], dirbuf[4096];
     run_config *rc = &o.rc;
-    int64_t step = 0, loss_n = 0;   /* steps done; losses since the last log row */
-    double loss_sum = 0;
+    int64_t step = 0;               /* steps done */
+    run_stats st = {0};             /* losses and gradient norms not yet logged */
     ckpt ck;
-    if (o.resume) resume_settings(&o, &ck, &step, &loss_sum, &loss_n, dirbuf, sizeof dirbuf);
+    if (o.resume) resume_settings(&o, &ck, &step, &st, dirbuf, sizeof dirbuf);
     if (!o.out) {
         snprintf(dirbuf, sizeof dirbuf, "runs/%s-%s", rc->lm.mixer, task_names[rc->task]);
         o.out = dirbuf;
@@ -348,19 +362,27 @@ int main(int argc, char **argv)
         if (!loss || mi_backward(loss) != 0) die("step %lld: %s", (long long)step + 1, mi_error());
         double value = mi_item(loss);
         if (!isfinite(value)) stop_bad("the loss", value, step + 1, &bar, &out);
-        if (rc->clip > 0) mi_optim_clip_grad_norm(opt, rc->clip);
+        /* ‖g‖ = (Σ_i ‖g_i‖²)^½ over all parameters, before clipping */
+        double norm = rc->clip > 0 ? mi_optim_clip_grad_norm(opt, rc->clip)
+                                   : mi_grad_norm(params, lm.n_params);
+        if (norm < 0) die("step %lld: %s", (long long)step + 1, mi_error());
+        if (!isfinite(norm)) stop_bad("the gradient norm", norm, step + 1, &bar, &out);
+        bool clipped = rc->clip > 0 && norm > rc->clip;
         mi_optim_apply_schedule(opt, &sched);
         double lr = rc->hp.lr * mi_optim_lr_scale(opt);
         if (mi_optim_step(opt) != 0) die("step %lld: %s", (long long)step + 1, mi_error());
         mi_scope_leave();
         mi_scope_reset(work);
-        step++, loss_sum += value, loss_n++;
+        step++, st.loss_sum += value, st.loss_n++, st.norm_sum += norm, st.norm_n++;
+        st.period_norm_sum += norm, st.period_n++, st.period_clipped += clipped;
+        st.clipped += clipped, st.counted++;
 
         /* a log row, with a validation pass every eval_every steps */
         bool eval = step % rc->eval_every == 0 || step == rc->steps;
         if (step % rc->log_every == 0 || eval) {
-            log_row r = {step, lr, loss_sum / (double)loss_n, NAN, NAN};
-            loss_sum = 0, loss_n = 0;
+            log_row r = {step, lr, st.loss_sum / (double)st.loss_n,
+                         st.norm_sum / (double)st.norm_n, NAN, NAN};
+            st.loss_sum = 0, st.loss_n = 0, st.norm_sum = 0, st.norm_n = 0;
             if (eval && evaluate(&lm, &t, rc->eval_batches, &r.val_loss, &r.val_acc) != 0)
                 die("validation at step %lld: %s", (long long)step, mi_error());
             if (eval && !isfinite(r.val_loss))
@@ -371,22 +393,36 @@ int main(int argc, char **argv)
             if (!isnan(r.val_acc)) snprintf(acc, sizeof acc, "  acc %.3f", r.val_acc);
             progress_clear(&bar);
             if (eval)
-                printf("step %lld/%lld  loss %.4f  val loss %.4f%s\n", (long long)step,
-                       (long long)rc->steps, r.train_loss, r.val_loss, acc);
+                printf("step %lld/%lld  loss %.4f  norm %.4f  val loss %.4f%s\n", (long long)step,
+                       (long long)rc->steps, r.train_loss, r.grad_norm, r.val_loss, acc);
             else if (!bar.tty)
-                printf("step %lld/%lld  loss %.4f  lr %.2e  %.0f tok/s  ETA %s\n", (long long)step,
-                       (long long)rc->steps, r.train_loss, lr, progress_rate(&bar, step, tokens),
-                       eta);
+                printf("step %lld/%lld  loss %.4f  norm %.4f  lr %.2e  %.0f tok/s  ETA %s\n",
+                       (long long)step, (long long)rc->steps, r.train_loss, r.grad_norm, lr,
+                       progress_rate(&bar, step, tokens), eta);
+        }
+        if (eval) { /* most steps since the last validation clipped: say so, once */
+            if (2 * st.period_clipped > st.period_n)
+                warning("%lld of %lld steps since step %lld were clipped (grad norm mean %.3g > "
+                        "--clip %g); consider a lower --lr", (long long)st.period_clipped,
+                        (long long)st.period_n, (long long)(step - st.period_n),
+                        st.period_norm_sum / (double)st.period_n, rc->clip);
+            st.period_norm_sum = 0, st.period_n = 0, st.period_clipped = 0;
         }
         if (eval || step == stop) {
             if (!params_finite(&lm)) stop_bad("a parameter", NAN, step, &bar, &out);
-            save(&out, &lm, opt, rc, step, loss_sum, loss_n, &log);
+            save(&out, &lm, opt, rc, step, &st, &log);
         }
-        progress_show(&bar, step, value, tokens);
+        progress_show(&bar, step, value, norm, tokens);
     }
     progress_clear(&bar);
-    printf("%s at step %lld: %s, %s, %s (%.1f s)\n", step == rc->steps ? "done" : "stopped",
-           (long long)step, out.ckpt, out.log, out.svg, now_seconds() - bar.t0);
+    char clip_note[160] = "", since[48] = "";
+    if (st.counted < step) /* resumed from a checkpoint older than the count */
+        snprintf(since, sizeof since, " since step %lld", (long long)(step - st.counted));
+    if (rc->clip > 0)
+        snprintf(clip_note, sizeof clip_note, "; %lld of %lld steps%s clipped (--clip %g)",
+                 (long long)st.clipped, (long long)st.counted, since, rc->clip);
+    printf("%s at step %lld: %s, %s, %s (%.1f s)%s\n", step == rc->steps ? "done" : "stopped",
+           (long long)step, out.ckpt, out.log, out.svg, now_seconds() - bar.t0, clip_note);
     log_free(&log);
     mi_optim_free(opt);
     mi_scope_leave();
