@@ -5,6 +5,8 @@
  *   miras-bench ops    matmul, batched matmul, row-wise ops, dispatch overhead
  *   miras-bench layer  one memory layer, forward + backward (q, k, v, gates, W_0)
  *   miras-bench train  one AdamW step of the byte-level language model
+ *   miras-bench quality  how well each model learns at a fixed budget: real
+ *                      miras-train runs, one after another (bench_quality.c)
  *
  * Each case runs after a warm-up; a repetition times `inner` calls (enough
  * for ≈ 2 ms) and reports the time per call; median/min/max are over the
@@ -20,12 +22,17 @@
 #include <string.h>
 
 #include "bench_common.h"
+#include "bench_quality.h"
 
 typedef struct subcommand {
     const char *name, *help;
     int (*run)(const bench_opts *o);
     int default_reps;
 } subcommand;
+
+/* quality's own options (--suite, --steps, --out, --set, --check, --train). */
+static quality_opts quality;
+static int run_quality(const bench_opts *o) { return bench_quality(o, &quality); }
 
 static const subcommand subcommands[] = {
     {"ops", "matmul 64..1024 and 64x(32x32), softmax/layer norm/gelu/tanh/sigmoid on "
@@ -38,6 +45,9 @@ static const subcommand subcommands[] = {
               "384,\n           B=16, T=256, chunk 16; transformer, linear-attention, "
               "gated-deltanet, titans,\n           moneta, yaad, memora, lattice, hope",
      bench_train, LAYER_TRAIN_REPS},
+    {"quality", "learning quality at a fixed budget and seeds: each case a miras-train run;"
+                "\n           suites lm (tinyshakespeare, 200 steps), mqar, mqar-hard, quick",
+     run_quality, 0},
 };
 #define N_SUBCOMMANDS ((int)(sizeof subcommands / sizeof subcommands[0]))
 
@@ -50,7 +60,8 @@ static void usage(FILE *f)
     fprintf(f,
         "options:\n"
         "  --threads N       OpenMP threads for the framework and oneDNN (default: every "
-        "core,\n                    whatever MIRAS_THREADS says)\n"
+        "core,\n                    whatever MIRAS_THREADS says); quality: passed to "
+        "miras-train\n"
         "  --reps N          timed repetitions per case after the warm-up (default 20 for "
         "ops,\n                    %d for layer and train)\n"
         "  --json-only       only the JSON lines, no table\n"
@@ -82,9 +93,10 @@ static void usage(FILE *f)
         "table marks the issue-3\ntargets met or missed. layer and train: median/min/max ms "
         "per forward+backward or\noptimizer step, tokens (B*T) and tokens/s, the case's own "
         "peak RSS (and the estimate\nit was checked against), train's last loss; a case not "
-        "run has \"skipped\" or \"error\"\nwith the reason. Exit status 1 if a case failed, "
-        "2 on bad arguments.\n",
+        "run has \"skipped\" or \"error\"\nwith the reason. Exit status (ops, layer, train) 1 if a "
+        "case failed, 2 on bad\narguments.\n",
         LAYER_TRAIN_REPS, LAYER_TRAIN_BUDGET_S, MAX_RSS_GB, LAYER_PER_TOKEN_MAX_T);
+    bench_quality_usage(f);
 }
 
 static int parse_positive(const char *text, double *out)
@@ -101,6 +113,7 @@ int main(int argc, char **argv)
     bench_opts o = {.threads = 0, .reps = 0, .budget_s = LAYER_TRAIN_BUDGET_S,
                     .max_rss_gb = MAX_RSS_GB};
     const subcommand *cmd = NULL;
+    const char *quality_only = NULL; /* the first option only quality takes */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int n = 0;
@@ -111,6 +124,12 @@ int main(int argc, char **argv)
         } else if (strcmp(a, "--json-only") == 0) {
             o.json_only = true;
             continue;
+        } else if (!strcmp(a, "--check") || !strcmp(a, "--quick")) {
+            if (!strcmp(a, "--check")) quality.check = true;
+            else if (quality.n_suites < QUALITY_MAX_OPTS)
+                quality.suites[quality.n_suites++] = "quick";
+            quality_only = quality_only ? quality_only : a;
+            continue;
         } else if (!v && a[0] == '-') {
             fprintf(stderr, "miras-bench: %s wants a value\n", a);
             return 2;
@@ -120,7 +139,7 @@ int main(int argc, char **argv)
                 fprintf(stderr, "miras-bench: %s wants a positive integer, got '%s'\n", a, v);
                 return 2;
             }
-            if (!strcmp(a, "--threads")) o.threads = n;
+            if (!strcmp(a, "--threads")) o.threads = quality.threads = n;
             else if (!strcmp(a, "--reps")) o.reps = n;
             else if (!strcmp(a, "--seq-len")) o.seq_len = n;
             else o.batch = n;
@@ -137,6 +156,27 @@ int main(int argc, char **argv)
             o.chunks = v;
         } else if (!strcmp(a, "--data")) {
             o.data = v;
+        } else if (!strcmp(a, "--suite") || !strcmp(a, "--set")) {
+            bool suite = !strcmp(a, "--suite");
+            int *count = suite ? &quality.n_suites : &quality.n_sets;
+            if (*count == QUALITY_MAX_OPTS) {
+                fprintf(stderr, "miras-bench: %s may be given at most %d times\n", a,
+                        QUALITY_MAX_OPTS);
+                return 2;
+            }
+            (suite ? quality.suites : quality.sets)[(*count)++] = v;
+            quality_only = quality_only ? quality_only : a;
+        } else if (!strcmp(a, "--steps")) {
+            if (parse_count(v, &n) != 0) {
+                fprintf(stderr, "miras-bench: %s wants a positive integer, got '%s'\n", a, v);
+                return 2;
+            }
+            quality.steps = n;
+            quality_only = quality_only ? quality_only : a;
+        } else if (!strcmp(a, "--out") || !strcmp(a, "--train")) {
+            if (!strcmp(a, "--out")) quality.out = v;
+            else quality.train = v;
+            quality_only = quality_only ? quality_only : a;
         } else if (!cmd && a[0] != '-') {
             for (int k = 0; k < N_SUBCOMMANDS; k++)
                 if (strcmp(a, subcommands[k].name) == 0) cmd = &subcommands[k];
@@ -155,6 +195,18 @@ int main(int argc, char **argv)
     }
     if (!cmd) {
         usage(stderr);
+        return 2;
+    }
+    bool is_quality = cmd->run == run_quality;
+    if (quality_only && !is_quality) {
+        fprintf(stderr, "miras-bench: %s is an option of quality, not of %s\n", quality_only,
+                cmd->name);
+        return 2;
+    }
+    if (is_quality && (o.reps || o.seq_len || o.batch || o.chunks
+                       || o.budget_s != LAYER_TRAIN_BUDGET_S || o.max_rss_gb != MAX_RSS_GB)) {
+        fprintf(stderr, "miras-bench: quality takes no --reps, --seq-len, --batch, --chunks, "
+                "--budget-s or --max-rss-gb: its cases are miras-train runs (see --help)\n");
         return 2;
     }
     if (!o.reps) o.reps = cmd->default_reps;
