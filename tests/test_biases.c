@@ -2,7 +2,8 @@
  * form error against the autodiff derivative of its loss, the layer with
  * closed forms against the layer with autodiff, the per-token (and chunked)
  * update on a matrix memory against the paper's update written out as a
- * plain loop, gradients through the layer, and bad parameters. */
+ * plain loop, gradients through the layer, Yaad with the exact sign
+ * (sign_sharpness = inf), and bad parameters. */
 #include <string.h>
 
 #include "harness.h"
@@ -120,11 +121,14 @@ static void paper_step(ref *r, const char *bias, double Wg[D][D], const double *
                 if (i == 0 && j == 0) r->branch[!in]++;
                 if (fabs(norm - d[0]) < r->margin) r->margin = fabs(norm - d[0]);
             } else if (!strcmp(bias, "yaad")) {
-                /* eq:huber-loss: ∇ℓ2 = e kᵀ, ∇ℓ1 = Sign(e) kᵀ with Sign ≈ tanh(a·) */
-                bool in = norm <= d[i];
-                g = in ? e[i] * k[j] : d[i] * tanh(c->sign_sharpness * e[i]) * k[j];
+                /* eq:huber-loss: ∇ℓ2 = e kᵀ, ∇ℓ1 = Sign(e) kᵀ with Sign ≈ tanh(a·),
+                 * a = ∞ the exact Sign (whose kink at 0 then counts on the ℓ1 side) */
+                bool in = norm <= d[i], sharp = isinf(c->sign_sharpness);
+                g = in ? e[i] * k[j]
+                       : d[i] * (sharp ? sgn(e[i]) : tanh(c->sign_sharpness * e[i])) * k[j];
                 if (j == 0) r->branch[!in]++;
                 if (fabs(norm - d[i]) < r->margin) r->margin = fabs(norm - d[i]);
+                if (sharp && !in && fabs(e[i]) < r->margin) r->margin = fabs(e[i]);
             } else if (!strcmp(bias, "robust")) {
                 /* eq:tempRobustRegression's update: (e kᵀ + Δ e/‖e‖ kᵀ) */
                 double nn = r->exact ? norm : sqrt(norm2 + c->abs_eps);
@@ -183,12 +187,14 @@ typedef struct bias_case {
     const char *bias;
     double p;          /* lp only */
     bool channel;      /* δ per channel */
+    double a;          /* yaad: sign_sharpness (0: the default; INFINITY: the exact sign) */
 } bias_case;
 
 static const bias_case cases[] = {
-    {"lp", 3, false},       {"lp", 1, false},         {"lp", 1.5, false},  {"lp", 4, false},
-    {"huber", 0, false},    {"huber", 0, true},       {"huber-norm", 0, false},
-    {"yaad", 0, false},     {"yaad", 0, true},        {"robust", 0, false},
+    {"lp", 3, false, 0},    {"lp", 1, false, 0},      {"lp", 1.5, false, 0}, {"lp", 4, false, 0},
+    {"huber", 0, false, 0}, {"huber", 0, true, 0},    {"huber-norm", 0, false, 0},
+    {"yaad", 0, false, 0},  {"yaad", 0, true, 0},     {"robust", 0, false, 0},
+    {"yaad", 0, false, INFINITY},                     {"yaad", 0, true, INFINITY},
 };
 #define N_CASES ((int)(sizeof cases / sizeof cases[0]))
 
@@ -212,6 +218,7 @@ START_TEST(error_is_the_derivative_of_the_loss)
         const bias_case *bc = &cases[ci];
         mi_miras_config c = config_for(bc->bias, "matrix", 1, true);
         c.p = bc->p ? bc->p : 3;
+        if (bc->a) c.sign_sharpness = bc->a;
         mi_miras m = make_miras(&c);
         double lo = 0, hi = 0;
         delta_range(bc->bias, &lo, &hi);
@@ -233,8 +240,8 @@ START_TEST(error_is_the_derivative_of_the_loss)
         for (int64_t i = 0; i < e->numel; i++) {
             double a = mi_get(e, i), b = mi_get(g, i);
             ck_assert_msg(isfinite(a) && fabs(a - b) <= 1e-10 * (1 + fabs(b)),
-                          "%s p=%g channel %d: e[%lld] = %.15g, autodiff %.15g", bc->bias, c.p,
-                          bc->channel, (long long)i, a, b);
+                          "%s p=%g a=%g channel %d: e[%lld] = %.15g, autodiff %.15g", bc->bias,
+                          c.p, c.sign_sharpness, bc->channel, (long long)i, a, b);
             if (i < D)
                 ck_assert_msg(fabs(a) < 1e-12, "%s: e = 0 gives %g", bc->bias, a);
         }
@@ -257,14 +264,16 @@ START_TEST(closed_form_layer_equals_autodiff_layer)
                 mi_tensor *w0 = mi == 0 ? s.w0 : mi_randn(&r, MI_F64, MI_SHAPE(D), 0, 0.5);
                 mi_miras_config c = config_for(bc->bias, memories[mi], chunk, true);
                 if (bc->p) c.p = bc->p;
+                if (bc->a) c.sign_sharpness = bc->a;
                 mi_tensor *y1 = run_layer(&c, &s, w0);
                 c.closed_form = false;
                 mi_tensor *y2 = run_layer(&c, &s, w0);
                 for (int64_t i = 0; i < y1->numel; i++)
                     ck_assert_msg(fabs(mi_get(y1, i) - mi_get(y2, i)) <=
                                       1e-10 * (1 + fabs(mi_get(y2, i))),
-                                  "%s p=%g %s chunk %d: closed %.15g, autodiff %.15g", bc->bias,
-                                  c.p, memories[mi], chunk, mi_get(y1, i), mi_get(y2, i));
+                                  "%s p=%g a=%g %s chunk %d: closed %.15g, autodiff %.15g",
+                                  bc->bias, c.p, c.sign_sharpness, memories[mi], chunk,
+                                  mi_get(y1, i), mi_get(y2, i));
             }
 }
 END_TEST
@@ -281,13 +290,14 @@ START_TEST(matrix_update_is_the_papers)
                 seqs s = case_seqs(&r, bc);
                 mi_miras_config c = config_for(bc->bias, "matrix", chunk, closed);
                 if (bc->p) c.p = bc->p;
+                if (bc->a) c.sign_sharpness = bc->a;
                 mi_tensor *y = run_layer(&c, &s, s.w0);
                 double want[N * T * D];
                 ref rf = {.c = &c, .margin = INFINITY};
                 naive(&rf, bc->bias, &s, chunk, want);
                 char what[96];
-                snprintf(what, sizeof what, "%s p=%g channel %d chunk %d closed %d", bc->bias,
-                         c.p, bc->channel, chunk, closed);
+                snprintf(what, sizeof what, "%s p=%g a=%g channel %d chunk %d closed %d",
+                         bc->bias, c.p, c.sign_sharpness, bc->channel, chunk, closed);
                 assert_equal(y, want, 1e-12, what);
                 if (uses_delta(bc->bias) && chunk == 1)
                     ck_assert_msg(rf.branch[0] > 0 && rf.branch[1] > 0,
@@ -304,8 +314,8 @@ START_TEST(exact_limits_are_the_papers_formulas)
 {
     mi_rng r;
     mi_rng_seed(&r, 14);
-    const bias_case exact[] = {{"lp", 1, false}, {"lp", 3, false}, {"lp", 1.5, false},
-                               {"robust", 0, false}};
+    const bias_case exact[] = {{"lp", 1, false, 0}, {"lp", 3, false, 0}, {"lp", 1.5, false, 0},
+                               {"robust", 0, false, 0}};
     for (int ci = 0; ci < 4; ci++) {
         seqs s = make_seqs(&r, false, 1, 1, 1);
         mi_miras_config c = config_for(exact[ci].bias, "matrix", 1, true);
@@ -329,6 +339,183 @@ START_TEST(exact_limits_are_the_papers_formulas)
 }
 END_TEST
 
+/* ------------------------------------------------------------ Yaad with the exact sign
+ * sign_sharpness = ∞ (mi_sign, mi_abs): per token y, v [N, n, D] and δ per head
+ * [N, n] or per channel [N, n, D] in [0.8, 2.5] (‖e‖ ~ 1.7: both branches). */
+enum { YN = 8 };
+
+typedef struct yaad_inputs {
+    mi_tensor *y, *v, *delta;
+    double margin;  /* the distance of ‖e‖ to δ, and of e_j to 0 on the ℓ1 side */
+    int branch[2];  /* coordinates on the ℓ2, ℓ1 side */
+} yaad_inputs;
+
+static double yaad_delta(const yaad_inputs *in, int64_t row, int j)
+{
+    return in->delta->rank == 3 ? mi_get(in->delta, row * D + j) : mi_get(in->delta, row);
+}
+
+/* The paper's error for row (token) `row`, coordinate j: e_j if ‖e‖ ≤ δ, else
+ * δ Sign(e_j); the loss Σ_j [m ½e_j² + (1 − m) δ (|e_j| − ½δ)] in *loss. */
+static double yaad_paper_error(yaad_inputs *in, int64_t row, int j, double *loss)
+{
+    double e[D], norm2 = 0;
+    for (int i = 0; i < D; i++) {
+        e[i] = mi_get(in->y, row * D + i) - mi_get(in->v, row * D + i);
+        norm2 += e[i] * e[i];
+    }
+    double norm = sqrt(norm2), d = yaad_delta(in, row, j);
+    bool l2 = norm <= d;
+    in->branch[!l2]++;
+    if (fabs(norm - d) < in->margin) in->margin = fabs(norm - d);
+    if (!l2 && fabs(e[j]) < in->margin) in->margin = fabs(e[j]);
+    *loss += l2 ? 0.5 * e[j] * e[j] : d * (fabs(e[j]) - 0.5 * d);
+    return l2 ? e[j] : d * sgn(e[j]);
+}
+
+static yaad_inputs yaad_draw(mi_rng *r, bool channel)
+{
+    yaad_inputs in = {
+        .y = mi_randn(r, MI_F64, MI_SHAPE(N, YN, D), 0, 1),
+        .v = mi_randn(r, MI_F64, MI_SHAPE(N, YN, D), 0, 0.5),
+        .delta = channel ? mi_rand(r, MI_F64, MI_SHAPE(N, YN, D), 0.8, 2.5)
+                         : mi_rand(r, MI_F64, MI_SHAPE(N, YN), 0.8, 2.5),
+        .margin = INFINITY,
+    };
+    return in;
+}
+
+static mi_miras_config yaad_exact_config(void)
+{
+    mi_miras_config c = config_for("yaad", "matrix", 1, true);
+    c.sign_sharpness = INFINITY;
+    return c;
+}
+
+/* The closed-form error is e on the ℓ2 branch and δ sign(e) on the ℓ1 branch,
+ * exactly; Sign(0) = 0 on the ℓ1 branch (token 0: e_0 = 0, ‖e‖ ≥ 5 > δ) and
+ * e = 0 on the ℓ2 branch (token 1). A tanh(a e) with a = ∞ gives NaN at 0. */
+START_TEST(yaad_exact_sign_error_is_the_papers)
+{
+    mi_rng r;
+    mi_rng_seed(&r, 16);
+    mi_miras_config c = yaad_exact_config();
+    mi_miras m = make_miras(&c);
+    for (int channel = 0; channel < 2; channel++) {
+        yaad_inputs in = yaad_draw(&r, channel);
+        mi_set(in.v, 0, mi_get(in.y, 0));
+        mi_set(in.y, 1, 5);
+        mi_set(in.v, 1, 0);
+        for (int j = 0; j < D; j++) mi_set(in.v, D + j, mi_get(in.y, D + j));
+        mi_tensor *e = m.bias->error(&c, in.y, in.v, in.delta);
+        ck_assert_msg(e != NULL, "%s", mi_error());
+        ck_assert_int_eq(e->numel, in.y->numel);
+        double loss = 0;
+        for (int64_t i = 0; i < e->numel; i++) {
+            double want = yaad_paper_error(&in, i / D, (int)(i % D), &loss);
+            ck_assert_msg(mi_get(e, i) == want, "channel %d: e[%lld] = %.17g, want %.17g",
+                          channel, (long long)i, mi_get(e, i), want);
+        }
+        ck_assert(mi_get(e, 0) == 0 && mi_get(e, D) == 0);
+        ck_assert_msg(in.branch[0] > 0 && in.branch[1] > D, "channel %d: branches %d, %d",
+                      channel, in.branch[0], in.branch[1]);
+    }
+}
+END_TEST
+
+/* The loss is the paper's (|e| exactly) and its autodiff gradient w.r.t. y is
+ * the closed-form error, on draws away from the switch and from e_j = 0. */
+START_TEST(yaad_exact_sign_error_is_the_loss_gradient)
+{
+    mi_rng r;
+    mi_rng_seed(&r, 17);
+    mi_miras_config c = yaad_exact_config();
+    mi_miras m = make_miras(&c);
+    for (int channel = 0; channel < 2; channel++) {
+        yaad_inputs in;
+        double want_loss[N * YN], want_e[N * YN * D];
+        int draws = 0;
+        do {
+            in = yaad_draw(&r, channel);
+            for (int64_t row = 0; row < N * YN; row++) {
+                want_loss[row] = 0;
+                for (int j = 0; j < D; j++)
+                    want_e[row * D + j] = yaad_paper_error(&in, row, j, &want_loss[row]);
+            }
+        } while (in.margin < 1e-3 && ++draws < 50);
+        ck_assert_msg(in.margin >= 1e-3, "channel %d: no draw 1e-3 from the kinks", channel);
+        ck_assert(in.branch[0] > 0 && in.branch[1] > 0);
+        mi_requires_grad(in.y, true);
+        mi_tensor *loss = m.bias->loss(&c, in.y, in.v, in.delta);
+        ck_assert_msg(loss != NULL, "%s", mi_error());
+        ck_assert_int_eq(loss->numel, N * YN);
+        for (int64_t i = 0; i < loss->numel; i++)
+            ck_assert_msg(fabs(mi_get(loss, i) - want_loss[i]) <= 1e-14 * (1 + fabs(want_loss[i])),
+                          "channel %d: loss[%lld] = %.17g, want %.17g", channel, (long long)i,
+                          mi_get(loss, i), want_loss[i]);
+        mi_tensor *total = mi_sum(loss, MI_ALL, false), *g;
+        ck_assert_int_eq(mi_grad(&total, NULL, 1, &in.y, 1, false, &g), 0);
+        mi_tensor *e = m.bias->error(&c, in.y, in.v, in.delta);
+        ck_assert_msg(e != NULL, "%s", mi_error());
+        for (int64_t i = 0; i < e->numel; i++) {
+            ck_assert_msg(mi_get(e, i) == want_e[i], "channel %d: e[%lld] = %.17g, want %.17g",
+                          channel, (long long)i, mi_get(e, i), want_e[i]);
+            ck_assert_msg(fabs(mi_get(g, i) - want_e[i]) <= 1e-15 * (1 + fabs(want_e[i])),
+                          "channel %d: autodiff [%lld] = %.17g, error %.17g", channel,
+                          (long long)i, mi_get(g, i), want_e[i]);
+        }
+    }
+}
+END_TEST
+
+/* "sign_sharpness=inf" is parsed and accepted (-inf and nan are not); the
+ * layer and the yaad preset's block (MLP memory, inner gradient by autodiff
+ * through |e|) run and give finite outer gradients. */
+START_TEST(yaad_sign_sharpness_inf_is_accepted)
+{
+    mi_miras_config c = config_for("yaad", "matrix", 1, true);
+    ck_assert_int_eq(mi_miras_config_set(&c, "sign_sharpness=inf"), 0);
+    ck_assert(isinf(c.sign_sharpness) && c.sign_sharpness > 0);
+    mi_miras m;
+    ck_assert_msg(mi_miras_init(&m, &c) == 0, "%s", mi_error());
+    mi_rng r;
+    mi_rng_seed(&r, 18);
+    seqs s = make_seqs(&r, false, 0.8, 2.5, 1);
+    mi_tensor *y = run_layer(&c, &s, s.w0);
+    for (int64_t i = 0; i < y->numel; i++) ck_assert(isfinite(mi_get(y, i)));
+    const char *bad[] = {"sign_sharpness=-inf", "sign_sharpness=nan"};
+    for (int i = 0; i < 2; i++) {
+        mi_miras_config b = c;
+        ck_assert_int_eq(mi_miras_config_set(&b, bad[i]), 0);
+        mi_error_clear();
+        ck_assert_msg(mi_miras_init(&m, &b) == -1, "%s accepted", bad[i]);
+        ck_assert_error_has("sign_sharpness");
+        mi_error_clear();
+    }
+
+    const char *ov[] = {"sign_sharpness=inf", "gate_rank=2"};
+    mi_mixer_options o = mi_mixer_options_default(4, 2);
+    o.overrides = ov;
+    o.n_overrides = 2;
+    mi_mixer mx;
+    ck_assert_msg(mi_mixer_create(&mx, "yaad", &o, MI_F64, &r, test_scope) == 0, "%s",
+                  mi_error());
+    ck_assert(isinf(((const mi_miras_block *)mx.self)->miras.config.sign_sharpness));
+    mi_tensor *x = mi_randn(&r, MI_F64, MI_SHAPE(2, 5, 4), 0, 1);
+    mi_tensor *out = mx.forward(mx.self, x);
+    ck_assert_msg(out != NULL, "%s", mi_error());
+    ck_assert_int_eq(mi_backward(mi_sum(mi_square(out), MI_ALL, false)), 0);
+    int n;
+    const mi_named_tensor *p = mx.params(mx.self, &n);
+    for (int i = 0; i < n; i++) {
+        ck_assert_msg(p[i].tensor->grad != NULL, "%s has no gradient", p[i].name);
+        for (int64_t e = 0; e < p[i].tensor->grad->numel; e++)
+            ck_assert_msg(isfinite(mi_get(p[i].tensor->grad, e)), "%s: grad not finite",
+                          p[i].name);
+    }
+}
+END_TEST
+
 /* ------------------------------------------------------------ gradients through the layer */
 typedef struct gc_ctx {
     mi_miras m;
@@ -345,10 +532,15 @@ static int layer_fn(mi_tensor *const *in, int n, mi_tensor **out, void *ctx)
 
 START_TEST(gradcheck_through_the_layer)
 {
-    const bias_case gc[] = {{"lp", 3, false},   {"lp", 1.5, false},     {"huber", 0, false},
-                            {"huber", 0, true}, {"huber-norm", 0, false}, {"yaad", 0, false},
-                            {"yaad", 0, true},  {"robust", 0, false}};
-    for (int ci = 0; ci < 8; ci++)
+    /* yaad with a = ∞: the exact sign has derivative 0 and the switch is a
+     * comparison, so only δ and the ℓ2 branch's error carry a gradient */
+    const bias_case gc[] = {{"lp", 3, false, 0},         {"lp", 1.5, false, 0},
+                            {"huber", 0, false, 0},      {"huber", 0, true, 0},
+                            {"huber-norm", 0, false, 0}, {"yaad", 0, false, 0},
+                            {"yaad", 0, true, 0},        {"robust", 0, false, 0},
+                            {"yaad", 0, false, INFINITY}, {"yaad", 0, true, INFINITY}};
+    const int n_gc = (int)(sizeof gc / sizeof gc[0]);
+    for (int ci = 0; ci < n_gc; ci++)
         for (int chunk = 1; chunk <= 3; chunk += 2)
             for (int closed = 0; closed < 2; closed++) {
                 const bias_case *bc = &gc[ci];
@@ -356,9 +548,11 @@ START_TEST(gradcheck_through_the_layer)
                 delta_range(bc->bias, &lo, &hi);
                 mi_miras_config c = config_for(bc->bias, "matrix", chunk, closed);
                 if (bc->p) c.p = bc->p;
+                if (bc->a) c.sign_sharpness = bc->a;
                 /* Inputs away from the kinks by construction: draws are
                  * taken until the reference loop finds every switch (|e_j|
-                 * vs δ, ‖e‖ vs δ; |e_j| vs 0 for p < 2) at least 1e-3 from
+                 * vs δ, ‖e‖ vs δ; |e_j| vs 0 for p < 2 and for yaad's exact
+                 * sign on its ℓ1 side) at least 1e-3 from
                  * its kink; a finite-difference step of 1e-6 moves e by far
                  * less. The draws are seeded, so the inputs are fixed. */
                 mi_rng r;
@@ -382,8 +576,8 @@ START_TEST(gradcheck_through_the_layer)
                 int n_in = uses_delta(bc->bias) ? 7 : 6;
                 for (int i = 0; i < n_in; i++) mi_requires_grad(in[i], true);
                 mi_gradcheck_result res = mi_gradcheck(layer_fn, &g, in, n_in, NULL);
-                ck_assert_msg(res.ok, "%s p=%g channel %d chunk %d closed %d: %s", bc->bias,
-                              c.p, bc->channel, chunk, closed, res.message);
+                ck_assert_msg(res.ok, "%s p=%g a=%g channel %d chunk %d closed %d: %s", bc->bias,
+                              c.p, c.sign_sharpness, bc->channel, chunk, closed, res.message);
             }
 }
 END_TEST
@@ -447,6 +641,9 @@ Suite *make_suite(void)
     tcase_add_test(tc, closed_form_layer_equals_autodiff_layer);
     tcase_add_test(tc, matrix_update_is_the_papers);
     tcase_add_test(tc, exact_limits_are_the_papers_formulas);
+    tcase_add_test(tc, yaad_exact_sign_error_is_the_papers);
+    tcase_add_test(tc, yaad_exact_sign_error_is_the_loss_gradient);
+    tcase_add_test(tc, yaad_sign_sharpness_inf_is_accepted);
     tcase_add_test(tc, gradcheck_through_the_layer);
     tcase_add_test(tc, bad_parameters_are_reported);
     suite_add_tcase(s, tc);

@@ -2,12 +2,15 @@
  * plain-loop reference of the whole layer (projections, conv, ℓ2 norm, gates,
  * recurrence, RMSNorm, output gate, projection; single and multistep),
  * gradcheck of the block w.r.t. x and every parameter, causality, the gate
- * biases' initial levels, and bad configurations. */
+ * biases' initial levels (also of bounded gates, max·σ), the mixer's gate
+ * overrides, and bad configurations. */
 #include <string.h>
 
 #include "harness.h"
 
 enum { BT = 2, TT = 5, DM = 4, HEADS = 2, RANK = 2 };
+
+static double sigm(double z) { return 1 / (1 + exp(-z)); }
 
 /* A block config on top of the given components, gates data-dependent per
  * head at mid-range levels (so the inner loop matters in the checks). */
@@ -138,6 +141,61 @@ START_TEST(gate_biases_start_at_their_levels)
 }
 END_TEST
 
+/* Bounded gates η = max σ(b), α = 1 − max σ(b), μ = max σ(b) start at their
+ * levels: the biases by the formula (η: logit(0.05 / 0.1) = 0), and at zero
+ * gate_up the block's output equals that of the same block with the gates
+ * constant at the levels (the forward applies the max, not only the init). */
+START_TEST(bounded_gates_start_at_their_levels)
+{
+    mi_miras_block_config c = tiny_config("mlp", "l2", "l2", "momentum");
+    c.eta = (mi_gate_spec){MI_GATE_HEAD, 0.05, 0.1};
+    c.alpha = (mi_gate_spec){MI_GATE_HEAD, 0.982, 0.05};
+    c.mu = (mi_gate_spec){MI_GATE_HEAD, 0.3, 0.5};
+    mi_miras_block b;
+    make_block(&b, &c, MI_F64, 3);
+    for (int64_t h = 0; h < HEADS; h++) {
+        double be = mi_get(b.gate_bias[MI_BLOCK_ETA], h), ba = mi_get(b.gate_bias[MI_BLOCK_ALPHA], h);
+        double bm = mi_get(b.gate_bias[MI_BLOCK_MU], h);
+        ck_assert_close(be, 0, 1e-15);                       /* 0.05 / (0.1 − 0.05) = 1 */
+        ck_assert_close(ba, log(0.018 / (0.05 - 0.018)), 1e-12);
+        ck_assert_close(bm, log(0.3 / (0.5 - 0.3)), 1e-12);
+        ck_assert_close(0.1 * sigm(be), 0.05, 1e-15);
+        ck_assert_close(1 - 0.05 * sigm(ba), 0.982, 1e-12);
+        ck_assert_close(0.5 * sigm(bm), 0.3, 1e-12);
+    }
+    /* the same block with constant gates at the levels, its parameters copied */
+    mi_miras_block_config k = c;
+    k.eta = (mi_gate_spec){MI_GATE_CONST, 0.05, 0};
+    k.alpha = (mi_gate_spec){MI_GATE_CONST, 0.982, 0};
+    k.mu = (mi_gate_spec){MI_GATE_CONST, 0.3, 0};
+    mi_miras_block kb;
+    make_block(&kb, &k, MI_F64, 4);
+    for (int g = MI_BLOCK_ETA; g <= MI_BLOCK_MU; g++) {
+        ck_assert_ptr_null(kb.gate_up[g]);
+        for (int64_t e = 0; e < b.gate_up[g]->numel; e++) mi_set(b.gate_up[g], e, 0);
+    }
+    int n, nk, copied = 0;
+    const mi_named_tensor *p = mi_miras_block_params(&b, &n), *pk = mi_miras_block_params(&kb, &nk);
+    for (int i = 0; i < nk; i++)
+        for (int j = 0; j < n; j++)
+            if (!strcmp(pk[i].name, p[j].name)) {
+                ck_assert_int_eq(pk[i].tensor->numel, p[j].tensor->numel);
+                for (int64_t e = 0; e < p[j].tensor->numel; e++)
+                    mi_set(pk[i].tensor, e, mi_get(p[j].tensor, e));
+                copied++;
+            }
+    ck_assert_int_eq(copied, nk);
+    ck_assert_int_eq(n, nk + 9);  /* 3 gates × (down, up, bias) */
+    mi_tensor *x = input(5, MI_F64, BT, TT);
+    mi_tensor *y = mi_miras_block_forward(&b, x), *want = mi_miras_block_forward(&kb, x);
+    ck_assert_msg(y != NULL && want != NULL, "%s", mi_error());
+    for (int64_t i = 0; i < y->numel; i++)
+        ck_assert_msg(fabs(mi_get(y, i) - mi_get(want, i)) < 1e-12 * (1 + fabs(mi_get(want, i))),
+                      "y[%lld] = %.15g, with constant gates %.15g", (long long)i, mi_get(y, i),
+                      mi_get(want, i));
+}
+END_TEST
+
 /* ---------------------------------------------------------------- the reference
  * The whole block as plain loops over the parameters' values, for a matrix
  * memory, ℓ2 bias, ℓ2 retention with decay_first (gated DeltaNet) and GD,
@@ -149,7 +207,6 @@ enum { MAXT = 8, MAXC = 16 };
 
 static double P(const mi_tensor *t, int64_t i) { return mi_get(t, i); }
 static double silu(double z) { return z / (1 + exp(-z)); }
-static double sigm(double z) { return 1 / (1 + exp(-z)); }
 
 /* out[t][c] = SiLU(Σ_j w[c][j] (x W)[t − K + 1 + j][c]) for one batch row */
 static void ref_branch(const mi_tensor *x, int64_t bb, int64_t T, const mi_tensor *W,
@@ -195,6 +252,13 @@ static double ref_gate_pre(const mi_miras_block *b, int g, const mi_tensor *x, i
     return z;
 }
 
+/* η = max σ(z), α = 1 − max σ(z) (max 0: 1), as block.c's gates */
+static double ref_gate(const mi_gate_spec *s, bool alpha, double z)
+{
+    double m = s->max > 0 ? s->max : 1;
+    return alpha ? 1 - m * sigm(z) : m * sigm(z);
+}
+
 static void ref_block(const mi_miras_block *b, const mi_tensor *x, int64_t cp, double *y)
 {
     int64_t B = x->shape[0], T = x->shape[1], H = HEADS, hd = b->head_dim, S = b->steps;
@@ -218,8 +282,11 @@ static void ref_block(const mi_miras_block *b, const mi_tensor *x, int64_t cp, d
                         vv[j] = v[t][(s * H + h) * hd + j];
                     }
                     l2n(kk, (int)hd, eps);
-                    double eta = sigm(ref_gate_pre(b, MI_BLOCK_ETA, x, bb, T, t, s * H + h));
-                    double alpha = s == 0 ? 1 - sigm(ref_gate_pre(b, MI_BLOCK_ALPHA, x, bb, T, t, h)) : 1;
+                    double eta = ref_gate(&b->config.eta, false,
+                                          ref_gate_pre(b, MI_BLOCK_ETA, x, bb, T, t, s * H + h));
+                    double alpha = s == 0 ? ref_gate(&b->config.alpha, true,
+                                                     ref_gate_pre(b, MI_BLOCK_ALPHA, x, bb, T, t, h))
+                                          : 1;
                     if ((t * S + s) % cp == 0) {  /* a chunk starts */
                         memcpy(M0, M, sizeof M);
                         abar = 1;
@@ -261,13 +328,18 @@ static void ref_block(const mi_miras_block *b, const mi_tensor *x, int64_t cp, d
     }
 }
 
-START_TEST(block_matches_plain_loops)
+/* bounded: η = 0.1 σ(·), α = 1 − 0.05 σ(·) (Titans' θ_t = 0.1 σ(·)) */
+static void check_plain_loops(bool bounded)
 {
     for (int steps = 1; steps <= 2; steps++) {
         mi_miras_block_config c = tiny_config("matrix", "l2", "l2", steps > 1 ? "multistep" : "gd");
         c.miras.decay_first = true;
         c.miras.steps = steps;
         c.miras.chunk = steps > 1 ? 3 : 1;  /* 2 chunks of 3 tokens, 6 writes each */
+        if (bounded) {
+            c.eta = (mi_gate_spec){MI_GATE_HEAD, 0.05, 0.1};
+            c.alpha = (mi_gate_spec){MI_GATE_HEAD, 0.982, 0.05};
+        }
         mi_miras_block b;
         make_block(&b, &c, MI_F64, 11);
         ck_assert_int_eq(b.steps, steps);
@@ -282,8 +354,20 @@ START_TEST(block_matches_plain_loops)
         ref_block(&b, x, c.miras.chunk * steps, want);
         for (int i = 0; i < BT * 6 * DM; i++)
             ck_assert_msg(fabs(mi_get(y, i) - want[i]) < 1e-12 * (1 + fabs(want[i])),
-                          "steps %d: y[%d] = %.15g, want %.15g", steps, i, mi_get(y, i), want[i]);
+                          "%ssteps %d: y[%d] = %.15g, want %.15g", bounded ? "bounded gates, " : "",
+                          steps, i, mi_get(y, i), want[i]);
     }
+}
+
+START_TEST(block_matches_plain_loops)
+{
+    check_plain_loops(false);
+}
+END_TEST
+
+START_TEST(bounded_gates_match_plain_loops)
+{
+    check_plain_loops(true);
 }
 END_TEST
 
@@ -356,6 +440,24 @@ START_TEST(gradcheck_channel_gates)
 }
 END_TEST
 
+/* Bounded gates η = max σ, α = 1 − max σ, μ = max σ, each max < 1, per head
+ * and per channel; and Titans' η = 0.1 σ(·) on the deep memory. */
+START_TEST(gradcheck_bounded_gates)
+{
+    mi_miras_block_config c = tiny_config("matrix", "l2", "l2", "momentum");
+    c.eta.max = 0.8;    /* level 0.5: σ = 0.625 */
+    c.alpha.max = 0.3;  /* level 0.9: σ = 1/3 */
+    c.mu.max = 0.7;     /* level 0.6: σ = 6/7 */
+    gradcheck_block("matrix/l2/l2/momentum, bounded eta, alpha, mu", &c, 1, 4);
+    c.eta.kind = c.alpha.kind = c.mu.kind = MI_GATE_CHANNEL;
+    gradcheck_block("matrix/l2/l2/momentum, bounded channel-wise eta, alpha, mu", &c, 1, 4);
+    c = tiny_config("mlp", "l2", "l2", "momentum");
+    c.eta = (mi_gate_spec){MI_GATE_HEAD, 0.05, 0.1};
+    c.alpha.max = 0.3;
+    gradcheck_block("mlp/l2/l2/momentum, eta = 0.1 sigmoid", &c, 1, 4);
+}
+END_TEST
+
 /* DeltaProduct-like (2 writes per token) and HGRN2-like (k = 1 − α, a
  * constant η, channel-wise α). */
 START_TEST(gradcheck_multistep_and_hgrn2)
@@ -365,8 +467,8 @@ START_TEST(gradcheck_multistep_and_hgrn2)
     c.miras.steps = 2;
     gradcheck_block("matrix/l2/l2/multistep(2)", &c, 1, 4);
     c = tiny_config("matrix", "dot", "l2", "gd");
-    c.eta = (mi_gate_spec){MI_GATE_CONST, 1};
-    c.alpha = (mi_gate_spec){MI_GATE_CHANNEL, 0.9};
+    c.eta = (mi_gate_spec){MI_GATE_CONST, 1, 0};
+    c.alpha = (mi_gate_spec){MI_GATE_CHANNEL, 0.9, 0};
     c.key_is_one_minus_alpha = true;
     mi_miras_block b;
     make_block(&b, &c, MI_F64, 1);
@@ -442,6 +544,66 @@ START_TEST(presets_build_blocks)
 }
 END_TEST
 
+/* The mixer's overrides "eta_max", "alpha_max", "mu_max" set the gates'
+ * ranges, before or after the level ("eta=…" keeps the max); bad values are
+ * reported with the key, unreachable levels by the block. */
+START_TEST(mixer_overrides_set_gate_ranges)
+{
+    mi_mixer_options o = mi_mixer_options_default(DM, HEADS);
+    const char *ov[] = {"gate_rank=2", "eta_max=0.1", "eta=0.05", "alpha=0.982",
+                        "alpha_max=0.05", "mu=head:0.3", "mu_max=0.5"};
+    o.overrides = ov;
+    o.n_overrides = 7;
+    mi_mixer m;
+    mi_rng r;
+    mi_rng_seed(&r, 1);
+    ck_assert_msg(mi_mixer_create(&m, "titans", &o, MI_F64, &r, test_scope) == 0, "%s", mi_error());
+    const mi_miras_block *b = m.self;
+    ck_assert(b->config.eta.kind == MI_GATE_HEAD && b->config.eta.value == 0.05 &&
+              b->config.eta.max == 0.1);
+    ck_assert(b->config.alpha.kind == MI_GATE_HEAD && b->config.alpha.value == 0.982 &&
+              b->config.alpha.max == 0.05);
+    ck_assert(b->config.mu.kind == MI_GATE_HEAD && b->config.mu.value == 0.3 &&
+              b->config.mu.max == 0.5);
+    ck_assert(b->config.delta.max == 0);
+    for (int64_t h = 0; h < HEADS; h++) {
+        ck_assert_close(mi_get(b->gate_bias[MI_BLOCK_ETA], h), 0, 1e-15);
+        ck_assert_close(1 - 0.05 * sigm(mi_get(b->gate_bias[MI_BLOCK_ALPHA], h)), 0.982, 1e-12);
+        ck_assert_close(0.5 * sigm(mi_get(b->gate_bias[MI_BLOCK_MU], h)), 0.3, 1e-12);
+    }
+    mi_tensor *y = m.forward(m.self, input(2, MI_F64, 1, 3));
+    ck_assert_msg(y != NULL, "%s", mi_error());
+    for (int64_t e = 0; e < y->numel; e++) ck_assert(isfinite(mi_get(y, e)));
+    /* a max alone keeps the preset's level (titans: η 0.02) */
+    o.overrides = ov + 1;
+    o.n_overrides = 1;
+    ck_assert_msg(mi_mixer_create(&m, "titans", &o, MI_F64, &r, test_scope) == 0, "%s", mi_error());
+    b = m.self;
+    ck_assert(b->config.eta.max == 0.1 && b->config.eta.value == 0.02);
+    ck_assert(b->config.alpha.max == 0 && b->config.mu.max == 0);
+    ck_assert_close(0.1 * sigm(mi_get(b->gate_bias[MI_BLOCK_ETA], 0)), 0.02, 1e-15);
+
+    const struct { const char *ov, *needle; } bad[] = {
+        {"eta_max=abc", "override eta_max: 'abc' is not a number"},
+        {"alpha_max=", "override alpha_max: '' is not a number"},
+        {"mu_max=0.5x", "override mu_max: '0.5x' is not a number"},
+        {"eta_max=1.5", "gate eta: max 1.5 must be in (0, 1]"},
+        {"eta_max=0.01", "gate eta starts at 0.02"},       /* titans' η is out of reach */
+        {"alpha_max=0.001", "gate alpha starts at 0.998"},  /* α > 0.999 needed */
+        {"delta_max=0.5", "unknown key 'delta_max'"},
+    };
+    for (int i = 0; i < 7; i++) {
+        o.overrides = &bad[i].ov;
+        o.n_overrides = 1;
+        mi_error_clear();
+        ck_assert_msg(mi_mixer_create(&m, "titans", &o, MI_F64, &r, test_scope) == -1,
+                      "%s accepted", bad[i].ov);
+        ck_assert_error_has(bad[i].needle);
+    }
+    mi_error_clear();
+}
+END_TEST
+
 /* ---------------------------------------------------------------- errors */
 
 static void expect_init_error(mi_miras_block_config c, const char *needle)
@@ -483,6 +645,39 @@ START_TEST(bad_configurations_are_reported)
     c = tiny_config("matrix", "l2", "l2", "gd");
     c.alpha.value = 1.5;
     expect_init_error(c, "gate alpha starts at 1.5");
+    /* bounded gates: the max in (0, 1], on η, α, μ only, the level within reach */
+    c = tiny_config("matrix", "l2", "l2", "gd");
+    c.eta.max = 1.5;
+    expect_init_error(c, "gate eta: max 1.5 must be in (0, 1]");
+    c.eta.max = -0.1;
+    expect_init_error(c, "gate eta: max -0.1 must be in (0, 1]");
+    c.eta.max = NAN;
+    expect_init_error(c, "gate eta: max nan must be in (0, 1]");
+    c = tiny_config("matrix", "l2", "l2", "momentum");
+    c.mu.max = 2;
+    expect_init_error(c, "gate mu: max 2 must be in (0, 1]");
+    c = tiny_config("matrix", "yaad", "l2", "gd");
+    c.delta.max = 0.5;
+    expect_init_error(c, "gate delta: max 0.5 must be in (0, 1] and only eta, alpha, mu have one");
+    c = tiny_config("matrix", "l2", "l2", "gd");
+    c.eta = (mi_gate_spec){MI_GATE_HEAD, 0.2, 0.1};
+    expect_init_error(c, "gate eta starts at 0.2, which its activation cannot reach "
+                         "(0.1 sigmoid: in (0, 0.1))");
+    c.eta.value = 0.1;  /* the bound itself is out of reach too */
+    expect_init_error(c, "gate eta starts at 0.1");
+    c = tiny_config("matrix", "l2", "l2", "gd");
+    c.alpha = (mi_gate_spec){MI_GATE_HEAD, 0.9, 0.05};
+    expect_init_error(c, "gate alpha starts at 0.9, which its activation cannot reach "
+                         "(1 - 0.05 sigmoid: in (0.95, 1))");
+    c = tiny_config("matrix", "l2", "l2", "momentum");
+    c.mu = (mi_gate_spec){MI_GATE_HEAD, 0.6, 0.5};
+    expect_init_error(c, "gate mu starts at 0.6");
+    /* max = 1 is the unbounded gate; a level just inside the bound is accepted */
+    c = tiny_config("matrix", "l2", "l2", "momentum");
+    c.eta = (mi_gate_spec){MI_GATE_HEAD, 0.099, 0.1};
+    c.alpha = (mi_gate_spec){MI_GATE_HEAD, 0.951, 0.05};
+    c.mu.max = 1;
+    make_block(&b, &c, MI_F64, 1);
     c = tiny_config("matrix", "l2", "l2", "multistep");
     c.key_is_one_minus_alpha = true;
     expect_init_error(c, "key_is_one_minus_alpha (HGRN2) needs one write per token");
@@ -516,14 +711,18 @@ Suite *make_suite(void)
     tcase_add_test(tc, shapes_for_each_memory_kind);
     tcase_add_test(tc, parameters_are_listed_and_deterministic);
     tcase_add_test(tc, gate_biases_start_at_their_levels);
+    tcase_add_test(tc, bounded_gates_start_at_their_levels);
     tcase_add_test(tc, block_matches_plain_loops);
+    tcase_add_test(tc, bounded_gates_match_plain_loops);
     tcase_add_test(tc, gradcheck_gated_deltanet_like);
     tcase_add_test(tc, gradcheck_titans_like);
     tcase_add_test(tc, gradcheck_yaad_with_delta);
     tcase_add_test(tc, gradcheck_channel_gates);
+    tcase_add_test(tc, gradcheck_bounded_gates);
     tcase_add_test(tc, gradcheck_multistep_and_hgrn2);
     tcase_add_test(tc, output_at_t_ignores_later_inputs);
     tcase_add_test(tc, presets_build_blocks);
+    tcase_add_test(tc, mixer_overrides_set_gate_ranges);
     tcase_add_test(tc, bad_configurations_are_reported);
     suite_add_tcase(s, tc);
     return s;

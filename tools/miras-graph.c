@@ -86,7 +86,7 @@ static int write_graph(FILE *f, mi_miras *m, const mi_preset *preset, int64_t to
     }
     mi_tensor *g[4];
     for (int j = 0; j < 4; j++) {
-        if (spec[j].kind == MI_GATE_UNUSED) spec[j] = (mi_gate_spec){MI_GATE_HEAD, level[j]};
+        if (spec[j].kind == MI_GATE_UNUSED) spec[j] = (mi_gate_spec){MI_GATE_HEAD, level[j], 0};
         int rank = spec[j].kind == MI_GATE_CHANNEL ? 3 : 2;
         g[j] = input(&rng, name[j], rank, (int64_t[]){n, positions, dim}, 0, spec[j].value,
                      spec[j].kind != MI_GATE_CONST);

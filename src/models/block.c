@@ -10,7 +10,9 @@
  *     depthwise-separable convolution after each of the query, key and
  *     value projections"; ℓ2norm per head over hd (mi_l2_normalize)
  *   g_t = act((x_t D_g) U_g + b_g)           low rank D → r → H (HEAD) or H·hd (CHANNEL)
- *     η_t = σ(·) ∈ (0,1)   α_t = 1 − σ(·) (the kept fraction)   μ_t = σ(·)
+ *     η_t = η_max σ(·) ∈ (0, η_max)   α_t = 1 − α_max σ(·) (the kept fraction)
+ *     μ_t = μ_max σ(·)    (the maxima are the specs' max, 1 unless set: a bounded
+ *     inner rate, as Titans' θ_t = 0.1·σ(·), keeps the deep memories stable)
  *     δ_t = softplus(·) > 0     (MIRAS "Channel-wise Parameters", RWKV-7's low rank)
  *   o   = mi_miras_forward(q, k, v, gates, W_0) over N = B·H sequences
  *   y   = (RMSNorm(o) ⊙ w_norm ⊙ SiLU(x W_g)) W_out
@@ -49,14 +51,14 @@ mi_miras_block_config mi_miras_block_config_default(int64_t d_model, int64_t hea
         .d_model = d_model, .heads = heads, .head_dim = 0, .conv_kernel = 4, .gate_rank = 32,
         .qk_eps = 1e-6, .norm_eps = 1e-6, .out_scale = 1,
         .miras = miras ? *miras : mi_miras_config_default(),
-        .eta = {MI_GATE_HEAD, 0.02},
+        .eta = {MI_GATE_HEAD, 0.02, 0},
     };
     const mi_retention_kind *ret = mi_retention_find(c.miras.retention);
     const mi_bias_kind *bias = mi_bias_find(c.miras.bias);
-    if (ret && ret->uses_alpha) c.alpha = (mi_gate_spec){MI_GATE_HEAD, 0.998};
+    if (ret && ret->uses_alpha) c.alpha = (mi_gate_spec){MI_GATE_HEAD, 0.998, 0};
     if (c.miras.algorithm && !strcmp(c.miras.algorithm, "momentum"))
-        c.mu = (mi_gate_spec){MI_GATE_HEAD, 0.9};
-    if (bias && bias->needs_delta) c.delta = (mi_gate_spec){MI_GATE_HEAD, 1.0};
+        c.mu = (mi_gate_spec){MI_GATE_HEAD, 0.9, 0};
+    if (bias && bias->needs_delta) c.delta = (mi_gate_spec){MI_GATE_HEAD, 1.0, 0};
     return c;
 }
 
@@ -98,6 +100,12 @@ static void gates_needed(const mi_miras *m, const mi_miras_block_config *c, bool
     need[MI_BLOCK_DELTA] = m->bias->needs_delta;
 }
 
+/* A gate's range: max·σ(z) (α: 1 − max·σ(z)); an unset max is 1. */
+static double gate_max(mi_gate_spec s)
+{
+    return s.max > 0 ? s.max : 1;
+}
+
 static int check_gate(const mi_miras *m, int i, mi_gate_spec s)
 {
     const char *g = gate_names[i];
@@ -115,12 +123,24 @@ static int check_gate(const mi_miras *m, int i, mi_gate_spec s)
                      m->memory->name, g);
         return -1;
     }
+    if (s.kind == MI_GATE_CONST && s.max != 0)
+        return mi_error_set("miras block: gate %s: a constant has no max (got %g)", g, s.max), -1;
     if (s.kind == MI_GATE_CONST) return isfinite(s.value) ? 0 : (mi_error_set("miras block: "
                                      "gate %s: constant %g is not finite", g, s.value), -1);
-    bool ok = i == MI_BLOCK_DELTA ? s.value > 0 : s.value > 0 && s.value < 1;
+    double top = gate_max(s);
+    if (!(s.max >= 0 && s.max <= 1) || (s.max > 0 && i == MI_BLOCK_DELTA))
+        return mi_error_set("miras block: gate %s: max %g must be in (0, 1]%s", g, s.max,
+                            i == MI_BLOCK_DELTA ? " and only eta, alpha, mu have one" : ""), -1;
+    bool ok = i == MI_BLOCK_DELTA ? s.value > 0
+            : i == MI_BLOCK_ALPHA ? s.value > 1 - top && s.value < 1
+                                  : s.value > 0 && s.value < top;
     if (!ok) {
+        char range[64];
+        if (i == MI_BLOCK_DELTA) snprintf(range, sizeof range, "softplus: > 0");
+        else if (i == MI_BLOCK_ALPHA) snprintf(range, sizeof range, "1 - %g sigmoid: in (%g, 1)", top, 1 - top);
+        else snprintf(range, sizeof range, "%g sigmoid: in (0, %g)", top, top);
         mi_error_set("miras block: gate %s starts at %g, which its activation cannot reach "
-                     "(%s)", g, s.value, i == MI_BLOCK_DELTA ? "softplus: > 0" : "in (0, 1)");
+                     "(%s)", g, s.value, range);
         return -1;
     }
     return 0;
@@ -173,12 +193,13 @@ static mi_tensor *conv_init(mi_rng *rng, mi_dtype dt, int64_t channels, int k)
 }
 
 /* The pre-activation at which each gate's activation gives `level`. */
-static double gate_bias_level(int i, double level)
+static double gate_bias_level(int i, mi_gate_spec s)
 {
+    double m = gate_max(s), level = s.value;
     switch (i) {
-    case MI_BLOCK_ALPHA: return log((1 - level) / level);  /* 1 − σ(z) = level */
-    case MI_BLOCK_DELTA: return log(expm1(level));         /* softplus(z) = level */
-    default: return log(level / (1 - level));              /* σ(z) = level */
+    case MI_BLOCK_ALPHA: return log((1 - level) / (m - (1 - level))); /* 1 − m σ(z) = level */
+    case MI_BLOCK_DELTA: return log(expm1(level));                    /* softplus(z) = level */
+    default: return log(level / (m - level));                         /* m σ(z) = level */
     }
 }
 
@@ -268,7 +289,7 @@ int mi_miras_block_init(mi_miras_block *b, const mi_miras_block_config *c, mi_dt
         b->gate_up[i] = param(b, names[i][1],
                               mi_randn(rng, dt, MI_SHAPE(r, width), 0, 0.1 / sqrt((double)r)));
         b->gate_bias[i] = param(b, names[i][2],
-                                mi_full(dt, MI_SHAPE(width), gate_bias_level(i, s.value)));
+                                mi_full(dt, MI_SHAPE(width), gate_bias_level(i, s)));
         if (!b->gate_down[i] || !b->gate_up[i] || !b->gate_bias[i]) rc = -1;
     }
     if (rc == 0) {
@@ -330,9 +351,12 @@ static mi_tensor *gate(const mi_miras_block *b, int i, mi_gate_spec s, mi_tensor
     if (s.kind == MI_GATE_CONST) return mi_full(x->dtype, MI_SHAPE(B * H, T * S_g), s.value);
     mi_tensor *pre = mi_add(mi_matmul(mi_matmul(x, b->gate_down[i]), b->gate_up[i]),
                             b->gate_bias[i]);
-    mi_tensor *g = i == MI_BLOCK_ALPHA ? mi_sigmoid(mi_neg(pre))  /* α = 1 − σ(z) = σ(−z) */
-                 : i == MI_BLOCK_DELTA ? mi_softplus(pre)
-                                       : mi_sigmoid(pre);
+    double m = gate_max(s);
+    mi_tensor *g;
+    if (i == MI_BLOCK_DELTA) g = mi_softplus(pre);
+    else if (i != MI_BLOCK_ALPHA) g = m == 1 ? mi_sigmoid(pre) : mi_mul_scalar(mi_sigmoid(pre), m);
+    else if (m == 1) g = mi_sigmoid(mi_neg(pre));                    /* α = 1 − σ(z) = σ(−z) */
+    else g = mi_add_scalar(mi_mul_scalar(mi_sigmoid(pre), -m), 1.0); /* α = 1 − m σ(z) */
     bool channel = s.kind == MI_GATE_CHANNEL;
     return to_heads(g, B, T, S_g, H, channel ? hd : 1, channel);
 }

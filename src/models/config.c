@@ -9,7 +9,7 @@ mi_miras_config mi_miras_config_default(void)
 {
     return (mi_miras_config){
         .memory = "matrix", .mlp_depth = 2, .mlp_expansion = 4, .slots = 64, .slot_norm = true,
-        .bias = "l2", .p = 3, .sign_sharpness = 100, .abs_eps = 1e-6, .robust_delta = 0.1,
+        .bias = "l2", .p = 3, .sign_sharpness = 1, .abs_eps = 1e-6, .robust_delta = 0.1,
         .retention = "l2", .q = 4, .lq_form = MI_LQ_SPEC, .kl_scale = 1, .l1_gamma = 1e-3,
         .algorithm = "gd", .steps = 2, .chunk = 1, .closed_form = true,
     };

@@ -8,7 +8,8 @@
  *      mi_miras_block_config_default's spec (η 0.02, α 0.998, μ 0.9, δ 1);
  *   3. block keys, in order: gate_rank, conv_kernel, qk_eps, and gate specs
  *      "eta=0.5" (the initial level; an UNUSED gate becomes HEAD),
- *      "eta=head:0.5", "eta=channel:0.5", "eta=const:1" (also alpha, mu, delta). */
+ *      "eta=head:0.5", "eta=channel:0.5", "eta=const:1" (also alpha, mu, delta),
+ *      and the ranges "eta_max=0.1", "alpha_max", "mu_max" (see block.c). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,7 +76,7 @@ static int gate_spec(const char *key, const char *val, mi_gate_spec *g)
         }
     double v;
     if (number(key, val, &v) != 0) return -1;
-    *g = (mi_gate_spec){kind, v};
+    *g = (mi_gate_spec){kind, v, g->max};
     return 0;
 }
 
@@ -94,8 +95,8 @@ static int split(const char *kv, char key[64], const char **val)
 static bool is_block_key(const char *key)
 {
     static const char *const keys[] = {"gate_rank", "conv_kernel", "qk_eps", "eta", "alpha",
-                                       "mu", "delta"};
-    for (int i = 0; i < 7; i++)
+                                       "mu", "delta", "eta_max", "alpha_max", "mu_max"};
+    for (int i = 0; i < 10; i++)
         if (!strcmp(key, keys[i])) return true;
     return false;
 }
@@ -105,6 +106,10 @@ static int block_key(mi_miras_block_config *c, const char *key, const char *val)
     if (!strcmp(key, "gate_rank")) return whole(key, val, &c->gate_rank);
     if (!strcmp(key, "conv_kernel")) return whole(key, val, &c->conv_kernel);
     if (!strcmp(key, "qk_eps")) return number(key, val, &c->qk_eps);
+    if (strstr(key, "_max")) {
+        mi_gate_spec *g = key[0] == 'e' ? &c->eta : key[0] == 'a' ? &c->alpha : &c->mu;
+        return number(key, val, &g->max);
+    }
     mi_gate_spec *g = !strcmp(key, "eta") ? &c->eta : !strcmp(key, "alpha") ? &c->alpha
                     : !strcmp(key, "mu") ? &c->mu : &c->delta;
     return gate_spec(key, val, g);

@@ -43,7 +43,7 @@ typedef struct mi_miras_config {
     /* attentional bias */
     const char *bias;        /* "dot" | "l2" | "lp" | "huber" | "huber-norm" | "yaad" | "robust" */
     double p;                /* lp: the exponent (default 3) */
-    double sign_sharpness;   /* lp/yaad: Sign(x) ≈ tanh(a·x), a (default 100) */
+    double sign_sharpness;   /* yaad: Sign(x) ≈ tanh(a·x), a (default 1; inf: exact sign) */
     double abs_eps;          /* lp: |x| ≈ √(x² + ε), ε (default 1e-6) */
     double robust_delta;     /* robust: the radius Δ of value shifts (default 0.1) */
     /* retention gate */
@@ -222,7 +222,9 @@ typedef enum mi_gate_kind {
 
 typedef struct mi_gate_spec {
     mi_gate_kind kind;
-    double value;     /* CONST: the value; otherwise the initial level (see DESIGN §5) */
+    double value;     /* CONST: the value; otherwise the initial level */
+    double max;       /* the range of a data-dependent η or μ, max·σ(z), and of α's decay,
+                       * α = 1 − max·σ(z); 0 means 1 (δ = softplus(z) has none) */
 } mi_gate_spec;
 
 typedef struct mi_preset {

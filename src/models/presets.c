@@ -51,16 +51,16 @@
     {                                                                                       \
         .memory = mem, .mlp_depth = 2, .mlp_expansion = 4, .slots = 64, .slot_norm = true,  \
         .bias = bias_, .p = 3,                                                              \
-        .sign_sharpness = 100, .abs_eps = 1e-6, .robust_delta = 0.1, .retention = ret,      \
+        .sign_sharpness = 1, .abs_eps = 1e-6, .robust_delta = 0.1, .retention = ret,      \
         .q = 4, .lq_form = MI_LQ_SPEC, .kl_scale = 1, .l1_gamma = 1e-3,                     \
         .decay_first = decay_first_, .algorithm = algo, .steps = steps_, .chunk = 1,        \
         .closed_form = true,                                                                \
     }
 
-#define CONST(x) {MI_GATE_CONST, (x)}
-#define HEAD(x) {MI_GATE_HEAD, (x)}
-#define CHANNEL(x) {MI_GATE_CHANNEL, (x)}
-#define UNUSED {MI_GATE_UNUSED, 0}
+#define CONST(x) {MI_GATE_CONST, (x), 0}
+#define HEAD(x) {MI_GATE_HEAD, (x), 0}
+#define CHANNEL(x) {MI_GATE_CHANNEL, (x), 0}
+#define UNUSED {MI_GATE_UNUSED, 0, 0}
 
 #define LR_DEEP 0.02     /* deep memories' inner learning rate (DESIGN §5) */
 #define KEEP 0.998       /* kept fraction α, i.e. decay 0.002 (DESIGN §5) */
