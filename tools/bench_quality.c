@@ -1,5 +1,5 @@
 /* miras-bench quality: how well each model learns at a fixed budget with
- * fixed seeds (BENCH.md "quality"). Every case is a real miras-train run,
+ * fixed seeds (docs/bench.md "quality"). Every case is a real miras-train run,
  * one after another, in a child process:
  *
  *   miras-train <the suite's arguments> --model VARIANT [--set ...] --out DIR/<suite>-<variant>
@@ -69,7 +69,7 @@ typedef struct quality_suite {
 } quality_suite;
 
 static const quality_suite suites[] = {
-    /* BENCH.md's lm: the `train` model at 200 steps; chunk 16 for every MIRAS block */
+    /* the `train` benchmark's model at 200 steps; chunk 16 for every MIRAS block */
     {"lm", {"--task", "lm", "--d-model", "128", "--layers", "4", "--heads", "4",
             "--seq-len", "256", "--batch", "16", "--steps", "200", "--lr", "1e-3",
             "--warmup", "20", "--clip", "1", "--eval-every", "200", "--eval-batches", "20",
@@ -103,12 +103,64 @@ static const quality_suite suites[] = {
                   "--seed", "1", "--threads", "1"},
      "val_loss", "README.md", "gated-deltanet", NULL, 4.0,
      {{"@miras", "chunk=16", 0}}},
+    /* ---- the MIRAS ablations and baseline comparisons at toy scale (docs/experiments.md;
+     * tools/experiments.sh runs them all). Every run is one thread; the three task configs: */
+#define TOY_LM "--task", "lm", "--d-model", "32", "--layers", "2", "--heads", "2", \
+    "--seq-len", "64", "--batch", "8", "--steps", "300", "--lr", "3e-3", "--warmup", "30", \
+    "--clip", "1", "--eval-every", "300", "--eval-batches", "32", "--seed", "1", "--threads", "1"
+#define TOY_NIAH "--task", "niah", "--seq-len", "176", "--d-model", "32", "--layers", "2", \
+    "--heads", "2", "--batch", "16", "--steps", "300", "--lr", "3e-3", "--warmup", "30", \
+    "--clip", "1", "--eval-every", "300", "--eval-batches", "16", "--seed", "1", "--threads", "1"
+#define TOY_CAPACITY "--task", "capacity", "--vocab", "64", "--d-model", "32", "--layers", "2", \
+    "--heads", "2", "--batch", "32", "--steps", "600", "--lr", "1e-2", "--eval-every", "600", \
+    "--eval-batches", "16", "--seed", "1", "--threads", "1"
+#define BASELINE_VARIANTS "attention,mamba2,gated-deltanet,titans,yaad,moneta,memora"
+    /* effect of p in Moneta's lp attentional bias (p = 1: the smooth |e|, eps 1e-6) on the byte LM */
+    {"ablation-p", {TOY_LM}, "val_loss", DATA_TEXT,
+     "moneta+p=1,moneta+p=1.5,moneta+p=2,moneta+p=3,moneta+p=4", "moneta+p=2", 0,
+     {{"@miras", "chunk=16", 0}}},
+    /* effect of q in Moneta's lq retention (q = 2: no normalisation) on the byte LM */
+    {"ablation-q", {TOY_LM}, "val_loss", DATA_TEXT,
+     "moneta+q=2,moneta+q=3,moneta+q=4,moneta+q=8", "moneta+q=2", 0,
+     {{"@miras", "chunk=16", 0}}},
+    /* deep (MLP, depth 1-3) vs linear (matrix) memory in Titans on the byte LM */
+    {"ablation-memory", {TOY_LM}, "val_loss", DATA_TEXT,
+     "titans+memory=matrix,titans+memory.depth=1,titans+memory.depth=2,titans+memory.depth=3",
+     "titans+memory=matrix", 0, {{"@miras", "chunk=16", 0}}},
+    /* Titans with and without momentum (the surprise S) on the byte LM */
+    {"ablation-momentum", {TOY_LM}, "val_loss", DATA_TEXT,
+     "titans+algorithm=gd,titans+algorithm=momentum", "titans+algorithm=gd", 0,
+     {{"@miras", "chunk=16", 0}}},
+    /* byte LM: MIRAS models vs a Transformer (attention) and a Mamba-style linear RNN */
+    {"baseline-lm", {TOY_LM}, "val_loss", DATA_TEXT, BASELINE_VARIANTS, "attention", 0,
+     {{"@miras", "chunk=16", 0}}},
+    /* needle in a haystack, 7-digit pass key in noise sentences (accuracy: answer bytes, teacher-forced) */
+    {"baseline-niah-passkey", {TOY_NIAH, "--niah", "passkey"}, "val_acc", NULL, BASELINE_VARIANTS,
+     "attention", 0, {{"@miras", "chunk=16", 0}}},
+    /* needle in a haystack, a word (of 32) in noise sentences; the cheaper variants only */
+    {"baseline-niah-word", {TOY_NIAH, "--niah", "word"}, "val_acc", NULL,
+     "attention,mamba2,gated-deltanet,titans,yaad", "attention", 0, {{"@miras", "chunk=16", 0}}},
+    /* needle in a haystack, pass key in a window of real text; the cheaper variants only */
+    {"baseline-niah-text", {TOY_NIAH, "--niah", "text"}, "val_acc", DATA_TEXT,
+     "attention,mamba2,gated-deltanet,titans,yaad", "attention", 0, {{"@miras", "chunk=16", 0}}},
+    /* memory capacity: N = 2, 4, 8 random pairs stored, then all queried (state size fixed) */
+    {"baseline-capacity-2", {TOY_CAPACITY, "--pairs", "2"}, "val_acc", NULL, BASELINE_VARIANTS,
+     "attention", 0, {{"@miras", "chunk=8", 0}}},
+    {"baseline-capacity-4", {TOY_CAPACITY, "--pairs", "4"}, "val_acc", NULL, BASELINE_VARIANTS,
+     "attention", 0, {{"@miras", "chunk=8", 0}}},
+    {"baseline-capacity-8", {TOY_CAPACITY, "--pairs", "8"}, "val_acc", NULL, BASELINE_VARIANTS,
+     "attention", 0, {{"@miras", "chunk=8", 0}}},
 };
 #define N_SUITES ((int)(sizeof suites / sizeof suites[0]))
 
 /* --suite names that stand for several suites. */
 static const struct { const char *name, *suites; } aliases[] = {
     {"quick", "quick-mqar,quick-lm"},
+    {"ablations", "ablation-p,ablation-q,ablation-memory,ablation-momentum"},
+    {"baseline-niah", "baseline-niah-passkey,baseline-niah-word,baseline-niah-text"},
+    {"baseline-capacity", "baseline-capacity-2,baseline-capacity-4,baseline-capacity-8"},
+    {"baselines", "baseline-lm,baseline-niah,baseline-capacity"},
+    {"experiments", "ablations,baselines"},
 };
 #define N_ALIASES ((int)(sizeof aliases / sizeof aliases[0]))
 #define DEFAULT_SUITES "lm,mqar"
@@ -118,7 +170,7 @@ static const struct { const char *name, *suites; } aliases[] = {
 
 #define MAX_CASES 512
 #define MAX_VARIANTS 64
-#define NAME_MAX_LEN 64
+#define NAME_MAX_LEN 96
 #define PATH_LEN 4096
 
 static bool lower_is_better(const char *metric) { return strcmp(metric, "val_acc") != 0; }
@@ -246,35 +298,104 @@ static const char *find_checkout_file(const char *path, char *buf, size_t n)
     return first_readable(cands, 2, buf, n);
 }
 
-/* ================================================================ variants */
+/* ================================================================ variants
+ * A variant is a mixer spec (what miras-train's --model takes: titans,
+ * swa:32, samba:gated-deltanet) optionally followed by its own overrides,
+ * each `+KEY=VALUE`: `moneta+p=2+q=4`, `titans+algorithm=gd`. No mixer spec
+ * holds a '+', so the spec is the part before the first one; each override
+ * becomes a --set KEY=VALUE of that case only. A '+' that is not followed by
+ * KEY= (as in eta=1e+3) belongs to the value before it. */
+
+/* The mixer spec of variant v (the part before the first '+') into buf. */
+static const char *variant_spec(const char *v, char *buf, size_t n)
+{
+    snprintf(buf, n, "%.*s", (int)strcspn(v, "+"), v);
+    return buf;
+}
+
+static bool is_key_char(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           c == '_' || c == '.';
+}
+
+/* Whether p (just after a '+') starts an override: KEY= with KEY of [A-Za-z0-9_.]. */
+static bool starts_override(const char *p)
+{
+    size_t k = 0;
+    while (is_key_char(p[k])) k++;
+    return k > 0 && p[k] == '=';
+}
+
+/* The next override of a variant: *at points into v (initially v itself);
+ * copies "KEY=VALUE" into buf and advances; false when there is none left. */
+static bool next_override(const char **at, char *buf, size_t n)
+{
+    const char *p = *at;
+    while (*p && !(*p == '+' && starts_override(p + 1))) p++;
+    if (!*p) return *at = p, false;
+    const char *q = ++p;
+    while (*q && !(*q == '+' && starts_override(q + 1))) q++;
+    snprintf(buf, n, "%.*s", (int)(q - p), p);
+    *at = q;
+    return true;
+}
+
+/* The value variant v's own overrides give KEY (the last one wins); NULL: none. */
+static const char *variant_override(const char *v, const char *key, char *buf, size_t n)
+{
+    const char *at = v, *found = NULL;
+    char kv[NAME_MAX_LEN];
+    size_t len = strlen(key);
+    while (next_override(&at, kv, sizeof kv))
+        if (!strncmp(kv, key, len) && kv[len] == '=') {
+            snprintf(buf, n, "%s", kv + len + 1);
+            found = buf;
+        }
+    return found;
+}
 
 /* The preset under a "samba:<preset>[:W]" spec; NULL when there is none. */
-static const mi_preset *samba_preset(const char *v)
+static const mi_preset *samba_preset(const char *spec)
 {
-    if (strncmp(v, "samba:", 6) != 0) return NULL;
+    if (strncmp(spec, "samba:", 6) != 0) return NULL;
     char name[NAME_MAX_LEN];
-    snprintf(name, sizeof name, "%.*s", (int)strcspn(v + 6, ":"), v + 6);
+    snprintf(name, sizeof name, "%.*s", (int)strcspn(spec + 6, ":+"), spec + 6);
     return mi_preset_find(name);
 }
 
-/* The MIRAS preset a variant runs (itself, or samba's); NULL for the others. */
+/* The MIRAS preset a variant runs (its spec, or samba's); NULL for the others. */
 static const mi_preset *variant_preset(const char *v)
 {
-    const mi_preset *p = mi_preset_find(v);
-    return p ? p : samba_preset(v);
+    char spec[NAME_MAX_LEN];
+    variant_spec(v, spec, sizeof spec);
+    const mi_preset *p = mi_preset_find(spec);
+    return p ? p : samba_preset(spec);
 }
 
+/* Whether variant v runs an MLP memory: its preset's, unless its own memory= says otherwise. */
+static bool variant_mlp(const char *v)
+{
+    char mem[NAME_MAX_LEN];
+    const mi_preset *p = variant_preset(v);
+    if (!p) return false;
+    const char *own = variant_override(v, "memory", mem, sizeof mem);
+    return !strcmp(own ? own : p->config.memory, "mlp");
+}
+
+/* A rule's match: "*", "@miras", "@mlp" (the memory the variant really runs),
+ * or a name: the whole variant or its mixer spec (titans matches titans+p=2). */
 static bool rule_matches(const char *match, const char *v)
 {
+    char spec[NAME_MAX_LEN];
     if (!strcmp(match, "*")) return true;
     if (!strcmp(match, "@miras")) return variant_preset(v) != NULL;
-    if (!strcmp(match, "@mlp"))
-        return variant_preset(v) && !strcmp(variant_preset(v)->config.memory, "mlp");
-    return !strcmp(match, v);
+    if (!strcmp(match, "@mlp")) return variant_mlp(v);
+    return !strcmp(match, v) || !strcmp(match, variant_spec(v, spec, sizeof spec));
 }
 
-/* Whether v is a spec miras-train's --model takes; else a message. */
-static bool variant_valid(const char *v, char *msg, size_t n)
+/* Whether mixer spec v is one miras-train's --model takes; else a message. */
+static bool spec_valid(const char *v, char *msg, size_t n)
 {
     if (mi_preset_find(v)) return true;
     for (int i = 0; mi_mixer_kind_at(i); i++) {
@@ -308,6 +429,28 @@ static bool variant_valid(const char *v, char *msg, size_t n)
         used += (size_t)snprintf(msg + used, n - used, "%s%s", i ? ", " : "",
                                  mi_preset_at(i)->name);
     return false;
+}
+
+/* Whether variant v (SPEC[+KEY=VALUE]...) is well formed and its spec
+ * known; else a message. The keys themselves are miras-train's to judge:
+ * an unknown one fails that case (exit status 2, its message in the row). */
+static bool variant_valid(const char *v, char *msg, size_t n)
+{
+    char spec[NAME_MAX_LEN], kv[NAME_MAX_LEN];
+    variant_spec(v, spec, sizeof spec);
+    if (!spec_valid(spec, msg, n)) return false;
+    const char *plus = strchr(v, '+');
+    if (plus && !starts_override(plus + 1)) {
+        snprintf(msg, n, "variant '%s': after the mixer spec each override is +KEY=VALUE "
+                 "(moneta+p=2+q=4)", v);
+        return false;
+    }
+    for (const char *at = v; next_override(&at, kv, sizeof kv);)
+        if (!kv[strcspn(kv, "=") + 1]) {
+            snprintf(msg, n, "variant '%s': override '%s' has no value", v, kv);
+            return false;
+        }
+    return true;
 }
 
 static int add_variant(char (*names)[NAME_MAX_LEN], int count, const char *v, char *msg,
@@ -356,6 +499,7 @@ typedef struct quality_case {
     double floor;            /* 0: none */
     case_status status;
     char message[512];       /* failed or skipped: why */
+    char overrides[512];     /* the checkpoint's lm.mixer_overrides, as the model got them */
 } quality_case;
 
 static double metric_of(const quality_case *c)
@@ -428,8 +572,9 @@ static int64_t suite_steps(const quality_suite *s)
 }
 
 /* miras-train's command for case c: the suite's arguments (--steps and a
- * warmup that no longer fits replaced under --steps N), --data, --model,
- * the rules' and the user's --set, --threads, --out. */
+ * warmup that no longer fits replaced under --steps N), --data, --model
+ * (the variant's mixer spec), the rules' --set, the user's --set, the
+ * variant's own overrides (last, so they win), --threads, --out. */
 static void build_command(cmdline *cmd, const quality_case *c, const char *train,
                           const char *data, const quality_opts *q)
 {
@@ -451,13 +596,16 @@ static void build_command(cmdline *cmd, const quality_case *c, const char *train
         cmd_add(cmd, cmd_keep(cmd, "%lld", (long long)q->steps));
     }
     if (data) cmd_add(cmd, "--data"), cmd_add(cmd, data);
+    char spec[NAME_MAX_LEN], kv[NAME_MAX_LEN];
     cmd_add(cmd, "--model");
-    cmd_add(cmd, c->variant);
+    cmd_add(cmd, cmd_keep(cmd, "%s", variant_spec(c->variant, spec, sizeof spec)));
     for (int r = 0; r < MAX_RULES && s->rules[r].match; r++)
         if (s->rules[r].set && rule_matches(s->rules[r].match, c->variant))
             cmd_sets(cmd, s->rules[r].set);
     if (variant_preset(c->variant))
         for (int i = 0; i < q->n_sets; i++) cmd_add(cmd, "--set"), cmd_add(cmd, q->sets[i]);
+    for (const char *at = c->variant; next_override(&at, kv, sizeof kv);) /* last: they win */
+        cmd_add(cmd, "--set"), cmd_add(cmd, cmd_keep(cmd, "%s", kv));
     if (q->threads) cmd_add(cmd, "--threads"), cmd_add(cmd, cmd_keep(cmd, "%d", q->threads));
     cmd_add(cmd, "--out");
     cmd_add(cmd, c->dir);
@@ -587,6 +735,72 @@ static int read_log(quality_case *c, char *msg, size_t n)
     return 0;
 }
 
+/* The model keys of miras-train's --set (the rest go to the mixer). */
+static const char *const model_keys[] = {"vocab", "d_model", "layers", "heads", "mlp_hidden",
+                                         "tie_embeddings", "norm_eps", "rope_base", "window"};
+
+/* A metadata value as a number (true/false as 1/0); NaN when it is none. */
+static double meta_number(const char *s)
+{
+    if (!strcmp(s, "true")) return 1;
+    if (!strcmp(s, "false")) return 0;
+    char *end;
+    double v = strtod(s, &end);
+    return *s && !*end ? v : NAN;
+}
+
+/* Whether the run's model got the variant's own overrides: its checkpoint's
+ * lm.mixer_overrides ends up with KEY=VALUE for a mixer key (the last entry
+ * for KEY, as the block applies them in order), lm.KEY equals VALUE for a
+ * model key. Keeps lm.mixer_overrides in c->overrides. 0, or -1 with a message. */
+static int check_overrides(quality_case *c, char *msg, size_t n)
+{
+    char path[PATH_LEN + 32], kv[NAME_MAX_LEN];
+    snprintf(path, sizeof path, "%s/ckpt.safetensors", c->dir);
+    mi_scope *scope = mi_scope_new("quality-ckpt");
+    mi_scope_enter(scope);
+    int rc = 0;
+    const mi_safetensors *st = mi_safetensors_load(path);
+    const char *got = st ? mi_safetensors_meta(st, "lm.mixer_overrides") : NULL;
+    if (!st) {
+        rc = -1;
+        snprintf(msg, n, "cannot read the run's checkpoint: %s", mi_error());
+        mi_error_clear();
+    } else {
+        copy_str(c->overrides, sizeof c->overrides, got ? got : "");
+    }
+    for (const char *at = c->variant; rc == 0 && next_override(&at, kv, sizeof kv);) {
+        size_t klen = strcspn(kv, "=");
+        const char *want = kv + klen + 1, *have = NULL;
+        char key[NAME_MAX_LEN + 8], last[NAME_MAX_LEN] = "";
+        bool model = false;
+        for (size_t i = 0; i < sizeof model_keys / sizeof *model_keys; i++)
+            model |= strlen(model_keys[i]) == klen && !strncmp(kv, model_keys[i], klen);
+        if (model) {
+            snprintf(key, sizeof key, "lm.%.*s", (int)klen, kv);
+            have = mi_safetensors_meta(st, key);
+            if (have && (meta_number(have) == meta_number(want) || !strcmp(have, want))) continue;
+        } else {
+            /* the last comma-separated entry of lm.mixer_overrides that sets KEY */
+            for (const char *e = c->overrides; *e;) {
+                size_t len = strcspn(e, ",");
+                if (len > klen && !strncmp(e, kv, klen) && e[klen] == '=')
+                    snprintf(last, sizeof last, "%.*s", (int)(len - klen - 1), e + klen + 1);
+                e += len + (e[len] == ',');
+            }
+            if (!strcmp(last, want)) continue;
+            snprintf(key, sizeof key, "lm.mixer_overrides");
+            have = c->overrides;
+        }
+        rc = -1;
+        snprintf(msg, n, "the override %s did not reach the model: its checkpoint has %s = "
+                 "'%s'", kv, key, have ? have : "(none)");
+    }
+    mi_scope_leave();
+    mi_scope_free(scope);
+    return rc;
+}
+
 /* Runs miras-train for case c (output to DIR/train.out) and reads its log. */
 static void run_case(quality_case *c, const char *train, const char *data, const quality_opts *q)
 {
@@ -639,7 +853,7 @@ static void run_case(quality_case *c, const char *train, const char *data, const
         snprintf(c->message, sizeof c->message, "exit status %d: %s", WEXITSTATUS(status), last);
         return;
     }
-    if (read_log(c, msg, sizeof msg) != 0) {
+    if (read_log(c, msg, sizeof msg) != 0 || check_overrides(c, msg, sizeof msg) != 0) {
         copy_str(c->message, sizeof c->message, msg);
         return;
     }
@@ -670,6 +884,8 @@ static void print_case_json_line(const quality_case *c)
     json_num("val_acc", c->val_acc);
     json_num("train_loss", c->train_loss);
     json_num("wall_s", c->wall_s);
+    if (c->status == CASE_OK) printf(",\"mixer_overrides\":"), json_str(c->overrides);
+    else printf(",\"mixer_overrides\":null");
     printf(",\"status\":\"%s\"", status_name(c->status));
     if (c->status != CASE_OK) printf(",\"message\":"), json_str(c->message);
     json_num("floor", c->floor != 0 ? c->floor : NAN);
@@ -706,6 +922,14 @@ static void fmt_floor(char *buf, size_t n, const quality_case *c)
     else snprintf(buf, n, "%s %g", lower_is_better(c->suite->metric) ? "<=" : ">=", c->floor);
 }
 
+static int64_t suite_steps_run(const quality_case *cases, int n, const quality_suite *s)
+{
+    int64_t steps = 0;
+    for (int i = 0; i < n; i++)
+        if (cases[i].suite == s) steps = cases[i].steps;
+    return steps;
+}
+
 /* The table of one suite's cases: the metric, its delta to the baseline
  * (when the suite has one and it ran), val_loss beside an accuracy, the
  * last train_loss, parameters, wall time, floor and status. */
@@ -714,14 +938,16 @@ static void print_suite_table(const quality_case *cases, int n, const quality_su
 {
     const quality_case *base = baseline_of(cases, n, s);
     bool acc = !lower_is_better(s->metric);
-    int64_t steps = 0;
+    int64_t steps = suite_steps_run(cases, n, s);
+    int w = 22; /* the variant column: the longest name */
     for (int i = 0; i < n; i++)
-        if (cases[i].suite == s) steps = cases[i].steps;
+        if (cases[i].suite == s && (int)strlen(cases[i].variant) > w)
+            w = (int)strlen(cases[i].variant);
     printf("\nquality %s: %s after %lld step%s (%s)%s%s%s%s\n", s->name, s->metric,
            (long long)steps, steps == 1 ? "" : "s", acc ? "higher is better" : "lower is better",
            base ? "; delta vs " : "", base ? s->baseline : "", data_name ? "; text " : "",
            data_name ? data_name : "");
-    printf("%-22s %9s", "variant", s->metric);
+    printf("%-*s %9s", w, "variant", s->metric);
     if (base) printf(" %9s", "delta");
     if (acc) printf(" %9s", "val_loss");
     printf(" %10s %8s %9s %7s  %s\n", "train_loss", "params", "wall", "floor", "status");
@@ -734,7 +960,7 @@ static void print_suite_table(const quality_case *cases, int n, const quality_su
         if (c->status != CASE_SKIPPED && c->wall_s > 0)
             snprintf(wall, sizeof wall, c->wall_s < 10 ? "%.2f s" : "%.1f s", c->wall_s);
         if (c->status != CASE_OK) {
-            printf("%-22s %9s", c->variant, "-");
+            printf("%-*s %9s", w, c->variant, "-");
             if (base) printf(" %9s", "-");
             if (acc) printf(" %9s", "-");
             printf(" %10s %8s %9s %7s  %s: %.100s%s\n", "-", params, wall, floor,
@@ -742,7 +968,7 @@ static void print_suite_table(const quality_case *cases, int n, const quality_su
                    strlen(c->message) > 100 ? "..." : "");
             continue;
         }
-        printf("%-22s %9.4f", c->variant, metric_of(c));
+        printf("%-*s %9.4f", w, c->variant, metric_of(c));
         if (base && c == base) printf(" %9s", "base");
         else if (base) printf(" %+9.4f", metric_of(c) - metric_of(base));
         if (acc) printf(" %9.4f", c->val_loss);
@@ -750,6 +976,63 @@ static void print_suite_table(const quality_case *cases, int n, const quality_su
                below_floor(c) ? "BELOW FLOOR" : "ok");
     }
     if (svg) printf("chart: %s\n", svg);
+}
+
+/* s for a Markdown table cell: '|' escaped, line breaks as spaces. */
+static void sb_md(strbuf *b, const char *s)
+{
+    for (; *s; s++) {
+        if (*s == '|') sb_printf(b, "\\|");
+        else sb_printf(b, "%c", *s == '\n' || *s == '\r' ? ' ' : *s);
+    }
+}
+
+/* The same table in Markdown (DIR/quality-<suite>.md): a line saying what
+ * the metric is, then the table; the variant names in code spans. The rows
+ * in the suite's order; a failed or skipped case says why. */
+static char *suite_markdown(const quality_case *cases, int n, const quality_suite *s,
+                            const char *data_name, size_t *size)
+{
+    const quality_case *base = baseline_of(cases, n, s);
+    bool acc = !lower_is_better(s->metric);
+    int64_t steps = suite_steps_run(cases, n, s);
+    strbuf b = {0};
+    sb_printf(&b, "`%s` after %lld step%s (%s)", s->metric, (long long)steps,
+              steps == 1 ? "" : "s", acc ? "higher is better" : "lower is better");
+    if (base) sb_printf(&b, "; Δ vs `%s`", s->baseline);
+    if (data_name) sb_printf(&b, "; text `%s`", data_name);
+    sb_printf(&b, ".\n\n| variant | %s |%s%s train_loss | params | wall | status |\n", s->metric,
+              base ? " Δ |" : "", acc ? " val_loss |" : "");
+    sb_printf(&b, "|---|---:|%s%s---:|---:|---:|---|\n", base ? "---:|" : "", acc ? "---:|" : "");
+    for (int i = 0; i < n; i++) {
+        const quality_case *c = &cases[i];
+        if (c->suite != s) continue;
+        char params[24], wall[24] = "-";
+        fmt_params(params, sizeof params, c->params);
+        if (c->status != CASE_SKIPPED && c->wall_s > 0)
+            snprintf(wall, sizeof wall, c->wall_s < 10 ? "%.2f s" : "%.1f s", c->wall_s);
+        sb_printf(&b, "| `");
+        sb_md(&b, c->variant);
+        if (c->status != CASE_OK) {
+            sb_printf(&b, "` | - |%s%s - | %s | %s | %s: ", base ? " - |" : "", acc ? " - |" : "",
+                      params, wall, c->status == CASE_FAILED ? "FAILED" : "skipped");
+            sb_md(&b, c->message);
+            sb_printf(&b, " |\n");
+            continue;
+        }
+        sb_printf(&b, "` | %.4f |", metric_of(c));
+        if (base && c == base) sb_printf(&b, " base |");
+        else if (base) sb_printf(&b, " %+.4f |", metric_of(c) - metric_of(base));
+        if (acc) sb_printf(&b, " %.4f |", c->val_loss);
+        sb_printf(&b, " %.4f | %s | %s | %s |\n", c->train_loss, params, wall,
+                  below_floor(c) ? "BELOW FLOOR" : "ok");
+    }
+    if (b.oom) {
+        free(b.s);
+        return NULL;
+    }
+    *size = b.len;
+    return b.s;
 }
 
 /* ---------------------------------------------------------------- the chart
@@ -877,43 +1160,48 @@ static char *suite_svg(const quality_case *cases, int n, const quality_suite *s,
 
 /* ================================================================ the run */
 
+/* Adds the suites of a comma list to out (aliases expanded, an alias may name
+ * aliases; each suite once); the new count, or -1 with a message. */
+static int add_suites(const char *list, int depth, const quality_suite **out, int count,
+                      char *msg, size_t n)
+{
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", list);
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t && count >= 0;
+         t = strtok_r(NULL, ",", &save)) {
+        const char *alias = NULL;
+        for (int a = 0; a < N_ALIASES; a++)
+            if (!strcmp(t, aliases[a].name)) alias = aliases[a].suites;
+        if (alias && depth < 4) {
+            count = add_suites(alias, depth + 1, out, count, msg, n);
+            continue;
+        }
+        const quality_suite *s = NULL;
+        for (int k = 0; k < N_SUITES; k++)
+            if (!strcmp(t, suites[k].name)) s = &suites[k];
+        if (!s) {
+            size_t used = (size_t)snprintf(msg, n, "unknown suite '%s'; known:", t);
+            for (int k = 0; k < N_SUITES && used < n; k++)
+                used += (size_t)snprintf(msg + used, n - used, " %s", suites[k].name);
+            for (int a = 0; a < N_ALIASES && used < n; a++)
+                used += (size_t)snprintf(msg + used, n - used, " %s (%s)", aliases[a].name,
+                                         aliases[a].suites);
+            return -1;
+        }
+        bool seen = false;
+        for (int k = 0; k < count; k++) seen |= out[k] == s;
+        if (!seen) out[count++] = s;
+    }
+    return count;
+}
+
 /* The suites asked for (aliases expanded, each once); the count, or -1 with a message. */
 static int select_suites(const quality_opts *q, const quality_suite **out, char *msg, size_t n)
 {
-    const char *lists[QUALITY_MAX_OPTS + 1] = {DEFAULT_SUITES};
-    int n_lists = q->n_suites ? q->n_suites : 1;
-    for (int i = 0; i < q->n_suites; i++) lists[i] = q->suites[i];
     int count = 0;
-    for (int l = 0; l < n_lists; l++) {
-        char buf[512];
-        snprintf(buf, sizeof buf, "%s", lists[l]);
-        for (char *save = NULL, *t = strtok_r(buf, ",", &save); t;
-             t = strtok_r(NULL, ",", &save)) {
-            char names[512];
-            snprintf(names, sizeof names, "%s", t);
-            for (int a = 0; a < N_ALIASES; a++)
-                if (!strcmp(t, aliases[a].name))
-                    snprintf(names, sizeof names, "%s", aliases[a].suites);
-            for (char *save2 = NULL, *u = strtok_r(names, ",", &save2); u;
-                 u = strtok_r(NULL, ",", &save2)) {
-                const quality_suite *s = NULL;
-                for (int k = 0; k < N_SUITES; k++)
-                    if (!strcmp(u, suites[k].name)) s = &suites[k];
-                if (!s) {
-                    size_t used = (size_t)snprintf(msg, n, "unknown suite '%s'; known:", u);
-                    for (int k = 0; k < N_SUITES && used < n; k++)
-                        used += (size_t)snprintf(msg + used, n - used, " %s", suites[k].name);
-                    for (int a = 0; a < N_ALIASES && used < n; a++)
-                        used += (size_t)snprintf(msg + used, n - used, " %s (%s)",
-                                                 aliases[a].name, aliases[a].suites);
-                    return -1;
-                }
-                bool seen = false;
-                for (int k = 0; k < count; k++) seen |= out[k] == s;
-                if (!seen) out[count++] = s;
-            }
-        }
-    }
+    if (!q->n_suites) return add_suites(DEFAULT_SUITES, 0, out, 0, msg, n);
+    for (int l = 0; l < q->n_suites && count >= 0; l++)
+        count = add_suites(q->suites[l], 0, out, count, msg, n);
     return count;
 }
 
@@ -938,12 +1226,12 @@ static int find_train(const quality_opts *q, char *buf, size_t n)
     return 1;
 }
 
-/* A directory name of variant v: characters other than [A-Za-z0-9._-] as '_'. */
+/* A directory name of variant v: characters other than [A-Za-z0-9._+=-] as '_'. */
 static void case_dir(char *buf, size_t n, const char *out, const quality_suite *s, const char *v)
 {
     int w = snprintf(buf, n, "%s/%s-", out, s->name);
     for (char *p = buf + (w > 0 && (size_t)w < n ? w : 0); *v && (size_t)(p - buf) + 1 < n; v++)
-        *p++ = (strchr("._-", *v) || (*v >= '0' && *v <= '9') || (*v >= 'a' && *v <= 'z') ||
+        *p++ = (strchr("._-+=", *v) || (*v >= '0' && *v <= '9') || (*v >= 'a' && *v <= 'z') ||
                 (*v >= 'A' && *v <= 'Z')) ? *v : '_', *p = '\0';
 }
 
@@ -1077,9 +1365,16 @@ int bench_quality(const bench_opts *o, const quality_opts *q)
             free(doc);
         }
         const char *name = data_of[s] ? strrchr(data_of[s], '/') : NULL;
-        if (!o->json_only)
-            print_suite_table(cases, n, su, data_of[s] ? (name ? name + 1 : data_of[s]) : NULL,
-                              svg);
+        const char *data_name = data_of[s] ? (name ? name + 1 : data_of[s]) : NULL;
+        if (ran) {
+            size_t size = 0;
+            char *doc = suite_markdown(cases, n, su, data_name, &size), md_path[PATH_LEN + 64];
+            snprintf(md_path, sizeof md_path, "%s/quality-%s.md", out, su->name);
+            if (!doc || write_atomic(md_path, doc, size, msg, sizeof msg) != 0)
+                fprintf(stderr, "miras-bench: %s\n", doc ? msg : "out of memory for the table");
+            free(doc);
+        }
+        if (!o->json_only) print_suite_table(cases, n, su, data_name, svg);
     }
     if (!o->json_only)
         printf("each case: one miras-train run (its output in <out>/<suite>-<variant>/train.out);"
@@ -1108,35 +1403,45 @@ void bench_quality_usage(FILE *f)
     fprintf(f, "quality (each case one miras-train run, one after another; docs/bench.md):\n"
                "  --suite A,B,..    suites, a comma list or repeated (default " DEFAULT_SUITES
                "):\n");
+    int w = 11;
+    for (int i = 0; i < N_SUITES; i++)
+        if ((int)strlen(suites[i].name) > w) w = (int)strlen(suites[i].name);
     for (int i = 0; i < N_SUITES; i++) {
         const quality_suite *s = &suites[i];
-        const char *task = suite_arg(s, "--task"), *d = s->data;
-        fprintf(f, "                      %-11s task %s, %s, %lld steps%s%s\n", s->name,
-                task ? task : "lm", s->metric, (long long)suite_steps(s), d ? ", text " : "",
+        const char *task = suite_arg(s, "--task"), *d = s->data, *kind = suite_arg(s, "--niah");
+        const char *pairs = !strcmp(task ? task : "", "capacity") ? suite_arg(s, "--pairs") : NULL;
+        fprintf(f, "    %-*s task %s%s%s%s%s%s, %s, %lld steps%s%s\n", w, s->name, task ? task : "lm",
+                kind ? " " : "", kind ? kind : "", pairs ? " " : "", pairs ? pairs : "",
+                pairs ? " pairs" : "", s->metric, (long long)suite_steps(s), d ? ", text " : "",
                 !d ? "" : !strcmp(d, DATA_TEXT) ? TEXT_NAME : d);
     }
     for (int i = 0; i < N_ALIASES; i++)
-        fprintf(f, "                      %-11s = %s\n", aliases[i].name, aliases[i].suites);
+        fprintf(f, "    %-*s = %s\n", w, aliases[i].name, aliases[i].suites);
     fprintf(f,
         "  --quick           --suite quick: the test suite's subset (<= 3 minutes)\n"
-        "  --variants A,B,.. mixer specs in place of every suite's own list: a MIRAS preset,\n"
-        "                    presets (every one), attention, swa[:W], samba:<preset>[:W], "
-        "hope\n"
-        "                    (lm, mqar: attention, every preset, swa, samba:gated-deltanet, "
-        "hope)\n"
+        "  --variants A,B,.. variants in place of every suite's own list. A variant is a mixer\n"
+        "                    spec -- a MIRAS preset, presets (every one), attention, swa[:W],\n"
+        "                    samba:<preset>[:W], hope -- then optionally its own overrides,\n"
+        "                    each +KEY=VALUE: moneta+p=2+q=4, titans+algorithm=gd,\n"
+        "                    titans+memory=matrix; each becomes --set KEY=VALUE for that case\n"
+        "                    (after the suite's and the user's, so it wins) and the run checks\n"
+        "                    it reached the model (its checkpoint's lm.mixer_overrides)\n"
         "  --steps N         every suite's steps instead of its own (a --warmup >= N becomes "
         "N/10)\n"
         "  --set KEY=VALUE   a --set for every MIRAS case (presets, samba:<preset>); "
         "repeatable\n"
-        "  --data PATH       lm's text (default: as train's; lm is skipped without one)\n"
-        "  --out DIR         runs in DIR/<suite>-<variant>/, charts DIR/quality-<suite>.svg\n"
-        "                    (default " DEFAULT_OUT ")\n"
+        "  --data PATH       the text of the suites that take one (default: as train's; they\n"
+        "                    are skipped without one)\n"
+        "  --out DIR         runs in DIR/<suite>-<variant>/, per suite a chart\n"
+        "                    DIR/quality-<suite>.svg and a Markdown table\n"
+        "                    DIR/quality-<suite>.md (default " DEFAULT_OUT ")\n"
         "  --train PATH      the miras-train to run (default: the one beside this "
         "executable)\n"
         "  --check           exit status 1 when a case failed or is below its floor\n"
-        "Output: one JSON line per case (suite, variant, command, steps, params, metric, "
-        "val_loss,\nval_acc, train_loss, wall_s, status ok/failed/skipped, message, floor, "
-        "ok, out), then a\ntable per suite (delta to the baseline, floor, ok or BELOW FLOOR) "
-        "and its chart. Exit\nstatus 0 (a failed run is a row); with --check 1 when a case "
-        "failed or is below its\nfloor; 1 when miras-train is missing; 2 on bad arguments.\n");
+        "Output: one JSON line per case (suite, variant, command, steps, params, metric,\n"
+        "val_loss, val_acc, train_loss, wall_s, mixer_overrides, status ok/failed/skipped,\n"
+        "message, floor, ok, out), then a table per suite (delta to the baseline, floor, ok or\n"
+        "BELOW FLOOR), its chart and its Markdown table. Exit status 0 (a failed run is a\n"
+        "row); with --check 1 when a case failed or is below its floor; 1 when miras-train\n"
+        "is missing; 2 on bad arguments.\n");
 }

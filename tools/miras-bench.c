@@ -46,7 +46,7 @@ static const subcommand subcommands[] = {
               "gated-deltanet, titans,\n           moneta, yaad, memora, lattice, hope",
      bench_train, LAYER_TRAIN_REPS},
     {"quality", "learning quality at a fixed budget and seeds: each case a miras-train run;"
-                "\n           suites lm (tinyshakespeare, 200 steps), mqar, mqar-hard, quick",
+                "\n           suites lm (tinyshakespeare, 200 steps), mqar, mqar-hard, quick,\n           experiments (the MIRAS ablations and baseline comparisons)",
      run_quality, 0},
 };
 #define N_SUBCOMMANDS ((int)(sizeof subcommands / sizeof subcommands[0]))
