@@ -1040,8 +1040,8 @@ static char *suite_markdown(const quality_case *cases, int n, const quality_suit
  * the baseline) beside each; the baseline's bar in its own colour with a
  * dashed line at its value across the chart; a floor as a black tick on its
  * row; a failed or skipped case as a word instead of a bar. */
-#define SVG_W 760
-#define SVG_LABEL_W 190 /* variant names */
+#define SVG_RIGHT_W 170 /* the value and delta beside the longest bar */
+#define SVG_LABEL_W 190 /* variant names; a longer name takes 16 + 8 px a character */
 #define SVG_BAR_W 400   /* the axis from 0 to the scale's top */
 #define SVG_ROW 22
 #define SVG_TOP 58
@@ -1091,11 +1091,15 @@ static char *suite_svg(const quality_case *cases, int n, const quality_suite *s,
     double tick, top = acc ? 1.0 : axis_top(max, &tick);
     if (acc) tick = 0.2;
     const quality_case *base = baseline_of(cases, n, s);
-    int h = SVG_TOP + rows * SVG_ROW + 44;
+    int h = SVG_TOP + rows * SVG_ROW + 44, label_w = SVG_LABEL_W;
+    for (int r = 0; r < rows; r++)
+        if (16 + 8 * (int)strlen(cases[idx[r]].variant) > label_w)
+            label_w = 16 + 8 * (int)strlen(cases[idx[r]].variant);
     strbuf b = {0};
     sb_printf(&b, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
               "font-family=\"sans-serif\" font-size=\"12\">\n"
-              "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n", SVG_W, h);
+              "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n",
+              label_w + SVG_BAR_W + SVG_RIGHT_W, h);
     sb_printf(&b, "<text x=\"10\" y=\"20\" font-size=\"15\" font-weight=\"bold\">quality ");
     sb_xml(&b, s->name);
     sb_printf(&b, ": %s after %lld step%s</text>\n", s->metric, (long long)steps,
@@ -1107,7 +1111,7 @@ static char *suite_svg(const quality_case *cases, int n, const quality_suite *s,
     bool floors = false;
     for (int r = 0; r < rows; r++) floors |= cases[idx[r]].floor != 0;
     sb_printf(&b, "%s</text>\n", floors ? "; black tick: a floor" : "");
-    double x0 = SVG_LABEL_W, scale = SVG_BAR_W / top;
+    double x0 = label_w, scale = SVG_BAR_W / top;
     int y_axis = SVG_TOP + rows * SVG_ROW;
     for (double t = 0; t <= top + 1e-9; t += tick) {
         double x = x0 + t * scale;
@@ -1118,7 +1122,7 @@ static char *suite_svg(const quality_case *cases, int n, const quality_suite *s,
     for (int r = 0; r < rows; r++) {
         const quality_case *c = &cases[idx[r]];
         int y = SVG_TOP + r * SVG_ROW;
-        sb_printf(&b, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">", SVG_LABEL_W - 8, y + 15);
+        sb_printf(&b, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">", label_w - 8, y + 15);
         sb_xml(&b, c->variant);
         sb_printf(&b, "</text>\n");
         if (c->status != CASE_OK) {

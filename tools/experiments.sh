@@ -136,9 +136,9 @@ if [ ! -f "$doc" ]; then
 fi
 awk -v gen="$gen" '
   /^<!-- experiments\.sh: [A-Za-z0-9._-]+ -->$/ {
-    print; name = $3; file = gen "/" name ".md"; skip = 1
+    print; print ""; name = $3; file = gen "/" name ".md"; skip = 1
     while ((getline line < file) > 0) print line
-    close(file); next
+    close(file); print ""; next
   }
   /^<!-- \/experiments\.sh -->$/ { skip = 0 }
   !skip' "$doc" >"$gen/doc.md"
