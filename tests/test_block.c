@@ -574,21 +574,22 @@ START_TEST(mixer_overrides_set_gate_ranges)
     mi_tensor *y = m.forward(m.self, input(2, MI_F64, 1, 3));
     ck_assert_msg(y != NULL, "%s", mi_error());
     for (int64_t e = 0; e < y->numel; e++) ck_assert(isfinite(mi_get(y, e)));
-    /* a max alone keeps the preset's level (titans: η 0.02) */
+    /* a max alone keeps the preset's level */
+    double eta0 = mi_preset_find("titans")->eta.value;
     o.overrides = ov + 1;
     o.n_overrides = 1;
     ck_assert_msg(mi_mixer_create(&m, "titans", &o, MI_F64, &r, test_scope) == 0, "%s", mi_error());
     b = m.self;
-    ck_assert(b->config.eta.max == 0.1 && b->config.eta.value == 0.02);
+    ck_assert(b->config.eta.max == 0.1 && b->config.eta.value == eta0);
     ck_assert(b->config.alpha.max == 0 && b->config.mu.max == 0);
-    ck_assert_close(0.1 * sigm(mi_get(b->gate_bias[MI_BLOCK_ETA], 0)), 0.02, 1e-15);
+    ck_assert_close(0.1 * sigm(mi_get(b->gate_bias[MI_BLOCK_ETA], 0)), eta0, 1e-15);
 
     const struct { const char *ov, *needle; } bad[] = {
         {"eta_max=abc", "override eta_max: 'abc' is not a number"},
         {"alpha_max=", "override alpha_max: '' is not a number"},
         {"mu_max=0.5x", "override mu_max: '0.5x' is not a number"},
         {"eta_max=1.5", "gate eta: max 1.5 must be in (0, 1]"},
-        {"eta_max=0.01", "gate eta starts at 0.02"},       /* titans' η is out of reach */
+        {"eta_max=0.004", "gate eta starts at 0.005"},     /* titans' η is out of reach */
         {"alpha_max=0.001", "gate alpha starts at 0.998"},  /* α > 0.999 needed */
         {"delta_max=0.5", "unknown key 'delta_max'"},
     };

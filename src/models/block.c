@@ -30,7 +30,7 @@
  * conv taps: the current token's 1, the earlier ones N(0, 0.1²) (near the
  * identity, so q, k, v start as their projections); per data-dependent gate
  * D_g ~ N(0, 1/D), U_g ~ N(0, 0.1²/r), b_g = act⁻¹(level) so the gate starts
- * at the level its spec gives (DESIGN §5: η 0.02, α 0.998) give or take
+ * at the level its spec gives (by default η 0.02, α 0.998) give or take
  * ~0.1 in logit; w_norm = 1; W_g ~ N(0, 1/D); W_out ~ N(0, out_scale²/(H·hd));
  * W_0: the memory's own init, once per head, stacked to [H, …] (a zero
  * W_0 under ℓq retention, where the normalisation has no derivative, is
