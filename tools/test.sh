@@ -28,6 +28,25 @@ run_suites() {
   "$dir/tools/miras-gradcheck" --optim | tail -n 1 || status=1
   echo "== tests/test_tools.sh ($dir)"
   tests/test_tools.sh "$dir" $quick | grep -v '^ok - ' || status=1
+  echo "== miras-bench quality ($dir)"
+  local qdir
+  qdir=$(mktemp -d)
+  if [ -z "$quick" ]; then
+    # Every preset must learn: a byte LM well below chance and an MQAR accuracy
+    # floor per preset (the floors are in tools/bench_quality.c, suite quick-*).
+    local rc=0
+    "$dir/tools/miras-bench" quality --quick --check --out "$qdir" > "$qdir/out.txt" 2>&1 || rc=$?
+    grep -v '^{' "$qdir/out.txt" | grep -v '^\[' || true
+    if [ $rc -eq 0 ]; then echo "quality: every quick case at or above its floor"
+    else echo "quality: FAILED (exit $rc)"; status=1; fi
+  else
+    # under the sanitizers: the machinery only, three steps of one model
+    "$dir/tools/miras-bench" quality --quick --steps 3 --variants linear-attention \
+      --out "$qdir" --json-only > "$qdir/q.jsonl" \
+      && [ "$(grep -c '"status":"ok"' "$qdir/q.jsonl")" -eq 2 ] \
+      && echo "quality smoke: 2 passed, 0 failed" || { echo "quality smoke: FAILED"; status=1; }
+  fi
+  rm -rf "$qdir"
   echo "== miras-bench smoke: layer and train at toy sizes ($dir)"
   for sub in layer train; do
     "$dir/tools/bench-smoke-check" "$dir/tools/miras-bench" $sub --variants gated-deltanet \
