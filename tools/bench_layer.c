@@ -7,7 +7,7 @@
 #include "bench_common.h"
 
 /* ================================================================ layer
- * One memory layer, forward + backward (BENCH.md "layer"): N = B·H
+ * One memory layer, forward + backward (the benchmark's "layer" configuration): N = B·H
  * sequences of T tokens, q, k, v [N, T, 32] already projected (q and k
  * unit-norm, as the layer block gives them), the gates the preset uses per
  * head and token near its initial levels, W_0 the memory's own init shared

@@ -1,6 +1,6 @@
 /* miras-bench ops: matmul, batched matmul, row-wise ops and dispatch
  * overhead, the framework against raw OpenBLAS and oneDNN in the same run,
- * with issue 3's targets marked met or missed in the table. */
+ * with the speed targets marked met or missed in the table. */
 #include <cblas.h>
 #include <dnnl.h>
 #include <stdio.h>
@@ -44,7 +44,7 @@ static void fmt_rate(char *buf, size_t n, const result *r)
 static void print_table(void)
 {
     printf("\n%-21s %3s %9s %11s  %-20s %9s %11s %6s  %s\n", "case", "thr", "median", "rate",
-           "raw", "median", "rate", "ratio", "issue-3 target");
+           "raw", "median", "rate", "ratio", "target");
     for (int k = 0; k < n_targets; k++) {
         const target *t = &targets[k];
         const result *r = &results[t->result];

@@ -77,7 +77,7 @@ static const quality_suite suites[] = {
             "--seed", "1"},
      "val_loss", DATA_TEXT, "attention,presets,swa:64,samba:gated-deltanet,hope", "attention", 0,
      {{"@miras", "chunk=16", 0}, {"hope", "chunk=16", 0}}},
-    /* BENCH.md's small MQAR; swa:16 sees half the sequence (queries past 24 lose the keys) */
+    /* the small MQAR (vocabulary 64, 32 tokens, 4 pairs); swa:16 sees half the sequence (queries past 24 lose the keys) */
     {"mqar", {"--task", "mqar", "--vocab", "64", "--seq-len", "32", "--pairs", "4",
               "--d-model", "32", "--layers", "2", "--heads", "2", "--batch", "32",
               "--steps", "2000", "--lr", "1e-2", "--eval-every", "500", "--eval-batches", "16",

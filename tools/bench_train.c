@@ -12,7 +12,7 @@
 #include "bench_common.h"
 
 /* ================================================================ train
- * One optimizer step of the byte-level language model (BENCH.md "train"):
+ * One optimizer step of the byte-level language model (the benchmark's "train" configuration):
  * a batch of random windows of the text (mi_text_batch), forward, mean
  * cross-entropy, backward, AdamW (lr 1e-3, weight decay 0.1 on matrices).
  * The batch is drawn inside the timed step. */
@@ -228,7 +228,7 @@ int bench_train(const bench_opts *o)
     }
     int first = n_results, failed = 0;
     for (int i = 0; i < nv && n_results < MAX_RESULTS; i++) {
-        /* BENCH.md's names: transformer is attention, lattice the decoding form */
+        /* the benchmark's names: transformer is attention, lattice the decoding form */
         const char *spec = !strcmp(variants[i], "transformer") ? "attention"
                          : !strcmp(variants[i], "lattice")     ? "lattice-dec"
                                                                : variants[i];

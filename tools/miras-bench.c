@@ -1,6 +1,6 @@
-/* miras-bench: speed of the framework against the raw libraries, in the
- * configurations of BENCH.md. One JSON line per case, then a table with the
- * issue-3 targets marked met or missed.
+/* miras-bench: speed of the framework against the raw libraries, and how
+ * well the models learn (quality). One JSON line per case, then a table with
+ * the speed targets marked met or missed.
  *
  *   miras-bench ops    matmul, batched matmul, row-wise ops, dispatch overhead
  *   miras-bench layer  one memory layer, forward + backward (q, k, v, gates, W_0)
@@ -90,7 +90,7 @@ static void usage(FILE *f)
         "Output: one JSON line per case, then a table. ops: name, config, threads, "
         "median/min/max\nms per call, GFLOP/s with the FLOP count assumed (matmul 2n^3) or "
         "GB/s, peak RSS, for\nframework cases the time ratio to the raw library case; the "
-        "table marks the issue-3\ntargets met or missed. layer and train: median/min/max ms "
+        "table marks the speed\ntargets met or missed. layer and train: median/min/max ms "
         "per forward+backward or\noptimizer step, tokens (B*T) and tokens/s, the case's own "
         "peak RSS (and the estimate\nit was checked against), train's last loss; a case not "
         "run has \"skipped\" or \"error\"\nwith the reason. Exit status (ops, layer, train) 1 if a "

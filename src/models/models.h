@@ -267,8 +267,8 @@ typedef struct mi_miras_block_config {
 } mi_miras_block_config;
 
 /* Defaults for a block around `miras` (NULL: mi_miras_config_default()):
- * the gates the components use are data-dependent per head at DESIGN §5's
- * levels: η 0.02, α 0.998 (retention with a decay), μ 0.9 (momentum),
+ * the gates the components use are data-dependent per head at the
+ * levels η 0.02, α 0.998 (retention with a decay), μ 0.9 (momentum),
  * δ 1 (biases with a threshold); the others are UNUSED. */
 mi_miras_block_config mi_miras_block_config_default(int64_t d_model, int64_t heads,
                                                     const mi_miras_config *miras);
