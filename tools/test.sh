@@ -42,7 +42,7 @@ run_suites() {
   else
     # under the sanitizers: the machinery only, three steps of one model
     "$dir/tools/miras-bench" quality --quick --steps 3 --variants linear-attention \
-      --out "$qdir" --json-only > "$qdir/q.jsonl" \
+      --out "$qdir" --json-only > "$qdir/q.jsonl" 2> "$qdir/q.err" \
       && [ "$(grep -c '"status":"ok"' "$qdir/q.jsonl")" -eq 2 ] \
       && echo "quality smoke: 2 passed, 0 failed" || { echo "quality smoke: FAILED"; status=1; }
   fi
