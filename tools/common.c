@@ -26,14 +26,20 @@ _Noreturn void die_usage(const char *fmt, ...)
     exit(2);
 }
 
+/* "tool: <what>message" on stderr, after whatever stdout holds. */
+static void report(const char *what, const char *fmt, va_list ap)
+{
+    fflush(stdout);
+    fprintf(stderr, "%s: %s", tool_name, what);
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+}
+
 _Noreturn void die(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    fflush(stdout);
-    fprintf(stderr, "%s: ", tool_name);
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
+    report("", fmt, ap);
     va_end(ap);
     exit(1);
 }
@@ -42,10 +48,7 @@ void warning(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    fflush(stdout);
-    fprintf(stderr, "%s: warning: ", tool_name);
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
+    report("warning: ", fmt, ap);
     va_end(ap);
 }
 
