@@ -5,7 +5,7 @@
  * before its first call, and the framework's OpenMP parallelises around it:
  * over the batch, or over row (column) blocks of one large product, each
  * thread one GEMM on its block. Two spinning runtimes on two cores slow
- * each other down by up to 7× (PLATFORM.md), so OpenBLAS never starts its
+ * each other down by up to 7× (measured on this 2-core kind of machine), so OpenBLAS never starts its
  * own threads here. */
 #include <cblas.h>
 #include <limits.h>

@@ -3,7 +3,7 @@
  *
  * Why. REF's scalar loops (libm per element, SSE2) are 10–40× slower than
  * oneDNN on 4096×128; this file's AVX-512 loops match or beat oneDNN's jit
- * kernels (PLATFORM.md, and the figures in unary.c / nn.c) and cost no
+ * kernels (the figures in unary.c / nn.c) and cost no
  * primitive lookup, so they win at every size.
  *
  * Accuracy. Built with -ffast-math (src/meson.build). exp and log1p use

@@ -432,7 +432,7 @@ mi_tensor *mi_mul_scalar(mi_tensor *x, double s)
 }
 
 /* ================================================================ grad ops
- * Fused backward kernels, registered as ops (DESIGN.md §2) so that each has
+ * Fused backward kernels, registered as ops so that each has
  * its own vjp written with ops and higher orders still work; the forward
  * ops' vjps above call them. Two inputs of one shape: the forward's input x
  * (or its output y) and the incoming gradient g. Measured on 4096×128 f32,
