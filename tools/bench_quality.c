@@ -9,7 +9,10 @@
  * train_loss), and the case's wall time. A run that fails (NaN loss, out of
  * memory, a bad override) is a row with status "failed" and miras-train's
  * last line, never an abort. One JSON line per case, then a table per suite
- * and an SVG bar chart DIR/quality-<suite>.svg. */
+ * and an SVG bar chart DIR/quality-<suite>.svg.
+ *
+ * This file runs the cases; the suites are in bench_quality_suites.c, what is
+ * printed and drawn in bench_quality_report.c. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -23,264 +26,14 @@
 #include <unistd.h>
 
 #include "bench_quality.h"
+#include "bench_quality_internal.h"
 #include "common.h"
 
 extern char **environ;
 
-/* ================================================================ the suites
- * One entry per suite; tune a config by editing its line. A suite names the
- * miras-train arguments (everything but --model, --data and --out), the
- * log.csv column it is judged by ("val_loss": lower is better; "val_acc":
- * higher is better), its text, its default variants, the baseline row of
- * the Δ column, a floor for every case (0: none) and rules that add --set
- * overrides or a floor to some variants.
- *
- * data: NULL (a synthetic task), DATA_TEXT (--data, else
- * ../shared/data/tinyshakespeare.txt; the suite is skipped when absent) or a
- * file of the checkout (tests/data/quality_text.txt: always there, and frozen,
- * so that the quick suite's floors do not move when the documentation does).
- * variants: comma list of mixer specs; "presets" stands for every MIRAS
- * preset of the registry (mi_preset_at), in its order.
- * rules: `match` is a variant, "@miras" (a MIRAS preset, or samba over
- * one), "@mlp" (the same with an MLP memory) or "*"; `set` is a
- * space-separated list of KEY=VALUE, each given as --set; every matching
- * rule applies in order (a later floor wins). A floor holds for the suite's
- * own steps; --steps N leaves it in place.
- * The small models (d_model 32) run on one thread: at these sizes OpenMP's
- * fork/join costs more than it gains (10-20x slower on 2 busy cores), and
- * one thread makes a result independent of the machine's core count.
- * --threads N given to miras-bench comes later on the command line and wins. */
-#define DATA_TEXT "@text"
-#define MAX_SUITE_ARGS 40
-#define MAX_RULES 32
-
-typedef struct quality_rule {
-    const char *match, *set;
-    double floor; /* 0: none */
-} quality_rule;
-
-typedef struct quality_suite {
-    const char *name;
-    const char *args[MAX_SUITE_ARGS]; /* NULL-terminated */
-    const char *metric;
-    const char *data;
-    const char *variants, *baseline;
-    double floor;
-    quality_rule rules[MAX_RULES];
-} quality_suite;
-
-static const quality_suite suites[] = {
-    /* the `train` benchmark's model at 200 steps; chunk 16 for every MIRAS block */
-    {"lm", {"--task", "lm", "--d-model", "128", "--layers", "4", "--heads", "4",
-            "--seq-len", "256", "--batch", "16", "--steps", "200", "--lr", "1e-3",
-            "--warmup", "20", "--clip", "1", "--eval-every", "200", "--eval-batches", "20",
-            "--seed", "1"},
-     "val_loss", DATA_TEXT, "attention,presets,swa:64,samba:gated-deltanet,hope", "attention", 0,
-     {{"@miras", "chunk=16", 0}, {"hope", "chunk=16", 0}}},
-    /* the small MQAR (vocabulary 64, 32 tokens, 4 pairs); swa:16 sees half the sequence (queries past 24 lose the keys) */
-    {"mqar", {"--task", "mqar", "--vocab", "64", "--seq-len", "32", "--pairs", "4",
-              "--d-model", "32", "--layers", "2", "--heads", "2", "--batch", "32",
-              "--steps", "2000", "--lr", "1e-2", "--eval-every", "500", "--eval-batches", "16",
-              "--seed", "1", "--threads", "1"},
-     "val_acc", NULL, "attention,presets,swa:16,samba:gated-deltanet,hope", "attention", 0,
-     {{"@mlp", "chunk=8", 0}, {"hope", "chunk=8", 0}}},
-    /* more pairs (12) than a head of dimension 8 holds */
-    {"mqar-hard", {"--task", "mqar", "--vocab", "128", "--seq-len", "64", "--pairs", "12",
-                   "--d-model", "32", "--layers", "2", "--heads", "4", "--batch", "32",
-                   "--steps", "2000", "--lr", "1e-2", "--eval-every", "500",
-                   "--eval-batches", "16", "--seed", "1", "--threads", "1"},
-     "val_acc", NULL, "attention,presets,swa:32,samba:gated-deltanet,hope", "attention", 0,
-     {{"@mlp", "chunk=8", 0}, {"hope", "chunk=8", 0}}},
-    /* The test suite's subset (--quick = quick-mqar + quick-lm, about 2.5 minutes here).
-     * Floors, from the runs of this table on this machine (one thread, seed 1):
-     * quick-mqar, 1000 steps: measured linear-attention 0.992, mamba2 0.981, deltanet 0.990,
-     *   gated-deltanet 0.981, longhorn 0.923, titans 0.964, yaad 0.589, lattice-sim 0.980;
-     *   each floor about 0.1-0.15 below. The presets that do not yet learn this task in 2000 steps, and
-     *   the slow deep ones, are left out (they are in the mqar suite).
-     * quick-lm, 150 steps of a 2-layer d_model 32 model on a frozen text (chance 5.545;
-     *   attention, the weakest here, 3.52-3.58): each floor is the larger of two measured
-     *   losses + 0.12, rounded up. The two runs differed only by 7 bytes of the text (which
-     *   moves every training window), and that alone moved losses by up to 0.18: the margin
-     *   guards against a changed batch order, not only against a model that stops learning
-     *   (yaad 3.271 and 3.324, floor 3.45; the tree before Yaad's sign fix: 3.791 and
-     *   quick-mqar 0.222, both below their floors). */
-    {"quick-mqar", {"--task", "mqar", "--vocab", "64", "--seq-len", "32", "--pairs", "4",
-                    "--d-model", "32", "--layers", "2", "--heads", "2", "--batch", "32",
-                    "--steps", "1000", "--lr", "1e-2", "--eval-every", "1000",
-                    "--eval-batches", "8", "--seed", "1", "--threads", "1"},
-     "val_acc", NULL,
-     "linear-attention,mamba2,deltanet,gated-deltanet,longhorn,titans,yaad,lattice-sim", NULL, 0,
-     {{"@mlp", "chunk=8", 0},
-      {"linear-attention", NULL, 0.85},
-      {"mamba2", NULL, 0.85},
-      {"deltanet", NULL, 0.85},
-      {"gated-deltanet", NULL, 0.85},
-      {"longhorn", NULL, 0.75},
-      {"titans", NULL, 0.80},
-      {"yaad", NULL, 0.45},
-      {"lattice-sim", NULL, 0.85}}},
-    {"quick-lm", {"--task", "lm", "--d-model", "32", "--layers", "2", "--heads", "2",
-                  "--seq-len", "64", "--batch", "8", "--steps", "150", "--lr", "3e-3",
-                  "--warmup", "15", "--clip", "1", "--eval-every", "150", "--eval-batches", "8",
-                  "--seed", "1", "--threads", "1"},
-     "val_loss", "tests/data/quality_text.txt", "attention,presets", NULL, 0,
-     {{"@miras", "chunk=16", 0},
-      {"attention", NULL, 3.71},
-      {"linear-attention", NULL, 3.47},
-      {"retnet", NULL, 3.43},
-      {"mamba2", NULL, 3.45},
-      {"gla", NULL, 3.49},
-      {"hgrn2", NULL, 3.43},
-      {"deltanet", NULL, 3.55},
-      {"gated-deltanet", NULL, 3.49},
-      {"rwkv7", NULL, 3.59},
-      {"deltaproduct", NULL, 3.49},
-      {"longhorn", NULL, 3.48},
-      {"ttt-linear", NULL, 3.55},
-      {"ttt-mlp", NULL, 3.43},
-      {"titans", NULL, 3.42},
-      {"moneta", NULL, 3.77},
-      {"yaad", NULL, 3.45},
-      {"memora", NULL, 3.41},
-      {"lattice-dec", NULL, 3.48},
-      {"lattice-enc", NULL, 3.55},
-      {"lattice-sim", NULL, 3.48}}},
-    /* ---- the MIRAS ablations and baseline comparisons at toy scale (docs/experiments.md;
-     * tools/experiments.sh runs them all). Every run is one thread; the three task configs: */
-#define TOY_LM "--task", "lm", "--d-model", "32", "--layers", "2", "--heads", "2", \
-    "--seq-len", "64", "--batch", "8", "--steps", "300", "--lr", "3e-3", "--warmup", "30", \
-    "--clip", "1", "--eval-every", "300", "--eval-batches", "32", "--seed", "1", "--threads", "1"
-#define TOY_NIAH "--task", "niah", "--seq-len", "176", "--d-model", "32", "--layers", "2", \
-    "--heads", "2", "--batch", "16", "--steps", "300", "--lr", "3e-3", "--warmup", "30", \
-    "--clip", "1", "--eval-every", "300", "--eval-batches", "16", "--seed", "1", "--threads", "1"
-#define TOY_CAPACITY "--task", "capacity", "--vocab", "64", "--d-model", "32", "--layers", "2", \
-    "--heads", "2", "--batch", "32", "--steps", "600", "--lr", "1e-2", "--eval-every", "600", \
-    "--eval-batches", "16", "--seed", "1", "--threads", "1"
-#define BASELINE_VARIANTS "attention,mamba2,gated-deltanet,titans,yaad,moneta,memora"
-    /* effect of p in Moneta's lp attentional bias (p = 1: the smooth |e|, eps 1e-6) on the byte LM */
-    {"ablation-p", {TOY_LM}, "val_loss", DATA_TEXT,
-     "moneta+p=1,moneta+p=1.5,moneta+p=2,moneta+p=3,moneta+p=4", "moneta+p=2", 0,
-     {{"@miras", "chunk=16", 0}}},
-    /* effect of q in Moneta's lq retention (q = 2: no normalisation) on the byte LM */
-    {"ablation-q", {TOY_LM}, "val_loss", DATA_TEXT,
-     "moneta+q=2,moneta+q=3,moneta+q=4,moneta+q=8", "moneta+q=2", 0,
-     {{"@miras", "chunk=16", 0}}},
-    /* deep (MLP, depth 1-3) vs linear (matrix) memory in Titans on the byte LM */
-    {"ablation-memory", {TOY_LM}, "val_loss", DATA_TEXT,
-     "titans+memory=matrix,titans+memory.depth=1,titans+memory.depth=2,titans+memory.depth=3",
-     "titans+memory=matrix", 0, {{"@miras", "chunk=16", 0}}},
-    /* Titans with and without momentum (the surprise S) on the byte LM */
-    {"ablation-momentum", {TOY_LM}, "val_loss", DATA_TEXT,
-     "titans+algorithm=gd,titans+algorithm=momentum", "titans+algorithm=gd", 0,
-     {{"@miras", "chunk=16", 0}}},
-    /* byte LM: MIRAS models vs a Transformer (attention) and a Mamba-style linear RNN */
-    {"baseline-lm", {TOY_LM}, "val_loss", DATA_TEXT, BASELINE_VARIANTS, "attention", 0,
-     {{"@miras", "chunk=16", 0}}},
-    /* needle in a haystack, 7-digit pass key in noise sentences (accuracy: answer bytes, teacher-forced) */
-    {"baseline-niah-passkey", {TOY_NIAH, "--niah", "passkey"}, "val_acc", NULL, BASELINE_VARIANTS,
-     "attention", 0, {{"@miras", "chunk=16", 0}}},
-    /* needle in a haystack, a word (of 32) in noise sentences; the cheaper variants only */
-    {"baseline-niah-word", {TOY_NIAH, "--niah", "word"}, "val_acc", NULL,
-     "attention,mamba2,gated-deltanet,titans,yaad", "attention", 0, {{"@miras", "chunk=16", 0}}},
-    /* needle in a haystack, pass key in a window of real text; the cheaper variants only */
-    {"baseline-niah-text", {TOY_NIAH, "--niah", "text"}, "val_acc", DATA_TEXT,
-     "attention,mamba2,gated-deltanet,titans,yaad", "attention", 0, {{"@miras", "chunk=16", 0}}},
-    /* memory capacity: N = 2, 4, 8 random pairs stored, then all queried (state size fixed) */
-    {"baseline-capacity-2", {TOY_CAPACITY, "--pairs", "2"}, "val_acc", NULL, BASELINE_VARIANTS,
-     "attention", 0, {{"@miras", "chunk=8", 0}}},
-    {"baseline-capacity-4", {TOY_CAPACITY, "--pairs", "4"}, "val_acc", NULL, BASELINE_VARIANTS,
-     "attention", 0, {{"@miras", "chunk=8", 0}}},
-    {"baseline-capacity-8", {TOY_CAPACITY, "--pairs", "8"}, "val_acc", NULL, BASELINE_VARIANTS,
-     "attention", 0, {{"@miras", "chunk=8", 0}}},
-};
-#define N_SUITES ((int)(sizeof suites / sizeof suites[0]))
-
-/* --suite names that stand for several suites. */
-static const struct { const char *name, *suites; } aliases[] = {
-    {"quick", "quick-mqar,quick-lm"},
-    {"ablations", "ablation-p,ablation-q,ablation-memory,ablation-momentum"},
-    {"baseline-niah", "baseline-niah-passkey,baseline-niah-word,baseline-niah-text"},
-    {"baseline-capacity", "baseline-capacity-2,baseline-capacity-4,baseline-capacity-8"},
-    {"baselines", "baseline-lm,baseline-niah,baseline-capacity"},
-    {"experiments", "ablations,baselines"},
-};
-#define N_ALIASES ((int)(sizeof aliases / sizeof aliases[0]))
-#define DEFAULT_SUITES "lm,mqar"
 #define DEFAULT_OUT "runs/quality"
 
 /* ================================================================ small helpers */
-
-#define MAX_CASES 512
-#define MAX_VARIANTS 64
-#define NAME_MAX_LEN 96
-#define PATH_LEN 4096
-
-static bool lower_is_better(const char *metric) { return strcmp(metric, "val_acc") != 0; }
-
-/* A growing string (the SVG, the command line). */
-typedef struct strbuf {
-    char *s;
-    size_t len, cap;
-    bool oom;
-} strbuf;
-
-static void sb_printf(strbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sb_printf(strbuf *b, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    int need = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
-    if (need < 0 || b->oom) return;
-    if (b->len + (size_t)need + 1 > b->cap) {
-        size_t cap = 2 * (b->len + (size_t)need + 1) + 256;
-        char *s = realloc(b->s, cap);
-        if (!s) {
-            b->oom = true;
-            return;
-        }
-        b->s = s, b->cap = cap;
-    }
-    va_start(ap, fmt);
-    vsnprintf(b->s + b->len, b->cap - b->len, fmt, ap);
-    va_end(ap);
-    b->len += (size_t)need;
-}
-
-/* s with XML's five special characters escaped. */
-static void sb_xml(strbuf *b, const char *s)
-{
-    for (; *s; s++) {
-        switch (*s) {
-        case '&': sb_printf(b, "&amp;"); break;
-        case '<': sb_printf(b, "&lt;"); break;
-        case '>': sb_printf(b, "&gt;"); break;
-        case '"': sb_printf(b, "&quot;"); break;
-        case '\'': sb_printf(b, "&#39;"); break;
-        default: sb_printf(b, "%c", *s);
-        }
-    }
-}
-
-/* s as a JSON string; bytes < 0x20 escaped, the rest (UTF-8 included) as is. */
-static void json_str(const char *s)
-{
-    putchar('"');
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') printf("\\%c", c);
-        else if (c < 0x20) printf("\\u%04x", c);
-        else putchar(c);
-    }
-    putchar('"');
-}
-
-static void json_num(const char *key, double v)
-{
-    if (isfinite(v)) printf(",\"%s\":%.6g", key, v);
-    else printf(",\"%s\":null", key);
-}
-
 /* src into dst[n], cut short when it does not fit; whether it fit. */
 static bool copy_str(char *dst, size_t n, const char *src)
 {
@@ -529,32 +282,6 @@ static int expand_variants(const char *list, char (*names)[NAME_MAX_LEN], char *
 
 /* ================================================================ one case */
 
-typedef enum { CASE_OK, CASE_FAILED, CASE_SKIPPED } case_status;
-
-typedef struct quality_case {
-    const quality_suite *suite;
-    char variant[NAME_MAX_LEN];
-    char dir[PATH_LEN];
-    char *command;           /* the miras-train command line, shell-quoted */
-    int64_t steps, params;   /* params: -1 when miras-train did not say */
-    double val_loss, val_acc, train_loss, wall_s;
-    double floor;            /* 0: none */
-    case_status status;
-    char message[512];       /* failed or skipped: why */
-    char overrides[512];     /* the checkpoint's lm.mixer_overrides, as the model got them */
-} quality_case;
-
-static double metric_of(const quality_case *c)
-{
-    return lower_is_better(c->suite->metric) ? c->val_loss : c->val_acc;
-}
-
-static bool below_floor(const quality_case *c)
-{
-    if (c->status != CASE_OK || c->floor == 0) return false;
-    double m = metric_of(c);
-    return lower_is_better(c->suite->metric) ? !(m <= c->floor) : !(m >= c->floor);
-}
 
 /* The argument vector of one run; the strings that are not the suite's
  * literals live in buf. */
@@ -902,308 +629,6 @@ static void run_case(quality_case *c, const char *train, const char *data, const
     c->status = CASE_OK;
 }
 
-/* ================================================================ output */
-
-static const char *status_name(case_status s)
-{
-    return s == CASE_OK ? "ok" : s == CASE_FAILED ? "failed" : "skipped";
-}
-
-static void print_case_json_line(const quality_case *c)
-{
-    printf("{\"suite\":");
-    json_str(c->suite->name);
-    printf(",\"variant\":");
-    json_str(c->variant);
-    printf(",\"command\":");
-    if (c->command) json_str(c->command);
-    else printf("null");
-    printf(",\"steps\":%lld", (long long)c->steps);
-    if (c->params >= 0) printf(",\"params\":%lld", (long long)c->params);
-    else printf(",\"params\":null");
-    printf(",\"metric\":\"%s\"", c->suite->metric);
-    json_num("val_loss", c->val_loss);
-    json_num("val_acc", c->val_acc);
-    json_num("train_loss", c->train_loss);
-    json_num("wall_s", c->wall_s);
-    if (c->status == CASE_OK) printf(",\"mixer_overrides\":"), json_str(c->overrides);
-    else printf(",\"mixer_overrides\":null");
-    printf(",\"status\":\"%s\"", status_name(c->status));
-    if (c->status != CASE_OK) printf(",\"message\":"), json_str(c->message);
-    json_num("floor", c->floor != 0 ? c->floor : NAN);
-    if (c->status == CASE_SKIPPED) printf(",\"ok\":null");
-    else printf(",\"ok\":%s", c->status == CASE_OK && !below_floor(c) ? "true" : "false");
-    printf(",\"out\":");
-    json_str(c->dir);
-    printf("}\n");
-    fflush(stdout);
-}
-
-/* The baseline case of c's suite that ran, or NULL. */
-static const quality_case *baseline_of(const quality_case *cases, int n, const quality_suite *s)
-{
-    if (!s->baseline) return NULL;
-    for (int i = 0; i < n; i++)
-        if (cases[i].suite == s && !strcmp(cases[i].variant, s->baseline)
-            && cases[i].status == CASE_OK)
-            return &cases[i];
-    return NULL;
-}
-
-static void fmt_params(char *buf, size_t n, int64_t p)
-{
-    if (p < 0) snprintf(buf, n, "-");
-    else if (p >= 1000000) snprintf(buf, n, "%.2fM", (double)p / 1e6);
-    else if (p >= 1000) snprintf(buf, n, "%.1fk", (double)p / 1e3);
-    else snprintf(buf, n, "%lld", (long long)p);
-}
-
-static void fmt_floor(char *buf, size_t n, const quality_case *c)
-{
-    if (c->floor == 0) snprintf(buf, n, "-");
-    else snprintf(buf, n, "%s %g", lower_is_better(c->suite->metric) ? "<=" : ">=", c->floor);
-}
-
-static int64_t suite_steps_run(const quality_case *cases, int n, const quality_suite *s)
-{
-    int64_t steps = 0;
-    for (int i = 0; i < n; i++)
-        if (cases[i].suite == s) steps = cases[i].steps;
-    return steps;
-}
-
-/* The table of one suite's cases: the metric, its delta to the baseline
- * (when the suite has one and it ran), val_loss beside an accuracy, the
- * last train_loss, parameters, wall time, floor and status. */
-static void print_suite_table(const quality_case *cases, int n, const quality_suite *s,
-                              const char *data_name, const char *svg)
-{
-    const quality_case *base = baseline_of(cases, n, s);
-    bool acc = !lower_is_better(s->metric);
-    int64_t steps = suite_steps_run(cases, n, s);
-    int w = 22; /* the variant column: the longest name */
-    for (int i = 0; i < n; i++)
-        if (cases[i].suite == s && (int)strlen(cases[i].variant) > w)
-            w = (int)strlen(cases[i].variant);
-    printf("\nquality %s: %s after %lld step%s (%s)%s%s%s%s\n", s->name, s->metric,
-           (long long)steps, steps == 1 ? "" : "s", acc ? "higher is better" : "lower is better",
-           base ? "; delta vs " : "", base ? s->baseline : "", data_name ? "; text " : "",
-           data_name ? data_name : "");
-    printf("%-*s %9s", w, "variant", s->metric);
-    if (base) printf(" %9s", "delta");
-    if (acc) printf(" %9s", "val_loss");
-    printf(" %10s %8s %9s %7s  %s\n", "train_loss", "params", "wall", "floor", "status");
-    for (int i = 0; i < n; i++) {
-        const quality_case *c = &cases[i];
-        if (c->suite != s) continue;
-        char floor[24], params[24], wall[24] = "-";
-        fmt_floor(floor, sizeof floor, c);
-        fmt_params(params, sizeof params, c->params);
-        if (c->status != CASE_SKIPPED && c->wall_s > 0)
-            snprintf(wall, sizeof wall, c->wall_s < 10 ? "%.2f s" : "%.1f s", c->wall_s);
-        if (c->status != CASE_OK) {
-            printf("%-*s %9s", w, c->variant, "-");
-            if (base) printf(" %9s", "-");
-            if (acc) printf(" %9s", "-");
-            printf(" %10s %8s %9s %7s  %s: %.100s%s\n", "-", params, wall, floor,
-                   c->status == CASE_FAILED ? "FAILED" : "skipped", c->message,
-                   strlen(c->message) > 100 ? "..." : "");
-            continue;
-        }
-        printf("%-*s %9.4f", w, c->variant, metric_of(c));
-        if (base && c == base) printf(" %9s", "base");
-        else if (base) printf(" %+9.4f", metric_of(c) - metric_of(base));
-        if (acc) printf(" %9.4f", c->val_loss);
-        printf(" %10.4f %8s %9s %7s  %s\n", c->train_loss, params, wall, floor,
-               below_floor(c) ? "BELOW FLOOR" : "ok");
-    }
-    if (svg) printf("chart: %s\n", svg);
-}
-
-/* s for a Markdown table cell: '|' escaped, line breaks as spaces. */
-static void sb_md(strbuf *b, const char *s)
-{
-    for (; *s; s++) {
-        if (*s == '|') sb_printf(b, "\\|");
-        else sb_printf(b, "%c", *s == '\n' || *s == '\r' ? ' ' : *s);
-    }
-}
-
-/* The same table in Markdown (DIR/quality-<suite>.md): a line saying what
- * the metric is, then the table; the variant names in code spans. The rows
- * in the suite's order; a failed or skipped case says why. */
-static char *suite_markdown(const quality_case *cases, int n, const quality_suite *s,
-                            const char *data_name, size_t *size)
-{
-    const quality_case *base = baseline_of(cases, n, s);
-    bool acc = !lower_is_better(s->metric);
-    int64_t steps = suite_steps_run(cases, n, s);
-    strbuf b = {0};
-    sb_printf(&b, "`%s` after %lld step%s (%s)", s->metric, (long long)steps,
-              steps == 1 ? "" : "s", acc ? "higher is better" : "lower is better");
-    if (base) sb_printf(&b, "; Δ vs `%s`", s->baseline);
-    if (data_name) sb_printf(&b, "; text `%s`", data_name);
-    sb_printf(&b, ".\n\n| variant | %s |%s%s train_loss | params | wall | status |\n", s->metric,
-              base ? " Δ |" : "", acc ? " val_loss |" : "");
-    sb_printf(&b, "|---|---:|%s%s---:|---:|---:|---|\n", base ? "---:|" : "", acc ? "---:|" : "");
-    for (int i = 0; i < n; i++) {
-        const quality_case *c = &cases[i];
-        if (c->suite != s) continue;
-        char params[24], wall[24] = "-";
-        fmt_params(params, sizeof params, c->params);
-        if (c->status != CASE_SKIPPED && c->wall_s > 0)
-            snprintf(wall, sizeof wall, c->wall_s < 10 ? "%.2f s" : "%.1f s", c->wall_s);
-        sb_printf(&b, "| `");
-        sb_md(&b, c->variant);
-        if (c->status != CASE_OK) {
-            sb_printf(&b, "` | - |%s%s - | %s | %s | %s: ", base ? " - |" : "", acc ? " - |" : "",
-                      params, wall, c->status == CASE_FAILED ? "FAILED" : "skipped");
-            sb_md(&b, c->message);
-            sb_printf(&b, " |\n");
-            continue;
-        }
-        sb_printf(&b, "` | %.4f |", metric_of(c));
-        if (base && c == base) sb_printf(&b, " base |");
-        else if (base) sb_printf(&b, " %+.4f |", metric_of(c) - metric_of(base));
-        if (acc) sb_printf(&b, " %.4f |", c->val_loss);
-        sb_printf(&b, " %.4f | %s | %s | %s |\n", c->train_loss, params, wall,
-                  below_floor(c) ? "BELOW FLOOR" : "ok");
-    }
-    if (b.oom) {
-        free(b.s);
-        return NULL;
-    }
-    *size = b.len;
-    return b.s;
-}
-
-/* ---------------------------------------------------------------- the chart
- * Horizontal bars, best first, one per variant, the value (and its delta to
- * the baseline) beside each; the baseline's bar in its own colour with a
- * dashed line at its value across the chart; a floor as a black tick on its
- * row; a failed or skipped case as a word instead of a bar. */
-#define SVG_RIGHT_W 170 /* the value and delta beside the longest bar */
-#define SVG_LABEL_W 190 /* variant names; a longer name takes 16 + 8 px a character */
-#define SVG_BAR_W 400   /* the axis from 0 to the scale's top */
-#define SVG_ROW 22
-#define SVG_TOP 58
-
-static const quality_case *sort_cases_base;
-static int cmp_by_metric(const void *a, const void *b)
-{
-    const quality_case *x = &sort_cases_base[*(const int *)a];
-    const quality_case *y = &sort_cases_base[*(const int *)b];
-    bool rx = x->status == CASE_OK, ry = y->status == CASE_OK;
-    if (rx != ry) return rx ? -1 : 1;
-    if (!rx) return *(const int *)a - *(const int *)b;
-    double mx = metric_of(x), my = metric_of(y);
-    if (!lower_is_better(x->suite->metric)) mx = -mx, my = -my;
-    return mx < my ? -1 : mx > my ? 1 : *(const int *)a - *(const int *)b;
-}
-
-/* A round top for the axis and its tick step (1, 2 or 5 times a power of 10). */
-static double axis_top(double max, double *tick)
-{
-    if (!(max > 0)) max = 1;
-    double mag = pow(10, floor(log10(max)));
-    const double m[] = {0.1, 0.2, 0.5, 1, 2, 5, 10};
-    *tick = mag;
-    for (int i = 0; i < 7; i++)
-        if (max / (m[i] * mag) <= 6) {
-            *tick = m[i] * mag;
-            break;
-        }
-    return ceil(max / *tick - 1e-9) * *tick;
-}
-
-static char *suite_svg(const quality_case *cases, int n, const quality_suite *s, int64_t steps,
-                       size_t *size)
-{
-    int idx[MAX_CASES], rows = 0;
-    double max = 0;
-    for (int i = 0; i < n; i++) {
-        if (cases[i].suite != s) continue;
-        idx[rows++] = i;
-        if (cases[i].status == CASE_OK) max = fmax(max, metric_of(&cases[i]));
-        if (cases[i].floor != 0) max = fmax(max, cases[i].floor);
-    }
-    sort_cases_base = cases;
-    qsort(idx, (size_t)rows, sizeof *idx, cmp_by_metric);
-    bool acc = !lower_is_better(s->metric);
-    double tick, top = acc ? 1.0 : axis_top(max, &tick);
-    if (acc) tick = 0.2;
-    const quality_case *base = baseline_of(cases, n, s);
-    int h = SVG_TOP + rows * SVG_ROW + 44, label_w = SVG_LABEL_W;
-    for (int r = 0; r < rows; r++)
-        if (16 + 8 * (int)strlen(cases[idx[r]].variant) > label_w)
-            label_w = 16 + 8 * (int)strlen(cases[idx[r]].variant);
-    strbuf b = {0};
-    sb_printf(&b, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
-              "font-family=\"sans-serif\" font-size=\"12\">\n"
-              "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n",
-              label_w + SVG_BAR_W + SVG_RIGHT_W, h);
-    sb_printf(&b, "<text x=\"10\" y=\"20\" font-size=\"15\" font-weight=\"bold\">quality ");
-    sb_xml(&b, s->name);
-    sb_printf(&b, ": %s after %lld step%s</text>\n", s->metric, (long long)steps,
-              steps == 1 ? "" : "s");
-    sb_printf(&b, "<text x=\"10\" y=\"38\" fill=\"#555\">%s; best first%s", acc
-              ? "validation accuracy, higher is better" : "validation loss, lower is better",
-              base ? "; dashed line: the baseline, " : "");
-    if (base) sb_xml(&b, s->baseline);
-    bool floors = false;
-    for (int r = 0; r < rows; r++) floors |= cases[idx[r]].floor != 0;
-    sb_printf(&b, "%s</text>\n", floors ? "; black tick: a floor" : "");
-    double x0 = label_w, scale = SVG_BAR_W / top;
-    int y_axis = SVG_TOP + rows * SVG_ROW;
-    for (double t = 0; t <= top + 1e-9; t += tick) {
-        double x = x0 + t * scale;
-        sb_printf(&b, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#e4e4e4\"/>\n"
-                  "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\" fill=\"#555\">%g</text>\n",
-                  x, SVG_TOP - 4, x, y_axis, x, y_axis + 16, t);
-    }
-    for (int r = 0; r < rows; r++) {
-        const quality_case *c = &cases[idx[r]];
-        int y = SVG_TOP + r * SVG_ROW;
-        sb_printf(&b, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">", label_w - 8, y + 15);
-        sb_xml(&b, c->variant);
-        sb_printf(&b, "</text>\n");
-        if (c->status != CASE_OK) {
-            sb_printf(&b, "<text x=\"%.1f\" y=\"%d\" fill=\"%s\">%s</text>\n", x0 + 4, y + 15,
-                      c->status == CASE_FAILED ? "#c62828" : "#888",
-                      c->status == CASE_FAILED ? "failed" : "skipped");
-            continue;
-        }
-        double m = metric_of(c), w = fmax(0.0, fmin(m, top)) * scale;
-        const char *fill = c == base ? "#f58518" : below_floor(c) ? "#e45756" : "#4c78a8";
-        sb_printf(&b, "<rect x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"16\" fill=\"%s\"/>\n",
-                  x0, y + 3, w, fill);
-        sb_printf(&b, "<text x=\"%.1f\" y=\"%d\">%.4f", x0 + w + 5, y + 15, m);
-        if (base && c != base) sb_printf(&b, " (%+.4f)", m - metric_of(base));
-        if (c == base) sb_printf(&b, " (baseline)");
-        if (below_floor(c)) sb_printf(&b, " below floor");
-        sb_printf(&b, "</text>\n");
-        if (c->floor != 0) {
-            double fx = x0 + fmin(c->floor, top) * scale;
-            sb_printf(&b, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#222\" "
-                      "stroke-width=\"2\"/>\n", fx, y + 1, fx, y + 21);
-        }
-    }
-    if (base) {
-        double bx = x0 + fmin(metric_of(base), top) * scale;
-        sb_printf(&b, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#f58518\" "
-                  "stroke-dasharray=\"4 3\"/>\n", bx, SVG_TOP - 4, bx, y_axis);
-    }
-    sb_printf(&b, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#333\"/>\n", x0,
-              SVG_TOP - 4, x0, y_axis);
-    sb_printf(&b, "</svg>\n");
-    if (b.oom) {
-        free(b.s);
-        return NULL;
-    }
-    *size = b.len;
-    return b.s;
-}
-
 /* ================================================================ the run */
 
 /* Adds the suites of a comma list to out (aliases expanded, an alias may name
@@ -1216,22 +641,22 @@ static int add_suites(const char *list, int depth, const quality_suite **out, in
     for (char *save = NULL, *t = strtok_r(buf, ",", &save); t && count >= 0;
          t = strtok_r(NULL, ",", &save)) {
         const char *alias = NULL;
-        for (int a = 0; a < N_ALIASES; a++)
-            if (!strcmp(t, aliases[a].name)) alias = aliases[a].suites;
+        for (int a = 0; a < n_quality_aliases; a++)
+            if (!strcmp(t, quality_aliases[a].name)) alias = quality_aliases[a].suites;
         if (alias && depth < 4) {
             count = add_suites(alias, depth + 1, out, count, msg, n);
             continue;
         }
         const quality_suite *s = NULL;
-        for (int k = 0; k < N_SUITES; k++)
-            if (!strcmp(t, suites[k].name)) s = &suites[k];
+        for (int k = 0; k < n_quality_suites; k++)
+            if (!strcmp(t, quality_suites[k].name)) s = &quality_suites[k];
         if (!s) {
             size_t used = (size_t)snprintf(msg, n, "unknown suite '%s'; known:", t);
-            for (int k = 0; k < N_SUITES && used < n; k++)
-                used += (size_t)snprintf(msg + used, n - used, " %s", suites[k].name);
-            for (int a = 0; a < N_ALIASES && used < n; a++)
-                used += (size_t)snprintf(msg + used, n - used, " %s (%s)", aliases[a].name,
-                                         aliases[a].suites);
+            for (int k = 0; k < n_quality_suites && used < n; k++)
+                used += (size_t)snprintf(msg + used, n - used, " %s", quality_suites[k].name);
+            for (int a = 0; a < n_quality_aliases && used < n; a++)
+                used += (size_t)snprintf(msg + used, n - used, " %s (%s)", quality_aliases[a].name,
+                                         quality_aliases[a].suites);
             return -1;
         }
         bool seen = false;
@@ -1284,14 +709,14 @@ static void case_dir(char *buf, size_t n, const char *out, const quality_suite *
 int bench_quality(const bench_opts *o, const quality_opts *q)
 {
     char msg[2048];
-    const quality_suite *chosen[N_SUITES];
+    const quality_suite *chosen[MAX_SUITES];
     int n_suites = select_suites(q, chosen, msg, sizeof msg);
     if (n_suites < 0) {
         fprintf(stderr, "miras-bench: --suite: %s\n", msg);
         return 2;
     }
-    static char variants[N_SUITES][MAX_VARIANTS][NAME_MAX_LEN];
-    int n_variants[N_SUITES];
+    static char variants[MAX_SUITES][MAX_VARIANTS][NAME_MAX_LEN];
+    int n_variants[MAX_SUITES];
     for (int s = 0; s < n_suites; s++) {
         n_variants[s] = expand_variants(o->variants ? o->variants : chosen[s]->variants,
                                         variants[s], msg, sizeof msg);
@@ -1322,8 +747,8 @@ int bench_quality(const bench_opts *o, const quality_opts *q)
 
     /* every case, with its text or the reason its suite is skipped */
     quality_case *cases = calloc(MAX_CASES, sizeof *cases);
-    static char data[N_SUITES][PATH_LEN];
-    const char *data_of[N_SUITES];
+    static char data[MAX_SUITES][PATH_LEN];
+    const char *data_of[MAX_SUITES];
     if (!cases) {
         fprintf(stderr, "miras-bench: out of memory\n");
         return 1;
@@ -1450,10 +875,10 @@ void bench_quality_usage(FILE *f)
                "  --suite A,B,..    suites, a comma list or repeated (default " DEFAULT_SUITES
                "):\n");
     int w = 11;
-    for (int i = 0; i < N_SUITES; i++)
-        if ((int)strlen(suites[i].name) > w) w = (int)strlen(suites[i].name);
-    for (int i = 0; i < N_SUITES; i++) {
-        const quality_suite *s = &suites[i];
+    for (int i = 0; i < n_quality_suites; i++)
+        if ((int)strlen(quality_suites[i].name) > w) w = (int)strlen(quality_suites[i].name);
+    for (int i = 0; i < n_quality_suites; i++) {
+        const quality_suite *s = &quality_suites[i];
         const char *task = suite_arg(s, "--task"), *d = s->data, *kind = suite_arg(s, "--niah");
         const char *pairs = !strcmp(task ? task : "", "capacity") ? suite_arg(s, "--pairs") : NULL;
         fprintf(f, "    %-*s task %s%s%s%s%s%s, %s, %lld steps%s%s\n", w, s->name, task ? task : "lm",
@@ -1461,8 +886,8 @@ void bench_quality_usage(FILE *f)
                 pairs ? " pairs" : "", s->metric, (long long)suite_steps(s), d ? ", text " : "",
                 !d ? "" : !strcmp(d, DATA_TEXT) ? TEXT_NAME : d);
     }
-    for (int i = 0; i < N_ALIASES; i++)
-        fprintf(f, "    %-*s = %s\n", w, aliases[i].name, aliases[i].suites);
+    for (int i = 0; i < n_quality_aliases; i++)
+        fprintf(f, "    %-*s = %s\n", w, quality_aliases[i].name, quality_aliases[i].suites);
     fprintf(f,
         "  --quick           --suite quick: the test suite's subset (<= 3 minutes)\n"
         "  --variants A,B,.. variants in place of every suite's own list. A variant is a mixer\n"

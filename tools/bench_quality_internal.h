@@ -1,0 +1,105 @@
+/* miras-bench quality, shared by its two files: bench_quality.c (the suites,
+ * running the cases) and bench_quality_report.c (what is printed and drawn). */
+#ifndef MIRAS_BENCH_QUALITY_INTERNAL_H
+#define MIRAS_BENCH_QUALITY_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#define MAX_SUITE_ARGS 40
+#define MAX_SUITES 32
+#define DATA_TEXT "@text"    /* a suite's data: --data, else tinyshakespeare.txt */
+#define DEFAULT_SUITES "lm,mqar"
+#define MAX_RULES 32
+
+#define MAX_CASES 512
+#define MAX_VARIANTS 64
+#define NAME_MAX_LEN 96
+#define PATH_LEN 4096
+
+
+typedef struct quality_rule {
+    const char *match, *set;
+    double floor; /* 0: none */
+} quality_rule;
+
+typedef struct quality_suite {
+    const char *name;
+    const char *args[MAX_SUITE_ARGS]; /* NULL-terminated */
+    const char *metric;
+    const char *data;
+    const char *variants, *baseline;
+    double floor;
+    quality_rule rules[MAX_RULES];
+} quality_suite;
+
+/* The suites (bench_quality_suites.c), and the --suite names that stand for several. */
+typedef struct quality_alias {
+    const char *name, *suites;
+} quality_alias;
+extern const quality_suite quality_suites[];
+extern const int n_quality_suites;
+extern const quality_alias quality_aliases[];
+extern const int n_quality_aliases;
+
+static inline bool lower_is_better(const char *metric) { return strcmp(metric, "val_acc") != 0; }
+
+typedef enum { CASE_OK, CASE_FAILED, CASE_SKIPPED } case_status;
+
+typedef struct quality_case {
+    const quality_suite *suite;
+    char variant[NAME_MAX_LEN];
+    char dir[PATH_LEN];
+    char *command;           /* the miras-train command line, shell-quoted */
+    int64_t steps, params;   /* params: -1 when miras-train did not say */
+    double val_loss, val_acc, train_loss, wall_s;
+    double floor;            /* 0: none */
+    case_status status;
+    char message[512];       /* failed or skipped: why */
+    char overrides[512];     /* the checkpoint's lm.mixer_overrides, as the model got them */
+} quality_case;
+
+static inline double metric_of(const quality_case *c)
+{
+    return lower_is_better(c->suite->metric) ? c->val_loss : c->val_acc;
+}
+
+static inline bool below_floor(const quality_case *c)
+{
+    if (c->status != CASE_OK || c->floor == 0) return false;
+    double m = metric_of(c);
+    return lower_is_better(c->suite->metric) ? !(m <= c->floor) : !(m >= c->floor);
+}
+
+/* A growing string (the SVG, the command line); on running out of memory
+ * it stops growing and sets oom. */
+typedef struct strbuf {
+    char *s;
+    size_t len, cap;
+    bool oom;
+} strbuf;
+
+void sb_printf(strbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* s with XML's five special characters escaped. */
+void sb_xml(strbuf *b, const char *s);
+/* s as a JSON string; bytes < 0x20 escaped, the rest (UTF-8 included) as is. */
+void json_str(const char *s);
+/* ,"key":v (null when v is not finite) */
+void json_num(const char *key, double v);
+
+/* One JSON line for a case. */
+void print_case_json_line(const quality_case *c);
+/* The case whose variant is the suite's baseline, or NULL. */
+const quality_case *baseline_of(const quality_case *cases, int n, const quality_suite *s);
+/* The table of a suite's cases on stdout (svg: its chart's path, said below it). */
+void print_suite_table(const quality_case *cases, int n, const quality_suite *s,
+                       const char *data_name, const char *svg);
+/* The suite's table as Markdown, and its bar chart as SVG; malloc'd, *size set, NULL when
+ * out of memory. */
+char *suite_markdown(const quality_case *cases, int n, const quality_suite *s,
+                     const char *data_name, size_t *size);
+char *suite_svg(const quality_case *cases, int n, const quality_suite *s, int64_t steps,
+                size_t *size);
+
+#endif
