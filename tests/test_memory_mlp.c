@@ -365,9 +365,11 @@ END_TEST
 
 /* The chunk read from the gradients' rank-one factors (no W per token)
  * against the materialising path (materialize = true), f64, T = 11: titans
- * (ℓ2 bias, ℓ2 retention, momentum) and ttt-mlp (no retention, GD), depth 1
- * to 3, chunks 1, 2 and 5; then a gradcheck through the factored path with
- * no retention (the ℓ2 retention's is in outer_gradients_through_the_inner_loop). */
+ * (ℓ2 bias, ℓ2 retention, momentum), ttt-mlp (no retention, GD) and Moneta's
+ * ℓq retention (spec form, W_t = A_t/‖A_t‖^((q−2)/q): ‖A_t‖ from the Gram
+ * matrices) with GD and with momentum, depth 1 to 3, chunks 1, 2 and 5; then
+ * a gradcheck through the factored path with no retention and with ℓq (the
+ * ℓ2 retention's is in outer_gradients_through_the_inner_loop). */
 START_TEST(factored_chunk_equals_materialised)
 {
     enum { TL = 11 };
@@ -379,9 +381,9 @@ START_TEST(factored_chunk_equals_materialised)
     mi_miras_gates g = {.eta = mi_rand(&r, MI_F64, MI_SHAPE(N, TL), 0.05, 0.3),
                         .alpha = mi_rand(&r, MI_F64, MI_SHAPE(N, TL), 0.7, 0.99),
                         .mu = mi_rand(&r, MI_F64, MI_SHAPE(N, TL), 0.3, 0.9)};
-    const char *ret[] = {"l2", "none"}, *algos[] = {"momentum", "gd"};
+    const char *ret[] = {"l2", "none", "lq", "lq"}, *algos[] = {"momentum", "gd", "gd", "momentum"};
     int chunks[] = {1, 2, 5};
-    for (int kind = 0; kind < 2; kind++)
+    for (int kind = 0; kind < 4; kind++)
         for (int depth = 1; depth <= 3; depth++)
             for (int ci = 0; ci < 3; ci++) {
                 mi_miras_config c = mlp_config(depth, 2);
@@ -409,11 +411,12 @@ START_TEST(factored_chunk_equals_materialised)
                                   depth, chunks[ci], i, err);
                 }
             }
-    for (int a = 0; a < 2; a++) {
+    const char *gc_ret[] = {"none", "none", "lq", "lq"};
+    for (int a = 0; a < 4; a++) {
         seqs s = make_seqs(&r);
         gc_ctx gc;
         mi_miras_config c = mlp_config(2, 2);
-        c.retention = "none";
+        c.retention = gc_ret[a];
         c.algorithm = algos[a];
         c.chunk = 2;
         ck_assert_msg(mi_miras_init(&gc.m, &c) == 0, "%s", mi_error());
@@ -422,7 +425,7 @@ START_TEST(factored_chunk_equals_materialised)
         for (int i = 0; i < 4; i++) mi_requires_grad(in[i], true);
         random_weights(&r, &c, 0.7, true, in + 4);
         mi_gradcheck_result res = mi_gradcheck(layer_fn, &gc, in, 6, NULL);
-        ck_assert_msg(res.ok, "none %s chunk 2: %s", algos[a], res.message);
+        ck_assert_msg(res.ok, "%s %s chunk 2: %s", gc_ret[a], algos[a], res.message);
     }
 }
 END_TEST

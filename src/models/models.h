@@ -140,6 +140,12 @@ struct mi_retention_kind {
     mi_tensor *(*init)(const mi_miras_config *c, mi_tensor *w0);  /* A_0 from W_0 (NULL: A = W) */
     mi_tensor *(*read)(const mi_miras_config *c, mi_tensor *a);   /* W from A (NULL: W = A) */
     mi_tensor *(*boundary)(const mi_miras_config *c, mi_tensor *a);  /* NULL: none */
+    /* When the read only scales each whole weight, W = s(‖A‖_F²)·A (NULL, or
+     * false for this config: it does not): s from the squared Frobenius norm
+     * [N, n, 1] of each token's state. A chunk then reads its tokens from the
+     * gradients' rank-one factors without one copy of W per token. */
+    bool (*read_is_scale)(const mi_miras_config *c);
+    mi_tensor *(*read_scale)(const mi_miras_config *c, mi_tensor *sq_norm);
     bool uses_alpha;   /* false: α ≡ 1 (no forgetting) */
     bool lag_token;    /* the first token of each chunk runs alone (Memora, MIRAS §4.3) */
 };

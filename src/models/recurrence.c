@@ -114,12 +114,16 @@ static int inner_gradients(const run *r, mi_tensor *const *w, mi_tensor *k, mi_t
  * Ac is the n×n matrix of the two scans (momentum over j, then retention)
  * run on the identity, so no per-token copy of W is built: a layer's
  * product with u_t is c_t A_prev u_t + d_t S_prev u_t + ((C ⊙ U Xᵀ) Δ)_t
- * (chunked linear attention), and the chunk's end state is one matmul. */
+ * (chunked linear attention), and the chunk's end state is one matmul.
+ * A read that scales each weight, W_t = s(‖A_t‖²)·A_t (Moneta's ℓq
+ * normalisation in the spec's form), multiplies each layer's product by s_t,
+ * with ‖A_t‖² from the same factors (factored_sq_norm). */
 typedef struct factored {
     mi_tensor *a[MI_MEMORY_MAX_WEIGHTS], *s[MI_MEMORY_MAX_WEIGHTS]; /* [N, out, in] */
     mi_tensor *c, *d;                        /* [N, n, 1] (c NULL: 1; d NULL: no momentum) */
     mi_tensor *coef;                         /* C, [N, n, n] */
     mi_tensor *delta[MI_MEMORY_MAX_WEIGHTS], *x[MI_MEMORY_MAX_WEIGHTS];
+    mi_tensor *scale[MI_MEMORY_MAX_WEIGHTS]; /* s_t [N, n, 1] (NULL: W = A) */
 } factored;
 
 static mi_tensor *factored_linear(void *ctx, int l, mi_tensor *u)
@@ -129,7 +133,43 @@ static mi_tensor *factored_linear(void *ctx, int l, mi_tensor *u)
     if (f->c) out = mi_mul(f->c, out);
     if (f->d) out = mi_add(out, mi_mul(f->d, mi_matmul_t(u, f->s[l], false, true)));
     mi_tensor *att = mi_mul(f->coef, mi_matmul_t(u, f->x[l], false, true));
-    return mi_add(out, mi_matmul(att, f->delta[l]));
+    out = mi_add(out, mi_matmul(att, f->delta[l]));
+    return f->scale[l] ? mi_mul(f->scale[l], out) : out;
+}
+
+static bool scaled_read(const run *r)
+{
+    const mi_retention_kind *ret = r->m->retention;
+    return ret->read && ret->read_is_scale && ret->read_scale && ret->read_is_scale(r->c);
+}
+
+/* ‖A_t‖_F² of one weight at every token of the chunk, [N, n, 1], from the
+ * dual form A_t = B_t + Σ_{i≤t} C_{t,i} δ_i x_iᵀ with B_t = c_t A + d_t S:
+ *   ‖A_t‖² = ‖B_t‖² + 2 Σ_i C_{t,i} δ_iᵀ B_t x_i + Σ_{i,j} C_{t,i} C_{t,j} (δ_i·δ_j)(x_i·x_j)
+ * where ‖B_t‖² = c_t²‖A‖² + 2 c_t d_t ⟨A, S⟩ + d_t²‖S‖² and δ_iᵀ B_t x_i =
+ * c_t δ_iᵀ A x_i + d_t δ_iᵀ S x_i: n×n Gram matrices, no n×out×in tensor. */
+static mi_tensor *factored_sq_norm(const factored *f, int l)
+{
+    mi_tensor *A = f->a[l], *S = f->s[l], *D = f->delta[l], *X = f->x[l];
+    uint32_t mat = (1u << 1) | (1u << 2);
+    mi_tensor *gram = mi_mul(mi_matmul_t(D, D, false, true), mi_matmul_t(X, X, false, true));
+    mi_tensor *sq = mi_sum(mi_mul(mi_matmul(f->coef, gram), f->coef), -1, true);
+    /* δ_iᵀ A x_i for every i, [N, n, 1] */
+    mi_tensor *hA = mi_sum(mi_mul(mi_matmul(D, A), X), -1, true);
+    mi_tensor *cross = mi_matmul(f->coef, hA), *bb = mi_sum_axes(mi_square(A), mat, true);
+    if (f->c) {
+        cross = mi_mul(f->c, cross);
+        bb = mi_mul(mi_square(f->c), bb);
+    }
+    if (f->d) {
+        mi_tensor *hS = mi_sum(mi_mul(mi_matmul(D, S), X), -1, true);
+        cross = mi_add(cross, mi_mul(f->d, mi_matmul(f->coef, hS)));
+        mi_tensor *as = mi_sum_axes(mi_mul(A, S), mat, true);
+        if (f->c) as = mi_mul(f->c, as);
+        bb = mi_add(bb, mi_add(mi_mul_scalar(mi_mul(f->d, as), 2),
+                               mi_mul(mi_square(f->d), mi_sum_axes(mi_square(S), mat, true))));
+    }
+    return mi_add(mi_add(bb, mi_mul_scalar(cross, 2)), sq);
 }
 
 static bool factored_ok(const run *r, const mi_tensor *eta, const mi_tensor *alpha,
@@ -139,7 +179,7 @@ static bool factored_ok(const run *r, const mi_tensor *eta, const mi_tensor *alp
     const mi_miras_config *c = r->c;
     return !c->materialize && c->closed_form && m->memory->grad_factors &&
            m->memory->forward_linear && m->bias->error && !m->bias->encoding &&
-           !m->retention->read && !m->retention->boundary && !m->retention->lag_token &&
+           (!m->retention->read || scaled_read(r)) && !m->retention->boundary && !m->retention->lag_token &&
            !c->decay_first && (m->algorithm == MI_ALGO_GD || m->algorithm == MI_ALGO_MOMENTUM) &&
            eta->rank == 2 && (!alpha || alpha->rank == 2) && (!mu || mu->rank == 2);
 }
@@ -168,9 +208,12 @@ static int factored_chunk(run *r, mi_tensor *qc, mi_tensor *kc, mi_tensor *vc, m
     const mi_miras_config *c = r->c;
     int64_t n_seq = kc->shape[0];
     factored f = {0};
-    /* the factors of the gradients at the chunk's start */
-    mi_tensor *e = m->bias->error(c, m->memory->forward(c, r->a, kc), vc, delta);
-    if (!e || m->memory->grad_factors(c, r->a, kc, e, f.delta, f.x) != 0) return -1;
+    /* the factors of the gradients at the chunk's start, W = read(A) */
+    mi_tensor *w[MI_MEMORY_MAX_WEIGHTS];
+    for (int i = 0; i < r->nw; i++)
+        if (!(w[i] = read_state(r, r->a[i]))) return -1;
+    mi_tensor *e = m->bias->error(c, m->memory->forward(c, w, kc), vc, delta);
+    if (!e || m->memory->grad_factors(c, w, kc, e, f.delta, f.x) != 0) return -1;
     /* The coefficients: the two scans run on coordinates over the basis
      * (step_0 … step_{n−1}, S_prev, A_prev), each from the coordinates of the
      * state the previous chunk left: S_t = μ_t S_{t−1} + step_t from e_{S_prev},
@@ -193,6 +236,9 @@ static int factored_chunk(run *r, mi_tensor *qc, mi_tensor *kc, mi_tensor *vc, m
         f.a[i] = mi_squeeze(r->a[i], 1);
         f.s[i] = mu ? mi_squeeze(r->s[i], 1) : NULL;
         if (!f.a[i] || (mu && !f.s[i])) return -1;
+        if (y && scaled_read(r) &&
+            !(f.scale[i] = m->retention->read_scale(c, factored_sq_norm(&f, i))))
+            return -1;
     }
     /* the read, before the state moves on */
     if (y && !(*y = m->memory->forward_linear(c, factored_linear, &f, qc))) return -1;

@@ -25,7 +25,22 @@ static mi_tensor *lq_read(const mi_miras_config *c, mi_tensor *a)
     return mi_reshape(mi_lq_normalize(flat, c->q, c->lq_form), a->rank, a->shape);
 }
 
+/* The spec's form scales the whole weight: W = A·(‖A‖_F²)^(−(q−2)/(2q)). The
+ * tiny offset maps a zero accumulator to zero weights, as mi_lq_normalize
+ * does (it moves ‖A‖_F² by 1e-30, far below float rounding at any norm a
+ * memory reaches). */
+static bool lq_read_is_scale(const mi_miras_config *c)
+{
+    return c->lq_form == MI_LQ_SPEC;
+}
+
+static mi_tensor *lq_read_scale(const mi_miras_config *c, mi_tensor *sq_norm)
+{
+    return mi_pow_scalar(mi_add_scalar(sq_norm, 1e-30), -(c->q - 2) / (2 * c->q));
+}
+
 const mi_retention_kind mi_retention_lq = {
     .name = "lq", .formula = "A_t = alpha_t A_{t-1} - eta_t grad, W_t = A_t / ||A_t||^r",
-    .read = lq_read, .uses_alpha = true,
+    .read = lq_read, .read_is_scale = lq_read_is_scale, .read_scale = lq_read_scale,
+    .uses_alpha = true,
 };
