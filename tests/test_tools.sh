@@ -101,6 +101,32 @@ check "resume: stopped between log rows (17), identical checkpoint and log.csv" 
   "cmp -s '$tmp/full/ckpt.safetensors' '$tmp/part17/ckpt.safetensors' && \
    cmp -s '$tmp/full/log.csv' '$tmp/part17/log.csv'"
 
+# ------------------------------------------------------------------ gradient accumulation
+# --accum 4: the batch in four micro-batches, the same update up to float rounding
+# (every logged loss and norm within 1e-5 relative of the one-pass run), resumable.
+"$train" "${common[@]}" --steps 20 --accum 4 --out "$tmp/accum" >/dev/null 2>&1
+"$train" "${common[@]}" --steps 20 --out "$tmp/noaccum" >/dev/null 2>&1
+logs_close() { # logs_close A B: same rows, numbers within 1e-5 relative
+  python3 - "$1" "$2" <<'EOF'
+import csv, sys
+a, b = (list(csv.reader(open(f))) for f in sys.argv[1:3])
+close = lambda u, v: u == v == "" or abs(float(u) - float(v)) <= 1e-5 * max(1, abs(float(v)))
+ok = len(a) == len(b) > 1 and a[0] == b[0] and all(
+    len(x) == len(y) and all(close(u, v) for u, v in zip(x, y)) for x, y in zip(a[1:], b[1:]))
+if not ok: print(f"  {a[-1]} vs {b[-1]}")
+sys.exit(0 if ok else 1)
+EOF
+}
+check "accum 4 == one pass (log.csv within 1e-5)" logs_close "$tmp/accum/log.csv" "$tmp/noaccum/log.csv"
+check "accum: the checkpoint records train.accum" grep -aq '"train.accum":"4"' \
+  "$tmp/accum/ckpt.safetensors"
+"$train" "${common[@]}" --steps 20 --accum 4 --out "$tmp/accum10" --stop-at 10 >/dev/null 2>&1
+"$train" --resume "$tmp/accum10/ckpt.safetensors" >/dev/null 2>&1
+check "accum: stop at 10 + resume gives the same checkpoint" \
+  cmp -s "$tmp/accum/ckpt.safetensors" "$tmp/accum10/ckpt.safetensors"
+check "train --accum not dividing --batch -> exit 2" status 2 "--accum \(3\) must divide" \
+  "$train" --data "$tmp/small.txt" "${tiny[@]}" --accum 3
+
 # ------------------------------------------------------------------ gradient norm and clipping
 grad_norm_ok() { # grad_norm_ok LOG ROWS: the header, and grad_norm finite and > 0 on ROWS rows
   python3 - "$1" "$2" <<'EOF'

@@ -22,7 +22,8 @@ bool task_has_accuracy(task_kind k) { return k != TASK_LM; }
 run_config run_config_default(task_kind task)
 {
     run_config rc = {
-        .lm = mi_lm_config_default(), .task = task, .seq_len = 64, .batch = 16, .steps = 1000,
+        .lm = mi_lm_config_default(), .task = task, .seq_len = 64, .batch = 16, .accum = 1,
+        .steps = 1000,
         .warmup = 100, .cosine = true, .min_lr = 0.1, .clip = 1.0, .eval_every = 100,
         .eval_batches = 4, .log_every = 10, .optim = MI_OPT_ADAMW,
         .hp = mi_optim_defaults(MI_OPT_ADAMW), .seed = 1};
@@ -48,16 +49,20 @@ typedef struct field {
     const char *key;
     ftype type;
     size_t offset, size;
+    bool optional;            /* absent from older checkpoints: keeps its default */
 } field;
 
 #define RC(key, type, member) \
-    {key, type, offsetof(run_config, member), sizeof(((run_config *)0)->member)}
+    {key, type, offsetof(run_config, member), sizeof(((run_config *)0)->member), false}
+#define RC_OPTIONAL(key, type, member) \
+    {key, type, offsetof(run_config, member), sizeof(((run_config *)0)->member), true}
 _Static_assert(sizeof(mi_nl_output) == sizeof(int), "the output enum is stored as an int");
 static const field fields[] = {
     RC("train.task", F_TASK, task), RC("train.data", F_STR, data),
     RC("train.data_size", F_I64, data_size), RC("train.data_hash", F_U64, data_hash),
     RC("train.seq_len", F_I64, seq_len), RC("train.pairs", F_I64, pairs),
     RC("train.niah", F_STR, niah), RC("train.batch", F_I64, batch),
+    RC_OPTIONAL("train.accum", F_I64, accum),
     RC("train.steps", F_I64, steps), RC("train.warmup", F_I64, warmup),
     RC("train.cosine", F_BOOL, cosine), RC("train.min_lr", F_F64, min_lr),
     RC("train.clip", F_F64, clip), RC("train.eval_every", F_I64, eval_every),
@@ -227,10 +232,15 @@ static int run_config_parse(ckpt *c, const mi_safetensors *st, char *msg, size_t
     if (strcmp(fmt, "1")) return snprintf(msg, n, "train.format is '%s', not 1", fmt), -1;
     for (int i = 0; i < N_FIELDS; i++) {
         const char *text = mi_safetensors_meta(st, fields[i].key);
+        if (!text && fields[i].optional) continue;
         if (!text) return snprintf(msg, n, "the metadata lacks '%s'", fields[i].key), -1;
         if (parse_field(&fields[i], rc, text) != 0)
             return snprintf(msg, n, "%s: bad value '%s'", fields[i].key, text), -1;
     }
+    if (rc->batch < 1 || rc->accum < 1 || rc->batch % rc->accum)
+        return snprintf(msg, n, "train.batch (%lld) and train.accum (%lld): the batch must be a "
+                        "positive multiple of accum", (long long)rc->batch,
+                        (long long)rc->accum), -1;
     const char *s = mi_safetensors_meta(st, "train.step");
     char *end;
     *step = s ? strtoll(s, &end, 10) : -1;
@@ -330,10 +340,12 @@ int evaluate(const mi_lm *lm, const run_task *t, int64_t batches, double *loss, 
     bool was = mi_set_grad_enabled(false);
     double sum_loss = 0, sum_acc = 0;
     int rc = 0;
+    int64_t micro = t->rc->batch / t->rc->accum;
+    batches *= t->rc->accum;
     for (int64_t b = 0; b < batches && rc == 0; b++) {
         mi_scope_enter(s);
         mi_tensor *in, *tg;
-        if (task_batch(t, MI_SPLIT_VALID, b * t->rc->batch, t->rc->batch, &in, &tg) != 0) rc = -1;
+        if (task_batch(t, MI_SPLIT_VALID, b * micro, micro, &in, &tg) != 0) rc = -1;
         mi_tensor *logits = rc ? NULL : mi_lm_forward(lm, in);
         if (logits) {
             int64_t N = tg->numel, V = lm->config.vocab;

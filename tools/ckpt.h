@@ -32,6 +32,7 @@ typedef struct run_config {
     int64_t pairs;            /* mqar, capacity: N */
     char niah[16];            /* passkey | word | uuid | text */
     int64_t batch;
+    int64_t accum;            /* micro-batches per step (gradient accumulation), divides batch */
     int64_t steps, warmup;    /* total steps; warmup steps */
     bool cosine;              /* warmup + cosine to min_lr·lr, else constant after warmup */
     double min_lr;            /* the cosine's floor, as a fraction of lr */
@@ -87,7 +88,9 @@ bool task_has_accuracy(task_kind k);
 uint64_t fnv1a(const uint8_t *p, int64_t n);
 
 /* Mean loss and recall accuracy (NaN for lm) over `batches` held-out batches
- * (examples 0 … batches·B − 1 of the validation split), without recording. */
+ * (examples 0 … batches·B − 1 of the validation split), without recording,
+ * forwarding batch/accum sequences at a time (each micro-batch's mean weighs
+ * the same). */
 int evaluate(const mi_lm *lm, const run_task *t, int64_t batches, double *loss, double *acc);
 
 /* ---------------------------------------------------------------- checkpoints */

@@ -42,6 +42,9 @@ static void usage(void)
 "  --niah KIND        passkey | word | uuid | text (needles in --data)  (passkey)\n"
 "training\n"
 "  --steps N          total steps (1000)   --batch N   sequences per step (16)\n"
+"  --accum N          gradient accumulation: each step forwards the batch as N\n"
+"                     micro-batches of batch/N sequences and sums their gradients\n"
+"                     (the same update, about 1/N of the activation memory) (1)\n"
 "  --optim NAME       sgd adam adamw muon precond_momentum delta_momentum\n"
 "                     deep_momentum l2_gd  (adamw)\n"
 "  --lr X             peak learning rate (the optimizer's default: adamw 1e-3)\n"
@@ -139,6 +142,7 @@ static void parse(int argc, char **argv, options *o)
         } else if (opt_is(argc, argv, &i, "--steps", &v))
             rc->steps = parse_int(arg, v, 1, INT64_MAX / 1024);
         else if (opt_is(argc, argv, &i, "--batch", &v)) rc->batch = parse_int(arg, v, 1, 1 << 20);
+        else if (opt_is(argc, argv, &i, "--accum", &v)) rc->accum = parse_int(arg, v, 1, 1 << 20);
         else if (opt_is(argc, argv, &i, "--optim", &v)) {
             int k = mi_optim_kind_from_name(v);
             if (k < 0) die_usage("--optim: %s", mi_error());
@@ -175,6 +179,9 @@ static void parse(int argc, char **argv, options *o)
         die_usage("%s: a resumed run keeps its checkpoint's settings; only --steps, --stop-at, "
                   "--out, --data and --threads may be given with --resume", restricted);
     if (o->resume) return;
+    if (rc->batch % rc->accum)
+        die_usage("--accum (%lld) must divide --batch (%lld)", (long long)rc->accum,
+                  (long long)rc->batch);
     if (opt_given(argc, argv, "--vocab") && (rc->task == TASK_LM || rc->task == TASK_NIAH))
         die_usage("--vocab: the %s task is byte-level (256)", task_names[rc->task]);
     if (opt_given(argc, argv, "--seq-len") && rc->task == TASK_CAPACITY)
@@ -353,15 +360,26 @@ int main(int argc, char **argv)
     progress bar;
     progress_start(&bar, step, stop);
     while (step < stop) {
-        /* one step: batch → loss → backward → clip → schedule → update */
-        mi_scope_enter(work);
-        mi_tensor *in, *tg, *loss = NULL;
-        if (task_batch(&t, MI_SPLIT_TRAIN, step * rc->batch, rc->batch, &in, &tg) == 0)
-            loss = mi_lm_loss(&lm, in, tg);
+        /* one step: batch → loss → backward → clip → schedule → update; with
+         * --accum the gradients of the micro-batches' mean losses / accum add
+         * up in the parameters' .grad, and each micro-batch's scope is reset */
         mi_optim_zero_grad(opt);
-        if (!loss || mi_backward(loss) != 0) die("step %lld: %s", (long long)step + 1, mi_error());
-        double value = mi_item(loss);
+        int64_t micro = rc->batch / rc->accum;
+        double value = 0;
+        for (int64_t a = 0; a < rc->accum; a++) {
+            mi_scope_enter(work);
+            mi_tensor *in, *tg, *loss = NULL;
+            if (task_batch(&t, MI_SPLIT_TRAIN, step * rc->batch + a * micro, micro, &in, &tg) == 0)
+                loss = mi_lm_loss(&lm, in, tg);
+            mi_tensor *scaled = rc->accum > 1 ? mi_mul_scalar(loss, 1.0 / (double)rc->accum) : loss;
+            if (!scaled || mi_backward(scaled) != 0)
+                die("step %lld: %s", (long long)step + 1, mi_error());
+            value += mi_item(loss) / (double)rc->accum;
+            mi_scope_leave();
+            mi_scope_reset(work);
+        }
         if (!isfinite(value)) stop_bad("the loss", value, step + 1, &bar, &out);
+        mi_scope_enter(work);
         /* ‖g‖ = (Σ_i ‖g_i‖²)^½ over all parameters, before clipping */
         double norm = rc->clip > 0 ? mi_optim_clip_grad_norm(opt, rc->clip)
                                    : mi_grad_norm(params, lm.n_params);
