@@ -317,15 +317,16 @@ static const char *cmd_keep(cmdline *c, const char *fmt, ...)
     return s;
 }
 
-/* --set for each KEY=VALUE of a space-separated list. */
-static void cmd_sets(cmdline *c, const char *list)
+/* Each word of a space-separated list, after `flag` when it is not NULL
+ * (--set for each KEY=VALUE). */
+static void cmd_words(cmdline *c, const char *flag, const char *list)
 {
     const char *p = list;
     while (*p) {
         p += strspn(p, " ");
         size_t len = strcspn(p, " ");
         if (len) {
-            cmd_add(c, "--set");
+            if (flag) cmd_add(c, flag);
             cmd_add(c, cmd_keep(c, "%.*s", (int)len, p));
         }
         p += len;
@@ -342,7 +343,7 @@ static int64_t suite_steps(const quality_suite *s)
 
 /* miras-train's command for case c: the suite's arguments (--steps and a
  * warmup that no longer fits replaced under --steps N), --data, --model
- * (the variant's mixer spec), the rules' --set, the user's --set, the
+ * (the variant's mixer spec), the rules' arguments and --set, the user's --set, the
  * variant's own overrides (last, so they win), --threads, --out. */
 static void build_command(cmdline *cmd, const quality_case *c, const char *train,
                           const char *data, const quality_opts *q)
@@ -368,9 +369,11 @@ static void build_command(cmdline *cmd, const quality_case *c, const char *train
     char spec[NAME_MAX_LEN], kv[NAME_MAX_LEN];
     cmd_add(cmd, "--model");
     cmd_add(cmd, cmd_keep(cmd, "%s", variant_spec(c->variant, spec, sizeof spec)));
-    for (int r = 0; r < MAX_RULES && s->rules[r].match; r++)
-        if (s->rules[r].set && rule_matches(s->rules[r].match, c->variant))
-            cmd_sets(cmd, s->rules[r].set);
+    for (int r = 0; r < MAX_RULES && s->rules[r].match; r++) {
+        if (!rule_matches(s->rules[r].match, c->variant)) continue;
+        if (s->rules[r].args) cmd_words(cmd, NULL, s->rules[r].args);
+        if (s->rules[r].set) cmd_words(cmd, "--set", s->rules[r].set);
+    }
     if (variant_preset(c->variant))
         for (int i = 0; i < q->n_sets; i++) cmd_add(cmd, "--set"), cmd_add(cmd, q->sets[i]);
     for (const char *at = c->variant; next_override(&at, kv, sizeof kv);) /* last: they win */

@@ -21,7 +21,8 @@
 
 typedef struct quality_rule {
     const char *match, *set;
-    double floor; /* 0: none */
+    double floor;     /* 0: none */
+    const char *args; /* more miras-train arguments, space-separated (e.g. "--accum 8") */
 } quality_rule;
 
 typedef struct quality_suite {

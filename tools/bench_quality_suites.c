@@ -16,8 +16,10 @@
  * rules: `match` is a variant, "@miras" (a MIRAS preset, or samba over
  * one), "@mlp" (the same with an MLP memory) or "*"; `set` is a
  * space-separated list of KEY=VALUE, each given as --set; every matching
- * rule applies in order (a later floor wins). A floor holds for the suite's
- * own steps; --steps N leaves it in place.
+ * rule applies in order (a later floor wins); `args` are more miras-train
+ * arguments (memora's --accum: the same update in micro-batches, for a
+ * model that keeps one weight copy per token of a chunk). A floor holds for
+ * the suite's own steps; --steps N leaves it in place.
  * The small models (d_model 32) run on one thread: at these sizes OpenMP's
  * fork/join costs more than it gains (10-20x slower on 2 busy cores), and
  * one thread makes a result independent of the machine's core count.
@@ -32,21 +34,23 @@ const quality_suite quality_suites[] = {
             "--warmup", "20", "--clip", "1", "--eval-every", "200", "--eval-batches", "20",
             "--seed", "1"},
      "val_loss", DATA_TEXT, "attention,presets,swa:64,samba:gated-deltanet,hope", "attention", 0,
-     {{"@miras", "chunk=16", 0}, {"hope", "chunk=16", 0}}},
+     {{"@miras", "chunk=16", 0, NULL},
+      {"hope", "chunk=16", 0, NULL},
+      {"memora", NULL, 0, "--accum 8"}}},
     /* the small MQAR (vocabulary 64, 32 tokens, 4 pairs); swa:16 sees half the sequence (queries past 24 lose the keys) */
     {"mqar", {"--task", "mqar", "--vocab", "64", "--seq-len", "32", "--pairs", "4",
               "--d-model", "32", "--layers", "2", "--heads", "2", "--batch", "32",
               "--steps", "2000", "--lr", "1e-2", "--eval-every", "500", "--eval-batches", "16",
               "--seed", "1", "--threads", "1"},
      "val_acc", NULL, "attention,presets,swa:16,samba:gated-deltanet,hope", "attention", 0,
-     {{"@mlp", "chunk=8", 0}, {"hope", "chunk=8", 0}}},
+     {{"@mlp", "chunk=8", 0, NULL}, {"hope", "chunk=8", 0, NULL}}},
     /* more pairs (12) than a head of dimension 8 holds */
     {"mqar-hard", {"--task", "mqar", "--vocab", "128", "--seq-len", "64", "--pairs", "12",
                    "--d-model", "32", "--layers", "2", "--heads", "4", "--batch", "32",
                    "--steps", "2000", "--lr", "1e-2", "--eval-every", "500",
                    "--eval-batches", "16", "--seed", "1", "--threads", "1"},
      "val_acc", NULL, "attention,presets,swa:32,samba:gated-deltanet,hope", "attention", 0,
-     {{"@mlp", "chunk=8", 0}, {"hope", "chunk=8", 0}}},
+     {{"@mlp", "chunk=8", 0, NULL}, {"hope", "chunk=8", 0, NULL}}},
     /* The test suite's subset (--quick = quick-mqar + quick-lm, about 2.5 minutes here).
      * Floors, from the runs of this table on this machine (one thread, seed 1):
      * quick-mqar, 1000 steps: measured linear-attention 0.992, mamba2 0.981, deltanet 0.990,
@@ -66,41 +70,41 @@ const quality_suite quality_suites[] = {
                     "--eval-batches", "8", "--seed", "1", "--threads", "1"},
      "val_acc", NULL,
      "linear-attention,mamba2,deltanet,gated-deltanet,longhorn,titans,yaad,lattice-sim", NULL, 0,
-     {{"@mlp", "chunk=8", 0},
-      {"linear-attention", NULL, 0.85},
-      {"mamba2", NULL, 0.85},
-      {"deltanet", NULL, 0.85},
-      {"gated-deltanet", NULL, 0.85},
-      {"longhorn", NULL, 0.75},
-      {"titans", NULL, 0.80},
-      {"yaad", NULL, 0.45},
-      {"lattice-sim", NULL, 0.85}}},
+     {{"@mlp", "chunk=8", 0, NULL},
+      {"linear-attention", NULL, 0.85, NULL},
+      {"mamba2", NULL, 0.85, NULL},
+      {"deltanet", NULL, 0.85, NULL},
+      {"gated-deltanet", NULL, 0.85, NULL},
+      {"longhorn", NULL, 0.75, NULL},
+      {"titans", NULL, 0.80, NULL},
+      {"yaad", NULL, 0.45, NULL},
+      {"lattice-sim", NULL, 0.85, NULL}}},
     {"quick-lm", {"--task", "lm", "--d-model", "32", "--layers", "2", "--heads", "2",
                   "--seq-len", "64", "--batch", "8", "--steps", "150", "--lr", "3e-3",
                   "--warmup", "15", "--clip", "1", "--eval-every", "150", "--eval-batches", "8",
                   "--seed", "1", "--threads", "1"},
      "val_loss", "tests/data/quality_text.txt", "attention,presets", NULL, 0,
-     {{"@miras", "chunk=16", 0},
-      {"attention", NULL, 3.71},
-      {"linear-attention", NULL, 3.47},
-      {"retnet", NULL, 3.43},
-      {"mamba2", NULL, 3.45},
-      {"gla", NULL, 3.49},
-      {"hgrn2", NULL, 3.43},
-      {"deltanet", NULL, 3.55},
-      {"gated-deltanet", NULL, 3.49},
-      {"rwkv7", NULL, 3.59},
-      {"deltaproduct", NULL, 3.49},
-      {"longhorn", NULL, 3.48},
-      {"ttt-linear", NULL, 3.55},
-      {"ttt-mlp", NULL, 3.43},
-      {"titans", NULL, 3.42},
-      {"moneta", NULL, 3.77},
-      {"yaad", NULL, 3.45},
-      {"memora", NULL, 3.41},
-      {"lattice-dec", NULL, 3.48},
-      {"lattice-enc", NULL, 3.55},
-      {"lattice-sim", NULL, 3.48}}},
+     {{"@miras", "chunk=16", 0, NULL},
+      {"attention", NULL, 3.71, NULL},
+      {"linear-attention", NULL, 3.47, NULL},
+      {"retnet", NULL, 3.43, NULL},
+      {"mamba2", NULL, 3.45, NULL},
+      {"gla", NULL, 3.49, NULL},
+      {"hgrn2", NULL, 3.43, NULL},
+      {"deltanet", NULL, 3.55, NULL},
+      {"gated-deltanet", NULL, 3.49, NULL},
+      {"rwkv7", NULL, 3.59, NULL},
+      {"deltaproduct", NULL, 3.49, NULL},
+      {"longhorn", NULL, 3.48, NULL},
+      {"ttt-linear", NULL, 3.55, NULL},
+      {"ttt-mlp", NULL, 3.43, NULL},
+      {"titans", NULL, 3.42, NULL},
+      {"moneta", NULL, 3.77, NULL},
+      {"yaad", NULL, 3.45, NULL},
+      {"memora", NULL, 3.41, NULL},
+      {"lattice-dec", NULL, 3.48, NULL},
+      {"lattice-enc", NULL, 3.55, NULL},
+      {"lattice-sim", NULL, 3.48, NULL}}},
     /* ---- the MIRAS ablations and baseline comparisons at toy scale (docs/experiments.md;
      * tools/experiments.sh runs them all). Every run is one thread; the three task configs: */
 #define TOY_LM "--task", "lm", "--d-model", "32", "--layers", "2", "--heads", "2", \
@@ -116,38 +120,38 @@ const quality_suite quality_suites[] = {
     /* effect of p in Moneta's lp attentional bias (p = 1: the smooth |e|, eps 1e-6) on the byte LM */
     {"ablation-p", {TOY_LM}, "val_loss", DATA_TEXT,
      "moneta+p=1,moneta+p=1.5,moneta+p=2,moneta+p=3,moneta+p=4", "moneta+p=2", 0,
-     {{"@miras", "chunk=16", 0}}},
+     {{"@miras", "chunk=16", 0, NULL}}},
     /* effect of q in Moneta's lq retention (q = 2: no normalisation) on the byte LM */
     {"ablation-q", {TOY_LM}, "val_loss", DATA_TEXT,
      "moneta+q=2,moneta+q=3,moneta+q=4,moneta+q=8", "moneta+q=2", 0,
-     {{"@miras", "chunk=16", 0}}},
+     {{"@miras", "chunk=16", 0, NULL}}},
     /* deep (MLP, depth 1-3) vs linear (matrix) memory in Titans on the byte LM */
     {"ablation-memory", {TOY_LM}, "val_loss", DATA_TEXT,
      "titans+memory=matrix,titans+memory.depth=1,titans+memory.depth=2,titans+memory.depth=3",
-     "titans+memory=matrix", 0, {{"@miras", "chunk=16", 0}}},
+     "titans+memory=matrix", 0, {{"@miras", "chunk=16", 0, NULL}}},
     /* Titans with and without momentum (the surprise S) on the byte LM */
     {"ablation-momentum", {TOY_LM}, "val_loss", DATA_TEXT,
      "titans+algorithm=gd,titans+algorithm=momentum", "titans+algorithm=gd", 0,
-     {{"@miras", "chunk=16", 0}}},
+     {{"@miras", "chunk=16", 0, NULL}}},
     /* byte LM: MIRAS models vs a Transformer (attention) and a Mamba-style linear RNN */
     {"baseline-lm", {TOY_LM}, "val_loss", DATA_TEXT, BASELINE_VARIANTS, "attention", 0,
-     {{"@miras", "chunk=16", 0}}},
+     {{"@miras", "chunk=16", 0, NULL}}},
     /* needle in a haystack, 7-digit pass key in noise sentences (accuracy: answer bytes, teacher-forced) */
     {"baseline-niah-passkey", {TOY_NIAH, "--niah", "passkey"}, "val_acc", NULL, BASELINE_VARIANTS,
-     "attention", 0, {{"@miras", "chunk=16", 0}}},
+     "attention", 0, {{"@miras", "chunk=16", 0, NULL}}},
     /* needle in a haystack, a word (of 32) in noise sentences; the cheaper variants only */
     {"baseline-niah-word", {TOY_NIAH, "--niah", "word"}, "val_acc", NULL,
-     "attention,mamba2,gated-deltanet,titans,yaad", "attention", 0, {{"@miras", "chunk=16", 0}}},
+     "attention,mamba2,gated-deltanet,titans,yaad", "attention", 0, {{"@miras", "chunk=16", 0, NULL}}},
     /* needle in a haystack, pass key in a window of real text; the cheaper variants only */
     {"baseline-niah-text", {TOY_NIAH, "--niah", "text"}, "val_acc", DATA_TEXT,
-     "attention,mamba2,gated-deltanet,titans,yaad", "attention", 0, {{"@miras", "chunk=16", 0}}},
+     "attention,mamba2,gated-deltanet,titans,yaad", "attention", 0, {{"@miras", "chunk=16", 0, NULL}}},
     /* memory capacity: N = 2, 4, 8 random pairs stored, then all queried (state size fixed) */
     {"baseline-capacity-2", {TOY_CAPACITY, "--pairs", "2"}, "val_acc", NULL, BASELINE_VARIANTS,
-     "attention", 0, {{"@miras", "chunk=8", 0}}},
+     "attention", 0, {{"@miras", "chunk=8", 0, NULL}}},
     {"baseline-capacity-4", {TOY_CAPACITY, "--pairs", "4"}, "val_acc", NULL, BASELINE_VARIANTS,
-     "attention", 0, {{"@miras", "chunk=8", 0}}},
+     "attention", 0, {{"@miras", "chunk=8", 0, NULL}}},
     {"baseline-capacity-8", {TOY_CAPACITY, "--pairs", "8"}, "val_acc", NULL, BASELINE_VARIANTS,
-     "attention", 0, {{"@miras", "chunk=8", 0}}},
+     "attention", 0, {{"@miras", "chunk=8", 0, NULL}}},
 };
 const int n_quality_suites = (int)(sizeof quality_suites / sizeof quality_suites[0]);
 _Static_assert(sizeof quality_suites / sizeof quality_suites[0] <= MAX_SUITES, "raise MAX_SUITES");
