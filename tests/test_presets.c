@@ -419,15 +419,15 @@ static void mlp_backward(const mlp_w *W, const mlp_cache *c, const double *e, ml
 static double *entry(mlp_w *w, int which, int x) { return which == 0 ? &w->w1[0][0] + x : &w->w2[0][0] + x; }
 
 /* The retention's read W = read(A) for one weight (D·H entries, `rows` rows):
- *   none, l2: W = A;  lq (spec form): W = A / ‖A‖_F^((q−2)/q);
+ *   none, l2: W = A;  lq (spec form): W = A / (‖A‖_F² + ε)^((q−2)/(2q));
  *   kl: W = c · Softmax_row(A) (A is log W, Cell 11). */
 static void read_weight(const mi_miras_config *cfg, const double *A, double *W, int rows)
 {
     int cols = D * H / rows;
     if (!strcmp(cfg->retention, "lq")) {
-        double ss = 0;
+        double ss = cfg->lq_eps;
         for (int x = 0; x < D * H; x++) ss += A[x] * A[x];
-        double scale = pow(sqrt(ss), (cfg->q - 2) / cfg->q);
+        double scale = pow(ss, (cfg->q - 2) / (2 * cfg->q));
         for (int x = 0; x < D * H; x++) W[x] = A[x] / scale;
     } else if (!strcmp(cfg->retention, "kl")) {
         for (int i = 0; i < rows; i++) {
@@ -483,7 +483,8 @@ static void bias_error(const mi_miras_config *cfg, const double *y, const double
  *   S_t = μ_t S_{t-1} − η_t G (momentum; otherwise S_t = −η_t G)
  *   A_t = α_t A_{t-1} + S_t  (α ≡ 1 without retention)
  *   y_t = M_{read(A_t)}(q_t)
- * A_0 = W_0 (lq: the accumulator starts at W_0, Cell 9), except kl, whose
+ * A_0 = W_0, except lq (spec form), whose A_0 reads as W_0: A_0 = W_0 (‖W_0‖_F² +
+ * ε)^(r/(2(1−r))), r = (q−2)/q, and kl, whose
  * state is log W (Cell 11) and whose W_0 is given as logits (retention_kl.c):
  * the initial weights are c · Softmax_row(W_0), A_0 = log of them. */
 static void reference_mlp(const kase *c, double y[N][T][D])
@@ -502,6 +503,12 @@ static void reference_mlp(const kase *c, double y[N][T][D])
             for (int w = 0; w < 2; w++)
                 for (int x = 0; x < D * H; x++) *entry(&A, w, x) = log(*entry(&A, w, x));
         }
+        if (!strcmp(cfg->retention, "lq"))
+            for (int w = 0; w < 2; w++) {
+                double ss = cfg->lq_eps, r = (cfg->q - 2) / cfg->q;
+                for (int x = 0; x < D * H; x++) ss += *entry(&A, w, x) * *entry(&A, w, x);
+                for (int x = 0; x < D * H; x++) *entry(&A, w, x) *= pow(ss, r / (2 * (1 - r)));
+            }
         for (int t = 0; t < T; t++) {
             mlp_cache fc;
             double e[D];
@@ -588,7 +595,7 @@ START_TEST(gate_specs_match_components)
         ck_assert(c->p == def.p && c->q == def.q && c->sign_sharpness == def.sign_sharpness &&
                   c->abs_eps == def.abs_eps && c->robust_delta == def.robust_delta &&
                   c->kl_scale == def.kl_scale && c->l1_gamma == def.l1_gamma &&
-                  c->lq_form == def.lq_form && c->steps == def.steps);
+                  c->lq_form == def.lq_form && c->lq_eps == def.lq_eps && c->steps == def.steps);
     }
     /* Moneta is (p, q) = (3, 4) */
     const mi_preset *moneta = mi_preset_find("moneta");

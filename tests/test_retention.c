@@ -132,16 +132,30 @@ static void row_softmax(mat L, double c, mat W)
     }
 }
 
-/* Moneta's ℓq step: the spec's A / ‖A‖_F^((q−2)/q) or the paper's A / ‖A‖_q^(q−2) */
-static void lq_normalize(mat A, double q, int form, mat W)
+/* Moneta's ℓq step: the spec's A / (‖A‖_F² + ε)^((q−2)/(2q)) or the paper's
+ * A / (‖A‖_q^q + ε)^((q−2)/q), ε = lq_eps */
+static void lq_normalize(const mi_miras_config *c, mat A, mat W)
 {
-    double s = 0;
+    double q = c->q, s = c->lq_eps;
+    bool spec = c->lq_form == MI_LQ_SPEC;
     for (int i = 0; i < D; i++)
-        for (int j = 0; j < D; j++) s += form == MI_LQ_SPEC ? A[i][j] * A[i][j] : pow(fabs(A[i][j]), q);
-    double norm = form == MI_LQ_SPEC ? sqrt(s) : pow(s, 1 / q);
-    double power = form == MI_LQ_SPEC ? (q - 2) / q : q - 2;
+        for (int j = 0; j < D; j++) s += spec ? A[i][j] * A[i][j] : pow(fabs(A[i][j]), q);
+    double scale = spec ? pow(s, -(q - 2) / (2 * q)) : pow(s, -(q - 2) / q);
     for (int i = 0; i < D; i++)
-        for (int j = 0; j < D; j++) W[i][j] = A[i][j] / pow(norm, power);
+        for (int j = 0; j < D; j++) W[i][j] = A[i][j] * scale;
+}
+
+/* The accumulator that reads as W_0: the spec's form A_0 = W_0 (‖W_0‖_F² + ε)^(r/(2(1−r))),
+ * r = (q−2)/q; the paper's A_0 = W_0. */
+static void lq_init(const mi_miras_config *c, mat A)
+{
+    if (c->lq_form != MI_LQ_SPEC) return;
+    double s = c->lq_eps, r = (c->q - 2) / c->q;
+    for (int i = 0; i < D; i++)
+        for (int j = 0; j < D; j++) s += A[i][j] * A[i][j];
+    double f = pow(s, r / (2 * (1 - r)));
+    for (int i = 0; i < D; i++)
+        for (int j = 0; j < D; j++) A[i][j] *= f;
 }
 
 /* S_γ(z), keeping the smallest distance of |z| from the kink at γ */
@@ -173,19 +187,20 @@ static void paper_memora(const mi_miras_config *c, const seqs *s, double *y)
 }
 
 /* Moneta, MIRAS eq:q-norm: A_t = α_t A_{t-1} − η_t ∇ℓ_p(W_{t-1}), W_t = A_t / ‖A_t‖^(…),
- * A_0 = W0 (spec Cell 9). */
+ * A_0 such that W_0 = read(A_0) (lq_init). */
 static void paper_moneta(const mi_miras_config *c, const seqs *s, double *y)
 {
     for (int n = 0; n < N; n++) {
         mat A, W, G;
         load_w0(s, A);
-        lq_normalize(A, c->q, c->lq_form, W);
+        lq_init(c, A);
+        lq_normalize(c, A, W);
         for (int t = 0; t < T; t++) {
             tok x = token(s, n, t);
             grad_at(c, W, &x, G);
             for (int i = 0; i < D; i++)
                 for (int j = 0; j < D; j++) A[i][j] = x.alpha * A[i][j] - x.eta * G[i][j];
-            lq_normalize(A, c->q, c->lq_form, W);
+            lq_normalize(c, A, W);
             write_y(y, n, t, W, &x);
         }
     }
@@ -270,13 +285,14 @@ static void ref_init(chunk_ref *r, mat W0, mat A)
             } else A[i][j] = W0[i][j];
         }
     }
+    if (!strcmp(c->retention, "lq")) lq_init(c, A);
 }
 
 static void ref_read(chunk_ref *r, mat A, mat W)
 {
     const char *ret = r->c->retention;
     if (!strcmp(ret, "kl")) row_softmax(A, r->c->kl_scale, W);
-    else if (!strcmp(ret, "lq")) lq_normalize(A, r->c->q, r->c->lq_form, W);
+    else if (!strcmp(ret, "lq")) lq_normalize(r->c, A, W);
     for (int i = 0; i < D; i++)
         for (int j = 0; j < D; j++) {
             if (!strcmp(ret, "elastic")) W[i][j] = A[i][j];
@@ -579,6 +595,7 @@ START_TEST(lq_norms_on_matrix_and_vector)
         for (int vec = 0; vec < 2; vec++) {
             ret_case rc = {"lq", "l2", 0, 4, 0, form};
             mi_miras_config c = config_for(&rc, vec ? "vector" : "matrix", 1, true);
+            c.lq_eps = 0; /* the exact norms */
             mi_tensor *a = vec ? mi_randn(&r, MI_F64, MI_SHAPE(N, 2, D), 0, 1)
                                : mi_randn(&r, MI_F64, MI_SHAPE(N, 2, D, D), 0, 1);
             mi_tensor *w = lq->read(&c, a);

@@ -1,5 +1,6 @@
 /* Configuration: defaults, text assignments ("p=3"), and validation. */
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,8 +11,8 @@ mi_miras_config mi_miras_config_default(void)
     return (mi_miras_config){
         .memory = "matrix", .mlp_depth = 2, .mlp_expansion = 4, .slots = 64, .slot_norm = true,
         .bias = "l2", .p = 3, .sign_sharpness = 1, .abs_eps = 1e-6, .robust_delta = 0.1,
-        .retention = "l2", .q = 4, .lq_form = MI_LQ_SPEC, .kl_scale = 1, .l1_gamma = 1e-3,
-        .algorithm = "gd", .steps = 2, .chunk = 1, .closed_form = true,
+        .retention = "l2", .q = 4, .lq_form = MI_LQ_SPEC, .lq_eps = 1e-6, .kl_scale = 1,
+        .l1_gamma = 1e-3, .algorithm = "gd", .steps = 2, .chunk = 1, .closed_form = true,
     };
 }
 
@@ -87,6 +88,7 @@ int mi_miras_config_set(mi_miras_config *c, const char *assignment)
     if (!strcmp(key, "abs_eps")) return parse_double(key, val, &c->abs_eps);
     if (!strcmp(key, "robust_delta")) return parse_double(key, val, &c->robust_delta);
     if (!strcmp(key, "q")) return parse_double(key, val, &c->q);
+    if (!strcmp(key, "lq_eps")) return parse_double(key, val, &c->lq_eps);
     if (!strcmp(key, "kl_scale")) return parse_double(key, val, &c->kl_scale);
     if (!strcmp(key, "l1_gamma")) return parse_double(key, val, &c->l1_gamma);
     if (!strcmp(key, "steps")) return parse_int(key, val, &c->steps);
@@ -115,7 +117,7 @@ int mi_miras_config_set(mi_miras_config *c, const char *assignment)
     }
     mi_error_set("config: unknown key '%s' (memory, memory.depth, memory.expansion, "
                  "memory.slots, memory.slot_norm, bias, p, "
-                 "sign_sharpness, abs_eps, robust_delta, retention, q, lq_form, kl_scale, "
+                 "sign_sharpness, abs_eps, robust_delta, retention, q, lq_form, lq_eps, kl_scale, "
                  "l1_gamma, decay_first, algorithm, steps, chunk, closed_form, materialize)", key);
     return -1;
 }
@@ -157,6 +159,8 @@ int mi_miras_init(mi_miras *m, const mi_miras_config *c)
     if (c->lq_form != MI_LQ_SPEC && c->lq_form != MI_LQ_PAPER)
         return mi_error_set("miras: lq_form must be MI_LQ_SPEC or MI_LQ_PAPER, got %d",
                             c->lq_form), -1;
+    if (!(c->lq_eps >= 0) || isinf(c->lq_eps))
+        return mi_error_set("miras: lq_eps must be >= 0 and finite, got %g", c->lq_eps), -1;
     if (!(c->sign_sharpness > 0) || !(c->abs_eps > 0))
         return mi_error_set("miras: sign_sharpness and abs_eps must be > 0"), -1;
     /* Longhorn's implicit step has a closed form only for ½‖Wk − v‖² on a matrix. */

@@ -50,6 +50,8 @@ typedef struct mi_miras_config {
     const char *retention;   /* "none" | "l2" | "kl" | "lq" | "elastic" | "elastic-ftrl" | "bregman" */
     double q;                /* lq: the exponent (default 4) */
     int lq_form;             /* lq: MI_LQ_SPEC (default) or MI_LQ_PAPER, see ops.h */
+    double lq_eps;           /* lq: added to the norm's power sum, bounding the read's
+                                derivative where A → 0 (default 1e-6; 0: the exact norm) */
     double kl_scale;         /* kl: the simplex scale c (default 1) */
     double l1_gamma;         /* elastic: the soft threshold γ (default 1e-3) */
     bool decay_first;        /* l2: take the gradient at α ⊙ W_{t-1} (gated DeltaNet, RWKV-7) */

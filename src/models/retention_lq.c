@@ -4,17 +4,30 @@
  *   A_t = α_t A_{t-1} − η_t ∇ℓ(W_{t-1}; k_t, v_t),   W_t = normalise_q(A_t)
  *
  * normalise_q is mi_lq_normalize over the whole of each weight, in the form
- * config lq_form picks:
- *   MI_LQ_SPEC  (default)  W = A / ‖A‖_F^((q−2)/q)   the implementation spec §4.2
- *   MI_LQ_PAPER            W = A / ‖A‖_q^(q−2)       eq:q-norm, entrywise q-norm
+ * config lq_form picks, with ε = config lq_eps:
+ *   MI_LQ_SPEC  (default)  W = A / (‖A‖_F² + ε)^((q−2)/(2q))   the spec §4.2
+ *   MI_LQ_PAPER            W = A / (‖A‖_q^q + ε)^((q−2)/q)     eq:q-norm, entrywise
+ * ε (1e-6) changes nothing at the norms a memory has (‖A‖_F² ≈ its rows) and
+ * bounds the read's derivative where the accumulator vanishes: a forget
+ * gate near 0 can decay A to 1e-37 within a sequence, and without ε the
+ * outer gradient through W = A/‖A‖^½ overflows there (NaN in training).
  * The state is the accumulator A; the weights are read from it at every
  * token (read after write) and the gradient of a chunk is taken at the
  * weights read from the previous chunk's state, so the normalisation acts
  * between chunks ("Parallelizable Training": the q ≠ 2 non-linearity is not
- * applied inside a chunk). A_0 = W_0: the initial weights are the initial
- * accumulator, as in the spec's Cell 9, so W(A_0) = normalise_q(W_0). A zero
- * accumulator reads as zero weights; the normalisation has no derivative
- * there, so a learnable W_0 must not be exactly zero. */
+ * applied inside a chunk).
+ *
+ * init: A_0 is chosen so that the first read gives the initial weights,
+ * read(A_0) = W_0 (exactly for ε = 0). In the spec's form
+ *   A_0 = W_0 (‖W_0‖_F² + ε)^(r/(2(1−r))),  r = (q−2)/q   (q = 4: A_0 = W_0 ‖W_0‖_F)
+ * The spec's Cell 9 starts at A_0 = W_0, which reads as W_0/‖W_0‖^r: with the
+ * memory's LeCun init that shrinks the MLP by ‖W_0‖_F^½ ≈ 2.4–3.4, its
+ * LayerNorm amplifies the inner gradients by as much again, and Moneta's
+ * inner loop diverged on the byte LM (pre-clip gradient norms 20–300 at every
+ * step; docs/quality.md). The paper's form keeps A_0 = W_0 (its scaling is
+ * not a power of ‖A‖ that this inverts for every q). */
+#include <math.h>
+
 #include "models.h"
 
 /* [N, n, w…] → [N, n, 1, Π w] so that the ℓq step sees one matrix per weight. */
@@ -22,13 +35,21 @@ static mi_tensor *lq_read(const mi_miras_config *c, mi_tensor *a)
 {
     if (!a) return NULL;
     mi_tensor *flat = mi_reshape(a, 4, (const int64_t[]){a->shape[0], a->shape[1], 1, -1});
-    return mi_reshape(mi_lq_normalize(flat, c->q, c->lq_form), a->rank, a->shape);
+    return mi_reshape(mi_lq_normalize(flat, c->q, c->lq_form, c->lq_eps), a->rank, a->shape);
 }
 
-/* The spec's form scales the whole weight: W = A·(‖A‖_F²)^(−(q−2)/(2q)). The
- * tiny offset maps a zero accumulator to zero weights, as mi_lq_normalize
- * does (it moves ‖A‖_F² by 1e-30, far below float rounding at any norm a
- * memory reaches). */
+static mi_tensor *lq_init(const mi_miras_config *c, mi_tensor *w0)
+{
+    if (!w0 || c->lq_form != MI_LQ_SPEC) return w0;
+    double r = (c->q - 2) / c->q;
+    uint32_t axes = 0;
+    for (int d = 2; d < w0->rank; d++) axes |= 1u << d;
+    mi_tensor *sq = mi_sum_axes(mi_square(w0), axes, true);
+    return mi_mul(w0, mi_pow_scalar(mi_add_scalar(sq, c->lq_eps), r / (2 * (1 - r))));
+}
+
+/* The spec's form only scales each whole weight, W = s·A with
+ * s = (‖A‖_F² + ε)^(−r/2): a chunk reads it from the gradients' factors. */
 static bool lq_read_is_scale(const mi_miras_config *c)
 {
     return c->lq_form == MI_LQ_SPEC;
@@ -36,11 +57,11 @@ static bool lq_read_is_scale(const mi_miras_config *c)
 
 static mi_tensor *lq_read_scale(const mi_miras_config *c, mi_tensor *sq_norm)
 {
-    return mi_pow_scalar(mi_add_scalar(sq_norm, 1e-30), -(c->q - 2) / (2 * c->q));
+    return mi_pow_scalar(mi_add_scalar(sq_norm, c->lq_eps), -(c->q - 2) / (2 * c->q));
 }
 
 const mi_retention_kind mi_retention_lq = {
     .name = "lq", .formula = "A_t = alpha_t A_{t-1} - eta_t grad, W_t = A_t / ||A_t||^r",
-    .read = lq_read, .read_is_scale = lq_read_is_scale, .read_scale = lq_read_scale,
-    .uses_alpha = true,
+    .init = lq_init, .read = lq_read, .read_is_scale = lq_read_is_scale,
+    .read_scale = lq_read_scale, .uses_alpha = true,
 };

@@ -157,10 +157,11 @@ mi_tensor *mi_smooth_abs(mi_tensor *x, double eps)
  *   MI_LQ_PAPER  W = A / ‖A‖_q^(q−2)       (the paper, entrywise q-norm)
  * Both are W = A·N^(−r) with N = (Σ|A|^p)^(1/p):
  *   SPEC  p = 2, r = (q−2)/q;   PAPER  p = q, r = q − 2.
- * With S = Σ|A|^p = N^p, W = A·S^(−r/p), and
+ * With S = Σ|A|^p + ε = N^p + ε (ε = attrs.eps ≥ 0), W = A·S^(−r/p), and
  *   vjp: ∂L/∂A = S^(−r/p) ⊙ g − r·⟨g, A⟩·S^(−r/p−1) ⊙ |A|^(p−1) ⊙ sign(A)
- * (|A|^(p−1)·sign(A) = A for p = 2). A zero matrix maps to zero; its
- * gradient is undefined (the examples keep |A| away from 0). */
+ * (|A|^(p−1)·sign(A) = A for p = 2). ε, like a LayerNorm's, bounds the
+ * derivative where A → 0 (by ε^(−r/p)): with ε = 0 a zero matrix maps to zero
+ * and its gradient is undefined. */
 #define LQ_KERNEL_T(fname, T)                                                 \
     static void fname(mi_tensor *o, mi_tensor *const *in, const mi_attrs *at) \
     {                                                                         \
@@ -173,7 +174,7 @@ mi_tensor *mi_smooth_abs(mi_tensor *x, double eps)
         for (int64_t b = 0; b < o->numel / mn; b++) {                         \
             const T *a = A + b * mn;                                          \
             T *w = W + b * mn;                                                \
-            T s = 0;                                                          \
+            T s = (T)at->eps;                                                 \
             for (int64_t k = 0; k < mn; k++)                                  \
                 s += spec ? a[k] * a[k] : F(pow)(F(fabs)(a[k]), p);           \
             T scale = s > 0 ? F(pow)(s, -r / p) : (T)0;                       \
@@ -194,6 +195,10 @@ static int lq_normalize_shape(mi_tensor *const *in, int n, const mi_attrs *a, mi
     }
     if (!(a->p > 1) || isinf(a->p)) {
         mi_error_set("lq_normalize: q must be > 1, got %g", a->p);
+        return -1;
+    }
+    if (!(a->eps >= 0) || isinf(a->eps)) {
+        mi_error_set("lq_normalize: eps must be >= 0 and finite, got %g", a->eps);
         return -1;
     }
     if (a->index != MI_LQ_SPEC && a->index != MI_LQ_PAPER) {
@@ -219,6 +224,7 @@ static mi_tensor *lq_normalize_vjp(const mi_node *n, int i, mi_tensor *g)
         S = mi_sum_axes(mi_pow_scalar(absA, p), mat, true);
         dir = mi_mul(mi_pow_scalar(absA, p - 1), mi_sign(A));
     }
+    if (n->attrs.eps > 0) S = mi_add_scalar(S, n->attrs.eps);
     mi_tensor *gA = mi_sum_axes(mi_mul(g, A), mat, true);                     /* ⟨g, A⟩ */
     mi_tensor *first = mi_mul(g, mi_pow_scalar(S, -r / p));
     mi_tensor *coef = mi_mul_scalar(mi_mul(gA, mi_pow_scalar(S, -r / p - 1)), r);
@@ -242,6 +248,18 @@ static int ex_lq_normalize(mi_rng *r, int v, mi_tensor **in, mi_attrs *a)
         a->p = 1.5;
         a->index = MI_LQ_PAPER;
         break;
+    case 3: /* a small matrix, where ε matters (Σ|A|² ≈ ε) */
+        in[0] = ex_away_from_zero(r, MI_SHAPE(2, 3), 0.01, 0.05);
+        a->p = 4;
+        a->index = MI_LQ_SPEC;
+        a->eps = 1e-3;
+        break;
+    case 4:
+        in[0] = ex_away_from_zero(r, MI_SHAPE(3, 2), 0.01, 0.05);
+        a->p = 3;
+        a->index = MI_LQ_PAPER;
+        a->eps = 1e-5;
+        break;
     default: return 0;
     }
     return 1;
@@ -252,10 +270,10 @@ const mi_op mi_op_lq_normalize = {.name = "lq_normalize",
                                   KERNELS(lq_normalize), .vjp = lq_normalize_vjp,
                                   OWN_F32(lq_normalize, own_select_reduce),
                                   .examples = ex_lq_normalize};
-/* attrs: p = q, index = form. */
-mi_tensor *mi_lq_normalize(mi_tensor *A, double q, int form)
+/* attrs: p = q, index = form, eps. */
+mi_tensor *mi_lq_normalize(mi_tensor *A, double q, int form, double eps)
 {
-    mi_attrs a = {.p = q, .index = form};
+    mi_attrs a = {.p = q, .index = form, .eps = eps};
     return RUN(&mi_op_lq_normalize, &a, A);
 }
 

@@ -470,15 +470,15 @@ void own_sum_to_f32(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a)
 }
 
 /* ---------------------------------------------------------------- lq_normalize
- * W = A · S^(−r/p) per matrix (the last two axes), S = Σ A² (spec form) or
- * Σ |A|^p (paper form), as in miras.c; here S is summed in f32 blocks with
+ * W = A · S^(−r/p) per matrix (the last two axes), S = Σ A² + ε (spec form)
+ * or Σ |A|^p + ε (paper form), as in miras.c; here S is summed in f32 blocks with
  * f64 totals and the scale computed in f64. Parallel over matrices. */
 typedef struct lq_ctx {
     const float *a;
     float *w;
     int64_t mn;
     bool spec;
-    double p, r;
+    double p, r, eps;
 } lq_ctx;
 
 static void lq_range(const void *v, int64_t b0, int64_t b1)
@@ -487,7 +487,7 @@ static void lq_range(const void *v, int64_t b0, int64_t b1)
     for (int64_t b = b0; b < b1; b++) {
         const float *restrict a = k->a + b * k->mn;
         float *restrict w = k->w + b * k->mn;
-        double s = 0;
+        double s = k->eps;
         for (int64_t i = 0; i < k->mn; i += OWN_FLUSH) {
             int64_t n = k->mn - i < OWN_FLUSH ? k->mn - i : OWN_FLUSH;
             s += k->spec ? row_sq(a + i, n) : row_pow(a + i, n, 1.0f, (float)k->p);
@@ -502,7 +502,7 @@ void own_lq_normalize_f32(mi_tensor *o, mi_tensor *const *in, const mi_attrs *at
     bool spec = at->index == MI_LQ_SPEC;
     double q = at->p;
     lq_ctx k = {.a = in[0]->data, .w = o->data, .spec = spec, .p = spec ? 2.0 : q,
-                .r = spec ? (q - 2) / q : q - 2,
+                .r = spec ? (q - 2) / q : q - 2, .eps = at->eps,
                 .mn = o->shape[o->rank - 2] * o->shape[o->rank - 1]};
     if (k.mn == 0) return;
     own_parallel(o->numel / k.mn, o->numel * (spec ? 1 : 8), OWN_PAR_MIN, 1, lq_range, &k);
