@@ -147,12 +147,18 @@ static const mi_preset presets[] = {
      .config = CONFIG("mlp", "l2", "l2", "momentum", false, 2),
      .eta = HEAD(0.005), .alpha = HEAD(KEEP), .mu = HEAD(0.5), .delta = UNUSED},
     /* Moneta, (p, q) = (3, 4) (MIRAS eq:q-norm; the spec's Part 3 Model 1):
-     * ℓp bias with smooth sign and abs, ℓq normalisation (the spec's form). */
+     * ℓp bias with smooth sign and abs, ℓq normalisation (the spec's form).
+     * η 0.01 and a decay of at most 0.2 per token (α ∈ (0.8, 1)). Byte LM
+     * (200 steps, chunk 16) / small MQAR (2000 steps, chunk 8): with A_0 = W_0
+     * and η 0.02, α ∈ (0, 1), 2.746 / 0.863 (gradient norms 20–300 on the
+     * LM); with A_0 read as W_0 (retention_lq.c) and α ∈ (0.8, 1): η 0.02
+     * 2.147 / 0.915, η 0.05 2.800 / 0.999, η 0.01 2.103 / 1.000. (Before
+     * lq_eps, η 0.05 with α ∈ (0, 1) went NaN on MQAR: α → 0 emptied A.) */
     {.name = "moneta",
      .update = "A_t = alpha_t A_{t-1} - eta_t grad lp(W_{t-1}; k_t, v_t), "
                "W_t = A_t / ||A_t||^((q-2)/q), p = 3, q = 4",
      .config = CONFIG("mlp", "lp", "lq", "gd", false, 2),
-     .eta = HEAD(LR_DEEP), .alpha = HEAD(KEEP), .mu = UNUSED, .delta = UNUSED},
+     .eta = HEAD(0.01), .alpha = {MI_GATE_HEAD, KEEP, 0.2}, .mu = UNUSED, .delta = UNUSED},
     /* Yaad (MIRAS eq:huber-loss and §"MIRAS's Variants"): ℓ2 step when the
      * error is within δ_t, δ_t times an ℓ1 step otherwise; ℓ2 forget gate. */
     {.name = "yaad",
