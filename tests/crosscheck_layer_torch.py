@@ -2,7 +2,7 @@
 """Cross-checks miras-layer against an independent PyTorch implementation.
 
 DeltaNet and gated DeltaNet, float64, chunk sizes 1 and 2, written from
-their update rules (presets.c, DESIGN §5) rather than from the C code:
+their update rules (presets.c) rather than from the C code:
 
   gated DeltaNet, b = 1:  M_t = a_t M_{t-1} (I - b_t k_t k_t^T) + b_t v_t k_t^T
   chunk b: every token of a chunk takes its gradient at the state W left by

@@ -219,7 +219,7 @@ static int op_example_grown(const mi_op *op, mi_rng *r, const op_case *ex, int s
     return c->n;
 }
 
-/* The benchmark's shapes (BENCH.md "ops") for the ops it times: inputs
+/* The shapes `miras-bench ops` times, for the ops it times: inputs
  * N(0, 1), f64 (converted like the examples). */
 typedef struct bench_shape {
     const char *op;

@@ -110,7 +110,7 @@ START_TEST(parameters_are_listed_and_deterministic)
 END_TEST
 
 /* The gate biases start each gate at its level: σ(b) = η, 1 − σ(b) = α,
- * σ(b) = μ, softplus(b) = δ (DESIGN §5: η 0.02, α 0.998 by default). */
+ * σ(b) = μ, softplus(b) = δ (the block's defaults: η 0.02, α 0.998). */
 START_TEST(gate_biases_start_at_their_levels)
 {
     mi_miras_block_config c = mi_miras_block_config_default(DM, HEADS, NULL);

@@ -1,4 +1,4 @@
-/* Backend parity (DESIGN.md §8): every op, every backend kernel other than
+/* Backend parity: every op, every backend kernel other than
  * REF, every dtype it provides, against the REF kernel of the same dtype on
  * the same inputs: the op's own examples and the examples grown to larger,
  * awkward sizes. Kernels are called directly, each into an output buffer

@@ -141,11 +141,11 @@ static void init_preset(mi_miras *m, const mi_preset *p, int chunk, bool closed_
 {
     const mi_miras_config *c = &p->config;
     ck_assert_msg(mi_memory_find(c->memory), "preset %s: memory '%s' is not in this build "
-                  "(its component branch is not merged)", p->name, c->memory);
+                  "(its component is missing)", p->name, c->memory);
     ck_assert_msg(mi_bias_find(c->bias), "preset %s: attentional bias '%s' is not in this "
-                  "build (its component branch is not merged)", p->name, c->bias);
+                  "build (its component is missing)", p->name, c->bias);
     ck_assert_msg(mi_retention_find(c->retention), "preset %s: retention '%s' is not in this "
-                  "build (its component branch is not merged)", p->name, c->retention);
+                  "build (its component is missing)", p->name, c->retention);
     mi_miras_config cfg = *c;
     cfg.chunk = chunk;
     cfg.closed_form = closed_form;

@@ -1,4 +1,4 @@
-/* Synthetic tasks (TASKS.md): MQAR's layout, labels, gap distribution and a
+/* Synthetic tasks: MQAR's layout, labels, gap distribution and a
  * golden checksum; needle in a haystack; memory capacity; byte-level text
  * windows and file errors; recall accuracy. */
 #include <dirent.h>

@@ -12,7 +12,7 @@
 #include "bench_common.h"
 
 /* ================================================================ targets
- * Issue 3's goals, checked on the framework cases. */
+ * The speed goals for the framework's kernels, checked on its cases. */
 typedef enum { T_NONE, T_RATIO, T_ABS_MS } target_kind;
 
 typedef struct target {

@@ -1,5 +1,5 @@
-/* What the driver programs share: option parsing with the exit codes of
- * DESIGN §7 (2: usage error, 1: runtime failure, each with a one-line
+/* What the driver programs share: option parsing with the project's exit
+ * codes (2: usage error, 1: runtime failure, each with a one-line
  * message), a progress bar, atomic file writes, the training log (CSV) and
  * its plot (SVG, drawn here, no dependency). */
 #ifndef MIRAS_TOOLS_COMMON_H

@@ -1,4 +1,4 @@
-/* The language model (DESIGN §5; MIRAS "Architectural Backbone": Llama's
+/* The language model (MIRAS "Architectural Backbone": Llama's
  * macro architecture with the attention replaced by a mixer). For tokens
  * [B, T], D = d_model, F = mlp_hidden, V = vocab:
  *

@@ -1,8 +1,8 @@
 /* miras language models: sequence mixers (the MIRAS block and the attention
  * baselines behind one interface) and the Llama-like backbone around them.
- * Included from models/models.h; the design is DESIGN §5's last paragraph
- * and the MIRAS paper's "Architecture Backbone and Fast Training" /
- * "Hybrid Models" (Samba, Ren et al. 2024).
+ * Included from models/models.h; the design follows the MIRAS paper's
+ * "Architecture Backbone and Fast Training" / "Hybrid Models" (Samba, Ren et
+ * al. 2024).
  *
  *   mixer.c          the mixer interface's factory: a table of kinds by name
  *   mixer_miras.c    a MIRAS preset as a mixer (the layer block of models.h)

@@ -1,5 +1,5 @@
 /* Memory capacity: store N random key→value pairs, then query all of them
- * (TASKS.md "Memory capacity"; layout in tasks.h):
+ * (layout in tasks.h):
  *
  *   t        0  1  …  2N−2 2N−1  2N  2N+1 2N+2 …  4N−1 | 4N
  *   sequence k1 v1 …  kN   vN    Q   kπ1  vπ1  …  kπN  | vπN

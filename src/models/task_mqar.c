@@ -1,9 +1,9 @@
 /* MQAR, multi-query associative recall, as Zoology generates it
- * (Arora et al. 2023, zoology/data/associative_recall.py, multiquery_ar;
- * TASKS.md). The layout and the order of draws are in tasks.h; the golden
+ * (Arora et al. 2023, zoology/data/associative_recall.py, multiquery_ar).
+ * The layout and the order of draws are in tasks.h; the golden
  * checksum in tests/test_tasks.c pins this file's exact output.
  *
- * Gap index. TASKS.md writes p_i ∝ a·i^(a−1) for i = 1..space and "key j at
+ * Gap index. The task's usual statement writes p_i ∝ a·i^(a−1) for i = 1..space and "key j at
  * index 2·g_j"; Zoology draws g from np.arange(space) = 0..space−1 with those
  * p, so g = i − 1. (With g = i the last key would land at the region's last
  * index, whose label would fall past the sequence.) */

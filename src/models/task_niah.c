@@ -1,4 +1,4 @@
-/* Single needle in a haystack, byte-level (TASKS.md, after RULER's S-NIAH
+/* Single needle in a haystack, byte-level (after RULER's S-NIAH
  * and the MIRAS paper's table): pass key, word (or UUID-like) and real-text
  * flavours. The layout is in tasks.h. Draws per sample, in order: the key's
  * adjective and noun, the value (7 digits: one below(9000000); a word: one

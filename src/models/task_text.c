@@ -1,4 +1,4 @@
-/* Byte-level language-model data over a text file (TASKS.md): the first
+/* Byte-level language-model data over a text file: the first
  * floor(0.9 · size) bytes train, the rest validate, as nanoGPT's
  * data[:int(n*0.9)]; windows of T+1 bytes give inputs and next-byte targets.
  * The file is checked before it is trusted: a regular file, non-empty, at

@@ -1,5 +1,4 @@
-/* miras synthetic tasks and text data (../shared/TASKS.md has the exact
- * definitions): MQAR (Zoology), single needle in a haystack (three
+/* miras synthetic tasks and text data: MQAR (Zoology), single needle in a haystack (three
  * flavours), memory capacity, and byte-level LM windows over a text file.
  *
  * Determinism. Every generator draws each example from its own stream,
@@ -36,7 +35,7 @@ void mi_task_rng(mi_rng *r, uint64_t seed, mi_split split, int64_t index);
 double mi_task_accuracy(const mi_tensor *pred, const mi_tensor *targets);
 
 /* ---------------------------------------------------------------- MQAR
- * Multi-query associative recall exactly as Zoology generates it (TASKS.md).
+ * Multi-query associative recall exactly as Zoology generates it.
  * C = 2NP. Per example, in this order of draws from its stream:
  *   keys   N distinct from [1, V/2)   (partial Fisher–Yates, ascending pool)
  *   values N distinct from [V/2, V)   (the same)
