@@ -39,14 +39,14 @@ static double max_abs_diff(const mi_tensor *a, const mi_tensor *b)
 /* ---------------------------------------------------------------- the MLP memory's step */
 
 /* D1, D2 of mi_nl_mlp_step == autodiff gradients of
- *   Σ_t c1_t [½‖M(x_t) − v_t‖² + ½‖W1 s̄_t‖²]  w.r.t. W1,  c1_t = c_t / (‖s_t‖² + eps)
+ *   Σ_t c1_t [½‖M(x_t) − v_t‖² + ½‖W1 s̄_t‖²]  w.r.t. W1,  c1_t = c_t / (‖s_t‖² + hidden_eps)
  *   Σ_t c2_t [½‖M(x_t) − v_t‖² + ½‖W2 x_t‖²]  w.r.t. W2,  c2_t = c_t / (‖x_t‖² + eps)
  * (the second terms with l2gd; s̄ and the weights c1, c2 held fixed), for
  * shared and per-sequence weights, with and without the residual. */
 START_TEST(mlp_step_equals_autodiff)
 {
     enum { N = 2, n = 4, IN = 3, H = 5 };
-    const double eps = 1e-6;
+    const double eps = 1e-6, hidden_eps = 0.7;   /* distinct, so a swap shows */
     for (int variant = 0; variant < 8; variant++) {
         bool residual = variant & 1, per_seq = variant & 2, l2gd = variant & 4;
         int64_t out = residual ? IN : 2;
@@ -60,7 +60,8 @@ START_TEST(mlp_step_equals_autodiff)
         mi_tensor *v = mi_randn(&r, MI_F64, MI_SHAPE(N, n, out), 0, 1);
         mi_tensor *c = mi_rand(&r, MI_F64, MI_SHAPE(N, n), 0.1, 1);
         mi_tensor *d1, *d2;
-        ck_assert_int_eq(mi_nl_mlp_step(w1, w2, residual, x, v, c, l2gd, eps, &d1, &d2), 0);
+        ck_assert_int_eq(mi_nl_mlp_step(w1, w2, residual, x, v, c, l2gd, eps, hidden_eps, &d1, &d2),
+                         0);
 
         /* autodiff, with one copy of the weights per sequence */
         mi_tensor *b1 = per_seq ? w1 : mi_broadcast_to(w1, MI_SHAPE(N, out, H));
@@ -70,7 +71,7 @@ START_TEST(mlp_step_equals_autodiff)
         mi_tensor *e = mi_sub(mi_nl_mlp_read(a1, a2, residual, x), v);
         mi_tensor *fit = mi_mul_scalar(mi_sum(mi_square(e), -1, false), 0.5);   /* [N, n] */
         mi_tensor *sbar = mi_gelu(mi_matmul_t(x, mi_detach(w2), false, true));
-        mi_tensor *c1 = mi_div(c, mi_add_scalar(mi_sum(mi_square(sbar), -1, false), eps));
+        mi_tensor *c1 = mi_div(c, mi_add_scalar(mi_sum(mi_square(sbar), -1, false), hidden_eps));
         mi_tensor *c2 = mi_div(c, mi_add_scalar(mi_sum(mi_square(x), -1, false), eps));
         mi_tensor *l1 = fit, *l2 = fit;
         if (l2gd) {
@@ -98,6 +99,40 @@ START_TEST(mlp_step_equals_autodiff)
 }
 END_TEST
 
+/* A wiped memory (W2 ≈ 0, so the hidden activations s ≈ 0, what a retention
+ * α ≈ 0 leaves): the normalised step on W1, c (e + W1 s) sᵀ/(‖s‖² + hidden_eps),
+ * stays within c‖e + W1 s‖/2 at hidden_eps = MI_NL_MLP_HIDDEN_EPS. With the
+ * input's eps (1e-6) in its place it was c‖e + W1 s‖/‖s‖, here ~10⁴ times that
+ * bound: how HOPE went to NaN on MQAR. */
+START_TEST(mlp_step_bounded_when_the_hidden_layer_vanishes)
+{
+    enum { IN = 4, H = 16 };
+    for (int l2gd = 0; l2gd < 2; l2gd++) {
+        mi_rng r;
+        mi_rng_seed(&r, 140 + l2gd);
+        mi_tensor *w1 = mi_randn(&r, MI_F64, MI_SHAPE(IN, H), 0, 1);
+        mi_tensor *w2 = mi_randn(&r, MI_F64, MI_SHAPE(H, IN), 0, 1e-4);  /* wiped */
+        mi_tensor *x = mi_l2_normalize(mi_randn(&r, MI_F64, MI_SHAPE(1, 1, IN), 0, 1), 0.0);
+        mi_tensor *v = mi_randn(&r, MI_F64, MI_SHAPE(1, 1, IN), 0, 1);
+        mi_tensor *c = mi_full(MI_F64, MI_SHAPE(1, 1), 0.5);
+        mi_tensor *d1, *d2;
+        ck_assert_int_eq(mi_nl_mlp_step(w1, w2, true, x, v, c, l2gd, 1e-6, MI_NL_MLP_HIDDEN_EPS,
+                                        &d1, &d2), 0);
+        /* ‖e + W1 s‖ (e alone without l2gd) and ‖s‖ */
+        mi_tensor *s = mi_gelu(mi_matmul_t(x, w2, false, true));
+        mi_tensor *m = mi_matmul_t(s, w1, false, true);
+        mi_tensor *e = mi_sub(mi_add(x, m), v);
+        double err = sqrt(mi_item(mi_sum(mi_square(l2gd ? mi_add(e, m) : e), MI_ALL, false)));
+        double s_norm = sqrt(mi_item(mi_sum(mi_square(s), MI_ALL, false)));
+        double step = sqrt(mi_item(mi_sum(mi_square(d1), MI_ALL, false)));
+        ck_assert_msg(s_norm < 1e-3, "the hidden layer is not wiped: |s| = %g", s_norm);
+        ck_assert_msg(isfinite(step) && step <= 0.5 * err / 2 * (1 + 1e-12),
+                      "l2gd %d: |D1| = %g > c|e + W1 s|/2 = %g (|s| = %g)", l2gd, step,
+                      0.5 * err / 2, s_norm);
+    }
+}
+END_TEST
+
 /* ---------------------------------------------------------------- CMS */
 
 enum { CD = 3, CH = 4 };
@@ -119,8 +154,8 @@ static void make_cms(mi_cms *m, const mi_cms_config *c, uint64_t seed)
 }
 
 /* The CMS as plain loops, token by token: block ℓ accumulates
- * η_t [e_t s_tᵀ/‖s_t‖², δ_t u_tᵀ/‖u_t‖²], η_t = σ(·)/C, at the weights in force and applies
- * the sum after every position that is a multiple of C^(ℓ). */
+ * η_t [e_t s_tᵀ/(‖s_t‖² + 1), δ_t u_tᵀ/‖u_t‖²], η_t = σ(·)/C, at the weights in force and
+ * applies the sum after every position that is a multiple of C^(ℓ). */
 static void ref_cms(const mi_cms *m, const mi_tensor *x, double *y)
 {
     int64_t B = x->shape[0], T = x->shape[1], d = m->config.d_model, hdn = m->hidden;
@@ -154,7 +189,7 @@ static void ref_cms(const mi_cms *m, const mi_tensor *x, double *y)
                     for (int64_t k = 0; k < d; k++) v[i] += u[k] * P(L->value, k * d + i);
                     z += u[i] * P(L->eta_w, i);
                 }
-                double eta = sigm(z) / C, e[MAXD], ss = eps, uu = eps;
+                double eta = sigm(z) / C, e[MAXD], ss = MI_NL_MLP_HIDDEN_EPS, uu = eps;
                 for (int64_t i = 0; i < d; i++) e[i] = mo[i] - v[i];
                 for (int64_t j = 0; j < hdn; j++) ss += s[j] * s[j];
                 for (int64_t i = 0; i < d; i++) uu += u[i] * u[i];
@@ -467,12 +502,13 @@ static void ref_mlp_read(const ref_mlp *m, const double *x, double *y, double *a
 }
 
 /* Eq. 88 on each layer, at the weights of F, into the accumulating P:
- *   P ← α P − η [∇ℓ + (W u) uᵀ] / (‖u‖² + eps) per layer (u: k for W2, s for W1),
+ *   P ← α P − η [∇ℓ + (W u) uᵀ] / (‖u‖² + ε) per layer (u: k for W2 with ε = eps,
+ *   s for W1 with ε = MI_NL_MLP_HIDDEN_EPS),
  *   ℓ = ½‖F(k) − target‖² */
 static void ref_mlp_accumulate(ref_mlp *Pm, const ref_mlp *F, const double *k,
                                const double *target, double eta, double alpha, double eps)
 {
-    double a[MAXD], s[MAXD], y[MAXD], e[MAXD], ss = eps, kk = eps;
+    double a[MAXD], s[MAXD], y[MAXD], e[MAXD], ss = MI_NL_MLP_HIDDEN_EPS, kk = eps;
     ref_mlp_read(F, k, y, a, s);
     for (int i = 0; i < F->out; i++) e[i] = y[i] - target[i];
     for (int j = 0; j < F->hid; j++) ss += s[j] * s[j];
@@ -769,6 +805,44 @@ START_TEST(hope_f32_defaults_stay_bounded)
 }
 END_TEST
 
+/* f32, the main memory wiped (its W2 scaled by 1e-4, what a retention α ≈ 0
+ * leaves: the hidden activations nearly vanish) at a large inner rate (η 0.3),
+ * exact and chunked: the output and every parameter's gradient stay finite
+ * and small (|grad|² ≤ 3e5 here). With the hidden layer's step divided by
+ * ‖s‖² + 1e-6, memory.w2's |grad|² was 5e14: HOPE's NaN on MQAR (chunk 8). */
+START_TEST(hope_f32_wiped_memory_stays_finite)
+{
+    for (int variant = 0; variant < 2; variant++) {
+        mi_hope_config c = mi_hope_config_default(8, 2);
+        c.chunk = variant ? 8 : 1;
+        c.eta = 0.3;
+        c.alpha = 0.97;
+        c.cms.n_blocks = 0;
+        mi_hope h;
+        mi_rng r;
+        mi_rng_seed(&r, 71 + variant);
+        ck_assert_msg(mi_hope_init(&h, &c, MI_F32, &r, test_scope) == 0, "%s", mi_error());
+        mi_tensor *w2 = h.w2[MI_HOPE_MEMORY];
+        for (int64_t e = 0; e < w2->numel; e++) mi_set(w2, e, 1e-4 * mi_get(w2, e));
+        mi_tensor *x = mi_randn(&r, MI_F32, MI_SHAPE(2, 64, 8), 0, 1);
+        mi_tensor *y = mi_hope_forward(&h, x);
+        ck_assert_msg(y != NULL, "%s", mi_error());
+        for (int64_t e = 0; e < y->numel; e++)
+            ck_assert_msg(isfinite(mi_get(y, e)) && fabs(mi_get(y, e)) < 100,
+                          "chunk %d: y[%lld] = %g", c.chunk, (long long)e, mi_get(y, e));
+        ck_assert_int_eq(mi_backward(mi_sum(mi_square(y), MI_ALL, false)), 0);
+        int n;
+        const mi_named_tensor *p = mi_hope_params(&h, &n);
+        for (int i = 0; i < n; i++) {
+            double g2 = mi_item(mi_sum(mi_square(mi_tensor_to(p[i].tensor->grad, MI_F64)), MI_ALL,
+                                       false));
+            ck_assert_msg(isfinite(g2) && g2 < 1e9, "chunk %d: %s: |grad|^2 = %g", c.chunk,
+                          p[i].name, g2);
+        }
+    }
+}
+END_TEST
+
 static void expect_hope_error(mi_hope_config c, const char *needle)
 {
     mi_hope h;
@@ -863,6 +937,7 @@ Suite *make_suite(void)
     Suite *s = suite_create("hope");
     TCase *tc = tcase_slow("hope");
     tcase_add_test(tc, mlp_step_equals_autodiff);
+    tcase_add_test(tc, mlp_step_bounded_when_the_hidden_layer_vanishes);
     tcase_add_test(tc, cms_all_chunks_one_equals_per_token_loop);
     tcase_add_test(tc, cms_mixed_chunks_equal_loop);
     tcase_add_test(tc, cms_weights_change_only_at_multiples_of_chunk);
@@ -877,6 +952,7 @@ Suite *make_suite(void)
     tcase_add_test(tc, hope_gradcheck_chunked_with_cms);
     tcase_add_test(tc, hope_is_causal);
     tcase_add_test(tc, hope_f32_defaults_stay_bounded);
+    tcase_add_test(tc, hope_f32_wiped_memory_stays_finite);
     tcase_add_test(tc, hope_bad_configurations);
     tcase_add_test(tc, hope_config_from_text);
     suite_add_tcase(s, tc);

@@ -11,7 +11,7 @@
  *   out_t = h_t + W1 gelu(W2 u_t)              (the block: a pre-norm residual MLP)
  *   ℓ_t   = ½‖W1 gelu(W2 u_t) − u_t W_v‖²      (its inner objective)
  *   η_t   = σ(u_t w_η + b_η) / C^(ℓ)
- *   step:  W1 ← W1 − Σ η_t e_t s_tᵀ/‖s_t‖²,  W2 ← W2 − Σ η_t δ_t u_tᵀ/‖u_t‖²   (nl_mlp.c;
+ *   step:  W1 ← W1 − Σ η_t e_t s_tᵀ/(‖s_t‖² + 1),  W2 ← W2 − Σ η_t δ_t u_tᵀ/‖u_t‖²   (nl_mlp.c;
  *          e_t = W1 s_t − u_t W_v, s_t = gelu(W2 u_t), δ_t = gelu'(W2 u_t) ⊙ W1ᵀ e_t)
  *
  * Choices the paper leaves open, and what this file does:
@@ -49,7 +49,8 @@
  *   capacity", arXiv §8.3). The rate is per token and data-dependent (Eq. 31
  *   writes η_t^(ℓ)), b_η starting at the configured level (of σ(·), before
  *   the division by C); each layer's term is divided by its input's squared
- *   norm (+ norm_eps), normalised LMS (nl_mlp.c): GD on ½‖W u − v‖² needs
+ *   norm (+ norm_eps for u, + 1 for the hidden s, which can vanish: hope.h's
+ *   MI_NL_MLP_HIDDEN_EPS), normalised LMS (nl_mlp.c): GD on ½‖W u − v‖² needs
  *   η‖u‖² < 2 and ‖u‖² ≈ d here, so with the normalisation η ∈ (0, 1) is
  *   stable at any width and a step moves a layer's output by η times its error.
  * - When. Positions are counted from 1 as in the paper: after position i ≡ 0
@@ -208,7 +209,7 @@ static mi_tensor *level_forward(const mi_cms *c, int l, mi_tensor *h, mi_cms_tra
         if (t1 == T) break;  /* a full chunk ends before T: Eq. 31's update */
         mi_tensor *d1, *d2;
         if (mi_nl_mlp_step(w1, w2, false, uc, mi_slice(v, 1, t0, t1), mi_slice(eta, 1, t0, t1),
-                           false, c->config.norm_eps, &d1, &d2) != 0)
+                           false, c->config.norm_eps, MI_NL_MLP_HIDDEN_EPS, &d1, &d2) != 0)
             return NULL;
         w1 = mi_sub(w1, d1);
         w2 = mi_sub(w2, d2);

@@ -24,7 +24,8 @@
  *     η = σ(M_η(x̂) + b_η), α = σ(M_α(x̂) + b_α)      (M_η, M_α: d → H, one per head)
  *     o = M_memory(q) per head                         (M_memory: hd → hd, one per head)
  *     each memory, with its key κ and target M_□(ν) (κ, ν = k̄, v̄ or k_h, v_h):
- *       P_□ ← ᾱ P_□ − Σ_t η_t (Π_{s>t} α_s) [∇ℓ_t + (W u) uᵀ]/‖u‖² per layer (u its input)  at F_□
+ *       P_□ ← ᾱ P_□ − Σ_t η_t (Π_{s>t} α_s) [∇ℓ_t + (W u) uᵀ]/(‖u‖² + ε) per layer (u its input,
+ *             ε = 1 for the hidden layer's)  at F_□
  *     at a multiple of its chunk size: F_□ ← P_□
  *   y = CMS((RMSNorm_head(o) ⊙ w_norm ⊙ SiLU(x W_g)) W_out)
  *
@@ -59,8 +60,11 @@
  *   that reads the key, W1 (α I − η ŝ ŝᵀ) on the output layer, ŝ the
  *   normalised hidden activation; each layer's gradient term is divided by
  *   its input's squared norm (normalised LMS; for the unit keys a no-op), so
- *   the step stays stable as the hidden activations grow (nl_mlp.c). α is
- *   the retention of the whole memory ("forget gate or weight decay").
+ *   the step stays stable as the hidden activations grow (nl_mlp.c), plus 1
+ *   for the hidden activations (MI_NL_MLP_HIDDEN_EPS), so the step stays
+ *   bounded when they vanish after α_t ≈ 0 has wiped the memory (without it
+ *   HOPE went to NaN on MQAR). α is the retention of the whole memory
+ *   ("forget gate or weight decay").
  * - Unit-norm inputs everywhere: every input a memory is read or written at
  *   has norm 1: x̂, the per-head q, k and v, and for the component memories
  *   (shared by the heads) k̄ = [k_1 … k_H]/√H and v̄ = [v_1 … v_H]/√H. Reads
@@ -334,8 +338,8 @@ static int accumulate(mlp_state *P, const mlp_state *F, bool residual, mi_tensor
     mi_tensor *after = n > 1 ? mi_concat((mi_tensor *[]){mi_slice(rest, 1, 1, n), ones}, 2, 1)
                              : ones;                                 /* Π_{s>t} α_s */
     mi_tensor *d1, *d2;
-    if (mi_nl_mlp_step(F->w1, F->w2, residual, key, target, mi_mul(eta, after), true, eps, &d1,
-                       &d2) != 0)
+    if (mi_nl_mlp_step(F->w1, F->w2, residual, key, target, mi_mul(eta, after), true, eps,
+                       MI_NL_MLP_HIDDEN_EPS, &d1, &d2) != 0)
         return -1;
     P->w1 = mi_sub(mi_mul(abar, P->w1), d1);
     P->w2 = mi_sub(mi_mul(abar, P->w2), d2);

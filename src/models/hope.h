@@ -28,15 +28,25 @@
 /* y = x + W1 gelu(W2 x) (residual; needs out == in) or W1 gelu(W2 x). */
 mi_tensor *mi_nl_mlp_read(mi_tensor *w1, mi_tensor *w2, bool residual, mi_tensor *x);
 
+/* The hidden layer's regulariser in the normalised step below: ‖s‖² + 1. At
+ * unit-variance pre-activations ‖s‖² ≈ 0.43·h (14 at h = 32), so this
+ * changes a live memory's step by a few percent; for a memory whose input
+ * layer has been wiped (α ≈ 0, W2 ≈ 0, s ≈ 0) it bounds the step on W1 by
+ * c‖e + W1 s‖/2 instead of c‖e + W1 s‖/(2√eps) (see nl_mlp.c). */
+#define MI_NL_MLP_HIDDEN_EPS 1.0
+
 /* The inner step of the memory on ℓ_t = ½‖M(x_t) − v_t‖², weighted by c_t
  * [N, n], each layer's term normalised by its input (normalised LMS), summed
  * over the n positions, every term at the given weights:
- *   D1 = Σ_t c_t/(‖s_t‖² + eps) [e_t + (W1 s_t)] s_tᵀ    e_t = M(x_t) − v_t, s_t = gelu(a_t)
- *   D2 = Σ_t c_t/(‖x_t‖² + eps) [δ_t + (W2 x_t)] x_tᵀ    a_t = W2 x_t, δ_t = gelu'(a_t) ⊙ W1ᵀ e_t
+ *   D1 = Σ_t c_t/(‖s_t‖² + hidden_eps) [e_t + (W1 s_t)] s_tᵀ  e_t = M(x_t) − v_t, s_t = gelu(a_t)
+ *   D2 = Σ_t c_t/(‖x_t‖² + eps) [δ_t + (W2 x_t)] x_tᵀ         a_t = W2 x_t, δ_t = gelu'(a_t) ⊙ W1ᵀ e_t
  * the (W u) terms only with l2gd (Eq. 28 on every layer with its own input:
- * W(I − û ûᵀ)). The caller applies W ← ᾱ W − D. d1, d2: [N, …]. */
+ * W(I − û ûᵀ)). The caller applies W ← ᾱ W − D. d1, d2: [N, …]. eps guards
+ * the input x (unit-norm or RMS-normalised in HOPE and the CMS), hidden_eps
+ * the hidden activations, which can vanish (MI_NL_MLP_HIDDEN_EPS). */
 int mi_nl_mlp_step(mi_tensor *w1, mi_tensor *w2, bool residual, mi_tensor *x, mi_tensor *v,
-                   mi_tensor *c, bool l2gd, double eps, mi_tensor **d1, mi_tensor **d2);
+                   mi_tensor *c, bool l2gd, double eps, double hidden_eps, mi_tensor **d1,
+                   mi_tensor **d2);
 
 /* ---------------------------------------------------------------- continuum memory (cms.c) */
 #define MI_CMS_MAX_BLOCKS 8

@@ -13,17 +13,27 @@
  * ≈ 0.4·h for unit-variance pre-activations and grows with the weights the
  * context writes; the CMS's RMS-normalised inputs have ‖u‖² ≈ d: without
  * the normalisation the stable range of η would shrink with the width).
+ * The inputs x are unit-norm or RMS-normalised, so eps only guards rounding;
+ * the hidden activations are not: a retention α_t ≈ 0 wipes the memory
+ * (W2 ≈ 0, so s_t ≈ 0), and with a vanishing regulariser the normalised step
+ * c e sᵀ/‖s‖² then has size c‖e‖/‖s‖, unbounded. That is how HOPE went to NaN
+ * on MQAR (vocabulary 64, d 32, chunk 8): HOPE's α memory learned to give
+ * α ≈ 0.004 on some tokens, ‖s‖² fell to 1e-6, one step took max|W1| from 0.34
+ * to 11.6 and W2 from 3 to 91, and the outer gradient overflowed. W1's term is
+ * therefore divided by ‖s_t‖² + hidden_eps with hidden_eps = 1 (hope.h):
+ * ‖s‖/(‖s‖² + 1) ≤ ½ bounds the step by c‖e + W1 s‖/2.
  * With the ℓ2-regression GD (Eq. 28–29, W_{t+1} =
  * W_t (I − x_t x_tᵀ) − η ∇_W L; with a retention gate, Nested Learning arXiv
  * Eq. 88: W(α I − η x xᵀ) − η ∇L) each layer also gets its projection term
  * (W u_t) u_tᵀ, which under the same normalisation is W û_t û_tᵀ with
- * û = u/√(‖u‖² + eps): I − η ûûᵀ is the contraction Eq. 28 means for a unit
+ * û = u/√(‖u‖² + eps) (hidden_eps for s; ‖û‖ < 1 either way): I − η ûûᵀ is
+ * the contraction Eq. 28 means for a unit
  * input, on every weight matrix with that matrix's own input (an optimizer
  * acts on every matrix; src/optim/nl_l2gd.c likewise normalises its inputs).
  * For unit-norm keys the W2 term is Eq. 88 as printed (up to eps).
  *
  * Summed over a chunk with weights c_t (η_t times the decay still to come):
- *   D1 = Σ_t c_t/(‖s_t‖² + eps) [e_t + (W1 s_t)] s_tᵀ
+ *   D1 = Σ_t c_t/(‖s_t‖² + hidden_eps) [e_t + (W1 s_t)] s_tᵀ
  *   D2 = Σ_t c_t/(‖x_t‖² + eps) [δ_t + a_t] x_tᵀ       ((W2 x_t) is a_t)
  * (the W1 s_t and a_t terms with l2gd only): one matmul per layer, (c ⊙ E)ᵀ S,
  * never a per-token weight copy. σ' is written out, so the outer loop
@@ -49,7 +59,8 @@ static mi_tensor *gelu_prime(mi_tensor *a)
 }
 
 int mi_nl_mlp_step(mi_tensor *w1, mi_tensor *w2, bool residual, mi_tensor *x, mi_tensor *v,
-                   mi_tensor *c, bool l2gd, double eps, mi_tensor **d1, mi_tensor **d2)
+                   mi_tensor *c, bool l2gd, double eps, double hidden_eps, mi_tensor **d1,
+                   mi_tensor **d2)
 {
     mi_tensor *a = mi_matmul_t(x, w2, false, true);                 /* [N, n, h] */
     mi_tensor *s = mi_gelu(a);
@@ -57,8 +68,8 @@ int mi_nl_mlp_step(mi_tensor *w1, mi_tensor *w2, bool residual, mi_tensor *x, mi
     mi_tensor *e = mi_sub(residual ? mi_add(x, m) : m, v);
     mi_tensor *delta = mi_mul(gelu_prime(a), mi_matmul(e, w1));      /* [N, n, h] */
     mi_tensor *cc = mi_unsqueeze(c, -1);                             /* [N, n, 1] */
-    /* c_t / (‖u_t‖² + eps) per layer */
-    mi_tensor *c1 = mi_div(cc, mi_add_scalar(mi_sum(mi_square(s), -1, true), eps));
+    /* c_t / (‖u_t‖² + eps) per layer, hidden_eps for the hidden activations */
+    mi_tensor *c1 = mi_div(cc, mi_add_scalar(mi_sum(mi_square(s), -1, true), hidden_eps));
     mi_tensor *c2 = mi_div(cc, mi_add_scalar(mi_sum(mi_square(x), -1, true), eps));
     *d1 = mi_matmul_t(mi_mul(c1, l2gd ? mi_add(e, m) : e), s, true, false);
     *d2 = mi_matmul_t(mi_mul(c2, l2gd ? mi_add(delta, a) : delta), x, true, false);
