@@ -480,6 +480,42 @@ END_TEST
 
 /* ---------------------------------------------------------------- causality */
 
+/* An encoding objective (Lattice Eq. 6 and 8) takes v as the inner step's
+ * input, so the block ℓ2-normalises v as it does k: with the v branch in
+ * SiLU's linear range (positive inputs, W_v = 10, identity taps: SiLU(z) = z
+ * to 1e-30), scaling W_v by 3 scales v by 3 and must leave the output of a
+ * lattice-sim or lattice-enc block unchanged, while a decoding (lattice-dec)
+ * block, whose v is the target, changes. */
+START_TEST(encoding_bias_normalises_values)
+{
+    const char *biases[] = {"lattice-sim", "lattice-enc", "lattice-dec"};
+    for (int i = 0; i < 3; i++) {
+        mi_miras_block_config c = tiny_config("lattice", biases[i], "sphere-forget", "gd");
+        c.miras.slots = DM / HEADS;
+        mi_miras_block b;
+        make_block(&b, &c, MI_F64, 21);
+        int64_t K = b.conv_v->shape[1];
+        for (int64_t e = 0; e < b.w_v->numel; e++) mi_set(b.w_v, e, 10);
+        for (int64_t e = 0; e < b.conv_v->numel; e++) mi_set(b.conv_v, e, e % K == K - 1);
+        mi_tensor *x = mi_add_scalar(mi_abs(input(22, MI_F64, BT, TT)), 1);
+        mi_tensor *y1 = mi_miras_block_forward(&b, x);
+        for (int64_t e = 0; e < b.w_v->numel; e++) mi_set(b.w_v, e, 30);
+        mi_tensor *y2 = mi_miras_block_forward(&b, x);
+        ck_assert_msg(y1 && y2, "%s: %s", biases[i], mi_error());
+        double diff = 0, size = 0;
+        for (int64_t e = 0; e < y1->numel; e++) {
+            diff = fmax(diff, fabs(mi_get(y1, e) - mi_get(y2, e)));
+            size = fmax(size, fabs(mi_get(y1, e)));
+        }
+        if (i < 2)
+            ck_assert_msg(diff <= 1e-10 * size, "%s: |y(3 W_v) − y(W_v)| = %g", biases[i], diff);
+        else
+            ck_assert_msg(diff > 1e-3 * size, "%s: v is the target, scaling it must matter",
+                          biases[i]);
+    }
+}
+END_TEST
+
 START_TEST(output_at_t_ignores_later_inputs)
 {
     const char *memories[] = {"matrix", "mlp"};
@@ -721,6 +757,7 @@ Suite *make_suite(void)
     tcase_add_test(tc, gradcheck_channel_gates);
     tcase_add_test(tc, gradcheck_bounded_gates);
     tcase_add_test(tc, gradcheck_multistep_and_hgrn2);
+    tcase_add_test(tc, encoding_bias_normalises_values);
     tcase_add_test(tc, output_at_t_ignores_later_inputs);
     tcase_add_test(tc, presets_build_blocks);
     tcase_add_test(tc, mixer_overrides_set_gate_ranges);

@@ -6,6 +6,9 @@
  *   q_t = ℓ2norm(SiLU(conv(x W_q)))_t        W_q [D, H·hd]
  *   k_t = ℓ2norm(SiLU(conv(x W_k)))_t        W_k [D, S·H·hd]   (HGRN2: k_t = 1 − α_t)
  *   v_t = SiLU(conv(x W_v))_t                W_v [D, S·H·hd]
+ *     (ℓ2-normalised per head like k when the bias is an encoding objective,
+ *     Lattice Eq. 6 and 8: there v is the inner regression's input, so a
+ *     step η v vᵀ is stable for η < 2/‖v‖², as I − η k kᵀ is for unit keys)
  *     conv: causal depthwise, kernel 4 (mi_conv1d_causal), the paper's "1D
  *     depthwise-separable convolution after each of the query, key and
  *     value projections"; ℓ2norm per head over hd (mi_l2_normalize)
@@ -425,6 +428,7 @@ static mi_tensor *block_run(const mi_miras_block *b, mi_tensor *x, mi_miras_bloc
     mi_tensor *q = mi_l2_normalize(
         to_heads(branch(x, b->w_q, b->conv_q, &tails[0]), B, T, 1, H, hd, true), c->qk_eps);
     mi_tensor *v = to_heads(branch(x, b->w_v, b->conv_v, &tails[2]), B, T, S, H, hd, true);
+    if (b->miras.bias->encoding) v = mi_l2_normalize(v, c->qk_eps);
     mi_tensor *k;
     if (c->key_is_one_minus_alpha) {
         /* HGRN2: k_t = 1 − α_t (a per-head α is spread over the channels) */
