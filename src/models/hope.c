@@ -91,7 +91,7 @@
  *   keeps accumulating (P) and is read at its chunk-start state (F).
  * - Read before write: o_t = M_{memory,t−1}(q_t) (Eq. 86, 94), and at chunk
  *   size C the read uses the state the previous chunk left (Eq. 90), unlike
- *   the MIRAS layer's read after write (DESIGN §5). Token t reaches o_t
+ *   the MIRAS layer's read after write (recurrence.c). Token t reaches o_t
  *   through its own query only; its key/value pair is visible from the next
  *   chunk on.
  * - Normalisation and convolution ("removed for clarity"; "we normalize q and
@@ -105,7 +105,7 @@
  * - Initialisation, in this order from rng: conv taps (current 1, earlier
  *   N(0, 0.1²)); for k, v, q: W2 ~ N(0, 1), W1 ~ N(0, 1/(h_c·d)) (or W_q ~
  *   N(0, 1)); for η, α: W2 ~ N(0, 1), W1 ~ N(0, 0.1²/h_c) so η, α start
- *   within ~0.1 logit of their levels (DESIGN §5: η 0.02, α 0.998); the main
+ *   within ~0.1 logit of their levels (the block's: η 0.02, α 0.998); the main
  *   memory: W2 ~ N(0, 1), W1 ~ N(0, 1/(h_m·hd)) per head; w_norm = 1;
  *   W_g ~ N(0, 1/d), W_out ~ N(0, out_scale²/d); then the CMS (cms.c). The
  *   inputs of the memories have unit norm, so W2 ~ N(0, 1) gives

@@ -117,7 +117,7 @@ typedef struct mi_hope_config {
     int memory_chunk;            /* C of the main memory (1) */
     bool adaptive_q;             /* q from a self-modifying memory (true) or q = x W_q */
     int conv_kernel;             /* the causal depthwise conv on the input (4) */
-    double eta, alpha;           /* initial levels of η_t and α_t (0.02, 0.998; DESIGN §5) */
+    double eta, alpha;           /* initial levels of η_t and α_t (0.02, 0.998, as the MIRAS block) */
     double qk_eps, norm_eps;     /* ℓ2 normalisation of q, k; output RMSNorm (1e-6, 1e-6) */
     double out_scale;            /* W_out ~ N(0, out_scale² / d_model) (1) */
     mi_cms_config cms;           /* the CMS after the Titans part; n_blocks 0: none */
