@@ -7,6 +7,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "common.h"
+
 #define MAX_SUITE_ARGS 40
 #define MAX_SUITES 32
 #define DATA_TEXT "@text"    /* a suite's data: --data, else tinyshakespeare.txt */
@@ -73,17 +75,6 @@ static inline bool below_floor(const quality_case *c)
     return lower_is_better(c->suite->metric) ? !(m <= c->floor) : !(m >= c->floor);
 }
 
-/* A growing string (the SVG, the command line); on running out of memory
- * it stops growing and sets oom. */
-typedef struct strbuf {
-    char *s;
-    size_t len, cap;
-    bool oom;
-} strbuf;
-
-void sb_printf(strbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* s with XML's five special characters escaped. */
-void sb_xml(strbuf *b, const char *s);
 /* s as a JSON string; bytes < 0x20 escaped, the rest (UTF-8 included) as is. */
 void json_str(const char *s);
 /* ,"key":v (null when v is not finite) */

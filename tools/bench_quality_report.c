@@ -1,49 +1,12 @@
 /* miras-bench quality: what it prints and draws — a JSON line per case, a
  * table per suite (text and Markdown) and an SVG bar chart per suite. */
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "bench_quality_internal.h"
-
-void sb_printf(strbuf *b, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    int need = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
-    if (need < 0 || b->oom) return;
-    if (b->len + (size_t)need + 1 > b->cap) {
-        size_t cap = 2 * (b->len + (size_t)need + 1) + 256;
-        char *s = realloc(b->s, cap);
-        if (!s) {
-            b->oom = true;
-            return;
-        }
-        b->s = s, b->cap = cap;
-    }
-    va_start(ap, fmt);
-    vsnprintf(b->s + b->len, b->cap - b->len, fmt, ap);
-    va_end(ap);
-    b->len += (size_t)need;
-}
-
-/* s with XML's five special characters escaped. */
-void sb_xml(strbuf *b, const char *s)
-{
-    for (; *s; s++) {
-        switch (*s) {
-        case '&': sb_printf(b, "&amp;"); break;
-        case '<': sb_printf(b, "&lt;"); break;
-        case '>': sb_printf(b, "&gt;"); break;
-        case '"': sb_printf(b, "&quot;"); break;
-        case '\'': sb_printf(b, "&#39;"); break;
-        default: sb_printf(b, "%c", *s);
-        }
-    }
-}
+#include "common.h"
 
 /* s as a JSON string; bytes < 0x20 escaped, the rest (UTF-8 included) as is. */
 void json_str(const char *s)

@@ -192,26 +192,41 @@ int write_atomic(const char *path, const char *bytes, size_t size, char *msg, si
 
 /* ---------------------------------------------------------------- text buffers */
 
-typedef struct text {
-    char *s;
-    size_t len, cap;
-} text;
-
-static void put(text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void put(text *t, const char *fmt, ...)
+void sb_printf(strbuf *b, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
     int need = vsnprintf(NULL, 0, fmt, ap);
     va_end(ap);
-    if (t->len + (size_t)need + 1 > t->cap) {
-        t->cap = 2 * (t->len + (size_t)need + 1) + 256;
-        if (!(t->s = realloc(t->s, t->cap))) die("out of memory");
+    if (need < 0 || b->oom) return;
+    if (b->len + (size_t)need + 1 > b->cap) {
+        size_t cap = 2 * (b->len + (size_t)need + 1) + 256;
+        char *s = realloc(b->s, cap);
+        if (!s) {
+            b->oom = true;
+            return;
+        }
+        b->s = s, b->cap = cap;
     }
     va_start(ap, fmt);
-    vsnprintf(t->s + t->len, t->cap - t->len, fmt, ap);
+    vsnprintf(b->s + b->len, b->cap - b->len, fmt, ap);
     va_end(ap);
-    t->len += (size_t)need;
+    b->len += (size_t)need;
+}
+
+/* s with XML's five special characters escaped. */
+void sb_xml(strbuf *b, const char *s)
+{
+    for (; *s; s++) {
+        switch (*s) {
+        case '&': sb_printf(b, "&amp;"); break;
+        case '<': sb_printf(b, "&lt;"); break;
+        case '>': sb_printf(b, "&gt;"); break;
+        case '"': sb_printf(b, "&quot;"); break;
+        case '\'': sb_printf(b, "&#39;"); break;
+        default: sb_printf(b, "%c", *s);
+        }
+    }
 }
 
 /* ---------------------------------------------------------------- the log */
@@ -231,10 +246,10 @@ void log_free(train_log *l)
     *l = (train_log){0};
 }
 
-static void put_value(text *t, double v)
+static void put_value(strbuf *t, double v)
 {
-    if (isnan(v)) put(t, ",");
-    else put(t, ",%.9g", v);
+    if (isnan(v)) sb_printf(t, ",");
+    else sb_printf(t, ",%.9g", v);
 }
 
 /* The log's columns, in the order log_csv writes them. */
@@ -254,17 +269,18 @@ enum { N_COLUMNS = sizeof columns / sizeof columns[0], MAX_CSV_COLUMNS = 32 };
 
 char *log_csv(const train_log *l, size_t *size)
 {
-    text t = {0};
-    for (int k = 0; k < N_COLUMNS; k++) put(&t, "%s%s", k ? "," : "", columns[k].name);
-    put(&t, "\n");
+    strbuf t = {0};
+    for (int k = 0; k < N_COLUMNS; k++) sb_printf(&t, "%s%s", k ? "," : "", columns[k].name);
+    sb_printf(&t, "\n");
     for (int i = 0; i < l->n; i++) {
         const log_row *r = &l->rows[i];
-        put(&t, "%lld", (long long)r->step);
+        sb_printf(&t, "%lld", (long long)r->step);
         for (int k = 1; k < N_COLUMNS; k++)
             put_value(&t, *(const double *)((const char *)r + columns[k].offset));
-        put(&t, "\n");
+        sb_printf(&t, "\n");
     }
     *size = t.len;
+    if (t.oom) die("out of memory");
     return t.s;
 }
 
@@ -357,19 +373,6 @@ static double tick_step(double range)
     return (f < 1.5 ? 1 : f < 3.5 ? 2 : f < 7.5 ? 5 : 10) * mag;
 }
 
-static void xml_escaped(text *t, const char *s)
-{
-    for (; *s; s++) {
-        switch (*s) {
-        case '<': put(t, "&lt;"); break;
-        case '>': put(t, "&gt;"); break;
-        case '&': put(t, "&amp;"); break;
-        case '"': put(t, "&quot;"); break;
-        default: put(t, "%c", *s);
-        }
-    }
-}
-
 typedef struct series {
     const char *id, *label, *color;
     size_t offset;  /* of the double in log_row */
@@ -379,7 +382,7 @@ enum { W = 720, LEFT = 70, RIGHT = 160, TOP = 40, PANEL = 240, GAP = 60 };
 
 /* One panel at vertical offset y0: axes, ticks, labels, a polyline per
  * series with values, a legend. ylo/yhi NaN: fitted to the data. */
-static void panel(text *t, const train_log *l, int y0, const char *ylabel, const series *s,
+static void panel(strbuf *t, const train_log *l, int y0, const char *ylabel, const series *s,
                   int ns, double ylo, double yhi)
 {
     double xlo = 0, xhi = l->rows[l->n - 1].step, dlo = INFINITY, dhi = -INFINITY;
@@ -397,58 +400,58 @@ static void panel(text *t, const train_log *l, int y0, const char *ylabel, const
     int pw = W - LEFT - RIGHT, ph = PANEL;
 #define PX(x) (LEFT + ((x) - xlo) / (xhi - xlo) * pw)
 #define PY(y) (y0 + ph - ((y) - ylo) / (yhi - ylo) * ph)
-    put(t, "<g class=\"panel\">\n");
-    put(t, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"none\" stroke=\"#000\"/>\n",
+    sb_printf(t, "<g class=\"panel\">\n");
+    sb_printf(t, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"none\" stroke=\"#000\"/>\n",
         LEFT, y0, pw, ph);
     double dx = tick_step(xhi - xlo), dy = tick_step(yhi - ylo);
     for (double x = ceil(xlo / dx) * dx; x <= xhi + 1e-9 * dx; x += dx)
-        put(t, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#000\"/>"
+        sb_printf(t, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#000\"/>"
                "<text x=\"%.1f\" y=\"%d\" font-size=\"11\" text-anchor=\"middle\">%g</text>\n",
             PX(x), y0 + ph, PX(x), y0 + ph + 5, PX(x), y0 + ph + 18, x);
     for (double y = ceil(ylo / dy) * dy; y <= yhi + 1e-9 * dy; y += dy) {
         double v = fabs(y) < 1e-9 * dy ? 0 : y;
-        put(t, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#ddd\"/>"
+        sb_printf(t, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#ddd\"/>"
                "<text x=\"%d\" y=\"%.1f\" font-size=\"11\" text-anchor=\"end\">%g</text>\n",
             LEFT, PY(y), LEFT + pw, PY(y), LEFT - 6, PY(y) + 4, v);
     }
-    put(t, "<text x=\"%d\" y=\"%d\" font-size=\"12\" text-anchor=\"middle\">step</text>\n",
+    sb_printf(t, "<text x=\"%d\" y=\"%d\" font-size=\"12\" text-anchor=\"middle\">step</text>\n",
         LEFT + pw / 2, y0 + ph + 34);
-    put(t, "<text x=\"16\" y=\"%d\" font-size=\"12\" text-anchor=\"middle\" "
+    sb_printf(t, "<text x=\"16\" y=\"%d\" font-size=\"12\" text-anchor=\"middle\" "
            "transform=\"rotate(-90 16 %d)\">%s</text>\n", y0 + ph / 2, y0 + ph / 2, ylabel);
     for (int k = 0; k < ns; k++) {
-        put(t, "<polyline class=\"series\" id=\"%s\" fill=\"none\" stroke=\"%s\" "
+        sb_printf(t, "<polyline class=\"series\" id=\"%s\" fill=\"none\" stroke=\"%s\" "
                "stroke-width=\"1.5\" points=\"", s[k].id, s[k].color);
         for (int i = 0, first = 1; i < l->n; i++) {
             double v = *(const double *)((const char *)&l->rows[i] + s[k].offset);
             if (!isfinite(v)) continue;
-            put(t, "%s%.1f,%.1f", first ? "" : " ", PX((double)l->rows[i].step),
+            sb_printf(t, "%s%.1f,%.1f", first ? "" : " ", PX((double)l->rows[i].step),
                 PY(fmin(fmax(v, ylo), yhi)));
             first = 0;
         }
-        put(t, "\"/>\n");
+        sb_printf(t, "\"/>\n");
         int ly = y0 + 14 + 18 * k;
-        put(t, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"%s\" stroke-width=\"2\"/>"
+        sb_printf(t, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"%s\" stroke-width=\"2\"/>"
                "<text x=\"%d\" y=\"%d\" font-size=\"12\">%s</text>\n",
             LEFT + pw + 12, ly, LEFT + pw + 32, ly, s[k].color, LEFT + pw + 38, ly + 4,
             s[k].label);
     }
-    put(t, "</g>\n");
+    sb_printf(t, "</g>\n");
 #undef PX
 #undef PY
 }
 
 char *log_svg(const train_log *l, const char *title, size_t *size)
 {
-    text t = {0};
+    strbuf t = {0};
     int h = TOP + 2 * (PANEL + GAP) + (l->has_acc ? PANEL + GAP : 0);
-    put(&t, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+    sb_printf(&t, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
             "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
             "viewBox=\"0 0 %d %d\" font-family=\"sans-serif\">\n"
             "<rect width=\"%d\" height=\"%d\" fill=\"#fff\"/>\n"
             "<text x=\"%d\" y=\"24\" font-size=\"14\" text-anchor=\"middle\">",
         W, h, W, h, W, h, W / 2);
-    xml_escaped(&t, title);
-    put(&t, "</text>\n");
+    sb_xml(&t, title);
+    sb_printf(&t, "</text>\n");
     if (l->n > 0) {
         const series loss[2] = {
             {"train_loss", "train loss", "#1f77b4", offsetof(log_row, train_loss)},
@@ -461,8 +464,9 @@ char *log_svg(const train_log *l, const char *title, size_t *size)
                             offsetof(log_row, val_acc)};
         if (l->has_acc) panel(&t, l, TOP + 2 * (PANEL + GAP), "accuracy", &acc, 1, 0, 1);
     }
-    put(&t, "</svg>\n");
+    sb_printf(&t, "</svg>\n");
     *size = t.len;
+    if (t.oom) die("out of memory");
     return t.s;
 }
 

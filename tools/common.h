@@ -6,6 +6,7 @@
 #define MIRAS_TOOLS_COMMON_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -18,6 +19,18 @@ _Noreturn void die_usage(const char *fmt, ...) __attribute__((format(printf, 1, 
 _Noreturn void die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* "<tool>: warning: <message>" on stderr, after what stdout holds; goes on. */
 void warning(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* A growing string (a CSV, an SVG, a command line); on running out of
+ * memory it stops growing and sets oom. */
+typedef struct strbuf {
+    char *s;
+    size_t len, cap;
+    bool oom;
+} strbuf;
+
+void sb_printf(strbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* s with XML's five special characters escaped. */
+void sb_xml(strbuf *b, const char *s);
 
 /* True when argv[*i] is `name`; its value, if `value` is non-NULL, is the
  * next argument (missing: a usage error), and *i moves past it. */
