@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "common.h"
+#include "miras.h"
 
 #define MAX_SUITE_ARGS 40
 #define MAX_SUITES 32
@@ -36,6 +37,16 @@ typedef struct quality_suite {
     double floor;
     quality_rule rules[MAX_RULES];
 } quality_suite;
+
+/* Variants (bench_quality_variants.c): a mixer spec with its own +KEY=VALUE
+ * overrides, e.g. "moneta+p=2". */
+const char *variant_spec(const char *v, char *buf, size_t n);  /* the spec, before any '+' */
+bool next_override(const char **at, char *buf, size_t n);      /* the next KEY=VALUE at *at */
+const mi_preset *variant_preset(const char *v);  /* its MIRAS preset (samba's too), or NULL */
+bool rule_matches(const char *match, const char *v); /* a rule's match: v, @miras, @mlp or * */
+/* The comma list expanded ("presets": every MIRAS preset), each variant checked:
+ * the count, or -1 with a message. */
+int expand_variants(const char *list, char (*names)[NAME_MAX_LEN], char *msg, size_t n);
 
 /* The suites (bench_quality_suites.c), and the --suite names that stand for several. */
 typedef struct quality_alias {

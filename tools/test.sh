@@ -33,7 +33,7 @@ run_suites() {
   qdir=$(mktemp -d)
   if [ -z "$quick" ]; then
     # Every preset must learn: a byte LM well below chance and an MQAR accuracy
-    # floor per preset (the floors are in tools/bench_quality.c, suite quick-*).
+    # floor per preset (the floors are in tools/bench_quality_suites.c, suites quick-*).
     local rc=0
     "$dir/tools/miras-bench" quality --quick --check --out "$qdir" > "$qdir/out.txt" 2>&1 || rc=$?
     grep -v '^{' "$qdir/out.txt" | grep -v '^\[' || true

@@ -1,0 +1,196 @@
+/* miras-bench quality: variants, the cases' models (see the section comment). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench_quality_internal.h"
+#include "miras.h"
+
+/* ================================================================ variants
+ * A variant is a mixer spec (what miras-train's --model takes: titans,
+ * swa:32, samba:gated-deltanet) optionally followed by its own overrides,
+ * each `+KEY=VALUE`: `moneta+p=2+q=4`, `titans+algorithm=gd`. No mixer spec
+ * holds a '+', so the spec is the part before the first one; each override
+ * becomes a --set KEY=VALUE of that case only. A '+' that is not followed by
+ * KEY= (as in eta=1e+3) belongs to the value before it. */
+
+/* The mixer spec of variant v (the part before the first '+') into buf. */
+const char *variant_spec(const char *v, char *buf, size_t n)
+{
+    snprintf(buf, n, "%.*s", (int)strcspn(v, "+"), v);
+    return buf;
+}
+
+static bool is_key_char(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           c == '_' || c == '.';
+}
+
+/* Whether p (just after a '+') starts an override: KEY= with KEY of [A-Za-z0-9_.]. */
+static bool starts_override(const char *p)
+{
+    size_t k = 0;
+    while (is_key_char(p[k])) k++;
+    return k > 0 && p[k] == '=';
+}
+
+/* The next override of a variant: *at points into v (initially v itself);
+ * copies "KEY=VALUE" into buf and advances; false when there is none left. */
+bool next_override(const char **at, char *buf, size_t n)
+{
+    const char *p = *at;
+    while (*p && !(*p == '+' && starts_override(p + 1))) p++;
+    if (!*p) return *at = p, false;
+    const char *q = ++p;
+    while (*q && !(*q == '+' && starts_override(q + 1))) q++;
+    snprintf(buf, n, "%.*s", (int)(q - p), p);
+    *at = q;
+    return true;
+}
+
+/* The value variant v's own overrides give KEY (the last one wins); NULL: none. */
+static const char *variant_override(const char *v, const char *key, char *buf, size_t n)
+{
+    const char *at = v, *found = NULL;
+    char kv[NAME_MAX_LEN];
+    size_t len = strlen(key);
+    while (next_override(&at, kv, sizeof kv))
+        if (!strncmp(kv, key, len) && kv[len] == '=') {
+            snprintf(buf, n, "%s", kv + len + 1);
+            found = buf;
+        }
+    return found;
+}
+
+/* The preset under a "samba:<preset>[:W]" spec; NULL when there is none. */
+static const mi_preset *samba_preset(const char *spec)
+{
+    if (strncmp(spec, "samba:", 6) != 0) return NULL;
+    char name[NAME_MAX_LEN];
+    snprintf(name, sizeof name, "%.*s", (int)strcspn(spec + 6, ":+"), spec + 6);
+    return mi_preset_find(name);
+}
+
+/* The MIRAS preset a variant runs (its spec, or samba's); NULL for the others. */
+const mi_preset *variant_preset(const char *v)
+{
+    char spec[NAME_MAX_LEN];
+    variant_spec(v, spec, sizeof spec);
+    const mi_preset *p = mi_preset_find(spec);
+    return p ? p : samba_preset(spec);
+}
+
+/* Whether variant v runs an MLP memory: its preset's, unless its own memory= says otherwise. */
+static bool variant_mlp(const char *v)
+{
+    char mem[NAME_MAX_LEN];
+    const mi_preset *p = variant_preset(v);
+    if (!p) return false;
+    const char *own = variant_override(v, "memory", mem, sizeof mem);
+    return !strcmp(own ? own : p->config.memory, "mlp");
+}
+
+/* A rule's match: "*", "@miras", "@mlp" (the memory the variant really runs),
+ * or a name: the whole variant or its mixer spec (titans matches titans+p=2). */
+bool rule_matches(const char *match, const char *v)
+{
+    char spec[NAME_MAX_LEN];
+    if (!strcmp(match, "*")) return true;
+    if (!strcmp(match, "@miras")) return variant_preset(v) != NULL;
+    if (!strcmp(match, "@mlp")) return variant_mlp(v);
+    return !strcmp(match, v) || !strcmp(match, variant_spec(v, spec, sizeof spec));
+}
+
+/* Whether mixer spec v is one miras-train's --model takes; else a message. */
+static bool spec_valid(const char *v, char *msg, size_t n)
+{
+    if (mi_preset_find(v)) return true;
+    for (int i = 0; mi_mixer_kind_at(i); i++) {
+        const mi_mixer_kind *k = mi_mixer_kind_at(i);
+        size_t len = k->name ? strlen(k->name) : 0;
+        if (!k->name || strncmp(v, k->name, len) != 0 || (v[len] && v[len] != ':')) continue;
+        const char *arg = v[len] ? v + len + 1 : NULL;
+        if (!strcmp(k->name, "samba")) {
+            if (!arg || !samba_preset(v)) {
+                snprintf(msg, n, "'%s': samba takes samba:<preset>[:W] with a MIRAS preset", v);
+                return false;
+            }
+            arg = strchr(arg, ':') ? strchr(arg, ':') + 1 : NULL;
+        } else if (strcmp(k->name, "swa") != 0 && arg) {
+            snprintf(msg, n, "'%s': %s takes no ':' argument", v, k->name);
+            return false;
+        }
+        if (arg && mi_mixer_window_arg(arg, 64) < 0) {
+            snprintf(msg, n, "'%s': %s", v, mi_error());
+            mi_error_clear();
+            return false;
+        }
+        return true;
+    }
+    size_t used = (size_t)snprintf(msg, n, "unknown variant '%s'; known: presets (every MIRAS "
+                                   "preset), ", v);
+    for (int i = 0; mi_mixer_kind_at(i) && used < n; i++)
+        if (mi_mixer_kind_at(i)->name)
+            used += (size_t)snprintf(msg + used, n - used, "%s, ", mi_mixer_kind_at(i)->usage);
+    for (int i = 0; mi_preset_at(i) && used < n; i++)
+        used += (size_t)snprintf(msg + used, n - used, "%s%s", i ? ", " : "",
+                                 mi_preset_at(i)->name);
+    return false;
+}
+
+/* Whether variant v (SPEC[+KEY=VALUE]...) is well formed and its spec
+ * known; else a message. The keys themselves are miras-train's to judge:
+ * an unknown one fails that case (exit status 2, its message in the row). */
+static bool variant_valid(const char *v, char *msg, size_t n)
+{
+    char spec[NAME_MAX_LEN], kv[NAME_MAX_LEN];
+    variant_spec(v, spec, sizeof spec);
+    if (!spec_valid(spec, msg, n)) return false;
+    const char *plus = strchr(v, '+');
+    if (plus && !starts_override(plus + 1)) {
+        snprintf(msg, n, "variant '%s': after the mixer spec each override is +KEY=VALUE "
+                 "(moneta+p=2+q=4)", v);
+        return false;
+    }
+    for (const char *at = v; next_override(&at, kv, sizeof kv);)
+        if (!kv[strcspn(kv, "=") + 1]) {
+            snprintf(msg, n, "variant '%s': override '%s' has no value", v, kv);
+            return false;
+        }
+    return true;
+}
+
+static int add_variant(char (*names)[NAME_MAX_LEN], int count, const char *v, char *msg,
+                       size_t n)
+{
+    for (int i = 0; i < count; i++)
+        if (!strcmp(names[i], v)) return count; /* once each */
+    if (count == MAX_VARIANTS)
+        return snprintf(msg, n, "more than %d variants", MAX_VARIANTS), -1;
+    if (strlen(v) >= NAME_MAX_LEN) return snprintf(msg, n, "variant '%s' is too long", v), -1;
+    if (!variant_valid(v, msg, n)) return -1;
+    snprintf(names[count], NAME_MAX_LEN, "%s", v);
+    return count + 1;
+}
+
+/* A comma list of variants ("presets": every preset) into names; the count,
+ * or -1 with a message. */
+int expand_variants(const char *list, char (*names)[NAME_MAX_LEN], char *msg, size_t n)
+{
+    char buf[2048];
+    if (snprintf(buf, sizeof buf, "%s", list) >= (int)sizeof buf)
+        return snprintf(msg, n, "the variant list is too long"), -1;
+    int count = 0;
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t && count >= 0;
+         t = strtok_r(NULL, ",", &save)) {
+        if (!strcmp(t, "presets"))
+            for (int i = 0; mi_preset_at(i) && count >= 0; i++)
+                count = add_variant(names, count, mi_preset_at(i)->name, msg, n);
+        else count = add_variant(names, count, t, msg, n);
+    }
+    if (count == 0) return snprintf(msg, n, "no variant given"), -1;
+    return count;
+}
+
+/* ================================================================ one case */
