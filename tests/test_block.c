@@ -459,7 +459,7 @@ START_TEST(gradcheck_bounded_gates)
 END_TEST
 
 /* DeltaProduct-like (2 writes per token) and HGRN2-like (k = 1 − α, a
- * constant η, channel-wise α). */
+ * constant η, channel-wise α, on the value rows and on the key axis). */
 START_TEST(gradcheck_multistep_and_hgrn2)
 {
     mi_miras_block_config c = tiny_config("matrix", "l2", "l2", "multistep");
@@ -474,7 +474,11 @@ START_TEST(gradcheck_multistep_and_hgrn2)
     make_block(&b, &c, MI_F64, 1);
     ck_assert_ptr_null(b.w_k);  /* the k projection is not used */
     ck_assert_ptr_null(b.gate_down[MI_BLOCK_ETA]);
+    /* the key's conv runs on α's projection: [H·hd, K] */
+    ck_assert(b.conv_k && b.conv_k->shape[0] == c.heads * b.head_dim);
     gradcheck_block("hgrn2-like", &c, 2, 4);
+    c.miras.alpha_on_keys = true;   /* HGRN2's decay on the key axis */
+    gradcheck_block("hgrn2-like, alpha_on_keys", &c, 2, 4);
 }
 END_TEST
 

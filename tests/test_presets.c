@@ -223,21 +223,31 @@ static void matmul(const mat A, const mat B, mat C)
 
 /* Hebbian presets as decayed attention sums (no recurrence):
  *   y_t = (Π_{j≤t} a_j) ⊙ W_0 q_t + Σ_{s≤t} (Π_{s<j≤t} a_j) ⊙ (q_tᵀ k_s) v_s
- * with a the kept fraction (per value channel; 1 for linear attention). */
+ * with a the kept fraction (per value channel; 1 for linear attention), or
+ * with the decay on the key axis (HGRN2: M_t = M_{t-1} Diag(a_t) + v_t k_tᵀ)
+ *   y_t = W_0 (Π_{j≤t} a_j ⊙ q_t) + Σ_{s≤t} (q_t ⊙ Π_{s<j≤t} a_j)ᵀ k_s v_s. */
 static void closed_hebbian(const kase *c, double y[N][T][D])
 {
+    bool keys = c->p->config.alpha_on_keys;
     for (int n = 0; n < N; n++)
         for (int t = 0; t < T; t++)
             for (int i = 0; i < D; i++) {
-                double decay0 = 1, w0q = 0;
-                for (int j = 0; j <= t; j++) decay0 *= c->alpha[n][j][i];
-                for (int j = 0; j < D; j++) w0q += c->w0[0][i * D + j] * c->q[n][t][j];
-                y[n][t][i] = decay0 * w0q;
+                y[n][t][i] = 0;
+                for (int l = 0; l < D; l++) { /* l: the channel a scales (value i, or key l) */
+                    int ch = keys ? l : i;
+                    double decay0 = 1;
+                    for (int j = 0; j <= t; j++) decay0 *= c->alpha[n][j][ch];
+                    y[n][t][i] += decay0 * c->w0[0][i * D + l] * c->q[n][t][l];
+                }
                 for (int s = 0; s <= t; s++) {
-                    double decay = 1;
-                    for (int j = s + 1; j <= t; j++) decay *= c->alpha[n][j][i];
                     /* (Q Kᵀ ⊙ causal mask) V, decayed */
-                    y[n][t][i] += decay * dot(c->q[n][t], c->k[n][s]) * c->v[n][s][i];
+                    double qk = 0;
+                    for (int l = 0; l < D; l++) {
+                        double decay = 1;
+                        for (int j = s + 1; j <= t; j++) decay *= c->alpha[n][j][keys ? l : i];
+                        qk += decay * c->q[n][t][l] * c->k[n][s][l];
+                    }
+                    y[n][t][i] += qk * c->v[n][s][i];
                 }
             }
 }
@@ -316,7 +326,8 @@ static void closed_delta(const kase *c, double y[N][T][D])
  * the previous chunk (at ᾱ ⊙ W' with decay_first, ᾱ the decay since then);
  * for multistep at b = 1 each step is its own chunk. Per position:
  *   e = ∂ℓ/∂y at W_g k (dot: −v, l2: W_g k − v); η' = η / (1 + η‖k‖²) (implicit)
- *   W ← α ⊙ W − η' ⊙ e kᵀ;  y_t = W q_t after a token's last step. */
+ *   W ← α ⊙ W − η' ⊙ e kᵀ (alpha_on_keys: W Diag(α) − η' ⊙ e kᵀ);
+ *   y_t = W q_t after a token's last step. */
 static void naive_matrix(const kase *c, int chunk, double y[N][T][D])
 {
     const mi_miras_config *cfg = &c->p->config;
@@ -339,13 +350,16 @@ static void naive_matrix(const kase *c, int chunk, double y[N][T][D])
                 for (int i = 0; i < D; i++) {
                     double wk = 0;
                     for (int j = 0; j < D; j++)
-                        wk += (cfg->decay_first ? abar[i] : 1) * W0c[i][j] * k[j];
+                        wk += (cfg->decay_first ? abar[cfg->alpha_on_keys ? j : i] : 1) *
+                              W0c[i][j] * k[j];
                     e[i] = dot_bias ? -v[i] : wk - v[i];
                 }
                 for (int i = 0; i < D; i++) {
                     double eta = c->eta[n][pp][i];
                     if (implicit) eta = eta / (1 + eta * dot(k, k));
-                    for (int j = 0; j < D; j++) W[i][j] = c->alpha[n][pp][i] * W[i][j] - eta * e[i] * k[j];
+                    for (int j = 0; j < D; j++)
+                        W[i][j] = c->alpha[n][pp][cfg->alpha_on_keys ? j : i] * W[i][j] -
+                                  eta * e[i] * k[j];
                 }
                 if ((pp + 1) % s == 0) read_out(W, c->q[n][pp / s], y[n][pp / s]);
             }

@@ -17,6 +17,10 @@
  *     μ_t = μ_max σ(·)    (the maxima are the specs' max, 1 unless set: a bounded
  *     inner rate, as Titans' θ_t = 0.1·σ(·), keeps the deep memories stable)
  *     δ_t = softplus(·) > 0     (MIRAS "Channel-wise Parameters", RWKV-7's low rank)
+ *     HGRN2: the key is 1 − α_t, so α's low-rank projection is its key
+ *     projection and takes the key's causal conv before the bias:
+ *     α_t = 1 − α_max σ(conv((x D_α) U_α)_t + b_α); the memory config's
+ *     alpha_on_keys decays the key axis, M_{t-1} Diag(α_t), as HGRN2 does
  *   o   = mi_miras_forward(q, k, v, gates, W_0) over N = B·H sequences
  *   y   = (RMSNorm(o) ⊙ w_norm ⊙ SiLU(x W_g)) W_out
  *     per-head RMSNorm over hd with a learnable [hd] weight; the output gate
@@ -278,11 +282,15 @@ int mi_miras_block_init(mi_miras_block *b, const mi_miras_block_config *c, mi_dt
         b->w_k = param(b, "k_proj", mi_randn(rng, dt, MI_SHAPE(D, S * inner), 0, sd));
     b->w_v = param(b, "v_proj", mi_randn(rng, dt, MI_SHAPE(D, S * inner), 0, sd));
     b->conv_q = param(b, "q_conv", conv_init(rng, dt, inner, c->conv_kernel));
-    if (!c->key_is_one_minus_alpha)
-        b->conv_k = param(b, "k_conv", conv_init(rng, dt, S * inner, c->conv_kernel));
+    /* the key's conv; HGRN2's key is 1 − α, so it convolves α's projection
+     * (none for a constant α) */
+    int64_t k_width = !c->key_is_one_minus_alpha ? S * inner
+                    : c->alpha.kind == MI_GATE_CONST ? 0
+                    : H * (c->alpha.kind == MI_GATE_CHANNEL ? hd : 1);
+    if (k_width) b->conv_k = param(b, "k_conv", conv_init(rng, dt, k_width, c->conv_kernel));
     b->conv_v = param(b, "v_conv", conv_init(rng, dt, S * inner, c->conv_kernel));
-    if (!b->w_q || !b->w_v || !b->conv_q || !b->conv_v ||
-        (!c->key_is_one_minus_alpha && (!b->w_k || !b->conv_k)))
+    if (!b->w_q || !b->w_v || !b->conv_q || !b->conv_v || (k_width && !b->conv_k) ||
+        (!c->key_is_one_minus_alpha && !b->w_k))
         rc = -1;
     for (int i = 0; i < MI_BLOCK_GATES && rc == 0; i++) {
         mi_gate_spec s = *spec[i];
@@ -333,27 +341,35 @@ static mi_tensor *to_heads(mi_tensor *t, int64_t B, int64_t T, int S, int64_t H,
     return keep_c ? mi_reshape(r, MI_SHAPE(B * H, T * S, c)) : mi_reshape(r, MI_SHAPE(B * H, T * S));
 }
 
-/* SiLU(conv(x W)): a projection, its causal depthwise conv, the activation.
- * With a tail (one token at a time), the conv sees the K − 1 projected rows
- * before x, and the tail moves on by one row. */
-static mi_tensor *branch(mi_tensor *x, mi_tensor *w, mi_tensor *conv, mi_tensor **tail)
+/* The causal depthwise conv of p [B, T, C]. With a tail (one token at a
+ * time), the conv sees the K − 1 rows before p, and the tail moves on by one
+ * row. */
+static mi_tensor *causal_conv(mi_tensor *p, mi_tensor *conv, mi_tensor **tail)
 {
-    mi_tensor *p = mi_matmul(x, w);
-    if (!tail || !*tail || !p) return mi_silu(mi_conv1d_causal(p, conv));
+    if (!tail || !*tail || !p) return mi_conv1d_causal(p, conv);
     mi_tensor *win = mi_concat((mi_tensor *[]){*tail, p}, 2, 1);   /* [B, K, C] */
     if (!win) return NULL;
     int64_t K = win->shape[1];
     *tail = mi_slice(win, 1, 1, K);
-    return mi_silu(mi_slice(mi_conv1d_causal(win, conv), 1, K - 1, K));
+    return mi_slice(mi_conv1d_causal(win, conv), 1, K - 1, K);
 }
 
-/* One gate, [N, T·S_g] or [N, T·S_g, hd]. */
-static mi_tensor *gate(const mi_miras_block *b, int i, mi_gate_spec s, mi_tensor *x, int S_g)
+/* SiLU(conv(x W)): a projection, its causal depthwise conv, the activation. */
+static mi_tensor *branch(mi_tensor *x, mi_tensor *w, mi_tensor *conv, mi_tensor **tail)
+{
+    return mi_silu(causal_conv(mi_matmul(x, w), conv, tail));
+}
+
+/* One gate, [N, T·S_g] or [N, T·S_g, hd]; tail: HGRN2's α conv state. */
+static mi_tensor *gate(const mi_miras_block *b, int i, mi_gate_spec s, mi_tensor *x, int S_g,
+                       mi_tensor **tail)
 {
     int64_t B = x->shape[0], T = x->shape[1], H = b->config.heads, hd = b->head_dim;
     if (s.kind == MI_GATE_CONST) return mi_full(x->dtype, MI_SHAPE(B * H, T * S_g), s.value);
-    mi_tensor *pre = mi_add(mi_matmul(mi_matmul(x, b->gate_down[i]), b->gate_up[i]),
-                            b->gate_bias[i]);
+    mi_tensor *lin = mi_matmul(mi_matmul(x, b->gate_down[i]), b->gate_up[i]);
+    if (i == MI_BLOCK_ALPHA && b->config.key_is_one_minus_alpha) /* HGRN2: the key's conv */
+        lin = causal_conv(lin, b->conv_k, tail);
+    mi_tensor *pre = mi_add(lin, b->gate_bias[i]);
     double m = gate_max(s);
     mi_tensor *g;
     if (i == MI_BLOCK_DELTA) g = mi_softplus(pre);
@@ -417,14 +433,14 @@ static mi_tensor *block_run(const mi_miras_block *b, mi_tensor *x, mi_miras_bloc
     gates_needed(&b->miras, c, need);
     const mi_gate_spec spec[MI_BLOCK_GATES] = {c->eta, c->alpha, c->mu, c->delta};
     mi_tensor *g[MI_BLOCK_GATES] = {NULL};
+    mi_tensor **tails = st ? st->tails : (mi_tensor *[3]){NULL};
     for (int i = 0; i < MI_BLOCK_GATES; i++)
         if (need[i]) {
-            g[i] = gate(b, i, spec[i], x, i == MI_BLOCK_ALPHA ? 1 : S);
+            g[i] = gate(b, i, spec[i], x, i == MI_BLOCK_ALPHA ? 1 : S, &tails[1]);
             if (i == MI_BLOCK_ALPHA) g[i] = first_step_only(g[i], S);
             if (!g[i]) return NULL;
         }
 
-    mi_tensor **tails = st ? st->tails : (mi_tensor *[3]){NULL};
     mi_tensor *q = mi_l2_normalize(
         to_heads(branch(x, b->w_q, b->conv_q, &tails[0]), B, T, 1, H, hd, true), c->qk_eps);
     mi_tensor *v = to_heads(branch(x, b->w_v, b->conv_v, &tails[2]), B, T, S, H, hd, true);
@@ -472,11 +488,10 @@ int mi_miras_block_state_init(const mi_miras_block *b, mi_miras_block_state *st,
     mi_dtype dt = b->w_q->dtype;
     if (K > 1) {
         st->tails[0] = mi_zeros(dt, MI_SHAPE(batch, K - 1, inner));
-        if (!c->key_is_one_minus_alpha)
-            st->tails[1] = mi_zeros(dt, MI_SHAPE(batch, K - 1, S * inner));
+        if (b->conv_k) /* k's rows, or HGRN2's α projection's */
+            st->tails[1] = mi_zeros(dt, MI_SHAPE(batch, K - 1, b->conv_k->shape[0]));
         st->tails[2] = mi_zeros(dt, MI_SHAPE(batch, K - 1, S * inner));
-        if (!st->tails[0] || !st->tails[2] || (!c->key_is_one_minus_alpha && !st->tails[1]))
-            return -1;
+        if (!st->tails[0] || !st->tails[2] || (b->conv_k && !st->tails[1])) return -1;
     }
     mi_tensor *w0[MI_MEMORY_MAX_WEIGHTS];
     if (w0_batched(b, batch, w0) != 0) return -1;

@@ -103,7 +103,8 @@ int mi_miras_config_set(mi_miras_config *c, const char *assignment)
         return 0;
     }
     if (!strcmp(key, "decay_first") || !strcmp(key, "closed_form") ||
-        !strcmp(key, "memory.slot_norm") || !strcmp(key, "materialize")) {
+        !strcmp(key, "memory.slot_norm") || !strcmp(key, "materialize") ||
+        !strcmp(key, "alpha_on_keys")) {
         bool v = !strcmp(val, "1") || !strcmp(val, "true");
         if (!v && strcmp(val, "0") && strcmp(val, "false")) {
             mi_error_set("config: %s must be true or false, got '%s'", key, val);
@@ -111,6 +112,7 @@ int mi_miras_config_set(mi_miras_config *c, const char *assignment)
         }
         *(key[0] == 'd'   ? &c->decay_first
           : key[0] == 'c' ? &c->closed_form
+          : key[0] == 'a' ? &c->alpha_on_keys
           : key[1] == 'a' ? &c->materialize
                           : &c->slot_norm) = v;
         return 0;
@@ -118,7 +120,8 @@ int mi_miras_config_set(mi_miras_config *c, const char *assignment)
     mi_error_set("config: unknown key '%s' (memory, memory.depth, memory.expansion, "
                  "memory.slots, memory.slot_norm, bias, p, "
                  "sign_sharpness, abs_eps, robust_delta, retention, q, lq_form, lq_eps, kl_scale, "
-                 "l1_gamma, decay_first, algorithm, steps, chunk, closed_form, materialize)", key);
+                 "l1_gamma, decay_first, alpha_on_keys, algorithm, steps, chunk, closed_form, "
+                 "materialize)", key);
     return -1;
 }
 
@@ -171,5 +174,9 @@ int mi_miras_init(mi_miras *m, const mi_miras_config *c)
     if (c->decay_first && !m->retention->uses_alpha)
         return mi_error_set("miras: decay_first needs a retention gate with a decay, not '%s'",
                             m->retention->name), -1;
+    if (c->alpha_on_keys && (strcmp(m->memory->name, "matrix") || !m->retention->uses_alpha))
+        return mi_error_set("miras: alpha_on_keys decays the key axis of a matrix memory: it "
+                            "needs memory=matrix and a retention gate with a decay, got %s and "
+                            "%s", m->memory->name, m->retention->name), -1;
     return 0;
 }

@@ -55,6 +55,8 @@ typedef struct mi_miras_config {
     double kl_scale;         /* kl: the simplex scale c (default 1) */
     double l1_gamma;         /* elastic: the soft threshold γ (default 1e-3) */
     bool decay_first;        /* l2: take the gradient at α ⊙ W_{t-1} (gated DeltaNet, RWKV-7) */
+    bool alpha_on_keys;      /* matrix: a channel-wise α decays the key axis, A_{t-1} Diag(α_t)
+                                (HGRN2), not the value rows, Diag(α_t) A_{t-1} (default false) */
     /* learning algorithm */
     const char *algorithm;   /* "gd" | "momentum" | "implicit" | "multistep" */
     int steps;               /* multistep: writes per read (default 2) */

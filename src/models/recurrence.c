@@ -5,7 +5,8 @@
  *                                                          with decay_first)
  *   u_t  = −η_t ⊙ g_t                 (implicit GD: η_t / (1 + η_t‖k_t‖²), Longhorn)
  *   S_t  = μ_t ⊙ S_{t-1} + u_t        (momentum, Titans' surprise; otherwise S_t = u_t)
- *   A_t  = α_t ⊙ A_{t-1} + S_t        (α ≡ 1 for retention "none")
+ *   A_t  = α_t ⊙ A_{t-1} + S_t        (α ≡ 1 for retention "none"; with alpha_on_keys
+ *                                      a channel-wise α scales the key axis: A_{t-1} Diag(α_t))
  *   A_t  ← boundary(A_t)              (the non-linear part of the retention gate)
  *   y_t  = M_{read(A_t)}(q_t)         (read after write)
  *
@@ -45,6 +46,18 @@ static mi_tensor *gate_like(mi_tensor *g, const mi_tensor *w)
     int64_t shape[MI_MAX_RANK];
     for (int d = 0; d < w->rank; d++) shape[d] = d < g->rank ? g->shape[d] : 1;
     return mi_reshape(g, w->rank, shape);
+}
+
+/* α shaped to scale the weight w: as gate_like (a channel-wise α on the value
+ * rows), or with alpha_on_keys a channel-wise α [N, n, dk] on the key axis of
+ * a matrix memory [N, n', dv, dk]: [N, n, 1, dk], A Diag(α) (HGRN2). */
+static mi_tensor *alpha_like(const mi_miras_config *c, mi_tensor *a, const mi_tensor *w)
+{
+    if (!a || !w || !c->alpha_on_keys || a->rank != 3) return gate_like(a, w);
+    int64_t shape[MI_MAX_RANK];
+    for (int d = 0; d < w->rank; d++) shape[d] = d < 2 ? a->shape[d] : 1;
+    shape[w->rank - 1] = a->shape[2];
+    return mi_reshape(a, w->rank, shape);
 }
 
 static mi_tensor *slice_positions(mi_tensor *t, int64_t from, int64_t to)
@@ -298,7 +311,7 @@ static int run_chunk(run *r, mi_tensor *q, mi_tensor *k, mi_tensor *v, const mi_
     mi_tensor *wg[MI_MEMORY_MAX_WEIGHTS], *g[MI_MEMORY_MAX_WEIGHTS];
     mi_tensor *alpha_bar = c->decay_first ? mi_cumprod(alpha, 1, false) : NULL;
     for (int i = 0; i < r->nw; i++) {
-        mi_tensor *a = c->decay_first ? mi_mul(gate_like(alpha_bar, r->a[i]), r->a[i]) : r->a[i];
+        mi_tensor *a = c->decay_first ? mi_mul(alpha_like(c, alpha_bar, r->a[i]), r->a[i]) : r->a[i];
         if (!(wg[i] = read_state(r, a))) return -1;
     }
     if (inner_gradients(r, wg, kc, vc, delta, g) != 0) return -1;
@@ -317,7 +330,7 @@ static int run_chunk(run *r, mi_tensor *q, mi_tensor *k, mi_tensor *v, const mi_
             r->s[i] = s ? mi_slice(s, 1, n - 1, n) : NULL;
             step = s;
         }
-        a_seq[i] = alpha ? scan_from(r->a[i], gate_like(alpha, g[i]), step)
+        a_seq[i] = alpha ? scan_from(r->a[i], alpha_like(c, alpha, g[i]), step)
                          : mi_add(r->a[i], mi_cumsum(step, 1, false));
         if (a_seq[i] && m->retention->boundary) {
             mi_tensor *last = m->retention->boundary(c, mi_slice(a_seq[i], 1, n - 1, n));
@@ -378,12 +391,14 @@ static int check_inputs(const mi_miras *m, mi_tensor *q, mi_tensor *k, mi_tensor
             return -1;
         }
         bool channel = g->rank == 3;
+        /* a channel-wise α on the keys (alpha_on_keys) has dk entries */
+        int64_t width = i == 1 && m->config.alpha_on_keys ? k->shape[2] : v->shape[2];
         if ((g->rank != 2 && !channel) || g->shape[0] != k->shape[0] || g->shape[1] != k->shape[1] ||
-            (channel && g->shape[2] != v->shape[2])) {
+            (channel && g->shape[2] != width)) {
             mi_error_set("miras: gate %s is %s; expected [%lld,%lld] or [%lld,%lld,%lld]",
                          names[i], mi_shape_str(a, sizeof a, g->rank, g->shape),
                          (long long)k->shape[0], (long long)k->shape[1], (long long)k->shape[0],
-                         (long long)k->shape[1], (long long)v->shape[2]);
+                         (long long)k->shape[1], (long long)width);
             return -1;
         }
         if (channel && !m->memory->channel_gates && i != 3) {
@@ -520,7 +535,7 @@ static int write_position(const run *r, mi_miras_state *st, mi_tensor *k, mi_ten
     mi_tensor *wg[MI_MEMORY_MAX_WEIGHTS], *g[MI_MEMORY_MAX_WEIGHTS];
     for (int i = 0; i < r->nw; i++) {
         mi_tensor *a = st->a_grad[i];
-        if (c->decay_first) a = mi_mul(gate_like(st->alpha_bar, a), a);
+        if (c->decay_first) a = mi_mul(alpha_like(c, st->alpha_bar, a), a);
         if (!(wg[i] = read_state(r, a))) return -1;
     }
     if (inner_gradients(r, wg, kp, vp, delta, g) != 0) return -1;
@@ -531,7 +546,7 @@ static int write_position(const run *r, mi_miras_state *st, mi_tensor *k, mi_ten
     for (int i = 0; i < r->nw; i++) {
         mi_tensor *step = mi_neg(mi_mul(gate_like(eta, g[i]), g[i]));
         if (mu) step = st->s[i] = mi_add(mi_mul(gate_like(mu, g[i]), st->s[i]), step);
-        st->a[i] = alpha ? mi_add(mi_mul(gate_like(alpha, g[i]), st->a[i]), step)
+        st->a[i] = alpha ? mi_add(mi_mul(alpha_like(c, alpha, g[i]), st->a[i]), step)
                          : mi_add(st->a[i], step);
         if (!st->a[i]) return -1;
     }
