@@ -144,10 +144,15 @@ static const mi_preset presets[] = {
     {.name = "ttt-linear", .update = "M_t = M_{t-1} - eta_t (M_{t-1} k_t - v_t) k_t^T",
      .config = CONFIG("matrix", "l2", "none", "gd", false, 2),
      .eta = HEAD(BETA), .alpha = UNUSED, .mu = UNUSED, .delta = UNUSED},
-    /* TTT-MLP (MIRAS table): the 2-layer MLP memory, plain GD. */
+    /* TTT-MLP (MIRAS table): the 2-layer MLP memory, plain GD. η starts at
+     * 0.03 and is bounded by 0.06 (η_t = 0.06 σ(·)): with no momentum and no
+     * forget gate, small MQAR (vocabulary 64, 32 tokens, 4 pairs, 2000
+     * steps, seeds 1/2) stayed on its plateau at η 0.02 unbounded (0.288)
+     * and reaches 0.9995/0.998 here; the bound keeps the byte LM (d 128, 200
+     * steps) at 2.151, where η 0.035 bounded by 0.07 gave 2.272. */
     {.name = "ttt-mlp", .update = "W_t = W_{t-1} - eta_t grad l2(W_{t-1}; k_t, v_t)",
      .config = CONFIG("mlp", "l2", "none", "gd", false, 2),
-     .eta = HEAD(LR_DEEP), .alpha = UNUSED, .mu = UNUSED, .delta = UNUSED},
+     .eta = {MI_GATE_HEAD, 0.03, 0.06}, .alpha = UNUSED, .mu = UNUSED, .delta = UNUSED},
     /* Titans-LMM (MIRAS table; the spec's Part 2.4): GD with momentum
      * (the surprise S) and the ℓ2 forget gate. η 0.005 and μ 0.5 at init: on
      * the byte LM (d 128, 4 layers, T 256, batch 16, chunk 16, 200 AdamW steps
