@@ -150,6 +150,15 @@ struct mi_retention_kind {
      * gradients' rank-one factors without one copy of W per token. */
     bool (*read_is_scale)(const mi_miras_config *c);
     mi_tensor *(*read_scale)(const mi_miras_config *c, mi_tensor *sq_norm);
+    /* For a write that is not linear in the state (the f-divergence gate,
+     * W_t = W_{t-1} ⊙ g(…)): inside a segment of tokens that take their
+     * gradients at one state A_0 (a chunk, or the lag token), the state is
+     * A_t = ᾱ_t ⊙ A_0 + U_t, ᾱ_t = Π α since A_0 and U_t what the segment
+     * wrote. read_split and boundary_split (both or neither) take the
+     * carried part ᾱ_t ⊙ A_0 and A_t, and replace read and boundary there;
+     * read still gives W from a state with nothing written (U = 0). */
+    mi_tensor *(*read_split)(const mi_miras_config *c, mi_tensor *carried, mi_tensor *a);
+    mi_tensor *(*boundary_split)(const mi_miras_config *c, mi_tensor *carried, mi_tensor *a);
     bool uses_alpha;   /* false: α ≡ 1 (no forgetting) */
     bool lag_token;    /* the first token of each chunk runs alone (Memora, MIRAS §4.3) */
 };
@@ -205,7 +214,8 @@ typedef struct mi_miras_state {
     mi_tensor *a[MI_MEMORY_MAX_WEIGHTS];      /* the retention state A, [N, 1, ...] */
     mi_tensor *s[MI_MEMORY_MAX_WEIGHTS];      /* momentum S (momentum only) */
     mi_tensor *a_grad[MI_MEMORY_MAX_WEIGHTS]; /* where this chunk takes its gradients */
-    mi_tensor *alpha_bar;                     /* decay_first: Π α since then (NULL: 1) */
+    mi_tensor *alpha_bar;                     /* decay_first or read_split: Π α since then
+                                                 (NULL: 1) */
 } mi_miras_state;
 
 /* The state before the first token of N sequences with key and value widths
