@@ -52,27 +52,32 @@
  * Δ_j = max U − U_j ≥ 0 and s > 0 (so a weight near the pole keeps its
  * precision), the root lies in
  *
- *   s_lo = max_j (P_j/c')^(1/p) − Δ_j   (term j alone reaches c' there)
- *   s_hi = (Σ_j P_j / c')^(1/p)         (every y_j ≥ s)
+ *   s_lo = the larger of max_j (P_j/c')^(1/p) − Δ_j (term j alone reaches c'
+ *          there) and s_hi − Σ_j π_j Δ_j, π = P/ΣP (the power mean of the y_j
+ *          is below their mean)
+ *   s_hi = (Σ_j P_j / c')^(1/p)   (every y_j ≥ s)
  *
  * Each round takes a Newton step from s_lo, s ← s + (r − 1)/m with
  * r = (φ/c')^(1/p) = h(root)/h(s) and m = Σ_j ω_j/y_j = h'/h, ω the
  * softmax of log(P_j y_j^(−p)): h concave and s left of the root, the step
- * lands left of it again, never past it. Then the geometric midpoint
- * √(s_lo s_hi) replaces s_lo if it is left of the root (φ ≥ c'), s_hi if
- * not, halving log(s_hi/s_lo), so a Newton step that starts on a steep
- * stretch of h cannot stall. The rounds run, unrecorded, until a Newton
- * step moves s by less than the dtype's rounding (64 at most); then one
- * recorded Newton step from that s gives s to the graph: at the root its
- * derivative is the implicit one, ds/dθ = −(∂φ/∂θ)/(∂φ/∂s), so gradients
- * flow through ζ without the rounds. W = c · softmax_j(D_j − p log y_j),
- * whose rows sum to c whatever the solver's residual. */
+ * lands left of it again, never past it. While the steps are large, the
+ * geometric midpoint √(s s_hi) then replaces s if it is left of the root
+ * (φ ≥ c'), s_hi if not, halving log(s_hi/s), so a start on a steep stretch
+ * of h, where Newton steps only double s, takes a few rounds, not dozens.
+ * The rounds run on the values, row by row in double, until a Newton step
+ * moves s by less than rounding (64 at most; at most 7 in the tests); then one
+ * Newton step from that s, as recorded ops, gives s to the graph: at the
+ * root its derivative is the implicit one, ds/dθ = −(∂φ/∂θ)/(∂φ/∂s), so
+ * gradients flow through ζ without the rounds. W = c · softmax_j(D_j −
+ * p log y_j), whose rows sum to c whatever the solver's residual. */
 #include <float.h>
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "models.h"
 
-enum { SOLVER_ROUNDS = 64 };
+enum { SOLVER_ROUNDS = 64 }; /* at most; a few in practice */
 
 static mi_tensor *fdiv_init(const mi_miras_config *c, mi_tensor *w0)
 {
@@ -97,7 +102,7 @@ static mi_tensor *power_logits(mi_tensor *d, mi_tensor *delta, mi_tensor *s, dou
     return mi_sub(d, mi_mul_scalar(mi_log(mi_add(s, delta)), p));
 }
 
-/* One Newton step on h = φ^(−1/p): s + (r − 1)/m, r = (φ/c')^(1/p),
+/* One Newton step on h = φ^(−1/p), as ops: s + (r − 1)/m, r = (φ/c')^(1/p),
  * m = Σ_j ω_j / y_j. */
 static mi_tensor *newton_step(mi_tensor *d, mi_tensor *delta, mi_tensor *s, double p,
                               double log_target)
@@ -110,42 +115,90 @@ static mi_tensor *newton_step(mi_tensor *d, mi_tensor *delta, mi_tensor *s, doub
     return mi_add(s, mi_div(mi_add_scalar(r, -1), m));
 }
 
-/* The rounds of the header's solver on values alone, in a scope of their
- * own: s [.., 1] left of the root to rounding, unrecorded. NULL on error. */
-static mi_tensor *solve_rounds(mi_tensor *d, mi_tensor *delta, double p, double log_target)
+/* log φ(s) = logsumexp_j (d_j − p log(s + Δ_j)) for one row, and with m
+ * non-NULL m = Σ_j ω_j / y_j there; t holds n terms of scratch. */
+static double row_log_phi(const double *d, const double *delta, int64_t n, double s, double p,
+                          double *t, double *m)
 {
-    bool f64 = d->dtype == MI_F64;
-    double tiny = f64 ? DBL_MIN : FLT_MIN, eps = f64 ? DBL_EPSILON : FLT_EPSILON;
-    mi_scope *outer = mi_scope_current(), *tmp = mi_scope_new("f-div-solver");
-    if (!tmp) return mi_error_set("f-div: out of memory"), NULL;
-    bool recording = mi_set_grad_enabled(false);
-    mi_scope_enter(tmp);
-    mi_tensor *per_term = mi_exp(mi_mul_scalar(mi_add_scalar(d, -log_target), 1 / p));
-    mi_tensor *lo = mi_clamp(mi_max(mi_sub(per_term, delta), -1, true), tiny, INFINITY);
-    mi_tensor *hi = mi_exp(mi_mul_scalar(mi_add_scalar(mi_logsumexp(d, -1, true), -log_target),
-                                         1 / p));
-    mi_tensor *target = mi_scalar(d->dtype, log_target);
-    for (int round = 0; round < SOLVER_ROUNDS && lo && hi; round++) {
-        mi_tensor *next = mi_minimum(mi_maximum(newton_step(d, delta, lo, p, log_target), lo), hi);
-        mi_tensor *moved = mi_max(mi_div(mi_sub(next, lo), next), MI_ALL, false);
-        mi_tensor *mid = mi_sqrt(mi_mul(next, hi));
-        mi_tensor *left = mi_ge(mi_logsumexp(power_logits(d, delta, mid, p), -1, true), target);
-        if (!moved || !left) lo = NULL;
-        else if (mi_get(moved, 0) <= eps) lo = next;
-        else {
-            lo = mi_where(left, mid, next);
-            hi = mi_where(left, hi, mid);
+    double top = -INFINITY, z = 0, zm = 0;
+    for (int64_t j = 0; j < n; j++) {
+        t[j] = d[j] - p * log(s + delta[j]);
+        if (t[j] > top) top = t[j];
+    }
+    for (int64_t j = 0; j < n; j++) {
+        double e = exp(t[j] - top);
+        z += e;
+        if (m) zm += e / (s + delta[j]);
+    }
+    if (m) *m = zm / z;
+    return top + log(z);
+}
+
+/* The header's solver for one row, in double: s > 0 with φ(s) = c', left
+ * of the root to rounding. */
+static double row_solve(const double *d, const double *delta, int64_t n, double p,
+                        double log_target, double *t)
+{
+    double lo = DBL_MIN, top = -INFINITY, z = 0, mean_delta = 0;
+    for (int64_t j = 0; j < n; j++) {
+        lo = fmax(lo, exp((d[j] - log_target) / p) - delta[j]);
+        top = fmax(top, d[j]);
+    }
+    for (int64_t j = 0; j < n; j++) {
+        double e = exp(d[j] - top);
+        z += e;
+        mean_delta += e * delta[j];
+    }
+    double hi = exp((top + log(z) - log_target) / p);
+    lo = fmax(lo, hi - mean_delta / z);
+    for (int round = 0; round < SOLVER_ROUNDS; round++) {
+        double m, r = exp((row_log_phi(d, delta, n, lo, p, t, &m) - log_target) / p);
+        double next = fmin(fmax(lo + (r - 1) / m, lo), hi);
+        if (next - lo <= DBL_EPSILON * next) return next;
+        if (next - lo < 1e-3 * next) { /* Newton is close: it converges quadratically */
+            lo = next;
             continue;
         }
-        break;
+        double mid = sqrt(next * hi);
+        if (row_log_phi(d, delta, n, mid, p, t, NULL) >= log_target) lo = mid;
+        else lo = next, hi = mid;
     }
-    mi_scope_leave();
-    mi_scope_enter(outer);
-    mi_tensor *s = lo ? mi_detach(lo) : NULL;
-    mi_scope_leave();
-    mi_scope_free(tmp);
-    mi_set_grad_enabled(recording);
-    return s;
+    return lo;
+}
+
+/* s and the pole max_j U_j of every row, [.., 1] in d's dtype, from the
+ * values of d and u (same shape) alone: constants of the graph. */
+static int solve_rows(mi_tensor *d, mi_tensor *u, double p, double log_target, mi_tensor **s,
+                      mi_tensor **pole)
+{
+    mi_tensor *d64 = d->dtype == MI_F64 ? d : mi_tensor_to(d, MI_F64);
+    mi_tensor *u64 = u->dtype == MI_F64 ? u : mi_tensor_to(u, MI_F64);
+    if (!d64 || !u64) return -1;
+    int64_t n = u->shape[u->rank - 1], rows = u->numel / n;
+    const double *dv = d64->data, *uv = u64->data;
+    double *delta = malloc(sizeof(double) * (size_t)n * 2); /* Δ, then scratch */
+    double *out = malloc(sizeof(double) * (size_t)rows * 2);
+    if (!delta || !out) {
+        free(delta), free(out);
+        return mi_error_set("f-div: out of memory"), -1;
+    }
+    for (int64_t row = 0; row < rows; row++) {
+        const double *dr = dv + row * n, *ur = uv + row * n;
+        double top = -INFINITY;
+        for (int64_t j = 0; j < n; j++) top = fmax(top, ur[j]);
+        for (int64_t j = 0; j < n; j++) delta[j] = top - ur[j];
+        out[row] = row_solve(dr, delta, n, p, log_target, delta + n);
+        out[rows + row] = top;
+    }
+    int64_t shape[MI_MAX_RANK];
+    memcpy(shape, u->shape, sizeof shape);
+    shape[u->rank - 1] = 1;
+    mi_tensor *s64 = mi_from_buffer(MI_F64, u->rank, shape, out);
+    mi_tensor *pole64 = mi_from_buffer(MI_F64, u->rank, shape, out + rows);
+    free(delta), free(out);
+    *s = s64 ? mi_tensor_to(s64, d->dtype) : NULL;
+    *pole = pole64 ? mi_tensor_to(pole64, d->dtype) : NULL;
+    return *s && *pole ? 0 : -1;
 }
 
 /* log(W/c) per row, the logits of W = c · softmax, from the carried part D
@@ -155,16 +208,13 @@ static mi_tensor *fdiv_logits(const mi_miras_config *c, mi_tensor *d, mi_tensor 
 {
     /* exp: W = exp(D) exp(U − ζ) = c · softmax(D + U), ζ = logsumexp(D + U) − log c */
     if (c->f_div == MI_F_DIV_EXP) return l;
+    /* nothing written (the read right after a boundary): g(−ζ) is one number per row */
+    if (d == l) return l;
     double p = power_of(c), log_target = log(c->kl_scale) - p * log(p);
-    mi_tensor *u = mi_sub(l, d);
-    bool recording = mi_set_grad_enabled(false);
-    mi_tensor *u_max = mi_max(u, -1, true);
-    mi_tensor *pole = u_max ? mi_detach(u_max) : NULL; /* a constant: no kink in the graph */
-    mi_set_grad_enabled(recording);
-    mi_tensor *delta = mi_sub(pole, u); /* Δ_j = max U − U_j */
-    if (!delta) return NULL;
-    mi_tensor *s = solve_rounds(d, delta, p, log_target);
-    if (!s) return NULL;
+    mi_tensor *u = mi_sub(l, d), *s, *pole;
+    if (u && d->numel != u->numel) d = mi_broadcast_to(d, u->rank, u->shape);
+    if (!u || !d || solve_rows(d, u, p, log_target, &s, &pole) != 0) return NULL;
+    mi_tensor *delta = mi_sub(pole, u); /* Δ_j = max U − U_j, the max a constant: no kink */
     s = newton_step(d, delta, s, p, log_target); /* recorded: the implicit derivative */
     return power_logits(d, delta, s, p);
 }
