@@ -610,7 +610,8 @@ START_TEST(gate_specs_match_components)
                   c->abs_eps == def.abs_eps && c->robust_delta == def.robust_delta &&
                   (c->kl_scale == def.kl_scale || !strcmp(p->name, "memora")) &&
                   c->l1_gamma == def.l1_gamma &&
-                  c->lq_form == def.lq_form && c->lq_eps == def.lq_eps && c->steps == def.steps);
+                  c->lq_form == def.lq_form && c->lq_eps == def.lq_eps && c->steps == def.steps &&
+                  c->f_div == def.f_div);
     }
     /* Memora's simplex scale (chosen by training runs, presets.c) */
     ck_assert(mi_preset_find("memora")->config.kl_scale == 16);

@@ -20,6 +20,7 @@ DECLARE(mi_bias_kind, mi_bias_logcosh)
 DECLARE(mi_retention_kind, mi_retention_none)
 DECLARE(mi_retention_kind, mi_retention_l2)
 DECLARE(mi_retention_kind, mi_retention_kl)
+DECLARE(mi_retention_kind, mi_retention_fdiv)
 DECLARE(mi_retention_kind, mi_retention_lq)
 DECLARE(mi_retention_kind, mi_retention_elastic)
 DECLARE(mi_retention_kind, mi_retention_elastic_ftrl)
@@ -39,9 +40,9 @@ static const mi_bias_kind *const biases[] = {&mi_bias_dot,   &mi_bias_l2,       
                                              &mi_bias_robust, &mi_bias_lattice_dec,
                                              &mi_bias_lattice_enc, &mi_bias_lattice_sim, &mi_bias_logcosh};
 static const mi_retention_kind *const retentions[] = {
-    &mi_retention_none, &mi_retention_l2,           &mi_retention_kl,     &mi_retention_lq,
-    &mi_retention_elastic, &mi_retention_elastic_ftrl, &mi_retention_bregman,
-    &mi_retention_sphere, &mi_retention_sphere_forget, &mi_retention_l1};
+    &mi_retention_none, &mi_retention_l2,           &mi_retention_kl,     &mi_retention_fdiv,
+    &mi_retention_lq,   &mi_retention_elastic,      &mi_retention_elastic_ftrl,
+    &mi_retention_bregman, &mi_retention_sphere, &mi_retention_sphere_forget, &mi_retention_l1};
 
 #define COUNT(a) ((int)(sizeof(a) / sizeof(a[0])))
 #define FINDER(type, fn, table)                                       \

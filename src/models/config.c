@@ -12,6 +12,7 @@ mi_miras_config mi_miras_config_default(void)
         .memory = "matrix", .mlp_depth = 2, .mlp_expansion = 4, .slots = 64, .slot_norm = true,
         .bias = "l2", .p = 3, .sign_sharpness = 1, .abs_eps = 1e-6, .robust_delta = 0.1,
         .retention = "l2", .q = 4, .lq_form = MI_LQ_SPEC, .lq_eps = 1e-6, .kl_scale = 1,
+        .f_div = MI_F_DIV_EXP,
         .l1_gamma = 1e-3, .algorithm = "gd", .steps = 2, .chunk = 1, .closed_form = true,
     };
 }
@@ -57,6 +58,13 @@ static int set_name(const char *key, const char *text, const char **field,
 static const char *memory_name(const char *s) { const mi_memory_kind *k = mi_memory_find(s); return k ? k->name : NULL; }
 static const char *bias_name(const char *s) { const mi_bias_kind *k = mi_bias_find(s); return k ? k->name : NULL; }
 static const char *retention_name(const char *s) { const mi_retention_kind *k = mi_retention_find(s); return k ? k->name : NULL; }
+/* The names of f_div's values, indexed by MI_F_DIV_*. */
+static const char *const f_div_names[] = {
+    [MI_F_DIV_EXP] = "exp", [MI_F_DIV_INVERSE] = "inverse",
+    [MI_F_DIV_INVERSE_SQUARE] = "inverse-square",
+};
+#define F_DIV_COUNT ((int)(sizeof f_div_names / sizeof f_div_names[0]))
+
 static const char *algorithm_name(const char *s)
 {
     static const char *const names[] = {"gd", "momentum", "implicit", "multistep"};
@@ -102,6 +110,13 @@ int mi_miras_config_set(mi_miras_config *c, const char *assignment)
         }
         return 0;
     }
+    if (!strcmp(key, "f_div")) {
+        for (int i = 0; i < F_DIV_COUNT; i++)
+            if (!strcmp(val, f_div_names[i])) return c->f_div = i, 0;
+        mi_error_set("config: f_div must be 'exp', 'inverse' or 'inverse-square' (g, the inverse "
+                     "of f', for KL, reverse KL, squared Hellinger), got '%s'", val);
+        return -1;
+    }
     if (!strcmp(key, "decay_first") || !strcmp(key, "closed_form") ||
         !strcmp(key, "memory.slot_norm") || !strcmp(key, "materialize") ||
         !strcmp(key, "alpha_on_keys")) {
@@ -120,8 +135,8 @@ int mi_miras_config_set(mi_miras_config *c, const char *assignment)
     mi_error_set("config: unknown key '%s' (memory, memory.depth, memory.expansion, "
                  "memory.slots, memory.slot_norm, bias, p, "
                  "sign_sharpness, abs_eps, robust_delta, retention, q, lq_form, lq_eps, kl_scale, "
-                 "l1_gamma, decay_first, alpha_on_keys, algorithm, steps, chunk, closed_form, "
-                 "materialize)", key);
+                 "f_div, l1_gamma, decay_first, alpha_on_keys, algorithm, steps, chunk, "
+                 "closed_form, materialize)", key);
     return -1;
 }
 
@@ -159,6 +174,9 @@ int mi_miras_init(mi_miras *m, const mi_miras_config *c)
     if (!(c->robust_delta >= 0))
         return mi_error_set("miras: robust_delta must be >= 0 (the radius of the value shifts), "
                             "got %g", c->robust_delta), -1;
+    if (c->f_div < 0 || c->f_div >= F_DIV_COUNT)
+        return mi_error_set("miras: f_div must be MI_F_DIV_EXP, MI_F_DIV_INVERSE or "
+                            "MI_F_DIV_INVERSE_SQUARE, got %d", c->f_div), -1;
     if (c->lq_form != MI_LQ_SPEC && c->lq_form != MI_LQ_PAPER)
         return mi_error_set("miras: lq_form must be MI_LQ_SPEC or MI_LQ_PAPER, got %d",
                             c->lq_form), -1;

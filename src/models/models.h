@@ -47,12 +47,14 @@ typedef struct mi_miras_config {
     double abs_eps;          /* lp: |x| ≈ √(x² + ε), ε (default 1e-6) */
     double robust_delta;     /* robust: the radius Δ of value shifts (default 0.1) */
     /* retention gate */
-    const char *retention;   /* "none" | "l2" | "kl" | "lq" | "elastic" | "elastic-ftrl" | "bregman" */
+    const char *retention;   /* "none" | "l2" | "kl" | "f-div" | "lq" | "elastic" |
+                                "elastic-ftrl" | "bregman" | … (components.c) */
     double q;                /* lq: the exponent (default 4) */
     int lq_form;             /* lq: MI_LQ_SPEC (default) or MI_LQ_PAPER, see ops.h */
     double lq_eps;           /* lq: added to the norm's power sum, bounding the read's
                                 derivative where A → 0 (default 1e-6; 0: the exact norm) */
-    double kl_scale;         /* kl: the simplex scale c (default 1) */
+    double kl_scale;         /* kl, f-div: the simplex scale c (default 1) */
+    int f_div;               /* f-div: g, the inverse of f' (MI_F_DIV_*, default exp: KL) */
     double l1_gamma;         /* elastic: the soft threshold γ (default 1e-3) */
     bool decay_first;        /* l2: take the gradient at α ⊙ W_{t-1} (gated DeltaNet, RWKV-7) */
     bool alpha_on_keys;      /* matrix: a channel-wise α decays the key axis, A_{t-1} Diag(α_t)
@@ -66,6 +68,13 @@ typedef struct mi_miras_config {
     bool materialize;        /* chunked: keep one W per token even where the memory's
                               * rank-one factors would avoid it (default false; tests) */
 } mi_miras_config;
+
+/* The g of the f-divergence retention (MIRAS eq:generalf-divergence), the
+ * inverse of f' for the divergence D_f(W, W') = Σ W' f(W/W'):
+ *   MI_F_DIV_EXP             g(u) = exp(u)            f(τ) = τ log τ (KL; retention kl)
+ *   MI_F_DIV_INVERSE         g(u) = 1/(1 − u)         f(τ) = τ − 1 − log τ (reverse KL)
+ *   MI_F_DIV_INVERSE_SQUARE  g(u) = 1/(1 − u/2)²      f(τ) = 2(√τ − 1)² (squared Hellinger) */
+enum { MI_F_DIV_EXP = 0, MI_F_DIV_INVERSE = 1, MI_F_DIV_INVERSE_SQUARE = 2 };
 
 /* A config with every default filled in (memory "matrix", bias "l2",
  * retention "l2", algorithm "gd", chunk 1, closed_form true). */
@@ -150,6 +159,15 @@ struct mi_retention_kind {
      * gradients' rank-one factors without one copy of W per token. */
     bool (*read_is_scale)(const mi_miras_config *c);
     mi_tensor *(*read_scale)(const mi_miras_config *c, mi_tensor *sq_norm);
+    /* For a write that is not linear in the state (the f-divergence gate,
+     * W_t = W_{t-1} ⊙ g(…)): inside a segment of tokens that take their
+     * gradients at one state A_0 (a chunk, or the lag token), the state is
+     * A_t = ᾱ_t ⊙ A_0 + U_t, ᾱ_t = Π α since A_0 and U_t what the segment
+     * wrote. read_split and boundary_split (both or neither) take the
+     * carried part ᾱ_t ⊙ A_0 and A_t, and replace read and boundary there;
+     * read still gives W from a state with nothing written (U = 0). */
+    mi_tensor *(*read_split)(const mi_miras_config *c, mi_tensor *carried, mi_tensor *a);
+    mi_tensor *(*boundary_split)(const mi_miras_config *c, mi_tensor *carried, mi_tensor *a);
     bool uses_alpha;   /* false: α ≡ 1 (no forgetting) */
     bool lag_token;    /* the first token of each chunk runs alone (Memora, MIRAS §4.3) */
 };
@@ -205,7 +223,8 @@ typedef struct mi_miras_state {
     mi_tensor *a[MI_MEMORY_MAX_WEIGHTS];      /* the retention state A, [N, 1, ...] */
     mi_tensor *s[MI_MEMORY_MAX_WEIGHTS];      /* momentum S (momentum only) */
     mi_tensor *a_grad[MI_MEMORY_MAX_WEIGHTS]; /* where this chunk takes its gradients */
-    mi_tensor *alpha_bar;                     /* decay_first: Π α since then (NULL: 1) */
+    mi_tensor *alpha_bar;                     /* decay_first or read_split: Π α since then
+                                                 (NULL: 1) */
 } mi_miras_state;
 
 /* The state before the first token of N sequences with key and value widths

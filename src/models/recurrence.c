@@ -9,6 +9,9 @@
  *                                      a channel-wise α scales the key axis: A_{t-1} Diag(α_t))
  *   A_t  ← boundary(A_t)              (the non-linear part of the retention gate)
  *   y_t  = M_{read(A_t)}(q_t)         (read after write)
+ * A retention whose write is not linear in its state (read_split, the
+ * f-divergence gate) reads and projects from A_t and the part of it carried
+ * from where the segment's gradients were taken, ᾱ_t ⊙ A_{t'} (below).
  *
  * Chunked training (MIRAS "Parallelizable Training", Titans §3.2): the
  * sequence is cut into chunks of b tokens; every token of a chunk takes its
@@ -74,6 +77,32 @@ static mi_tensor *scan_from(mi_tensor *prev, mi_tensor *a, mi_tensor *x)
 static mi_tensor *read_state(const run *r, mi_tensor *a)
 {
     return r->m->retention->read ? r->m->retention->read(r->c, a) : a;
+}
+
+/* W from a state A inside a segment whose carried part is `carried`
+ * (read_split), or from A alone. */
+static mi_tensor *read_within(const run *r, mi_tensor *carried, mi_tensor *a)
+{
+    const mi_retention_kind *ret = r->m->retention;
+    return ret->read_split ? ret->read_split(r->c, carried, a) : read_state(r, a);
+}
+
+static bool has_boundary(const mi_retention_kind *ret)
+{
+    return ret->boundary || ret->boundary_split;
+}
+
+/* The state at each token's last step, [N, n/steps, ...], from the state at
+ * every step, [N, n, ...]. */
+static mi_tensor *last_steps(mi_tensor *a, int steps)
+{
+    int64_t shape[MI_MAX_RANK + 1];
+    shape[0] = a->shape[0];
+    shape[1] = a->shape[1] / steps;
+    shape[2] = steps;
+    memcpy(shape + 3, a->shape + 2, sizeof(int64_t) * (size_t)(a->rank - 2));
+    mi_tensor *split = mi_reshape(a, a->rank + 1, shape);
+    return mi_squeeze(mi_slice(split, 2, steps - 1, steps), 2);
 }
 
 /* Per-token gradients g[i] [N, n, ...] of ℓ(M_W(k_t); v_t) at the weights w
@@ -192,7 +221,8 @@ static bool factored_ok(const run *r, const mi_tensor *eta, const mi_tensor *alp
     const mi_miras_config *c = r->c;
     return !c->materialize && c->closed_form && m->memory->grad_factors &&
            m->memory->forward_linear && m->bias->error && !m->bias->encoding &&
-           (!m->retention->read || scaled_read(r)) && !m->retention->boundary && !m->retention->lag_token &&
+           (!m->retention->read || scaled_read(r)) && !has_boundary(m->retention) &&
+           !m->retention->lag_token &&
            !c->decay_first && (m->algorithm == MI_ALGO_GD || m->algorithm == MI_ALGO_MOMENTUM) &&
            eta->rank == 2 && (!alpha || alpha->rank == 2) && (!mu || mu->rank == 2);
 }
@@ -307,9 +337,12 @@ static int run_chunk(run *r, mi_tensor *q, mi_tensor *k, mi_tensor *v, const mi_
         return factored_chunk(r, qc, kc, vc, eta, alpha, mu, delta, n, y);
     }
 
-    /* the point where the chunk's gradients are taken */
+    /* the point where the chunk's gradients are taken; ᾱ_t = Π_{j≤t} α_j, for
+     * decay_first and for the carried part ᾱ_t ⊙ A_{t'} of a split read */
+    const mi_retention_kind *ret = m->retention;
     mi_tensor *wg[MI_MEMORY_MAX_WEIGHTS], *g[MI_MEMORY_MAX_WEIGHTS];
-    mi_tensor *alpha_bar = c->decay_first ? mi_cumprod(alpha, 1, false) : NULL;
+    mi_tensor *alpha_bar = c->decay_first || (ret->read_split && alpha) ? mi_cumprod(alpha, 1, false)
+                                                                         : NULL;
     for (int i = 0; i < r->nw; i++) {
         mi_tensor *a = c->decay_first ? mi_mul(alpha_like(c, alpha_bar, r->a[i]), r->a[i]) : r->a[i];
         if (!(wg[i] = read_state(r, a))) return -1;
@@ -321,7 +354,7 @@ static int run_chunk(run *r, mi_tensor *q, mi_tensor *k, mi_tensor *v, const mi_
         mi_tensor *kk = mi_sum(mi_square(kc), -1, eta->rank == 3);
         eta = mi_div(eta, mi_add_scalar(mi_mul(eta, kk), 1.0));
     }
-    mi_tensor *a_seq[MI_MEMORY_MAX_WEIGHTS];
+    mi_tensor *a_seq[MI_MEMORY_MAX_WEIGHTS], *carried[MI_MEMORY_MAX_WEIGHTS] = {0};
     mi_tensor *neg_eta = mi_neg(eta); /* negate the gate, not the full-size product */
     for (int i = 0; i < r->nw; i++) {
         mi_tensor *step = mi_mul(g[i], gate_like(neg_eta, g[i]));
@@ -332,12 +365,23 @@ static int run_chunk(run *r, mi_tensor *q, mi_tensor *k, mi_tensor *v, const mi_
         }
         a_seq[i] = alpha ? scan_from(r->a[i], alpha_like(c, alpha, g[i]), step)
                          : mi_add(r->a[i], mi_cumsum(step, 1, false));
-        if (a_seq[i] && m->retention->boundary) {
-            mi_tensor *last = m->retention->boundary(c, mi_slice(a_seq[i], 1, n - 1, n));
+        if (a_seq[i] && ret->read_split)
+            carried[i] = alpha_bar ? mi_mul(alpha_like(c, alpha_bar, g[i]), r->a[i])
+                                   : mi_broadcast_to(r->a[i], a_seq[i]->rank, a_seq[i]->shape);
+        if (a_seq[i] && has_boundary(ret)) {
+            mi_tensor *end = mi_slice(a_seq[i], 1, n - 1, n);
+            mi_tensor *last = ret->boundary_split
+                                  ? ret->boundary_split(c, mi_slice(carried[i], 1, n - 1, n), end)
+                                  : ret->boundary(c, end);
             a_seq[i] = n > 1 ? mi_concat((mi_tensor *[]){mi_slice(a_seq[i], 1, 0, n - 1), last}, 2, 1)
                              : last;
+            /* after the boundary nothing is written yet: the state is all carried */
+            if (ret->read_split)
+                carried[i] = n > 1 ? mi_concat((mi_tensor *[]){mi_slice(carried[i], 1, 0, n - 1),
+                                                               last}, 2, 1)
+                                   : last;
         }
-        if (!a_seq[i]) return -1;
+        if (!a_seq[i] || (ret->read_split && !carried[i])) return -1;
         r->a[i] = mi_slice(a_seq[i], 1, n - 1, n);
     }
 
@@ -346,17 +390,12 @@ static int run_chunk(run *r, mi_tensor *q, mi_tensor *k, mi_tensor *v, const mi_
     bool one_step = n < steps;
     mi_tensor *w_read[MI_MEMORY_MAX_WEIGHTS];
     for (int i = 0; i < r->nw; i++) {
-        mi_tensor *a = a_seq[i];
+        mi_tensor *a = a_seq[i], *kept = carried[i];
         if (steps > 1 && !one_step) {
-            int64_t shape[MI_MAX_RANK + 1];
-            shape[0] = a->shape[0];
-            shape[1] = n / steps;
-            shape[2] = steps;
-            memcpy(shape + 3, a->shape + 2, sizeof(int64_t) * (size_t)(a->rank - 2));
-            mi_tensor *split = mi_reshape(a, a->rank + 1, shape);
-            a = mi_squeeze(mi_slice(split, 2, steps - 1, steps), 2);
+            a = last_steps(a, steps);
+            kept = kept ? last_steps(kept, steps) : NULL;
         }
-        if (!(w_read[i] = read_state(r, a))) return -1;
+        if (!(w_read[i] = read_within(r, kept, a))) return -1;
     }
     mi_tensor *qc = one_step ? slice_positions(q, p0 / steps, p0 / steps + 1)
                              : slice_positions(q, p0 / steps, (p0 + n) / steps);
@@ -498,12 +537,14 @@ mi_tensor *mi_miras_forward(const mi_miras *m, mi_tensor *q, mi_tensor *k, mi_te
  * a lag token: its first token alone, then the rest), or with b = 1 one
  * multistep step. Inside a segment each position p does what the chunk's
  * scans do for it:
- *   ᾱ   ← ᾱ · α_p                            (decay_first; ᾱ = 1 at the segment's start)
+ *   ᾱ   ← ᾱ · α_p                            (decay_first or a split read; ᾱ = 1 at the
+ *                                             segment's start)
  *   g_p  = ∇_W ℓ at W = read(a_grad)        (read(ᾱ ⊙ a_grad) with decay_first)
  *   S    ← μ_p ⊙ S − η_p ⊙ g_p              (momentum; else the step is −η_p g_p)
  *   A    ← α_p ⊙ A + S
  * and at the segment's end A ← boundary(A). y reads A after the token's last
- * position. */
+ * position (a split read: A and ᾱ ⊙ a_grad, the part carried from the
+ * segment's start). */
 int mi_miras_state_init(const mi_miras *m, mi_miras_state *st, mi_tensor *const *w0,
                         int64_t n_seq, int64_t dk, int64_t dv, mi_dtype dt)
 {
@@ -530,7 +571,8 @@ static int write_position(const run *r, mi_miras_state *st, mi_tensor *k, mi_ten
     if (!kp || !vp || !eta || (m->retention->uses_alpha && !alpha) ||
         (m->algorithm == MI_ALGO_MOMENTUM && !mu) || (m->bias->needs_delta && !delta))
         return -1;
-    if (c->decay_first && !(st->alpha_bar = st->alpha_bar ? mi_mul(st->alpha_bar, alpha) : alpha))
+    bool track = c->decay_first || (m->retention->read_split && alpha);
+    if (track && !(st->alpha_bar = st->alpha_bar ? mi_mul(st->alpha_bar, alpha) : alpha))
         return -1;
     mi_tensor *wg[MI_MEMORY_MAX_WEIGHTS], *g[MI_MEMORY_MAX_WEIGHTS];
     for (int i = 0; i < r->nw; i++) {
@@ -553,17 +595,31 @@ static int write_position(const run *r, mi_miras_state *st, mi_tensor *k, mi_ten
     return 0;
 }
 
-static int end_segment(const run *r, mi_miras_state *st)
-{
-    for (int i = 0; i < r->nw && r->m->retention->boundary; i++)
-        if (!(st->a[i] = r->m->retention->boundary(r->c, st->a[i]))) return -1;
-    return 0;
-}
-
 static void begin_segment(mi_miras_state *st)
 {
     for (int i = 0; i < st->nw; i++) st->a_grad[i] = st->a[i];
     st->alpha_bar = NULL;
+}
+
+/* The part of weight i's state carried from the segment's start, ᾱ ⊙ A_{t'}. */
+static mi_tensor *stream_carried(const run *r, const mi_miras_state *st, int i)
+{
+    mi_tensor *a0 = st->a_grad[i];
+    return st->alpha_bar ? mi_mul(alpha_like(r->c, st->alpha_bar, a0), a0) : a0;
+}
+
+static int end_segment(const run *r, mi_miras_state *st)
+{
+    const mi_retention_kind *ret = r->m->retention;
+    for (int i = 0; i < r->nw && has_boundary(ret); i++) {
+        st->a[i] = ret->boundary_split ? ret->boundary_split(r->c, stream_carried(r, st, i), st->a[i])
+                                       : ret->boundary(r->c, st->a[i]);
+        if (!st->a[i]) return -1;
+    }
+    /* a split read after the boundary: nothing written since (the next token
+     * begins a segment here anyway) */
+    if (ret->read_split) begin_segment(st);
+    return 0;
 }
 
 mi_tensor *mi_miras_step(const mi_miras *m, mi_miras_state *st, mi_tensor *q, mi_tensor *k,
@@ -599,7 +655,10 @@ mi_tensor *mi_miras_step(const mi_miras *m, mi_miras_state *st, mi_tensor *q, mi
     }
     st->tokens++;
     mi_tensor *w[MI_MEMORY_MAX_WEIGHTS];
-    for (int i = 0; i < r.nw; i++)
-        if (!(w[i] = read_state(&r, st->a[i]))) return NULL;
+    for (int i = 0; i < r.nw; i++) {
+        mi_tensor *kept = m->retention->read_split ? stream_carried(&r, st, i) : NULL;
+        if ((m->retention->read_split && !kept) || !(w[i] = read_within(&r, kept, st->a[i])))
+            return NULL;
+    }
     return m->memory->forward(&m->config, w, q);
 }
