@@ -1,4 +1,4 @@
-/* The continuum memory system (Nested Learning, papers/003 §3, Eq. 30–31): a
+/* The continuum memory system (Nested Learning, §3, Eq. 30–31): a
  * chain of k MLP blocks, block ℓ with its own update period C^(ℓ),
  *
  *   y_t = MLP^(f_k)(MLP^(f_{k−1})(… MLP^(f_1)(x_t)))                               (Eq. 30)

@@ -1,9 +1,9 @@
-/* HOPE (Nested Learning, papers/003 §3 "HOPE"): a self-referential Titans
+/* HOPE (Nested Learning, §3 "HOPE"): a self-referential Titans
  * whose keys, values, queries, learning rates and retention come from memories
  * that update themselves in context, with the ℓ2-regression GD of Eq. 28–29
  * as their inner optimizer, followed by the continuum memory system (cms.c).
  * The NeurIPS text gives only that summary and defers to the arXiv version
- * (its ref. [1]; not in papers/, read from a public copy of its §8.1–8.3):
+ * (its ref. [1]; read from a public copy of its §8.1–8.3):
  *
  *   k_t = M_{k,t−1}(x_t)   v_t = M_{v,t−1}(x_t)   q_t = M_{q,t−1}(x_t)                (Eq. 84, 79)
  *   η_t = M_{η,t−1}(x_t)   α_t = M_{α,t−1}(x_t)

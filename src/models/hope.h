@@ -1,4 +1,4 @@
-/* Nested Learning (papers/003): the continuum memory system (CMS, §3 Eq. 30–31)
+/* Nested Learning: the continuum memory system (CMS, §3 Eq. 30–31)
  * and HOPE (§3 "HOPE": self-modifying Titans followed by a CMS), as layers with
  * the MIRAS block's API shape: config (defaults), init (dtype, rng, scope),
  * params (name/tensor pairs), forward x [B, T, d] → [B, T, d].

@@ -1,4 +1,4 @@
-/* The 2-layer MLP memory of Nested Learning (papers/003 "Notations": "simple
+/* The 2-layer MLP memory of Nested Learning ("Notations": "simple
  * MLPs with L_M ≥ 1 layers and residual connection"; arXiv §8.1 Eq. 89:
  * M(·) = (·) + W1 σ(W2 (·))), σ = GELU (exact erf form, as the MIRAS MLP
  * memory; the paper names no σ), and its inner step on the ℓ2 objective

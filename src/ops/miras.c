@@ -2,9 +2,9 @@
  * biases that are worth a fused forward loop. Each vjp is the closed-form
  * derivative written with registered ops, so it is itself differentiable.
  *
- * Equations are cited by the LaTeX labels of the MIRAS paper's source
- * (papers/000_…, e.g. eq:Elastic, eq:q-norm), which the text version keeps,
- * and by number for Lattice (papers/001_…). */
+ * Equations are cited by the LaTeX labels of the MIRAS paper's source (e.g.
+ * eq:Elastic, eq:q-norm), which its text version keeps, and by number for
+ * Lattice. */
 #include "internal.h"
 #include "own_kernels.h"
 

@@ -1,4 +1,4 @@
-/* Deep momentum gradient descent, DMGD (Nested Learning, papers/003, §2.3,
+/* Deep momentum gradient descent, DMGD (Nested Learning, §2.3,
  * Eq. 23) and its non-linear output form (Eq. 24):
  *
  *   W_{i+1} = W_i + lr · σ(m_{i+1}(u_i)),   m_{i+1} = α m_i − η ∇L⁽²⁾(m_i; u_i, I),

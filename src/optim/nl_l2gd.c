@@ -1,4 +1,4 @@
-/* ℓ2-regression gradient descent (Nested Learning, papers/003, §2.3,
+/* ℓ2-regression gradient descent (Nested Learning, §2.3,
  * Eq. 27–29). Backpropagation is a memory mapping each input x_t to its local
  * surprise ∇_{y_t}L (Eq. 25–26); replacing the dot-product objective by the
  * ℓ2 regression ‖W x_t − ∇_{y_t}L‖² (Eq. 27) gives

@@ -1,4 +1,4 @@
-/* Nested Learning's linear momentum memories (papers/003, §2.3).
+/* Nested Learning's linear momentum memories (Nested Learning, §2.3).
  *
  * Both read momentum as a memory m that compresses gradients; the slow
  * weights move by it: W_{i+1} = W_i + lr · m_{i+1}. (The paper writes η_t

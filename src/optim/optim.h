@@ -9,7 +9,7 @@
  * can be differentiated with respect to hyperparameters held as rank-0
  * tensors (learning rate, momentum, betas, weight decay): hypergradients.
  *
- * Nested Learning (papers/003, §2.3) reads each optimizer as an associative
+ * Nested Learning (§2.3) reads each optimizer as an associative
  * memory over gradients; its extensions (Eq. 20, 21–22, 23, 24, 28–29) are
  * kinds here like any other. The update equations and defaults of every kind
  * are tabled in docs/optimizers.md.
