@@ -1,0 +1,415 @@
+/* Nested Learning's continuum memory system (src/models/cms.c, nl_mlp.c): the
+ * MLP memory's accumulated step against autodiff; CMS block ℓ's weights
+ * change only at positions that are multiples of C^(ℓ) (from the trace); the
+ * CMS against a plain-loop reference (all C = 1, and mixed C with T not a
+ * multiple); gradchecks (f64, tiny) w.r.t. the input and every parameter;
+ * causality; bad configurations. */
+#include <string.h>
+
+#include "nl_test_util.h"
+
+/* ---------------------------------------------------------------- the MLP memory's step */
+
+/* D1, D2 of mi_nl_mlp_step == autodiff gradients of
+ *   Σ_t c1_t [½‖M(x_t) − v_t‖² + ½‖W1 s̄_t‖²]  w.r.t. W1,  c1_t = c_t / (‖s_t‖² + hidden_eps)
+ *   Σ_t c2_t [½‖M(x_t) − v_t‖² + ½‖W2 x_t‖²]  w.r.t. W2,  c2_t = c_t / (‖x_t‖² + eps)
+ * (the second terms with l2gd; s̄ and the weights c1, c2 held fixed), for
+ * shared and per-sequence weights, with and without the residual. */
+START_TEST(mlp_step_equals_autodiff)
+{
+    enum { N = 2, n = 4, IN = 3, H = 5 };
+    const double eps = 1e-6, hidden_eps = 0.7;   /* distinct, so a swap shows */
+    for (int variant = 0; variant < 8; variant++) {
+        bool residual = variant & 1, per_seq = variant & 2, l2gd = variant & 4;
+        int64_t out = residual ? IN : 2;
+        mi_rng r;
+        mi_rng_seed(&r, 100 + variant);
+        mi_tensor *w1 = per_seq ? mi_randn(&r, MI_F64, MI_SHAPE(N, out, H), 0, 0.5)
+                                : mi_randn(&r, MI_F64, MI_SHAPE(out, H), 0, 0.5);
+        mi_tensor *w2 = per_seq ? mi_randn(&r, MI_F64, MI_SHAPE(N, H, IN), 0, 0.5)
+                                : mi_randn(&r, MI_F64, MI_SHAPE(H, IN), 0, 0.5);
+        mi_tensor *x = mi_randn(&r, MI_F64, MI_SHAPE(N, n, IN), 0, 1);
+        mi_tensor *v = mi_randn(&r, MI_F64, MI_SHAPE(N, n, out), 0, 1);
+        mi_tensor *c = mi_rand(&r, MI_F64, MI_SHAPE(N, n), 0.1, 1);
+        mi_tensor *d1, *d2;
+        ck_assert_int_eq(mi_nl_mlp_step(w1, w2, residual, x, v, c, l2gd, eps, hidden_eps, &d1, &d2),
+                         0);
+
+        /* autodiff, with one copy of the weights per sequence */
+        mi_tensor *b1 = per_seq ? w1 : mi_broadcast_to(w1, MI_SHAPE(N, out, H));
+        mi_tensor *b2 = per_seq ? w2 : mi_broadcast_to(w2, MI_SHAPE(N, H, IN));
+        mi_tensor *a1 = mi_requires_grad(mi_tensor_to(b1, MI_F64), true);
+        mi_tensor *a2 = mi_requires_grad(mi_tensor_to(b2, MI_F64), true);
+        mi_tensor *e = mi_sub(mi_nl_mlp_read(a1, a2, residual, x), v);
+        mi_tensor *fit = mi_mul_scalar(mi_sum(mi_square(e), -1, false), 0.5);   /* [N, n] */
+        mi_tensor *sbar = mi_gelu(mi_matmul_t(x, mi_detach(w2), false, true));
+        mi_tensor *c1 = mi_div(c, mi_add_scalar(mi_sum(mi_square(sbar), -1, false), hidden_eps));
+        mi_tensor *c2 = mi_div(c, mi_add_scalar(mi_sum(mi_square(x), -1, false), eps));
+        mi_tensor *l1 = fit, *l2 = fit;
+        if (l2gd) {
+            mi_tensor *w1s = mi_matmul_t(sbar, a1, false, true);
+            mi_tensor *w2x = mi_matmul_t(x, a2, false, true);
+            l1 = mi_add(fit, mi_mul_scalar(mi_sum(mi_square(w1s), -1, false), 0.5));
+            l2 = mi_add(fit, mi_mul_scalar(mi_sum(mi_square(w2x), -1, false), 0.5));
+        }
+        mi_tensor *loss1 = mi_sum(mi_mul(l1, c1), MI_ALL, false);
+        mi_tensor *loss2 = mi_sum(mi_mul(l2, c2), MI_ALL, false);
+        mi_tensor *g1[2], *g2[2];
+        ck_assert_int_eq(mi_grad(&loss1, NULL, 1, (mi_tensor *[]){a1, a2}, 2, false, g1), 0);
+        ck_assert_int_eq(mi_grad(&loss2, NULL, 1, (mi_tensor *[]){a1, a2}, 2, false, g2), 0);
+        ck_assert_int_eq(d1->rank, 3);
+        ck_assert(d1->shape[0] == N && d2->shape[0] == N);
+        for (int64_t i = 0; i < d1->numel; i++)
+            ck_assert_msg(fabs(mi_get(d1, i) - mi_get(g1[0], i)) < 1e-12,
+                          "variant %d: D1[%lld] = %.15g, autodiff %.15g", variant, (long long)i,
+                          mi_get(d1, i), mi_get(g1[0], i));
+        for (int64_t i = 0; i < d2->numel; i++)
+            ck_assert_msg(fabs(mi_get(d2, i) - mi_get(g2[1], i)) < 1e-12,
+                          "variant %d: D2[%lld] = %.15g, autodiff %.15g", variant, (long long)i,
+                          mi_get(d2, i), mi_get(g2[1], i));
+    }
+}
+END_TEST
+
+/* A wiped memory (W2 ≈ 0, so the hidden activations s ≈ 0, what a retention
+ * α ≈ 0 leaves): the normalised step on W1, c (e + W1 s) sᵀ/(‖s‖² + hidden_eps),
+ * stays within c‖e + W1 s‖/2 at hidden_eps = MI_NL_MLP_HIDDEN_EPS. With the
+ * input's eps (1e-6) in its place it was c‖e + W1 s‖/‖s‖, here ~10⁴ times that
+ * bound: how HOPE went to NaN on MQAR. */
+START_TEST(mlp_step_bounded_when_the_hidden_layer_vanishes)
+{
+    enum { IN = 4, H = 16 };
+    for (int l2gd = 0; l2gd < 2; l2gd++) {
+        mi_rng r;
+        mi_rng_seed(&r, 140 + l2gd);
+        mi_tensor *w1 = mi_randn(&r, MI_F64, MI_SHAPE(IN, H), 0, 1);
+        mi_tensor *w2 = mi_randn(&r, MI_F64, MI_SHAPE(H, IN), 0, 1e-4);  /* wiped */
+        mi_tensor *x = mi_l2_normalize(mi_randn(&r, MI_F64, MI_SHAPE(1, 1, IN), 0, 1), 0.0);
+        mi_tensor *v = mi_randn(&r, MI_F64, MI_SHAPE(1, 1, IN), 0, 1);
+        mi_tensor *c = mi_full(MI_F64, MI_SHAPE(1, 1), 0.5);
+        mi_tensor *d1, *d2;
+        ck_assert_int_eq(mi_nl_mlp_step(w1, w2, true, x, v, c, l2gd, 1e-6, MI_NL_MLP_HIDDEN_EPS,
+                                        &d1, &d2), 0);
+        /* ‖e + W1 s‖ (e alone without l2gd) and ‖s‖ */
+        mi_tensor *s = mi_gelu(mi_matmul_t(x, w2, false, true));
+        mi_tensor *m = mi_matmul_t(s, w1, false, true);
+        mi_tensor *e = mi_sub(mi_add(x, m), v);
+        double err = sqrt(mi_item(mi_sum(mi_square(l2gd ? mi_add(e, m) : e), MI_ALL, false)));
+        double s_norm = sqrt(mi_item(mi_sum(mi_square(s), MI_ALL, false)));
+        double step = sqrt(mi_item(mi_sum(mi_square(d1), MI_ALL, false)));
+        ck_assert_msg(s_norm < 1e-3, "the hidden layer is not wiped: |s| = %g", s_norm);
+        ck_assert_msg(isfinite(step) && step <= 0.5 * err / 2 * (1 + 1e-12),
+                      "l2gd %d: |D1| = %g > c|e + W1 s|/2 = %g (|s| = %g)", l2gd, step,
+                      0.5 * err / 2, s_norm);
+    }
+}
+END_TEST
+
+/* ---------------------------------------------------------------- CMS */
+
+enum { CD = 3, CH = 4 };
+
+static mi_cms_config cms_config(const char *chunks, double eta)
+{
+    mi_cms_config c = mi_cms_config_default(CD);
+    c.hidden = CH;
+    c.eta = eta;
+    ck_assert_msg(mi_cms_config_chunks(&c, chunks) == 0, "%s", mi_error());
+    return c;
+}
+
+static void make_cms(mi_cms *m, const mi_cms_config *c, uint64_t seed)
+{
+    mi_rng r;
+    mi_rng_seed(&r, seed);
+    ck_assert_msg(mi_cms_init(m, c, MI_F64, &r, test_scope) == 0, "%s", mi_error());
+}
+
+/* The CMS as plain loops, token by token: block ℓ accumulates
+ * η_t [e_t s_tᵀ/(‖s_t‖² + 1), δ_t u_tᵀ/‖u_t‖²], η_t = σ(·)/C, at the weights in force and
+ * applies the sum after every position that is a multiple of C^(ℓ). */
+static void ref_cms(const mi_cms *m, const mi_tensor *x, double *y)
+{
+    int64_t B = x->shape[0], T = x->shape[1], d = m->config.d_model, hdn = m->hidden;
+    double eps = m->config.norm_eps;
+    for (int64_t b = 0; b < B; b++) {
+        double h[MAXT][MAXD];
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t i = 0; i < d; i++) h[t][i] = P(x, (b * T + t) * d + i);
+        for (int l = 0; l < m->config.n_blocks; l++) {
+            const mi_cms_level *L = &m->level[l];
+            int C = m->config.chunk[l];
+            double W1[MAXD][MAXD], W2[MAXD][MAXD], G1[MAXD][MAXD] = {{0}}, G2[MAXD][MAXD] = {{0}};
+            for (int64_t i = 0; i < d; i++)
+                for (int64_t j = 0; j < hdn; j++) {
+                    W1[i][j] = P(L->w1, i * hdn + j);
+                    W2[j][i] = P(L->w2, j * d + i);
+                }
+            for (int64_t t = 0; t < T; t++) {
+                double u[MAXD], ms = 0, a[MAXD], s[MAXD], mo[MAXD], v[MAXD], z = P(L->eta_bias, 0);
+                for (int64_t i = 0; i < d; i++) ms += h[t][i] * h[t][i] / (double)d;
+                for (int64_t i = 0; i < d; i++) u[i] = h[t][i] / sqrt(ms + eps) * P(L->norm, i);
+                for (int64_t j = 0; j < hdn; j++) {
+                    a[j] = 0;
+                    for (int64_t i = 0; i < d; i++) a[j] += W2[j][i] * u[i];
+                    s[j] = gelu(a[j]);
+                }
+                for (int64_t i = 0; i < d; i++) {
+                    mo[i] = 0;
+                    for (int64_t j = 0; j < hdn; j++) mo[i] += W1[i][j] * s[j];
+                    v[i] = 0;
+                    for (int64_t k = 0; k < d; k++) v[i] += u[k] * P(L->value, k * d + i);
+                    z += u[i] * P(L->eta_w, i);
+                }
+                double eta = sigm(z) / C, e[MAXD], ss = MI_NL_MLP_HIDDEN_EPS, uu = eps;
+                for (int64_t i = 0; i < d; i++) e[i] = mo[i] - v[i];
+                for (int64_t j = 0; j < hdn; j++) ss += s[j] * s[j];
+                for (int64_t i = 0; i < d; i++) uu += u[i] * u[i];
+                for (int64_t j = 0; j < hdn; j++) {
+                    double back = 0;
+                    for (int64_t i = 0; i < d; i++) back += W1[i][j] * e[i];
+                    double delta = gelu_prime(a[j]) * back;
+                    for (int64_t i = 0; i < d; i++) {
+                        G1[i][j] += eta * e[i] * s[j] / ss;
+                        G2[j][i] += eta * delta * u[i] / uu;
+                    }
+                }
+                for (int64_t i = 0; i < d; i++) h[t][i] += mo[i];
+                if ((t + 1) % C == 0) {
+                    for (int64_t i = 0; i < d; i++)
+                        for (int64_t j = 0; j < hdn; j++) {
+                            W1[i][j] -= G1[i][j];
+                            W2[j][i] -= G2[j][i];
+                            G1[i][j] = G2[j][i] = 0;
+                        }
+                }
+            }
+        }
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t i = 0; i < d; i++) y[(b * T + t) * d + i] = h[t][i];
+    }
+}
+
+static void check_cms_against_reference(const char *chunks, int64_t B, int64_t T)
+{
+    mi_cms_config c = cms_config(chunks, 0.6);
+    mi_cms m;
+    make_cms(&m, &c, 5);
+    mi_tensor *x = input(6, B, T, CD);
+    mi_tensor *y = mi_cms_forward(&m, x);
+    ck_assert_msg(y != NULL, "%s", mi_error());
+    ck_assert(y->rank == 3 && y->shape[0] == B && y->shape[1] == T && y->shape[2] == CD);
+    double want[2 * MAXT * CD];
+    ref_cms(&m, x, want);
+    for (int64_t i = 0; i < y->numel; i++)
+        ck_assert_msg(fabs(mi_get(y, i) - want[i]) < 1e-12 * (1 + fabs(want[i])),
+                      "C = {%s}: y[%lld] = %.15g, reference %.15g", chunks, (long long)i,
+                      mi_get(y, i), want[i]);
+}
+
+START_TEST(cms_all_chunks_one_equals_per_token_loop)
+{
+    check_cms_against_reference("1,1,1", 2, 7);
+    check_cms_against_reference("1", 1, 5);
+}
+END_TEST
+
+START_TEST(cms_mixed_chunks_equal_loop)
+{
+    check_cms_against_reference("1,3,4", 2, 10);  /* 10 is no multiple of 3 or 4 */
+    check_cms_against_reference("4,2,16", 1, 9);  /* 16 > T: that block never updates */
+}
+END_TEST
+
+/* The issue's test: block ℓ's effective weights at position p differ from
+ * those at p − 1 exactly when p is a multiple of C^(ℓ) (0-based positions;
+ * the paper's 1-based position i = p after which Eq. 31 updates). */
+START_TEST(cms_weights_change_only_at_multiples_of_chunk)
+{
+    mi_cms_config c = cms_config("1,3,4", 0.5);
+    mi_cms m;
+    make_cms(&m, &c, 7);
+    enum { B = 2, T = 11 };
+    mi_cms_trace tr;
+    mi_tensor *y = mi_cms_forward_trace(&m, input(8, B, T, CD), &tr);
+    ck_assert_msg(y != NULL, "%s", mi_error());
+    ck_assert_int_eq(tr.n_blocks, 3);
+    for (int l = 0; l < 3; l++) {
+        int C = c.chunk[l];
+        mi_tensor *w[2] = {tr.w1[l], tr.w2[l]};
+        const mi_tensor *w0[2] = {m.level[l].w1, m.level[l].w2};
+        for (int k = 0; k < 2; k++) {
+            ck_assert_int_eq(w[k]->rank, 4);
+            ck_assert(w[k]->shape[0] == B && w[k]->shape[1] == T);
+            int64_t per = w[k]->shape[2] * w[k]->shape[3];
+            ck_assert_int_eq(per, w0[k]->numel);
+            int changes = 0;
+            for (int64_t b = 0; b < B; b++) {
+                /* position 0 uses θ_0 */
+                for (int64_t e = 0; e < per; e++)
+                    ck_assert(mi_get(w[k], (b * T) * per + e) == mi_get(w0[k], e));
+                for (int64_t p = 1; p < T; p++) {
+                    double diff = 0;
+                    for (int64_t e = 0; e < per; e++)
+                        diff = fmax(diff, fabs(mi_get(w[k], (b * T + p) * per + e) -
+                                               mi_get(w[k], (b * T + p - 1) * per + e)));
+                    if (p % C)
+                        ck_assert_msg(diff == 0, "block %d (C = %d), w%d: changed at p = %lld by "
+                                      "%g", l + 1, C, 1 + k, (long long)p, diff);
+                    else {
+                        ck_assert_msg(diff > 1e-6, "block %d (C = %d), w%d: no update at p = %lld",
+                                      l + 1, C, 1 + k, (long long)p);
+                        changes++;
+                    }
+                }
+            }
+            ck_assert_int_eq(changes, B * ((T - 1) / C));
+        }
+    }
+    /* the two batch rows learn different things */
+    ck_assert(mi_get(tr.w1[0], 5 * CD * CH) != mi_get(tr.w1[0], (T + 5) * CD * CH));
+}
+END_TEST
+
+/* With η → 0 nothing is learned in context: each block is a plain pre-norm
+ * FFN, h + W1 gelu(W2 RMSNorm(h) ⊙ γ) (the paper's Transformer case). */
+START_TEST(cms_without_updates_is_a_prenorm_ffn_chain)
+{
+    mi_cms_config c = cms_config("1,2", 0.5);
+    mi_cms m;
+    make_cms(&m, &c, 9);
+    for (int l = 0; l < 2; l++) mi_fill(m.level[l].eta_bias, -1e4);  /* σ = 0 exactly */
+    mi_tensor *x = input(10, 2, 6, CD);
+    mi_tensor *y = mi_cms_forward(&m, x);
+    ck_assert_ptr_nonnull(y);
+    mi_tensor *h = x;
+    for (int l = 0; l < 2; l++) {
+        mi_tensor *u = mi_mul(mi_rms_norm(h, c.norm_eps), m.level[l].norm);
+        h = mi_add(h, mi_nl_mlp_read(m.level[l].w1, m.level[l].w2, false, u));
+    }
+    ck_assert(max_abs_diff(y, h) < 1e-14);
+}
+END_TEST
+
+static int cms_fn(mi_tensor *const *in, int n, mi_tensor **out, void *ctx)
+{
+    (void)n;
+    out[0] = mi_cms_forward(ctx, in[0]);
+    return out[0] ? 1 : -1;
+}
+
+START_TEST(cms_gradcheck)
+{
+    mi_cms_config c = cms_config("1,2,4", 0.6);
+    mi_cms m;
+    make_cms(&m, &c, 11);
+    int n;
+    const mi_named_tensor *p = mi_cms_params(&m, &n);
+    ck_assert_int_eq(n, 18);
+    gradcheck_params("cms {1,2,4}", cms_fn, &m, input(12, 2, 6, CD), p, n);
+}
+END_TEST
+
+START_TEST(cms_is_causal)
+{
+    mi_cms_config c = cms_config("1,2,3", 0.5);
+    mi_cms m;
+    make_cms(&m, &c, 13);
+    enum { T = 7 };
+    mi_tensor *x = input(14, 2, T, CD);
+    mi_tensor *y = mi_cms_forward(&m, x);
+    ck_assert_ptr_nonnull(y);
+    for (int s = 0; s < T; s++) {
+        mi_tensor *x2 = mi_tensor_to(x, MI_F64);
+        for (int i = 0; i < CD; i++) mi_set(x2, s * CD + i, mi_get(x2, s * CD + i) + 0.7);
+        mi_tensor *y2 = mi_cms_forward(&m, x2);
+        ck_assert_ptr_nonnull(y2);
+        for (int t = 0; t < T; t++)
+            for (int i = 0; i < CD; i++) {
+                double diff = fabs(mi_get(y2, t * CD + i) - mi_get(y, t * CD + i));
+                if (t < s) ck_assert_msg(diff == 0, "y[%d] moved when x[%d] changed", t, s);
+                if (t >= s) ck_assert_msg(diff > 0, "y[%d] ignores x[%d]", t, s);
+                ck_assert(mi_get(y2, (T + t) * CD + i) == mi_get(y, (T + t) * CD + i));
+            }
+    }
+}
+END_TEST
+
+static void expect_cms_error(mi_cms_config c, mi_dtype dt, const char *needle)
+{
+    mi_cms m;
+    mi_rng r;
+    mi_rng_seed(&r, 1);
+    mi_error_clear();
+    ck_assert_int_eq(mi_cms_init(&m, &c, dt, &r, test_scope), -1);
+    ck_assert_error_has(needle);
+    mi_error_clear();
+}
+
+START_TEST(cms_bad_configurations)
+{
+    mi_cms_config c = mi_cms_config_default(CD);
+    c.chunk[1] = 0;
+    expect_cms_error(c, MI_F64, "chunk size C^(2) = 0 must be >= 1");
+    c = mi_cms_config_default(CD);
+    c.chunk[0] = -3;
+    expect_cms_error(c, MI_F64, "chunk size C^(1) = -3 must be >= 1");
+    c = mi_cms_config_default(CD);
+    c.n_blocks = 0;
+    expect_cms_error(c, MI_F64, "n_blocks must be in [1, 8], got 0");
+    c.n_blocks = 9;
+    expect_cms_error(c, MI_F64, "n_blocks must be in [1, 8], got 9");
+    c = mi_cms_config_default(0);
+    expect_cms_error(c, MI_F64, "d_model must be >= 1");
+    c = mi_cms_config_default(CD);
+    c.hidden = -1;
+    expect_cms_error(c, MI_F64, "hidden >= 0");
+    c = mi_cms_config_default(CD);
+    c.eta = 1.5;
+    expect_cms_error(c, MI_F64, "eta starts at 1.5");
+    c = mi_cms_config_default(CD);
+    expect_cms_error(c, MI_I32, "f32 or f64");
+
+    /* chunk lists */
+    const char *bad[][2] = {{"", "empty chunk list"}, {"1,0,4", "C^(2) = 0"},
+                            {"1,x", "expected integers"}, {"1,2,", "ends with a comma"},
+                            {"2,-1", "C^(2) = -1"}, {"1,1,1,1,1,1,1,1,1", "more than 8"}};
+    for (int i = 0; i < 6; i++) {
+        c = mi_cms_config_default(CD);
+        mi_error_clear();
+        ck_assert_int_eq(mi_cms_config_chunks(&c, bad[i][0]), -1);
+        ck_assert_error_has(bad[i][1]);
+        ck_assert_int_eq(c.n_blocks, 3);  /* left as it was */
+    }
+    mi_error_clear();
+    ck_assert_int_eq(mi_cms_config_chunks(&c, "2,8"), 0);
+    ck_assert(c.n_blocks == 2 && c.chunk[0] == 2 && c.chunk[1] == 8);
+
+    /* inputs of the wrong width or dtype */
+    mi_cms m;
+    make_cms(&m, &c, 1);
+    ck_assert_ptr_null(mi_cms_forward(&m, mi_zeros(MI_F64, MI_SHAPE(1, 3, CD + 1))));
+    ck_assert_error_has("x is f64 [1,3,4]; expected f64 [B, T, 3]");
+    mi_error_clear();
+    ck_assert_ptr_null(mi_cms_forward(&m, mi_zeros(MI_F32, MI_SHAPE(1, 3, CD))));
+    ck_assert_error_has("expected f64");
+    mi_error_clear();
+}
+END_TEST
+
+Suite *make_suite(void)
+{
+    Suite *s = suite_create("cms");
+    TCase *tc = tcase_slow("cms");
+    tcase_add_test(tc, mlp_step_equals_autodiff);
+    tcase_add_test(tc, mlp_step_bounded_when_the_hidden_layer_vanishes);
+    tcase_add_test(tc, cms_all_chunks_one_equals_per_token_loop);
+    tcase_add_test(tc, cms_mixed_chunks_equal_loop);
+    tcase_add_test(tc, cms_weights_change_only_at_multiples_of_chunk);
+    tcase_add_test(tc, cms_without_updates_is_a_prenorm_ffn_chain);
+    tcase_add_test(tc, cms_gradcheck);
+    tcase_add_test(tc, cms_is_causal);
+    tcase_add_test(tc, cms_bad_configurations);
+    suite_add_tcase(s, tc);
+    return s;
+}
