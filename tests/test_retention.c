@@ -5,28 +5,7 @@
  * through the layer, each gate's own properties, and bad parameters. */
 #include <string.h>
 
-#include "harness.h"
-
-enum { N = 2, T = 7, D = 3 };
-
-typedef double mat[D][D];
-
-typedef struct seqs {
-    mi_tensor *q, *k, *v, *eta, *alpha, *w0;
-} seqs;
-
-static seqs make_seqs(mi_rng *r, double eta_lo, double eta_hi)
-{
-    seqs s = {
-        .q = mi_randn(r, MI_F64, MI_SHAPE(N, T, D), 0, 0.6),
-        .k = mi_randn(r, MI_F64, MI_SHAPE(N, T, D), 0, 0.6),
-        .v = mi_randn(r, MI_F64, MI_SHAPE(N, T, D), 0, 1),
-        .eta = mi_rand(r, MI_F64, MI_SHAPE(N, T), eta_lo, eta_hi),
-        .alpha = mi_rand(r, MI_F64, MI_SHAPE(N, T), 0.7, 0.99),
-        .w0 = mi_randn(r, MI_F64, MI_SHAPE(D, D), 0, 0.5),
-    };
-    return s;
-}
+#include "retention_test_util.h"
 
 /* A retention under test: its name and the configuration fields it reads. */
 typedef struct ret_case {
@@ -52,48 +31,9 @@ static mi_miras_config config_for(const ret_case *rc, const char *memory, int ch
     return c;
 }
 
-static mi_tensor *run_layer(const mi_miras_config *c, const seqs *s, mi_tensor *w0,
-                            mi_tensor **final_state, mi_miras *out)
-{
-    mi_miras m;
-    ck_assert_msg(mi_miras_init(&m, c) == 0, "%s", mi_error());
-    mi_miras_gates g = {.eta = s->eta, .alpha = s->alpha};
-    mi_tensor *y = mi_miras_forward(&m, s->q, s->k, s->v, &g, &w0, final_state);
-    ck_assert_msg(y != NULL, "%s: %s", c->retention, mi_error());
-    if (out) *out = m;
-    return y;
-}
-
-static void assert_equal(const mi_tensor *y, const double *want, double tol, const char *what)
-{
-    for (int64_t i = 0; i < y->numel; i++) {
-        double a = mi_get(y, i);
-        ck_assert_msg(fabs(a - want[i]) <= tol * (1 + fabs(want[i])),
-                      "%s: y[%lld] = %.15g, want %.15g", what, (long long)i, a, want[i]);
-    }
-}
-
 /* ------------------------------------------------------------ plain-C pieces */
 static double sgn(double x) { return (x > 0) - (x < 0); }
 static double sigmoid(double x) { return 1 / (1 + exp(-x)); }
-
-typedef struct tok {
-    double k[D], v[D], q[D], eta, alpha;
-} tok;
-
-static tok token(const seqs *s, int n, int t)
-{
-    tok o;
-    const int64_t b = (int64_t)(n * T + t) * D;
-    for (int i = 0; i < D; i++) {
-        o.k[i] = mi_get(s->k, b + i);
-        o.v[i] = mi_get(s->v, b + i);
-        o.q[i] = mi_get(s->q, b + i);
-    }
-    o.eta = mi_get(s->eta, n * T + t);
-    o.alpha = mi_get(s->alpha, n * T + t);
-    return o;
-}
 
 /* ∇ℓ at W on a matrix memory: ℓ2, (W k − v) kᵀ; ℓp (Moneta),
  * p (Sign(W k − v) ⊙ |W k − v|^(p−1)) kᵀ (MIRAS eq:lp-attentional-bias). */
@@ -376,7 +316,7 @@ START_TEST(per_token_is_the_papers_rule)
     for (int ci = 0; ci < N_CASES; ci++)
         for (int closed = 0; closed < 2; closed++) {
             const ret_case *rc = &cases[ci];
-            seqs s = make_seqs(&r, 0.1, 0.6);
+            seqs s = make_seqs(&r, 0.1, 0.6, 0.5);
             if (!strcmp(rc->retention, "elastic-ftrl")) {
                 /* the paper's statement: no decay, W_0 = 0 */
                 s.alpha = mi_full(MI_F64, MI_SHAPE(N, T), 1.0);
@@ -408,7 +348,7 @@ START_TEST(chunked_is_the_chunk_rule)
         for (int bi = 0; bi < 5; bi++)
             for (int closed = 0; closed < 2; closed++) {
                 const ret_case *rc = &cases[ci];
-                seqs s = make_seqs(&r, 0.1, 0.6);
+                seqs s = make_seqs(&r, 0.1, 0.6, 0.5);
                 mi_miras_config c = config_for(rc, "matrix", chunks[bi], closed);
                 mi_tensor *y = run_layer(&c, &s, s.w0, NULL, NULL);
                 double want[N * T * D];
@@ -462,7 +402,7 @@ START_TEST(gradcheck_through_the_layer)
                 chunk_ref ref;
                 int draws = 0;
                 do {
-                    s = make_seqs(&r, 0.1, 0.6);
+                    s = make_seqs(&r, 0.1, 0.6, 0.5);
                     ref = (chunk_ref){.c = &c, .lag = !strcmp(rc->retention, "kl"),
                                       .margin = INFINITY};
                     double y[N * T * D];
@@ -498,7 +438,7 @@ START_TEST(kl_rows_sum_to_c_and_stay_positive)
     const char *memories[] = {"matrix", "vector"};
     for (int mi = 0; mi < 2; mi++)
         for (int chunk = 1; chunk <= 4; chunk += 3) {
-            seqs s = make_seqs(&r, 1, 4); /* large steps */
+            seqs s = make_seqs(&r, 1, 4, 0.5); /* large steps */
             ret_case rc = {"kl", "l2", 2.5, 0, 0, 0};
             mi_miras_config c = config_for(&rc, memories[mi], chunk, true);
             mi_tensor *w0 = mi == 0 ? mi_randn(&r, MI_F64, MI_SHAPE(D, D), 0, 3)
@@ -538,7 +478,7 @@ START_TEST(elastic_gives_exact_zeros)
     const char *forms[] = {"elastic", "elastic-ftrl"};
     for (int f = 0; f < 2; f++)
         for (int chunk = 1; chunk <= 3; chunk += 2) {
-            seqs s = make_seqs(&r, 0.1, 0.6);
+            seqs s = make_seqs(&r, 0.1, 0.6, 0.5);
             ret_case rc = {forms[f], "l2", 0, 0, 0.3, 0};
             mi_miras_config c = config_for(&rc, "matrix", chunk, true);
             mi_tensor *a;
@@ -551,7 +491,7 @@ START_TEST(elastic_gives_exact_zeros)
                           forms[f], chunk, zeros, (long long)w->numel);
         }
     /* the FTRL form starts exactly at W0: S_γ(W0 + γ sign(W0)) = W0 */
-    seqs s = make_seqs(&r, 0.1, 0.6);
+    seqs s = make_seqs(&r, 0.1, 0.6, 0.5);
     ret_case rc = {"elastic-ftrl", "l2", 0, 0, 0.3, 0};
     mi_miras_config c = config_for(&rc, "matrix", 1, true);
     const mi_retention_kind *ftrl = mi_retention_find("elastic-ftrl");
@@ -565,7 +505,7 @@ START_TEST(bregman_stays_in_the_unit_interval)
     mi_rng r;
     mi_rng_seed(&r, 25);
     for (int chunk = 1; chunk <= 3; chunk += 2) {
-        seqs s = make_seqs(&r, 1, 3);
+        seqs s = make_seqs(&r, 1, 3, 0.5);
         ret_case rc = {"bregman", "l2", 0, 0, 0, 0};
         mi_miras_config c = config_for(&rc, "matrix", chunk, true);
         mi_tensor *a;
@@ -612,7 +552,7 @@ START_TEST(lq_norms_on_matrix_and_vector)
                 ck_assert_close(nw, want, 1e-12 * want);
             }
             /* and the layer runs on it */
-            seqs s = make_seqs(&r, 0.1, 0.6);
+            seqs s = make_seqs(&r, 0.1, 0.6, 0.5);
             mi_tensor *w0 = vec ? mi_randn(&r, MI_F64, MI_SHAPE(D), 0, 0.5) : s.w0;
             mi_tensor *y1 = run_layer(&c, &s, w0, NULL, NULL);
             c.closed_form = false;
@@ -670,7 +610,7 @@ START_TEST(bad_parameters_are_reported)
     ck_assert_int_eq(mi_miras_init(&m, &c), 0);
     mi_rng r;
     mi_rng_seed(&r, 27);
-    seqs s = make_seqs(&r, 0.1, 0.6);
+    seqs s = make_seqs(&r, 0.1, 0.6, 0.5);
     mi_miras_gates g = {.eta = s.eta};
     ck_assert_ptr_null(mi_miras_forward(&m, s.q, s.k, s.v, &g, &s.w0, NULL));
     ck_assert_error_has("gate alpha is needed");

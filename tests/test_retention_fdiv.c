@@ -6,27 +6,7 @@
 #include <float.h>
 #include <string.h>
 
-#include "harness.h"
-
-enum { N = 2, T = 7, D = 3 };
-
-typedef double mat[D][D];
-
-typedef struct seqs {
-    mi_tensor *q, *k, *v, *eta, *alpha, *w0;
-} seqs;
-
-static seqs make_seqs(mi_rng *r, double eta_lo, double eta_hi, double w0_sd)
-{
-    return (seqs){
-        .q = mi_randn(r, MI_F64, MI_SHAPE(N, T, D), 0, 0.6),
-        .k = mi_randn(r, MI_F64, MI_SHAPE(N, T, D), 0, 0.6),
-        .v = mi_randn(r, MI_F64, MI_SHAPE(N, T, D), 0, 1),
-        .eta = mi_rand(r, MI_F64, MI_SHAPE(N, T), eta_lo, eta_hi),
-        .alpha = mi_rand(r, MI_F64, MI_SHAPE(N, T), 0.7, 0.99),
-        .w0 = mi_randn(r, MI_F64, MI_SHAPE(D, D), 0, w0_sd),
-    };
-}
+#include "retention_test_util.h"
 
 static mi_miras_config fdiv_config(const char *g, const char *memory, int chunk, bool closed)
 {
@@ -40,26 +20,6 @@ static mi_miras_config fdiv_config(const char *g, const char *memory, int chunk,
     c.chunk = chunk;
     c.closed_form = closed;
     return c;
-}
-
-static mi_tensor *run_layer(const mi_miras_config *c, const seqs *s, mi_tensor *w0,
-                            mi_tensor **final_state)
-{
-    mi_miras m;
-    ck_assert_msg(mi_miras_init(&m, c) == 0, "%s", mi_error());
-    mi_miras_gates g = {.eta = s->eta, .alpha = s->alpha};
-    mi_tensor *y = mi_miras_forward(&m, s->q, s->k, s->v, &g, &w0, final_state);
-    ck_assert_msg(y != NULL, "%s", mi_error());
-    return y;
-}
-
-static void assert_equal(const mi_tensor *y, const double *want, double tol, const char *what)
-{
-    for (int64_t i = 0; i < y->numel; i++) {
-        double a = mi_get(y, i);
-        ck_assert_msg(fabs(a - want[i]) <= tol * (1 + fabs(want[i])),
-                      "%s: y[%lld] = %.15g, want %.15g", what, (long long)i, a, want[i]);
-    }
 }
 
 /* ------------------------------------------------------------ the rule, plain */
@@ -88,24 +48,6 @@ static double zeta_by_bisection(double p, const double *prior, const double *u, 
         else hi = mid;
     }
     return 0.5 * (lo + hi);
-}
-
-typedef struct tok {
-    double k[D], v[D], q[D], eta, alpha;
-} tok;
-
-static tok token(const seqs *s, int n, int t)
-{
-    tok o;
-    const int64_t b = (int64_t)(n * T + t) * D;
-    for (int i = 0; i < D; i++) {
-        o.k[i] = mi_get(s->k, b + i);
-        o.v[i] = mi_get(s->v, b + i);
-        o.q[i] = mi_get(s->q, b + i);
-    }
-    o.eta = mi_get(s->eta, n * T + t);
-    o.alpha = mi_get(s->alpha, n * T + t);
-    return o;
 }
 
 /* ∇ℓ of ½‖W k − v‖² at W: (W k − v) kᵀ */
@@ -220,7 +162,7 @@ static void outputs_and_grads(const mi_miras_config *c, const seqs *s, mi_tensor
 {
     mi_tensor *in[] = {s->q, s->k, s->v, s->eta, s->alpha, s->w0};
     for (int i = 0; i < 6; i++) mi_requires_grad(in[i], true);
-    *y = run_layer(c, s, s->w0, NULL);
+    *y = run_layer(c, s, s->w0, NULL, NULL);
     mi_tensor *loss = mi_sum(mi_mul(*y, R), MI_ALL, false);
     ck_assert_msg(loss && mi_grad(&loss, NULL, 1, in, 6, false, grads) == 0, "%s", mi_error());
 }
@@ -265,7 +207,7 @@ START_TEST(per_token_is_the_papers_rule)
                 /* without the decay: the paper's equation as it stands */
                 if (!decay) s.alpha = mi_full(MI_F64, MI_SHAPE(N, T), 1.0);
                 mi_miras_config c = fdiv_config(powers[gi].name, "matrix", 1, closed);
-                mi_tensor *y = run_layer(&c, &s, s.w0, NULL);
+                mi_tensor *y = run_layer(&c, &s, s.w0, NULL, NULL);
                 double want[N * T * D];
                 paper_fdiv(powers[gi].p, c.kl_scale, &s, want);
                 char what[96];
@@ -285,7 +227,7 @@ START_TEST(chunked_is_the_chunk_rule)
         for (int bi = 0; bi < 4; bi++) {
             seqs s = make_seqs(&r, 0.1, 1.5, 1);
             mi_miras_config c = fdiv_config(powers[gi].name, "matrix", chunks[bi], true);
-            mi_tensor *y = run_layer(&c, &s, s.w0, NULL);
+            mi_tensor *y = run_layer(&c, &s, s.w0, NULL, NULL);
             double want[N * T * D];
             chunk_rule_fdiv(powers[gi].p, c.kl_scale, &s, chunks[bi], want);
             char what[96];
@@ -304,7 +246,7 @@ START_TEST(stream_is_the_forward)
         for (int chunk = 1; chunk <= 7; chunk += 2) {
             seqs s = make_seqs(&r, 0.1, 1.5, 1);
             mi_miras_config c = fdiv_config(powers[gi].name, "matrix", chunk, true);
-            mi_tensor *y = run_layer(&c, &s, s.w0, NULL);
+            mi_tensor *y = run_layer(&c, &s, s.w0, NULL, NULL);
             mi_miras m;
             ck_assert_int_eq(mi_miras_init(&m, &c), 0);
             mi_miras_state st;
@@ -371,7 +313,7 @@ START_TEST(rows_sum_to_c_and_stay_positive)
                 mi_miras_config c = fdiv_config(powers[gi].name, memories[mi], chunk, true);
                 mi_tensor *w0 = mi == 0 ? s.w0 : mi_randn(&r, MI_F64, MI_SHAPE(D), 0, 3);
                 mi_tensor *a;
-                run_layer(&c, &s, w0, &a);
+                run_layer(&c, &s, w0, &a, NULL);
                 for (int64_t i = 0; i < a->numel / D; i++) {
                     double sum = 0;
                     for (int j = 0; j < D; j++) {
