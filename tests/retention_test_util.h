@@ -68,4 +68,14 @@ static inline tok token(const seqs *s, int n, int t)
     return o;
 }
 
+/* y_t = W q_t into y [N, T, D] */
+static inline void write_y(double *y, int n, int t, mat W, const tok *x)
+{
+    for (int i = 0; i < D; i++) {
+        double s = 0;
+        for (int j = 0; j < D; j++) s += W[i][j] * x->q[j];
+        y[(n * T + t) * D + i] = s;
+    }
+}
+
 #endif

@@ -47,15 +47,6 @@ static void grad_at(const mi_miras_config *c, mat W, const tok *x, mat G)
     }
 }
 
-static void write_y(double *y, int n, int t, mat W, const tok *x)
-{
-    for (int i = 0; i < D; i++) {
-        double s = 0;
-        for (int j = 0; j < D; j++) s += W[i][j] * x->q[j];
-        y[(n * T + t) * D + i] = s;
-    }
-}
-
 static void load_w0(const seqs *s, mat W)
 {
     for (int i = 0; i < D * D; i++) W[i / D][i % D] = mi_get(s->w0, i);

@@ -60,15 +60,6 @@ static void grad_at(mat W, const tok *x, mat G)
     }
 }
 
-static void write_y(double *y, int n, int t, mat W, const tok *x)
-{
-    for (int i = 0; i < D; i++) {
-        double s = 0;
-        for (int j = 0; j < D; j++) s += W[i][j] * x->q[j];
-        y[(n * T + t) * D + i] = s;
-    }
-}
-
 /* W_0 = c · softmax of each row of W0 (the state's start, as for kl) */
 static void start_weights(const seqs *s, double c, mat W)
 {
