@@ -45,10 +45,10 @@ const quality_suite quality_suites[] = {
      "val_acc", NULL, "attention,presets,swa:16,samba:gated-deltanet,hope", "attention", 0,
      {{"@mlp", "chunk=8", 0, NULL}, {"hope", "chunk=8", 0, NULL}}},
     /* 12 pairs in 64 tokens, vocabulary 128, 2 heads of dimension 16: linear attention's
-     * 16 x 16 state per head blurs 12 non-orthogonal keys (0.543 at 6000 steps), the
-     * delta rule and the deep memories keep them apart (gated-deltanet 0.904, titans
-     * 0.9998 at 6000, yaad 0.936 at 6000). At lr 1e-2 or with 4 heads of dimension 8 no
-     * model passed 0.6 (docs/quality.md). */
+     * 16 x 16 state per head blurs 12 non-orthogonal keys (0.632), the delta rule and
+     * the deep memories keep them apart (gated-deltanet 0.904, yaad 0.995, titans
+     * 0.9998). At lr 1e-2 or with 4 heads of dimension 8 no model passed 0.6
+     * (docs/quality.md). */
     {"mqar-hard", {"--task", "mqar", "--vocab", "128", "--seq-len", "64", "--pairs", "12",
                    "--d-model", "32", "--layers", "2", "--heads", "2", "--batch", "32",
                    "--steps", "8000", "--lr", "3e-3", "--eval-every", "2000",
