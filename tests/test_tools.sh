@@ -205,7 +205,7 @@ check "resume an older run: its rows kept, new rows with grad_norm, the same tra
    [ \$(cut -d, -f4 '$tmp/old/log.csv' | sed -n '6,9p' | grep -c '^[0-9]') = 4 ] && \
    grep -q 'of 20 steps since step 20 clipped' '$tmp/old.out'"
 check "train --resume, a bad train.loss_count -> exit 1" status 1 \
-  "train.loss_count: bad value '-3'" \
+  "train.loss_count: '-3' is not a whole number in \\[0, 20\\]" \
   "$train" --resume "$tmp/old/bad.safetensors" --out "$tmp/r"
 mkdir -p "$tmp/noloss" && cp "$tmp/at20.safetensors" "$tmp/noloss/ckpt.safetensors"
 printf 'step,lr,grad_norm,val_loss\n5,0.1,1,\n' >"$tmp/noloss/log.csv"
@@ -238,6 +238,41 @@ check "train --resume truncated -> exit 1" status 1 "cannot load checkpoint" \
 check "train --resume another model -> exit 1" status 1 "does not fit" \
   "$train" --resume "$tmp/other.safetensors" --out "$tmp/r"
 check "nothing written by failed resumes" test ! -e "$tmp/r/ckpt.safetensors"
+# Every train.* and opt.* value read back is checked like its option: exit 1 naming the
+# key, the value and the range, before --out exists.
+set_meta() { # set_meta IN OUT KEY=VALUE...: IN with those metadata values, the header resized
+  python3 - "$@" <<'EOF'
+import json, struct, sys
+b = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+for kv in sys.argv[3:]:
+    k, v = kv.split("=", 1)
+    h["__metadata__"][k] = v
+s = json.dumps(h).encode()
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(s)) + s + b[8 + n:])
+EOF
+}
+refused_before_out() { # refused_before_out PATTERN: exit 1, PATTERN on stderr, no --out made
+  status 1 "$1" timeout 60 "$train" --resume "$tmp/badmeta.safetensors" --out "$tmp/rb" &&
+    test ! -e "$tmp/rb"
+}
+for kv in "train.eval_every=0|\[1, " "train.log_every=0|\[1, " "train.eval_batches=-1|\[1, 1048576\]" \
+          "train.clip=-1|\[0, inf\]" "train.loss_sum=abc|finite number >= 0" \
+          "opt.step=-1|\[0, " "train.batch=0|\[1, 1048576\]" "train.seq_len=0|\[1, 16777216\]" \
+          "train.opt.lr=-1|\[0, inf\]" "train.seed=-1|\[0, " "train.niah=x|passkey, word" \
+          "train.steps=abc|\[1, "; do
+  setting=${kv%%|*} range=${kv#*|}
+  set_meta "$tmp/at20.safetensors" "$tmp/badmeta.safetensors" "$setting"
+  check "train --resume, $setting in the checkpoint -> exit 1 naming it, no --out" \
+    refused_before_out "${setting%%=*}: '${setting#*=}' .*$range"
+done
+set_meta "$tmp/at20.safetensors" "$tmp/badmeta.safetensors" train.warmup=40
+check "train --resume, train.warmup >= train.steps -> exit 1, no --out" \
+  refused_before_out "train.warmup \(40\) must be less than train.steps"
+set_meta "$tmp/at20.safetensors" "$tmp/badmeta.safetensors" train.opt.beta1=2
+check "train --resume, train.opt.beta1=2 (the optimizer's check) -> exit 1, no --out" \
+  refused_before_out "bad run settings: adamw: beta1 must be in \[0, 1\), got 2"
 
 # ------------------------------------------------------------------ NaN
 "$train" "${common[@]}" --out "$tmp/nan" --lr 1 --schedule constant --warmup 0 \

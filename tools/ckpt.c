@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -43,32 +44,52 @@ uint64_t fnv1a(const uint8_t *p, int64_t n)
 
 /* ---------------------------------------------------------------- metadata
  * Every run setting is one "train.*" key; doubles are written with %.17g so
- * they round-trip exactly. */
-typedef enum { F_I64, F_U64, F_F64, F_BOOL, F_INT, F_STR, F_TASK, F_OPTIM } ftype;
+ * they round-trip exactly. A setting that miras-train also takes as an
+ * option carries the option's name and range here, so a value typed on the
+ * command line and one read back from a checkpoint pass the same check. */
+typedef enum { F_I64, F_U64, F_F64, F_BOOL, F_INT, F_STR, F_TASK, F_OPTIM, F_NIAH } ftype;
 typedef struct field {
-    const char *key;
+    const char *key, *flag;   /* the checkpoint key; the miras-train option (NULL: none) */
     ftype type;
     size_t offset, size;
     bool optional;            /* absent from older checkpoints: keeps its default */
+    bool ranged;              /* checked against [ilo, ihi] or [lo, hi] */
+    int64_t ilo, ihi;         /* whole numbers */
+    double lo, hi;            /* reals */
+    unsigned tasks;           /* bits of the tasks that read it; 0: every task. A task that
+                                 ignores it keeps 0 there, which is not checked */
 } field;
 
-#define RC(key, type, member) \
-    {key, type, offsetof(run_config, member), sizeof(((run_config *)0)->member), false}
-#define RC_OPTIONAL(key, type, member) \
-    {key, type, offsetof(run_config, member), sizeof(((run_config *)0)->member), true}
+#define AT(member) offsetof(run_config, member), sizeof(((run_config *)0)->member)
+#define RC(key, type, member) {key, NULL, type, AT(member), false, false, 0, 0, 0, 0, 0}
+#define RC_INT(key, flag, type, member, lo, hi) \
+    {key, flag, type, AT(member), false, true, lo, hi, 0, 0, 0}
+#define RC_REAL(key, flag, member, lo, hi) \
+    {key, flag, F_F64, AT(member), false, true, 0, 0, lo, hi, 0}
+#define TASK_BIT(k) (1u << (k))
+#define BIG (INT64_MAX / 1024) /* steps: step · batch must not overflow */
 _Static_assert(sizeof(mi_nl_output) == sizeof(int), "the output enum is stored as an int");
 static const field fields[] = {
-    RC("train.task", F_TASK, task), RC("train.data", F_STR, data),
-    RC("train.data_size", F_I64, data_size), RC("train.data_hash", F_U64, data_hash),
-    RC("train.seq_len", F_I64, seq_len), RC("train.pairs", F_I64, pairs),
-    RC("train.niah", F_STR, niah), RC("train.batch", F_I64, batch),
-    RC_OPTIONAL("train.accum", F_I64, accum),
-    RC("train.steps", F_I64, steps), RC("train.warmup", F_I64, warmup),
-    RC("train.cosine", F_BOOL, cosine), RC("train.min_lr", F_F64, min_lr),
-    RC("train.clip", F_F64, clip), RC("train.eval_every", F_I64, eval_every),
-    RC("train.eval_batches", F_I64, eval_batches), RC("train.log_every", F_I64, log_every),
-    RC("train.seed", F_U64, seed), RC("train.optim", F_OPTIM, optim),
-    RC("train.opt.lr", F_F64, hp.lr), RC("train.opt.weight_decay", F_F64, hp.weight_decay),
+    RC("train.task", F_TASK, task), {"train.data", "--data", F_STR, AT(data), 0, 0, 0, 0, 0, 0, 0},
+    RC_INT("train.data_size", NULL, F_I64, data_size, 0, INT64_MAX),
+    RC("train.data_hash", F_U64, data_hash),
+    RC_INT("train.seq_len", "--seq-len", F_I64, seq_len, 1, 1 << 24),
+    {"train.pairs", "--pairs", F_I64, AT(pairs), false, true, 1, 1 << 20, 0, 0,
+     TASK_BIT(TASK_MQAR) | TASK_BIT(TASK_CAPACITY)},
+    {"train.niah", "--niah", F_NIAH, AT(niah), 0, 0, 0, 0, 0, 0, 0},
+    RC_INT("train.batch", "--batch", F_I64, batch, 1, 1 << 20),
+    {"train.accum", "--accum", F_I64, AT(accum), true, true, 1, 1 << 20, 0, 0, 0},
+    RC_INT("train.steps", "--steps", F_I64, steps, 1, BIG),
+    RC_INT("train.warmup", "--warmup", F_I64, warmup, 0, BIG),
+    RC("train.cosine", F_BOOL, cosine), RC_REAL("train.min_lr", NULL, min_lr, 0, 1),
+    RC_REAL("train.clip", "--clip", clip, 0, INFINITY),
+    RC_INT("train.eval_every", "--eval-every", F_I64, eval_every, 1, INT64_MAX),
+    RC_INT("train.eval_batches", "--eval-batches", F_I64, eval_batches, 1, 1 << 20),
+    RC_INT("train.log_every", "--log-every", F_I64, log_every, 1, INT64_MAX),
+    RC_INT("train.seed", "--seed", F_U64, seed, 0, INT64_MAX), RC("train.optim", F_OPTIM, optim),
+    RC_REAL("train.opt.lr", "--lr", hp.lr, 0, INFINITY),
+    RC_REAL("train.opt.weight_decay", "--weight-decay", hp.weight_decay, 0, INFINITY),
+    /* the optimizer's own hyperparameters: mi_optim_new checks them */
     RC("train.opt.momentum", F_F64, hp.momentum), RC("train.opt.dampening", F_F64, hp.dampening),
     RC("train.opt.nesterov", F_BOOL, hp.nesterov), RC("train.opt.beta1", F_F64, hp.beta1),
     RC("train.opt.beta2", F_F64, hp.beta2), RC("train.opt.eps", F_F64, hp.eps),
@@ -96,41 +117,104 @@ static void format_field(const field *f, const run_config *rc, char *buf, size_t
     case F_F64: snprintf(buf, n, "%.17g", *(const double *)p); break;
     case F_BOOL: snprintf(buf, n, "%s", *(const bool *)p ? "true" : "false"); break;
     case F_INT: snprintf(buf, n, "%d", *(const int *)p); break;
-    case F_STR: snprintf(buf, n, "%s", (const char *)p); break;
+    case F_STR: case F_NIAH: snprintf(buf, n, "%s", (const char *)p); break;
     case F_TASK: snprintf(buf, n, "%s", task_names[*(const task_kind *)p]); break;
     case F_OPTIM: snprintf(buf, n, "%s", mi_optim_kind_name(*(const mi_optim_kind *)p)); break;
     }
 }
 
-static int parse_field(const field *f, run_config *rc, const char *text)
+static const char *const niah_kinds[] = {"passkey", "word", "uuid", "text"};
+
+/* text into the field, then its range; -1 with "NAME: 'TEXT' is not ...". */
+static int parse_field(const field *f, run_config *rc, const char *name, const char *text,
+                       bool check_range, char *msg, size_t n)
 {
     void *p = (char *)rc + f->offset;
     char *end = NULL;
     errno = 0;
+    bool ok = true;
     switch (f->type) {
-    case F_I64: *(int64_t *)p = strtoll(text, &end, 10); break;
-    case F_U64: *(uint64_t *)p = strtoull(text, &end, 10); break;
-    case F_F64: *(double *)p = strtod(text, &end); break;
-    case F_INT: *(int *)p = (int)strtol(text, &end, 10); break;
+    case F_I64: case F_U64: case F_INT: {
+        /* strtoull takes "-1" as 2^64 − 1: a sign is refused before it */
+        bool neg = f->type == F_U64 && strchr(text, '-');
+        long long v = f->type == F_U64 ? 0 : strtoll(text, &end, 10);
+        unsigned long long u = f->type == F_U64 ? strtoull(text, &end, 10) : 0;
+        ok = !neg && !errno && end != text && !*end;
+        if (ok && f->type == F_INT) ok = v >= INT_MIN && v <= INT_MAX;
+        if (ok && check_range && f->type == F_U64)
+            ok = u >= (unsigned long long)f->ilo && u <= (unsigned long long)f->ihi;
+        else if (ok && check_range) ok = v >= f->ilo && v <= f->ihi;
+        if (!ok && f->ranged)
+            return snprintf(msg, n, "%s: '%s' is not a whole number in [%lld, %lld]", name, text,
+                            (long long)f->ilo, (long long)f->ihi), -1;
+        if (f->type == F_I64) *(int64_t *)p = v;
+        else if (f->type == F_U64) *(uint64_t *)p = u;
+        else *(int *)p = (int)v;
+        break;
+    }
+    case F_F64: {
+        double v = strtod(text, &end);
+        ok = !errno && end != text && !*end;
+        if (ok && check_range) ok = v >= f->lo && v <= f->hi;
+        if (!ok && f->ranged)
+            return snprintf(msg, n, "%s: '%s' is not a number in [%g, %g]", name, text, f->lo,
+                            f->hi), -1;
+        *(double *)p = v;
+        break;
+    }
     case F_BOOL:
-        if (strcmp(text, "true") && strcmp(text, "false")) return -1;
-        *(bool *)p = !strcmp(text, "true");
-        return 0;
+        ok = !strcmp(text, "true") || !strcmp(text, "false");
+        if (ok) *(bool *)p = !strcmp(text, "true");
+        break;
     case F_STR:
-        if (strlen(text) >= f->size) return -1;
+        if (strlen(text) >= f->size)
+            return snprintf(msg, n, "%s: '%s' is too long (at most %zu bytes)", name, text,
+                            f->size - 1), -1;
         strcpy(p, text);
-        return 0;
+        break;
+    case F_NIAH:
+        ok = false;
+        for (int i = 0; i < 4 && !ok; i++) ok = !strcmp(text, niah_kinds[i]);
+        if (!ok)
+            return snprintf(msg, n, "%s: '%s' is not passkey, word, uuid or text", name, text), -1;
+        strcpy(p, text);
+        break;
     case F_TASK: {
         int k = task_from_name(text);
-        return k < 0 ? -1 : (*(task_kind *)p = (task_kind)k, 0);
+        ok = k >= 0;
+        if (ok) *(task_kind *)p = (task_kind)k;
+        break;
     }
     case F_OPTIM: {
         int k = mi_optim_kind_from_name(text);
         mi_error_clear();
-        return k < 0 ? -1 : (*(mi_optim_kind *)p = (mi_optim_kind)k, 0);
+        ok = k >= 0;
+        if (ok) *(mi_optim_kind *)p = (mi_optim_kind)k;
+        break;
     }
     }
-    return errno || end == text || *end ? -1 : 0;
+    if (!ok) return snprintf(msg, n, "%s: bad value '%s'", name, text), -1;
+    return 0;
+}
+
+bool run_config_knows(const char *name)
+{
+    for (int i = 0; i < N_FIELDS; i++)
+        if (fields[i].flag && !strcmp(name, fields[i].flag)) return true;
+    return false;
+}
+
+int run_config_set(run_config *rc, const char *name, const char *text, char *msg, size_t n)
+{
+    for (int i = 0; i < N_FIELDS; i++) {
+        const field *f = &fields[i];
+        bool by_flag = f->flag && !strcmp(name, f->flag);
+        if (!by_flag && strcmp(name, f->key)) continue;
+        /* a checkpoint of a task that ignores the setting holds 0 there */
+        bool check = f->ranged && (by_flag || !f->tasks || (f->tasks & TASK_BIT(rc->task)));
+        return parse_field(f, rc, name, text, check, msg, n);
+    }
+    return snprintf(msg, n, "%s: no such run setting", name), -1;
 }
 
 /* The accumulators of run_stats, one "train.*" key each; a checkpoint written
@@ -214,8 +298,13 @@ static int run_stats_parse(ckpt *c, const mi_safetensors *st, char *msg, size_t 
             ok = v >= 0 && v <= c->step;
             *(int64_t *)p = v;
         }
-        if (errno || end == text || *end || !ok)
-            return snprintf(msg, n, "%s: bad value '%s'", stat_keys[i].key, text), -1;
+        if (errno || end == text || *end || !ok) {
+            if (stat_keys[i].real)
+                return snprintf(msg, n, "%s: '%s' is not a finite number >= 0", stat_keys[i].key,
+                                text), -1;
+            return snprintf(msg, n, "%s: '%s' is not a whole number in [0, %lld] (train.step)",
+                            stat_keys[i].key, text, (long long)c->step), -1;
+        }
     }
     if (s->period_clipped > s->period_n || s->clipped > s->counted)
         return snprintf(msg, n, "train.period_clipped or train.clipped_steps: more "
@@ -234,18 +323,21 @@ static int run_config_parse(ckpt *c, const mi_safetensors *st, char *msg, size_t
         const char *text = mi_safetensors_meta(st, fields[i].key);
         if (!text && fields[i].optional) continue;
         if (!text) return snprintf(msg, n, "the metadata lacks '%s'", fields[i].key), -1;
-        if (parse_field(&fields[i], rc, text) != 0)
-            return snprintf(msg, n, "%s: bad value '%s'", fields[i].key, text), -1;
+        if (run_config_set(rc, fields[i].key, text, msg, n) != 0) return -1;
     }
     if (rc->batch < 1 || rc->accum < 1 || rc->batch % rc->accum)
         return snprintf(msg, n, "train.batch (%lld) and train.accum (%lld): the batch must be a "
                         "positive multiple of accum", (long long)rc->batch,
                         (long long)rc->accum), -1;
+    if (rc->warmup >= rc->steps)
+        return snprintf(msg, n, "train.warmup (%lld) must be less than train.steps (%lld)",
+                        (long long)rc->warmup, (long long)rc->steps), -1;
     const char *s = mi_safetensors_meta(st, "train.step");
     char *end;
     *step = s ? strtoll(s, &end, 10) : -1;
-    if (!s || *end || *step < 0 || *step > rc->steps)
-        return snprintf(msg, n, "train.step is missing or out of range"), -1;
+    if (!s || end == s || *end || *step < 0 || *step > rc->steps)
+        return snprintf(msg, n, "train.step: '%s' is not a whole number in [0, %lld] (train.steps)",
+                        s ? s : "(missing)", (long long)rc->steps), -1;
     return run_stats_parse(c, st, msg, n);
 }
 

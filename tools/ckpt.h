@@ -43,6 +43,14 @@ typedef struct run_config {
     uint64_t seed;            /* model initialisation and the task streams */
 } run_config;
 
+/* Sets the run setting `name`, a miras-train option ("--seq-len") or its
+ * checkpoint key ("train.seq_len"), from text: one table parses and
+ * range-checks both, so a checkpoint's value passes the option's check.
+ * 0, or -1 with "NAME: 'TEXT' is not a whole number in [LO, HI]" (or the
+ * like) in msg. run_config_knows: whether `name` is such an option. */
+int run_config_set(run_config *rc, const char *name, const char *text, char *msg, size_t n);
+bool run_config_knows(const char *option);
+
 /* The defaults of miras-train for a task (sizes, vocabulary, schedule). */
 run_config run_config_default(task_kind task);
 int task_from_name(const char *name); /* -1 if unknown */

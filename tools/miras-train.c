@@ -58,7 +58,9 @@ static void usage(void)
 "output\n"
 "  --out DIR          log.csv, loss.svg, ckpt.safetensors (runs/<model>-<task>)\n"
 "  --resume CKPT      continue that run bit for bit; only --steps, --stop-at,\n"
-"                     --out, --data and --threads may be given with it\n"
+"                     --out, --data and --threads may be given with it. Its\n"
+"                     settings pass the options' checks: a value out of range\n"
+"                     is a runtime failure, before --out is touched\n"
 "  --stop-at N        stop (with a checkpoint) after step N, as if interrupted\n"
 "  --help, --version\n"
 "\n"
@@ -101,6 +103,7 @@ static void set_override(mi_lm_config *c, const char *kv)
 static void parse(int argc, char **argv, options *o)
 {
     const char *v, *task = "lm";
+    char msg[512];
     for (int i = 1; i < argc; i++)
         if (opt_is(argc, argv, &i, "--task", &v)) task = v;
     if (task_from_name(task) < 0) die_usage("--task: '%s' is not lm, mqar, niah or capacity", task);
@@ -117,6 +120,10 @@ static void parse(int argc, char **argv, options *o)
         if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) usage(), exit(0);
         else if (!strcmp(arg, "--version")) printf("miras-train %s\n", MIRAS_VERSION), exit(0);
         else if (opt_is(argc, argv, &i, "--task", &v)) continue;
+        else if (run_config_knows(arg)) { /* the run settings a checkpoint also holds */
+            opt_is(argc, argv, &i, arg, &v);
+            if (run_config_set(rc, arg, v, msg, sizeof msg) != 0) die_usage("%s", msg);
+        }
         else if (opt_is(argc, argv, &i, "--model", &v)) {
             if (strlen(v) >= MI_LM_TEXT) die_usage("--model: '%s' is too long", v);
             strcpy(rc->lm.mixer, v);
@@ -127,47 +134,18 @@ static void parse(int argc, char **argv, options *o)
             rc->lm.layers = (int)parse_int(arg, v, 1, 1024);
         else if (opt_is(argc, argv, &i, "--heads", &v))
             rc->lm.heads = parse_int(arg, v, 1, 1 << 12);
-        else if (opt_is(argc, argv, &i, "--data", &v)) {
-            if (strlen(v) >= sizeof rc->data) die_usage("--data: the path is too long");
-            strcpy(rc->data, v);
-        } else if (opt_is(argc, argv, &i, "--seq-len", &v))
-            rc->seq_len = parse_int(arg, v, 1, 1 << 24);
-        else if (opt_is(argc, argv, &i, "--pairs", &v)) rc->pairs = parse_int(arg, v, 1, 1 << 20);
         else if (opt_is(argc, argv, &i, "--vocab", &v))
             rc->lm.vocab = parse_int(arg, v, 2, 1 << 24);
-        else if (opt_is(argc, argv, &i, "--niah", &v)) {
-            if (strcmp(v, "passkey") && strcmp(v, "word") && strcmp(v, "uuid") && strcmp(v, "text"))
-                die_usage("--niah: '%s' is not passkey, word, uuid or text", v);
-            strcpy(rc->niah, v);
-        } else if (opt_is(argc, argv, &i, "--steps", &v))
-            rc->steps = parse_int(arg, v, 1, INT64_MAX / 1024);
-        else if (opt_is(argc, argv, &i, "--batch", &v)) rc->batch = parse_int(arg, v, 1, 1 << 20);
-        else if (opt_is(argc, argv, &i, "--accum", &v)) rc->accum = parse_int(arg, v, 1, 1 << 20);
         else if (opt_is(argc, argv, &i, "--optim", &v)) {
             int k = mi_optim_kind_from_name(v);
             if (k < 0) die_usage("--optim: %s", mi_error());
             rc->optim = (mi_optim_kind)k;
-        } else if (opt_is(argc, argv, &i, "--lr", &v))
-            rc->hp.lr = parse_real(arg, v, 0, INFINITY);
-        else if (opt_is(argc, argv, &i, "--weight-decay", &v))
-            rc->hp.weight_decay = parse_real(arg, v, 0, INFINITY);
-        else if (opt_is(argc, argv, &i, "--schedule", &v)) {
+        } else if (opt_is(argc, argv, &i, "--schedule", &v)) {
             if (strcmp(v, "cosine") && strcmp(v, "constant"))
                 die_usage("--schedule: '%s' is not cosine or constant", v);
             rc->cosine = !strcmp(v, "cosine");
-        } else if (opt_is(argc, argv, &i, "--warmup", &v))
-            rc->warmup = parse_int(arg, v, 0, INT64_MAX / 1024);
-        else if (opt_is(argc, argv, &i, "--clip", &v)) rc->clip = parse_real(arg, v, 0, INFINITY);
-        else if (opt_is(argc, argv, &i, "--seed", &v))
-            rc->seed = (uint64_t)parse_int(arg, v, 0, INT64_MAX);
-        else if (opt_is(argc, argv, &i, "--threads", &v))
+        } else if (opt_is(argc, argv, &i, "--threads", &v))
             o->threads = (int)parse_int(arg, v, 1, 4096);
-        else if (opt_is(argc, argv, &i, "--eval-every", &v))
-            rc->eval_every = parse_int(arg, v, 1, INT64_MAX);
-        else if (opt_is(argc, argv, &i, "--eval-batches", &v))
-            rc->eval_batches = parse_int(arg, v, 1, 1 << 20);
-        else if (opt_is(argc, argv, &i, "--log-every", &v))
-            rc->log_every = parse_int(arg, v, 1, INT64_MAX);
         else if (opt_is(argc, argv, &i, "--out", &v)) o->out = v;
         else if (opt_is(argc, argv, &i, "--resume", &v)) o->resume = v;
         else if (opt_is(argc, argv, &i, "--stop-at", &v))
@@ -333,12 +311,17 @@ int main(int argc, char **argv)
     bool *decay = mi_scope_alloc(keep, sizeof(bool) * (size_t)lm.n_params);
     mi_tensor **params = mi_scope_alloc(keep, sizeof(mi_tensor *) * (size_t)lm.n_params);
     mi_optim *opt = make_optimizer(&lm, rc, decay, params);
+    if (!opt && o.resume) die("checkpoint '%s' has bad run settings: %s", o.resume, mi_error());
     if (!opt) die_usage("%s", mi_error());
     if (o.resume && mi_optim_state_import(opt, ck.st) != 0)
         die("checkpoint '%s' does not fit its optimizer: %s", o.resume, mi_error());
     double floor = rc->cosine ? rc->min_lr * rc->hp.lr : rc->hp.lr; /* constant: no descent */
     mi_schedule sched = {MI_SCHED_WARMUP_COSINE, rc->hp.lr, floor, rc->warmup, rc->steps};
-    if (mi_schedule_check(&sched) != 0) die_usage("%s", mi_error());
+    if (mi_schedule_check(&sched) != 0) {
+        if (o.resume && !o.steps_given)
+            die("checkpoint '%s' has bad run settings: %s", o.resume, mi_error());
+        die_usage("%s", mi_error());
+    }
 
     /* the output directory and what goes in it */
     if (make_dir(o.out, msg, sizeof msg) != 0) die("%s", msg);

@@ -119,6 +119,12 @@ int mi_optim_state_import(mi_optim *o, const mi_safetensors *st)
             return -1;
         }
     }
+    const char *total = mi_safetensors_meta(st, "opt.step");
+    if (total && (parse_int(total, &v) != 0 || v < 0)) {
+        mi_error_set("%s: load: opt.step: '%s' is not a whole number in [0, %lld]", who, total,
+                     (long long)INT64_MAX);
+        return -1;
+    }
     char key[64];
     for (int i = 0; i < o->n; i++) {
         snprintf(key, sizeof key, "opt.%d.step", i);
