@@ -414,6 +414,13 @@ START_TEST(load_file_errors)
     ck_assert_ptr_null(mi_safetensors_load(tmpdir));
     ck_assert_error_has("not a regular file");
     mi_error_clear();
+    /* a FIFO with no writer: refused at once, where a plain open would wait */
+    const char *fifo = tmp_path("fifo.safetensors");
+    ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+    ck_assert_ptr_null(mi_safetensors_load(fifo));
+    ck_assert_error_has("not a regular file (a FIFO)");
+    mi_error_clear();
+    unlink(fifo);
     write_bytes(p, "\x10\0\0\0", 4);
     ck_assert_ptr_null(mi_safetensors_load(p));
     ck_assert_error_has("truncated");

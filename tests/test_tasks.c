@@ -752,6 +752,13 @@ START_TEST(text_file_errors)
     ck_assert_ptr_null(mi_text_load(tmpdir));
     ck_assert_error_has("not a regular file");
     mi_error_clear();
+    /* a FIFO with no writer: refused at once, where fopen would wait */
+    const char *fifo = tmp_file("fifo.txt", NULL, 0);
+    ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+    ck_assert_ptr_null(mi_text_load(fifo));
+    ck_assert_error_has("not a regular file (a FIFO)");
+    mi_error_clear();
+    unlink(fifo);
     ck_assert_ptr_null(mi_text_load(NULL));
     ck_assert_error_has("NULL path");
     mi_error_clear();

@@ -274,6 +274,28 @@ set_meta "$tmp/at20.safetensors" "$tmp/badmeta.safetensors" train.opt.beta1=2
 check "train --resume, train.opt.beta1=2 (the optimizer's check) -> exit 1, no --out" \
   refused_before_out "bad run settings: adamw: beta1 must be in \[0, 1\), got 2"
 
+# ------------------------------------------------------------------ FIFOs
+# A FIFO with no writer would block a reader forever: every loader refuses it at once.
+mkfifo "$tmp/fifo"
+layer=$build/tools/miras-layer
+mkdir -p "$tmp/fifolog" && cp "$tmp/at20.safetensors" "$tmp/fifolog/ckpt.safetensors" &&
+  mkfifo "$tmp/fifolog/log.csv"
+check "train --resume FIFO -> exit 1 at once" status 1 "not a regular file \(a FIFO\)" \
+  timeout 5 "$train" --resume "$tmp/fifo" --out "$tmp/ff"
+check "train --data FIFO -> exit 1 at once" status 1 "not a regular file \(a FIFO\)" \
+  timeout 5 "$train" --data "$tmp/fifo" --out "$tmp/ff" "${tiny[@]}"
+check "train --resume with a FIFO for log.csv -> exit 1 at once" status 1 \
+  "log.csv.*not a regular file \(a FIFO\)" timeout 5 "$train" --resume "$tmp/fifolog/ckpt.safetensors"
+check "eval FIFO checkpoint -> exit 1 at once" status 1 "not a regular file \(a FIFO\)" \
+  timeout 5 "$eval" "$tmp/fifo"
+check "eval --data FIFO -> exit 1 at once" status 1 "not a regular file \(a FIFO\)" \
+  timeout 5 "$eval" "$tmp/at20.safetensors" --data "$tmp/fifo"
+check "sample FIFO checkpoint -> exit 1 at once" status 1 "not a regular file \(a FIFO\)" \
+  timeout 5 "$sample" "$tmp/fifo"
+check "layer --in FIFO -> exit 1 at once" status 1 "not a regular file \(a FIFO\)" \
+  timeout 5 "$layer" --in "$tmp/fifo" --out "$tmp/ff.safetensors"
+check "nothing written for FIFO inputs" test ! -e "$tmp/ff"
+
 # ------------------------------------------------------------------ NaN
 "$train" "${common[@]}" --out "$tmp/nan" --lr 1 --schedule constant --warmup 0 \
   --eval-every 2 >/dev/null 2>"$tmp/nan.err"

@@ -219,7 +219,8 @@ static char *join_command(const cmdline *cmd)
 static size_t read_part(const char *path, long offset, char *buf, size_t n)
 {
     buf[0] = '\0';
-    FILE *f = fopen(path, "rb");
+    char why[128];
+    FILE *f = fopen_regular(path, why, sizeof why);
     if (!f) return 0;
     if (offset < 0 && fseek(f, 0, SEEK_END) == 0) {
         long size = ftell(f);
@@ -282,8 +283,9 @@ static int read_log(quality_case *c, char *msg, size_t n)
 {
     char path[PATH_LEN + 16];
     snprintf(path, sizeof path, "%s/log.csv", c->dir);
-    FILE *f = fopen(path, "r");
-    if (!f) return snprintf(msg, n, "no log.csv in the run's directory: %s", strerror(errno)), -1;
+    char why[128];
+    FILE *f = fopen_regular(path, why, sizeof why);
+    if (!f) return snprintf(msg, n, "no log.csv in the run's directory: %s", why), -1;
     char line[4096];
     int col_train = -1, col_vl = -1, col_va = -1;
     if (fgets(line, sizeof line, f)) {

@@ -347,10 +347,22 @@ static int log_line(const char *line, const int *which, int count, log_row *r)
     return 0;
 }
 
+FILE *fopen_regular(const char *path, char *why, size_t n)
+{
+    int64_t size;
+    int fd = mi_open_regular(path, &size, why, n);
+    FILE *f = fd < 0 ? NULL : fdopen(fd, "r");
+    if (fd >= 0 && !f) snprintf(why, n, "%s", strerror(errno)), close(fd);
+    return f;
+}
+
 int log_read(train_log *l, const char *path, int64_t max_step, char *msg, size_t n)
 {
-    FILE *f = fopen(path, "r");
-    if (!f) return 0; /* no log yet */
+    char why[128];
+    struct stat sb;
+    if (stat(path, &sb) != 0 && errno == ENOENT) return 0; /* no log yet */
+    FILE *f = fopen_regular(path, why, sizeof why);
+    if (!f) return snprintf(msg, n, "cannot read '%s': %s", path, why), -1;
     char line[1024];
     int lineno = 0, rc = 0, which[MAX_CSV_COLUMNS], count = 0;
     while (rc == 0 && fgets(line, sizeof line, f)) {

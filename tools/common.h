@@ -65,6 +65,9 @@ void progress_clear(progress *p);
 /* ---------------------------------------------------------------- files */
 /* mkdir -p, then checks the directory is writable; -1 with a message. */
 int make_dir(const char *path, char *msg, size_t n);
+/* fopen(path, "r") for a regular file only (mi_open_regular): a FIFO would
+ * block the reader. NULL with the reason in why. */
+FILE *fopen_regular(const char *path, char *why, size_t n);
 /* Writes the bytes through "<path>.tmp" and a rename; -1 with a message. */
 int write_atomic(const char *path, const char *bytes, size_t size, char *msg, size_t n);
 

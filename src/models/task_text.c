@@ -6,7 +6,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/stat.h>
+#include <unistd.h>
 
 #include "tasks_internal.h"
 
@@ -34,21 +34,23 @@ static mi_text *text_new(int64_t size, const char *name)
 mi_text *mi_text_load(const char *path)
 {
     if (!path) return mi_error_set("text: NULL path"), NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) return mi_error_set("text: cannot open '%s': %s", path, strerror(errno)), NULL;
-    struct stat st;
+    char why[128];
+    int64_t size;
+    int fd = mi_open_regular(path, &size, why, sizeof why);
+    if (fd < 0) return mi_error_set("text: cannot open '%s': %s", path, why), NULL;
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        mi_error_set("text: cannot open '%s': %s", path, strerror(errno));
+        close(fd);
+        return NULL;
+    }
     mi_text *t = NULL;
-    if (fstat(fileno(f), &st) != 0) {
-        mi_error_set("text: cannot stat '%s': %s", path, strerror(errno));
-    } else if (!S_ISREG(st.st_mode)) {
-        mi_error_set("text: '%s' is not a regular file%s", path,
-                     S_ISDIR(st.st_mode) ? " (a directory)" : "");
-    } else if (st.st_size == 0) {
+    if (size == 0) {
         mi_error_set("text: '%s' is empty", path);
-    } else if ((int64_t)st.st_size > MI_TEXT_MAX_BYTES) {
+    } else if (size > MI_TEXT_MAX_BYTES) {
         mi_error_set("text: '%s' has %lld bytes, more than the limit of %lld", path,
-                     (long long)st.st_size, (long long)MI_TEXT_MAX_BYTES);
-    } else if ((t = text_new((int64_t)st.st_size, path)) != NULL) {
+                     (long long)size, (long long)MI_TEXT_MAX_BYTES);
+    } else if ((t = text_new(size, path)) != NULL) {
         size_t got = fread(t->data, 1, (size_t)t->size, f);
         if (got != (size_t)t->size) {
             if (ferror(f))

@@ -131,6 +131,13 @@ mi_tensor *mi_randn(mi_rng *r, mi_dtype dt, int rank, const int64_t *shape, doub
 mi_tensor *mi_rand(mi_rng *r, mi_dtype dt, int rank, const int64_t *shape, double lo,
                    double hi);
 
+/* ---------------------------------------------------------------- files
+ * Opens path read-only when it is a regular file: the descriptor, and its
+ * size in *size; -1 with the reason in why ("not a regular file (a FIFO)",
+ * or strerror's). A FIFO or device is refused at once instead of blocking
+ * the reader. */
+int mi_open_regular(const char *path, int64_t *size, char *why, size_t n);
+
 /* ---------------------------------------------------------------- safetensors
  * https://huggingface.co/docs/safetensors format: an 8-byte little-endian
  * header length, a JSON header, then the raw little-endian data. */
