@@ -296,6 +296,24 @@ check "layer --in FIFO -> exit 1 at once" status 1 "not a regular file \(a FIFO\
   timeout 5 "$layer" --in "$tmp/fifo" --out "$tmp/ff.safetensors"
 check "nothing written for FIFO inputs" test ! -e "$tmp/ff"
 
+# ------------------------------------------------------------------ one run per --out
+# The first run holds --out/.lock for its life; a second on the same --out stops at once,
+# naming the holder, and the first ends with its checkpoint and log whole.
+"$train" --data "$tmp/small.txt" "${tiny[@]}" --steps 300 --eval-every 150 --log-every 30 \
+  --out "$tmp/locked" >"$tmp/locked.out" 2>&1 &
+first=$!
+for _ in $(seq 200); do grep -q "^$first$" "$tmp/locked/.lock" 2>/dev/null && break; sleep 0.05; done
+check "a second run on a locked --out -> exit 1 naming the holder's pid" status 1 \
+  "'$tmp/locked' is in use by another run \(process $first holds" \
+  timeout 5 "$train" --data "$tmp/small.txt" "${tiny[@]}" --steps 2 --out "$tmp/locked"
+wait $first
+first_status=$?
+check "the first run ends whole: exit 0, 10 log rows, a checkpoint that loads" bash -c \
+  "[ $first_status = 0 ] && [ \$(wc -l <'$tmp/locked/log.csv') = 11 ] && \
+   '$eval' '$tmp/locked/ckpt.safetensors' --max-windows 2 >/dev/null"
+check "the lock is let go at exit: a resume on that --out runs" bash -c \
+  "'$train' --resume '$tmp/locked/ckpt.safetensors' --steps 301 >/dev/null 2>&1"
+
 # ------------------------------------------------------------------ NaN
 "$train" "${common[@]}" --out "$tmp/nan" --lr 1 --schedule constant --warmup 0 \
   --eval-every 2 >/dev/null 2>"$tmp/nan.err"

@@ -2,11 +2,13 @@
 #include "common.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stddef.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -171,6 +173,33 @@ int make_dir(const char *path, char *msg, size_t n)
     if (access(path, W_OK) != 0)
         return snprintf(msg, n, "cannot write in directory '%s': %s", path, strerror(errno)), -1;
     return 0;
+}
+
+int dir_lock(const char *dir, char *msg, size_t n)
+{
+    char path[4200], pid[32];
+    snprintf(path, sizeof path, "%s/.lock", dir);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) return snprintf(msg, n, "cannot create '%s': %s", path, strerror(errno)), -1;
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        int err = errno;
+        ssize_t got = pread(fd, pid, sizeof pid - 1, 0);
+        pid[got > 0 ? got : 0] = '\0';
+        pid[strcspn(pid, "\n")] = '\0';
+        close(fd);
+        if (err == EWOULDBLOCK) /* no pid yet: the holder is between flock and pwrite */
+            return snprintf(msg, n, "'%s' is in use by another run (process %s holds '%s'); "
+                            "give another --out or wait for it to end", dir,
+                            pid[0] ? pid : "(starting)", path), -1;
+        return snprintf(msg, n, "cannot lock '%s': %s", path, strerror(err)), -1;
+    }
+    int len = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)len, 0) != len) {
+        snprintf(msg, n, "cannot write '%s': %s", path, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    return fd;
 }
 
 int write_atomic(const char *path, const char *bytes, size_t size, char *msg, size_t n)

@@ -65,6 +65,10 @@ void progress_clear(progress *p);
 /* ---------------------------------------------------------------- files */
 /* mkdir -p, then checks the directory is writable; -1 with a message. */
 int make_dir(const char *path, char *msg, size_t n);
+/* Locks dir for this process's life: flock on "<dir>/.lock", not waiting,
+ * with the pid written in it. The descriptor (kept open: closing it or
+ * exiting lets go), or -1 with a message naming the holder's pid. */
+int dir_lock(const char *dir, char *msg, size_t n);
 /* fopen(path, "r") for a regular file only (mi_open_regular): a FIFO would
  * block the reader. NULL with the reason in why. */
 FILE *fopen_regular(const char *path, char *why, size_t n);

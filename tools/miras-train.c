@@ -56,7 +56,8 @@ static void usage(void)
 "  --eval-every N     validate and checkpoint every N steps (100)\n"
 "  --eval-batches N   validation batches (4)   --log-every N   log rows (10)\n"
 "output\n"
-"  --out DIR          log.csv, loss.svg, ckpt.safetensors (runs/<model>-<task>)\n"
+"  --out DIR          log.csv, loss.svg, ckpt.safetensors (runs/<model>-<task>);\n"
+"                     one run at a time: DIR/.lock holds the running one's pid\n"
 "  --resume CKPT      continue that run bit for bit; only --steps, --stop-at,\n"
 "                     --out, --data and --threads may be given with it. Its\n"
 "                     settings pass the options' checks: a value out of range\n"
@@ -325,6 +326,7 @@ int main(int argc, char **argv)
 
     /* the output directory and what goes in it */
     if (make_dir(o.out, msg, sizeof msg) != 0) die("%s", msg);
+    if (dir_lock(o.out, msg, sizeof msg) < 0) die("%s", msg);
     outputs out = {.good = o.resume, .good_step = step};
     snprintf(out.log, sizeof out.log, "%s/log.csv", o.out);
     snprintf(out.svg, sizeof out.svg, "%s/loss.svg", o.out);
