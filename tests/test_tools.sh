@@ -31,7 +31,7 @@ status() {
   fi
 }
 no_leftovers() { # no file but the expected ones, no temporary files
-  [ -z "$(find "$1" -name '*.tmp' 2>/dev/null)" ]
+  [ -z "$(find "$1" -name '*.tmp*' 2>/dev/null)" ]
 }
 
 # A small text of our own, so the error and resume tests run without shared data.
@@ -313,6 +313,22 @@ check "the first run ends whole: exit 0, 10 log rows, a checkpoint that loads" b
    '$eval' '$tmp/locked/ckpt.safetensors' --max-windows 2 >/dev/null"
 check "the lock is let go at exit: a resume on that --out runs" bash -c \
   "'$train' --resume '$tmp/locked/ckpt.safetensors' --steps 301 >/dev/null 2>&1"
+
+# ------------------------------------------------------------------ stale temporary files
+# A save killed between write and rename leaves NAME.tmp.PID; the next run on that --out
+# removes the dead writers' files and keeps a live one's.
+mkdir -p "$tmp/stale"
+sh -c 'exit 0' & dead=$!
+wait $dead
+: >"$tmp/stale/ckpt.safetensors.tmp.$dead" && : >"$tmp/stale/log.csv.tmp.$dead"
+: >"$tmp/stale/ckpt.safetensors.tmp.$$" && : >"$tmp/stale/notes.tmp.x1"
+check "stale temporary files: a dead writer's removed, with a warning" bash -c \
+  "'$train' --data '$tmp/small.txt' ${tiny[*]} --steps 2 --out '$tmp/stale' >/dev/null \
+     2>'$tmp/stale.err' && \
+   [ ! -e '$tmp/stale/ckpt.safetensors.tmp.$dead' ] && [ ! -e '$tmp/stale/log.csv.tmp.$dead' ] && \
+   grep -q 'removed 2 stale temporary files' '$tmp/stale.err'"
+check "stale temporary files: a live writer's and other names kept" \
+  test -e "$tmp/stale/ckpt.safetensors.tmp.$$" -a -e "$tmp/stale/notes.tmp.x1"
 
 # ------------------------------------------------------------------ NaN
 "$train" "${common[@]}" --out "$tmp/nan" --lr 1 --schedule constant --warmup 0 \

@@ -1,8 +1,10 @@
 /* What the driver programs share (common.h). */
 #include "common.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stddef.h>
 #include <math.h>
 #include <stdarg.h>
@@ -202,10 +204,36 @@ int dir_lock(const char *dir, char *msg, size_t n)
     return fd;
 }
 
+int remove_stale_temps(const char *dir, char *msg, size_t n)
+{
+    DIR *d = opendir(dir);
+    if (!d) return snprintf(msg, n, "cannot list '%s': %s", dir, strerror(errno)), -1;
+    int removed = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        const char *tag = strstr(e->d_name, ".tmp.");
+        while (tag && strstr(tag + 1, ".tmp.")) tag = strstr(tag + 1, ".tmp.");
+        if (!tag || !tag[5] || strspn(tag + 5, "0123456789") != strlen(tag + 5)) continue;
+        char *end;
+        errno = 0;
+        long pid = strtol(tag + 5, &end, 10);
+        /* EPERM: the writer lives under another user; only ESRCH means gone */
+        if (errno || pid <= 0 || pid == (long)getpid() || (pid_t)pid != pid ||
+            kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+            continue;
+        char path[4400];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        if (unlink(path) == 0) removed++;
+        else warning("cannot remove the stale temporary file '%s': %s", path, strerror(errno));
+    }
+    closedir(d);
+    return removed;
+}
+
 int write_atomic(const char *path, const char *bytes, size_t size, char *msg, size_t n)
 {
     char tmp[4096];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
+    /* the pid marks whose file it is: remove_stale_temps removes a dead writer's */
+    if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp)
         return snprintf(msg, n, "file name '%s' is too long", path), -1;
     FILE *f = fopen(tmp, "wb");
     if (!f) return snprintf(msg, n, "cannot write '%s': %s", tmp, strerror(errno)), -1;

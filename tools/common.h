@@ -69,10 +69,14 @@ int make_dir(const char *path, char *msg, size_t n);
  * with the pid written in it. The descriptor (kept open: closing it or
  * exiting lets go), or -1 with a message naming the holder's pid. */
 int dir_lock(const char *dir, char *msg, size_t n);
+/* Removes "<name>.tmp.<pid>" files in dir whose writer is no longer alive
+ * (a save killed between write and rename); run it holding dir_lock. The
+ * number removed, or -1 with a message. */
+int remove_stale_temps(const char *dir, char *msg, size_t n);
 /* fopen(path, "r") for a regular file only (mi_open_regular): a FIFO would
  * block the reader. NULL with the reason in why. */
 FILE *fopen_regular(const char *path, char *why, size_t n);
-/* Writes the bytes through "<path>.tmp" and a rename; -1 with a message. */
+/* Writes the bytes through "<path>.tmp.<pid>" and a rename; -1 with a message. */
 int write_atomic(const char *path, const char *bytes, size_t size, char *msg, size_t n);
 
 /* ---------------------------------------------------------------- the training log

@@ -57,7 +57,8 @@ static void usage(void)
 "  --eval-batches N   validation batches (4)   --log-every N   log rows (10)\n"
 "output\n"
 "  --out DIR          log.csv, loss.svg, ckpt.safetensors (runs/<model>-<task>);\n"
-"                     one run at a time: DIR/.lock holds the running one's pid\n"
+"                     one run at a time: DIR/.lock holds the running one's pid;\n"
+"                     a killed save's NAME.tmp.PID files are removed at start\n"
 "  --resume CKPT      continue that run bit for bit; only --steps, --stop-at,\n"
 "                     --out, --data and --threads may be given with it. Its\n"
 "                     settings pass the options' checks: a value out of range\n"
@@ -231,14 +232,13 @@ static bool params_finite(const mi_lm *lm)
     return true;
 }
 
-/* The checkpoint, the log and the plot, each written whole or not at all. */
+/* The log and the plot, then the checkpoint, each written whole or not at
+ * all: the log first, so a checkpoint never names a step its log lacks (a
+ * resume drops the rows past its checkpoint's step). */
 static void save(outputs *out, const mi_lm *lm, const mi_optim *opt, const run_config *rc,
                  int64_t step, const run_stats *stats, const train_log *log)
 {
     char msg[1024];
-    if (ckpt_save(out->ckpt, lm, opt, rc, step, stats) != 0)
-        die("cannot save checkpoint '%s': %s", out->ckpt, mi_error());
-    out->good = out->ckpt, out->good_step = step;
     size_t n;
     char *csv = log_csv(log, &n);
     int rc_log = write_atomic(out->log, csv, n, msg, sizeof msg);
@@ -247,6 +247,9 @@ static void save(outputs *out, const mi_lm *lm, const mi_optim *opt, const run_c
     if (rc_log == 0) rc_log = write_atomic(out->svg, svg, n, msg, sizeof msg);
     free(svg);
     if (rc_log != 0) die("%s", msg);
+    if (ckpt_save(out->ckpt, lm, opt, rc, step, stats) != 0)
+        die("cannot save checkpoint '%s': %s", out->ckpt, mi_error());
+    out->good = out->ckpt, out->good_step = step;
 }
 
 /* --resume: the checkpoint's settings, with the few options a resumed run
@@ -327,6 +330,10 @@ int main(int argc, char **argv)
     /* the output directory and what goes in it */
     if (make_dir(o.out, msg, sizeof msg) != 0) die("%s", msg);
     if (dir_lock(o.out, msg, sizeof msg) < 0) die("%s", msg);
+    int stale = remove_stale_temps(o.out, msg, sizeof msg);
+    if (stale < 0) die("%s", msg);
+    if (stale > 0) warning("removed %d stale temporary file%s in '%s' (a save that was killed)",
+                           stale, stale > 1 ? "s" : "", o.out);
     outputs out = {.good = o.resume, .good_step = step};
     snprintf(out.log, sizeof out.log, "%s/log.csv", o.out);
     snprintf(out.svg, sizeof out.svg, "%s/loss.svg", o.out);
