@@ -318,6 +318,14 @@ START_TEST(runtime_errors_exit_1_and_write_nothing)
     put(&bad, "r", mi_zeros(MI_F64, MI_SHAPE(N, T, D + 1)));
     save_case(tool_tmp("r.safetensors"), &bad);
     expect_failure(tool_tmp("r.safetensors"), out, "gated-deltanet", "r is [2,5,4]");
+    /* a non-finite input is named, not run */
+    bad = c;
+    mi_tensor *v = mi_full(MI_F64, MI_SHAPE(N, T, D), 0.5);
+    mi_set(v, 7, INFINITY);
+    put(&bad, "v", v);
+    save_case(tool_tmp("inf.safetensors"), &bad);
+    expect_failure(tool_tmp("inf.safetensors"), out, "gated-deltanet",
+                   "tensor 'v' holds inf at index 7");
 }
 END_TEST
 

@@ -273,6 +273,27 @@ check "train --resume, train.warmup >= train.steps -> exit 1, no --out" \
 set_meta "$tmp/at20.safetensors" "$tmp/badmeta.safetensors" train.opt.beta1=2
 check "train --resume, train.opt.beta1=2 (the optimizer's check) -> exit 1, no --out" \
   refused_before_out "bad run settings: adamw: beta1 must be in \[0, 1\), got 2"
+# A checkpoint whose weights hold a NaN (a diverged run, or corruption a checksum would
+# not see): every tool refuses it, naming the tensor.
+python3 - "$tmp/at20.safetensors" "$tmp/nan.safetensors" <<'EOF'
+import json, struct, sys
+b = bytearray(open(sys.argv[1], "rb").read())
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+name = next(k for k, v in h.items() if k != "__metadata__" and v["dtype"] == "F32")
+start = 8 + n + h[name]["data_offsets"][0]
+b[start:start + 4] = struct.pack("<f", float("nan"))
+h["__metadata__"] = {k: v for k, v in h["__metadata__"].items() if "crc" not in k}
+s = json.dumps(h).encode()
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(s)) + s + b[8 + n:])
+EOF
+for p in "$eval" "$sample"; do
+  check "$(basename "$p") checkpoint with a NaN weight -> exit 1 naming the tensor" status 1 \
+    "tensor '.*' holds nan at index 0" "$p" "$tmp/nan.safetensors"
+done
+check "train --resume, a NaN weight -> exit 1, no --out" status 1 "holds nan" \
+  "$train" --resume "$tmp/nan.safetensors" --out "$tmp/rn"
+check "nothing written by the NaN resume" test ! -e "$tmp/rn"
 
 # ------------------------------------------------------------------ FIFOs
 # A FIFO with no writer would block a reader forever: every loader refuses it at once.

@@ -493,6 +493,9 @@ int ckpt_load(ckpt *c, const char *path, char *msg, size_t n)
     *c = (ckpt){.path = path};
     if (!(c->st = mi_safetensors_load(path)))
         return snprintf(msg, n, "cannot load checkpoint '%s': %s", path, mi_error()), -1;
+    char what[300];
+    snprintf(what, sizeof what, "checkpoint '%s'", path);
+    if (safetensors_check_finite(c->st, what, msg, n) != 0) return -1;
     if (mi_lm_config_from_metadata(&c->lm, &c->st->metadata) != 0)
         return snprintf(msg, n, "'%s' is not a miras language-model checkpoint: %s", path,
                         mi_error()), -1;

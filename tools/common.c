@@ -564,3 +564,19 @@ void list_component_names(FILE *f)
         fprintf(f, "\n");
     }
 }
+
+int safetensors_check_finite(const mi_safetensors *st, const char *what, char *msg, size_t n)
+{
+    for (int i = 0; i < st->count; i++) {
+        const mi_tensor *t = st->tensors[i].tensor;
+        if (t->dtype != MI_F32 && t->dtype != MI_F64) continue;
+        for (int64_t j = 0; j < t->numel; j++) {
+            double v = mi_get(t, j);
+            if (!isfinite(v))
+                return snprintf(msg, n, "%s: tensor '%s' holds %g at index %lld (a corrupt file, "
+                                "or a run that diverged)", what, st->tensors[i].name, v,
+                                (long long)j), -1;
+        }
+    }
+    return 0;
+}

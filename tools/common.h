@@ -10,6 +10,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "miras.h"
+
 /* The program's name for messages ("miras-train"); set it first in main. */
 extern const char *tool_name;
 
@@ -114,5 +116,10 @@ char *log_svg(const train_log *l, const char *title, size_t *size);
 /* The names --model and --set take (presets, memories, biases, retention
  * gates, algorithms), wrapped at 80 columns, for a tool's --help. */
 void list_component_names(FILE *f);
+
+/* 0 when every floating-point tensor of the file holds only finite numbers;
+ * otherwise -1 with a message naming `what` (the file), the tensor, the
+ * first bad entry and its index. */
+int safetensors_check_finite(const mi_safetensors *st, const char *what, char *msg, size_t n);
 
 #endif
