@@ -65,6 +65,10 @@ check "train --resume with --lr -> exit 2" status 2 "only --steps" \
   "$train" --resume "$tmp/none" --lr 1
 check "eval without checkpoint -> exit 2" status 2 "no checkpoint" "$eval"
 check "eval bad --mqar -> exit 2" status 2 "not L:N" "$eval" x --mqar 64
+check "bench unknown option -> exit 2 naming it" status 2 "unknown argument '--bogus'" \
+  "$build/tools/miras-bench" --bogus
+check "bench option without its value -> exit 2" status 2 "--threads wants a value" \
+  "$build/tools/miras-bench" layer --threads
 check "nothing written by usage errors" test ! -e "$tmp/x"
 
 # ------------------------------------------------------------------ missing and unwritable

@@ -108,6 +108,18 @@ static int parse_positive(const char *text, double *out)
     return 0;
 }
 
+/* The options followed by a value. */
+static bool takes_value(const char *a)
+{
+    static const char *const names[] = {"--threads", "--reps", "--seq-len", "--batch",
+                                         "--budget-s", "--max-rss-gb", "--variants", "--chunks",
+                                         "--data", "--suite", "--set", "--steps", "--out",
+                                         "--train"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (!strcmp(a, names[i])) return true;
+    return false;
+}
+
 int main(int argc, char **argv)
 {
     bench_opts o = {.threads = 0, .reps = 0, .budget_s = LAYER_TRAIN_BUDGET_S,
@@ -130,7 +142,7 @@ int main(int argc, char **argv)
                 quality.suites[quality.n_suites++] = "quick";
             quality_only = quality_only ? quality_only : a;
             continue;
-        } else if (!v && a[0] == '-') {
+        } else if (!v && takes_value(a)) {
             fprintf(stderr, "miras-bench: %s wants a value\n", a);
             return 2;
         } else if (!strcmp(a, "--threads") || !strcmp(a, "--reps") || !strcmp(a, "--seq-len")
