@@ -298,6 +298,42 @@ done
 check "train --resume, a NaN weight -> exit 1, no --out" status 1 "holds nan" \
   "$train" --resume "$tmp/nan.safetensors" --out "$tmp/rn"
 check "nothing written by the NaN resume" test ! -e "$tmp/rn"
+# kill -9 at random points of a run that checkpoints every step: log.csv always holds every
+# row up to the checkpoint's step (the log is written before the checkpoint is renamed),
+# no temporary file outlives the next start, and the run resumes.
+log_covers_ckpt() { # log_covers_ckpt DIR: rows 1..S in DIR/log.csv, S = the checkpoint's opt.step
+  python3 - "$1" <<'EOF'
+import json, struct, sys
+d = sys.argv[1]
+b = open(d + "/ckpt.safetensors", "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+step = int(json.loads(b[8:8 + n])["__metadata__"]["opt.step"])
+rows = [int(l.split(",")[0]) for l in open(d + "/log.csv").read().splitlines()[1:] if l]
+missing = [s for s in range(1, step + 1) if s not in rows]
+if missing: print(f"  checkpoint at step {step}, log.csv lacks rows {missing[:5]}")
+sys.exit(1 if missing else 0)
+EOF
+}
+kill_trials() { # kill_trials N: N runs killed after random delays; all must keep their rows
+  local bad=0 killed=0
+  for i in $(seq "$1"); do
+    local d=$tmp/kill$i
+    "$train" --data "$tmp/small.txt" "${tiny[@]}" --steps 5000 --eval-every 1 --log-every 1 \
+      --out "$d" >/dev/null 2>&1 &
+    local pid=$!
+    sleep "0.$((RANDOM % 9 + 1))$((RANDOM % 10))"
+    kill -9 "$pid" 2>/dev/null && killed=$((killed + 1))
+    wait "$pid" 2>/dev/null
+    [ ! -f "$d/ckpt.safetensors" ] || log_covers_ckpt "$d" || bad=$((bad + 1))
+  done
+  echo "  $killed of $1 runs killed mid-run, $bad lost a log row"
+  [ "$bad" = 0 ] && [ "$killed" -ge $(($1 / 2)) ]
+}
+check "kill -9 at 20 random points: log.csv never lacks a row the checkpoint has" kill_trials 20
+check "a killed run resumes, and its dead temporary files are gone" bash -c \
+  "'$train' --resume '$tmp/kill1/ckpt.safetensors' --steps 5000 --stop-at \
+     \$(( \$(grep -c . '$tmp/kill1/log.csv') + 5 )) >/dev/null 2>&1 && \
+   [ -z \"\$(find '$tmp/kill1' -name '*.tmp.*')\" ]"
 
 # ------------------------------------------------------------------ FIFOs
 # A FIFO with no writer would block a reader forever: every loader refuses it at once.
