@@ -17,6 +17,14 @@ _Static_assert(sizeof(float) == 4 && sizeof(double) == 8, "IEEE-754 binary32/64 
 #define HEADER_MAX ((uint64_t)100000000) /* 100 MB, as the reference implementation */
 #define NAME_SHOWN 80                    /* bytes of a name quoted in a message */
 
+/* Metadata key prefix of the per-tensor checksums: "crc32c.<tensor name>" =
+ * 8 lowercase hex digits of mi_crc32c over the tensor's bytes. One string per
+ * tensor because safetensors metadata is a map of strings to strings (the
+ * Python library refuses anything else), and one key each needs no second
+ * parser and no escaping beyond the JSON string the name already is. */
+#define ST_CRC_PREFIX "crc32c."
+#define ST_CRC_PREFIX_LEN (sizeof ST_CRC_PREFIX - 1)
+
 /* Safetensors names of the dtypes miras reads and writes, by mi_dtype. */
 extern const char *const st_dtype_names[MI_DTYPE_COUNT];
 

@@ -15,6 +15,18 @@
  * made. Holes between tensors and bytes after the last one are accepted.
  * Only then is the result built, all of it in the current scope.
  *
+ * Checksums: files miras writes carry "crc32c.<name>" = CRC-32C of the
+ * tensor's bytes in __metadata__ (see safetensors_internal.h). When a file has
+ * any, every tensor must have one, each is checked as the tensor is read, and
+ * a mismatch fails the load. This is also what catches a header length that
+ * is a few bytes short: the JSON may still end in its space padding, and the
+ * offsets still fit, but every tensor's bytes are shifted. (A length too long
+ * swallows data bytes into the header, which then fails to parse or leaves a
+ * tensor running past the end of the data.) Files without checksum keys,
+ * written by other tools, load as before. The checksum keys are dropped from
+ * the loaded metadata: they describe this file's bytes, not the caller's data,
+ * and readers of the metadata (model configs) reject keys they do not know.
+ *
  * Byte order: safetensors data is little-endian and load and save move tensor
  * bytes with memcpy/read/write, so they support little-endian hosts only
  * (checked at compile time in safetensors_internal.h). The header length is
@@ -74,6 +86,8 @@ typedef struct entry {
     int rank;
     int64_t shape[MI_MAX_RANK];
     uint64_t begin, end;
+    bool has_crc;
+    uint32_t crc;
 } entry;
 
 typedef struct plan {
@@ -330,6 +344,73 @@ static int check_entries(const char *path, plan *pl)
     return rc;
 }
 
+static int hex_digit(char c)
+{
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+static bool is_crc_key(const json_member *kv)
+{
+    return kv->key_len > ST_CRC_PREFIX_LEN && !strncmp(kv->key, ST_CRC_PREFIX, ST_CRC_PREFIX_LEN);
+}
+
+/* Attaches each "crc32c.<name>" value to its tensor: 8 hex digits, naming a
+ * tensor of this file, and then one for every tensor. */
+static int plan_checksums(const char *path, plan *pl)
+{
+    const json_value *m = pl->meta;
+    size_t n_crc = 0;
+    for (size_t i = 0; m && i < m->len; i++) n_crc += is_crc_key(&m->u.members[i]);
+    if (n_crc == 0) return 0;
+    entry **v = malloc((pl->count ? pl->count : 1) * sizeof *v);
+    if (!v) {
+        st_fail(path, "out of memory checking checksums");
+        return -1;
+    }
+    for (size_t i = 0; i < pl->count; i++) v[i] = &pl->entries[i];
+    qsort(v, pl->count, sizeof *v, cmp_entry_name);
+    int rc = 0;
+    for (size_t i = 0; i < m->len && rc == 0; i++) {
+        const json_member *kv = &m->u.members[i];
+        if (!is_crc_key(kv)) continue;
+        entry key = {.name = kv->key + ST_CRC_PREFIX_LEN}, *kp = &key;
+        entry **hit = pl->count ? bsearch(&kp, v, pl->count, sizeof *v, cmp_entry_name) : NULL;
+        int nl = name_shown(kv->key_len - ST_CRC_PREFIX_LEN);
+        if (!hit) {
+            st_fail(path, "__metadata__ has a checksum for tensor '%.*s', which is not in the file",
+                    nl, key.name);
+            rc = -1;
+            break;
+        }
+        uint32_t crc = 0;
+        bool ok = kv->value.len == 8;
+        for (size_t k = 0; ok && k < 8; k++) {
+            int d = hex_digit(kv->value.u.s[k]);
+            ok = d >= 0;
+            crc = crc << 4 | (uint32_t)(d & 0xf);
+        }
+        if (!ok) {
+            st_fail(path, "tensor '%.*s': checksum '%.*s' is not 8 hex digits", nl, key.name,
+                    name_shown(kv->value.len), kv->value.u.s);
+            rc = -1;
+            break;
+        }
+        (*hit)->has_crc = true;
+        (*hit)->crc = crc;
+    }
+    for (size_t i = 0; i < pl->count && rc == 0; i++)
+        if (!pl->entries[i].has_crc) {
+            st_fail(path, "tensor '%.*s': no checksum, though the file has checksums",
+                    name_shown(pl->entries[i].name_len), pl->entries[i].name);
+            rc = -1;
+        }
+    free(v);
+    return rc;
+}
+
 /* Validates header text[0..n) for a data buffer of data_size bytes. */
 static int plan_header(const char *path, plan *pl, const char *text, size_t n, uint64_t data_size)
 {
@@ -381,7 +462,8 @@ static int plan_header(const char *path, plan *pl, const char *text, size_t n, u
         if (check_tensor(path, e, &m->value, text, data_size) != 0) return -1;
         pl->count++;
     }
-    return check_entries(path, pl);
+    if (check_entries(path, pl) != 0) return -1;
+    return plan_checksums(path, pl);
 }
 
 /* 0 when an 8-byte prefix announcing n header bytes fits in `size` bytes. */
@@ -470,7 +552,13 @@ static mi_safetensors *plan_build(const plan *pl, const source *src)
         char *name = scope_strdup(sc, e->name, e->name_len);
         if (!t || !name) return NULL;
         t->name = name;
-        if (source_read(src, t->data, e->begin, (size_t)(e->end - e->begin)) != 0) return NULL;
+        size_t bytes = (size_t)(e->end - e->begin);
+        if (source_read(src, t->data, e->begin, bytes) != 0) return NULL;
+        if (e->has_crc && mi_crc32c(0, t->data, bytes) != e->crc) {
+            st_fail(src->path, "tensor '%.*s': checksum mismatch (file corrupt?)",
+                    name_shown(e->name_len), e->name);
+            return NULL;
+        }
         st->tensors[i] = (mi_named_tensor){.name = name, .tensor = t};
     }
     if (pl->meta && pl->meta->len > 0) {
@@ -478,13 +566,16 @@ static mi_safetensors *plan_build(const plan *pl, const source *src)
         st->metadata.keys = mi_scope_alloc(sc, m * sizeof(char *));
         st->metadata.values = mi_scope_alloc(sc, m * sizeof(char *));
         if (!st->metadata.keys || !st->metadata.values) return NULL;
+        int kept = 0;
         for (size_t i = 0; i < m; i++) {
             const json_member *kv = &pl->meta->u.members[i];
-            st->metadata.keys[i] = scope_strdup(sc, kv->key, kv->key_len);
-            st->metadata.values[i] = scope_strdup(sc, kv->value.u.s, kv->value.len);
-            if (!st->metadata.keys[i] || !st->metadata.values[i]) return NULL;
+            if (is_crc_key(kv)) continue;
+            st->metadata.keys[kept] = scope_strdup(sc, kv->key, kv->key_len);
+            st->metadata.values[kept] = scope_strdup(sc, kv->value.u.s, kv->value.len);
+            if (!st->metadata.keys[kept] || !st->metadata.values[kept]) return NULL;
+            kept++;
         }
-        st->metadata.count = (int)m;
+        st->metadata.count = kept;
     }
     return st;
 }

@@ -1,5 +1,8 @@
 /* safetensors writing: mi_safetensors_save builds the JSON header (padded to
- * 8 bytes) and writes header length, header and tensor bytes. Reading and the
+ * 8 bytes) and writes header length, header and tensor bytes. The header's
+ * __metadata__ gets a CRC-32C of each tensor's bytes ("crc32c.<name>") after
+ * the caller's entries, so a flipped byte or a shifted data buffer is caught
+ * on load. Reading and the
  * format description are in safetensors_load.c.
  *
  * Writing goes to "<path>.tmp.<pid>", is fsync'ed, then renamed over path,
@@ -166,6 +169,11 @@ static int check_save_args(const char *path, const mi_named_tensor *tensors, int
             st_fail(path, "save: metadata entry %d is not valid UTF-8", i);
             return -1;
         }
+        if (!strncmp(k, ST_CRC_PREFIX, ST_CRC_PREFIX_LEN)) {
+            st_fail(path, "save: metadata key '%.*s': the prefix \"" ST_CRC_PREFIX
+                          "\" is reserved for checksums", name_shown(strlen(k)), k);
+            return -1;
+        }
     }
     if (find_duplicate(md->keys, md->count, &dup) != 0) {
         st_fail(path, "save: out of memory");
@@ -180,17 +188,32 @@ static int check_save_args(const char *path, const mi_named_tensor *tensors, int
 
 /* The header JSON, padded with spaces to a multiple of 8 bytes. */
 static int build_header(strbuf *b, const mi_named_tensor *tensors, int count,
-                        const mi_metadata *md)
+                        const mi_metadata *md, const uint32_t *crc)
 {
     bool first = true;
     sb_put(b, "{", 1);
-    if (md && md->count > 0) {
+    int n_md = md ? md->count : 0;
+    if (n_md > 0 || count > 0) {
         sb_puts(b, "\"__metadata__\":{");
-        for (int i = 0; i < md->count; i++) {
+        for (int i = 0; i < n_md; i++) {
             if (i) sb_put(b, ",", 1);
             sb_json_string(b, md->keys[i]);
             sb_put(b, ":", 1);
             sb_json_string(b, md->values[i]);
+        }
+        for (int i = 0; i < count; i++) {
+            if (i || n_md) sb_put(b, ",", 1);
+            /* the key is escaped as a whole: the name may hold quotes */
+            size_t nl = strlen(tensors[i].name);
+            char *key = malloc(ST_CRC_PREFIX_LEN + nl + 1);
+            if (!key) return -1;
+            memcpy(key, ST_CRC_PREFIX, ST_CRC_PREFIX_LEN);
+            memcpy(key + ST_CRC_PREFIX_LEN, tensors[i].name, nl + 1);
+            sb_json_string(b, key);
+            free(key);
+            char hex[16];
+            snprintf(hex, sizeof hex, ":\"%08" PRIx32 "\"", crc[i]);
+            sb_puts(b, hex);
         }
         sb_put(b, "}", 1);
         first = false;
@@ -265,8 +288,19 @@ int mi_safetensors_save(const char *path, const mi_named_tensor *tensors, int co
         return -1;
     }
     if (check_save_args(path, tensors, count, metadata) != 0) return -1;
+    uint32_t *crc = malloc((size_t)(count ? count : 1) * sizeof *crc);
+    if (!crc) {
+        st_fail(path, "save: out of memory");
+        return -1;
+    }
+    for (int i = 0; i < count; i++) {
+        const mi_tensor *t = tensors[i].tensor;
+        crc[i] = mi_crc32c(0, t->data, (size_t)t->numel * mi_dtype_size(t->dtype));
+    }
     strbuf hb = {0};
-    if (build_header(&hb, tensors, count, metadata) != 0) {
+    int hrc = build_header(&hb, tensors, count, metadata, crc);
+    free(crc);
+    if (hrc != 0) {
         free(hb.p);
         st_fail(path, "save: header too large or out of memory");
         return -1;

@@ -167,6 +167,12 @@ mi_safetensors *mi_safetensors_load(const char *path);
 /* The same from memory (used by the loader and by tests). */
 mi_safetensors *mi_safetensors_parse(const void *bytes, size_t size);
 mi_tensor *mi_safetensors_get(const mi_safetensors *st, const char *name);
+
+/* CRC-32C (Castagnoli) of data[0..n), continuing from crc (0 to start):
+ * mi_crc32c(0, "123456789", 9) == 0xE3069283. Saved safetensors files carry
+ * one per tensor in __metadata__ as "crc32c.<name>" = 8 lowercase hex digits,
+ * checked on load; the loader hides those keys from mi_safetensors.metadata. */
+uint32_t mi_crc32c(uint32_t crc, const void *data, size_t n);
 const char *mi_safetensors_meta(const mi_safetensors *st, const char *key);
 
 #endif
