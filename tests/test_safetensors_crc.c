@@ -236,6 +236,7 @@ START_TEST(bad_checksum_metadata)
     } cases[] = {
         {"\"crc32c.w\":\"xyz\"", "checksum 'xyz' is not 8 hex digits"},
         {"\"crc32c.w\":\"0123456789\"", "is not 8 hex digits"},
+        {"\"crc32c.w\":\"0000000g\"", "is not 8 hex digits"},
         {"\"crc32c.w\":\"00000000\",\"crc32c.v\":\"00000000\"", "tensor 'v', which is not"},
         {"\"crc32c.v\":\"00000000\"", "tensor 'v', which is not in the file"},
         {"\"crc32c.w\":\"00000000\"", "tensor 'w': checksum mismatch"},
