@@ -230,6 +230,17 @@ h["__metadata__"]["lm.layers"] = "2"
 s = json.dumps(h).encode()
 open(sys.argv[2], "wb").write(struct.pack("<Q", len(s)) + s + b[8 + n:])
 EOF
+# one flipped bit in the last tensor's bytes: caught by its CRC-32C
+python3 - "$tmp/at20.safetensors" "$tmp/flipped.safetensors" <<'EOF'
+import sys
+b = bytearray(open(sys.argv[1], "rb").read())
+b[-1] ^= 0x01
+open(sys.argv[2], "wb").write(b)
+EOF
+check "eval with one flipped data byte -> exit 1" status 1 "checksum mismatch \\(file corrupt\\?\\)" \
+  "$eval" "$tmp/flipped.safetensors"
+check "train --resume with one flipped data byte -> exit 1" status 1 "checksum mismatch" \
+  "$train" --resume "$tmp/flipped.safetensors" --out "$tmp/r"
 for p in "$eval" "$sample"; do
   n=$(basename "$p")
   check "$n truncated checkpoint -> exit 1" status 1 "cannot load checkpoint" "$p" "$tmp/truncated.safetensors"
