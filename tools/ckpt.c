@@ -1,5 +1,6 @@
 /* Run settings, task batches and checkpoints (ckpt.h). */
 #include "ckpt.h"
+#include "common.h"
 
 #include <errno.h>
 #include <inttypes.h>
