@@ -585,6 +585,79 @@ START_TEST(lq_norms_on_matrix_and_vector)
 }
 END_TEST
 
+/* Moneta's recurrence written out as its equations, exactly (lq_eps = 0),
+ * on a matrix memory with the ℓp bias, p = 3, independently of the helpers
+ * above:
+ *   A_t = α_t A_{t-1} − η_t ∇ℓ_p(W_{t-1}; k_t, v_t)                (MIRAS eq:q-norm)
+ *   ∇ℓ_p = p (Sign(W k_t − v_t) ⊙ |W k_t − v_t|^(p−1)) k_tᵀ   (eq:lp-attentional-bias)
+ *   paper: W_t = A_t / ‖A_t‖_q^(q−2),  ‖A‖_q = (Σ_ij |A_ij|^q)^(1/q)  (eq:q-norm)
+ *   spec:  W_t = A_t / ‖A_t‖_F^((q−2)/q)                         (the spec §4.2)
+ * Initial state: the paper's form A_0 = W_0; the spec's the A_0 that reads as
+ * W_0, A_0 = W_0 ‖W_0‖_F^((q−2)/2). */
+static void moneta_read(mat A, double q, bool paper, mat W)
+{
+    double sq = 0, sqq = 0;
+    for (int i = 0; i < D; i++)
+        for (int j = 0; j < D; j++) sq += A[i][j] * A[i][j], sqq += pow(fabs(A[i][j]), q);
+    double div = paper ? pow(pow(sqq, 1 / q), q - 2) : pow(sqrt(sq), (q - 2) / q);
+    for (int i = 0; i < D; i++)
+        for (int j = 0; j < D; j++) W[i][j] = A[i][j] / div;
+}
+
+static void moneta_equations(const seqs *s, double q, bool paper, double *y)
+{
+    const double p = 3;
+    for (int n = 0; n < N; n++) {
+        mat A, W;
+        double f0 = 0;
+        for (int e = 0; e < D * D; e++) f0 += pow(mi_get(s->w0, e), 2);
+        for (int e = 0; e < D * D; e++)
+            A[e / D][e % D] = mi_get(s->w0, e) * (paper ? 1 : pow(sqrt(f0), (q - 2) / 2));
+        moneta_read(A, q, paper, W);
+        for (int t = 0; t < T; t++) {
+            tok x = token(s, n, t);
+            for (int i = 0; i < D; i++) {
+                double e = -x.v[i];
+                for (int j = 0; j < D; j++) e += W[i][j] * x.k[j];
+                double de = p * (e > 0 ? 1 : e < 0 ? -1 : 0) * pow(fabs(e), p - 1);
+                for (int j = 0; j < D; j++) A[i][j] = x.alpha * A[i][j] - x.eta * de * x.k[j];
+            }
+            moneta_read(A, q, paper, W);
+            write_y(y, n, t, W, &x);
+        }
+    }
+}
+
+/* lq_form=paper against MIRAS eq:q-norm and lq_form=spec against the spec's
+ * form, each written out (moneta_equations); the two forms differ. */
+START_TEST(moneta_forms_are_their_equations)
+{
+    mi_rng r;
+    mi_rng_seed(&r, 28);
+    const double qs[] = {4, 3};
+    for (int qi = 0; qi < 2; qi++) {
+        seqs s = make_seqs(&r, 0.1, 0.6, 0.5);
+        double want[2][N * T * D];
+        for (int form = MI_LQ_SPEC; form <= MI_LQ_PAPER; form++) {
+            moneta_equations(&s, qs[qi], form == MI_LQ_PAPER, want[form]);
+            for (int closed = 0; closed < 2; closed++) {
+                ret_case rc = {"lq", "lp", 0, qs[qi], 0, form, 0};
+                mi_miras_config c = config_for(&rc, "matrix", 1, closed);
+                c.lq_eps = 0; /* the exact norms */
+                mi_tensor *y = run_layer(&c, &s, s.w0, NULL, NULL);
+                char what[64];
+                snprintf(what, sizeof what, "lq_form=%s q=%g closed %d",
+                         form == MI_LQ_PAPER ? "paper" : "spec", qs[qi], closed);
+                assert_equal(y, want[form], 1e-12, what);
+            }
+        }
+        double diff = 0;
+        for (int i = 0; i < N * T * D; i++) diff = fmax(diff, fabs(want[0][i] - want[1][i]));
+        ck_assert_msg(diff > 1e-3, "q=%g: the two forms agree", qs[qi]);
+    }
+}
+END_TEST
+
 START_TEST(bad_parameters_are_reported)
 {
     mi_miras m;
@@ -653,6 +726,7 @@ Suite *make_suite(void)
     tcase_add_test(tc, elastic_gives_exact_zeros);
     tcase_add_test(tc, bregman_stays_in_the_unit_interval);
     tcase_add_test(tc, lq_norms_on_matrix_and_vector);
+    tcase_add_test(tc, moneta_forms_are_their_equations);
     tcase_add_test(tc, bad_parameters_are_reported);
     suite_add_tcase(s, tc);
     return s;
