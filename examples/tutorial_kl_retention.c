@@ -32,8 +32,9 @@ static mi_tensor *write_stream(const char *retention, mi_tensor *keys, mi_tensor
     };
     mi_tensor *w0 = mi_zeros(MI_F64, MI_SHAPE(D, D)), *final[MI_MEMORY_MAX_WEIGHTS];
     if (!mi_miras_forward(&m, keys, keys, values, &g, &w0, final)) return NULL;
-    /* the state is L (KL) or W itself (ℓ2); read gives the weights */
-    mi_tensor *w = m.retention->read ? m.retention->read(&c, final[0]) : final[0];
+    /* the state is L (KL) or W itself (ℓ2); read gives the weights (its last
+     * argument, η of the last write, matters only to an ℓ1 threshold) */
+    mi_tensor *w = m.retention->read ? m.retention->read(&c, final[0], NULL) : final[0];
     return mi_reshape(w, MI_SHAPE(D, D));
 }
 

@@ -53,7 +53,8 @@ typedef struct ref_opts {
     ret r;
     bool phi;      /* the state normalisation φ */
     int chunk;
-    double tau;    /* l1 threshold */
+    double tau;    /* l1: λ, the threshold λ γ_t (Eq. 17), or λ with constant */
+    bool constant; /* l1: l1_threshold=constant */
 } ref_opts;
 
 static double col_norm(double S[D][M], int i)
@@ -138,10 +139,10 @@ static void reference(const seqs *s, ref_opts o, double *y, double (*final)[D][M
                     double nr = col_norm(S, i);
                     for (int a = 0; a < D; a++) S[a][i] /= nr;
                 }
-            if (boundary && o.r == RET_L1) /* Eq. 17: sign(z) max(|z| − τ, 0) */
+            if (boundary && o.r == RET_L1) /* Eq. 17: sign(z) max(|z| − γ_t λ, 0) */
                 for (int a = 0; a < D; a++)
                     for (int i = 0; i < M; i++) {
-                        double z = S[a][i], m = fabs(z) - o.tau;
+                        double z = S[a][i], m = fabs(z) - (o.constant ? o.tau : eta * o.tau);
                         S[a][i] = m > 0 ? (z > 0 ? m : -m) : 0;
                     }
             /* read after write: y = φ(S_t) q_t */
@@ -186,6 +187,7 @@ static void expect_reference(const seqs *s, ref_opts o, bool closed, double tol)
 {
     mi_miras_config c = lattice_config(o.f, o.r, o.phi, o.chunk, closed);
     c.l1_gamma = o.tau;
+    c.l1_threshold = o.constant ? MI_L1_CONSTANT : MI_L1_SCALED;
     mi_tensor *final;
     mi_tensor *y = run_config(&c, s, &final);
     double *want = malloc(sizeof(double) * N * (size_t)s->t * D);
@@ -427,27 +429,32 @@ START_TEST(forget_gate_eq15)
 }
 END_TEST
 
-/* The ℓ1 proximal (ISTA) form, Eq. 17: S_t = S_τ(S_{t-1} − γ_t ∇ℓ); the
+/* The ℓ1 proximal (ISTA) form, Eq. 17: S_t = prox_{γ_t λ‖·‖₁}(S_{t-1} − γ_t ∇ℓ),
+ * γ_t = η_t (l1_threshold=scaled), and the constant threshold λ; the
  * threshold bites (some entries end exactly zero). */
 START_TEST(l1_prox_eq17)
 {
     mi_rng r;
     mi_rng_seed(&r, 16);
     seqs s = make_seqs(&r, T, false);
-    const double tau = 0.05;
-    for (int f = DEC; f <= SIM; f++)
-        for (int chunk = 1; chunk <= 2; chunk++)
-            for (int closed = 0; closed < 2; closed++)
-                expect_reference(&s, (ref_opts){.f = f, .r = RET_L1, .phi = true, .chunk = chunk,
-                                                .tau = tau}, closed, 1e-10);
-    mi_miras_config c = lattice_config(DEC, RET_L1, true, 1, true);
-    c.l1_gamma = 0.3;
-    mi_tensor *final;
-    run_config(&c, &s, &final);
-    int zeros = 0;
-    for (int i = 0; i < N * M * D; i++) zeros += mi_get(final, i) == 0;
-    ck_assert_msg(zeros > 0, "no entry thresholded to zero");
-    ck_assert_msg(zeros < N * M * D, "every entry thresholded to zero");
+    for (int constant = 0; constant < 2; constant++) {
+        const double lambda = constant ? 0.05 : 0.1;
+        for (int f = DEC; f <= SIM; f++)
+            for (int chunk = 1; chunk <= 2; chunk++)
+                for (int closed = 0; closed < 2; closed++)
+                    expect_reference(&s, (ref_opts){.f = f, .r = RET_L1, .phi = true,
+                                                    .chunk = chunk, .tau = lambda,
+                                                    .constant = constant}, closed, 1e-10);
+        mi_miras_config c = lattice_config(DEC, RET_L1, true, 1, true);
+        c.l1_gamma = constant ? 0.3 : 0.5;
+        c.l1_threshold = constant ? MI_L1_CONSTANT : MI_L1_SCALED;
+        mi_tensor *final;
+        run_config(&c, &s, &final);
+        int zeros = 0;
+        for (int i = 0; i < N * M * D; i++) zeros += mi_get(final, i) == 0;
+        ck_assert_msg(zeros > 0, "constant %d: no entry thresholded to zero", constant);
+        ck_assert_msg(zeros < N * M * D, "constant %d: every entry thresholded to zero", constant);
+    }
 }
 END_TEST
 

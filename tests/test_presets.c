@@ -609,7 +609,7 @@ START_TEST(gate_specs_match_components)
         ck_assert(c->p == def.p && c->q == def.q && c->sign_sharpness == def.sign_sharpness &&
                   c->abs_eps == def.abs_eps && c->robust_delta == def.robust_delta &&
                   (c->kl_scale == def.kl_scale || !strcmp(p->name, "memora")) &&
-                  c->l1_gamma == def.l1_gamma &&
+                  c->l1_gamma == def.l1_gamma && c->l1_threshold == def.l1_threshold &&
                   c->lq_form == def.lq_form && c->lq_eps == def.lq_eps && c->steps == def.steps &&
                   c->f_div == def.f_div);
     }

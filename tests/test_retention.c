@@ -1,5 +1,5 @@
-/* The retention gates kl (Memora), lq (Moneta), elastic, elastic-ftrl and
- * bregman: the per-token recurrence against each paper's update rule
+/* The retention gates kl (Memora), lq (Moneta), elastic, elastic-ftrl, l1
+ * and bregman: the per-token recurrence against each paper's update rule
  * written as a plain loop, chunked training against a plain loop of the
  * chunk rule of recurrence.c (Memora's lag token included), gradients
  * through the layer, each gate's own properties, and bad parameters. */
@@ -13,6 +13,7 @@ typedef struct ret_case {
     const char *bias;   /* "l2" or "lp" (Moneta) */
     double c, q, gamma;
     int lq_form;
+    int l1_threshold;   /* MI_L1_SCALED (0) or MI_L1_CONSTANT */
 } ret_case;
 
 static mi_miras_config config_for(const ret_case *rc, const char *memory, int chunk, bool closed)
@@ -24,6 +25,7 @@ static mi_miras_config config_for(const ret_case *rc, const char *memory, int ch
     c.kl_scale = rc->c ? rc->c : 1;
     c.q = rc->q ? rc->q : 4;
     c.l1_gamma = rc->gamma;
+    c.l1_threshold = rc->l1_threshold;
     c.lq_form = rc->lq_form;
     c.abs_eps = 1e-30; /* lp: the paper's exact Sign(e)|e|^(p−1) */
     c.chunk = chunk;
@@ -89,6 +91,12 @@ static void lq_init(const mi_miras_config *c, mat A)
         for (int j = 0; j < D; j++) A[i][j] *= f;
 }
 
+/* The ℓ1 threshold after a step of size eta: γ η (scaled) or γ (constant) */
+static double l1_tau(const mi_miras_config *c, double eta)
+{
+    return c->l1_threshold == MI_L1_CONSTANT ? c->l1_gamma : c->l1_gamma * eta;
+}
+
 /* S_γ(z), keeping the smallest distance of |z| from the kink at γ */
 static double soft_threshold(double z, double gamma, double *margin)
 {
@@ -137,9 +145,11 @@ static void paper_moneta(const mi_miras_config *c, const seqs *s, double *y)
     }
 }
 
-/* Elastic net, MIRAS eq:Elastic: W_t = S_γ(λ W_{t-1} − ζ ∇ℓ(W_{t-1})), λ = α_t, ζ = η_t. */
+/* Elastic net, MIRAS eq:Elastic: W_t = S_γ(λ W_{t-1} − ζ ∇ℓ(W_{t-1})), λ = α_t, ζ = η_t,
+ * γ = l1_gamma · η_t (scaled) or l1_gamma; l1 (Lattice Eq. 17) is λ = 1. */
 static void paper_elastic(const mi_miras_config *c, const seqs *s, double *y)
 {
+    bool l1 = !strcmp(c->retention, "l1");
     for (int n = 0; n < N; n++) {
         mat W, G;
         load_w0(s, W);
@@ -148,15 +158,16 @@ static void paper_elastic(const mi_miras_config *c, const seqs *s, double *y)
             grad_at(c, W, &x, G);
             for (int i = 0; i < D; i++)
                 for (int j = 0; j < D; j++)
-                    W[i][j] = soft_threshold(x.alpha * W[i][j] - x.eta * G[i][j], c->l1_gamma, NULL);
+                    W[i][j] = soft_threshold((l1 ? 1 : x.alpha) * W[i][j] - x.eta * G[i][j],
+                                             l1_tau(c, x.eta), NULL);
             write_y(y, n, t, W, &x);
         }
     }
 }
 
 /* Elastic net, FTRL form (MIRAS "Alternative Retention Gates", Variant 3),
- * as the paper states it: W_0 = 0, A_t = A_{t-1} − η ∇ℓ(W_{t-1}), W_t = S_γ(A_t).
- * (The test passes α ≡ 1 and W0 = 0.) */
+ * as the paper states it: W_0 = 0, A_t = A_{t-1} − η ∇ℓ(W_{t-1}), W_t = S_γ(A_t),
+ * γ = l1_gamma · η_t (scaled) or l1_gamma. (The test passes α ≡ 1 and W0 = 0.) */
 static void paper_ftrl(const mi_miras_config *c, const seqs *s, double *y)
 {
     for (int n = 0; n < N; n++) {
@@ -167,7 +178,7 @@ static void paper_ftrl(const mi_miras_config *c, const seqs *s, double *y)
             for (int i = 0; i < D; i++)
                 for (int j = 0; j < D; j++) {
                     A[i][j] -= x.eta * G[i][j];
-                    W[i][j] = soft_threshold(A[i][j], c->l1_gamma, NULL);
+                    W[i][j] = soft_threshold(A[i][j], l1_tau(c, x.eta), NULL);
                 }
             write_y(y, n, t, W, &x);
         }
@@ -199,6 +210,7 @@ typedef struct chunk_ref {
     const mi_miras_config *c;
     bool lag;       /* Memora's lag token (on for kl; off to show it matters) */
     double margin;  /* the smallest distance from a soft-threshold kink */
+    double eta;     /* η of the token that wrote A last (0: none yet) */
 } chunk_ref;
 
 static void ref_init(chunk_ref *r, mat W0, mat A)
@@ -210,7 +222,7 @@ static void ref_init(chunk_ref *r, mat W0, mat A)
         lse = log(lse);
         for (int j = 0; j < D; j++) {
             if (!strcmp(c->retention, "kl")) A[i][j] = log(c->kl_scale) + W0[i][j] - lse;
-            else if (!strcmp(c->retention, "elastic-ftrl")) {
+            else if (!strcmp(c->retention, "elastic-ftrl") && c->l1_threshold == MI_L1_CONSTANT) {
                 A[i][j] = W0[i][j] + c->l1_gamma * sgn(W0[i][j]);
                 if (fabs(W0[i][j]) < r->margin) r->margin = fabs(W0[i][j]);
             } else A[i][j] = W0[i][j];
@@ -226,9 +238,11 @@ static void ref_read(chunk_ref *r, mat A, mat W)
     else if (!strcmp(ret, "lq")) lq_normalize(r->c, A, W);
     for (int i = 0; i < D; i++)
         for (int j = 0; j < D; j++) {
-            if (!strcmp(ret, "elastic")) W[i][j] = A[i][j];
+            if (!strcmp(ret, "elastic") || !strcmp(ret, "l1")) W[i][j] = A[i][j];
             else if (!strcmp(ret, "elastic-ftrl"))
-                W[i][j] = soft_threshold(A[i][j], r->c->l1_gamma, &r->margin);
+                W[i][j] = r->eta == 0 && r->c->l1_threshold != MI_L1_CONSTANT
+                              ? A[i][j] /* nothing written: no threshold */
+                              : soft_threshold(A[i][j], l1_tau(r->c, r->eta), &r->margin);
             else if (!strcmp(ret, "bregman")) W[i][j] = sigmoid(A[i][j]);
         }
 }
@@ -241,18 +255,20 @@ static void ref_boundary(chunk_ref *r, mat A)
         row_softmax(A, r->c->kl_scale, W);
         for (int i = 0; i < D; i++)
             for (int j = 0; j < D; j++) A[i][j] = log(W[i][j]);
-    } else if (!strcmp(ret, "elastic")) {
+    } else if (!strcmp(ret, "elastic") || !strcmp(ret, "l1")) {
         for (int i = 0; i < D; i++)
-            for (int j = 0; j < D; j++) A[i][j] = soft_threshold(A[i][j], r->c->l1_gamma, &r->margin);
+            for (int j = 0; j < D; j++)
+                A[i][j] = soft_threshold(A[i][j], l1_tau(r->c, r->eta), &r->margin);
     }
 }
 
 /* One part of a chunk, tokens [t0, t1): every gradient at read(A) as the
- * part starts; A_t = α_t A_{t-1} − η_t G_t (α ≡ 1 for bregman); the boundary
- * after the part's last token; y_t read from A_t. */
+ * part starts; A_t = α_t A_{t-1} − η_t G_t (α ≡ 1 for bregman and l1); the
+ * boundary after the part's last token; y_t read from A_t (the ℓ1 threshold
+ * with the η of the token that wrote A last). */
 static void ref_part(chunk_ref *r, const seqs *s, int n, int t0, int t1, mat A, double *y)
 {
-    bool alpha = strcmp(r->c->retention, "bregman") != 0;
+    bool alpha = strcmp(r->c->retention, "bregman") && strcmp(r->c->retention, "l1");
     mat Wg, W, G;
     ref_read(r, A, Wg);
     for (int t = t0; t < t1; t++) {
@@ -261,6 +277,7 @@ static void ref_part(chunk_ref *r, const seqs *s, int n, int t0, int t1, mat A, 
         for (int i = 0; i < D; i++)
             for (int j = 0; j < D; j++)
                 A[i][j] = (alpha ? x.alpha : 1) * A[i][j] - x.eta * G[i][j];
+        r->eta = x.eta;
         if (t == t1 - 1) ref_boundary(r, A);
         ref_read(r, A, W);
         write_y(y, n, t, W, &x);
@@ -274,6 +291,7 @@ static void ref_chunked(chunk_ref *r, const seqs *s, int b, double *y)
     for (int n = 0; n < N; n++) {
         mat W0, A;
         load_w0(s, W0);
+        r->eta = 0;
         ref_init(r, W0, A);
         for (int t0 = 0; t0 < T; t0 += b) {
             int t1 = t0 + b < T ? t0 + b : T, start = t0;
@@ -288,15 +306,19 @@ static void ref_chunked(chunk_ref *r, const seqs *s, int b, double *y)
 
 /* ------------------------------------------------------------ tests */
 static const ret_case cases[] = {
-    {"kl", "l2", 1, 0, 0, 0},
-    {"kl", "l2", 2.5, 0, 0, 0},
-    {"lq", "lp", 0, 4, 0, MI_LQ_SPEC},   /* (3, 4)-Moneta, the spec's form */
-    {"lq", "lp", 0, 4, 0, MI_LQ_PAPER},  /* (3, 4)-Moneta, the paper's form */
-    {"lq", "l2", 0, 3, 0, MI_LQ_PAPER},
-    {"lq", "l2", 0, 1.5, 0, MI_LQ_SPEC},
-    {"elastic", "l2", 0, 0, 0.05, 0},
-    {"elastic-ftrl", "l2", 0, 0, 0.05, 0},
-    {"bregman", "l2", 0, 0, 0, 0},
+    {"kl", "l2", 1, 0, 0, 0, 0},
+    {"kl", "l2", 2.5, 0, 0, 0, 0},
+    {"lq", "lp", 0, 4, 0, MI_LQ_SPEC, 0},   /* (3, 4)-Moneta, the spec's form */
+    {"lq", "lp", 0, 4, 0, MI_LQ_PAPER, 0},  /* (3, 4)-Moneta, the paper's form */
+    {"lq", "l2", 0, 3, 0, MI_LQ_PAPER, 0},
+    {"lq", "l2", 0, 1.5, 0, MI_LQ_SPEC, 0},
+    {"elastic", "l2", 0, 0, 0.2, 0, MI_L1_SCALED},  /* threshold 0.2 η_t */
+    {"elastic", "l2", 0, 0, 0.05, 0, MI_L1_CONSTANT},
+    {"elastic-ftrl", "l2", 0, 0, 0.2, 0, MI_L1_SCALED},
+    {"elastic-ftrl", "l2", 0, 0, 0.05, 0, MI_L1_CONSTANT},
+    {"l1", "l2", 0, 0, 0.2, 0, MI_L1_SCALED},       /* Lattice Eq. 17 on a matrix */
+    {"l1", "l2", 0, 0, 0.05, 0, MI_L1_CONSTANT},
+    {"bregman", "l2", 0, 0, 0, 0, 0},
 };
 #define N_CASES ((int)(sizeof cases / sizeof cases[0]))
 
@@ -319,12 +341,12 @@ START_TEST(per_token_is_the_papers_rule)
             const char *ret = rc->retention;
             if (!strcmp(ret, "kl")) paper_memora(&c, &s, want);
             else if (!strcmp(ret, "lq")) paper_moneta(&c, &s, want);
-            else if (!strcmp(ret, "elastic")) paper_elastic(&c, &s, want);
+            else if (!strcmp(ret, "elastic") || !strcmp(ret, "l1")) paper_elastic(&c, &s, want);
             else if (!strcmp(ret, "elastic-ftrl")) paper_ftrl(&c, &s, want);
             else paper_bregman(&c, &s, want);
             char what[96];
-            snprintf(what, sizeof what, "%s %s q=%g form %d closed %d", ret, rc->bias, c.q,
-                     c.lq_form, closed);
+            snprintf(what, sizeof what, "%s %s q=%g form %d/%d closed %d", ret, rc->bias, c.q,
+                     c.lq_form, c.l1_threshold, closed);
             assert_equal(y, want, 1e-12, what);
         }
 }
@@ -346,8 +368,8 @@ START_TEST(chunked_is_the_chunk_rule)
                 chunk_ref ref = {.c = &c, .lag = !strcmp(rc->retention, "kl"), .margin = INFINITY};
                 ref_chunked(&ref, &s, chunks[bi], want);
                 char what[96];
-                snprintf(what, sizeof what, "%s q=%g form %d chunk %d closed %d", rc->retention,
-                         c.q, c.lq_form, chunks[bi], closed);
+                snprintf(what, sizeof what, "%s q=%g form %d/%d chunk %d closed %d",
+                         rc->retention, c.q, c.lq_form, c.l1_threshold, chunks[bi], closed);
                 assert_equal(y, want, 1e-12, what);
                 if (ref.lag && chunks[bi] > 1) {
                     /* the lag token is in effect: without it the outputs differ */
@@ -407,17 +429,20 @@ START_TEST(gradcheck_through_the_layer)
                 for (int i = 0; i < 6; i++)
                     mi_requires_grad(in[i], i != 4 || g.m.retention->uses_alpha);
                 mi_gradcheck_result res = mi_gradcheck(layer_fn, &g, in, 6, NULL);
-                ck_assert_msg(res.ok, "%s q=%g form %d chunk %d closed %d: %s", rc->retention,
-                              c.q, c.lq_form, chunk, closed, res.message);
+                ck_assert_msg(res.ok, "%s q=%g form %d/%d chunk %d closed %d: %s", rc->retention,
+                              c.q, c.lq_form, c.l1_threshold, chunk, closed, res.message);
             }
 }
 END_TEST
 
 /* ------------------------------------------------------------ properties */
-/* The weights read from the final state, [N, 1, ...]. */
-static mi_tensor *final_weights(const mi_miras *m, mi_tensor *a)
+/* The weights read from the final state, [N, 1, ...], written last by the
+ * step size η_T of s. */
+static mi_tensor *final_weights(const mi_miras *m, const seqs *s, mi_tensor *a)
 {
-    mi_tensor *w = m->retention->read ? m->retention->read(&m->config, a) : a;
+    int64_t shape[MI_MAX_RANK] = {N, 1, 1, 1};
+    mi_tensor *eta = mi_reshape(mi_slice(s->eta, 1, T - 1, T), a->rank, shape);
+    mi_tensor *w = m->retention->read ? m->retention->read(&m->config, a, eta) : a;
     ck_assert_ptr_nonnull(w);
     return w;
 }
@@ -430,14 +455,14 @@ START_TEST(kl_rows_sum_to_c_and_stay_positive)
     for (int mi = 0; mi < 2; mi++)
         for (int chunk = 1; chunk <= 4; chunk += 3) {
             seqs s = make_seqs(&r, 1, 4, 0.5); /* large steps */
-            ret_case rc = {"kl", "l2", 2.5, 0, 0, 0};
+            ret_case rc = {"kl", "l2", 2.5, 0, 0, 0, 0};
             mi_miras_config c = config_for(&rc, memories[mi], chunk, true);
             mi_tensor *w0 = mi == 0 ? mi_randn(&r, MI_F64, MI_SHAPE(D, D), 0, 3)
                                     : mi_randn(&r, MI_F64, MI_SHAPE(D), 0, 3);
             mi_tensor *a;
             mi_miras m;
             run_layer(&c, &s, w0, &a, &m);
-            mi_tensor *w = final_weights(&m, a);
+            mi_tensor *w = final_weights(&m, &s, a);
             int64_t rows = w->numel / D;
             for (int64_t i = 0; i < rows; i++) {
                 double sum = 0;
@@ -456,7 +481,7 @@ START_TEST(kl_rows_sum_to_c_and_stay_positive)
             }
             /* and the initial weights are c · softmax(W0): a zero W0 reads as c/dk */
             mi_tensor *a0 = m.retention->init(&c, mi_zeros(MI_F64, MI_SHAPE(1, 1, D, D)));
-            mi_tensor *wz = m.retention->read(&c, a0);
+            mi_tensor *wz = m.retention->read(&c, a0, NULL);
             for (int i = 0; i < D * D; i++) ck_assert_close(mi_get(wz, i), 2.5 / D, 1e-15);
         }
 }
@@ -466,28 +491,34 @@ START_TEST(elastic_gives_exact_zeros)
 {
     mi_rng r;
     mi_rng_seed(&r, 24);
-    const char *forms[] = {"elastic", "elastic-ftrl"};
-    for (int f = 0; f < 2; f++)
-        for (int chunk = 1; chunk <= 3; chunk += 2) {
-            seqs s = make_seqs(&r, 0.1, 0.6, 0.5);
-            ret_case rc = {forms[f], "l2", 0, 0, 0.3, 0};
-            mi_miras_config c = config_for(&rc, "matrix", chunk, true);
-            mi_tensor *a;
-            mi_miras m;
-            run_layer(&c, &s, s.w0, &a, &m);
-            mi_tensor *w = final_weights(&m, a);
-            int zeros = 0;
-            for (int64_t i = 0; i < w->numel; i++) zeros += mi_get(w, i) == 0.0;
-            ck_assert_msg(zeros > 0 && zeros < w->numel, "%s chunk %d: %d exact zeros of %lld",
-                          forms[f], chunk, zeros, (long long)w->numel);
-        }
-    /* the FTRL form starts exactly at W0: S_γ(W0 + γ sign(W0)) = W0 */
+    const char *forms[] = {"elastic", "elastic-ftrl", "l1"};
+    for (int f = 0; f < 3; f++)
+        for (int chunk = 1; chunk <= 3; chunk += 2)
+            for (int th = MI_L1_SCALED; th <= MI_L1_CONSTANT; th++) {
+                seqs s = make_seqs(&r, 0.1, 0.6, 0.5);
+                /* thresholds 0.5 η_t ∈ [0.05, 0.3) (scaled) or 0.3 (constant) */
+                ret_case rc = {forms[f], "l2", 0, 0, th == MI_L1_SCALED ? 0.5 : 0.3, 0, th};
+                mi_miras_config c = config_for(&rc, "matrix", chunk, true);
+                mi_tensor *a;
+                mi_miras m;
+                run_layer(&c, &s, s.w0, &a, &m);
+                mi_tensor *w = final_weights(&m, &s, a);
+                int zeros = 0;
+                for (int64_t i = 0; i < w->numel; i++) zeros += mi_get(w, i) == 0.0;
+                ck_assert_msg(zeros > 0 && zeros < w->numel,
+                              "%s/%d chunk %d: %d exact zeros of %lld", forms[f], th, chunk, zeros,
+                              (long long)w->numel);
+            }
+    /* the FTRL form starts exactly at W0: S_γ(W0 + γ sign(W0)) = W0 (constant);
+     * W0 itself, no threshold before the first step (scaled) */
     seqs s = make_seqs(&r, 0.1, 0.6, 0.5);
-    ret_case rc = {"elastic-ftrl", "l2", 0, 0, 0.3, 0};
-    mi_miras_config c = config_for(&rc, "matrix", 1, true);
     const mi_retention_kind *ftrl = mi_retention_find("elastic-ftrl");
-    mi_tensor *w = ftrl->read(&c, ftrl->init(&c, s.w0));
-    for (int i = 0; i < D * D; i++) ck_assert_close(mi_get(w, i), mi_get(s.w0, i), 1e-15);
+    for (int th = MI_L1_SCALED; th <= MI_L1_CONSTANT; th++) {
+        ret_case rc = {"elastic-ftrl", "l2", 0, 0, 0.3, 0, th};
+        mi_miras_config c = config_for(&rc, "matrix", 1, true);
+        mi_tensor *w = ftrl->read(&c, ftrl->init(&c, s.w0), NULL);
+        for (int i = 0; i < D * D; i++) ck_assert_close(mi_get(w, i), mi_get(s.w0, i), 1e-15);
+    }
 }
 END_TEST
 
@@ -497,13 +528,13 @@ START_TEST(bregman_stays_in_the_unit_interval)
     mi_rng_seed(&r, 25);
     for (int chunk = 1; chunk <= 3; chunk += 2) {
         seqs s = make_seqs(&r, 1, 3, 0.5);
-        ret_case rc = {"bregman", "l2", 0, 0, 0, 0};
+        ret_case rc = {"bregman", "l2", 0, 0, 0, 0, 0};
         mi_miras_config c = config_for(&rc, "matrix", chunk, true);
         mi_tensor *a;
         mi_miras m;
         mi_tensor *w0 = mi_randn(&r, MI_F64, MI_SHAPE(D, D), 0, 3);
         run_layer(&c, &s, w0, &a, &m);
-        mi_tensor *w = final_weights(&m, a);
+        mi_tensor *w = final_weights(&m, &s, a);
         double lo = 1, hi = 0;
         for (int64_t i = 0; i < w->numel; i++) {
             lo = fmin(lo, mi_get(w, i));
@@ -524,12 +555,12 @@ START_TEST(lq_norms_on_matrix_and_vector)
     const mi_retention_kind *lq = mi_retention_find("lq");
     for (int form = 0; form < 2; form++)
         for (int vec = 0; vec < 2; vec++) {
-            ret_case rc = {"lq", "l2", 0, 4, 0, form};
+            ret_case rc = {"lq", "l2", 0, 4, 0, form, 0};
             mi_miras_config c = config_for(&rc, vec ? "vector" : "matrix", 1, true);
             c.lq_eps = 0; /* the exact norms */
             mi_tensor *a = vec ? mi_randn(&r, MI_F64, MI_SHAPE(N, 2, D), 0, 1)
                                : mi_randn(&r, MI_F64, MI_SHAPE(N, 2, D, D), 0, 1);
-            mi_tensor *w = lq->read(&c, a);
+            mi_tensor *w = lq->read(&c, a, NULL);
             ck_assert_ptr_nonnull(w);
             int64_t per = vec ? D : D * D;
             for (int64_t b = 0; b < a->numel / per; b++) {
@@ -551,6 +582,79 @@ START_TEST(lq_norms_on_matrix_and_vector)
             for (int64_t i = 0; i < y1->numel; i++)
                 ck_assert_close(mi_get(y1, i), mi_get(y2, i), 1e-10 * (1 + fabs(mi_get(y2, i))));
         }
+}
+END_TEST
+
+/* Moneta's recurrence written out as its equations, exactly (lq_eps = 0),
+ * on a matrix memory with the ℓp bias, p = 3, independently of the helpers
+ * above:
+ *   A_t = α_t A_{t-1} − η_t ∇ℓ_p(W_{t-1}; k_t, v_t)                (MIRAS eq:q-norm)
+ *   ∇ℓ_p = p (Sign(W k_t − v_t) ⊙ |W k_t − v_t|^(p−1)) k_tᵀ   (eq:lp-attentional-bias)
+ *   paper: W_t = A_t / ‖A_t‖_q^(q−2),  ‖A‖_q = (Σ_ij |A_ij|^q)^(1/q)  (eq:q-norm)
+ *   spec:  W_t = A_t / ‖A_t‖_F^((q−2)/q)                         (the spec §4.2)
+ * Initial state: the paper's form A_0 = W_0; the spec's the A_0 that reads as
+ * W_0, A_0 = W_0 ‖W_0‖_F^((q−2)/2). */
+static void moneta_read(mat A, double q, bool paper, mat W)
+{
+    double sq = 0, sqq = 0;
+    for (int i = 0; i < D; i++)
+        for (int j = 0; j < D; j++) sq += A[i][j] * A[i][j], sqq += pow(fabs(A[i][j]), q);
+    double div = paper ? pow(pow(sqq, 1 / q), q - 2) : pow(sqrt(sq), (q - 2) / q);
+    for (int i = 0; i < D; i++)
+        for (int j = 0; j < D; j++) W[i][j] = A[i][j] / div;
+}
+
+static void moneta_equations(const seqs *s, double q, bool paper, double *y)
+{
+    const double p = 3;
+    for (int n = 0; n < N; n++) {
+        mat A, W;
+        double f0 = 0;
+        for (int e = 0; e < D * D; e++) f0 += pow(mi_get(s->w0, e), 2);
+        for (int e = 0; e < D * D; e++)
+            A[e / D][e % D] = mi_get(s->w0, e) * (paper ? 1 : pow(sqrt(f0), (q - 2) / 2));
+        moneta_read(A, q, paper, W);
+        for (int t = 0; t < T; t++) {
+            tok x = token(s, n, t);
+            for (int i = 0; i < D; i++) {
+                double e = -x.v[i];
+                for (int j = 0; j < D; j++) e += W[i][j] * x.k[j];
+                double de = p * (e > 0 ? 1 : e < 0 ? -1 : 0) * pow(fabs(e), p - 1);
+                for (int j = 0; j < D; j++) A[i][j] = x.alpha * A[i][j] - x.eta * de * x.k[j];
+            }
+            moneta_read(A, q, paper, W);
+            write_y(y, n, t, W, &x);
+        }
+    }
+}
+
+/* lq_form=paper against MIRAS eq:q-norm and lq_form=spec against the spec's
+ * form, each written out (moneta_equations); the two forms differ. */
+START_TEST(moneta_forms_are_their_equations)
+{
+    mi_rng r;
+    mi_rng_seed(&r, 28);
+    const double qs[] = {4, 3};
+    for (int qi = 0; qi < 2; qi++) {
+        seqs s = make_seqs(&r, 0.1, 0.6, 0.5);
+        double want[2][N * T * D];
+        for (int form = MI_LQ_SPEC; form <= MI_LQ_PAPER; form++) {
+            moneta_equations(&s, qs[qi], form == MI_LQ_PAPER, want[form]);
+            for (int closed = 0; closed < 2; closed++) {
+                ret_case rc = {"lq", "lp", 0, qs[qi], 0, form, 0};
+                mi_miras_config c = config_for(&rc, "matrix", 1, closed);
+                c.lq_eps = 0; /* the exact norms */
+                mi_tensor *y = run_layer(&c, &s, s.w0, NULL, NULL);
+                char what[64];
+                snprintf(what, sizeof what, "lq_form=%s q=%g closed %d",
+                         form == MI_LQ_PAPER ? "paper" : "spec", qs[qi], closed);
+                assert_equal(y, want[form], 1e-12, what);
+            }
+        }
+        double diff = 0;
+        for (int i = 0; i < N * T * D; i++) diff = fmax(diff, fabs(want[0][i] - want[1][i]));
+        ck_assert_msg(diff > 1e-3, "q=%g: the two forms agree", qs[qi]);
+    }
 }
 END_TEST
 
@@ -622,6 +726,7 @@ Suite *make_suite(void)
     tcase_add_test(tc, elastic_gives_exact_zeros);
     tcase_add_test(tc, bregman_stays_in_the_unit_interval);
     tcase_add_test(tc, lq_norms_on_matrix_and_vector);
+    tcase_add_test(tc, moneta_forms_are_their_equations);
     tcase_add_test(tc, bad_parameters_are_reported);
     suite_add_tcase(s, tc);
     return s;

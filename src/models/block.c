@@ -511,7 +511,7 @@ mi_tensor *mi_miras_block_step(const mi_miras_block *b, mi_miras_block_state *st
 int mi_miras_block_state_tensors(mi_miras_block_state *st, mi_tensor **slots[], int max)
 {
     int n = 0, nw = st->memory.nw;
-    if (max < 4 + 3 * nw) return mi_error_set("miras block: %d state slots needed", 4 + 3 * nw), -1;
+    if (max < 6 + 3 * nw) return mi_error_set("miras block: %d state slots needed", 6 + 3 * nw), -1;
     for (int i = 0; i < 3; i++) slots[n++] = &st->tails[i];
     for (int i = 0; i < nw; i++) {
         slots[n++] = &st->memory.a[i];
@@ -519,5 +519,7 @@ int mi_miras_block_state_tensors(mi_miras_block_state *st, mi_tensor **slots[], 
         slots[n++] = &st->memory.a_grad[i];
     }
     slots[n++] = &st->memory.alpha_bar;
+    slots[n++] = &st->memory.eta;
+    slots[n++] = &st->memory.eta_grad;
     return n;
 }

@@ -12,8 +12,8 @@ mi_miras_config mi_miras_config_default(void)
         .memory = "matrix", .mlp_depth = 2, .mlp_expansion = 4, .slots = 64, .slot_norm = true,
         .bias = "l2", .p = 3, .sign_sharpness = 1, .abs_eps = 1e-6, .robust_delta = 0.1,
         .retention = "l2", .q = 4, .lq_form = MI_LQ_SPEC, .lq_eps = 1e-6, .kl_scale = 1,
-        .f_div = MI_F_DIV_EXP,
-        .l1_gamma = 1e-3, .algorithm = "gd", .steps = 2, .chunk = 1, .closed_form = true,
+        .f_div = MI_F_DIV_EXP, .l1_gamma = 1e-3, .l1_threshold = MI_L1_SCALED,
+        .algorithm = "gd", .steps = 2, .chunk = 1, .closed_form = true,
     };
 }
 
@@ -110,6 +110,16 @@ int mi_miras_config_set(mi_miras_config *c, const char *assignment)
         }
         return 0;
     }
+    if (!strcmp(key, "l1_threshold")) {
+        if (!strcmp(val, "scaled")) c->l1_threshold = MI_L1_SCALED;
+        else if (!strcmp(val, "constant")) c->l1_threshold = MI_L1_CONSTANT;
+        else {
+            mi_error_set("config: l1_threshold must be 'scaled' (l1_gamma * eta_t) or 'constant' "
+                         "(l1_gamma), got '%s'", val);
+            return -1;
+        }
+        return 0;
+    }
     if (!strcmp(key, "f_div")) {
         for (int i = 0; i < F_DIV_COUNT; i++)
             if (!strcmp(val, f_div_names[i])) return c->f_div = i, 0;
@@ -135,8 +145,8 @@ int mi_miras_config_set(mi_miras_config *c, const char *assignment)
     mi_error_set("config: unknown key '%s' (memory, memory.depth, memory.expansion, "
                  "memory.slots, memory.slot_norm, bias, p, "
                  "sign_sharpness, abs_eps, robust_delta, retention, q, lq_form, lq_eps, kl_scale, "
-                 "f_div, l1_gamma, decay_first, alpha_on_keys, algorithm, steps, chunk, "
-                 "closed_form, materialize)", key);
+                 "f_div, l1_gamma, l1_threshold, decay_first, alpha_on_keys, algorithm, steps, "
+                 "chunk, closed_form, materialize)", key);
     return -1;
 }
 
@@ -171,6 +181,9 @@ int mi_miras_init(mi_miras *m, const mi_miras_config *c)
         return mi_error_set("miras: multistep needs steps >= 1, got %d", c->steps), -1;
     if (!(c->kl_scale > 0)) return mi_error_set("miras: kl_scale must be > 0, got %g", c->kl_scale), -1;
     if (!(c->l1_gamma >= 0)) return mi_error_set("miras: l1_gamma must be >= 0, got %g", c->l1_gamma), -1;
+    if (c->l1_threshold != MI_L1_SCALED && c->l1_threshold != MI_L1_CONSTANT)
+        return mi_error_set("miras: l1_threshold must be MI_L1_SCALED or MI_L1_CONSTANT, got %d",
+                            c->l1_threshold), -1;
     if (!(c->robust_delta >= 0))
         return mi_error_set("miras: robust_delta must be >= 0 (the radius of the value shifts), "
                             "got %g", c->robust_delta), -1;

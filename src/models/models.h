@@ -55,7 +55,10 @@ typedef struct mi_miras_config {
                                 derivative where A → 0 (default 1e-6; 0: the exact norm) */
     double kl_scale;         /* kl, f-div: the simplex scale c (default 1) */
     int f_div;               /* f-div: g, the inverse of f' (MI_F_DIV_*, default exp: KL) */
-    double l1_gamma;         /* elastic: the soft threshold γ (default 1e-3) */
+    double l1_gamma;         /* l1, elastic, elastic-ftrl: the ℓ1 weight λ of the soft
+                                threshold (default 1e-3) */
+    int l1_threshold;        /* l1, elastic, elastic-ftrl: MI_L1_SCALED (default), the
+                                threshold λ·η_t of the papers, or MI_L1_CONSTANT, λ */
     bool decay_first;        /* l2: take the gradient at α ⊙ W_{t-1} (gated DeltaNet, RWKV-7) */
     bool alpha_on_keys;      /* matrix: a channel-wise α decays the key axis, A_{t-1} Diag(α_t)
                                 (HGRN2), not the value rows, Diag(α_t) A_{t-1} (default false) */
@@ -68,6 +71,13 @@ typedef struct mi_miras_config {
     bool materialize;        /* chunked: keep one W per token even where the memory's
                               * rank-one factors would avoid it (default false; tests) */
 } mi_miras_config;
+
+/* The soft threshold of the ℓ1 retentions (l1, elastic, elastic-ftrl), with
+ * λ = config l1_gamma:
+ *   MI_L1_SCALED    τ_t = λ η_t, the step times the ℓ1 weight (Lattice, Eq. 17;
+ *                   MIRAS eq:Elastic, γ = ζ/α): it vanishes with the step
+ *   MI_L1_CONSTANT  τ = λ at every token, whatever the step */
+enum { MI_L1_SCALED = 0, MI_L1_CONSTANT = 1 };
 
 /* The g of the f-divergence retention (MIRAS eq:generalf-divergence), the
  * inverse of f' for the divergence D_f(W, W') = Σ W' f(W/W'):
@@ -151,8 +161,13 @@ struct mi_retention_kind {
     const char *name;
     const char *formula;
     mi_tensor *(*init)(const mi_miras_config *c, mi_tensor *w0);  /* A_0 from W_0 (NULL: A = W) */
-    mi_tensor *(*read)(const mi_miras_config *c, mi_tensor *a);   /* W from A (NULL: W = A) */
-    mi_tensor *(*boundary)(const mi_miras_config *c, mi_tensor *a);  /* NULL: none */
+    /* W from A (read NULL: W = A) and the boundary projection (NULL: none).
+     * Both take eta, the step size η of the position that wrote A last
+     * (Longhorn's η/(1 + η‖k‖²) for implicit GD), shaped to scale A
+     * ([N, n, 1, …] or channel-wise [N, n, dv, 1, …]), or NULL for a state
+     * nothing was written to (A_0): the ℓ1 threshold λ η_t needs it. */
+    mi_tensor *(*read)(const mi_miras_config *c, mi_tensor *a, mi_tensor *eta);
+    mi_tensor *(*boundary)(const mi_miras_config *c, mi_tensor *a, mi_tensor *eta);
     /* When the read only scales each whole weight, W = s(‖A‖_F²)·A (NULL, or
      * false for this config: it does not): s from the squared Frobenius norm
      * [N, n, 1] of each token's state. A chunk then reads its tokens from the
@@ -171,6 +186,11 @@ struct mi_retention_kind {
     bool uses_alpha;   /* false: α ≡ 1 (no forgetting) */
     bool lag_token;    /* the first token of each chunk runs alone (Memora, MIRAS §4.3) */
 };
+
+/* The ℓ1 retentions' soft threshold S_τ(x) = sign(x) max(|x| − τ, 0), with τ
+ * = l1_gamma · eta for MI_L1_SCALED (eta as read's; NULL: τ = 0) or l1_gamma
+ * for MI_L1_CONSTANT (retention_l1.c). */
+mi_tensor *mi_l1_prox(const mi_miras_config *c, mi_tensor *x, mi_tensor *eta);
 
 const mi_memory_kind *mi_memory_find(const char *name);
 const mi_bias_kind *mi_bias_find(const char *name);
@@ -225,6 +245,9 @@ typedef struct mi_miras_state {
     mi_tensor *a_grad[MI_MEMORY_MAX_WEIGHTS]; /* where this chunk takes its gradients */
     mi_tensor *alpha_bar;                     /* decay_first or read_split: Π α since then
                                                  (NULL: 1) */
+    mi_tensor *eta;                           /* η of the last position written (NULL:
+                                                 none yet), for read and boundary */
+    mi_tensor *eta_grad;                      /* η of the last one before a_grad */
 } mi_miras_state;
 
 /* The state before the first token of N sequences with key and value widths

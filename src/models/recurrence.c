@@ -9,6 +9,8 @@
  *                                      a channel-wise α scales the key axis: A_{t-1} Diag(α_t))
  *   A_t  ← boundary(A_t)              (the non-linear part of the retention gate)
  *   y_t  = M_{read(A_t)}(q_t)         (read after write)
+ * read and boundary also see η of the position that wrote the state last
+ * (η_t; for A_0 none): the ℓ1 retentions' threshold is λ η_t.
  * A retention whose write is not linear in its state (read_split, the
  * f-divergence gate) reads and projects from A_t and the part of it carried
  * from where the segment's gradients were taken, ᾱ_t ⊙ A_{t'} (below).
@@ -39,6 +41,8 @@ typedef struct run {
     int nw;                                  /* number of weight tensors */
     mi_tensor *a[MI_MEMORY_MAX_WEIGHTS];     /* state after the last processed position, [N,1,...] */
     mi_tensor *s[MI_MEMORY_MAX_WEIGHTS];     /* momentum, [N,1,...] */
+    mi_tensor *eta;                          /* η of the last processed position, [N,1(,dv)]
+                                                (NULL: none yet), for read and boundary */
 } run;
 
 /* A gate [N, n] or [N, n, d] shaped to scale a weight [N, n', ...] of rank r:
@@ -74,17 +78,19 @@ static mi_tensor *scan_from(mi_tensor *prev, mi_tensor *a, mi_tensor *x)
     return mi_linear_scan_from(a, x, prev, 1, false);
 }
 
-static mi_tensor *read_state(const run *r, mi_tensor *a)
+/* W from the state A that a position with step size eta (a gate [N, n(, dv)],
+ * or NULL: none) wrote last. */
+static mi_tensor *read_state(const run *r, mi_tensor *a, mi_tensor *eta)
 {
-    return r->m->retention->read ? r->m->retention->read(r->c, a) : a;
+    return r->m->retention->read ? r->m->retention->read(r->c, a, gate_like(eta, a)) : a;
 }
 
 /* W from a state A inside a segment whose carried part is `carried`
  * (read_split), or from A alone. */
-static mi_tensor *read_within(const run *r, mi_tensor *carried, mi_tensor *a)
+static mi_tensor *read_within(const run *r, mi_tensor *carried, mi_tensor *a, mi_tensor *eta)
 {
     const mi_retention_kind *ret = r->m->retention;
-    return ret->read_split ? ret->read_split(r->c, carried, a) : read_state(r, a);
+    return ret->read_split ? ret->read_split(r->c, carried, a) : read_state(r, a, eta);
 }
 
 static bool has_boundary(const mi_retention_kind *ret)
@@ -254,7 +260,7 @@ static int factored_chunk(run *r, mi_tensor *qc, mi_tensor *kc, mi_tensor *vc, m
     /* the factors of the gradients at the chunk's start, W = read(A) */
     mi_tensor *w[MI_MEMORY_MAX_WEIGHTS];
     for (int i = 0; i < r->nw; i++)
-        if (!(w[i] = read_state(r, r->a[i]))) return -1;
+        if (!(w[i] = read_state(r, r->a[i], r->eta))) return -1;
     mi_tensor *e = m->bias->error(c, m->memory->forward(c, w, kc), vc, delta);
     if (!e || m->memory->grad_factors(c, w, kc, e, f.delta, f.x) != 0) return -1;
     /* The coefficients: the two scans run on coordinates over the basis
@@ -334,7 +340,8 @@ static int run_chunk(run *r, mi_tensor *q, mi_tensor *k, mi_tensor *v, const mi_
     if (factored_ok(r, eta, alpha, mu)) {
         mi_tensor *qc = y ? slice_positions(q, p0, p0 + n) : NULL;
         if (y && !qc) return -1;
-        return factored_chunk(r, qc, kc, vc, eta, alpha, mu, delta, n, y);
+        if (factored_chunk(r, qc, kc, vc, eta, alpha, mu, delta, n, y) != 0) return -1;
+        return (r->eta = slice_positions(eta, n - 1, n)) ? 0 : -1;
     }
 
     /* the point where the chunk's gradients are taken; ᾱ_t = Π_{j≤t} α_j, for
@@ -345,7 +352,7 @@ static int run_chunk(run *r, mi_tensor *q, mi_tensor *k, mi_tensor *v, const mi_
                                                                          : NULL;
     for (int i = 0; i < r->nw; i++) {
         mi_tensor *a = c->decay_first ? mi_mul(alpha_like(c, alpha_bar, r->a[i]), r->a[i]) : r->a[i];
-        if (!(wg[i] = read_state(r, a))) return -1;
+        if (!(wg[i] = read_state(r, a, r->eta))) return -1;
     }
     if (inner_gradients(r, wg, kc, vc, delta, g) != 0) return -1;
 
@@ -356,6 +363,7 @@ static int run_chunk(run *r, mi_tensor *q, mi_tensor *k, mi_tensor *v, const mi_
     }
     mi_tensor *a_seq[MI_MEMORY_MAX_WEIGHTS], *carried[MI_MEMORY_MAX_WEIGHTS] = {0};
     mi_tensor *neg_eta = mi_neg(eta); /* negate the gate, not the full-size product */
+    mi_tensor *eta_end = slice_positions(eta, n - 1, n);
     for (int i = 0; i < r->nw; i++) {
         mi_tensor *step = mi_mul(g[i], gate_like(neg_eta, g[i]));
         if (mu) {
@@ -372,7 +380,7 @@ static int run_chunk(run *r, mi_tensor *q, mi_tensor *k, mi_tensor *v, const mi_
             mi_tensor *end = mi_slice(a_seq[i], 1, n - 1, n);
             mi_tensor *last = ret->boundary_split
                                   ? ret->boundary_split(c, mi_slice(carried[i], 1, n - 1, n), end)
-                                  : ret->boundary(c, end);
+                                  : ret->boundary(c, end, gate_like(eta_end, end));
             a_seq[i] = n > 1 ? mi_concat((mi_tensor *[]){mi_slice(a_seq[i], 1, 0, n - 1), last}, 2, 1)
                              : last;
             /* after the boundary nothing is written yet: the state is all carried */
@@ -384,18 +392,20 @@ static int run_chunk(run *r, mi_tensor *q, mi_tensor *k, mi_tensor *v, const mi_
         if (!a_seq[i] || (ret->read_split && !carried[i])) return -1;
         r->a[i] = mi_slice(a_seq[i], 1, n - 1, n);
     }
+    if (!(r->eta = eta_end)) return -1;
 
     /* read after write, at the last step of each token */
     if (!y) return 0;
     bool one_step = n < steps;
     mi_tensor *w_read[MI_MEMORY_MAX_WEIGHTS];
+    mi_tensor *eta_read = steps > 1 && !one_step ? last_steps(eta, steps) : eta;
     for (int i = 0; i < r->nw; i++) {
         mi_tensor *a = a_seq[i], *kept = carried[i];
         if (steps > 1 && !one_step) {
             a = last_steps(a, steps);
             kept = kept ? last_steps(kept, steps) : NULL;
         }
-        if (!(w_read[i] = read_within(r, kept, a))) return -1;
+        if (!(w_read[i] = read_within(r, kept, a, eta_read))) return -1;
     }
     mi_tensor *qc = one_step ? slice_positions(q, p0 / steps, p0 / steps + 1)
                              : slice_positions(q, p0 / steps, (p0 + n) / steps);
@@ -578,7 +588,7 @@ static int write_position(const run *r, mi_miras_state *st, mi_tensor *k, mi_ten
     for (int i = 0; i < r->nw; i++) {
         mi_tensor *a = st->a_grad[i];
         if (c->decay_first) a = mi_mul(alpha_like(c, st->alpha_bar, a), a);
-        if (!(wg[i] = read_state(r, a))) return -1;
+        if (!(wg[i] = read_state(r, a, st->eta_grad))) return -1;
     }
     if (inner_gradients(r, wg, kp, vp, delta, g) != 0) return -1;
     if (m->algorithm == MI_ALGO_IMPLICIT) {
@@ -592,6 +602,7 @@ static int write_position(const run *r, mi_miras_state *st, mi_tensor *k, mi_ten
                          : mi_add(st->a[i], step);
         if (!st->a[i]) return -1;
     }
+    st->eta = eta;
     return 0;
 }
 
@@ -599,6 +610,7 @@ static void begin_segment(mi_miras_state *st)
 {
     for (int i = 0; i < st->nw; i++) st->a_grad[i] = st->a[i];
     st->alpha_bar = NULL;
+    st->eta_grad = st->eta;
 }
 
 /* The part of weight i's state carried from the segment's start, ᾱ ⊙ A_{t'}. */
@@ -612,8 +624,9 @@ static int end_segment(const run *r, mi_miras_state *st)
 {
     const mi_retention_kind *ret = r->m->retention;
     for (int i = 0; i < r->nw && has_boundary(ret); i++) {
-        st->a[i] = ret->boundary_split ? ret->boundary_split(r->c, stream_carried(r, st, i), st->a[i])
-                                       : ret->boundary(r->c, st->a[i]);
+        mi_tensor *a = st->a[i];
+        st->a[i] = ret->boundary_split ? ret->boundary_split(r->c, stream_carried(r, st, i), a)
+                                       : ret->boundary(r->c, a, gate_like(st->eta, a));
         if (!st->a[i]) return -1;
     }
     /* a split read after the boundary: nothing written since (the next token
@@ -657,7 +670,8 @@ mi_tensor *mi_miras_step(const mi_miras *m, mi_miras_state *st, mi_tensor *q, mi
     mi_tensor *w[MI_MEMORY_MAX_WEIGHTS];
     for (int i = 0; i < r.nw; i++) {
         mi_tensor *kept = m->retention->read_split ? stream_carried(&r, st, i) : NULL;
-        if ((m->retention->read_split && !kept) || !(w[i] = read_within(&r, kept, st->a[i])))
+        if ((m->retention->read_split && !kept) ||
+            !(w[i] = read_within(&r, kept, st->a[i], st->eta)))
             return NULL;
     }
     return m->memory->forward(&m->config, w, q);

@@ -12,7 +12,7 @@
  * non-linearity and it is in the read, so chunks need no boundary. */
 #include "models.h"
 
-static mi_tensor *bregman_read(const mi_miras_config *c, mi_tensor *z)
+static mi_tensor *bregman_read(const mi_miras_config *c, mi_tensor *z, mi_tensor *eta)
 {
     return mi_sigmoid(z);
 }

@@ -86,7 +86,7 @@ static mi_tensor *fdiv_init(const mi_miras_config *c, mi_tensor *w0)
 
 /* W from a state with nothing written (U = 0): g(−ζ) is one number per row,
  * so W = c · softmax(L). */
-static mi_tensor *fdiv_read(const mi_miras_config *c, mi_tensor *l)
+static mi_tensor *fdiv_read(const mi_miras_config *c, mi_tensor *l, mi_tensor *eta)
 {
     return mi_mul_scalar(mi_softmax(l, -1), c->kl_scale);
 }

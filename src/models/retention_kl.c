@@ -35,12 +35,12 @@ static mi_tensor *kl_init(const mi_miras_config *c, mi_tensor *w0)
     return mi_add_scalar(mi_log_softmax(w0, -1), log(c->kl_scale));
 }
 
-static mi_tensor *kl_read(const mi_miras_config *c, mi_tensor *l)
+static mi_tensor *kl_read(const mi_miras_config *c, mi_tensor *l, mi_tensor *eta)
 {
     return mi_mul_scalar(mi_softmax(l, -1), c->kl_scale);
 }
 
-static mi_tensor *kl_boundary(const mi_miras_config *c, mi_tensor *l)
+static mi_tensor *kl_boundary(const mi_miras_config *c, mi_tensor *l, mi_tensor *eta)
 {
     return mi_add_scalar(mi_log_softmax(l, -1), log(c->kl_scale));
 }

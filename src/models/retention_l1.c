@@ -1,29 +1,42 @@
 /* ℓ1 retention, the proximal gradient (ISTA) form (Lattice Appendix B.1,
- * Eq. 16–17):
+ * Eq. 16–17). Eq. 16 adds λ_t‖S‖₁ to the loss; one ISTA step on it is
  *
- *   S_t = prox_{τ‖·‖₁}(S_{t-1} − η_t ∇ℓ(S_{t-1}; k_t, v_t)),
- *   prox_{τ‖·‖₁}(z) = S_τ(z) = sign(z) max(|z| − τ, 0)   (mi_soft_threshold)
+ *   S_t = prox_{γ_t λ_t ‖·‖₁}(S_{t-1} − γ_t ∇ℓ(S_{t-1}; k_t, v_t))   (Lattice, Eq. 17)
+ *   prox_{μ‖·‖₁}(z) = sign(z) max(|z| − μ, 0)
  *
- * τ = config l1_gamma (default 1e-3). The soft threshold is the boundary:
- * after every token at b = 1, at the end of each chunk otherwise (the linear
- * part S + Σ steps accumulates inside the chunk).
+ * with the step γ_t = η_t (the gate eta) and λ_t = λ = config l1_gamma: the
+ * threshold is λ η_t, so it scales with the step and vanishes with it
+ * (l1_threshold=scaled, the default). l1_threshold=constant thresholds by λ
+ * itself at every token, whatever η_t. The soft threshold is the boundary:
+ * after every token at b = 1; at the end of each chunk otherwise (the linear
+ * part S + Σ steps accumulates inside the chunk), with the threshold of the
+ * chunk's last token, λ η_t.
  *
  * Choices the paper leaves open:
- * - Eq. 17's threshold is γ_t λ_t (the step size times the ℓ1 weight). The
- *   boundary does not see η_t, so τ is given directly and fixed, as in the
- *   elastic retention (this is elastic with α ≡ 1: no ℓ2 part).
+ * - λ_t is one number, config l1_gamma, not a gate of its own.
  * - Eq. 17 is given without the sphere projection, so this retention does
  *   not project; the lattice memory's φ still reads every slot normalised
- *   (a slot thresholded to exactly zero has no direction: keep τ small
- *   against the slots' entries). */
+ *   (a slot thresholded to exactly zero has no direction: keep λ η small
+ *   against the slots' entries).
+ * This is the elastic retention with α ≡ 1 (no ℓ2 part). */
 #include "models.h"
 
-static mi_tensor *l1_boundary(const mi_miras_config *c, mi_tensor *w)
+/* S_τ(x) with τ = λ η_t as relu(x − τ) − relu(−x − τ), so that the outer
+ * gradient reaches η through τ (mi_soft_threshold takes a constant). */
+mi_tensor *mi_l1_prox(const mi_miras_config *c, mi_tensor *x, mi_tensor *eta)
 {
-    return mi_soft_threshold(w, c->l1_gamma);
+    if (c->l1_threshold == MI_L1_CONSTANT) return mi_soft_threshold(x, c->l1_gamma);
+    if (!eta) return x; /* nothing written yet: no step, no threshold */
+    mi_tensor *tau = mi_mul_scalar(eta, c->l1_gamma);
+    return mi_sub(mi_relu(mi_sub(x, tau)), mi_relu(mi_neg(mi_add(x, tau))));
+}
+
+static mi_tensor *l1_boundary(const mi_miras_config *c, mi_tensor *w, mi_tensor *eta)
+{
+    return mi_l1_prox(c, w, eta);
 }
 
 const mi_retention_kind mi_retention_l1 = {
-    .name = "l1", .formula = "W_t = S_gamma(W_{t-1} - eta_t grad)",
+    .name = "l1", .formula = "W_t = S_tau(W_{t-1} - eta_t grad), tau = gamma eta_t",
     .boundary = l1_boundary, .uses_alpha = false,
 };

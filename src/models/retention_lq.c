@@ -31,7 +31,7 @@
 #include "models.h"
 
 /* [N, n, w…] → [N, n, 1, Π w] so that the ℓq step sees one matrix per weight. */
-static mi_tensor *lq_read(const mi_miras_config *c, mi_tensor *a)
+static mi_tensor *lq_read(const mi_miras_config *c, mi_tensor *a, mi_tensor *eta)
 {
     if (!a) return NULL;
     mi_tensor *flat = mi_reshape(a, 4, (const int64_t[]){a->shape[0], a->shape[1], 1, -1});

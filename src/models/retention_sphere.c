@@ -37,13 +37,18 @@ static mi_tensor *sphere_project(const mi_miras_config *c, mi_tensor *a)
     return mi_l2_normalize(a, 0.0);
 }
 
+static mi_tensor *sphere_boundary(const mi_miras_config *c, mi_tensor *a, mi_tensor *eta)
+{
+    return sphere_project(c, a);
+}
+
 const mi_retention_kind mi_retention_sphere = {
     .name = "sphere", .formula = "s_t = P_C(s_{t-1} + step_t), P_C(x) = x / ||x|| per row",
-    .init = sphere_project, .boundary = sphere_project, .uses_alpha = false,
+    .init = sphere_project, .boundary = sphere_boundary, .uses_alpha = false,
 };
 
 const mi_retention_kind mi_retention_sphere_forget = {
     .name = "sphere-forget",
     .formula = "s_t = P_C(alpha_t s_{t-1} + step_t), P_C(x) = x / ||x|| per row",
-    .init = sphere_project, .boundary = sphere_project, .uses_alpha = true,
+    .init = sphere_project, .boundary = sphere_boundary, .uses_alpha = true,
 };
