@@ -28,6 +28,31 @@ TCase *tcase_slow(const char *name)
     return tc;
 }
 
+unsigned char *read_file(const char *path, size_t *size)
+{
+    FILE *f = fopen(path, "rb");
+    ck_assert_ptr_nonnull(f);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    ck_assert_int_ge(n, 0);
+    unsigned char *b = malloc((size_t)n + 1);
+    ck_assert_ptr_nonnull(b);
+    ck_assert_int_eq(fread(b, 1, (size_t)n, f), (size_t)n);
+    fclose(f);
+    b[n] = 0;
+    *size = (size_t)n;
+    return b;
+}
+
+void write_file(const char *path, const void *bytes, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_eq(fwrite(bytes, 1, n, f), n);
+    fclose(f);
+}
+
 int main(void)
 {
     SRunner *sr = srunner_create(make_suite());

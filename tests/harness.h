@@ -26,6 +26,11 @@ extern mi_scope *test_scope;
                       _a, _b, (double)(tol));                                          \
     } while (0)
 
+/* The bytes of a file, NUL-terminated (size excludes the NUL); free() them. */
+unsigned char *read_file(const char *path, size_t *size);
+/* Writes n bytes to path (creating or truncating it). */
+void write_file(const char *path, const void *bytes, size_t n);
+
 /* Asserts that the last error mentions `needle`. */
 #define ck_assert_error_has(needle)                                                   \
     ck_assert_msg(strstr(mi_error(), needle) != NULL, "error \"%s\" lacks \"%s\"",    \

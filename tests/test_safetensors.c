@@ -76,29 +76,6 @@ static const char *dir_listing(const char *dir)
     return out;
 }
 
-static unsigned char *read_all(const char *path, size_t *size)
-{
-    FILE *f = fopen(path, "rb");
-    ck_assert_ptr_nonnull(f);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *b = malloc(n > 0 ? (size_t)n : 1);
-    ck_assert_ptr_nonnull(b);
-    ck_assert_int_eq(fread(b, 1, (size_t)n, f), (size_t)n);
-    fclose(f);
-    *size = (size_t)n;
-    return b;
-}
-
-static void write_bytes(const char *path, const void *b, size_t n)
-{
-    FILE *f = fopen(path, "wb");
-    ck_assert_ptr_nonnull(f);
-    ck_assert_int_eq(fwrite(b, 1, n, f), n);
-    fclose(f);
-}
-
 /* A file image: the header as given (unpadded) and data bytes 0, 1, 2, … */
 static unsigned char image[1 << 16];
 
@@ -233,7 +210,7 @@ START_TEST(round_trip_every_dtype)
 
     /* the same bytes through the in-memory parser */
     size_t size;
-    unsigned char *bytes = read_all(path, &size);
+    unsigned char *bytes = read_file(path, &size);
     mi_safetensors *sm = mi_safetensors_parse(bytes, size);
     ck_assert_msg(sm != NULL, "%s", mi_error());
     check_loaded(sm, ts, n);
@@ -329,7 +306,7 @@ START_TEST(save_to_missing_or_unwritable_directory)
     mi_error_clear();
 
     /* a path component that is a file */
-    write_bytes(tmp_path("plain"), "x", 1);
+    write_file(tmp_path("plain"), "x", 1);
     p = tmp_path("plain/model.safetensors");
     ck_assert_int_eq(mi_safetensors_save(p, ts, 2, NULL), -1);
     ck_assert_error_has(p);
@@ -421,30 +398,30 @@ START_TEST(load_file_errors)
     ck_assert_error_has("not a regular file (a FIFO)");
     mi_error_clear();
     unlink(fifo);
-    write_bytes(p, "\x10\0\0\0", 4);
+    write_file(p, "\x10\0\0\0", 4);
     ck_assert_ptr_null(mi_safetensors_load(p));
     ck_assert_error_has("truncated");
     mi_error_clear();
     /* a valid file cut inside its data: the last tensor runs past the end */
     size_t n = make_image(W_OK_HEADER, 16);
-    write_bytes(p, image, n - 1);
+    write_file(p, image, n - 1);
     ck_assert_ptr_null(mi_safetensors_load(p));
     ck_assert_error_has("run past the end of the data");
     mi_error_clear();
     /* cut inside the header */
-    write_bytes(p, image, 20);
+    write_file(p, image, 20);
     ck_assert_ptr_null(mi_safetensors_load(p));
     ck_assert_error_has("runs past the end");
     mi_error_clear();
     /* huge header length */
     set_header_len(image, (uint64_t)1 << 63);
-    write_bytes(p, image, n);
+    write_file(p, image, n);
     ck_assert_ptr_null(mi_safetensors_load(p));
     ck_assert_error_has("exceeds");
     mi_error_clear();
     /* and a good one loads */
     n = make_image(W_OK_HEADER, 16);
-    write_bytes(p, image, n);
+    write_file(p, image, n);
     mi_safetensors *st = mi_safetensors_load(p);
     ck_assert_msg(st != NULL, "%s", mi_error());
     ck_assert_int_eq(((unsigned char *)st->tensors[0].tensor->data)[15], 15);
@@ -709,7 +686,7 @@ START_TEST(fuzz_never_crashes)
     const char *path = tmp_path("fuzz.safetensors");
     ck_assert_int_eq(mi_safetensors_save(path, ts, nt, &md), 0);
     size_t size;
-    unsigned char *orig = read_all(path, &size);
+    unsigned char *orig = read_file(path, &size);
     uint64_t hlen = 0;
     for (int i = 7; i >= 0; i--) hlen = hlen << 8 | orig[i];
     mi_scope_reset(test_scope);

@@ -30,30 +30,6 @@ static const char *tmp_path(const char *name)
     return buf;
 }
 
-static unsigned char *read_all(const char *path, size_t *size)
-{
-    FILE *f = fopen(path, "rb");
-    ck_assert_ptr_nonnull(f);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *b = malloc(n > 0 ? (size_t)n + 1 : 1);
-    ck_assert_ptr_nonnull(b);
-    ck_assert_int_eq(fread(b, 1, (size_t)n, f), (size_t)n);
-    fclose(f);
-    b[n] = 0;
-    *size = (size_t)n;
-    return b;
-}
-
-static void write_bytes(const char *path, const void *b, size_t n)
-{
-    FILE *f = fopen(path, "wb");
-    ck_assert_ptr_nonnull(f);
-    ck_assert_int_eq(fwrite(b, 1, n, f), n);
-    fclose(f);
-}
-
 static uint64_t header_len(const unsigned char *b)
 {
     uint64_t n = 0;
@@ -134,7 +110,7 @@ START_TEST(round_trip_stores_checksums)
     mi_tensor *a, *b;
     const char *path = save_pair("rt.safetensors", &a, &b);
     size_t size;
-    unsigned char *raw = read_all(path, &size);
+    unsigned char *raw = read_file(path, &size);
     char want[64];
     snprintf(want, sizeof want, "\"crc32c.a\":\"%08x\"", mi_crc32c(0, a->data, 24));
     ck_assert_msg(strstr((char *)raw + 8, want), "header lacks %s", want);
@@ -164,10 +140,10 @@ START_TEST(flipped_data_byte_is_refused)
     mi_tensor *a, *b;
     const char *path = save_pair("flip.safetensors", &a, &b);
     size_t size;
-    unsigned char *raw = read_all(path, &size);
+    unsigned char *raw = read_file(path, &size);
     /* the last byte belongs to "b", the first data byte to "a" */
     raw[size - 1] ^= 0x01;
-    write_bytes(path, raw, size);
+    write_file(path, raw, size);
     EXPECT_LOAD_FAILS(path, "tensor 'b': checksum mismatch (file corrupt?)");
     raw[size - 1] ^= 0x01;
     size_t data0 = 8 + (size_t)header_len(raw);
@@ -187,17 +163,17 @@ START_TEST(header_length_off_by_one_is_refused)
     mi_tensor *a, *b;
     const char *path = save_pair("shift.safetensors", &a, &b);
     size_t size;
-    unsigned char *raw = read_all(path, &size);
+    unsigned char *raw = read_file(path, &size);
     uint64_t n = header_len(raw);
     /* the header's last byte must be padding, or the JSON alone would fail */
     ck_assert_int_eq(raw[8 + n - 1], ' ');
     set_header_len(raw, n - 1);
-    write_bytes(path, raw, size);
+    write_file(path, raw, size);
     EXPECT_LOAD_FAILS(path, "checksum mismatch");
     /* one long: a data byte joins the header, which no longer parses or
      * leaves a tensor running past the data */
     set_header_len(raw, n + 1);
-    write_bytes(path, raw, size);
+    write_file(path, raw, size);
     mi_error_clear();
     ck_assert_ptr_null(mi_safetensors_load(path));
     mi_error_clear();
@@ -219,7 +195,7 @@ START_TEST(files_without_checksums_load)
         memcpy(img + 8, headers[h], hl);
         float w[2] = {1.5f, -2.0f};
         memcpy(img + 8 + hl, w, 8);
-        write_bytes(tmp_path("plain.safetensors"), img, 8 + hl + 8);
+        write_file(tmp_path("plain.safetensors"), img, 8 + hl + 8);
         mi_safetensors *st = mi_safetensors_load(tmp_path("plain.safetensors"));
         ck_assert_msg(st != NULL, "%s", mi_error());
         ck_assert_mem_eq(mi_safetensors_get(st, "w")->data, w, 8);
