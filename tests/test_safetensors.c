@@ -567,6 +567,9 @@ START_TEST(bad_names_and_metadata)
                16, "not valid UTF-8");
     EXPECT_BAD("{\"a\xe2\x82\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 16,
                "not valid UTF-8");
+    /* an empty name: the saver refuses one, so the loader does too */
+    EXPECT_BAD("{\"\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4,
+               "empty tensor name");
     /* a NUL (escaped) cannot be part of a C-string name */
     EXPECT_BAD("{\"w\\u0000x\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 16,
                "NUL");

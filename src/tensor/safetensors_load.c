@@ -153,6 +153,10 @@ static int check_tensor(const char *path, entry *e, const json_value *v, const c
 {
     const char *nm = e->name;
     int nl = name_shown(e->name_len);
+    if (e->name_len == 0) {
+        st_fail(path, "empty tensor name (the saver writes none)");
+        return -1;
+    }
     if (v->type != JSON_OBJECT) {
         st_fail(path, "tensor '%.*s': entry is %s, not an object", nl, nm, json_type_name(v->type));
         return -1;
