@@ -43,6 +43,11 @@ static int cmp_double(const void *a, const void *b)
 static const time_policy ops_policy = {2, WARMUP_S, CASE_BUDGET_S, 3};
 
 /* Times body(ctx); `per_body` calls of the measured thing happen per body. */
+static double tv_ms(struct timeval b, struct timeval a)
+{
+    return (double)(b.tv_sec - a.tv_sec) * 1e3 + (double)(b.tv_usec - a.tv_usec) / 1e3;
+}
+
 timing time_body_with(body_fn body, void *ctx, int per_body, int reps,
                       const time_policy *p)
 {
@@ -56,6 +61,8 @@ timing time_body_with(body_fn body, void *ctx, int per_body, int reps,
      * descheduled thread) must not shrink every repetition to one call */
     timing r = {.inner = (int)fmin(1e6, fmax(1.0, ceil(REP_TARGET_S / fastest)))};
     double *ms = malloc(sizeof(double) * (size_t)reps);
+    struct rusage u0, u1;
+    getrusage(RUSAGE_SELF, &u0);
     double start = now_s();
     for (r.reps = 0; r.reps < reps; r.reps++) {
         if (r.reps >= p->min_reps && now_s() - start > p->budget_s) break;
@@ -63,6 +70,11 @@ timing time_body_with(body_fn body, void *ctx, int per_body, int reps,
         for (int i = 0; i < r.inner; i++) body(ctx);
         ms[r.reps] = (now_s() - a) * 1e3 / r.inner / per_body;
     }
+    getrusage(RUSAGE_SELF, &u1);
+    double calls = (double)r.reps * r.inner * per_body;
+    r.faults = (double)(u1.ru_minflt - u0.ru_minflt) / calls;
+    r.user_ms = tv_ms(u1.ru_utime, u0.ru_utime) / calls;
+    r.sys_ms = tv_ms(u1.ru_stime, u0.ru_stime) / calls;
     qsort(ms, (size_t)r.reps, sizeof *ms, cmp_double);
     r.min_ms = ms[0];
     r.max_ms = ms[r.reps - 1];
@@ -333,6 +345,9 @@ void print_case_json(const result *r)
                r->t.median_ms, r->t.min_ms, r->t.max_ms, r->t.reps, r->t.inner, r->tokens,
                r->tokens / r->t.median_ms * 1e3);
         if (isfinite(r->loss)) printf("\"loss\":%.6g,", r->loss);
+        printf("\"minor_faults_per_step\":%.6g,\"user_ms_per_step\":%.6g,"
+               "\"sys_ms_per_step\":%.6g,",
+               r->t.faults, r->t.user_ms, r->t.sys_ms);
     } else {
         printf("\"%s\":", r->failed ? "error" : "skipped");
         json_string(r->note);
@@ -353,8 +368,8 @@ static void fmt_rss(char *buf, size_t n, long kb)
 /* The table of layer or train cases from results[first] on. */
 void print_case_table(int first, const char *unit)
 {
-    printf("\n%-28s %3s %10s %10s %10s %11s %9s  %s\n", "case", "thr", "median", "min", "max",
-           "tokens/s", "peak RSS", "");
+    printf("\n%-28s %3s %10s %10s %10s %11s %9s %8s %5s  %s\n", "case", "thr", "median", "min",
+           "max", "tokens/s", "peak RSS", "faults", "sys", "");
     for (int i = first; i < n_results; i++) {
         const result *r = &results[i];
         char rss[24];
@@ -374,12 +389,15 @@ void print_case_table(int first, const char *unit)
         if (r->t.reps < 3)
             snprintf(note + strlen(note), sizeof note - strlen(note), "%s%d rep%s", *note ? ", "
                      : "", r->t.reps, r->t.reps == 1 ? "" : "s");
-        printf("%-28s %3d %10s %10s %10s %11.0f %9s  %s\n", r->name, r->threads, med, lo, hi,
-               r->tokens / r->t.median_ms * 1e3, rss, note);
+        double cpu = r->t.user_ms + r->t.sys_ms;
+        printf("%-28s %3d %10s %10s %10s %11.0f %9s %8.0f %4.0f%%  %s\n", r->name, r->threads,
+               med, lo, hi, r->tokens / r->t.median_ms * 1e3, rss, r->t.faults,
+               cpu > 0 ? 100 * r->t.sys_ms / cpu : 0.0, note);
     }
     printf("median/min/max per %s over the timed repetitions after two warm-ups; tokens/s = "
            "B*T / median;\npeak RSS = getrusage of the case's own process (each case runs in a "
-           "fresh child).\n", unit);
+           "fresh child); faults = minor page\nfaults per %s and sys = system share of the CPU "
+           "time, over the timed repetitions.\n", unit, unit);
 }
 
 /* Splits a comma list into at most max names (pointers into buf). */

@@ -35,6 +35,10 @@ typedef void (*body_fn)(void *ctx);
 typedef struct timing {
     double median_ms, min_ms, max_ms; /* per call */
     int reps, inner;
+    /* per call over the timed repetitions, from getrusage (every thread):
+     * minor page faults (pages touched for the first time), user and system
+     * CPU time */
+    double faults, user_ms, sys_ms;
 } timing;
 
 /* How a case is timed: ops cases are microseconds and take many warm-up

@@ -117,15 +117,87 @@ static mi_tensor *unbroadcast(mi_tensor *g, const mi_tensor *like)
     return mi_apply(op_sum_to, &g, 1, &a);
 }
 
-static int accumulate(mi_tensor *t, mi_tensor *g)
+/* ---------------------------------------------------------------- releasing
+ * A pass that records nothing (create_graph off) gives the storage of every
+ * tensor it creates (vjp temporaries, gradients, their sums) back to the
+ * scope as soon as no gradient slot holds it: a gradient is dead once its
+ * node has run, a vjp's temporaries once it has returned. `uses` counts, per
+ * storage owner, the gradient slots that hold it; the requested inputs' slots
+ * are kept to the end (keep == pass). The caller's tensors, the graph and
+ * what the pass returns are never released. */
+typedef struct release {
+    uint64_t pass; /* the tracking pass; 0: release nothing */
+} release;
+
+static _Thread_local uint64_t release_id;
+
+static bool releasable(const release *r, const mi_tensor *o) { return o->pass == r->pass; }
+
+static void hold(const release *r, mi_tensor *t)
+{
+    if (r->pass && t) mi_tensor_owner(t)->uses++;
+}
+
+static void drop(const release *r, mi_tensor *t)
+{
+    if (!r->pass || !t) return;
+    mi_tensor *o = mi_tensor_owner(t);
+    if (--o->uses == 0 && releasable(r, o)) mi_tensor_release(o);
+}
+
+/* Releases what the pass created since the last call that nothing holds. */
+static void release_unheld(const release *r)
+{
+    if (!r->pass) return;
+    size_t n;
+    mi_tensor *const *v = mi_tensor_tracked(&n);
+    for (size_t i = 0; i < n; i++)
+        if (!v[i]->base && v[i]->uses == 0 && releasable(r, v[i])) mi_tensor_release(v[i]);
+    mi_tensor_tracked_clear();
+}
+
+/* Starts releasing for a pass (none when it records): tracks the tensors it
+ * creates and marks the requested inputs, whose slots stay. */
+static release release_begin(bool create_graph, mi_tensor *const *inputs, int n_in)
+{
+    release r = {0};
+    if (create_graph) return r;
+    uint64_t id = ++release_id, outer = mi_tensor_track(id);
+    if (outer) { /* a pass inside a pass: only the outer one releases */
+        mi_tensor_track(outer);
+        return r;
+    }
+    r.pass = id;
+    for (int j = 0; j < n_in; j++) inputs[j]->keep = r.pass;
+    return r;
+}
+
+/* After node nd has run its output's gradient goes, unless it is asked for. */
+static void release_node(const release *r, mi_node *nd)
+{
+    if (!r->pass) return;
+    mi_tensor *out = nd->output;
+    if (out->gacc && out->keep != r->pass) {
+        drop(r, out->gacc);
+        out->gacc = NULL;
+    }
+    release_unheld(r);
+}
+
+static int accumulate(const release *r, mi_tensor *t, mi_tensor *g)
 {
     if (!g) return -1;
     if (!t->gacc) {
         t->gacc = g;
+        hold(r, g);
         return 0;
     }
-    t->gacc = mi_apply(op_add, (mi_tensor *[]){t->gacc, g}, 2, NULL);
-    return t->gacc ? 0 : -1;
+    mi_tensor *sum = mi_apply(op_add, (mi_tensor *[]){t->gacc, g}, 2, NULL);
+    if (!sum) return -1;
+    hold(r, sum);
+    drop(r, t->gacc);
+    t->gacc = sum;
+    return 0;
 }
 
 static void clear_gacc(mi_tensor *const *outputs, int n_out, const node_list *order)
@@ -175,6 +247,7 @@ int mi_grad(mi_tensor *const *outputs, mi_tensor *const *grad_outputs, int n_out
     }
     keep_dependents(&order, inputs, n_in);
     last_nodes = order.n;
+    release r = release_begin(create_graph, inputs, n_in);
     bool was = mi_set_grad_enabled(create_graph);
     int rc = 0;
     for (int i = 0; i < n_out && rc == 0; i++) {
@@ -183,19 +256,19 @@ int mi_grad(mi_tensor *const *outputs, mi_tensor *const *grad_outputs, int n_out
                               : mi_ones(outputs[i]->dtype, outputs[i]->rank, outputs[i]->shape);
         if (seed && !mi_same_shape(seed, outputs[i]))
             seed = mi_tensor_alias(seed, outputs[i]->rank, outputs[i]->shape, 0);
-        rc = accumulate(outputs[i], seed);
+        rc = accumulate(&r, outputs[i], seed);
     }
     for (size_t k = 0; k < order.n && rc == 0; k++) {
         mi_node *nd = order.v[k];
         mi_tensor *g = nd->output->gacc;
-        if (!g) continue;
-        for (int i = 0; i < nd->n_inputs && rc == 0; i++) {
+        for (int i = 0; g && i < nd->n_inputs && rc == 0; i++) {
             if (!mi_node_input_is_diff(nd, i)) continue;
             mi_tensor *gi = unbroadcast(nd->op->vjp(nd, i, g), nd->inputs[i]);
             if (!gi && !mi_error_pending())
                 mi_error_set("grad: vjp of %s for input %d failed", nd->op->name, i);
-            rc = accumulate(nd->inputs[i], gi);
+            rc = accumulate(&r, nd->inputs[i], gi);
         }
+        release_node(&r, nd);
     }
     for (int j = 0; j < n_in && rc == 0; j++) {
         grads[j] = inputs[j]->gacc ? inputs[j]->gacc : mi_zeros_like(inputs[j]);
@@ -206,10 +279,12 @@ int mi_grad(mi_tensor *const *outputs, mi_tensor *const *grad_outputs, int n_out
         }
     }
     mi_set_grad_enabled(was);
+    if (r.pass) mi_tensor_track(0);
     clear_gacc(outputs, n_out, &order);
     free(order.v);
     return rc;
 }
+
 
 /* Leaves reachable from loss that require grad. */
 static int leaves_of(mi_tensor *loss, mi_tensor ***out, int *n)

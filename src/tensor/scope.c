@@ -1,7 +1,10 @@
 /* Scopes are bump allocators over a list of blocks. Reset keeps the memory:
  * when a cycle needed more than one block, reset merges them into one block
  * of the total size, so the next identical cycle fits without asking the
- * system for anything. */
+ * system for anything. A piece given back before the reset (mi_scope_release:
+ * backward returns what no later step reads) goes on a free list of its exact
+ * size, and the next request of that size takes it: a step's shapes repeat, so
+ * most requests in backward are served by pieces forward or backward freed. */
 #include <stdlib.h>
 #include <string.h>
 #ifdef __linux__
@@ -9,6 +12,24 @@
 #endif
 
 #include "tensor.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define MI_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define MI_ASAN 1
+#endif
+#endif
+#ifdef MI_ASAN
+#include <sanitizer/asan_interface.h>
+/* a released piece is poisoned until it is handed out again: a read of a
+ * tensor backward has released is an error under the sanitizers */
+#define POISON(p, n) ASAN_POISON_MEMORY_REGION((p), (n))
+#define UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION((p), (n))
+#else
+#define POISON(p, n) ((void)(p), (void)(n))
+#define UNPOISON(p, n) ((void)(p), (void)(n))
+#endif
 
 #define ALIGN 64
 #define MIN_BLOCK ((size_t)1 << 20)
@@ -26,10 +47,19 @@ typedef struct block {
     unsigned char *base; /* ALIGN-aligned */
 } block;
 
+/* The free pieces of one size: a list threaded through the pieces. The
+ * table is open-addressed on the size (a power-of-two capacity). */
+typedef struct free_list {
+    size_t size; /* 0: an empty slot */
+    void *head;
+} free_list;
+
 struct mi_scope {
     char name[32];
     block *head; /* the block being filled; older ones follow */
     size_t reserved, used, system_allocs;
+    free_list *free;
+    size_t free_cap, free_sizes, released, reused;
 };
 
 static _Thread_local mi_scope *stack[MAX_DEPTH];
@@ -84,13 +114,25 @@ void mi_scope_free(mi_scope *s)
     if (!s) return;
     for (int i = 0; i < depth; i++)
         if (stack[i] == s) stack[i] = NULL;
+    for (block *b = s->head; b; b = b->next) UNPOISON(b->base, b->size);
     blocks_free(s);
+    free(s->free);
     free(s);
+}
+
+static void free_lists_clear(mi_scope *s)
+{
+    if (s->free_sizes) memset(s->free, 0, s->free_cap * sizeof *s->free);
+    s->free_sizes = 0;
+    for (block *b = s->head; b; b = b->next) UNPOISON(b->base, b->size);
 }
 
 void mi_scope_reset(mi_scope *s)
 {
-    if (!s || !s->head) return;
+    if (!s) return;
+    free_lists_clear(s);
+    s->released = s->reused = 0;
+    if (!s->head) return;
     if (s->head->next) {
         size_t total = s->reserved;
         blocks_free(s);
@@ -101,6 +143,47 @@ void mi_scope_reset(mi_scope *s)
     s->used = 0;
 }
 
+static free_list *free_slot(const mi_scope *s, size_t size)
+{
+    size_t mask = s->free_cap - 1, i = ((size / ALIGN * 0x9E3779B97F4A7C15ull) >> 29) & mask;
+    while (s->free[i].size && s->free[i].size != size) i = (i + 1) & mask;
+    return &s->free[i];
+}
+
+/* Doubles the table when it is half full; false when that fails (the piece
+ * is then simply not reused). */
+static bool free_table_room(mi_scope *s)
+{
+    if (2 * (s->free_sizes + 1) <= s->free_cap) return true;
+    size_t cap = s->free_cap ? 2 * s->free_cap : 256;
+    free_list *old = s->free, *t = calloc(cap, sizeof *t);
+    if (!t) return false;
+    size_t old_cap = s->free_cap;
+    s->free = t;
+    s->free_cap = cap;
+    for (size_t i = 0; i < old_cap; i++)
+        if (old[i].size) *free_slot(s, old[i].size) = old[i];
+    free(old);
+    return true;
+}
+
+void mi_scope_release(mi_scope *s, void *p, size_t bytes)
+{
+    if (!s || !p) return;
+    size_t size = (bytes + ALIGN - 1) / ALIGN * ALIGN;
+    if (size == 0) size = ALIGN;
+    if (!free_table_room(s)) return;
+    free_list *l = free_slot(s, size);
+    if (!l->size) {
+        l->size = size;
+        s->free_sizes++;
+    }
+    *(void **)p = l->head;
+    l->head = p;
+    s->released += size;
+    POISON(p, size);
+}
+
 void *mi_scope_alloc(mi_scope *s, size_t bytes)
 {
     if (!s) {
@@ -109,6 +192,16 @@ void *mi_scope_alloc(mi_scope *s, size_t bytes)
     }
     size_t need = (bytes + ALIGN - 1) / ALIGN * ALIGN;
     if (need == 0) need = ALIGN;
+    if (s->free_sizes) {
+        free_list *l = free_slot(s, need);
+        if (l->head) {
+            void *p = l->head;
+            UNPOISON(p, need);
+            l->head = *(void **)p;
+            s->reused += need;
+            return p;
+        }
+    }
     block *b = s->head;
     if (!b || b->size - b->used < need) {
         /* each new block twice the last (up to MAX_GROWN): a first step of
@@ -152,6 +245,8 @@ mi_scope_stats mi_scope_stats_get(const mi_scope *s)
         st.bytes_used = s->used;
         st.bytes_reserved = s->reserved;
         st.system_allocs = s->system_allocs;
+        st.bytes_released = s->released;
+        st.bytes_reused = s->reused;
     }
     return st;
 }

@@ -1,4 +1,5 @@
 /* Tensor creation, element access, shapes and broadcasting, printing. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "tensor.h"
@@ -26,6 +27,49 @@ void mi_strides(int rank, const int64_t *shape, int64_t *strides)
     for (int i = rank - 1; i >= 0; i--) {
         strides[i] = s;
         s *= shape[i];
+    }
+}
+
+static _Thread_local uint64_t track_pass;
+static _Thread_local mi_tensor **tracked;
+static _Thread_local size_t n_tracked, cap_tracked;
+
+uint64_t mi_tensor_track(uint64_t pass)
+{
+    uint64_t was = track_pass;
+    track_pass = pass;
+    n_tracked = 0; /* the list keeps its capacity: the next pass needs as much */
+    return was;
+}
+
+mi_tensor *const *mi_tensor_tracked(size_t *n)
+{
+    *n = n_tracked;
+    return tracked;
+}
+
+void mi_tensor_tracked_clear(void) { n_tracked = 0; }
+
+/* A tensor that cannot be listed is never released: tracking is an
+ * optimisation, so running out of memory here only costs memory. */
+static void track(mi_tensor *t)
+{
+    if (n_tracked == cap_tracked) {
+        size_t cap = cap_tracked ? 2 * cap_tracked : 1024;
+        mi_tensor **v = realloc(tracked, cap * sizeof *v);
+        if (!v) return;
+        tracked = v;
+        cap_tracked = cap;
+    }
+    t->pass = track_pass;
+    tracked[n_tracked++] = t;
+}
+
+void mi_tensor_release(mi_tensor *t)
+{
+    if (t && !t->base && t->data) {
+        mi_scope_release(t->scope, t->data, (size_t)t->numel * dtype_sizes[t->dtype]);
+        t->data = NULL;
     }
 }
 
@@ -59,6 +103,7 @@ mi_tensor *mi_tensor_new(mi_dtype dt, int rank, const int64_t *shape)
     for (int i = 0; i < rank; i++) t->shape[i] = shape[i];
     t->numel = numel;
     t->scope = s;
+    if (track_pass) track(t);
     return t;
 }
 
@@ -233,5 +278,7 @@ mi_tensor *mi_tensor_alias(const mi_tensor *base, int rank, const int64_t *shape
     t->numel = numel;
     t->data = (char *)base->data + byte_offset;
     t->scope = s;
+    t->base = mi_tensor_owner((mi_tensor *)base);
+    if (track_pass) track(t);
     return t;
 }

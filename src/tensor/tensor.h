@@ -48,10 +48,15 @@ void mi_scope_enter(mi_scope *s);
 void mi_scope_leave(void);
 mi_scope *mi_scope_current(void);
 void *mi_scope_alloc(mi_scope *s, size_t bytes); /* 64-byte aligned, NULL on failure */
+/* Gives back a piece p of `bytes` that mi_scope_alloc(s, bytes) returned and
+ * nothing reads any more; a later request of the same size reuses it. */
+void mi_scope_release(mi_scope *s, void *p, size_t bytes);
 typedef struct mi_scope_stats {
     size_t bytes_used;      /* since the last reset */
     size_t bytes_reserved;  /* held from the system */
     size_t system_allocs;   /* blocks ever taken from the system */
+    size_t bytes_released;  /* given back by mi_scope_release since the last reset */
+    size_t bytes_reused;    /* of which handed out again */
 } mi_scope_stats;
 mi_scope_stats mi_scope_stats_get(const mi_scope *s);
 
@@ -71,7 +76,29 @@ typedef struct mi_tensor {
     struct mi_tensor *grad;  /* accumulated by mi_backward on leaves */
     struct mi_tensor *gacc;  /* engine scratch during one backward pass */
     const char *name;        /* optional, for printing and graphs */
+    /* storage: the tensor whose storage a view (mi_tensor_alias) reads, NULL
+     * for a tensor that owns its storage */
+    struct mi_tensor *base;
+    /* engine scratch during one backward pass (see mi_tensor_track) */
+    uint64_t pass;           /* the tracking pass that created it (0: none) */
+    uint64_t keep;           /* a pass that returns this tensor's gradient */
+    int64_t uses;            /* live references to this storage */
 } mi_tensor;
+
+/* The tensor that owns t's storage: t itself or the base of a view. */
+static inline mi_tensor *mi_tensor_owner(mi_tensor *t) { return t->base ? t->base : t; }
+
+/* Allocation tracking, for the autograd engine's backward pass: while a
+ * nonzero pass id is set on this thread, every new tensor records it in
+ * t->pass and is listed until the list is cleared. Setting a pass (0 stops)
+ * empties the list. Returns the pass that was set before. */
+uint64_t mi_tensor_track(uint64_t pass);
+mi_tensor *const *mi_tensor_tracked(size_t *n);
+void mi_tensor_tracked_clear(void);
+/* Gives the storage of t (which must own it: t->base == NULL) back to its
+ * scope for reuse and sets t->data to NULL; nothing may read t or a view of
+ * it afterwards. */
+void mi_tensor_release(mi_tensor *t);
 
 /* MI_SHAPE(3, 4) expands to `2, (const int64_t[]){3, 4}`: a rank and a shape. */
 #define MI_SHAPE(...)                                                   \
