@@ -6,7 +6,9 @@
  * Passes (exit 0) when the command exits 0, prints at least one JSON line,
  * and every line starting with '{' is a JSON object (the library's strict
  * parser) with a string "name" and "config" and either a positive
- * "median_ms", "tokens_per_s" and "peak_rss_kb", or a string "skipped".
+ * "median_ms", "tokens_per_s" and "peak_rss_kb" and a non-negative
+ * "minor_faults_per_step", "user_ms_per_step" and "sys_ms_per_step", or a
+ * string "skipped".
  * An "error" member fails the check. Other lines (the table) are echoed. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,6 +52,15 @@ static const char *check_line(const char *line, size_t len, char *why, size_t n)
             if (!v || v->type != JSON_NUMBER || line[v->pos] < '0' || line[v->pos] > '9'
                 || strtod(line + v->pos, NULL) <= 0) {
                 snprintf(why, n, "no positive number \"%s\"", need[i]);
+                problem = why;
+            }
+        }
+        static const char *const counts[] = {"minor_faults_per_step", "user_ms_per_step",
+                                             "sys_ms_per_step"};
+        for (int i = 0; i < 3 && !problem; i++) {
+            v = member(root, counts[i]);
+            if (!v || v->type != JSON_NUMBER || line[v->pos] < '0' || line[v->pos] > '9') {
+                snprintf(why, n, "no non-negative number \"%s\"", counts[i]);
                 problem = why;
             }
         }

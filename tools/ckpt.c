@@ -427,9 +427,11 @@ int task_batch(const run_task *t, mi_split split, int64_t first, int64_t batch, 
     return -1;
 }
 
-int evaluate(const mi_lm *lm, const run_task *t, int64_t batches, double *loss, double *acc)
+int evaluate(const mi_lm *lm, const run_task *t, int64_t batches, mi_scope *scratch,
+             double *loss, double *acc)
 {
-    mi_scope *s = mi_scope_new("eval");
+    mi_scope *s = scratch ? scratch : mi_scope_new("eval");
+    if (!s) return -1;
     bool was = mi_set_grad_enabled(false);
     double sum_loss = 0, sum_acc = 0;
     int rc = 0;
@@ -456,7 +458,7 @@ int evaluate(const mi_lm *lm, const run_task *t, int64_t batches, double *loss, 
         mi_scope_reset(s);
     }
     mi_set_grad_enabled(was);
-    mi_scope_free(s);
+    if (!scratch) mi_scope_free(s);
     *loss = sum_loss / (double)batches;
     *acc = task_has_accuracy(t->rc->task) ? sum_acc / (double)batches : NAN;
     return rc;

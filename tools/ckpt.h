@@ -98,8 +98,11 @@ uint64_t fnv1a(const uint8_t *p, int64_t n);
 /* Mean loss and recall accuracy (NaN for lm) over `batches` held-out batches
  * (examples 0 … batches·B − 1 of the validation split), without recording,
  * forwarding batch/accum sequences at a time (each micro-batch's mean weighs
- * the same). */
-int evaluate(const mi_lm *lm, const run_task *t, int64_t batches, double *loss, double *acc);
+ * the same). Each micro-batch runs in `scratch`, reset after it (NULL: a scope
+ * of its own): a training loop passes its idle step scope, so validating
+ * takes no memory beyond what a step already holds. */
+int evaluate(const mi_lm *lm, const run_task *t, int64_t batches, mi_scope *scratch,
+             double *loss, double *acc);
 
 /* ---------------------------------------------------------------- checkpoints */
 /* Parameters + optimizer state + metadata, written atomically (temp file +

@@ -124,7 +124,7 @@ static void eval_recall(const mi_lm *lm, run_config *rc, int64_t examples)
     if (rc->batch > examples) rc->batch = examples;
     int64_t batches = (examples + rc->batch - 1) / rc->batch;
     double loss, acc;
-    if (evaluate(lm, &t, batches, &loss, &acc) != 0) die("%s", mi_error());
+    if (evaluate(lm, &t, batches, NULL, &loss, &acc) != 0) die("%s", mi_error());
     bool mqar = rc->task == TASK_MQAR;
     if (json) {
         fprintf(out, "%s{\"seq_len\":%lld,\"pairs\":%lld,\"examples\":%lld,\"loss\":%.6f,"

@@ -393,7 +393,7 @@ int main(int argc, char **argv)
             log_row r = {step, lr, st.loss_sum / (double)st.loss_n,
                          st.norm_sum / (double)st.norm_n, NAN, NAN};
             st.loss_sum = 0, st.loss_n = 0, st.norm_sum = 0, st.norm_n = 0;
-            if (eval && evaluate(&lm, &t, rc->eval_batches, &r.val_loss, &r.val_acc) != 0)
+            if (eval && evaluate(&lm, &t, rc->eval_batches, work, &r.val_loss, &r.val_acc) != 0)
                 die("validation at step %lld: %s", (long long)step, mi_error());
             if (eval && !isfinite(r.val_loss))
                 stop_bad("the validation loss", r.val_loss, step, &bar, &out);

@@ -1,7 +1,8 @@
 /* Scopes are bump allocators over a list of blocks. Reset keeps the memory:
- * when a cycle needed more than one block, reset merges them into one block
- * of the total size, so the next identical cycle fits without asking the
- * system for anything. A piece given back before the reset (mi_scope_release:
+ * it rewinds every block and the next cycle fills them again in the order
+ * they were made, so an identical cycle (a training step) fits the same
+ * blocks the same way, on pages the first cycle already touched, without
+ * asking the system for anything. A piece given back before the reset (mi_scope_release:
  * backward returns what no later step reads) goes on a free list of its exact
  * size, and the next request of that size takes it: a step's shapes repeat, so
  * most requests in backward are served by pieces forward or backward freed. */
@@ -56,7 +57,7 @@ typedef struct free_list {
 
 struct mi_scope {
     char name[32];
-    block *head; /* the block being filled; older ones follow */
+    block *first, *cur; /* the blocks in the order they were made; the one being filled */
     size_t reserved, used, system_allocs;
     free_list *free;
     size_t free_cap, free_sizes, released, reused;
@@ -89,12 +90,12 @@ static block *block_new(mi_scope *s, size_t size)
 
 static void blocks_free(mi_scope *s)
 {
-    for (block *b = s->head, *n; b; b = n) {
+    for (block *b = s->first, *n; b; b = n) {
         n = b->next;
         free(b->base);
         free(b);
     }
-    s->head = NULL;
+    s->first = s->cur = NULL;
     s->reserved = 0;
 }
 
@@ -114,7 +115,7 @@ void mi_scope_free(mi_scope *s)
     if (!s) return;
     for (int i = 0; i < depth; i++)
         if (stack[i] == s) stack[i] = NULL;
-    for (block *b = s->head; b; b = b->next) UNPOISON(b->base, b->size);
+    for (block *b = s->first; b; b = b->next) UNPOISON(b->base, b->size);
     blocks_free(s);
     free(s->free);
     free(s);
@@ -124,7 +125,7 @@ static void free_lists_clear(mi_scope *s)
 {
     if (s->free_sizes) memset(s->free, 0, s->free_cap * sizeof *s->free);
     s->free_sizes = 0;
-    for (block *b = s->head; b; b = b->next) UNPOISON(b->base, b->size);
+    for (block *b = s->first; b; b = b->next) UNPOISON(b->base, b->size);
 }
 
 void mi_scope_reset(mi_scope *s)
@@ -132,14 +133,8 @@ void mi_scope_reset(mi_scope *s)
     if (!s) return;
     free_lists_clear(s);
     s->released = s->reused = 0;
-    if (!s->head) return;
-    if (s->head->next) {
-        size_t total = s->reserved;
-        blocks_free(s);
-        s->head = block_new(s, total);
-    } else {
-        s->head->used = 0;
-    }
+    for (block *b = s->first; b; b = b->next) b->used = 0;
+    s->cur = s->first;
     s->used = 0;
 }
 
@@ -202,7 +197,9 @@ void *mi_scope_alloc(mi_scope *s, size_t bytes)
             return p;
         }
     }
-    block *b = s->head;
+    /* on to the blocks an earlier cycle made, then a new one at the end */
+    block *b = s->cur;
+    while (b && b->size - b->used < need && b->next) b = b->next;
     if (!b || b->size - b->used < need) {
         /* each new block twice the last (up to MAX_GROWN): a first step of
          * gigabytes takes a few dozen blocks, not thousands */
@@ -213,9 +210,11 @@ void *mi_scope_alloc(mi_scope *s, size_t bytes)
             mi_error_set("alloc: out of memory asking for %zu bytes in scope '%s'", bytes, s->name);
             return NULL;
         }
-        nb->next = b;
-        s->head = b = nb;
+        if (b) b->next = nb;
+        else s->first = nb;
+        b = nb;
     }
+    s->cur = b;
     void *p = b->base + b->used;
     b->used += need;
     s->used += need;
