@@ -3,6 +3,7 @@
  * is written with the public ops, so it is differentiable again. */
 #include "dnnl_kernels.h"
 #include "internal.h"
+#include "own_sequence.h"
 
 #define SHAPE(buf, t) mi_shape_str(buf, sizeof buf, (t)->rank, (t)->shape)
 
@@ -213,10 +214,19 @@ static int ex_rope(mi_rng *r, int v, mi_tensor **in, mi_attrs *a)
     default: return 0;
     }
 }
+/* OWN (own_sequence.c) whenever it is allowed: it is faster at every size. */
+static mi_backend select_own(mi_tensor *const *in, int n, const mi_attrs *a, const mi_tensor *out,
+                             unsigned available)
+{
+    (void)in, (void)n, (void)a, (void)out;
+    return available >> MI_BACKEND_OWN & 1u ? MI_BACKEND_OWN : MI_BACKEND_REF;
+}
+
 const mi_op mi_op_rope = {.name = "rope",
                           .formula = "rotate (x_i, x_{i+D/2}) by t * base^(-2i/D)",
-                          .arity = 1, .shape = rope_shape, KERNELS(rope), .vjp = rope_vjp,
-                          .examples = ex_rope};
+                          .arity = 1, .shape = rope_shape, KERNELS(rope),
+                          .kernel[MI_BACKEND_OWN][MI_F32] = own_rope_f32, .select = select_own,
+                          .vjp = rope_vjp, .examples = ex_rope};
 mi_tensor *mi_rope(mi_tensor *x, double base, bool inverse)
 {
     mi_attrs a = {.p = base, .reverse = inverse};
@@ -420,7 +430,9 @@ static int ex_attention(mi_rng *r, int v, mi_tensor **in, mi_attrs *a)
 const mi_op mi_op_attention = {.name = "attention",
                                .formula = "softmax(q k^T / sqrt(D) + mask) v", .arity = 3,
                                .shape = attention_shape, KERNELS(attention),
-                               .vjp = attention_vjp, .examples = ex_attention};
+                               .kernel[MI_BACKEND_OWN][MI_F32] = own_attention_f32,
+                               .select = select_own, .vjp = attention_vjp,
+                               .examples = ex_attention};
 mi_tensor *mi_attention(mi_tensor *q, mi_tensor *k, mi_tensor *v, bool causal, int64_t window)
 {
     mi_attrs a = {.causal = causal, .window = window};

@@ -1,0 +1,159 @@
+/* The project's own kernels (MI_BACKEND_OWN, f32) for the sequence ops
+ * rope and attention, built with -O3 -ffast-math -march=native like the
+ * other OWN files.
+ *
+ * rope: REF evaluates pow, cos and sin for every (t, i) and walks the
+ * leading dimension innermost, with a stride of T·D; here the angles come
+ * from a table made once per call (in double, then rounded, as REF) and
+ * each row is rotated contiguously. Same products as REF, so within an ulp
+ * (fast math may contract them into FMAs).
+ *
+ * attention: REF's online softmax rescales the running sum at every new
+ * maximum and calls expf per key, on one thread. Here each query row takes
+ * its scores into a buffer (one row of S, never the T×S matrix), the max,
+ * the exponentials with own_math.h's polynomial (≤ 2 ulp), then y = Σ p_s v_s
+ * / Σ p_s; rows are independent, so they run in parallel and the result does
+ * not depend on the thread count. Sums are reassociated (a few ulp from
+ * REF). */
+#include <stdlib.h>
+
+#include "own_kernels.h"
+#include "own_math.h"
+#include "own_sequence.h"
+
+/* ================================================================ rope */
+typedef struct rope_ctx {
+    const float *x, *cs, *sn;
+    float *y;
+    int64_t nt, d, h;
+} rope_ctx;
+
+static void rope_range(const void *c, int64_t r0, int64_t r1)
+{
+    const rope_ctx *k = c;
+    for (int64_t r = r0; r < r1; r++) {
+        int64_t t = r % k->nt, h = k->h;
+        const float *restrict x = k->x + r * k->d, *restrict cs = k->cs + t * h,
+                              *restrict sn = k->sn + t * h;
+        float *restrict y = k->y + r * k->d;
+        for (int64_t i = 0; i < h; i++) {
+            float x0 = x[i], x1 = x[i + h];
+            y[i] = x0 * cs[i] - x1 * sn[i];
+            y[i + h] = x0 * sn[i] + x1 * cs[i];
+        }
+    }
+}
+
+void own_rope_f32(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a)
+{
+    int rk = in[0]->rank;
+    int64_t nt = in[0]->shape[rk - 2], d = in[0]->shape[rk - 1], h = d / 2;
+    float *table = malloc(sizeof(float) * (size_t)(2 * nt * h));
+    if (!table) {
+        own_ref(&mi_op_rope, o, in, a); /* no table, no speed-up: REF needs none */
+        return;
+    }
+    rope_ctx k = {.x = in[0]->data, .y = o->data, .cs = table, .sn = table + nt * h,
+                  .nt = nt, .d = d, .h = h};
+    for (int64_t t = 0; t < nt; t++)
+        for (int64_t i = 0; i < h; i++) {
+            double th = (double)t * pow(a->p, -2.0 * (double)i / (double)d);
+            table[t * h + i] = (float)cos(th);
+            table[nt * h + t * h + i] = (float)(a->reverse ? -sin(th) : sin(th));
+        }
+    own_parallel(o->numel / d, o->numel * 2, OWN_PAR_MIN, 1, rope_range, &k);
+    free(table);
+}
+
+/* ================================================================ attention */
+typedef struct attention_ctx {
+    const float *q, *k, *v;
+    float *y;
+    int64_t nt, ns, d, dv, window;
+    bool causal;
+    float sc;
+} attention_ctx;
+
+static void attention_row(const attention_ctx *c, int64_t r, float *restrict p)
+{
+    int64_t l = r / c->nt, t = r % c->nt, d = c->d, dv = c->dv;
+    const float *restrict q = c->q + r * d, *restrict K = c->k + l * c->ns * d,
+                          *restrict V = c->v + l * c->ns * dv;
+    float *restrict y = c->y + r * dv;
+    int64_t lo = c->window > 0 && t - c->window + 1 > 0 ? t - c->window + 1 : 0;
+    int64_t hi = c->causal && t < c->ns - 1 ? t : c->ns - 1;
+    float m = -INFINITY;
+    for (int64_t s = lo; s <= hi; s++) {
+        float dot = 0;
+        for (int64_t e = 0; e < d; e++) dot += q[e] * K[s * d + e];
+        p[s - lo] = dot * c->sc;
+        m = p[s - lo] > m ? p[s - lo] : m;
+    }
+    int64_t n = hi - lo + 1;
+    float z = 0;
+    for (int64_t j = 0; j < n; j++) {
+        p[j] = f_exp_lo(p[j] - m);
+        z += p[j];
+    }
+    for (int64_t e = 0; e < dv; e++) y[e] = 0;
+    for (int64_t j = 0; j < n; j++) {
+        const float *restrict vs = V + (lo + j) * dv;
+        for (int64_t e = 0; e < dv; e++) y[e] += p[j] * vs[e];
+    }
+    float iz = 1.0f / z;
+    for (int64_t e = 0; e < dv; e++) y[e] *= iz;
+}
+
+/* REF's one-pass online softmax for one row: the fallback when no score
+ * buffer can be had. */
+static void attention_row_online(const attention_ctx *c, int64_t r)
+{
+    int64_t l = r / c->nt, t = r % c->nt, d = c->d, dv = c->dv;
+    const float *q = c->q + r * d, *K = c->k + l * c->ns * d, *V = c->v + l * c->ns * dv;
+    float *y = c->y + r * dv;
+    int64_t lo = c->window > 0 && t - c->window + 1 > 0 ? t - c->window + 1 : 0;
+    int64_t hi = c->causal && t < c->ns - 1 ? t : c->ns - 1;
+    float m = -INFINITY, z = 0;
+    for (int64_t e = 0; e < dv; e++) y[e] = 0;
+    for (int64_t s = lo; s <= hi; s++) {
+        float dot = 0;
+        for (int64_t e = 0; e < d; e++) dot += q[e] * K[s * d + e];
+        dot *= c->sc;
+        if (dot > m) {
+            float f = f_exp_lo(m - dot);
+            z *= f;
+            for (int64_t e = 0; e < dv; e++) y[e] *= f;
+            m = dot;
+        }
+        float p = f_exp_lo(dot - m);
+        z += p;
+        for (int64_t e = 0; e < dv; e++) y[e] += p * V[s * dv + e];
+    }
+    for (int64_t e = 0; e < dv; e++) y[e] /= z;
+}
+
+enum { STACK_SCORES = 4096 };
+
+static void attention_range(const void *c, int64_t r0, int64_t r1)
+{
+    const attention_ctx *k = c;
+    float stack[STACK_SCORES];
+    float *p = k->ns <= STACK_SCORES ? stack : malloc(sizeof(float) * (size_t)k->ns);
+    for (int64_t r = r0; r < r1; r++) {
+        if (p) attention_row(k, r, p);
+        else attention_row_online(k, r);
+    }
+    if (p != stack) free(p);
+}
+
+void own_attention_f32(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a)
+{
+    int rk = in[0]->rank;
+    attention_ctx k = {.q = in[0]->data, .k = in[1]->data, .v = in[2]->data, .y = o->data,
+                       .nt = in[0]->shape[rk - 2], .ns = in[1]->shape[rk - 2],
+                       .d = in[0]->shape[rk - 1], .dv = in[2]->shape[rk - 1],
+                       .window = a->window, .causal = a->causal};
+    k.sc = (float)(1.0 / sqrt((double)k.d));
+    int64_t rows = k.nt ? in[0]->numel / k.d : 0;
+    own_parallel(rows, rows * k.ns * (k.d + k.dv), OWN_PAR_MIN, 1, attention_range, &k);
+}

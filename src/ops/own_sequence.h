@@ -1,0 +1,11 @@
+/* The project's own kernels (MI_BACKEND_OWN, f32) for the sequence ops rope
+ * and attention; defined in own_sequence.c. Private to ops/. */
+#ifndef MIRAS_OWN_SEQUENCE_H
+#define MIRAS_OWN_SEQUENCE_H
+
+#include "internal.h"
+
+void own_rope_f32(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a);
+void own_attention_f32(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a);
+
+#endif
