@@ -49,6 +49,12 @@ typedef int (*mi_shape_fn)(mi_tensor *const *in, int n, const mi_attrs *a, mi_dt
  * return a gradient of the output's (broadcast) shape: the engine sums it
  * back to the input's shape. */
 typedef mi_tensor *(*mi_vjp_fn)(const mi_node *node, int i, mi_tensor *g);
+/* The vector–Jacobian products for every input i with need[i] at once, into
+ * grads[i] (the others untouched), 0 or -1: for an op whose gradients share
+ * work (attention recomputes its probabilities once, not once per input).
+ * The engine prefers it to vjp; vjp stays, for one input. */
+typedef int (*mi_vjp_all_fn)(const mi_node *node, mi_tensor *g, const bool *need,
+                             mi_tensor **grads);
 /* Builds example inputs for the gradient-check suites (variant 0, 1, …);
  * returns the number of inputs, 0 when there are no more variants. Inputs to
  * check have requires_grad set; they are f64. */
@@ -85,6 +91,7 @@ struct mi_op {
     mi_shape_fn shape;
     mi_kernel_fn kernel[MI_BACKEND_COUNT][2]; /* [backend][MI_F32, MI_F64] */
     mi_vjp_fn vjp;
+    mi_vjp_all_fn vjp_all; /* optional: every input's vjp in one call */
     /* Which inputs can carry a gradient (bit i); 0 means all float inputs. */
     uint32_t diff_inputs;
     /* For MI_OP_VIEW: byte offset of the output inside input 0's data. */

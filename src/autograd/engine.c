@@ -260,10 +260,17 @@ int mi_grad(mi_tensor *const *outputs, mi_tensor *const *grad_outputs, int n_out
     }
     for (size_t k = 0; k < order.n && rc == 0; k++) {
         mi_node *nd = order.v[k];
-        mi_tensor *g = nd->output->gacc;
+        mi_tensor *g = nd->output->gacc, *all[MI_MAX_INPUTS] = {0};
+        bool need[MI_MAX_INPUTS] = {0};
+        for (int i = 0; i < nd->n_inputs; i++) need[i] = mi_node_input_is_diff(nd, i);
+        if (g && nd->op->vjp_all && nd->op->vjp_all(nd, g, need, all) != 0) {
+            if (!mi_error_pending()) mi_error_set("grad: vjp of %s failed", nd->op->name);
+            rc = -1;
+        }
         for (int i = 0; g && i < nd->n_inputs && rc == 0; i++) {
-            if (!mi_node_input_is_diff(nd, i)) continue;
-            mi_tensor *gi = unbroadcast(nd->op->vjp(nd, i, g), nd->inputs[i]);
+            if (!need[i]) continue;
+            mi_tensor *gi = unbroadcast(nd->op->vjp_all ? all[i] : nd->op->vjp(nd, i, g),
+                                        nd->inputs[i]);
             if (!gi && !mi_error_pending())
                 mi_error_set("grad: vjp of %s for input %d failed", nd->op->name, i);
             rc = accumulate(&r, nd->inputs[i], gi);

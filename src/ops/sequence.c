@@ -380,7 +380,8 @@ static int attention_shape(mi_tensor *const *in, int n, const mi_attrs *a, mi_dt
     shape[rk - 1] = v->shape[rk - 1];
     return 0;
 }
-static mi_tensor *attention_vjp(const mi_node *n, int i, mi_tensor *g)
+/* P is recomputed once for the three gradients (vjp_all). */
+static int attention_vjp_all(const mi_node *n, mi_tensor *g, const bool *need, mi_tensor **grads)
 {
     mi_tensor *q = n->inputs[0], *k = n->inputs[1], *v = n->inputs[2];
     const mi_attrs *a = &n->attrs;
@@ -391,11 +392,18 @@ static mi_tensor *attention_vjp(const mi_node *n, int i, mi_tensor *g)
         s = mi_add(s, mi_attention_mask(q->dtype, q->shape[rk - 2], k->shape[rk - 2], a->causal,
                                         a->window));
     mi_tensor *p = mi_softmax(s, -1);
-    if (i == 2) return mi_matmul_t(p, g, true, false);
-    mi_tensor *dp = mi_matmul_t(g, v, false, true);
-    mi_tensor *ds = mi_softmax_backward(p, dp, -1);
-    if (i == 0) return mi_mul_scalar(mi_matmul(ds, k), sc);
-    return mi_mul_scalar(mi_matmul_t(ds, q, true, false), sc);
+    if (need[2] && !(grads[2] = mi_matmul_t(p, g, true, false))) return -1;
+    if (!need[0] && !need[1]) return 0;
+    mi_tensor *ds = mi_softmax_backward(p, mi_matmul_t(g, v, false, true), -1);
+    if (need[0] && !(grads[0] = mi_mul_scalar(mi_matmul(ds, k), sc))) return -1;
+    if (need[1] && !(grads[1] = mi_mul_scalar(mi_matmul_t(ds, q, true, false), sc))) return -1;
+    return 0;
+}
+static mi_tensor *attention_vjp(const mi_node *n, int i, mi_tensor *g)
+{
+    bool need[3] = {i == 0, i == 1, i == 2};
+    mi_tensor *grads[3] = {0};
+    return attention_vjp_all(n, g, need, grads) == 0 ? grads[i] : NULL;
 }
 static int ex_attention(mi_rng *r, int v, mi_tensor **in, mi_attrs *a)
 {
@@ -432,7 +440,7 @@ const mi_op mi_op_attention = {.name = "attention",
                                .shape = attention_shape, KERNELS(attention),
                                .kernel[MI_BACKEND_OWN][MI_F32] = own_attention_f32,
                                .select = select_own, .vjp = attention_vjp,
-                               .examples = ex_attention};
+                               .vjp_all = attention_vjp_all, .examples = ex_attention};
 mi_tensor *mi_attention(mi_tensor *q, mi_tensor *k, mi_tensor *v, bool causal, int64_t window)
 {
     mi_attrs a = {.causal = causal, .window = window};
