@@ -1,10 +1,11 @@
 /* Memory: a backward pass gives back what it created and no longer reads,
  * so most of backward's requests are served by the pieces it released; it
  * never releases what it returns nor the caller's tensors; and a training
- * step reaches a steady size: steps 3 to 10 take nothing new from the system
- * and touch no new page. */
-#include <sys/resource.h>
-
+ * step reaches a steady size: steps 3 to 10 fill the same blocks to the same
+ * mark and take nothing new from the system. (Minor page faults per step,
+ * the same question asked of the kernel, are in miras-bench's layer and
+ * train tables: on a shared machine the kernel also faults pages it
+ * migrates or collapses into huge pages, so a count is no unit test.) */
 #include "harness.h"
 
 enum { V = 13, DM = 32, HEADS = 2, B = 2, T = 32 };
@@ -85,13 +86,6 @@ START_TEST(backward_keeps_what_it_returns_and_the_callers_tensors)
 }
 END_TEST
 
-static long minor_faults(void)
-{
-    struct rusage u;
-    getrusage(RUSAGE_SELF, &u);
-    return u.ru_minflt;
-}
-
 START_TEST(training_steps_reach_a_steady_size)
 {
     const char *specs[] = {"gated-deltanet", "titans"};
@@ -106,7 +100,6 @@ START_TEST(training_steps_reach_a_steady_size)
         ck_assert_msg(opt != NULL, "%s", mi_error());
         mi_scope *step = mi_scope_new("step");
         mi_scope_stats after2 = {0};
-        long faults2 = 0;
         for (int i = 1; i <= 10; i++) {
             mi_scope_reset(step);
             mi_scope_enter(step);
@@ -117,25 +110,15 @@ START_TEST(training_steps_reach_a_steady_size)
             ck_assert_msg(loss && mi_backward(loss) == 0 && mi_optim_step(opt) == 0, "%s",
                           mi_error());
             mi_scope_leave();
-            if (i == 2) {
-                after2 = mi_scope_stats_get(step);
-                faults2 = minor_faults();
-            }
+            if (i == 2) after2 = mi_scope_stats_get(step);
         }
         mi_scope_stats after10 = mi_scope_stats_get(step);
-        long faults = minor_faults() - faults2;
         ck_assert_msg(after10.system_allocs == after2.system_allocs &&
-                          after10.bytes_reserved == after2.bytes_reserved,
-                      "%s: step 2 held %zu bytes in %zu blocks, step 10 %zu in %zu", specs[s],
-                      after2.bytes_reserved, after2.system_allocs, after10.bytes_reserved,
-                      after10.system_allocs);
-#ifndef __SANITIZE_ADDRESS__
-        /* a minor page fault is a page touched for the first time (ASan's
-         * allocator hands out fresh memory for its own bookkeeping) */
-        ck_assert_msg(faults == 0, "%s: %ld minor page faults in steps 3 to 10", specs[s], faults);
-#else
-        (void)faults;
-#endif
+                          after10.bytes_reserved == after2.bytes_reserved &&
+                          after10.bytes_used == after2.bytes_used,
+                      "%s: step 2 filled %zu of %zu bytes in %zu blocks, step 10 %zu of %zu in %zu",
+                      specs[s], after2.bytes_used, after2.bytes_reserved, after2.system_allocs,
+                      after10.bytes_used, after10.bytes_reserved, after10.system_allocs);
         mi_scope_free(step);
         mi_optim_free(opt);
     }
