@@ -348,6 +348,7 @@ void print_case_json(const result *r)
         printf("\"minor_faults_per_step\":%.6g,\"user_ms_per_step\":%.6g,"
                "\"sys_ms_per_step\":%.6g,",
                r->t.faults, r->t.user_ms, r->t.sys_ms);
+        print_target_json(r);
     } else {
         printf("\"%s\":", r->failed ? "error" : "skipped");
         json_string(r->note);

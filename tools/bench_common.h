@@ -72,6 +72,7 @@ typedef struct result {
     double tokens;       /* tokens per call (B·T) */
     long est_rss_kb;     /* the estimate checked against --max-rss-gb; 0: none made */
     double loss;         /* train: the loss of the last step timed */
+    bool default_size;   /* layer, train: run at the benchmark's default B and T */
     bool failed;         /* an error, a crash: `note` says which */
     char note[640];      /* non-empty with failed, or when the case was skipped */
 } result;
@@ -115,6 +116,11 @@ bool over_budget(result *r, long est_kb, const bench_opts *o, const char *from);
 void print_case_json(const result *r);
 /* The table of layer or train cases from results[first] on. */
 void print_case_table(int first, const char *unit);
+/* The cases from results[first] on that have a speed or memory target
+ * (bench_targets.c): met or missed, and by how much. */
+void print_targets(int first);
+/* Its "target_ms", "target_ms_ratio", … JSON members (with a trailing comma), if any. */
+void print_target_json(const result *r);
 /* Splits a comma list into at most max names (pointers into buf). */
 int split_list(const char *list, char *buf, size_t n, const char **names, int max);
 

@@ -239,10 +239,14 @@ int bench_layer(const bench_opts *o)
             r->raw = -1;
             r->loss = NAN;
             r->tokens = (double)(lc.batch * lc.T);
+            r->default_size = lc.batch == LAYER_BATCH && lc.T == LAYER_SEQ_LEN;
             run_isolated(layer_child, &lc, o, r);
             failed += r->failed;
             print_case_json(r);
         }
-    if (!o->json_only) print_case_table(first, "forward+backward");
+    if (!o->json_only) {
+        print_case_table(first, "forward+backward");
+        print_targets(first);
+    }
     return failed ? 1 : 0;
 }

@@ -247,10 +247,14 @@ int bench_train(const bench_opts *o)
         r->raw = -1;
         r->loss = NAN;
         r->tokens = (double)(tc.batch * tc.T);
+        r->default_size = tc.batch == TRAIN_BATCH && tc.T == TRAIN_SEQ_LEN;
         run_isolated(train_child, &tc, o, r);
         failed += r->failed;
         print_case_json(r);
     }
-    if (!o->json_only) print_case_table(first, "optimizer step");
+    if (!o->json_only) {
+        print_case_table(first, "optimizer step");
+        print_targets(first);
+    }
     return failed ? 1 : 0;
 }
