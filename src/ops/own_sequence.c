@@ -1,6 +1,6 @@
 /* The project's own kernels (MI_BACKEND_OWN, f32) for the sequence ops
- * rope and attention, built with -O3 -ffast-math -march=native like the
- * other OWN files.
+ * rope, attention and conv1d_causal_wgrad, built with -O3 -ffast-math
+ * -march=native like the other OWN files.
  *
  * rope: REF evaluates pow, cos and sin for every (t, i) and walks the
  * leading dimension innermost, with a stride of T·D; here the angles come
@@ -14,7 +14,13 @@
  * the exponentials with own_math.h's polynomial (≤ 2 ulp), then y = Σ p_s v_s
  * / Σ p_s; rows are independent, so they run in parallel and the result does
  * not depend on the thread count. Sums are reassociated (a few ulp from
- * REF). */
+ * REF).
+ *
+ * conv1d_causal_wgrad: REF sums each dw[c, j] over (b, t) with a stride of C
+ * between terms (a cache miss per term at C = 128); here the (b, t) rows are
+ * walked once, in REF's order, and every channel of a row is added at once,
+ * into dwᵀ [K, C]: the same sums in the same order (fast math may fuse the
+ * products into them), split over channels between threads. */
 #include <stdlib.h>
 
 #include "own_kernels.h"
@@ -156,4 +162,43 @@ void own_attention_f32(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a)
     k.sc = (float)(1.0 / sqrt((double)k.d));
     int64_t rows = k.nt ? in[0]->numel / k.d : 0;
     own_parallel(rows, rows * k.ns * (k.d + k.dv), OWN_PAR_MIN, 1, attention_range, &k);
+}
+
+/* ================================================================ conv1d_causal_wgrad */
+typedef struct wgrad_ctx {
+    const float *g, *x;
+    float *dw, *acc; /* dw [C, K]; acc dwᵀ [K, C] */
+    int64_t nb, nt, nc, k;
+} wgrad_ctx;
+
+static void wgrad_range(const void *c, int64_t c0, int64_t c1)
+{
+    const wgrad_ctx *w = c;
+    int64_t nc = w->nc, k = w->k;
+    for (int64_t j = 0; j < k; j++)
+        for (int64_t ch = c0; ch < c1; ch++) w->acc[j * nc + ch] = 0;
+    for (int64_t b = 0; b < w->nb; b++)
+        for (int64_t j = 0; j < k; j++) {
+            float *restrict acc = w->acc + j * nc;
+            for (int64_t t = k - 1 - j > 0 ? k - 1 - j : 0; t < w->nt; t++) {
+                const float *restrict g = w->g + (b * w->nt + t) * nc;
+                const float *restrict x = w->x + (b * w->nt + t - k + 1 + j) * nc;
+                for (int64_t ch = c0; ch < c1; ch++) acc[ch] += g[ch] * x[ch];
+            }
+        }
+    for (int64_t ch = c0; ch < c1; ch++)
+        for (int64_t j = 0; j < k; j++) w->dw[ch * k + j] = w->acc[j * nc + ch];
+}
+
+void own_conv1d_causal_wgrad_f32(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a)
+{
+    wgrad_ctx w = {.g = in[0]->data, .x = in[1]->data, .dw = o->data, .nb = in[0]->shape[0],
+                   .nt = in[0]->shape[1], .nc = in[0]->shape[2], .k = a->index};
+    w.acc = malloc(sizeof(float) * (size_t)(w.k * w.nc));
+    if (!w.acc) {
+        own_ref(&mi_op_conv1d_causal_wgrad, o, in, a);
+        return;
+    }
+    own_parallel(w.nc, in[0]->numel * w.k, OWN_PAR_MIN, 16, wgrad_range, &w);
+    free(w.acc);
 }

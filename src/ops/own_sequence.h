@@ -1,5 +1,6 @@
-/* The project's own kernels (MI_BACKEND_OWN, f32) for the sequence ops rope
- * and attention; defined in own_sequence.c. Private to ops/. */
+/* The project's own kernels (MI_BACKEND_OWN, f32) for the sequence ops rope,
+ * attention and conv1d_causal_wgrad; defined in own_sequence.c. Private to
+ * ops/. */
 #ifndef MIRAS_OWN_SEQUENCE_H
 #define MIRAS_OWN_SEQUENCE_H
 
@@ -7,5 +8,6 @@
 
 void own_rope_f32(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a);
 void own_attention_f32(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a);
+void own_conv1d_causal_wgrad_f32(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a);
 
 #endif

@@ -86,6 +86,14 @@ mi_tensor *mi_conv1d_causal(mi_tensor *x, mi_tensor *w)
     return RUN(&mi_op_conv1d_causal, NULL, x, w);
 }
 
+/* OWN (own_sequence.c) whenever it is allowed: it is faster at every size. */
+static mi_backend select_own(mi_tensor *const *in, int n, const mi_attrs *a, const mi_tensor *out,
+                             unsigned available)
+{
+    (void)in, (void)n, (void)a, (void)out;
+    return available >> MI_BACKEND_OWN & 1u ? MI_BACKEND_OWN : MI_BACKEND_REF;
+}
+
 /* ================================================================ conv1d_causal_wgrad
  * g, x [B, T, C], attrs.index = K → [C, K]:
  *   dw[c,j] = Σ_{b,t} g[b,t,c]·x[b, t−K+1+j, c]
@@ -146,6 +154,7 @@ static int ex_conv1d_causal_wgrad(mi_rng *r, int v, mi_tensor **in, mi_attrs *a)
 const mi_op mi_op_conv1d_causal_wgrad = {
     .name = "conv1d_causal_wgrad", .formula = "dw[c,j] = sum_{b,t} g[b,t,c] x[b,t-K+1+j,c]",
     .arity = 2, .shape = conv1d_causal_wgrad_shape, KERNELS(conv1d_causal_wgrad),
+    .kernel[MI_BACKEND_OWN][MI_F32] = own_conv1d_causal_wgrad_f32, .select = select_own,
     .vjp = conv1d_causal_wgrad_vjp, .examples = ex_conv1d_causal_wgrad};
 mi_tensor *mi_conv1d_causal_wgrad(mi_tensor *g, mi_tensor *x, int64_t k)
 {
@@ -214,14 +223,6 @@ static int ex_rope(mi_rng *r, int v, mi_tensor **in, mi_attrs *a)
     default: return 0;
     }
 }
-/* OWN (own_sequence.c) whenever it is allowed: it is faster at every size. */
-static mi_backend select_own(mi_tensor *const *in, int n, const mi_attrs *a, const mi_tensor *out,
-                             unsigned available)
-{
-    (void)in, (void)n, (void)a, (void)out;
-    return available >> MI_BACKEND_OWN & 1u ? MI_BACKEND_OWN : MI_BACKEND_REF;
-}
-
 const mi_op mi_op_rope = {.name = "rope",
                           .formula = "rotate (x_i, x_{i+D/2}) by t * base^(-2i/D)",
                           .arity = 1, .shape = rope_shape, KERNELS(rope),
