@@ -244,17 +244,17 @@ START_TEST(round_trip_every_dtype)
 }
 END_TEST
 
-/* Hand-written headers: escapes, surrogate pairs, whitespace, padding, holes,
+/* Hand-written headers: escapes, surrogate pairs, whitespace, padding,
  * zero-size tensors sharing an offset, unknown fields. */
 START_TEST(parse_accepts_valid_variants)
 {
     const char *h = " {\"__metadata__\" : {\"k\":\"\\u0041\\/\\\"\", \"e\":\"\"},\n"
                     "\t\"\\u00fc\\ud83d\\ude00\":{\"dtype\":\"I32\",\"shape\":[2],"
                     "\"data_offsets\":[0,8],\"extra\":[1,{\"x\":null}]},\r\n"
-                    "\"hole\":{\"shape\":[],\"data_offsets\":[16,20],\"dtype\":\"F32\"},"
+                    "\"s\":{\"shape\":[],\"data_offsets\":[8,12],\"dtype\":\"F32\"},"
                     "\"z1\":{\"dtype\":\"F64\",\"shape\":[3,0],\"data_offsets\":[8,8]},"
                     "\"z2\":{\"dtype\":\"I64\",\"shape\":[0],\"data_offsets\":[8,8]}}      ";
-    size_t n = make_image(h, 24);
+    size_t n = make_image(h, 12);
     mi_safetensors *st = mi_safetensors_parse(image, n);
     ck_assert_msg(st != NULL, "%s", mi_error());
     ck_assert_int_eq(st->count, 4);
@@ -264,9 +264,9 @@ START_TEST(parse_accepts_valid_variants)
     ck_assert_int_eq(t->dtype, MI_I32);
     ck_assert_int_eq(((int32_t *)t->data)[0], 0x03020100);
     ck_assert_int_eq(((int32_t *)t->data)[1], 0x07060504);
-    mi_tensor *hole = mi_safetensors_get(st, "hole");
-    ck_assert_int_eq(hole->rank, 0);
-    ck_assert_int_eq(*(uint32_t *)hole->data, 0x13121110u);
+    mi_tensor *sc = mi_safetensors_get(st, "s");
+    ck_assert_int_eq(sc->rank, 0);
+    ck_assert_int_eq(*(uint32_t *)sc->data, 0x0b0a0908u);
     ck_assert_int_eq(mi_safetensors_get(st, "z1")->numel, 0);
     ck_assert_int_eq(mi_safetensors_get(st, "z1")->shape[0], 3);
     ck_assert_str_eq(mi_safetensors_meta(st, "k"), "A/\"");
@@ -511,6 +511,28 @@ START_TEST(bad_offsets)
 }
 END_TEST
 
+/* The tensors must tile the data buffer: no hole, nothing before the first
+ * or after the last. A header length one byte short, its JSON still valid
+ * (one padding space less), would otherwise read every tensor shifted. */
+START_TEST(data_buffer_is_entirely_indexed)
+{
+    EXPECT_BAD("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+               "\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[12,16]}}",
+               16, "data bytes [8, 12) before tensor 'b' belong to no tensor");
+    EXPECT_BAD("{\"w\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[4,20]}}", 20,
+               "data bytes [0, 4) before tensor 'w'");
+    EXPECT_BAD(W_OK_HEADER, 20, "the tensors cover 16 of the 20 data bytes");
+    EXPECT_BAD("{}", 4, "4 data bytes but no tensor");
+    EXPECT_BAD("{\"z\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]}}", 4,
+               "cover 0 of the 4");
+    /* the header length one short: the data start one byte early */
+    size_t n = make_image(W_OK_HEADER "  ", 16);
+    ck_assert_ptr_nonnull(mi_safetensors_parse(image, n));
+    set_header_len(image, strlen(W_OK_HEADER "  ") - 1);
+    EXPECT_BAD_BYTES(image, n, "the tensors cover 16 of the 17 data bytes");
+}
+END_TEST
+
 START_TEST(bad_dtypes_and_shapes)
 {
     EXPECT_BAD("{\"w\":{\"dtype\":\"XYZ\",\"shape\":[1],\"data_offsets\":[0,4]}}", 16,
@@ -752,6 +774,7 @@ Suite *make_suite(void)
     tcase_add_test(mem, parse_needs_a_scope);
     tcase_add_test(mem, truncated_and_bad_lengths);
     tcase_add_test(mem, bad_offsets);
+    tcase_add_test(mem, data_buffer_is_entirely_indexed);
     tcase_add_test(mem, bad_dtypes_and_shapes);
     tcase_add_test(mem, bad_names_and_metadata);
     tcase_add_test(mem, malformed_json);

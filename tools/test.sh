@@ -79,5 +79,29 @@ export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 run_suites build-san --quick
 
-if [ $status -eq 0 ]; then echo "test.sh: all suites passed (plain and sanitizer)"; else echo "test.sh: FAILURES above"; fi
+echo "### fuzz targets (libFuzzer; only where clang is installed)"
+if command -v clang >/dev/null; then
+  unset CK_FORK
+  (export CC=clang; configure_build build-fuzz -Dfuzz=true -Dbuildtype=debugoptimized \
+    -Db_sanitize=address,undefined -Db_lundef=false -Dc_args=-fno-sanitize-recover=all)
+  for f in safetensors json config; do
+    echo "== fuzz-$f (${FUZZ_SECONDS:-30} s from tests/fuzz/corpus/$f)"
+    corpus=$(mktemp -d)
+    cp tests/fuzz/corpus/$f/* "$corpus"/
+    # the corpus grows in a temporary copy; a crash leaves its input in build-fuzz/
+    log=$(mktemp)
+    if ! build-fuzz/tests/fuzz-$f -max_total_time="${FUZZ_SECONDS:-30}" -timeout=10 \
+        -artifact_prefix=build-fuzz/crash-$f- "$corpus" > "$log" 2>&1; then
+      status=1
+      tail -n 40 "$log"
+    fi
+    grep -E 'DONE|^Done' "$log" || true
+    rm -f "$log"
+    rm -rf "$corpus"
+  done
+else
+  echo "skipped: no clang (apt-get install clang to fuzz the loaders and parsers)"
+fi
+
+if [ $status -eq 0 ]; then echo "test.sh: all suites passed (plain, sanitizer, fuzz)"; else echo "test.sh: FAILURES above"; fi
 exit $status

@@ -311,9 +311,19 @@ static int check_metadata(const char *path, const json_value *m)
 }
 
 /* Names unique, byte ranges disjoint (zero-byte tensors overlap nothing). */
-static int check_entries(const char *path, plan *pl)
+/* Names are unique and the non-empty byte ranges tile the data buffer: no
+ * overlap, no hole, nothing after the last (the format's rule: "the byte
+ * buffer needs to be entirely indexed, and cannot contain holes"). A file
+ * whose header length is off by a byte or two, its JSON still valid, has a
+ * buffer that is not tiled, so it is refused rather than read shifted. */
+static int check_entries(const char *path, plan *pl, uint64_t data_size)
 {
-    if (pl->count < 2) return 0;
+    if (pl->count == 0) {
+        if (data_size == 0) return 0;
+        st_fail(path, "%" PRIu64 " data bytes but no tensor: the buffer is not entirely indexed",
+                data_size);
+        return -1;
+    }
     entry **v = malloc(pl->count * sizeof *v);
     if (!v) {
         st_fail(path, "out of memory checking %zu tensors", pl->count);
@@ -340,8 +350,20 @@ static int check_entries(const char *path, plan *pl)
                         name_shown(last->name_len), last->name, last->begin, last->end,
                         name_shown(e->name_len), e->name, e->begin, e->end);
                 rc = -1;
+            } else if (e->begin != (last ? last->end : 0)) {
+                st_fail(path, "data bytes [%" PRIu64 ", %" PRIu64 ") before tensor '%.*s' belong "
+                        "to no tensor: the buffer is not entirely indexed",
+                        last ? last->end : 0, e->begin, name_shown(e->name_len), e->name);
+                rc = -1;
             }
             if (!last || e->end > last->end) last = e;
+        }
+        uint64_t end = last ? last->end : 0;
+        if (rc == 0 && end != data_size) {
+            st_fail(path, "the tensors cover %" PRIu64 " of the %" PRIu64 " data bytes: the "
+                    "buffer is not entirely indexed (or the header length is wrong)", end,
+                    data_size);
+            rc = -1;
         }
     }
     free(v);
@@ -466,7 +488,7 @@ static int plan_header(const char *path, plan *pl, const char *text, size_t n, u
         if (check_tensor(path, e, &m->value, text, data_size) != 0) return -1;
         pl->count++;
     }
-    if (check_entries(path, pl) != 0) return -1;
+    if (check_entries(path, pl, data_size) != 0) return -1;
     return plan_checksums(path, pl);
 }
 
