@@ -381,14 +381,16 @@ static int attention_shape(mi_tensor *const *in, int n, const mi_attrs *a, mi_dt
     shape[rk - 1] = v->shape[rk - 1];
     return 0;
 }
-/* P is recomputed once for the three gradients (vjp_all). */
+/* P is recomputed once for the three gradients (vjp_all), from sc·q (a
+ * T×D scaling, not a T×S one). */
 static int attention_vjp_all(const mi_node *n, mi_tensor *g, const bool *need, mi_tensor **grads)
 {
     mi_tensor *q = n->inputs[0], *k = n->inputs[1], *v = n->inputs[2];
     const mi_attrs *a = &n->attrs;
     int rk = q->rank;
     double sc = 1.0 / sqrt((double)q->shape[rk - 1]);
-    mi_tensor *s = mi_mul_scalar(mi_matmul_t(q, k, false, true), sc);
+    mi_tensor *qs = mi_mul_scalar(q, sc);
+    mi_tensor *s = mi_matmul_t(qs, k, false, true);
     if (a->causal || a->window > 0)
         s = mi_add(s, mi_attention_mask(q->dtype, q->shape[rk - 2], k->shape[rk - 2], a->causal,
                                         a->window));
@@ -397,7 +399,7 @@ static int attention_vjp_all(const mi_node *n, mi_tensor *g, const bool *need, m
     if (!need[0] && !need[1]) return 0;
     mi_tensor *ds = mi_softmax_backward(p, mi_matmul_t(g, v, false, true), -1);
     if (need[0] && !(grads[0] = mi_mul_scalar(mi_matmul(ds, k), sc))) return -1;
-    if (need[1] && !(grads[1] = mi_mul_scalar(mi_matmul_t(ds, q, true, false), sc))) return -1;
+    if (need[1] && !(grads[1] = mi_matmul_t(ds, qs, true, false))) return -1;
     return 0;
 }
 static mi_tensor *attention_vjp(const mi_node *n, int i, mi_tensor *g)
