@@ -10,11 +10,13 @@
  *
  * attention: REF's online softmax rescales the running sum at every new
  * maximum and calls expf per key, on one thread. Here each query row takes
- * its scores into a buffer (one row of S, never the T×S matrix), the max,
- * the exponentials with own_math.h's polynomial (≤ 2 ulp), then y = Σ p_s v_s
- * / Σ p_s; rows are independent, so they run in parallel and the result does
- * not depend on the thread count. Sums are reassociated (a few ulp from
- * REF).
+ * its scores into a buffer (one row of S, never the T×S matrix), summed over
+ * the head dimension from a transposed copy of the row's keys (so the inner
+ * loop runs over keys, contiguous), the max, the exponentials with
+ * own_math.h's polynomial (≤ 2 ulp), then y = Σ p_s v_s / Σ p_s; rows are
+ * independent, so they run in parallel and the result does not depend on
+ * the thread count. The scale goes on q and sums are reassociated (a few ulp
+ * from REF).
  *
  * conv1d_causal_wgrad: REF sums each dw[c, j] over (b, t) with a stride of C
  * between terms (a cache miss per term at C = 128); here the (b, t) rows are
@@ -80,22 +82,24 @@ typedef struct attention_ctx {
     float sc;
 } attention_ctx;
 
-static void attention_row(const attention_ctx *c, int64_t r, float *restrict p)
+/* Row r's output, with kt = Kᵀ [d, ns] of its batch entry and p a buffer of
+ * ns scores: the scores accumulate over the head dimension, contiguous in s. */
+static void attention_row(const attention_ctx *c, int64_t r, const float *restrict kt,
+                          float *restrict p)
 {
-    int64_t l = r / c->nt, t = r % c->nt, d = c->d, dv = c->dv;
-    const float *restrict q = c->q + r * d, *restrict K = c->k + l * c->ns * d,
-                          *restrict V = c->v + l * c->ns * dv;
+    int64_t l = r / c->nt, t = r % c->nt, d = c->d, dv = c->dv, ns = c->ns;
+    const float *restrict q = c->q + r * d, *restrict V = c->v + l * ns * dv;
     float *restrict y = c->y + r * dv;
     int64_t lo = c->window > 0 && t - c->window + 1 > 0 ? t - c->window + 1 : 0;
-    int64_t hi = c->causal && t < c->ns - 1 ? t : c->ns - 1;
-    float m = -INFINITY;
-    for (int64_t s = lo; s <= hi; s++) {
-        float dot = 0;
-        for (int64_t e = 0; e < d; e++) dot += q[e] * K[s * d + e];
-        p[s - lo] = dot * c->sc;
-        m = p[s - lo] > m ? p[s - lo] : m;
-    }
+    int64_t hi = c->causal && t < ns - 1 ? t : ns - 1;
     int64_t n = hi - lo + 1;
+    for (int64_t j = 0; j < n; j++) p[j] = 0;
+    for (int64_t e = 0; e < d; e++) {
+        const float qe = q[e] * c->sc, *restrict ke = kt + e * ns + lo;
+        for (int64_t j = 0; j < n; j++) p[j] += qe * ke[j];
+    }
+    float m = -INFINITY;
+    for (int64_t j = 0; j < n; j++) m = p[j] > m ? p[j] : m;
     float z = 0;
     for (int64_t j = 0; j < n; j++) {
         p[j] = f_exp_lo(p[j] - m);
@@ -138,18 +142,28 @@ static void attention_row_online(const attention_ctx *c, int64_t r)
     for (int64_t e = 0; e < dv; e++) y[e] /= z;
 }
 
-enum { STACK_SCORES = 4096 };
-
 static void attention_range(const void *c, int64_t r0, int64_t r1)
 {
     const attention_ctx *k = c;
-    float stack[STACK_SCORES];
-    float *p = k->ns <= STACK_SCORES ? stack : malloc(sizeof(float) * (size_t)k->ns);
-    for (int64_t r = r0; r < r1; r++) {
-        if (p) attention_row(k, r, p);
-        else attention_row_online(k, r);
+    int64_t ns = k->ns, d = k->d;
+    float *buf = malloc(sizeof(float) * (size_t)(ns * d + ns));
+    if (!buf) {
+        for (int64_t r = r0; r < r1; r++) attention_row_online(k, r);
+        return;
     }
-    if (p != stack) free(p);
+    float *kt = buf, *p = buf + ns * d;
+    int64_t have = -1; /* the batch entry kt holds */
+    for (int64_t r = r0; r < r1; r++) {
+        int64_t l = r / k->nt;
+        if (l != have) {
+            const float *K = k->k + l * ns * d;
+            for (int64_t s = 0; s < ns; s++)
+                for (int64_t e = 0; e < d; e++) kt[e * ns + s] = K[s * d + e];
+            have = l;
+        }
+        attention_row(k, r, kt, p);
+    }
+    free(buf);
 }
 
 void own_attention_f32(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a)
