@@ -34,6 +34,7 @@
 #include <string.h>
 
 #include "models.h"
+#include "recurrence_delta.h"
 
 typedef struct run {
     const mi_miras *m;
@@ -337,6 +338,15 @@ static int run_chunk(run *r, mi_tensor *q, mi_tensor *k, mi_tensor *v, const mi_
     if (!kc || !vc || !eta || (m->retention->uses_alpha && !alpha) ||
         (m->algorithm == MI_ALGO_MOMENTUM && !mu) || (m->bias->needs_delta && !delta))
         return -1;
+    /* the delta rule's exact chunkwise form (recurrence_delta.c) */
+    int exact = delta_exact_choose(m, alpha);
+    if (exact < 0) return -1;
+    if (exact) {
+        mi_tensor *qc = y ? slice_positions(q, p0 / steps, (p0 + n) / steps) : NULL;
+        if ((y && !qc) || delta_chunk_exact(m, &r->a[0], qc, kc, vc, eta, alpha, steps, y) != 0)
+            return -1;
+        return (r->eta = slice_positions(eta, n - 1, n)) ? 0 : -1;
+    }
     if (factored_ok(r, eta, alpha, mu)) {
         mi_tensor *qc = y ? slice_positions(q, p0, p0 + n) : NULL;
         if (y && !qc) return -1;
@@ -651,7 +661,10 @@ mi_tensor *mi_miras_step(const mi_miras *m, mi_miras_state *st, mi_tensor *q, mi
     }
     if (check_inputs(m, q, k, v, gates, steps) != 0) return NULL;
     run r = {.m = m, .c = &m->config, .nw = st->nw};
-    int64_t b = m->config.chunk, j = st->tokens % b;
+    /* the exact chunkwise form is the per-token recurrence: segments of one token */
+    int exact = delta_exact_choose(m, m->retention->uses_alpha ? gates->alpha : NULL);
+    if (exact < 0) return NULL;
+    int64_t b = exact ? 1 : m->config.chunk, j = st->tokens % b;
     bool lag = m->retention->lag_token && b > 1;
     if (b == 1 && steps > 1) {
         /* the exact multistep rule: every step a segment of its own */
