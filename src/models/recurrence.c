@@ -15,7 +15,12 @@
  * f-divergence gate) reads and projects from A_t and the part of it carried
  * from where the segment's gradients were taken, ᾱ_t ⊙ A_{t'} (below).
  *
- * Chunked training (MIRAS "Parallelizable Training", Titans §3.2): the
+ * Chunked training: for the delta rule (matrix memory, ℓ2 bias, retention
+ * none or ℓ2, gd/implicit/multistep) the default form=auto runs each chunk
+ * in the exact chunkwise form of "Parallelizing Linear Transformers with the
+ * Delta Rule over Sequence Length" (equal to b = 1; delta_chunk_exact).
+ * Otherwise, and with form=minibatch, the mini-batch rule (MIRAS
+ * "Parallelizable Training", Titans §3.2): the
  * sequence is cut into chunks of b tokens; every token of a chunk takes its
  * gradient at the state left by the previous chunk, W_{t'} = read(A_{t'})
  * (with decay_first at read(ᾱ_t ⊙ A_{t'}), ᾱ_t = Π_{t'<j≤t} α_j), so all b
@@ -338,7 +343,7 @@ static int run_chunk(run *r, mi_tensor *q, mi_tensor *k, mi_tensor *v, const mi_
     if (!kc || !vc || !eta || (m->retention->uses_alpha && !alpha) ||
         (m->algorithm == MI_ALGO_MOMENTUM && !mu) || (m->bias->needs_delta && !delta))
         return -1;
-    /* the delta rule's exact chunkwise form (recurrence_delta.c) */
+    /* the delta rule's exact chunkwise form (UT transform), equal to chunk 1 */
     int exact = delta_exact_choose(m, alpha);
     if (exact < 0) return -1;
     if (exact) {

@@ -1,5 +1,5 @@
-/* The exact chunkwise form of the delta rule (recurrence_delta.c), used by
- * the recurrence's chunks. Internal to the models layer. */
+/* The exact chunkwise form of the delta rule, used by the recurrence's
+ * chunks. Internal to the models layer. */
 #ifndef MIRAS_RECURRENCE_DELTA_H
 #define MIRAS_RECURRENCE_DELTA_H
 
