@@ -13,10 +13,10 @@
  *   S_t = γ_t S_0 + Σ_{i≤t} (γ_t/γ_i) u_i k_iᵀ                                        (1)
  * and with r_t = ρ_t γ_{t−1} (γ_t with decay_first, γ_{t−1} otherwise)
  *   u_t + β_t Σ_{i<t} (r_t/γ_i) (k_tᵀ k_i) u_i = β_t (v_t − r_t S_0 k_t).
- * With the rows of U, V, K, Q as matrices this is the UT transform of
- * "Parallelizing Linear Transformers with the Delta Rule over Sequence
- * Length" (§3.2, Eq. 6–8 there), with the decays of "Gated Delta Networks"
- * (§3.3, the chunkwise form of Eq. 10):
+ * With the rows of U, V, K, Q as matrices this is the WY representation and
+ * UT transform of "Parallelizing Linear Transformers with the Delta Rule
+ * over Sequence Length" (§3, its chunkwise parallel form), with the decays
+ * of "Gated Delta Networks" (the gated delta rule's chunkwise form):
  *   (I + StrictLower(diag(β) (Γʳ ⊙ K Kᵀ))) U = diag(β) (V − diag(r) K S_0ᵀ)             (2)
  *   Y   = diag(γ) Q S_0ᵀ + (Lower(Γ ⊙ Q Kᵀ)) U                                            (3)
  *   S_n = γ_n S_0 + Uᵀ diag(γ_n/γ) K                                                      (4)
