@@ -146,6 +146,43 @@ START_TEST(exact_chunks_equal_the_recurrence)
 }
 END_TEST
 
+/* f32, with strong decays (α ∈ [0.05, 0.3]: Π α over a chunk of 64 underflows
+ * f32, the ratios γ_t/γ_i do not): the exact form stays finite and close to
+ * the f64 recurrence, y, S_T and every gradient. */
+static mi_tensor *as_f32(mi_tensor *t, bool leaf)
+{
+    if (!t) return NULL;
+    mi_tensor *c = mi_tensor_to(t, MI_F32);
+    c->requires_grad = leaf;
+    return c;
+}
+
+START_TEST(f32_with_strong_decay)
+{
+    static const char *const names[] = {"gated-deltanet", "rwkv7"};
+    kase c;
+    make_case(&c, names[_i], NULL, 300u + (unsigned)_i);
+    mi_rng r;
+    mi_rng_seed(&r, 9);
+    for (int64_t j = 0; j < c.alpha->numel; j++)
+        ((double *)c.alpha->data)[j] = 0.05 + 0.25 * mi_rng_uniform(&r);
+    mi_tensor *ref[8], *got[8];
+    ck_assert_msg(run(&c, 1, MI_FORM_AUTO, ref) == 0, "%s", mi_error());
+    kase c32 = c;
+    c32.q = as_f32(c.q, true), c32.k = as_f32(c.k, true), c32.v = as_f32(c.v, true);
+    c32.w0 = as_f32(c.w0, true), c32.eta = as_f32(c.eta, true), c32.alpha = as_f32(c.alpha, true);
+    c32.gy = as_f32(c.gy, false), c32.gs = as_f32(c.gs, false);
+    for (int b = 16; b <= 64; b *= 4) {
+        ck_assert_msg(run(&c32, b, MI_FORM_EXACT, got) == 0, "%s", mi_error());
+        int worst = 0;
+        double e = max_err(got, ref, &worst);
+        printf("exact f32 %-15s b %2d: max error %.2e against f64 chunk 1 (%s)\n", c.name, b, e,
+               what[worst]);
+        ck_assert_msg(e <= 1e-4, "%s f32 chunk %d: %s off by %.3g", c.name, b, what[worst], e);
+    }
+}
+END_TEST
+
 /* The streamed step (decoding) follows the per-token recurrence too. */
 START_TEST(step_equals_exact_forward)
 {
@@ -231,6 +268,7 @@ Suite *make_suite(void)
     TCase *tc = tcase_slow("exact");
     tcase_add_loop_test(tc, exact_chunks_equal_the_recurrence, 0, N_CASES);
     tcase_add_loop_test(tc, step_equals_exact_forward, 0, N_CASES);
+    tcase_add_loop_test(tc, f32_with_strong_decay, 0, 2);
     tcase_add_test(tc, form_key_and_errors);
     suite_add_tcase(s, tc);
     return s;
