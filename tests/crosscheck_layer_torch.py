@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """Cross-checks miras-layer against an independent PyTorch implementation.
 
-DeltaNet and gated DeltaNet, float64, chunk sizes 1 and 2, written from
+DeltaNet and gated DeltaNet, float64, chunk sizes 1, 2 and 3, written from
 their update rules (presets.c) rather than from the C code:
 
   gated DeltaNet, b = 1:  M_t = a_t M_{t-1} (I - b_t k_t k_t^T) + b_t v_t k_t^T
-  chunk b: every token of a chunk takes its gradient at the state W left by
+  form=exact (the default, auto), any b: the same per-token rule
+  form=minibatch, chunk b: every token of a chunk takes its gradient at the state W left by
   the previous chunk (decayed by the cumulative a inside the chunk for gated
   DeltaNet), and the steps accumulate with the decay as a scan:
       A_t = a_t A_{t-1} - eta_t ((abar_t W) k_t - v_t) k_t^T,  y_t = A_t q_t
@@ -78,7 +79,8 @@ def layer(q, k, v, eta, alpha, w0, chunk):
     return torch.stack(ys, 1)
 
 
-def check(tool, model, chunk, gen):
+def check(tool, model, chunk, form, gen):
+    """form minibatch: the chunk rule above; exact: the per-token rule (chunk 1)."""
     inputs = {
         "q": torch.randn(N, T, DK, generator=gen, dtype=torch.float64) * 0.6,
         "k": torch.nn.functional.normalize(torch.randn(N, T, DK, generator=gen,
@@ -95,10 +97,12 @@ def check(tool, model, chunk, gen):
         src, dst = os.path.join(d, "in.safetensors"), os.path.join(d, "out.safetensors")
         save(src, inputs)
         subprocess.run([tool, "--in", src, "--out", dst, "--model", model,
-                        "--chunk", str(chunk)], check=True, stdout=subprocess.DEVNULL)
+                        "--chunk", str(chunk), "--set", "form=" + form], check=True,
+                       stdout=subprocess.DEVNULL)
         out = load(dst)
     x = {n: t.clone().requires_grad_(n != "r") for n, t in inputs.items()}
-    y = layer(x["q"], x["k"], x["v"], x["eta"], x.get("alpha"), x["w0.0"], chunk)
+    y = layer(x["q"], x["k"], x["v"], x["eta"], x.get("alpha"), x["w0.0"],
+              chunk if form == "minibatch" else 1)
     (y * x["r"]).sum().backward()
     worst = (y.detach() - out["y"]).abs().max().item()
     names = ["y"]
@@ -108,7 +112,7 @@ def check(tool, model, chunk, gen):
         worst = max(worst, (t.grad - out["grad." + n]).abs().max().item())
         names.append("grad." + n)
     ok = worst <= 1e-12
-    print(f"{'ok  ' if ok else 'FAIL'}  {model:15s} chunk {chunk}  max |torch - miras| "
+    print(f"{'ok  ' if ok else 'FAIL'}  {model:15s} chunk {chunk} {form:9s}  max |torch - miras| "
           f"{worst:.1e} over {', '.join(names)}")
     return ok
 
@@ -116,7 +120,8 @@ def check(tool, model, chunk, gen):
 def main():
     tool = sys.argv[1] if len(sys.argv) > 1 else "build/tools/miras-layer"
     gen = torch.Generator().manual_seed(0)
-    results = [check(tool, m, b, gen) for m in ("deltanet", "gated-deltanet") for b in (1, 2)]
+    runs = ((1, "auto"), (2, "minibatch"), (2, "exact"), (3, "exact"))
+    results = [check(tool, m, b, f, gen) for m in ("deltanet", "gated-deltanet") for b, f in runs]
     print(f"{sum(results)} passed, {len(results) - sum(results)} failed")
     return 0 if all(results) else 1
 

@@ -336,6 +336,7 @@ static void check_plain_loops(bool bounded)
         c.miras.decay_first = true;
         c.miras.steps = steps;
         c.miras.chunk = steps > 1 ? 3 : 1;  /* 2 chunks of 3 tokens, 6 writes each */
+        c.miras.form = MI_FORM_MINIBATCH;   /* the reference's chunk rule */
         if (bounded) {
             c.eta = (mi_gate_spec){MI_GATE_HEAD, 0.05, 0.1};
             c.alpha = (mi_gate_spec){MI_GATE_HEAD, 0.982, 0.05};

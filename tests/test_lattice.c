@@ -361,6 +361,7 @@ START_TEST(without_phi_is_the_delta_rule)
                 cm.algorithm = "gd";
                 cm.chunk = chunk;
                 cm.closed_form = closed;
+                cm.form = MI_FORM_MINIBATCH; /* the lattice's chunk rule (it has no exact form) */
                 mi_miras mm;
                 ck_assert_int_eq(mi_miras_init(&mm, &cm), 0);
                 mi_miras_gates g = {.eta = s.eta};

@@ -69,6 +69,7 @@ static mi_tensor *run(const char *retention, const char *algorithm, int chunk, b
     c.algorithm = algorithm;
     c.chunk = chunk;
     c.closed_form = closed;
+    c.form = MI_FORM_MINIBATCH; /* the naive loop's chunk rule */
     mi_miras m;
     ck_assert_msg(mi_miras_init(&m, &c) == 0, "%s", mi_error());
     mi_tensor *w0 = mi_zeros(MI_F64, MI_SHAPE(D, D));

@@ -137,6 +137,9 @@ static void make_case(kase *c, const mi_preset *p, uint64_t seed)
 
 /* Builds the preset's memory at chunk b; a component missing from this
  * build fails the test with its name. */
+/* The chunked form run_layer uses (MI_FORM_MINIBATCH: the naive loop's rule). */
+static int chunk_form = MI_FORM_MINIBATCH;
+
 static void init_preset(mi_miras *m, const mi_preset *p, int chunk, bool closed_form)
 {
     const mi_miras_config *c = &p->config;
@@ -149,6 +152,7 @@ static void init_preset(mi_miras *m, const mi_preset *p, int chunk, bool closed_
     mi_miras_config cfg = *c;
     cfg.chunk = chunk;
     cfg.closed_form = closed_form;
+    cfg.form = chunk_form;
     ck_assert_msg(mi_miras_init(m, &cfg) == 0, "preset %s: %s", p->name, mi_error());
 }
 
@@ -648,8 +652,10 @@ START_TEST(layer_equals_closed_form)
 END_TEST
 
 /* Matrix presets: the layer == the naive MIRAS loop at b = 1 (the per-token
- * loop, exact) and the chunk rule at b = 2, 3 (T = 6: b = 3 divides it, and
- * b = 4 leaves a short last chunk). */
+ * loop, exact) and the mini-batch chunk rule (form=minibatch) at b = 2, 3
+ * (T = 6: b = 3 divides it, and b = 4 leaves a short last chunk); with
+ * form=auto, the delta-rule presets' exact chunkwise form at b = 2, 3, 4
+ * == the preset's rule written out (the per-token closed form). */
 START_TEST(matrix_layer_equals_naive_loop)
 {
     const mi_preset *p = preset_checked(_i);
@@ -664,6 +670,18 @@ START_TEST(matrix_layer_equals_naive_loop)
         snprintf(what, sizeof what, "naive loop, chunk %d", chunks[b]);
         expect_equal(&c, run_layer(&c, chunks[b], true), want, what, 1e-12);
     }
+    bool delta = !strcmp(p->config.bias, "l2") && strcmp(p->config.algorithm, "momentum") &&
+                 !(p->config.alpha_on_keys && p->alpha.kind == MI_GATE_CHANNEL);
+    if (!delta) return;
+    double want[N][T][D];
+    closed_delta(&c, want);
+    chunk_form = MI_FORM_AUTO;
+    for (int b = 1; b < 4; b++) {
+        char what[40];
+        snprintf(what, sizeof what, "exact form, chunk %d", chunks[b]);
+        expect_equal(&c, run_layer(&c, chunks[b], true), want, what, 1e-12);
+    }
+    chunk_form = MI_FORM_MINIBATCH;
 }
 END_TEST
 

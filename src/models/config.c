@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "models.h"
+#include "recurrence_delta.h"
 
 mi_miras_config mi_miras_config_default(void)
 {
@@ -101,6 +102,17 @@ int mi_miras_config_set(mi_miras_config *c, const char *assignment)
     if (!strcmp(key, "l1_gamma")) return parse_double(key, val, &c->l1_gamma);
     if (!strcmp(key, "steps")) return parse_int(key, val, &c->steps);
     if (!strcmp(key, "chunk")) return parse_int(key, val, &c->chunk);
+    if (!strcmp(key, "form")) {
+        if (!strcmp(val, "auto")) c->form = MI_FORM_AUTO;
+        else if (!strcmp(val, "exact")) c->form = MI_FORM_EXACT;
+        else if (!strcmp(val, "minibatch")) c->form = MI_FORM_MINIBATCH;
+        else {
+            mi_error_set("config: form must be 'auto' (exact where the model has an exact "
+                         "chunkwise form), 'exact' or 'minibatch', got '%s'", val);
+            return -1;
+        }
+        return 0;
+    }
     if (!strcmp(key, "lq_form")) {
         if (!strcmp(val, "spec")) c->lq_form = MI_LQ_SPEC;
         else if (!strcmp(val, "paper")) c->lq_form = MI_LQ_PAPER;
@@ -146,7 +158,7 @@ int mi_miras_config_set(mi_miras_config *c, const char *assignment)
                  "memory.slots, memory.slot_norm, bias, p, "
                  "sign_sharpness, abs_eps, robust_delta, retention, q, lq_form, lq_eps, kl_scale, "
                  "f_div, l1_gamma, l1_threshold, decay_first, alpha_on_keys, algorithm, steps, "
-                 "chunk, closed_form, materialize)", key);
+                 "chunk, form, closed_form, materialize)", key);
     return -1;
 }
 
@@ -202,6 +214,14 @@ int mi_miras_init(mi_miras *m, const mi_miras_config *c)
         (strcmp(m->memory->name, "matrix") || strcmp(m->bias->name, "l2")))
         return mi_error_set("miras: implicit GD needs memory=matrix and bias=l2, got %s and %s",
                             m->memory->name, m->bias->name), -1;
+    if (c->form != MI_FORM_AUTO && c->form != MI_FORM_EXACT && c->form != MI_FORM_MINIBATCH)
+        return mi_error_set("miras: form must be MI_FORM_AUTO, MI_FORM_EXACT or "
+                            "MI_FORM_MINIBATCH, got %d", c->form), -1;
+    if (c->form == MI_FORM_EXACT && c->chunk > 1 && delta_exact_missing(m))
+        return mi_error_set("miras: form=exact: no exact chunkwise form for %s/%s/%s/%s: %s "
+                            "(form=auto falls back to the mini-batch rule)", m->memory->name,
+                            m->bias->name, m->retention->name, c->algorithm,
+                            delta_exact_missing(m)), -1;
     if (c->decay_first && !m->retention->uses_alpha)
         return mi_error_set("miras: decay_first needs a retention gate with a decay, not '%s'",
                             m->retention->name), -1;

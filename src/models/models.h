@@ -70,7 +70,23 @@ typedef struct mi_miras_config {
     bool closed_form;        /* use a component's closed-form gradient when it has one */
     bool materialize;        /* chunked: keep one W per token even where the memory's
                               * rank-one factors would avoid it (default false; tests) */
+    int form;                /* chunked: MI_FORM_AUTO (default), MI_FORM_EXACT or
+                                MI_FORM_MINIBATCH, below */
 } mi_miras_config;
+
+/* The chunked training form (config key `form`), for chunk b > 1:
+ *   MI_FORM_AUTO       the exact chunkwise form where the model has one, the
+ *                      mini-batch rule elsewhere (default)
+ *   MI_FORM_EXACT      the exact form, an error where the model has none
+ *   MI_FORM_MINIBATCH  the mini-batch rule (MIRAS "Parallelizable Training"):
+ *                      every token of a chunk takes its gradient at the
+ *                      chunk's start state, a different model from b = 1
+ * The exact form exists for the delta rule: memory matrix, bias l2,
+ * retention none or l2 (scalar α, or channel-wise α on the value rows),
+ * algorithm gd, implicit or multistep (DeltaNet, gated DeltaNet, RWKV-7 as
+ * the MIRAS table writes it, Longhorn, DeltaProduct, TTT-linear). It equals
+ * the b = 1 recurrence up to rounding. */
+enum { MI_FORM_AUTO = 0, MI_FORM_EXACT = 1, MI_FORM_MINIBATCH = 2 };
 
 /* The soft threshold of the ℓ1 retentions (l1, elastic, elastic-ftrl), with
  * λ = config l1_gamma:

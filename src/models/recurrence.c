@@ -15,7 +15,12 @@
  * f-divergence gate) reads and projects from A_t and the part of it carried
  * from where the segment's gradients were taken, ᾱ_t ⊙ A_{t'} (below).
  *
- * Chunked training (MIRAS "Parallelizable Training", Titans §3.2): the
+ * Chunked training: for the delta rule (matrix memory, ℓ2 bias, retention
+ * none or ℓ2, gd/implicit/multistep) the default form=auto runs each chunk
+ * in the exact chunkwise form of "Parallelizing Linear Transformers with the
+ * Delta Rule over Sequence Length" (equal to b = 1; delta_chunk_exact).
+ * Otherwise, and with form=minibatch, the mini-batch rule (MIRAS
+ * "Parallelizable Training", Titans §3.2): the
  * sequence is cut into chunks of b tokens; every token of a chunk takes its
  * gradient at the state left by the previous chunk, W_{t'} = read(A_{t'})
  * (with decay_first at read(ᾱ_t ⊙ A_{t'}), ᾱ_t = Π_{t'<j≤t} α_j), so all b
@@ -34,6 +39,7 @@
 #include <string.h>
 
 #include "models.h"
+#include "recurrence_delta.h"
 
 typedef struct run {
     const mi_miras *m;
@@ -337,6 +343,15 @@ static int run_chunk(run *r, mi_tensor *q, mi_tensor *k, mi_tensor *v, const mi_
     if (!kc || !vc || !eta || (m->retention->uses_alpha && !alpha) ||
         (m->algorithm == MI_ALGO_MOMENTUM && !mu) || (m->bias->needs_delta && !delta))
         return -1;
+    /* the delta rule's exact chunkwise form (UT transform), equal to chunk 1 */
+    int exact = delta_exact_choose(m, alpha);
+    if (exact < 0) return -1;
+    if (exact) {
+        mi_tensor *qc = y ? slice_positions(q, p0 / steps, (p0 + n) / steps) : NULL;
+        if ((y && !qc) || delta_chunk_exact(m, &r->a[0], qc, kc, vc, eta, alpha, steps, y) != 0)
+            return -1;
+        return (r->eta = slice_positions(eta, n - 1, n)) ? 0 : -1;
+    }
     if (factored_ok(r, eta, alpha, mu)) {
         mi_tensor *qc = y ? slice_positions(q, p0, p0 + n) : NULL;
         if (y && !qc) return -1;
@@ -651,7 +666,10 @@ mi_tensor *mi_miras_step(const mi_miras *m, mi_miras_state *st, mi_tensor *q, mi
     }
     if (check_inputs(m, q, k, v, gates, steps) != 0) return NULL;
     run r = {.m = m, .c = &m->config, .nw = st->nw};
-    int64_t b = m->config.chunk, j = st->tokens % b;
+    /* the exact chunkwise form is the per-token recurrence: segments of one token */
+    int exact = delta_exact_choose(m, m->retention->uses_alpha ? gates->alpha : NULL);
+    if (exact < 0) return NULL;
+    int64_t b = exact ? 1 : m->config.chunk, j = st->tokens % b;
     bool lag = m->retention->lag_token && b > 1;
     if (b == 1 && steps > 1) {
         /* the exact multistep rule: every step a segment of its own */

@@ -345,3 +345,138 @@ const mi_op mi_op_outer = {.name = "outer", .formula = "y[..., i, j] = a[..., i]
                                       [MI_BACKEND_DNNL] = {outer_dnnl_f32, NULL}},
                            .vjp = outer_vjp, .examples = ex_outer, .select = outer_select};
 mi_tensor *mi_outer(mi_tensor *a, mi_tensor *b) { return RUN(&mi_op_outer, NULL, a, b); }
+
+/* ---------------------------------------------------------------- tri_solve
+ * X = L⁻¹ B for the unit lower-triangular L = I + StrictLower(l): only l's
+ * entries below the diagonal are read (its diagonal and upper part are
+ * ignored and get zero gradient). With trans_a, X = L⁻ᵀ B (the unit upper
+ * solve Lᵀ X = B). l [..., n, n], B [..., n, m]; batch dims broadcast.
+ *   forward:  X_i = B_i − Σ_{j<i} l_ij X_j      (trans_a: X_i = B_i − Σ_{j>i} l_ji X_j)
+ * vjp (g = ∂L/∂X; the UT transform's solve in "Parallelizing Linear
+ * Transformers with the Delta Rule over Sequence Length", §3):
+ *   L X = B   ⇒  ∂B = L⁻ᵀ g = tri_solve(l, g, !trans),   ∂l = −StrictLower(∂B Xᵀ)
+ *   Lᵀ X = B  ⇒  ∂B = L⁻¹ g = tri_solve(l, g, trans),     ∂l = −StrictLower(X ∂Bᵀ) */
+#define TRI_SOLVE_KERNEL_T(fname, T)                                                       \
+    static void fname(mi_tensor *o, mi_tensor *const *in, const mi_attrs *at)              \
+    {                                                                                      \
+        const mi_tensor *l = in[0], *b = in[1];                                            \
+        int nb = o->rank - 2;                                                              \
+        int64_t n = o->shape[nb], m = o->shape[nb + 1];                                    \
+        int64_t sl[MI_MAX_RANK], sb[MI_MAX_RANK], idx[MI_MAX_RANK] = {0}, ol = 0, ob = 0;  \
+        batch_strides(l, 2, nb, n * n, sl);                                                \
+        batch_strides(b, 2, nb, n * m, sb);                                                \
+        int64_t nbatch = mi_shape_numel(nb, o->shape);                                     \
+        for (int64_t q = 0; q < nbatch; q++) {                                             \
+            const T *L = (const T *)l->data + ol, *B = (const T *)b->data + ob;            \
+            T *X = (T *)o->data + q * n * m;                                               \
+            for (int64_t s = 0; s < n; s++) {                                              \
+                int64_t i = at->trans_a ? n - 1 - s : s;                                   \
+                T *x = X + i * m;                                                          \
+                for (int64_t c = 0; c < m; c++) x[c] = B[i * m + c];                       \
+                int64_t j0 = at->trans_a ? i + 1 : 0, j1 = at->trans_a ? n : i;            \
+                for (int64_t j = j0; j < j1; j++) {                                        \
+                    T lij = at->trans_a ? L[j * n + i] : L[i * n + j];                     \
+                    const T *xj = X + j * m;                                               \
+                    for (int64_t c = 0; c < m; c++) x[c] -= lij * xj[c];                   \
+                }                                                                          \
+            }                                                                              \
+            batch_next(idx, o->shape, nb, sl, sb, &ol, &ob);                               \
+        }                                                                                  \
+    }
+TRI_SOLVE_KERNEL_T(tri_solve_f32, float)
+TRI_SOLVE_KERNEL_T(tri_solve_f64, double)
+
+static int tri_solve_shape(mi_tensor *const *in, int n, const mi_attrs *at, mi_dtype *dt,
+                           int *rank, int64_t *shape)
+{
+    (void)n;
+    const mi_tensor *l = in[0], *b = in[1];
+    char sl[96], sb[96];
+    if (require_float("tri_solve", in, 0) != 0 || require_float("tri_solve", in, 1) != 0)
+        return -1;
+    mi_shape_str(sl, sizeof sl, l->rank, l->shape);
+    mi_shape_str(sb, sizeof sb, b->rank, b->shape);
+    if (l->dtype != b->dtype) {
+        mi_error_set("tri_solve: L %s and B %s differ in dtype", sl, sb);
+        return -1;
+    }
+    if (l->rank < 2 || b->rank < 2 || l->shape[l->rank - 1] != l->shape[l->rank - 2] ||
+        l->shape[l->rank - 1] != b->shape[b->rank - 2]) {
+        mi_error_set("tri_solve: L must be [..., n, n] and B [..., n, m], got %s and %s", sl, sb);
+        return -1;
+    }
+    int r;
+    if (!batch_broadcast(l->rank - 2, l->shape, b->rank - 2, b->shape, &r, shape)) {
+        mi_error_set("tri_solve: batch dims do not broadcast: %s and %s", sl, sb);
+        return -1;
+    }
+    shape[r] = b->shape[b->rank - 2];
+    shape[r + 1] = b->shape[b->rank - 1];
+    *rank = r + 2;
+    *dt = b->dtype;
+    return 0;
+}
+
+/* The strictly lower part of x [..., n, n]: x ⊙ mask, mask_ij = [i > j]. */
+static mi_tensor *strict_lower(mi_tensor *x)
+{
+    if (!x) return NULL;
+    int64_t n = x->shape[x->rank - 1];
+    mi_tensor *mask = mi_zeros(x->dtype, 2, (int64_t[]){n, n});
+    if (!mask) return NULL;
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t j = 0; j < i; j++) {
+            if (x->dtype == MI_F64) ((double *)mask->data)[i * n + j] = 1;
+            else ((float *)mask->data)[i * n + j] = 1;
+        }
+    return mi_mul(x, mask);
+}
+
+static mi_tensor *tri_solve_vjp(const mi_node *n, int i, mi_tensor *g)
+{
+    mi_tensor *l = n->inputs[0], *x = n->output;
+    bool tr = n->attrs.trans_a;
+    mi_tensor *gb = mi_tri_solve(l, g, !tr);
+    if (i == 1) return gb;
+    return mi_neg(strict_lower(tr ? mi_matmul_t(x, gb, false, true)
+                                  : mi_matmul_t(gb, x, false, true)));
+}
+
+/* l well away from singular (|l_ij| ≤ 0.6): plain; the transposed solve
+ * with a broadcast L; batched; n = 1. */
+static int ex_tri_solve(mi_rng *r, int v, mi_tensor **in, mi_attrs *a)
+{
+    switch (v) {
+    case 0:
+        in[0] = ex_uniform(r, MI_SHAPE(4, 4), -0.6, 0.6);
+        in[1] = ex_normal(r, MI_SHAPE(4, 3));
+        break;
+    case 1: /* [5,5] with [2,5,2], trans_a */
+        in[0] = ex_uniform(r, MI_SHAPE(5, 5), -0.6, 0.6);
+        in[1] = ex_normal(r, MI_SHAPE(2, 5, 2));
+        a->trans_a = true;
+        break;
+    case 2:
+        in[0] = ex_uniform(r, MI_SHAPE(2, 3, 3, 3), -0.6, 0.6);
+        in[1] = ex_normal(r, MI_SHAPE(2, 1, 3, 4));
+        break;
+    case 3:
+        in[0] = ex_uniform(r, MI_SHAPE(2, 1, 1), -0.6, 0.6);
+        in[1] = ex_normal(r, MI_SHAPE(2, 1, 3));
+        a->trans_a = true;
+        break;
+    default: return 0;
+    }
+    return 2;
+}
+
+const mi_op mi_op_tri_solve = {.name = "tri_solve",
+                               .formula = "X = (I + StrictLower(L))^-1 B (trans_a: ^-T)",
+                               .arity = 2, .shape = tri_solve_shape, KERNELS(tri_solve),
+                               .vjp = tri_solve_vjp, .examples = ex_tri_solve};
+
+mi_tensor *mi_tri_solve(mi_tensor *l, mi_tensor *b, bool trans)
+{
+    mi_attrs at = {.trans_a = trans};
+    return RUN(&mi_op_tri_solve, &at, l, b);
+}

@@ -36,3 +36,5 @@ MI_OP(gelu_backward) MI_OP(silu_backward) MI_OP(tanh_backward) MI_OP(sigmoid_bac
 MI_OP(softmax_backward) MI_OP(layer_norm_backward)
 /* scan.c (appended) */
 MI_OP(linear_scan_from)
+/* linalg.c (appended) */
+MI_OP(tri_solve)

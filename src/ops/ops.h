@@ -86,6 +86,10 @@ mi_tensor *mi_matmul(mi_tensor *a, mi_tensor *b);
 mi_tensor *mi_matmul_t(mi_tensor *a, mi_tensor *b, bool trans_a, bool trans_b);
 /* [..., m] ⊗ [..., n] → [..., m, n]. */
 mi_tensor *mi_outer(mi_tensor *a, mi_tensor *b);
+/* X = L⁻¹ B with L = I + StrictLower(l) unit lower-triangular (only l's
+ * strictly lower part is read); trans: X = L⁻ᵀ B. l [..., n, n], B [..., n, m],
+ * batch dims broadcast. */
+mi_tensor *mi_tri_solve(mi_tensor *l, mi_tensor *b, bool trans);
 
 /* ---------------------------------------------------------------- shape */
 mi_tensor *mi_reshape(mi_tensor *x, int rank, const int64_t *shape); /* a view; one dim may be -1 */

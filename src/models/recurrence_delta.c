@@ -1,0 +1,199 @@
+/* The exact chunkwise form of the delta rule: chunks of b tokens computed
+ * in parallel, equal to the b = 1 recurrence up to rounding.
+ *
+ * The recurrence (memory S ∈ R^{dv×dk} acting on keys, M(k) = S k; read after
+ * write), per write position t:
+ *   S_t = α_t S_{t−1} (I − β_t k_t k_tᵀ) + β_t v_t k_tᵀ      (decay_first: gated DeltaNet)
+ *   S_t = α_t S_{t−1} − β_t (S_{t−1} k_t − v_t) k_tᵀ          (otherwise)
+ *   y_t = S_t q_t
+ * β_t = η_t (gd) or η_t / (1 + η_t ‖k_t‖²) (implicit, Longhorn); α ≡ 1 with
+ * retention none. Both rules are S_t = α_t S_{t−1} + u_t k_tᵀ with
+ *   u_t = β_t (v_t − ρ_t S_{t−1} k_t),   ρ_t = α_t (decay_first) or 1.
+ * In a chunk that starts from S_0, with γ_t = Π_{j≤t} α_j:
+ *   S_t = γ_t S_0 + Σ_{i≤t} (γ_t/γ_i) u_i k_iᵀ                                        (1)
+ * and with r_t = ρ_t γ_{t−1} (γ_t with decay_first, γ_{t−1} otherwise)
+ *   u_t + β_t Σ_{i<t} (r_t/γ_i) (k_tᵀ k_i) u_i = β_t (v_t − r_t S_0 k_t).
+ * With the rows of U, V, K, Q as matrices this is the WY representation and
+ * UT transform of "Parallelizing Linear Transformers with the Delta Rule
+ * over Sequence Length" (§3, its chunkwise parallel form), with the decays
+ * of "Gated Delta Networks" (the gated delta rule's chunkwise form):
+ *   (I + StrictLower(diag(β) (Γʳ ⊙ K Kᵀ))) U = diag(β) (V − diag(r) K S_0ᵀ)             (2)
+ *   Y   = diag(γ) Q S_0ᵀ + (Lower(Γ ⊙ Q Kᵀ)) U                                            (3)
+ *   S_n = γ_n S_0 + Uᵀ diag(γ_n/γ) K                                                      (4)
+ * with Γʳ_ti = r_t/γ_i (i < t) and Γ_ti = γ_t/γ_i (i ≤ t). (2) is one
+ * unit-lower-triangular solve (the tri_solve op, so the pseudo-values U =
+ * T (V − diag(r) K S_0ᵀ), T the UT transform's matrix, are never formed as T);
+ * the rest are matmuls. The ratios are exp of differences of the cumulative
+ * log decay c_t = Σ_{j≤t} log α_j, masked to i ≤ t before the exp (so no
+ * ratio overflows, and no γ underflows over a long chunk): Γ_ti = exp(c_t −
+ * c_i), r_t = exp(c_t) or exp(c_t − log α_t). α is clamped to the smallest
+ * normal number before its log (α = 0 exactly would give −∞ − (−∞)).
+ *
+ * Channel-wise gates (Longhorn's β per value channel; RWKV-7's α per value
+ * row, as the MIRAS table writes it, Diag(α_t) S_{t−1}) scale the rows of S
+ * while (I − β k kᵀ) acts on its columns: each row of S runs a scalar delta
+ * rule of its own, so (2)–(4) batch over the dv rows (a solve per row with
+ * one column). A channel-wise α on the key axis (alpha_on_keys, S Diag(α))
+ * does not commute with k kᵀ: there is no such form, and those chunks keep
+ * the mini-batch rule.
+ *
+ * Multistep (DeltaProduct's Householder products): the same rule over the
+ * write positions (steps per token); y is read after each token's last
+ * position p(t), so (3) takes rows p(t) of γ and Γ and the mask i ≤ p(t). */
+#include <float.h>
+#include <math.h>
+#include <string.h>
+
+#include "recurrence_delta.h"
+
+const char *delta_exact_missing(const mi_miras *m)
+{
+    if (strcmp(m->memory->name, "matrix")) return "it needs memory=matrix";
+    if (strcmp(m->bias->name, "l2")) return "it needs bias=l2";
+    if (strcmp(m->retention->name, "none") && strcmp(m->retention->name, "l2"))
+        return "it needs retention none or l2";
+    if (m->algorithm == MI_ALGO_MOMENTUM) return "momentum has no delta-rule form";
+    return NULL;
+}
+
+int delta_exact_choose(const mi_miras *m, const mi_tensor *alpha)
+{
+    const mi_miras_config *c = &m->config;
+    if (c->form == MI_FORM_MINIBATCH || c->chunk <= 1) return 0;
+    const char *why = delta_exact_missing(m);
+    if (!why && c->alpha_on_keys && alpha && alpha->rank == 3)
+        why = "a channel-wise decay on the key axis (alpha_on_keys) does not commute with the "
+              "delta rule's k k^T";
+    if (!why) return 1;
+    if (c->form != MI_FORM_EXACT) return 0;
+    mi_error_set("miras: form=exact: no exact chunkwise form for %s/%s/%s/%s: %s (form=auto "
+                 "falls back to the mini-batch rule)", m->memory->name, m->bias->name,
+                 m->retention->name, c->algorithm, why);
+    return -1;
+}
+
+/* x [N, n, dv] in the solve's layout [N, g, n, m]: [N, 1, n, dv] for scalar
+ * gates, [N, dv, n, 1] (one delta rule per row of S) for channel-wise ones. */
+static mi_tensor *to_rows(mi_tensor *x, bool channel)
+{
+    if (!x) return NULL;
+    return channel ? mi_unsqueeze(mi_transpose(x, 1, 2), -1) : mi_unsqueeze(x, 1);
+}
+
+static mi_tensor *from_rows(mi_tensor *x, bool channel)
+{
+    if (!x) return NULL;
+    return channel ? mi_transpose(mi_squeeze(x, -1), 1, 2) : mi_squeeze(x, 1);
+}
+
+/* A gate [N, n] or [N, n, dv] as a column [N, 1, n, 1] or [N, dv, n, 1]. */
+static mi_tensor *gate_column(mi_tensor *g)
+{
+    if (!g) return NULL;
+    return g->rank == 3 ? mi_unsqueeze(mi_transpose(g, 1, 2), -1)
+                        : mi_unsqueeze(mi_unsqueeze(g, 1), -1);
+}
+
+/* Rows p(t) = t·steps + steps − 1 of a column [N, g, n, 1]: [N, g, n/steps, 1]. */
+static mi_tensor *last_rows(mi_tensor *x, int steps)
+{
+    if (!x || steps == 1) return x;
+    int64_t shape[4] = {x->shape[0], x->shape[1], x->shape[2] / steps, steps};
+    return mi_slice(mi_reshape(x, 4, shape), 3, steps - 1, steps);
+}
+
+/* A constant [rows, cols] mask: 1 where i < limit(t), limit(t) = t (strict
+ * lower) or (t + 1)·steps (position i written by token t's last step). */
+static mi_tensor *mask(mi_dtype dt, int64_t rows, int64_t cols, int steps, bool strict)
+{
+    mi_tensor *m = mi_zeros(dt, 2, (int64_t[]){rows, cols});
+    if (!m) return NULL;
+    for (int64_t t = 0; t < rows; t++) {
+        int64_t limit = strict ? t : (t + 1) * steps;
+        for (int64_t i = 0; i < limit && i < cols; i++) {
+            if (dt == MI_F64) ((double *)m->data)[t * cols + i] = 1;
+            else ((float *)m->data)[t * cols + i] = 1;
+        }
+    }
+    return m;
+}
+
+/* exp(a_t − b_i) where the mask is 1, the mask's 0 elsewhere:
+ * a [N, g, rows, 1], b [N, g, n, 1], mask [rows, n]. */
+static mi_tensor *ratios(mi_tensor *a, mi_tensor *b, mi_tensor *msk)
+{
+    mi_tensor *d = mi_sub(a, mi_transpose(b, 2, 3));
+    return mi_mul(mi_exp(mi_mul(d, msk)), msk);
+}
+
+int delta_chunk_exact(const mi_miras *m, mi_tensor **state, mi_tensor *q, mi_tensor *k,
+                      mi_tensor *v, mi_tensor *eta, mi_tensor *alpha, int steps, mi_tensor **y)
+{
+    const mi_miras_config *c = &m->config;
+    mi_tensor *s0 = *state;
+    if (!s0 || !k || !v || !eta || (y && !q)) return -1;
+    mi_dtype dt = k->dtype;
+    int64_t n_seq = k->shape[0], n = k->shape[1], dv = v->shape[2], dk = k->shape[2];
+    int64_t nt = n / steps;
+    bool channel = eta->rank == 3 || (alpha && alpha->rank == 3);
+
+    /* β: η, or Longhorn's implicit step η / (1 + η‖k‖²) */
+    mi_tensor *beta = eta;
+    if (m->algorithm == MI_ALGO_IMPLICIT) {
+        mi_tensor *ksq = mi_sum(mi_square(k), -1, eta->rank == 3);
+        beta = mi_div(eta, mi_add_scalar(mi_mul(eta, ksq), 1.0));
+    }
+    beta = gate_column(beta);
+
+    /* the decays: c_t = Σ_{j≤t} log α_j and the ratios of (2)–(4) */
+    mi_tensor *strict = mask(dt, n, n, 1, true), *reads = mask(dt, nt, n, steps, false);
+    if (!strict || !reads) return -1;
+    mi_tensor *gamma_r = NULL, *ratio_r = NULL, *gamma_y = NULL, *ratio_y = NULL;
+    mi_tensor *gamma_n = NULL, *to_end = NULL;
+    if (alpha) {
+        double tiny = dt == MI_F64 ? DBL_MIN : FLT_MIN;
+        mi_tensor *la = mi_log(mi_clamp(gate_column(alpha), tiny, HUGE_VAL));
+        mi_tensor *cum = mi_cumsum(la, 2, false);
+        mi_tensor *cr = c->decay_first ? cum : mi_sub(cum, la);
+        mi_tensor *cy = last_rows(cum, steps), *cn = mi_slice(cum, 2, n - 1, n);
+        gamma_r = mi_exp(cr);
+        ratio_r = ratios(cr, cum, strict);
+        gamma_y = mi_exp(cy);
+        ratio_y = ratios(cy, cum, reads);
+        gamma_n = mi_exp(cn);
+        to_end = mi_exp(mi_sub(cn, cum));
+        if (!gamma_r || !ratio_r || !gamma_y || !ratio_y || !gamma_n || !to_end) return -1;
+    }
+
+    /* (2): the pseudo-values U [N, g, n, m] */
+    mi_tensor *s0m = mi_squeeze(s0, 1);                         /* [N, dv, dk] */
+    mi_tensor *k4 = mi_unsqueeze(k, 1);                         /* [N, 1, n, dk] */
+    mi_tensor *kk = mi_matmul_t(k4, k4, false, true);           /* K Kᵀ [N, 1, n, n] */
+    mi_tensor *lower = mi_mul(beta, alpha ? mi_mul(ratio_r, kk) : kk);
+    mi_tensor *ks = to_rows(mi_matmul_t(k, s0m, false, true), channel); /* K S_0ᵀ */
+    if (alpha) ks = mi_mul(gamma_r, ks);
+    mi_tensor *u = mi_tri_solve(lower, mi_mul(beta, mi_sub(to_rows(v, channel), ks)), false);
+    if (!u) return -1;
+
+    /* (3): the reads */
+    if (y) {
+        mi_tensor *q4 = mi_unsqueeze(q, 1);
+        mi_tensor *qk = mi_matmul_t(q4, k4, false, true);      /* Q Kᵀ [N, 1, nt, n] */
+        mi_tensor *att = mi_mul(qk, alpha ? ratio_y : reads);
+        mi_tensor *qs = to_rows(mi_matmul_t(q, s0m, false, true), channel);
+        if (alpha) qs = mi_mul(gamma_y, qs);
+        *y = from_rows(mi_add(qs, mi_matmul(att, u)), channel);
+        if (!*y) return -1;
+    }
+
+    /* (4): the state at the chunk's end, [N, 1, dv, dk] */
+    mi_tensor *sum = mi_matmul_t(alpha ? mi_mul(u, to_end) : u, k4, true, false);
+    sum = mi_reshape(sum, 4, (int64_t[]){n_seq, 1, dv, dk});
+    mi_tensor *kept = s0;
+    if (alpha) {
+        int64_t g = gamma_n->shape[1];
+        kept = mi_mul(mi_reshape(gamma_n, 4, (int64_t[]){n_seq, 1, g, 1}), s0);
+    }
+    *state = mi_add(kept, sum);
+    return *state ? 0 : -1;
+}

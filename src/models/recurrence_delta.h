@@ -1,0 +1,25 @@
+/* The exact chunkwise form of the delta rule, used by the recurrence's
+ * chunks. Internal to the models layer. */
+#ifndef MIRAS_RECURRENCE_DELTA_H
+#define MIRAS_RECURRENCE_DELTA_H
+
+#include "models.h"
+
+/* Why the exact chunkwise form does not apply to m's components, or NULL
+ * when it does (the gates' shapes aside: see delta_exact_applies). */
+const char *delta_exact_missing(const mi_miras *m);
+
+/* Whether chunks of m run in the exact form, given the chunk's α (NULL: none):
+ * 1 yes, 0 no (the mini-batch rule), -1 with a message where form=exact was
+ * asked for and does not apply. Chunk 1 is the recurrence itself: 0. */
+int delta_exact_choose(const mi_miras *m, const mi_tensor *alpha);
+
+/* One chunk of n write positions (n = tokens · steps) in the exact form:
+ * state [N, 1, dv, dk] is replaced by the state after the chunk; q [N, n/steps,
+ * dk] (NULL: no read), k [N, n, dk], v [N, n, dv], eta and alpha [N, n] or
+ * [N, n, dv] (alpha NULL: α ≡ 1); *y [N, n/steps, dv] read after each token's
+ * last write. 0, or -1 with a message. */
+int delta_chunk_exact(const mi_miras *m, mi_tensor **state, mi_tensor *q, mi_tensor *k,
+                      mi_tensor *v, mi_tensor *eta, mi_tensor *alpha, int steps, mi_tensor **y);
+
+#endif
