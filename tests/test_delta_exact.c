@@ -1,4 +1,9 @@
-/* The exact chunkwise form of the delta rule (form=auto/exact, chunk b > 1)
+/* Chunked forms that are exact. The Hebbian memories (dot bias: the error
+ * does not depend on the state) read a chunk from the gradients' rank-one
+ * factors, which must equal both the per-token recurrence and the chunk
+ * with one weight copy per token (materialize).
+ *
+ * The exact chunkwise form of the delta rule (form=auto/exact, chunk b > 1)
  * equals the per-token recurrence (b = 1) in f64 up to rounding: y, the
  * final state, and the gradients of a random projection of both with
  * respect to q, k, v, every gate and the initial state, at b = 2, 3, 16, 64
@@ -146,6 +151,30 @@ START_TEST(exact_chunks_equal_the_recurrence)
 }
 END_TEST
 
+START_TEST(hebbian_chunks_equal_the_recurrence)
+{
+    static const char *const hebbian[] = {"linear-attention", "retnet", "mamba2", "gla", "hgrn2"};
+    kase c;
+    make_case(&c, hebbian[_i], NULL, 200u + (unsigned)_i);
+    mi_tensor *ref[8], *got[8], *mat[8];
+    ck_assert_msg(run(&c, 1, MI_FORM_AUTO, ref) == 0, "%s: %s", c.name, mi_error());
+    static const int chunks[] = {2, 3, 16, 64};
+    for (int b = 0; b < 4; b++) {
+        int worst = 0;
+        c.config.materialize = false;
+        ck_assert_msg(run(&c, chunks[b], MI_FORM_AUTO, got) == 0, "%s: %s", c.name, mi_error());
+        c.config.materialize = true;
+        ck_assert_msg(run(&c, chunks[b], MI_FORM_AUTO, mat) == 0, "%s: %s", c.name, mi_error());
+        double e = max_err(got, ref, &worst);
+        ck_assert_msg(e <= 1e-12, "%s chunk %d: %s differs from chunk 1 by %.3g", c.name,
+                      chunks[b], what[worst], e);
+        e = max_err(got, mat, &worst);
+        ck_assert_msg(e <= 1e-12, "%s chunk %d: %s differs from the materialised chunk by %.3g",
+                      c.name, chunks[b], what[worst], e);
+    }
+}
+END_TEST
+
 /* f32, with strong decays (α ∈ [0.05, 0.3]: Π α over a chunk of 64 underflows
  * f32, the ratios γ_t/γ_i do not): the exact form stays finite and close to
  * the f64 recurrence, y, S_T and every gradient. */
@@ -267,6 +296,7 @@ Suite *make_suite(void)
     Suite *s = suite_create("delta_exact");
     TCase *tc = tcase_slow("exact");
     tcase_add_loop_test(tc, exact_chunks_equal_the_recurrence, 0, N_CASES);
+    tcase_add_loop_test(tc, hebbian_chunks_equal_the_recurrence, 0, 5);
     tcase_add_loop_test(tc, step_equals_exact_forward, 0, N_CASES);
     tcase_add_loop_test(tc, f32_with_strong_decay, 0, 2);
     tcase_add_test(tc, form_key_and_errors);

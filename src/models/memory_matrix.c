@@ -34,8 +34,28 @@ static int matrix_grad(const mi_miras_config *c, mi_tensor *const *w, mi_tensor 
     return g[0] ? 0 : -1;
 }
 
+/* The per-token gradient's factors: ∂ℓ_t/∂W = e_t x_tᵀ is already rank one.
+ * With them a chunk of the Hebbian memories (whose error does not depend on
+ * W, so the chunk rule is the per-token rule) is chunked linear attention,
+ * with no per-token copy of W (the recurrence's rank-one chunks). */
+static int matrix_grad_factors(const mi_miras_config *c, mi_tensor *const *w, mi_tensor *x,
+                               mi_tensor *e, mi_tensor **dl, mi_tensor **u)
+{
+    dl[0] = e;
+    u[0] = x;
+    return e && x ? 0 : -1;
+}
+
+static mi_tensor *matrix_forward_linear(const mi_miras_config *c,
+                                        mi_tensor *(*lin)(void *, int, mi_tensor *), void *ctx,
+                                        mi_tensor *x)
+{
+    return lin(ctx, 0, x);
+}
+
 const mi_memory_kind mi_memory_matrix = {
     .name = "matrix", .formula = "M(x) = W x",
     .shapes = matrix_shapes, .init = matrix_init, .forward = matrix_forward,
     .grad = matrix_grad, .channel_gates = true,
+    .grad_factors = matrix_grad_factors, .forward_linear = matrix_forward_linear,
 };
