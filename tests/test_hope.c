@@ -485,8 +485,9 @@ START_TEST(hope_config_from_text)
                             {"chunk=2.5", "not a whole number"}, {"eta=fast", "not a number"},
                             {"adaptive_q=maybe", "not true/false"},
                             {"cms=1,0", "hope: cms: chunk size C^(2) = 0"},
-                            {"heads=2", "unknown key 'heads'"}};
-    for (int i = 0; i < 7; i++) {
+                            {"heads=2", "unknown key 'heads'"},
+                            {"chunk=1e99", "not a whole number in int's range"}};
+    for (int i = 0; i < 8; i++) {
         mi_error_clear();
         ck_assert_int_eq(mi_hope_config_set(&c, bad[i][0]), -1);
         ck_assert_error_has(bad[i][1]);

@@ -458,8 +458,9 @@ START_TEST(miras_overrides_pass_through)
         {"chunk", "expected KEY=VALUE, got 'chunk'"},
         {"chunk=0", "chunk must be >= 1"},
         {"alpha=1.5", "gate alpha starts at 1.5"},
+        {"gate_rank=1e99", "override gate_rank: '1e99' is not a whole number in int's range"},
     };
-    for (int i = 0; i < 6; i++) {
+    for (int i = 0; i < 7; i++) {
         o.overrides = &bad[i].ov;
         o.n_overrides = 1;
         mi_error_clear();

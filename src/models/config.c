@@ -1,5 +1,6 @@
 /* Configuration: defaults, text assignments ("p=3"), and validation. */
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,8 +36,9 @@ static int parse_int(const char *key, const char *text, int *out)
 {
     double v;
     if (parse_double(key, text, &v) != 0) return -1;
-    if (v != (int)v) {
-        mi_error_set("config: %s: '%s' is not a whole number", key, text);
+    /* the range first: converting a double outside int's range is undefined */
+    if (!(v >= INT_MIN && v <= INT_MAX) || v != (int)v) {
+        mi_error_set("config: %s: '%s' is not a whole number in int's range", key, text);
         return -1;
     }
     *out = (int)v;

@@ -112,6 +112,7 @@
  *   unit-variance pre-activations and the residual branch W1 σ(·) starts at
  *   norm ≈ 0.7, comparable to its input. */
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -146,7 +147,9 @@ static int set_whole(const char *key, const char *text, int *out)
 {
     double v;
     if (set_number(key, text, &v) != 0) return -1;
-    if (v != (int)v) return mi_error_set("hope: %s: '%s' is not a whole number", key, text), -1;
+    /* the range first: converting a double outside int's range is undefined */
+    if (!(v >= INT_MIN && v <= INT_MAX) || v != (int)v)
+        return mi_error_set("hope: %s: '%s' is not a whole number in int's range", key, text), -1;
     *out = (int)v;
     return 0;
 }

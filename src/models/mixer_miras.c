@@ -11,6 +11,7 @@
  *      "eta=head:0.5", "eta=channel:0.5", "eta=const:1" (also alpha, mu, delta),
  *      and the ranges "eta_max=0.1", "alpha_max", "mu_max" (see block.c). */
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -58,7 +59,10 @@ static int whole(const char *key, const char *text, int *out)
 {
     double v;
     if (number(key, text, &v) != 0) return -1;
-    if (v != (int)v) return mi_error_set("override %s: '%s' is not a whole number", key, text), -1;
+    /* the range first: converting a double outside int's range is undefined */
+    if (!(v >= INT_MIN && v <= INT_MAX) || v != (int)v)
+        return mi_error_set("override %s: '%s' is not a whole number in int's range", key, text),
+               -1;
     *out = (int)v;
     return 0;
 }
