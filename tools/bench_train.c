@@ -90,8 +90,13 @@ static void train_child(const void *ctx, result *out)
     bool ok = mi_lm_config_set(&c, "vocab=256") == 0 && mi_lm_config_set(&c, "d_model=128") == 0
            && mi_lm_config_set(&c, "layers=4") == 0 && mi_lm_config_set(&c, "heads=4") == 0
            && mi_lm_config_set(&c, "mlp_hidden=384") == 0 && mi_lm_config_set(&c, set) == 0;
-    if (ok && mi_preset_find(tc->spec)) {
+    if (ok && (mi_preset_find(tc->spec) || !strcmp(tc->spec, "hope"))) {
         snprintf(set, sizeof set, "mixer.chunk=%d", TRAIN_CHUNK);
+        ok = mi_lm_config_set(&c, set) == 0;
+    }
+    /* HOPE's main memory has its own chunk size (its CMS keeps its levels) */
+    if (ok && !strcmp(tc->spec, "hope")) {
+        snprintf(set, sizeof set, "mixer.memory_chunk=%d", TRAIN_CHUNK);
         ok = mi_lm_config_set(&c, set) == 0;
     }
     if (!ok) {
@@ -240,6 +245,8 @@ int bench_train(const bench_opts *o)
         snprintf(r->name, sizeof r->name, "train.%s", variants[i]);
         char chunk[32] = "";
         if (mi_preset_find(spec)) snprintf(chunk, sizeof chunk, " chunk=%d", TRAIN_CHUNK);
+        if (!strcmp(spec, "hope"))
+            snprintf(chunk, sizeof chunk, " chunk=%d memory_chunk=%d", TRAIN_CHUNK, TRAIN_CHUNK);
         snprintf(r->config, sizeof r->config, "mixer %s%s; vocab 256 d_model 128 layers 4 "
                  "heads 4 SwiGLU 384; B=%lld T=%lld; AdamW lr 1e-3 wd 0.1; f32; %s",
                  spec, chunk, (long long)tc.batch, (long long)tc.T, data_txt);
