@@ -321,7 +321,7 @@ static void ref_block(const mi_miras_block *b, const mi_tensor *x, int64_t cp, d
                     continue;
                 }
                 for (int64_t d = 0; d < DM; d++) z += P(x, (bb * T + t) * DM + d) * P(b->w_gate, d * H * hd + c);
-                gated[c] = o[t][c] * silu(z);
+                gated[c] = o[t][c] * (b->config.out_gate_sigmoid ? sigm(z) : silu(z));
             }
             for (int64_t d = 0; d < DM; d++) {
                 double s = 0;
@@ -333,11 +333,12 @@ static void ref_block(const mi_miras_block *b, const mi_tensor *x, int64_t cp, d
 }
 
 /* bounded: η = 0.1 σ(·), α = 1 − 0.05 σ(·) (Titans' θ_t = 0.1 σ(·)); out_gate as given */
-static void check_plain_loops(bool bounded, bool out_gate)
+static void check_plain_loops(bool bounded, bool out_gate, bool sigmoid)
 {
     for (int steps = 1; steps <= 2; steps++) {
         mi_miras_block_config c = tiny_config("matrix", "l2", "l2", steps > 1 ? "multistep" : "gd");
         c.out_gate = out_gate;
+        c.out_gate_sigmoid = sigmoid;
         c.miras.decay_first = true;
         c.miras.steps = steps;
         c.miras.chunk = steps > 1 ? 3 : 1;  /* 2 chunks of 3 tokens, 6 writes each */
@@ -367,30 +368,33 @@ static void check_plain_loops(bool bounded, bool out_gate)
 
 START_TEST(block_matches_plain_loops)
 {
-    check_plain_loops(false, true);
+    check_plain_loops(false, true, false);
 }
 END_TEST
 
 START_TEST(bounded_gates_match_plain_loops)
 {
-    check_plain_loops(true, true);
+    check_plain_loops(true, true, false);
 }
 END_TEST
 
 /* Without the output gate (as HGRN2's output, RMSNorm(o) W_out) the block has
  * no W_g and y is the normalised read projected; lattice-dec is built so, and
- * the override out_gate=true gives the gate back. */
+ * the override out_gate=true gives the gate back. With out_gate_sigmoid the
+ * gate is σ(x W_g); out_gate=silu / sigmoid pick the kind. */
 START_TEST(block_without_out_gate_matches_plain_loops)
 {
-    check_plain_loops(false, false);
+    check_plain_loops(false, false, false);
+    check_plain_loops(false, true, true); /* σ(x W_g) */
     mi_miras_block_config c = mi_miras_block_config_default(DM, HEADS, NULL);
     ck_assert(c.out_gate);
     ck_assert_int_eq(mi_miras_block_config_preset(&c, "lattice-dec"), 0);
     ck_assert(!c.out_gate);
+    ck_assert(!c.out_gate_sigmoid);
     ck_assert_int_eq(mi_miras_block_config_preset(&c, "hgrn2"), 0);
-    ck_assert(c.out_gate);
+    ck_assert(c.out_gate && !c.out_gate_sigmoid);
     mi_mixer_options o = mi_mixer_options_default(DM, HEADS);
-    const char *ov[] = {"out_gate=true", "out_gate=maybe"};
+    const char *ov[] = {"out_gate=true", "out_gate=maybe", "out_gate=silu", "out_gate=sigmoid"};
     o.overrides = ov;
     o.n_overrides = 1;
     mi_mixer m;
@@ -399,6 +403,14 @@ START_TEST(block_without_out_gate_matches_plain_loops)
     ck_assert_msg(mi_mixer_create(&m, "lattice-dec", &o, MI_F64, &r, test_scope) == 0, "%s",
                   mi_error());
     ck_assert(((const mi_miras_block *)m.self)->w_gate != NULL);
+    ck_assert(!((const mi_miras_block *)m.self)->config.out_gate_sigmoid);
+    for (int i = 3; i >= 2; i--) { /* the gate's kind */
+        o.overrides = ov + i;
+        ck_assert_msg(mi_mixer_create(&m, "hgrn2", &o, MI_F64, &r, test_scope) == 0, "%s",
+                      mi_error());
+        ck_assert(((const mi_miras_block *)m.self)->config.out_gate_sigmoid == (i == 3));
+    }
+    o.overrides = ov;
     o.n_overrides = 0;
     ck_assert_msg(mi_mixer_create(&m, "lattice-dec", &o, MI_F64, &r, test_scope) == 0, "%s",
                   mi_error());
@@ -409,7 +421,7 @@ START_TEST(block_without_out_gate_matches_plain_loops)
     o.n_overrides = 1;
     mi_error_clear();
     ck_assert_int_eq(mi_mixer_create(&m, "lattice-dec", &o, MI_F64, &r, test_scope), -1);
-    ck_assert_error_has("override out_gate: 'maybe' is not true or false");
+    ck_assert_error_has("override out_gate: 'maybe' is not true, false, silu or sigmoid");
     mi_error_clear();
 }
 END_TEST

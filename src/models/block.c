@@ -28,7 +28,9 @@
  *     gated with a linear layer"), not the spec §2.5 blend σ(·)y + (1 − σ(·))x:
  *     the block is a mixer whose output joins the residual stream outside it.
  *     Without out_gate (as HGRN2's output, RMSNorm(o) W_out; the lattice-dec
- *     preset) y = (RMSNorm(o) ⊙ w_norm) W_out and there is no W_g.
+ *     preset) y = (RMSNorm(o) ⊙ w_norm) W_out and there is no W_g; with
+ *     out_gate_sigmoid the gate is σ(x W_g) ∈ (0, 1), which at init scales
+ *     the read by ~0.5 ± 0.2 where SiLU(x W_g) closes or flips channels.
  *
  * Layout. Head h of batch b is sequence n = b·H + h. With S > 1 the S keys,
  * values and gates of token t are positions t·S + s (what mi_miras_forward
@@ -472,7 +474,10 @@ static mi_tensor *block_run(const mi_miras_block *b, mi_tensor *x, mi_miras_bloc
     o = mi_mul(mi_rms_norm(o, c->norm_eps), b->norm_weight);
     o = mi_reshape(mi_permute(mi_reshape(o, MI_SHAPE(B, H, T, hd)), (const int[]){0, 2, 1, 3}),
                    MI_SHAPE(B, T, H * hd));
-    if (c->out_gate) o = mi_mul(o, mi_silu(mi_matmul(x, b->w_gate)));
+    if (c->out_gate) {
+        mi_tensor *z = mi_matmul(x, b->w_gate);
+        o = mi_mul(o, c->out_gate_sigmoid ? mi_sigmoid(z) : mi_silu(z));
+    }
     mi_tensor *y = mi_matmul(o, b->w_out);
     if (!y) mi_error_prefix("miras block");
     return y;

@@ -319,6 +319,7 @@ typedef struct mi_miras_block_config {
     bool key_is_one_minus_alpha;         /* HGRN2: k_t = 1 − α_t */
     bool out_gate;         /* y = (RMSNorm(o) ⊙ SiLU(x W_g)) W_out; false: RMSNorm(o) W_out, no
                             * W_g, as HGRN2's output (default true; lattice-dec false) */
+    bool out_gate_sigmoid; /* the gate is σ(x W_g) ∈ (0, 1), not SiLU(x W_g) (default false) */
 } mi_miras_block_config;
 
 /* Defaults for a block around `miras` (NULL: mi_miras_config_default()):
