@@ -1,6 +1,6 @@
 /* The MIRAS layer block: shapes for every memory kind, the block against a
  * plain-loop reference of the whole layer (projections, conv, ℓ2 norm, gates,
- * recurrence, RMSNorm, output gate, projection; single and multistep),
+ * recurrence, RMSNorm, output gate or none, projection; single and multistep),
  * gradcheck of the block w.r.t. x and every parameter, causality, the gate
  * biases' initial levels (also of bounded gates, max·σ), the mixer's gate
  * overrides, and bad configurations. */
@@ -316,8 +316,12 @@ static void ref_block(const mi_miras_block *b, const mi_tensor *x, int64_t cp, d
             double gated[MAXC];
             for (int64_t c = 0; c < H * hd; c++) {
                 double z = 0;
+                if (!b->config.out_gate) { /* HGRN2: the normalised read alone */
+                    gated[c] = o[t][c];
+                    continue;
+                }
                 for (int64_t d = 0; d < DM; d++) z += P(x, (bb * T + t) * DM + d) * P(b->w_gate, d * H * hd + c);
-                gated[c] = o[t][c] * silu(z);
+                gated[c] = o[t][c] * (b->config.out_gate_sigmoid ? sigm(z) : silu(z));
             }
             for (int64_t d = 0; d < DM; d++) {
                 double s = 0;
@@ -328,11 +332,13 @@ static void ref_block(const mi_miras_block *b, const mi_tensor *x, int64_t cp, d
     }
 }
 
-/* bounded: η = 0.1 σ(·), α = 1 − 0.05 σ(·) (Titans' θ_t = 0.1 σ(·)) */
-static void check_plain_loops(bool bounded)
+/* bounded: η = 0.1 σ(·), α = 1 − 0.05 σ(·) (Titans' θ_t = 0.1 σ(·)); out_gate as given */
+static void check_plain_loops(bool bounded, bool out_gate, bool sigmoid)
 {
     for (int steps = 1; steps <= 2; steps++) {
         mi_miras_block_config c = tiny_config("matrix", "l2", "l2", steps > 1 ? "multistep" : "gd");
+        c.out_gate = out_gate;
+        c.out_gate_sigmoid = sigmoid;
         c.miras.decay_first = true;
         c.miras.steps = steps;
         c.miras.chunk = steps > 1 ? 3 : 1;  /* 2 chunks of 3 tokens, 6 writes each */
@@ -344,6 +350,7 @@ static void check_plain_loops(bool bounded)
         mi_miras_block b;
         make_block(&b, &c, MI_F64, 11);
         ck_assert_int_eq(b.steps, steps);
+        ck_assert(out_gate ? b.w_gate != NULL : b.w_gate == NULL);
         /* a non-zero W_0, so its layout is exercised too */
         mi_rng r;
         mi_rng_seed(&r, 12);
@@ -362,13 +369,61 @@ static void check_plain_loops(bool bounded)
 
 START_TEST(block_matches_plain_loops)
 {
-    check_plain_loops(false);
+    check_plain_loops(false, true, false);
 }
 END_TEST
 
 START_TEST(bounded_gates_match_plain_loops)
 {
-    check_plain_loops(true);
+    check_plain_loops(true, true, false);
+}
+END_TEST
+
+/* Without the output gate (as HGRN2's output, RMSNorm(o) W_out) the block has
+ * no W_g and y is the normalised read projected; lattice-dec is built so, and
+ * the override out_gate=true gives the gate back. With out_gate_sigmoid the
+ * gate is σ(x W_g); out_gate=silu / sigmoid pick the kind. */
+START_TEST(block_without_out_gate_matches_plain_loops)
+{
+    check_plain_loops(false, false, false);
+    check_plain_loops(false, true, true); /* σ(x W_g) */
+    mi_miras_block_config c = mi_miras_block_config_default(DM, HEADS, NULL);
+    ck_assert(c.out_gate);
+    ck_assert_int_eq(mi_miras_block_config_preset(&c, "lattice-dec"), 0);
+    ck_assert(!c.out_gate);
+    ck_assert(!c.out_gate_sigmoid);
+    ck_assert_int_eq(mi_miras_block_config_preset(&c, "hgrn2"), 0);
+    ck_assert(c.out_gate && !c.out_gate_sigmoid);
+    mi_mixer_options o = mi_mixer_options_default(DM, HEADS);
+    const char *ov[] = {"out_gate=true", "out_gate=maybe", "out_gate=silu", "out_gate=sigmoid"};
+    o.overrides = ov;
+    o.n_overrides = 1;
+    mi_mixer m;
+    mi_rng r;
+    mi_rng_seed(&r, 1);
+    ck_assert_msg(mi_mixer_create(&m, "lattice-dec", &o, MI_F64, &r, test_scope) == 0, "%s",
+                  mi_error());
+    ck_assert(((const mi_miras_block *)m.self)->w_gate != NULL);
+    ck_assert(!((const mi_miras_block *)m.self)->config.out_gate_sigmoid);
+    for (int i = 3; i >= 2; i--) { /* the gate's kind */
+        o.overrides = ov + i;
+        ck_assert_msg(mi_mixer_create(&m, "hgrn2", &o, MI_F64, &r, test_scope) == 0, "%s",
+                      mi_error());
+        ck_assert(((const mi_miras_block *)m.self)->config.out_gate_sigmoid == (i == 3));
+    }
+    o.overrides = ov;
+    o.n_overrides = 0;
+    ck_assert_msg(mi_mixer_create(&m, "lattice-dec", &o, MI_F64, &r, test_scope) == 0, "%s",
+                  mi_error());
+    int n;
+    const mi_named_tensor *p = mi_miras_block_params(m.self, &n);
+    for (int i = 0; i < n; i++) ck_assert_str_ne(p[i].name, "gate_proj");
+    o.overrides = ov + 1;
+    o.n_overrides = 1;
+    mi_error_clear();
+    ck_assert_int_eq(mi_mixer_create(&m, "lattice-dec", &o, MI_F64, &r, test_scope), -1);
+    ck_assert_error_has("override out_gate: 'maybe' is not true, false, silu or sigmoid");
+    mi_error_clear();
 }
 END_TEST
 
@@ -756,6 +811,7 @@ Suite *make_suite(void)
     tcase_add_test(tc, bounded_gates_start_at_their_levels);
     tcase_add_test(tc, block_matches_plain_loops);
     tcase_add_test(tc, bounded_gates_match_plain_loops);
+    tcase_add_test(tc, block_without_out_gate_matches_plain_loops);
     tcase_add_test(tc, gradcheck_gated_deltanet_like);
     tcase_add_test(tc, gradcheck_titans_like);
     tcase_add_test(tc, gradcheck_yaad_with_delta);

@@ -184,7 +184,7 @@ static void ref_hope_titans(const mi_hope *h, const mi_tensor *x, double *y)
                     g[hh * hd + i] =
                         o[t][hh * hd + i] / sqrt(ms + c->norm_eps) * P(h->norm_weight, i);
             }
-            for (int i = 0; i < d; i++) {
+            for (int i = 0; i < d && h->config.out_gate; i++) {
                 double z = 0;
                 for (int j = 0; j < d; j++)
                     z += P(x, (b * T + t) * d + j) * P(h->w_gate, j * d + i);
@@ -224,6 +224,28 @@ START_TEST(hope_equals_per_token_loop)
 {
     check_hope_against_reference(1, 1, true, 0);
     check_hope_against_reference(1, 1, false, 0);
+}
+END_TEST
+
+/* out_gate=false: no W_g, and y is the reference's without the gate */
+START_TEST(hope_without_out_gate_equals_loop)
+{
+    mi_hope_config c = hope_config(2, 1, true, 0);
+    ck_assert(c.out_gate);
+    c.out_gate = false;
+    mi_hope h;
+    make_hope(&h, &c, 21);
+    ck_assert_ptr_null(h.w_gate);
+    enum { B = 2, T = 5 };
+    mi_tensor *x = input(22, B, T, HD_MODEL);
+    mi_tensor *y = mi_hope_forward(&h, x);
+    ck_assert_msg(y != NULL, "%s", mi_error());
+    double want[B * T * HD_MODEL];
+    ref_hope_titans(&h, x, want);
+    for (int64_t i = 0; i < y->numel; i++)
+        ck_assert_msg(fabs(mi_get(y, i) - want[i]) < 1e-12 * (1 + fabs(want[i])),
+                      "no gate: y[%lld] = %.15g, reference %.15g", (long long)i, mi_get(y, i),
+                      want[i]);
 }
 END_TEST
 
@@ -481,13 +503,17 @@ START_TEST(hope_config_from_text)
     ck_assert_int_eq(c.cms.n_blocks, 0);
     ck_assert_int_eq(mi_hope_config_set(&c, "adaptive_q=1"), 0);
     ck_assert(c.adaptive_q);
+    ck_assert(c.out_gate);
+    ck_assert_int_eq(mi_hope_config_set(&c, "out_gate=false"), 0);
+    ck_assert(!c.out_gate);
     const char *bad[][2] = {{"chunk", "expected KEY=VALUE"}, {"=3", "expected KEY=VALUE"},
                             {"chunk=2.5", "not a whole number"}, {"eta=fast", "not a number"},
                             {"adaptive_q=maybe", "not true/false"},
+                            {"out_gate=2", "out_gate: '2' is not true/false"},
                             {"cms=1,0", "hope: cms: chunk size C^(2) = 0"},
                             {"heads=2", "unknown key 'heads'"},
                             {"chunk=1e99", "not a whole number in int's range"}};
-    for (int i = 0; i < 8; i++) {
+    for (int i = 0; i < 9; i++) {
         mi_error_clear();
         ck_assert_int_eq(mi_hope_config_set(&c, bad[i][0]), -1);
         ck_assert_error_has(bad[i][1]);
@@ -502,6 +528,7 @@ Suite *make_suite(void)
     TCase *tc = tcase_slow("hope");
     tcase_add_test(tc, hope_equals_per_token_loop);
     tcase_add_test(tc, hope_chunked_equals_loop);
+    tcase_add_test(tc, hope_without_out_gate_equals_loop);
     tcase_add_test(tc, hope_params_listed_and_trained);
     tcase_add_test(tc, hope_gradcheck_exact);
     tcase_add_test(tc, hope_gradcheck_chunked_with_cms);

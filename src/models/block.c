@@ -27,6 +27,10 @@
  *     is Gated DeltaNet's / Titans' SiLU(x W_g) (the paper's "normalized and
  *     gated with a linear layer"), not the spec §2.5 blend σ(·)y + (1 − σ(·))x:
  *     the block is a mixer whose output joins the residual stream outside it.
+ *     Without out_gate (as HGRN2's output, RMSNorm(o) W_out; the lattice-dec
+ *     preset) y = (RMSNorm(o) ⊙ w_norm) W_out and there is no W_g; with
+ *     out_gate_sigmoid the gate is σ(x W_g) ∈ (0, 1), which at init scales
+ *     the read by ~0.5 ± 0.2 where SiLU(x W_g) closes or flips channels.
  *
  * Layout. Head h of batch b is sequence n = b·H + h. With S > 1 the S keys,
  * values and gates of token t are positions t·S + s (what mi_miras_forward
@@ -38,7 +42,8 @@
  * identity, so q, k, v start as their projections); per data-dependent gate
  * D_g ~ N(0, 1/D), U_g ~ N(0, 0.1²/r), b_g = act⁻¹(level) so the gate starts
  * at the level its spec gives (by default η 0.02, α 0.998) give or take
- * ~0.1 in logit; w_norm = 1; W_g ~ N(0, 1/D); W_out ~ N(0, out_scale²/(H·hd));
+ * ~0.1 in logit; w_norm = 1; W_g ~ N(0, 1/D) (with out_gate);
+ * W_out ~ N(0, out_scale²/(H·hd));
  * W_0: the memory's own init, once per head, stacked to [H, …] (a zero
  * W_0 under ℓq retention, where the normalisation has no derivative, is
  * replaced by N(0, 0.01²)). CONST gates are constants, not parameters; a
@@ -56,7 +61,7 @@ mi_miras_block_config mi_miras_block_config_default(int64_t d_model, int64_t hea
 {
     mi_miras_block_config c = {
         .d_model = d_model, .heads = heads, .head_dim = 0, .conv_kernel = 4, .gate_rank = 32,
-        .qk_eps = 1e-6, .norm_eps = 1e-6, .out_scale = 1,
+        .qk_eps = 1e-6, .norm_eps = 1e-6, .out_scale = 1, .out_gate = true,
         .miras = miras ? *miras : mi_miras_config_default(),
         .eta = {MI_GATE_HEAD, 0.02, 0},
     };
@@ -88,6 +93,7 @@ int mi_miras_block_config_preset(mi_miras_block_config *c, const char *preset)
     c->mu = p->mu;
     c->delta = p->delta;
     c->key_is_one_minus_alpha = p->key_is_one_minus_alpha;
+    c->out_gate = !p->no_out_gate;
     /* Lattice reads one key entry per memory slot; in the block the keys are
      * head_dim wide, so the preset's memory gets m = head_dim slots. */
     if (!strcmp(c->miras.memory, "lattice") && c->heads > 0)
@@ -305,10 +311,11 @@ int mi_miras_block_init(mi_miras_block *b, const mi_miras_block_config *c, mi_dt
     }
     if (rc == 0) {
         b->norm_weight = param(b, "out_norm", mi_ones(dt, MI_SHAPE(hd)));
-        b->w_gate = param(b, "gate_proj", mi_randn(rng, dt, MI_SHAPE(D, inner), 0, sd));
+        if (c->out_gate)
+            b->w_gate = param(b, "gate_proj", mi_randn(rng, dt, MI_SHAPE(D, inner), 0, sd));
         b->w_out = param(b, "out_proj", mi_randn(rng, dt, MI_SHAPE(inner, D), 0,
                                                  c->out_scale / sqrt((double)inner)));
-        if (!b->norm_weight || !b->w_gate || !b->w_out) rc = -1;
+        if (!b->norm_weight || (c->out_gate && !b->w_gate) || !b->w_out) rc = -1;
     }
     mi_scope_leave();
     if (rc == 0) rc = init_w0(b, dt, rng, scope);
@@ -467,7 +474,10 @@ static mi_tensor *block_run(const mi_miras_block *b, mi_tensor *x, mi_miras_bloc
     o = mi_mul(mi_rms_norm(o, c->norm_eps), b->norm_weight);
     o = mi_reshape(mi_permute(mi_reshape(o, MI_SHAPE(B, H, T, hd)), (const int[]){0, 2, 1, 3}),
                    MI_SHAPE(B, T, H * hd));
-    o = mi_mul(o, mi_silu(mi_matmul(x, b->w_gate)));
+    if (c->out_gate) {
+        mi_tensor *z = mi_matmul(x, b->w_gate);
+        o = mi_mul(o, c->out_gate_sigmoid ? mi_sigmoid(z) : mi_silu(z));
+    }
     mi_tensor *y = mi_matmul(o, b->w_out);
     if (!y) mi_error_prefix("miras block");
     return y;

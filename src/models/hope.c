@@ -127,7 +127,7 @@ mi_hope_config mi_hope_config_default(int64_t d_model, int64_t heads)
 {
     return (mi_hope_config){
         .d_model = d_model, .heads = heads, .memory_expansion = 4, .component_expansion = 1,
-        .chunk = 1, .memory_chunk = 1, .adaptive_q = true, .conv_kernel = 4,
+        .chunk = 1, .memory_chunk = 1, .adaptive_q = true, .out_gate = true, .conv_kernel = 4,
         .eta = 0.02, .alpha = 0.998, .qk_eps = 1e-6, .norm_eps = 1e-6, .out_scale = 1,
         .cms = mi_cms_config_default(d_model)};
 }
@@ -176,11 +176,11 @@ int mi_hope_config_set(mi_hope_config *c, const char *assignment)
         if (!strcmp(key, fields[i].name))
             return fields[i].i ? set_whole(key, val, fields[i].i)
                                : set_number(key, val, fields[i].d);
-    if (!strcmp(key, "adaptive_q")) {
+    if (!strcmp(key, "adaptive_q") || !strcmp(key, "out_gate")) {
         bool on = !strcmp(val, "true") || !strcmp(val, "1");
         if (!on && strcmp(val, "false") && strcmp(val, "0"))
-            return mi_error_set("hope: adaptive_q: '%s' is not true/false/1/0", val), -1;
-        c->adaptive_q = on;
+            return mi_error_set("hope: %s: '%s' is not true/false/1/0", key, val), -1;
+        *(key[0] == 'a' ? &c->adaptive_q : &c->out_gate) = on;
         return 0;
     }
     if (!strcmp(key, "cms.hidden")) {
@@ -197,8 +197,9 @@ int mi_hope_config_set(mi_hope_config *c, const char *assignment)
         return mi_cms_config_chunks(&c->cms, val) == 0 ? 0 : (mi_error_prefix("hope"), -1);
     }
     return mi_error_set("hope: unknown key '%s' (known: chunk, memory_chunk, memory_expansion, "
-                        "component_expansion, adaptive_q, conv_kernel, eta, alpha, qk_eps, "
-                        "norm_eps, out_scale, cms, cms.hidden, cms.eta, cms.norm_eps)", key), -1;
+                        "component_expansion, adaptive_q, out_gate, conv_kernel, eta, alpha, "
+                        "qk_eps, norm_eps, out_scale, cms, cms.hidden, cms.eta, cms.norm_eps)",
+                        key), -1;
 }
 
 static int check_config(const mi_hope_config *c, mi_dtype dt)
@@ -283,10 +284,11 @@ int mi_hope_init(mi_hope *h, const mi_hope_config *c, mi_dtype dt, mi_rng *rng, 
         h->w1[MI_HOPE_MEMORY] = param(h, mem_names[MI_HOPE_MEMORY][0], w1);
         h->w2[MI_HOPE_MEMORY] = param(h, mem_names[MI_HOPE_MEMORY][1], w2);
         h->norm_weight = param(h, "out_norm", mi_ones(dt, MI_SHAPE(hd)));
-        h->w_gate = param(h, "gate_proj", mi_randn(rng, dt, MI_SHAPE(d, d), 0, sd));
+        if (c->out_gate)
+            h->w_gate = param(h, "gate_proj", mi_randn(rng, dt, MI_SHAPE(d, d), 0, sd));
         h->w_out = param(h, "out_proj", mi_randn(rng, dt, MI_SHAPE(d, d), 0, c->out_scale * sd));
-        if (!h->w1[MI_HOPE_MEMORY] || !h->w2[MI_HOPE_MEMORY] || !h->norm_weight || !h->w_gate ||
-            !h->w_out)
+        if (!h->w1[MI_HOPE_MEMORY] || !h->w2[MI_HOPE_MEMORY] || !h->norm_weight ||
+            (c->out_gate && !h->w_gate) || !h->w_out)
             rc = -1;
     }
     mi_scope_leave();
@@ -450,7 +452,8 @@ mi_tensor *mi_hope_forward(const mi_hope *h, mi_tensor *x)
     }
     mi_tensor *o = n_seg == 1 ? os[0] : mi_concat(os, n_seg, 1);   /* [B·H, T, hd] */
     o = from_heads(mi_mul(mi_rms_norm(o, c->norm_eps), h->norm_weight), B, H);
-    o = mi_matmul(mi_mul(o, mi_silu(mi_matmul(x, h->w_gate))), h->w_out);
+    if (h->w_gate) o = mi_mul(o, mi_silu(mi_matmul(x, h->w_gate)));
+    o = mi_matmul(o, h->w_out);
     if (o && h->has_cms) o = mi_cms_forward(&h->cms, o);
     if (!o) mi_error_prefix("hope");
     return o;

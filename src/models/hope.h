@@ -116,6 +116,7 @@ typedef struct mi_hope_config {
     int chunk;                   /* C of the k, v, q, η, α memories (1: the exact recurrence) */
     int memory_chunk;            /* C of the main memory (1) */
     bool adaptive_q;             /* q from a self-modifying memory (true) or q = x W_q */
+    bool out_gate;               /* the output gate SiLU(x W_g) (true) or none, no W_g */
     int conv_kernel;             /* the causal depthwise conv on the input (4) */
     double eta, alpha;           /* initial levels of η_t and α_t (0.02, 0.998, as the MIRAS block) */
     double qk_eps, norm_eps;     /* ℓ2 normalisation of q, k; output RMSNorm (1e-6, 1e-6) */
@@ -127,7 +128,7 @@ typedef struct mi_hope_config {
 mi_hope_config mi_hope_config_default(int64_t d_model, int64_t heads);
 /* Sets one field from text, as on a command line: "chunk=16",
  * "memory_chunk=4", "memory_expansion=2", "component_expansion=1",
- * "adaptive_q=false", "conv_kernel=4", "eta=0.02", "alpha=0.998",
+ * "adaptive_q=false", "out_gate=false", "conv_kernel=4", "eta=0.02", "alpha=0.998",
  * "qk_eps=1e-6", "norm_eps=1e-6", "out_scale=1", "cms=1,4,16" (the chunk
  * sizes) or "cms=none", "cms.hidden=256", "cms.eta=0.02". Ranges are checked
  * by mi_hope_init. 0, or -1 with a message. */

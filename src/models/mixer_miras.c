@@ -6,7 +6,9 @@
  *      given (as mi_miras_block_config_preset does for the lattice presets);
  *   2. a gate the new components need that the preset left UNUSED takes
  *      mi_miras_block_config_default's spec (η 0.02, α 0.998, μ 0.9, δ 1);
- *   3. block keys, in order: gate_rank, conv_kernel, qk_eps, and gate specs
+ *   3. block keys, in order: gate_rank, conv_kernel, qk_eps, out_gate (true,
+ *      false, silu or sigmoid: the output gate SiLU(x W_g), none (lattice-dec's
+ *      default) or σ(x W_g)), and gate specs
  *      "eta=0.5" (the initial level; an UNUSED gate becomes HEAD),
  *      "eta=head:0.5", "eta=channel:0.5", "eta=const:1" (also alpha, mu, delta),
  *      and the ranges "eta_max=0.1", "alpha_max", "mu_max" (see block.c). */
@@ -98,9 +100,10 @@ static int split(const char *kv, char key[64], const char **val)
 
 static bool is_block_key(const char *key)
 {
-    static const char *const keys[] = {"gate_rank", "conv_kernel", "qk_eps", "eta", "alpha",
-                                       "mu", "delta", "eta_max", "alpha_max", "mu_max"};
-    for (int i = 0; i < 10; i++)
+    static const char *const keys[] = {"gate_rank", "conv_kernel", "qk_eps", "out_gate",
+                                       "eta", "alpha", "mu", "delta", "eta_max", "alpha_max",
+                                       "mu_max"};
+    for (int i = 0; i < 11; i++)
         if (!strcmp(key, keys[i])) return true;
     return false;
 }
@@ -110,6 +113,16 @@ static int block_key(mi_miras_block_config *c, const char *key, const char *val)
     if (!strcmp(key, "gate_rank")) return whole(key, val, &c->gate_rank);
     if (!strcmp(key, "conv_kernel")) return whole(key, val, &c->conv_kernel);
     if (!strcmp(key, "qk_eps")) return number(key, val, &c->qk_eps);
+    if (!strcmp(key, "out_gate")) {
+        bool sig = !strcmp(val, "sigmoid"), silu = !strcmp(val, "silu");
+        bool on = sig || silu || !strcmp(val, "1") || !strcmp(val, "true");
+        if (!on && strcmp(val, "0") && strcmp(val, "false"))
+            return mi_error_set("override out_gate: '%s' is not true, false, silu or sigmoid",
+                                val), -1;
+        c->out_gate = on;
+        if (sig || silu) c->out_gate_sigmoid = sig;
+        return 0;
+    }
     if (strstr(key, "_max")) {
         mi_gate_spec *g = key[0] == 'e' ? &c->eta : key[0] == 'a' ? &c->alpha : &c->mu;
         return number(key, val, &g->max);

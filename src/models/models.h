@@ -301,6 +301,7 @@ typedef struct mi_preset {
     mi_miras_config config;
     mi_gate_spec eta, alpha, mu, delta;
     bool key_is_one_minus_alpha; /* HGRN2: k_t = 1 − α_t */
+    bool no_out_gate;            /* no output gate, y = RMSNorm(o) W_out (lattice-dec) */
 } mi_preset;
 
 const mi_preset *mi_preset_find(const char *name);
@@ -332,6 +333,9 @@ typedef struct mi_miras_block_config {
     mi_miras_config miras; /* the memory: four components and the training form (chunk) */
     mi_gate_spec eta, alpha, mu, delta;  /* value: CONST's value, or the initial level */
     bool key_is_one_minus_alpha;         /* HGRN2: k_t = 1 − α_t */
+    bool out_gate;         /* y = (RMSNorm(o) ⊙ SiLU(x W_g)) W_out; false: RMSNorm(o) W_out, no
+                            * W_g, as HGRN2's output (default true; lattice-dec false) */
+    bool out_gate_sigmoid; /* the gate is σ(x W_g) ∈ (0, 1), not SiLU(x W_g) (default false) */
 } mi_miras_block_config;
 
 /* Defaults for a block around `miras` (NULL: mi_miras_config_default()):
@@ -340,7 +344,7 @@ typedef struct mi_miras_block_config {
  * δ 1 (biases with a threshold); the others are UNUSED. */
 mi_miras_block_config mi_miras_block_config_default(int64_t d_model, int64_t heads,
                                                     const mi_miras_config *miras);
-/* Takes the memory config, gate specs and key_is_one_minus_alpha from a
+/* Takes the memory config, gate specs, key_is_one_minus_alpha and out_gate from a
  * preset (mi_preset_find); -1 with a message if there is no such preset. */
 int mi_miras_block_config_preset(mi_miras_block_config *c, const char *preset);
 
