@@ -382,7 +382,7 @@ END_TEST
 /* Without the output gate (as HGRN2's output, RMSNorm(o) W_out) the block has
  * no W_g and y is the normalised read projected; lattice-dec is built so, and
  * the override out_gate=true gives the gate back. With out_gate_sigmoid the
- * gate is σ(x W_g); out_gate=silu / sigmoid pick the kind. */
+ * gate is σ(x W_g) (hgrn2's preset); out_gate=silu / sigmoid pick the kind. */
 START_TEST(block_without_out_gate_matches_plain_loops)
 {
     check_plain_loops(false, false, false);
@@ -393,7 +393,7 @@ START_TEST(block_without_out_gate_matches_plain_loops)
     ck_assert(!c.out_gate);
     ck_assert(!c.out_gate_sigmoid);
     ck_assert_int_eq(mi_miras_block_config_preset(&c, "hgrn2"), 0);
-    ck_assert(c.out_gate && !c.out_gate_sigmoid);
+    ck_assert(c.out_gate && c.out_gate_sigmoid); /* hgrn2's gate is σ(x W_g) */
     mi_mixer_options o = mi_mixer_options_default(DM, HEADS);
     const char *ov[] = {"out_gate=true", "out_gate=maybe", "out_gate=silu", "out_gate=sigmoid"};
     o.overrides = ov;

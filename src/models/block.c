@@ -94,6 +94,7 @@ int mi_miras_block_config_preset(mi_miras_block_config *c, const char *preset)
     c->delta = p->delta;
     c->key_is_one_minus_alpha = p->key_is_one_minus_alpha;
     c->out_gate = !p->no_out_gate;
+    c->out_gate_sigmoid = p->out_gate_sigmoid;
     /* Lattice reads one key entry per memory slot; in the block the keys are
      * head_dim wide, so the preset's memory gets m = head_dim slots. */
     if (!strcmp(c->miras.memory, "lattice") && c->heads > 0)

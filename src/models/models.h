@@ -302,6 +302,7 @@ typedef struct mi_preset {
     mi_gate_spec eta, alpha, mu, delta;
     bool key_is_one_minus_alpha; /* HGRN2: k_t = 1 − α_t */
     bool no_out_gate;            /* no output gate, y = RMSNorm(o) W_out (lattice-dec) */
+    bool out_gate_sigmoid;       /* the output gate is σ(x W_g), not SiLU(x W_g) (hgrn2) */
 } mi_preset;
 
 const mi_preset *mi_preset_find(const char *name);

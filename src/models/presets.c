@@ -111,16 +111,17 @@ static const mi_preset presets[] = {
      .eta = CONST(1), .alpha = CHANNEL(KEEP), .mu = UNUSED, .delta = UNUSED},
     /* HGRN2 (MIRAS table): GLA whose key is 1 − α_t (needs dk = dv), the
      * decay on the key axis as in HGRN2 (see above). The decay also sets the
-     * write strength, so it starts lower (0.9). The block's output gate
-     * stays, though HGRN2's output is the normalised read alone (RMSNorm(o)
-     * W_out, `out_gate=false`): small MQAR (as above, 2000 steps) seeds 1–3
-     * with the gate 0.939, 0.962, 0.957, without it 0.987, 0.989, 0.996, but
-     * the byte LM (d 128, 200 steps) 1.957 with it, 2.066 without; a sigmoid
-     * gate (`out_gate=sigmoid`) 0.995, 0.986, 0.993 and LM 2.007. */
+     * write strength, so it starts lower (0.9). The output gate is σ(x W_g)
+     * ∈ (0, 1) (`out_gate=sigmoid`), not the block's SiLU(x W_g), whose sign
+     * flips let a query scramble the recalled value: small MQAR (as above,
+     * 2000 steps) seeds 1–3 with SiLU 0.939, 0.962, 0.957, with σ 0.995,
+     * 0.986, 0.993; the byte LM (d 128, 200 steps) 1.957 with SiLU, 2.007 with
+     * σ. HGRN2's own output, the normalised read alone (`out_gate=false`,
+     * RMSNorm(o) W_out), gives 0.987, 0.989, 0.996 and LM 2.066. */
     {.name = "hgrn2", .update = "M_t = M_{t-1} Diag(alpha_t) + v_t (1 - alpha_t)^T",
      .config = CONFIG_KEYS("matrix", "dot", "l2", "gd", false, 2),
      .eta = CONST(1), .alpha = CHANNEL(0.9), .mu = UNUSED, .delta = UNUSED,
-     .key_is_one_minus_alpha = true},
+     .key_is_one_minus_alpha = true, .out_gate_sigmoid = true},
     /* DeltaNet (MIRAS §"RNNs with Delta Rule"): ℓ2 bias, GD with η = β_t. */
     {.name = "deltanet", .update = "M_t = M_{t-1}(I - beta_t k_t k_t^T) + beta_t v_t k_t^T",
      .config = CONFIG("matrix", "l2", "none", "gd", false, 2),
