@@ -11,16 +11,17 @@
 /* ---------------------------------------------------------------- the MLP memory's step */
 
 /* D1, D2 of mi_nl_mlp_step == autodiff gradients of
- *   Σ_t c1_t [½‖M(x_t) − v_t‖² + ½‖W1 s̄_t‖²]  w.r.t. W1,  c1_t = c_t / (‖s_t‖² + hidden_eps)
- *   Σ_t c2_t [½‖M(x_t) − v_t‖² + ½‖W2 x_t‖²]  w.r.t. W2,  c2_t = c_t / (‖x_t‖² + eps)
- * (the second terms with l2gd; s̄ and the weights c1, c2 held fixed), for
- * shared and per-sequence weights, with and without the residual. */
+ *   Σ_t c1_t ½‖M(x_t) − v_t‖²  w.r.t. W1,  c1_t = c_t / (‖s_t‖² + hidden_eps)
+ *   Σ_t c2_t ½‖M(x_t) − v_t‖²  w.r.t. W2,  c2_t = c_t / (‖x_t‖² + eps)
+ * (c1 = c2 = c without lms; the weights held fixed), for shared and
+ * per-sequence weights, with and without the residual; and the rank-one
+ * factors of mi_nl_mlp_factors, Σ_t c_t g_t û_tᵀ, equal the same sums. */
 START_TEST(mlp_step_equals_autodiff)
 {
     enum { N = 2, n = 4, IN = 3, H = 5 };
     const double eps = 1e-6, hidden_eps = 0.7;   /* distinct, so a swap shows */
     for (int variant = 0; variant < 8; variant++) {
-        bool residual = variant & 1, per_seq = variant & 2, l2gd = variant & 4;
+        bool residual = variant & 1, per_seq = variant & 2, lms = variant & 4;
         int64_t out = residual ? IN : 2;
         mi_rng r;
         mi_rng_seed(&r, 100 + variant);
@@ -32,7 +33,7 @@ START_TEST(mlp_step_equals_autodiff)
         mi_tensor *v = mi_randn(&r, MI_F64, MI_SHAPE(N, n, out), 0, 1);
         mi_tensor *c = mi_rand(&r, MI_F64, MI_SHAPE(N, n), 0.1, 1);
         mi_tensor *d1, *d2;
-        ck_assert_int_eq(mi_nl_mlp_step(w1, w2, residual, x, v, c, l2gd, eps, hidden_eps, &d1, &d2),
+        ck_assert_int_eq(mi_nl_mlp_step(w1, w2, residual, x, v, c, lms, eps, hidden_eps, &d1, &d2),
                          0);
 
         /* autodiff, with one copy of the weights per sequence */
@@ -43,17 +44,11 @@ START_TEST(mlp_step_equals_autodiff)
         mi_tensor *e = mi_sub(mi_nl_mlp_read(a1, a2, residual, x), v);
         mi_tensor *fit = mi_mul_scalar(mi_sum(mi_square(e), -1, false), 0.5);   /* [N, n] */
         mi_tensor *sbar = mi_gelu(mi_matmul_t(x, mi_detach(w2), false, true));
-        mi_tensor *c1 = mi_div(c, mi_add_scalar(mi_sum(mi_square(sbar), -1, false), hidden_eps));
-        mi_tensor *c2 = mi_div(c, mi_add_scalar(mi_sum(mi_square(x), -1, false), eps));
-        mi_tensor *l1 = fit, *l2 = fit;
-        if (l2gd) {
-            mi_tensor *w1s = mi_matmul_t(sbar, a1, false, true);
-            mi_tensor *w2x = mi_matmul_t(x, a2, false, true);
-            l1 = mi_add(fit, mi_mul_scalar(mi_sum(mi_square(w1s), -1, false), 0.5));
-            l2 = mi_add(fit, mi_mul_scalar(mi_sum(mi_square(w2x), -1, false), 0.5));
-        }
-        mi_tensor *loss1 = mi_sum(mi_mul(l1, c1), MI_ALL, false);
-        mi_tensor *loss2 = mi_sum(mi_mul(l2, c2), MI_ALL, false);
+        mi_tensor *c1 = lms ? mi_div(c, mi_add_scalar(mi_sum(mi_square(sbar), -1, false),
+                                                      hidden_eps)) : c;
+        mi_tensor *c2 = lms ? mi_div(c, mi_add_scalar(mi_sum(mi_square(x), -1, false), eps)) : c;
+        mi_tensor *loss1 = mi_sum(mi_mul(fit, c1), MI_ALL, false);
+        mi_tensor *loss2 = mi_sum(mi_mul(fit, c2), MI_ALL, false);
         mi_tensor *g1[2], *g2[2];
         ck_assert_int_eq(mi_grad(&loss1, NULL, 1, (mi_tensor *[]){a1, a2}, 2, false, g1), 0);
         ck_assert_int_eq(mi_grad(&loss2, NULL, 1, (mi_tensor *[]){a1, a2}, 2, false, g2), 0);
@@ -67,39 +62,55 @@ START_TEST(mlp_step_equals_autodiff)
             ck_assert_msg(fabs(mi_get(d2, i) - mi_get(g2[1], i)) < 1e-12,
                           "variant %d: D2[%lld] = %.15g, autodiff %.15g", variant, (long long)i,
                           mi_get(d2, i), mi_get(g2[1], i));
+        mi_nl_mlp_factor f[2];
+        ck_assert_int_eq(mi_nl_mlp_factors(w1, w2, residual, x, v, lms, eps, hidden_eps, f), 0);
+        mi_tensor *cc = mi_unsqueeze(c, -1);
+        mi_tensor *sum1 = mi_matmul_t(mi_mul(cc, f[0].g), f[0].u, true, false);
+        mi_tensor *sum2 = mi_matmul_t(mi_mul(cc, f[1].g), f[1].u, true, false);
+        for (int64_t i = 0; i < d1->numel; i++)
+            ck_assert_msg(fabs(mi_get(sum1, i) - mi_get(g1[0], i)) < 1e-12,
+                          "variant %d: factors of D1[%lld] = %.15g, autodiff %.15g", variant,
+                          (long long)i, mi_get(sum1, i), mi_get(g1[0], i));
+        for (int64_t i = 0; i < d2->numel; i++)
+            ck_assert_msg(fabs(mi_get(sum2, i) - mi_get(g2[1], i)) < 1e-12,
+                          "variant %d: factors of D2[%lld] = %.15g, autodiff %.15g", variant,
+                          (long long)i, mi_get(sum2, i), mi_get(g2[1], i));
     }
 }
 END_TEST
 
 /* A wiped memory (W2 ≈ 0, so the hidden activations s ≈ 0, what a retention
- * α ≈ 0 leaves): the normalised step on W1, c (e + W1 s) sᵀ/(‖s‖² + hidden_eps),
- * stays within c‖e + W1 s‖/2 at hidden_eps = MI_NL_MLP_HIDDEN_EPS. With the
- * input's eps (1e-6) in its place it was c‖e + W1 s‖/‖s‖, here ~10⁴ times that
- * bound: how HOPE went to NaN on MQAR. */
+ * α ≈ 0 leaves): the normalised step on W1, c e sᵀ/(‖s‖² + hidden_eps), stays
+ * within c‖e‖/2 at hidden_eps = MI_NL_MLP_HIDDEN_EPS, and so does the rank-one
+ * form c g ûᵀ HOPE uses. With the input's eps (1e-6) in its place it was
+ * c‖e‖/‖s‖, here ~10⁴ times that bound: how HOPE went to NaN on MQAR. */
 START_TEST(mlp_step_bounded_when_the_hidden_layer_vanishes)
 {
     enum { IN = 4, H = 16 };
-    for (int l2gd = 0; l2gd < 2; l2gd++) {
-        mi_rng r;
-        mi_rng_seed(&r, 140 + l2gd);
-        mi_tensor *w1 = mi_randn(&r, MI_F64, MI_SHAPE(IN, H), 0, 1);
-        mi_tensor *w2 = mi_randn(&r, MI_F64, MI_SHAPE(H, IN), 0, 1e-4);  /* wiped */
-        mi_tensor *x = mi_l2_normalize(mi_randn(&r, MI_F64, MI_SHAPE(1, 1, IN), 0, 1), 0.0);
-        mi_tensor *v = mi_randn(&r, MI_F64, MI_SHAPE(1, 1, IN), 0, 1);
-        mi_tensor *c = mi_full(MI_F64, MI_SHAPE(1, 1), 0.5);
-        mi_tensor *d1, *d2;
-        ck_assert_int_eq(mi_nl_mlp_step(w1, w2, true, x, v, c, l2gd, 1e-6, MI_NL_MLP_HIDDEN_EPS,
-                                        &d1, &d2), 0);
-        /* ‖e + W1 s‖ (e alone without l2gd) and ‖s‖ */
-        mi_tensor *s = mi_gelu(mi_matmul_t(x, w2, false, true));
-        mi_tensor *m = mi_matmul_t(s, w1, false, true);
-        mi_tensor *e = mi_sub(mi_add(x, m), v);
-        double err = sqrt(mi_item(mi_sum(mi_square(l2gd ? mi_add(e, m) : e), MI_ALL, false)));
-        double s_norm = sqrt(mi_item(mi_sum(mi_square(s), MI_ALL, false)));
-        double step = sqrt(mi_item(mi_sum(mi_square(d1), MI_ALL, false)));
-        ck_assert_msg(s_norm < 1e-3, "the hidden layer is not wiped: |s| = %g", s_norm);
+    mi_rng r;
+    mi_rng_seed(&r, 140);
+    mi_tensor *w1 = mi_randn(&r, MI_F64, MI_SHAPE(IN, H), 0, 1);
+    mi_tensor *w2 = mi_randn(&r, MI_F64, MI_SHAPE(H, IN), 0, 1e-4);  /* wiped */
+    mi_tensor *x = mi_l2_normalize(mi_randn(&r, MI_F64, MI_SHAPE(1, 1, IN), 0, 1), 0.0);
+    mi_tensor *v = mi_randn(&r, MI_F64, MI_SHAPE(1, 1, IN), 0, 1);
+    mi_tensor *c = mi_full(MI_F64, MI_SHAPE(1, 1), 0.5);
+    mi_tensor *d1, *d2;
+    ck_assert_int_eq(mi_nl_mlp_step(w1, w2, true, x, v, c, true, 1e-6, MI_NL_MLP_HIDDEN_EPS,
+                                    &d1, &d2), 0);
+    mi_nl_mlp_factor f[2];
+    ck_assert_int_eq(mi_nl_mlp_factors(w1, w2, true, x, v, true, 1e-6, MI_NL_MLP_HIDDEN_EPS, f),
+                     0);
+    mi_tensor *rank_one = mi_mul_scalar(mi_matmul_t(f[0].g, f[0].u, true, false), 0.5);
+    mi_tensor *s = mi_gelu(mi_matmul_t(x, w2, false, true));
+    mi_tensor *e = mi_sub(mi_add(x, mi_matmul_t(s, w1, false, true)), v);
+    double err = sqrt(mi_item(mi_sum(mi_square(e), MI_ALL, false)));
+    double s_norm = sqrt(mi_item(mi_sum(mi_square(s), MI_ALL, false)));
+    ck_assert_msg(s_norm < 1e-3, "the hidden layer is not wiped: |s| = %g", s_norm);
+    mi_tensor *steps[2] = {d1, rank_one};
+    for (int i = 0; i < 2; i++) {
+        double step = sqrt(mi_item(mi_sum(mi_square(steps[i]), MI_ALL, false)));
         ck_assert_msg(isfinite(step) && step <= 0.5 * err / 2 * (1 + 1e-12),
-                      "l2gd %d: |D1| = %g > c|e + W1 s|/2 = %g (|s| = %g)", l2gd, step,
+                      "%s: |D1| = %g > c|e|/2 = %g (|s| = %g)", i ? "factors" : "step", step,
                       0.5 * err / 2, s_norm);
     }
 }
@@ -125,9 +136,10 @@ static void make_cms(mi_cms *m, const mi_cms_config *c, uint64_t seed)
     ck_assert_msg(mi_cms_init(m, c, MI_F64, &r, test_scope) == 0, "%s", mi_error());
 }
 
-/* The CMS as plain loops, token by token: block ℓ accumulates
- * η_t [e_t s_tᵀ/(‖s_t‖² + 1), δ_t u_tᵀ/‖u_t‖²], η_t = σ(·)/C, at the weights in force and
- * applies the sum after every position that is a multiple of C^(ℓ). */
+/* The CMS as plain loops, token by token (Eq. 31): block ℓ accumulates
+ * η_t [e_t s_tᵀ, δ_t u_tᵀ] (η_t ∇ℓ_t), at the weights in force, and applies
+ * the sum after every position that is a multiple of C^(ℓ); η_t = σ(·), over
+ * C with rate_mean; each term over ‖s_t‖² + 1 and ‖u_t‖² + eps with lms. */
 static void ref_cms(const mi_cms *m, const mi_tensor *x, double *y)
 {
     int64_t B = x->shape[0], T = x->shape[1], d = m->config.d_model, hdn = m->hidden;
@@ -161,10 +173,12 @@ static void ref_cms(const mi_cms *m, const mi_tensor *x, double *y)
                     for (int64_t k = 0; k < d; k++) v[i] += u[k] * P(L->value, k * d + i);
                     z += u[i] * P(L->eta_w, i);
                 }
-                double eta = sigm(z) / C, e[MAXD], ss = MI_NL_MLP_HIDDEN_EPS, uu = eps;
+                double eta = sigm(z) / (m->config.rate_mean ? C : 1), e[MAXD];
+                double ss = MI_NL_MLP_HIDDEN_EPS, uu = eps;
                 for (int64_t i = 0; i < d; i++) e[i] = mo[i] - v[i];
                 for (int64_t j = 0; j < hdn; j++) ss += s[j] * s[j];
                 for (int64_t i = 0; i < d; i++) uu += u[i] * u[i];
+                if (!m->config.lms) ss = uu = 1;
                 for (int64_t j = 0; j < hdn; j++) {
                     double back = 0;
                     for (int64_t i = 0; i < d; i++) back += W1[i][j] * e[i];
@@ -190,9 +204,11 @@ static void ref_cms(const mi_cms *m, const mi_tensor *x, double *y)
     }
 }
 
-static void check_cms_against_reference(const char *chunks, int64_t B, int64_t T)
+static void check_cms_form(const char *chunks, int64_t B, int64_t T, bool rate_mean, bool lms)
 {
     mi_cms_config c = cms_config(chunks, 0.6);
+    c.rate_mean = rate_mean;
+    c.lms = lms;
     mi_cms m;
     make_cms(&m, &c, 5);
     mi_tensor *x = input(6, B, T, CD);
@@ -203,8 +219,15 @@ static void check_cms_against_reference(const char *chunks, int64_t B, int64_t T
     ref_cms(&m, x, want);
     for (int64_t i = 0; i < y->numel; i++)
         ck_assert_msg(fabs(mi_get(y, i) - want[i]) < 1e-12 * (1 + fabs(want[i])),
-                      "C = {%s}: y[%lld] = %.15g, reference %.15g", chunks, (long long)i,
-                      mi_get(y, i), want[i]);
+                      "C = {%s}%s%s: y[%lld] = %.15g, reference %.15g", chunks,
+                      rate_mean ? " mean" : "", lms ? " lms" : "", (long long)i, mi_get(y, i),
+                      want[i]);
+}
+
+/* Eq. 31's sum and plain gradient, and each option */
+static void check_cms_against_reference(const char *chunks, int64_t B, int64_t T)
+{
+    for (int form = 0; form < 4; form++) check_cms_form(chunks, B, T, form & 1, form & 2);
 }
 
 START_TEST(cms_all_chunks_one_equals_per_token_loop)

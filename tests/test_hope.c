@@ -64,30 +64,40 @@ static void ref_mlp_read(const ref_mlp *m, const double *x, double *y, double *a
     }
 }
 
-/* Eq. 88 on each layer, at the weights of F, into the accumulating P:
- *   P ← α P − η [∇ℓ + (W u) uᵀ] / (‖u‖² + ε) per layer (u: k for W2 with ε = eps,
- *   s for W1 with ε = MI_NL_MLP_HIDDEN_EPS),
- *   ℓ = ½‖F(k) − target‖² */
+/* One token's step of a memory, every gradient at the weights of F, into the
+ * accumulating P, per layer W with input u (k for W2 with ε = eps, s for W1
+ * with ε = MI_NL_MLP_HIDDEN_EPS), ℓ = ½‖F(k) − target‖², G = ∇_W ℓ(F) divided
+ * by ‖u‖² + ε when lms, û = u/√(‖u‖² + ε):
+ *   eq28  P ← P (α I − û ûᵀ) − η G          Nested Learning Eq. 28
+ *   eq88  P ← P (α I − η û ûᵀ) − η G        its arXiv version's Eq. 88 */
 static void ref_mlp_accumulate(ref_mlp *Pm, const ref_mlp *F, const double *k,
-                               const double *target, double eta, double alpha, double eps)
+                               const double *target, double eta, double alpha, double eps,
+                               int rule, bool lms)
 {
     double a[MAXD], s[MAXD], y[MAXD], e[MAXD], ss = MI_NL_MLP_HIDDEN_EPS, kk = eps;
     ref_mlp_read(F, k, y, a, s);
     for (int i = 0; i < F->out; i++) e[i] = y[i] - target[i];
     for (int j = 0; j < F->hid; j++) ss += s[j] * s[j];
     for (int i = 0; i < F->in; i++) kk += k[i] * k[i];
+    double n1 = lms ? ss : 1, n2 = lms ? kk : 1;   /* the gradient's divisor */
+    double beta = rule == MI_HOPE_EQ28 ? 1 : eta;
+    /* W1 (input s) */
     for (int i = 0; i < F->out; i++) {
-        double w1s = 0;
-        for (int j = 0; j < F->hid; j++) w1s += F->W1[i][j] * s[j];
+        double ps = 0;
+        for (int j = 0; j < F->hid; j++) ps += Pm->W1[i][j] * s[j] / sqrt(ss);
         for (int j = 0; j < F->hid; j++)
-            Pm->W1[i][j] = alpha * Pm->W1[i][j] - eta * (e[i] + w1s) * s[j] / ss;
+            Pm->W1[i][j] = alpha * Pm->W1[i][j] - beta * ps * s[j] / sqrt(ss) -
+                           eta * e[i] * s[j] / n1;
     }
+    /* W2 (input k), δ = gelu'(a) ⊙ F.W1ᵀ e */
     for (int j = 0; j < F->hid; j++) {
-        double back = 0;
+        double back = 0, pk = 0;
         for (int i = 0; i < F->out; i++) back += F->W1[i][j] * e[i];
+        for (int i = 0; i < F->in; i++) pk += Pm->W2[j][i] * k[i] / sqrt(kk);
         double delta = gelu_prime(a[j]) * back;
         for (int i = 0; i < F->in; i++)
-            Pm->W2[j][i] = alpha * Pm->W2[j][i] - eta * (delta + a[j]) * k[i] / kk;
+            Pm->W2[j][i] = alpha * Pm->W2[j][i] - beta * pk * k[i] / sqrt(kk) -
+                           eta * delta * k[i] / n2;
     }
 }
 
@@ -163,11 +173,12 @@ static void ref_hope_titans(const mi_hope *h, const mi_tensor *x, double *y)
             for (int m = 0; m < 5; m++) {
                 if (!h->w1[m]) continue;
                 ref_mlp_read(&F[m], vbar, vhat, a, s);
-                ref_mlp_accumulate(&Pm[m], &F[m], kbar, vhat, eta_c, alpha_c, eps);
+                ref_mlp_accumulate(&Pm[m], &F[m], kbar, vhat, eta_c, alpha_c, eps, c->rule, c->lms);
             }
             for (int hh = 0; hh < H; hh++) {
                 ref_mlp_read(&MF[hh], v + hh * hd, vhat, a, s);
-                ref_mlp_accumulate(&MP[hh], &MF[hh], k + hh * hd, vhat, eta[hh], alpha[hh], eps);
+                ref_mlp_accumulate(&MP[hh], &MF[hh], k + hh * hd, vhat, eta[hh], alpha[hh], eps,
+                                   c->rule, c->lms);
             }
             if ((t + 1) % c->chunk == 0)
                 for (int m = 0; m < 5; m++) F[m] = Pm[m];
@@ -199,9 +210,12 @@ static void ref_hope_titans(const mi_hope *h, const mi_tensor *x, double *y)
     }
 }
 
-static void check_hope_against_reference(int chunk, int memory_chunk, bool adaptive_q, int cms)
+static void check_hope_rule(int chunk, int memory_chunk, bool adaptive_q, int cms, int rule,
+                            bool lms)
 {
     mi_hope_config c = hope_config(chunk, memory_chunk, adaptive_q, cms);
+    c.rule = rule;
+    c.lms = lms;
     mi_hope h;
     make_hope(&h, &c, 21);
     enum { B = 2, T = 8 };
@@ -215,9 +229,19 @@ static void check_hope_against_reference(int chunk, int memory_chunk, bool adapt
     if (h.has_cms) ref = mi_cms_forward(&h.cms, ref);  /* the CMS has its own reference above */
     for (int64_t i = 0; i < y->numel; i++)
         ck_assert_msg(fabs(mi_get(y, i) - mi_get(ref, i)) < 1e-12 * (1 + fabs(mi_get(ref, i))),
-                      "chunk %d/%d q %s: y[%lld] = %.15g, reference %.15g", chunk, memory_chunk,
-                      adaptive_q ? "adaptive" : "static", (long long)i, mi_get(y, i),
-                      mi_get(ref, i));
+                      "%s%s chunk %d/%d q %s: y[%lld] = %.15g, reference %.15g",
+                      rule == MI_HOPE_EQ28 ? "eq28" : "eq88", lms ? "" : " no lms", chunk,
+                      memory_chunk, adaptive_q ? "adaptive" : "static", (long long)i,
+                      mi_get(y, i), mi_get(ref, i));
+}
+
+/* every rule and both gradient scalings */
+static void check_hope_against_reference(int chunk, int memory_chunk, bool adaptive_q, int cms)
+{
+    for (int rule = MI_HOPE_EQ28; rule <= MI_HOPE_EQ88; rule++) {
+        check_hope_rule(chunk, memory_chunk, adaptive_q, cms, rule, true);
+        check_hope_rule(chunk, memory_chunk, adaptive_q, cms, rule, false);
+    }
 }
 
 START_TEST(hope_equals_per_token_loop)
@@ -319,15 +343,22 @@ START_TEST(hope_gradcheck_exact)
 }
 END_TEST
 
+/* both rules (Eq. 28 through the WY chunk form), and the CMS's Eq. 31 sum */
 START_TEST(hope_gradcheck_chunked_with_cms)
 {
-    mi_hope_config c = hope_config(2, 3, false, 2);
-    mi_hope h;
-    make_hope(&h, &c, 43);
-    int n;
-    const mi_named_tensor *p = mi_hope_params(&h, &n);
-    gradcheck_params("hope chunk 2/3, static q, cms {1,3}", hope_fn, &h, input(44, 1, 7, HD_MODEL),
-                     p, n);
+    for (int rule = MI_HOPE_EQ28; rule <= MI_HOPE_EQ88; rule++) {
+        mi_hope_config c = hope_config(2, 3, false, 2);
+        c.rule = rule;
+        c.cms.rate_mean = rule == MI_HOPE_EQ88;
+        c.cms.lms = rule == MI_HOPE_EQ88;
+        mi_hope h;
+        make_hope(&h, &c, 43);
+        int n;
+        const mi_named_tensor *p = mi_hope_params(&h, &n);
+        gradcheck_params(rule == MI_HOPE_EQ28 ? "hope eq28 chunk 2/3, static q, cms {1,3} sum"
+                                              : "hope eq88 chunk 2/3, static q, cms {1,3} mean",
+                         hope_fn, &h, input(44, 1, 7, HD_MODEL), p, n);
+    }
 }
 END_TEST
 
@@ -484,8 +515,10 @@ START_TEST(hope_config_from_text)
     const char *good[] = {"chunk=16", "memory_chunk=4", "memory_expansion=2",
                           "component_expansion=3", "adaptive_q=false", "conv_kernel=2",
                           "eta=0.1", "alpha=0.9", "qk_eps=1e-5", "norm_eps=1e-4", "out_scale=0.5",
-                          "cms=2,8", "cms.hidden=12", "cms.eta=0.05", "cms.norm_eps=1e-3"};
-    for (int i = 0; i < 15; i++)
+                          "cms=2,8", "cms.hidden=12", "cms.eta=0.05", "cms.norm_eps=1e-3",
+                          "rule=eq88", "lms=false", "cms.rate=sum", "cms.lms=0"};
+    ck_assert(c.rule == MI_HOPE_EQ28 && c.lms);
+    for (int i = 0; i < 19; i++)
         ck_assert_msg(mi_hope_config_set(&c, good[i]) == 0, "%s: %s", good[i], mi_error());
     ck_assert(c.chunk == 16 && c.memory_chunk == 4 && c.memory_expansion == 2 &&
               c.component_expansion == 3 && !c.adaptive_q && c.conv_kernel == 2);
@@ -493,6 +526,10 @@ START_TEST(hope_config_from_text)
               c.out_scale == 0.5);
     ck_assert(c.cms.n_blocks == 2 && c.cms.chunk[0] == 2 && c.cms.chunk[1] == 8 &&
               c.cms.hidden == 12 && c.cms.eta == 0.05 && c.cms.norm_eps == 1e-3);
+    ck_assert(c.rule == MI_HOPE_EQ88 && !c.lms && !c.cms.rate_mean && !c.cms.lms);
+    ck_assert_int_eq(mi_hope_config_set(&c, "rule=eq28"), 0);
+    ck_assert_int_eq(mi_hope_config_set(&c, "cms.rate=mean"), 0);
+    ck_assert(c.rule == MI_HOPE_EQ28 && c.cms.rate_mean);
     mi_hope h;
     mi_rng r;
     mi_rng_seed(&r, 3);
@@ -512,8 +549,11 @@ START_TEST(hope_config_from_text)
                             {"out_gate=2", "out_gate: '2' is not true/false"},
                             {"cms=1,0", "hope: cms: chunk size C^(2) = 0"},
                             {"heads=2", "unknown key 'heads'"},
-                            {"chunk=1e99", "not a whole number in int's range"}};
-    for (int i = 0; i < 9; i++) {
+                            {"chunk=1e99", "not a whole number in int's range"},
+                            {"rule=eq29", "rule: 'eq29' is not eq28 or eq88"},
+                            {"cms.rate=max", "cms.rate: 'max' is not sum or mean"},
+                            {"lms=yes", "lms: 'yes' is not true/false"}};
+    for (int i = 0; i < 12; i++) {
         mi_error_clear();
         ck_assert_int_eq(mi_hope_config_set(&c, bad[i][0]), -1);
         ck_assert_error_has(bad[i][1]);

@@ -80,7 +80,7 @@ static const char *const level_names[MI_CMS_MAX_BLOCKS][6] = {
 mi_cms_config mi_cms_config_default(int64_t d_model)
 {
     return (mi_cms_config){.d_model = d_model, .hidden = 0, .n_blocks = 3, .chunk = {1, 4, 16},
-                           .eta = 0.02, .norm_eps = 1e-6};
+                           .eta = 0.02, .rate_mean = true, .lms = true, .norm_eps = 1e-6};
 }
 
 int mi_cms_config_chunks(mi_cms_config *c, const char *list)
@@ -190,8 +190,8 @@ static mi_tensor *level_forward(const mi_cms *c, int l, mi_tensor *h, mi_cms_tra
     int64_t n_chunks = (T + C - 1) / C;
     mi_tensor *u = mi_mul(mi_rms_norm(h, c->config.norm_eps), b->norm);
     mi_tensor *v = mi_matmul(u, b->value);
-    mi_tensor *eta = mi_mul_scalar(
-        mi_squeeze(mi_sigmoid(mi_add(mi_matmul(u, b->eta_w), b->eta_bias)), -1), 1 / (double)C);
+    mi_tensor *eta = mi_squeeze(mi_sigmoid(mi_add(mi_matmul(u, b->eta_w), b->eta_bias)), -1);
+    if (c->config.rate_mean) eta = mi_mul_scalar(eta, 1 / (double)C);
     if (!u || !v || !eta) return NULL;
     mi_scope *s = mi_scope_current();
     mi_tensor **ys = mi_scope_alloc(s, sizeof(mi_tensor *) * (size_t)n_chunks * 3);
@@ -209,7 +209,7 @@ static mi_tensor *level_forward(const mi_cms *c, int l, mi_tensor *h, mi_cms_tra
         if (t1 == T) break;  /* a full chunk ends before T: Eq. 31's update */
         mi_tensor *d1, *d2;
         if (mi_nl_mlp_step(w1, w2, false, uc, mi_slice(v, 1, t0, t1), mi_slice(eta, 1, t0, t1),
-                           false, c->config.norm_eps, MI_NL_MLP_HIDDEN_EPS, &d1, &d2) != 0)
+                           c->config.lms, c->config.norm_eps, MI_NL_MLP_HIDDEN_EPS, &d1, &d2) != 0)
             return NULL;
         w1 = mi_sub(w1, d1);
         w2 = mi_sub(w2, d2);

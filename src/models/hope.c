@@ -24,8 +24,8 @@
  *     η = σ(M_η(x̂) + b_η), α = σ(M_α(x̂) + b_α)      (M_η, M_α: d → H, one per head)
  *     o = M_memory(q) per head                         (M_memory: hd → hd, one per head)
  *     each memory, with its key κ and target M_□(ν) (κ, ν = k̄, v̄ or k_h, v_h):
- *       P_□ ← ᾱ P_□ − Σ_t η_t (Π_{s>t} α_s) [∇ℓ_t + (W u) uᵀ]/(‖u‖² + ε) per layer (u its input,
- *             ε = 1 for the hidden layer's)  at F_□
+ *       per layer W with input u, û = u/√(‖u‖² + ε), token by token:
+ *       P_□ ← P_□ (α_t I − β_t û ûᵀ) − η_t ∇ℓ_t(F_□)/(‖u‖² + ε)     β = 1 (Eq. 28) or η_t (Eq. 88)
  *     at a multiple of its chunk size: F_□ ← P_□
  *   y = CMS((RMSNorm_head(o) ⊙ w_norm ⊙ SiLU(x W_g)) W_out)
  *
@@ -55,15 +55,24 @@
  *   takes the full key k̄ and target input v̄ and the head-mean of η and α;
  *   the main memory of head h takes k_h, v_h, q_h, η_h, α_h. With one head
  *   this is the paper's rule exactly.
- * - DGD on an MLP: Eq. 88's M(α I − η k kᵀ) is taken, as an optimizer would,
- *   on every weight matrix with its own input: W2 (α I − η k kᵀ) on the layer
- *   that reads the key, W1 (α I − η ŝ ŝᵀ) on the output layer, ŝ the
- *   normalised hidden activation; each layer's gradient term is divided by
- *   its input's squared norm (normalised LMS; for the unit keys a no-op), so
- *   the step stays stable as the hidden activations grow (nl_mlp.c), plus 1
- *   for the hidden activations (MI_NL_MLP_HIDDEN_EPS), so the step stays
- *   bounded when they vanish after α_t ≈ 0 has wiped the memory (without it
- *   HOPE went to NaN on MQAR). α is the retention of the whole memory
+ * - The inner rule (`rule`). The NeurIPS text's Eq. 28 is
+ *   W_{t+1} = W_t (I − x_t x_tᵀ) − η_t ∇L: the erase has rate 1 (a unit-rate
+ *   ℓ2-regression step for a unit input), the gradient rate η. The arXiv
+ *   version's Eq. 88 puts η on the erase too, M(α_t I − η_t k kᵀ) − η_t ∇ℓ,
+ *   and a retention α_t. rule=eq28 is Eq. 28 with HOPE's retention on the
+ *   identity, M(α_t I − k kᵀ) − η_t ∇ℓ (α ≡ 1 gives Eq. 28 as printed);
+ *   rule=eq88 is Eq. 88. Which is the default, and the runs that chose it,
+ *   are in mi_hope_config_default.
+ * - DGD on an MLP: the rule is taken, as an optimizer would, on every weight
+ *   matrix with its own input: W2 (α I − β k̂ k̂ᵀ) on the layer that reads
+ *   the key, W1 (α I − β ŝ ŝᵀ) on the output layer, û = u/√(‖u‖² + ε) the
+ *   layer's input (‖û‖ < 1, so the factor is a contraction; ε = 1 for the
+ *   hidden activations, MI_NL_MLP_HIDDEN_EPS), β = 1 or η. With lms (the
+ *   default) each layer's gradient term is divided by ‖u‖² + ε (normalised
+ *   LMS; for the unit keys a no-op), so the step stays stable as the hidden
+ *   activations grow (nl_mlp.c) and bounded when they vanish after α_t ≈ 0
+ *   has wiped the memory (without the +1 HOPE went to NaN on MQAR); lms=false
+ *   keeps the plain gradient. α is the retention of the whole memory
  *   ("forget gate or weight decay").
  * - Unit-norm inputs everywhere: every input a memory is read or written at
  *   has norm 1: x̂, the per-head q, k and v, and for the component memories
@@ -76,15 +85,15 @@
  *   diverged within ~50 tokens at d = 8 and the default levels.
  * - Chunking: chunk (for M_k, M_v, M_q, M_η, M_α) and memory_chunk (for
  *   M_memory): "two different values of chunk sizes, one for the update of
- *   M_memory and the other for all the other memories". Within a chunk every
- *   term of the step, the (W k) kᵀ term included, is taken at the chunk-start
- *   state (Eq. 91 keeps M_{t−1}(α_t I − η_t k kᵀ) at the running state, a
- *   matrix-valued recurrence that would need per-token states or a WY
- *   factorisation); what remains is the linear decay, a scan: the chunk's
- *   steps are summed with weights η_t Π_{s>t} α_s (a sum, as MIRAS's chunked
- *   training: C → 1 keeps η's meaning; with chunk 16, d = 32, T = 256 it
- *   stays bounded up to η ≈ 0.7 and diverged at 0.9). With chunk 1 this is
- *   Eq. 88 exactly. Eq. 90's state index C·⌈t/C⌉ is read as the end of the
+ *   M_memory and the other for all the other memories". Within a chunk the
+ *   gradients (and k, v, q, η, α, v̂) are taken at the chunk-start state
+ *   (Eq. 90) and the erase M_{t−1}(α_t I − β_t k kᵀ) at the running state
+ *   (Eq. 91): per layer a delta rule with keys û_t and values from the
+ *   gradients, computed exactly in the delta rule's WY chunk form (no
+ *   per-token state). Summing the chunk's erase terms at one state instead
+ *   (what this file did before) is not a contraction: with η near 1 a chunk
+ *   of 8 correlated keys expanded the q memory 10⁶-fold. With chunk 1 this
+ *   is the rule exactly. Eq. 90's state index C·⌈t/C⌉ is read as the end of the
  *   previous chunk (C·⌊(t−1)/C⌋ for 1-based t), which is what Eq. 86–87 give
  *   at C = 1 and what causality requires. Where the two chunk sizes differ the
  *   sequence is cut at every multiple of either; a memory whose chunk goes on
@@ -118,6 +127,7 @@
 #include <string.h>
 
 #include "models.h"
+#include "recurrence_delta.h"
 
 static const char *const mem_names[MI_HOPE_MEMORIES][2] = {
     {"k_mem.w1", "k_mem.w2"}, {"v_mem.w1", "v_mem.w2"}, {"q_mem.w1", "q_mem.w2"},
@@ -129,7 +139,7 @@ mi_hope_config mi_hope_config_default(int64_t d_model, int64_t heads)
         .d_model = d_model, .heads = heads, .memory_expansion = 4, .component_expansion = 1,
         .chunk = 1, .memory_chunk = 1, .adaptive_q = true, .out_gate = true, .conv_kernel = 4,
         .eta = 0.02, .alpha = 0.998, .qk_eps = 1e-6, .norm_eps = 1e-6, .out_scale = 1,
-        .cms = mi_cms_config_default(d_model)};
+        .rule = MI_HOPE_EQ28, .lms = true, .cms = mi_cms_config_default(d_model)};
 }
 
 static int set_number(const char *key, const char *text, double *out)
@@ -176,11 +186,27 @@ int mi_hope_config_set(mi_hope_config *c, const char *assignment)
         if (!strcmp(key, fields[i].name))
             return fields[i].i ? set_whole(key, val, fields[i].i)
                                : set_number(key, val, fields[i].d);
-    if (!strcmp(key, "adaptive_q") || !strcmp(key, "out_gate")) {
+    struct { const char *name; bool *b; } flags[] = {
+        {"adaptive_q", &c->adaptive_q}, {"out_gate", &c->out_gate}, {"lms", &c->lms},
+        {"cms.lms", &c->cms.lms}};
+    for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++) {
+        if (strcmp(key, flags[i].name)) continue;
         bool on = !strcmp(val, "true") || !strcmp(val, "1");
         if (!on && strcmp(val, "false") && strcmp(val, "0"))
             return mi_error_set("hope: %s: '%s' is not true/false/1/0", key, val), -1;
-        *(key[0] == 'a' ? &c->adaptive_q : &c->out_gate) = on;
+        *flags[i].b = on;
+        return 0;
+    }
+    if (!strcmp(key, "rule")) {
+        if (!strcmp(val, "eq28")) c->rule = MI_HOPE_EQ28;
+        else if (!strcmp(val, "eq88")) c->rule = MI_HOPE_EQ88;
+        else return mi_error_set("hope: rule: '%s' is not eq28 or eq88", val), -1;
+        return 0;
+    }
+    if (!strcmp(key, "cms.rate")) {
+        if (strcmp(val, "sum") && strcmp(val, "mean"))
+            return mi_error_set("hope: cms.rate: '%s' is not sum or mean", val), -1;
+        c->cms.rate_mean = !strcmp(val, "mean");
         return 0;
     }
     if (!strcmp(key, "cms.hidden")) {
@@ -198,7 +224,8 @@ int mi_hope_config_set(mi_hope_config *c, const char *assignment)
     }
     return mi_error_set("hope: unknown key '%s' (known: chunk, memory_chunk, memory_expansion, "
                         "component_expansion, adaptive_q, out_gate, conv_kernel, eta, alpha, "
-                        "qk_eps, norm_eps, out_scale, cms, cms.hidden, cms.eta, cms.norm_eps)",
+                        "qk_eps, norm_eps, out_scale, rule, lms, cms, cms.hidden, cms.eta, "
+                        "cms.rate, cms.lms, cms.norm_eps)",
                         key), -1;
 }
 
@@ -330,24 +357,46 @@ static mi_tensor *from_heads(mi_tensor *t, int64_t B, int64_t H)
     return mi_reshape(r, MI_SHAPE(B, n, H * c));
 }
 
-/* P ← ᾱ P − Σ_t η_t (Π_{s>t} α_s) step_t(F): the chunk's DGD steps (Eq. 88),
- * every one at the chunk-start state F, under the decay α (a scan). key
- * [M, n, in], target [M, n, out], eta and alpha [M, n]. */
-static int accumulate(mlp_state *P, const mlp_state *F, bool residual, mi_tensor *key,
-                      mi_tensor *target, mi_tensor *eta, mi_tensor *alpha, double eps)
+/* One layer W [out, in] or [N, out, in] over a segment, with the factors
+ * g_t û_tᵀ of its gradients (nl_mlp.c), β_t = 1 (Eq. 28) or η_t (Eq. 88):
+ *   W_t = W_{t−1}(α_t I − β_t û_t û_tᵀ) − η_t g_t û_tᵀ
+ *       = α_t W_{t−1} − β_t (W_{t−1} û_t − v_t) û_tᵀ,   v_t = −(η_t/β_t) g_t,
+ * a delta rule with keys û_t and values v_t. In a chunk the gradients are
+ * taken at the chunk-start state F (arXiv Eq. 90) and the erase acts on the
+ * running state (Eq. 91), exactly, in the delta rule's WY chunk form
+ * (recurrence_delta.c): no per-token state is formed, and each factor
+ * α I − β û ûᵀ (‖û‖ < 1, β ≤ 1) is a contraction however many a chunk has. */
+static mi_tensor *dgd_layer(mi_tensor *w, mi_nl_mlp_factor f, mi_tensor *eta, mi_tensor *alpha,
+                            int rule)
 {
-    int64_t M = eta->shape[0], n = eta->shape[1];
-    mi_tensor *rest = mi_cumprod(alpha, 1, true);                    /* Π_{s≥t} α_s */
-    mi_tensor *abar = mi_reshape(mi_slice(rest, 1, 0, 1), MI_SHAPE(M, 1, 1));
-    mi_tensor *ones = mi_ones(alpha->dtype, MI_SHAPE(M, 1));
-    mi_tensor *after = n > 1 ? mi_concat((mi_tensor *[]){mi_slice(rest, 1, 1, n), ones}, 2, 1)
-                             : ones;                                 /* Π_{s>t} α_s */
-    mi_tensor *d1, *d2;
-    if (mi_nl_mlp_step(F->w1, F->w2, residual, key, target, mi_mul(eta, after), true, eps,
-                       MI_NL_MLP_HIDDEN_EPS, &d1, &d2) != 0)
+    int64_t N = f.g->shape[0], n = f.g->shape[1], out = f.g->shape[2], in = f.u->shape[2];
+    mi_tensor *beta = rule == MI_HOPE_EQ28 ? mi_ones(eta->dtype, MI_SHAPE(N, n)) : eta;
+    mi_tensor *value = rule == MI_HOPE_EQ28 ? mi_neg(mi_mul(mi_unsqueeze(eta, -1), f.g))
+                                            : mi_neg(f.g);            /* [N, n, out] */
+    if (n == 1) {
+        mi_tensor *wu = mi_matmul_t(f.u, w, false, true);            /* (W û)ᵀ [N, 1, out] */
+        mi_tensor *a = mi_reshape(alpha, MI_SHAPE(N, 1, 1));
+        mi_tensor *b = mi_reshape(beta, MI_SHAPE(N, 1, 1));
+        return mi_sub(mi_mul(a, w), mi_matmul_t(mi_mul(b, mi_sub(wu, value)), f.u, true, false));
+    }
+    mi_tensor *st = mi_broadcast_to(mi_reshape(w, MI_SHAPE(w->rank == 3 ? N : 1, 1, out, in)),
+                                    MI_SHAPE(N, 1, out, in));
+    if (!st || delta_chunk_wy(&st, NULL, f.u, value, beta, alpha, false, 1, NULL) != 0)
+        return NULL;
+    return mi_reshape(st, MI_SHAPE(N, out, in));
+}
+
+/* One memory's steps over a segment: key [M, n, in], target [M, n, out],
+ * eta and alpha [M, n]; P accumulates, F is in force. */
+static int accumulate(const mi_hope_config *c, mlp_state *P, const mlp_state *F, bool residual,
+                      mi_tensor *key, mi_tensor *target, mi_tensor *eta, mi_tensor *alpha)
+{
+    mi_nl_mlp_factor f[2];
+    if (mi_nl_mlp_factors(F->w1, F->w2, residual, key, target, c->lms, c->qk_eps,
+                          MI_NL_MLP_HIDDEN_EPS, f) != 0)
         return -1;
-    P->w1 = mi_sub(mi_mul(abar, P->w1), d1);
-    P->w2 = mi_sub(mi_mul(abar, P->w2), d2);
+    P->w1 = dgd_layer(P->w1, f[0], eta, alpha, c->rule);
+    P->w2 = dgd_layer(P->w2, f[1], eta, alpha, c->rule);
     return P->w1 && P->w2 ? 0 : -1;
 }
 
@@ -391,13 +440,13 @@ static mi_tensor *segment(run *r, mi_tensor *xs, bool update)
         if (m == MI_HOPE_Q && !c->adaptive_q) continue;
         bool res = residual_memory(m);
         mi_tensor *vhat = mi_nl_mlp_read(F[m].w1, F[m].w2, res, vbar);  /* v̂_□ = M_□(v̄) */
-        if (accumulate(&r->P[m], &F[m], res, kbar, vhat, eta_c, alpha_c, c->qk_eps) != 0)
+        if (accumulate(c, &r->P[m], &F[m], res, kbar, vhat, eta_c, alpha_c) != 0)
             return NULL;
     }
     /* the main memory, per head */
     mi_tensor *vhat = mi_nl_mlp_read(F[MI_HOPE_MEMORY].w1, F[MI_HOPE_MEMORY].w2, true, v);
-    if (accumulate(&r->P[MI_HOPE_MEMORY], &F[MI_HOPE_MEMORY], true, k, vhat, to_heads(eta, H, 1),
-                   to_heads(alpha, H, 1), c->qk_eps) != 0)
+    if (accumulate(c, &r->P[MI_HOPE_MEMORY], &F[MI_HOPE_MEMORY], true, k, vhat,
+                   to_heads(eta, H, 1), to_heads(alpha, H, 1)) != 0)
         return NULL;
     return o;
 }

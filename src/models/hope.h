@@ -4,9 +4,9 @@
  * params (name/tensor pairs), forward x [B, T, d] → [B, T, d].
  *
  * Three files:
- *   nl_mlp.c  the 2-layer MLP memory both use, M(x) = [x +] W1 σ(W2 x), and
- *             its accumulated inner step (GD, or the ℓ2-regression GD of
- *             Eq. 28–29; each layer's step normalised by its input), in ops;
+ *   nl_mlp.c  the 2-layer MLP memory both use, M(x) = [x +] W1 σ(W2 x), its
+ *             accumulated GD step (the CMS) and its gradients' rank-one
+ *             factors (HOPE's ℓ2-regression GD, Eq. 28), in ops;
  *   cms.c     the CMS: a chain of MLP blocks, block ℓ updated in context
  *             every C^(ℓ) tokens from its error accumulated over them;
  *   hope.c    HOPE: keys, values, queries, learning rates and retention
@@ -35,18 +35,28 @@ mi_tensor *mi_nl_mlp_read(mi_tensor *w1, mi_tensor *w2, bool residual, mi_tensor
  * c‖e + W1 s‖/2 instead of c‖e + W1 s‖/(2√eps) (see nl_mlp.c). */
 #define MI_NL_MLP_HIDDEN_EPS 1.0
 
-/* The inner step of the memory on ℓ_t = ½‖M(x_t) − v_t‖², weighted by c_t
- * [N, n], each layer's term normalised by its input (normalised LMS), summed
- * over the n positions, every term at the given weights:
- *   D1 = Σ_t c_t/(‖s_t‖² + hidden_eps) [e_t + (W1 s_t)] s_tᵀ  e_t = M(x_t) − v_t, s_t = gelu(a_t)
- *   D2 = Σ_t c_t/(‖x_t‖² + eps) [δ_t + (W2 x_t)] x_tᵀ         a_t = W2 x_t, δ_t = gelu'(a_t) ⊙ W1ᵀ e_t
- * the (W u) terms only with l2gd (Eq. 28 on every layer with its own input:
- * W(I − û ûᵀ)). The caller applies W ← ᾱ W − D. d1, d2: [N, …]. eps guards
- * the input x (unit-norm or RMS-normalised in HOPE and the CMS), hidden_eps
- * the hidden activations, which can vanish (MI_NL_MLP_HIDDEN_EPS). */
+/* The inner GD step of the memory on ℓ_t = ½‖M(x_t) − v_t‖², weighted by c_t
+ * [N, n], summed over the n positions, every term at the given weights:
+ *   D1 = Σ_t c_t e_t s_tᵀ/(‖s_t‖² + hidden_eps)   e_t = M(x_t) − v_t, s_t = gelu(a_t)
+ *   D2 = Σ_t c_t δ_t x_tᵀ/(‖x_t‖² + eps)          a_t = W2 x_t, δ_t = gelu'(a_t) ⊙ W1ᵀ e_t
+ * the divisions (normalised LMS) only with lms. The caller applies W ← W − D.
+ * d1, d2: [N, …]. eps guards the input x (unit-norm or RMS-normalised in HOPE
+ * and the CMS), hidden_eps the hidden activations, which can vanish
+ * (MI_NL_MLP_HIDDEN_EPS). */
 int mi_nl_mlp_step(mi_tensor *w1, mi_tensor *w2, bool residual, mi_tensor *x, mi_tensor *v,
-                   mi_tensor *c, bool l2gd, double eps, double hidden_eps, mi_tensor **d1,
+                   mi_tensor *c, bool lms, double eps, double hidden_eps, mi_tensor **d1,
                    mi_tensor **d2);
+
+/* A layer's gradient of ℓ_t as the outer product g_t û_tᵀ of its input
+ * û_t = u_t/√(‖u_t‖² + eps) (‖û‖ < 1, so I − û ûᵀ is Eq. 28's contraction)
+ * and g_t = (e_t or δ_t)·√(‖u_t‖² + eps), or with lms (normalised LMS, the
+ * gradient over ‖u_t‖² + eps) (e_t or δ_t)/√(‖u_t‖² + eps). [N, n, out]
+ * and [N, n, in]; f[0] is W1's (u = s, hidden_eps), f[1] W2's (u = x). */
+typedef struct mi_nl_mlp_factor {
+    mi_tensor *g, *u;
+} mi_nl_mlp_factor;
+int mi_nl_mlp_factors(mi_tensor *w1, mi_tensor *w2, bool residual, mi_tensor *x, mi_tensor *v,
+                      bool lms, double eps, double hidden_eps, mi_nl_mlp_factor f[2]);
 
 /* ---------------------------------------------------------------- continuum memory (cms.c) */
 #define MI_CMS_MAX_BLOCKS 8
@@ -57,7 +67,9 @@ typedef struct mi_cms_config {
     int n_blocks;                    /* k, the number of blocks (levels), 1..MI_CMS_MAX_BLOCKS */
     int chunk[MI_CMS_MAX_BLOCKS];    /* C^(ℓ): block ℓ (applied ℓ-th) is updated after every
                                         position that is a multiple of C^(ℓ) (default 1, 4, 16) */
-    double eta;                      /* the initial level of σ(·) in η_t^(ℓ) = σ(·)/C^(ℓ) (0.02) */
+    double eta;                      /* the initial level of σ(·) in η_t^(ℓ) (0.02) */
+    bool rate_mean;                  /* η_t^(ℓ) = σ(·)/C^(ℓ): a chunk's mean step, not Eq. 31's sum */
+    bool lms;                        /* each layer's term over its input's ‖u‖² (normalised LMS) */
     double norm_eps;                 /* the blocks' RMSNorm (default 1e-6) */
 } mi_cms_config;
 
@@ -109,6 +121,12 @@ mi_tensor *mi_cms_forward_trace(const mi_cms *c, mi_tensor *x, mi_cms_trace *tra
 enum { MI_HOPE_K, MI_HOPE_V, MI_HOPE_Q, MI_HOPE_ETA, MI_HOPE_ALPHA, MI_HOPE_MEMORY,
        MI_HOPE_MEMORIES };
 
+/* The memories' inner step (DGD), per weight matrix W with input u:
+ *   MI_HOPE_EQ28  W(α I − û ûᵀ) − η ∇ℓ           Nested Learning (NeurIPS) Eq. 28, with
+ *                                                 HOPE's retention α on the identity
+ *   MI_HOPE_EQ88  W(α I − η û ûᵀ) − η ∇ℓ         its arXiv version's Eq. 88 */
+enum { MI_HOPE_EQ28, MI_HOPE_EQ88 };
+
 typedef struct mi_hope_config {
     int64_t d_model, heads;      /* head_dim = d_model / heads (heads must divide d_model) */
     int memory_expansion;        /* main memory per head: hidden = expansion · head_dim (4) */
@@ -121,6 +139,8 @@ typedef struct mi_hope_config {
     double eta, alpha;           /* initial levels of η_t and α_t (0.02, 0.998, as the MIRAS block) */
     double qk_eps, norm_eps;     /* ℓ2 normalisation of q, k; output RMSNorm (1e-6, 1e-6) */
     double out_scale;            /* W_out ~ N(0, out_scale² / d_model) (1) */
+    int rule;                    /* the memories' inner step: MI_HOPE_EQ28 or MI_HOPE_EQ88 */
+    bool lms;                    /* the gradient term over its input's ‖u‖² + eps (true) */
     mi_cms_config cms;           /* the CMS after the Titans part; n_blocks 0: none */
 } mi_hope_config;
 

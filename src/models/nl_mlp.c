@@ -22,20 +22,12 @@
  * to 11.6 and W2 from 3 to 91, and the outer gradient overflowed. W1's term is
  * therefore divided by ‖s_t‖² + hidden_eps with hidden_eps = 1 (hope.h):
  * ‖s‖/(‖s‖² + 1) ≤ ½ bounds the step by c‖e + W1 s‖/2.
- * With the ℓ2-regression GD (Eq. 28–29, W_{t+1} =
- * W_t (I − x_t x_tᵀ) − η ∇_W L; with a retention gate, Nested Learning arXiv
- * Eq. 88: W(α I − η x xᵀ) − η ∇L) each layer also gets its projection term
- * (W u_t) u_tᵀ, which under the same normalisation is W û_t û_tᵀ with
- * û = u/√(‖u‖² + eps) (hidden_eps for s; ‖û‖ < 1 either way): I − η ûûᵀ is
- * the contraction Eq. 28 means for a unit
- * input, on every weight matrix with that matrix's own input (an optimizer
- * acts on every matrix; src/optim/nl_l2gd.c likewise normalises its inputs).
- * For unit-norm keys the W2 term is Eq. 88 as printed (up to eps).
+ * lms = false leaves the plain gradient (Eq. 31's GD and Eq. 28's ∇L as
+ * printed).
  *
- * Summed over a chunk with weights c_t (η_t times the decay still to come):
- *   D1 = Σ_t c_t/(‖s_t‖² + hidden_eps) [e_t + (W1 s_t)] s_tᵀ
- *   D2 = Σ_t c_t/(‖x_t‖² + eps) [δ_t + a_t] x_tᵀ       ((W2 x_t) is a_t)
- * (the W1 s_t and a_t terms with l2gd only): one matmul per layer, (c ⊙ E)ᵀ S,
+ * Summed over a chunk with weights c_t (the CMS, Eq. 31):
+ *   D1 = Σ_t c_t/(‖s_t‖² + hidden_eps) e_t s_tᵀ,   D2 = Σ_t c_t/(‖x_t‖² + eps) δ_t x_tᵀ
+ * (without lms, no divisions): one matmul per layer, (c ⊙ E)ᵀ S,
  * never a per-token weight copy. σ' is written out, so the outer loop
  * differentiates the step. */
 #include <math.h>
@@ -59,7 +51,7 @@ static mi_tensor *gelu_prime(mi_tensor *a)
 }
 
 int mi_nl_mlp_step(mi_tensor *w1, mi_tensor *w2, bool residual, mi_tensor *x, mi_tensor *v,
-                   mi_tensor *c, bool l2gd, double eps, double hidden_eps, mi_tensor **d1,
+                   mi_tensor *c, bool lms, double eps, double hidden_eps, mi_tensor **d1,
                    mi_tensor **d2)
 {
     mi_tensor *a = mi_matmul_t(x, w2, false, true);                 /* [N, n, h] */
@@ -68,10 +60,38 @@ int mi_nl_mlp_step(mi_tensor *w1, mi_tensor *w2, bool residual, mi_tensor *x, mi
     mi_tensor *e = mi_sub(residual ? mi_add(x, m) : m, v);
     mi_tensor *delta = mi_mul(gelu_prime(a), mi_matmul(e, w1));      /* [N, n, h] */
     mi_tensor *cc = mi_unsqueeze(c, -1);                             /* [N, n, 1] */
-    /* c_t / (‖u_t‖² + eps) per layer, hidden_eps for the hidden activations */
-    mi_tensor *c1 = mi_div(cc, mi_add_scalar(mi_sum(mi_square(s), -1, true), hidden_eps));
-    mi_tensor *c2 = mi_div(cc, mi_add_scalar(mi_sum(mi_square(x), -1, true), eps));
-    *d1 = mi_matmul_t(mi_mul(c1, l2gd ? mi_add(e, m) : e), s, true, false);
-    *d2 = mi_matmul_t(mi_mul(c2, l2gd ? mi_add(delta, a) : delta), x, true, false);
+    /* c_t / (‖u_t‖² + eps) per layer (lms), hidden_eps for the hidden activations */
+    mi_tensor *c1 = lms ? mi_div(cc, mi_add_scalar(mi_sum(mi_square(s), -1, true), hidden_eps))
+                        : cc;
+    mi_tensor *c2 = lms ? mi_div(cc, mi_add_scalar(mi_sum(mi_square(x), -1, true), eps)) : cc;
+    *d1 = mi_matmul_t(mi_mul(c1, e), s, true, false);
+    *d2 = mi_matmul_t(mi_mul(c2, delta), x, true, false);
     return *d1 && *d2 ? 0 : -1;
+}
+
+/* For the ℓ2-regression GD (Nested Learning, Eq. 28–29: W_{t+1} =
+ * W_t (I − x_t x_tᵀ) − η ∇_W L, a unit-rate ℓ2 regression step for a unit
+ * input x), taken on every weight matrix with its own input as an optimizer
+ * would (src/optim/nl_l2gd.c likewise): the layer's gradient e sᵀ (W1) or
+ * δ xᵀ (W2) as g_t û_tᵀ with û = u/√(‖u‖² + eps), so that I − û ûᵀ is
+ * Eq. 28's contraction whatever the scale of u, and g = e·√(‖u‖² + eps)
+ * (plain GD) or e/√(‖u‖² + eps) (lms: the gradient over ‖u‖² + eps). */
+static mi_tensor *left_factor(mi_tensor *g, mi_tensor *norm, bool lms)
+{
+    return lms ? mi_div(g, norm) : mi_mul(g, norm);
+}
+
+int mi_nl_mlp_factors(mi_tensor *w1, mi_tensor *w2, bool residual, mi_tensor *x, mi_tensor *v,
+                      bool lms, double eps, double hidden_eps, mi_nl_mlp_factor f[2])
+{
+    mi_tensor *a = mi_matmul_t(x, w2, false, true);                 /* [N, n, h] */
+    mi_tensor *s = mi_gelu(a);
+    mi_tensor *m = mi_matmul_t(s, w1, false, true);
+    mi_tensor *e = mi_sub(residual ? mi_add(x, m) : m, v);
+    mi_tensor *delta = mi_mul(gelu_prime(a), mi_matmul(e, w1));
+    mi_tensor *ns = mi_sqrt(mi_add_scalar(mi_sum(mi_square(s), -1, true), hidden_eps));
+    mi_tensor *nx = mi_sqrt(mi_add_scalar(mi_sum(mi_square(x), -1, true), eps));
+    f[0] = (mi_nl_mlp_factor){left_factor(e, ns, lms), mi_div(s, ns)};
+    f[1] = (mi_nl_mlp_factor){left_factor(delta, nx, lms), mi_div(x, nx)};
+    return f[0].g && f[0].u && f[1].g && f[1].u ? 0 : -1;
 }

@@ -129,20 +129,25 @@ static mi_tensor *ratios(mi_tensor *a, mi_tensor *b, mi_tensor *msk)
 int delta_chunk_exact(const mi_miras *m, mi_tensor **state, mi_tensor *q, mi_tensor *k,
                       mi_tensor *v, mi_tensor *eta, mi_tensor *alpha, int steps, mi_tensor **y)
 {
-    const mi_miras_config *c = &m->config;
-    mi_tensor *s0 = *state;
-    if (!s0 || !k || !v || !eta || (y && !q)) return -1;
-    mi_dtype dt = k->dtype;
-    int64_t n_seq = k->shape[0], n = k->shape[1], dv = v->shape[2], dk = k->shape[2];
-    int64_t nt = n / steps;
-    bool channel = eta->rank == 3 || (alpha && alpha->rank == 3);
-
+    if (!k || !eta) return -1;
     /* β: η, or Longhorn's implicit step η / (1 + η‖k‖²) */
     mi_tensor *beta = eta;
     if (m->algorithm == MI_ALGO_IMPLICIT) {
         mi_tensor *ksq = mi_sum(mi_square(k), -1, eta->rank == 3);
         beta = mi_div(eta, mi_add_scalar(mi_mul(eta, ksq), 1.0));
     }
+    return delta_chunk_wy(state, q, k, v, beta, alpha, m->config.decay_first, steps, y);
+}
+
+int delta_chunk_wy(mi_tensor **state, mi_tensor *q, mi_tensor *k, mi_tensor *v, mi_tensor *beta,
+                   mi_tensor *alpha, bool decay_first, int steps, mi_tensor **y)
+{
+    mi_tensor *s0 = *state;
+    if (!s0 || !k || !v || !beta || (y && !q)) return -1;
+    mi_dtype dt = k->dtype;
+    int64_t n_seq = k->shape[0], n = k->shape[1], dv = v->shape[2], dk = k->shape[2];
+    int64_t nt = n / steps;
+    bool channel = beta->rank == 3 || (alpha && alpha->rank == 3);
     beta = gate_column(beta);
 
     /* the decays: c_t = Σ_{j≤t} log α_j and the ratios of (2)–(4) */
@@ -154,7 +159,7 @@ int delta_chunk_exact(const mi_miras *m, mi_tensor **state, mi_tensor *q, mi_ten
         double tiny = dt == MI_F64 ? DBL_MIN : FLT_MIN;
         mi_tensor *la = mi_log(mi_clamp(gate_column(alpha), tiny, HUGE_VAL));
         mi_tensor *cum = mi_cumsum(la, 2, false);
-        mi_tensor *cr = c->decay_first ? cum : mi_sub(cum, la);
+        mi_tensor *cr = decay_first ? cum : mi_sub(cum, la);
         mi_tensor *cy = last_rows(cum, steps), *cn = mi_slice(cum, 2, n - 1, n);
         gamma_r = mi_exp(cr);
         ratio_r = ratios(cr, cum, strict);

@@ -22,4 +22,11 @@ int delta_exact_choose(const mi_miras *m, const mi_tensor *alpha);
 int delta_chunk_exact(const mi_miras *m, mi_tensor **state, mi_tensor *q, mi_tensor *k,
                       mi_tensor *v, mi_tensor *eta, mi_tensor *alpha, int steps, mi_tensor **y);
 
+/* The same with β given ([N, n] or [N, n, dv]) and the rule's ordering
+ * (decay_first: S_t = α_t S_{t−1}(I − β k kᵀ) + β v kᵀ; otherwise
+ * S_t = α_t S_{t−1} − β (S_{t−1} k − v) kᵀ), for any caller whose per-token
+ * step is such a rule (HOPE's Eq. 28 layers). */
+int delta_chunk_wy(mi_tensor **state, mi_tensor *q, mi_tensor *k, mi_tensor *v, mi_tensor *beta,
+                   mi_tensor *alpha, bool decay_first, int steps, mi_tensor **y);
+
 #endif
