@@ -316,7 +316,8 @@ START_TEST(bad_nl_form_is_an_error)
 {
     mi_tensor *p = mi_zeros(MI_F64, MI_SHAPE(2, 3));
     mi_optim_kind kinds[2] = {MI_OPT_DELTA_MOMENTUM, MI_OPT_DEEP_MOMENTUM};
-    const char *names[2] = {"delta_momentum: unknown nl_form 7", "deep_momentum: unknown nl_form -1"};
+    const char *names[2] = {"delta_momentum: unknown nl_form 7",
+                            "deep_momentum: unknown nl_form -1"};
     int bad[2] = {7, -1};
     for (int k = 0; k < 2; k++) {
         mi_optim_hparams h = mi_optim_defaults(kinds[k]);

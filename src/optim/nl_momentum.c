@@ -99,7 +99,8 @@ static int delta_check(const mi_optim_hparams *hp)
         opt_check_range("delta_momentum", "delta", hp->delta, 0, INFINITY, false))
         return -1;
     if (hp->nl_form != MI_NL_FORM_PAPER && hp->nl_form != MI_NL_FORM_NORMALISED) {
-        mi_error_set("delta_momentum: unknown nl_form %d (paper 0, normalised 1)", (int)hp->nl_form);
+        mi_error_set("delta_momentum: unknown nl_form %d (paper 0, normalised 1)",
+                     (int)hp->nl_form);
         return -1;
     }
     return 0;
