@@ -105,8 +105,9 @@ START_TEST(nested_momentum_closed_forms)
         }
         mi_optim_free(o);
     }
-    /* Eq. 22 with α = 1, β = 1, ε = 0 and a constant gradient: the delta rule
-     * replaces the momentum instead of accumulating it, m stays −g:
+    /* Eq. 22, normalised form, with α = 1, β = 1, ε = 0 and a constant
+     * gradient: the delta rule replaces the momentum instead of accumulating
+     * it, m stays −g:
      * p₂ = p₀ − 2 lr g (plain momentum would give p₀ − 3 lr g). */
     {
         mi_tensor *p = mi_randn(&r, MI_F64, MI_SHAPE(2, 5), 0, 1), *p0 = mi_detach(p);
@@ -115,6 +116,7 @@ START_TEST(nested_momentum_closed_forms)
         h.momentum = 1;
         h.delta = 1;
         h.eps = 0;
+        h.nl_form = MI_NL_FORM_NORMALISED;
         mi_optim *o = mi_optim_new_simple(MI_OPT_DELTA_MOMENTUM, &p, 1, &h);
         for (int s = 0; s < 2; s++) {
             p->grad = g1;
@@ -252,7 +254,8 @@ END_TEST
 START_TEST(nested_momentum_follows_its_formulas)
 {
     const int S = 6;
-    /* Eq. 20 (RMS preconditioner) and Eq. 22 with and without it */
+    /* Eq. 20 (RMS preconditioner) and Eq. 22's normalised form with and
+     * without it (the paper's form: tests/test_optim_nl_paper.c) */
     for (int c = 0; c < 3; c++) {
         mi_optim_kind kind = c == 0 ? MI_OPT_PRECOND_MOMENTUM : MI_OPT_DELTA_MOMENTUM;
         mi_optim_hparams h = mi_optim_defaults(kind);
@@ -263,6 +266,7 @@ START_TEST(nested_momentum_follows_its_formulas)
         h.delta = 0.6;
         h.weight_decay = 0.1;
         h.precond = c != 2;
+        h.nl_form = MI_NL_FORM_NORMALISED;
         traj t;
         run_traj(kind, &h, S, 30 + c, &t);
         double p[NP], m[NP] = {0}, v[NP] = {0};

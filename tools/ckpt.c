@@ -70,6 +70,7 @@ typedef struct field {
 #define TASK_BIT(k) (1u << (k))
 #define BIG (INT64_MAX / 1024) /* steps: step · batch must not overflow */
 _Static_assert(sizeof(mi_nl_output) == sizeof(int), "the output enum is stored as an int");
+_Static_assert(sizeof(mi_nl_form) == sizeof(int), "the nl_form enum is stored as an int");
 static const field fields[] = {
     RC("train.task", F_TASK, task), {"train.data", "--data", F_STR, AT(data), 0, 0, 0, 0, 0, 0, 0},
     RC_INT("train.data_size", NULL, F_I64, data_size, 0, INT64_MAX),
@@ -99,6 +100,8 @@ static const field fields[] = {
     RC("train.opt.delta", F_F64, hp.delta), RC("train.opt.mem_hidden", F_INT, hp.mem_hidden),
     RC("train.opt.mem_lr", F_F64, hp.mem_lr), RC("train.opt.output", F_INT, hp.output),
     RC("train.opt.seed", F_U64, hp.seed),
+    /* optional: absent, the run predates it and took the normalised forms (run_config_parse) */
+    {"train.opt.nl_form", NULL, F_INT, AT(hp.nl_form), true, false, 0, 0, 0, 0, 0},
 };
 #define N_FIELDS ((int)(sizeof fields / sizeof fields[0]))
 
@@ -326,6 +329,8 @@ static int run_config_parse(ckpt *c, const mi_safetensors *st, char *msg, size_t
         if (!text) return snprintf(msg, n, "the metadata lacks '%s'", fields[i].key), -1;
         if (run_config_set(rc, fields[i].key, text, msg, n) != 0) return -1;
     }
+    /* Eq. 22 and 23 took their normalised forms before train.opt.nl_form was written */
+    if (!mi_safetensors_meta(st, "train.opt.nl_form")) rc->hp.nl_form = MI_NL_FORM_NORMALISED;
     if (rc->batch < 1 || rc->accum < 1 || rc->batch % rc->accum)
         return snprintf(msg, n, "train.batch (%lld) and train.accum (%lld): the batch must be a "
                         "positive multiple of accum", (long long)rc->batch,

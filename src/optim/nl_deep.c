@@ -4,31 +4,38 @@
  *   W_{i+1} = W_i + lr · σ(m_{i+1}(u_i)),   m_{i+1} = α m_i − η ∇L⁽²⁾(m_i; u_i, I),
  *   u_i = ∇L(W_i; x_i),  σ = identity (Eq. 23) or Newton–Schulz (Eq. 24).
  *
- * Choices the paper leaves open, made here:
+ * The gradient is viewed as rows U [r, c] (c = the last axis; vectors and
+ * scalars are one row). Two forms (hp.nl_form); both take η = 1 inside and
+ * lr outside for a linear memory (mem_hidden = 0), where both are exactly SGD
+ * with momentum α (torch.optim.SGD, dampening 0), the tests' anchor.
  *
- * The memory. For a parameter whose gradient is viewed as rows U [r, c]
- * (c = the last axis; vectors and scalars are one row), the momentum memory
- * is a 2-layer MLP over the rows plus a per-row output bias M (the
- * parameter's shape):
+ * MI_NL_FORM_PAPER (default: Eq. 23 as written). The momentum is the MLP
+ * memory m_φ alone, and every parameter φ of it follows φ ← α φ − η ∇_φ L⁽²⁾.
+ * The objective is Eq. 18's dot-product similarity with the value I, with
+ * the linear product m ∇Lᵀ replaced by the memory applied to the keys,
+ * m(u_iᵀ): the keys are the gradient's rows u_j, and
+ *   L⁽²⁾(φ; U, I) = ⟨m_φ(Uᵀ), I⟩ = Σ_j [m_φ(u_j)]_j,   m_φ(x) = W2 tanh(W1 x),
+ * W1 [h, c], W2 [r, h] (the memory answers key j in coordinate j, as
+ * m ∇Lᵀ does). With H = tanh(U W1ᵀ) [r, h]:
+ *   ∂L⁽²⁾/∂W2 = H,   ∂L⁽²⁾/∂W1 = (W2 ⊙ (1 − H²))ᵀ U.
+ * The read-out m_{i+1}(u_i), a step of W's shape, is the updated memory's
+ * response to the gradient, ∂L⁽²⁾(φ_{i+1}; U)/∂U = (W2 ⊙ (1 − H²)) W1 (with
+ * the new W1, W2 and H): for a linear memory m(x) = A x this is A and A ←
+ * αA − ηU, i.e. Eq. 17, which Eq. 23 extends. η = hp.mem_lr; W1 starts as
+ * N(0, 1/c) (seeded by hp.seed and the parameter index), W2 at 0. No other
+ * choice is made: the keys are the raw gradient and W1 decays like W2.
+ *
+ * MI_NL_FORM_NORMALISED (the earlier form, kept as an option): a linear
+ * momentum M (the parameter's shape) plus an MLP over normalised keys,
  *   m(U) = M + ρ · tanh(Û W1ᵀ) W2ᵀ,   W1 [h, c], W2 [c, h],
- *   ρ = rms(U),  Û = U / (ρ + ε)   (keys are normalised; ρ restores the scale).
- * h = mem_hidden; with h = 0 the memory is linear and DMGD is exactly SGD with
- * momentum α (torch.optim.SGD, dampening 0), the tests' anchor.
- *
- * The inner objective. Eq. 23's "dot-product similarity with the value I"
- * (Eq. 18): L⁽²⁾(m; U) = ⟨m(U), U⟩, the first-order change of the outer loss
- * if W moved by m(U); minimising it makes the memory return descent
- * directions. Its gradient for M is U, so M ← α M − U is the momentum (η = 1
- * inside, lr outside as in torch's SGD). For the MLP the objective is taken
- * on the normalised keys, L̂ = (1/r) ⟨tanh(Û W1ᵀ) W2ᵀ, Û⟩, so the inner rate
- * η_φ = mem_lr is independent of the gradient's scale and of r:
- *   ∂L̂/∂W2 = (1/r) Ûᵀ H,  ∂L̂/∂W1 = (1/r) ((Û W2) ⊙ (1 − H²))ᵀ Û,  H = tanh(Û W1ᵀ).
- * (tests check this closed form against the framework's own mi_grad.)
- *
- * Retention. M and W2 decay by α, as Eq. 23 writes; the key projection W1 is
- * trained without decay: its gradient is 0 while W2 = 0, so decaying it
- * would collapse the MLP to zero before it learns anything. W1 starts as
- * N(0, 1/c) (seeded by hp.seed and the parameter index), W2 at 0.
+ *   ρ = rms(U),  Û = U / (ρ + ε),
+ * with the inner objective ⟨m(U), U⟩ (Eq. 18 read as the first-order change
+ * of the outer loss): M ← α M − U, and the MLP's, on normalised keys,
+ *   L̂ = (1/r) ⟨tanh(Û W1ᵀ) W2ᵀ, Û⟩,
+ *   ∂L̂/∂W2 = (1/r) Ûᵀ H,  ∂L̂/∂W1 = (1/r) ((Û W2) ⊙ (1 − H²))ᵀ Û,  H = tanh(Û W1ᵀ),
+ * W2 ← α W2 − η_φ ∂L̂/∂W2, W1 ← W1 − η_φ ∂L̂/∂W1 (W1 does not decay: its
+ * gradient is 0 while W2 = 0). mi_deep_memory_* expose this memory (tests
+ * check its closed form against mi_grad).
  *
  * The read-out is the updated memory at the current key, m_{i+1}(u_i). With
  * σ = Newton–Schulz (Eq. 24) matrices (rank ≥ 2, viewed as [shape[0], rest])
@@ -160,6 +167,10 @@ static int deep_check(const mi_optim_hparams *hp)
         mi_error_set("%s: unknown output %d (identity 0, newton_schulz 1)", who, (int)hp->output);
         return -1;
     }
+    if (hp->nl_form != MI_NL_FORM_PAPER && hp->nl_form != MI_NL_FORM_NORMALISED) {
+        mi_error_set("%s: unknown nl_form %d (paper 0, normalised 1)", who, (int)hp->nl_form);
+        return -1;
+    }
     if (hp->output == MI_NL_OUT_NEWTON_SCHULZ && (hp->ns_steps < 1 || hp->ns_steps > 100)) {
         mi_error_set("%s: ns_steps must be in [1, 100], got %d", who, hp->ns_steps);
         return -1;
@@ -167,35 +178,73 @@ static int deep_check(const mi_optim_hparams *hp)
     return 0;
 }
 
+/* The paper's form keeps only the MLP; the normalised form, and a linear
+ * memory in either, keep the momentum M. */
+static bool paper_mlp(const mi_optim_hparams *hp)
+{
+    return hp->nl_form == MI_NL_FORM_PAPER && hp->mem_hidden > 0;
+}
+
 static void deep_spec(const mi_optim_hparams *hp, const mi_tensor *p, opt_state_spec *s)
 {
-    spec_like(s, "momentum", p);
-    if (hp->mem_hidden > 0) {
-        int64_t c = row_width(p);
-        spec_matrix(s, "mem_w1", hp->mem_hidden, c);
-        spec_matrix(s, "mem_w2", c, hp->mem_hidden);
+    int64_t c = row_width(p), h = hp->mem_hidden;
+    if (paper_mlp(hp)) {
+        spec_matrix(s, "mem_w1", h, c);
+        spec_matrix(s, "mem_w2", mi_shape_numel(p->rank, p->shape) / c, h);
+        return;
     }
+    spec_like(s, "momentum", p);
+    if (h > 0) {
+        spec_matrix(s, "mem_w1", h, c);
+        spec_matrix(s, "mem_w2", c, h);
+    }
+}
+
+/* Nested Learning, Eq. 23 as written, for an MLP memory m_φ(x) = W2 tanh(W1 x):
+ *   L⁽²⁾ = ⟨m_φ(Uᵀ), I⟩ = Σ_j [W2 tanh(W1 u_j)]_j,
+ *   W1 ← α W1 − η (W2 ⊙ (1 − H²))ᵀ U,   W2 ← α W2 − η H,   H = tanh(U W1ᵀ),
+ *   Δ = m_{i+1}(u_i) = ∂L⁽²⁾(φ_{i+1}; U)/∂U = (W2 ⊙ (1 − H²)) W1  (new W1, W2, H). */
+static int paper_update(mi_tensor *w1, mi_tensor *w2, mi_tensor *g, hpv alpha, double eta,
+                        mi_tensor **w1_new, mi_tensor **w2_new, mi_tensor **delta)
+{
+    mi_tensor *U = as_rows(g);
+    mi_tensor *H = mi_tanh(mi_matmul_t(U, w1, false, true));                     /* [r, h] */
+    mi_tensor *D = mi_mul(w2, mi_add_scalar(mi_neg(mi_square(H)), 1.0));        /* W2 ⊙ (1 − H²) */
+    *w1_new = mi_sub(hp_scale(w1, alpha), mi_mul_scalar(mi_matmul_t(D, U, true, false), eta));
+    *w2_new = mi_sub(hp_scale(w2, alpha), mi_mul_scalar(H, eta));
+    mi_tensor *H1 = mi_tanh(mi_matmul_t(U, *w1_new, false, true));
+    mi_tensor *D1 = mi_mul(*w2_new, mi_add_scalar(mi_neg(mi_square(H1)), 1.0));
+    *delta = mi_reshape(mi_matmul(D1, *w1_new), g->rank, g->shape);
+    return *delta ? 0 : -1;
+}
+
+/* W1's initial value: N(0, 1/c), seeded by hp.seed and the parameter index. */
+static mi_tensor *initial_w1(const opt_param *a, int64_t h, int64_t c)
+{
+    mi_rng r;
+    mi_rng_seed(&r, a->hp->seed * 0x9E3779B97F4A7C15ull + (uint64_t)a->index + 1);
+    return mi_randn(&r, a->p->dtype, MI_SHAPE(h, c), 0, 1.0 / sqrt((double)c));
 }
 
 static int deep_step(const opt_param *a, mi_tensor **p_new, mi_tensor **st_new)
 {
     const mi_optim_hparams *hp = a->hp;
-    mi_tensor *g = opt_l2_decay(a, a->g), *w1 = NULL, *w2 = NULL;
-    if (hp->mem_hidden > 0) {
-        int64_t c = row_width(a->p), h = hp->mem_hidden;
-        w1 = a->st[1];
-        w2 = a->st[2];
-        if (!w1) {
-            mi_rng r;
-            mi_rng_seed(&r, hp->seed * 0x9E3779B97F4A7C15ull + (uint64_t)a->index + 1);
-            w1 = mi_randn(&r, a->p->dtype, MI_SHAPE(h, c), 0, 1.0 / sqrt((double)c));
+    mi_tensor *g = opt_l2_decay(a, a->g), *w1 = NULL, *w2 = NULL, *delta;
+    int64_t c = row_width(a->p), h = hp->mem_hidden;
+    if (paper_mlp(hp)) {
+        w1 = a->st[0] ? a->st[0] : initial_w1(a, h, c);
+        w2 = a->st[1] ? a->st[1] : mi_zeros(a->p->dtype, MI_SHAPE(a->p->numel / c, h));
+        if (paper_update(w1, w2, g, a->momentum, hp->mem_lr, &st_new[0], &st_new[1], &delta))
+            return -1;
+    } else {
+        if (h > 0) {
+            w1 = a->st[1] ? a->st[1] : initial_w1(a, h, c);
+            w2 = a->st[2] ? a->st[2] : mi_zeros(a->p->dtype, MI_SHAPE(c, h));
         }
-        if (!w2) w2 = mi_zeros(a->p->dtype, MI_SHAPE(c, h));
+        if (memory_update(a->st[0], w1, w2, g, a->momentum, hp->mem_lr, hp->eps, &st_new[0],
+                          &st_new[1], &st_new[2], &delta) != 0)
+            return -1;
     }
-    mi_tensor *delta;
-    if (memory_update(a->st[0], w1, w2, g, a->momentum, hp->mem_lr, hp->eps, &st_new[0],
-                      &st_new[1], &st_new[2], &delta) != 0)
-        return -1;
     if (hp->output == MI_NL_OUT_NEWTON_SCHULZ && a->p->rank >= 2)
         delta = opt_muon_direction(delta, a->p, hp->ns_steps);
     *p_new = mi_add(a->p, hp_scale(delta, a->lr));

@@ -44,6 +44,13 @@ typedef enum mi_nl_output {
     MI_NL_OUT_NEWTON_SCHULZ = 1, /* Eq. 24 with σ = Newton–Schulz (matrices; others identity) */
 } mi_nl_output;
 
+/* Which form of Eq. 22 (delta_momentum) and Eq. 23 (deep_momentum) a group
+ * takes (nl_momentum.c and nl_deep.c write both out). */
+typedef enum mi_nl_form {
+    MI_NL_FORM_PAPER = 0,      /* the equations as the paper writes them (the default) */
+    MI_NL_FORM_NORMALISED = 1, /* the earlier forms on ℓ2/rms-normalised gradients */
+} mi_nl_form;
+
 /* ---------------------------------------------------------------- hyperparameters
  * One struct for every kind; each kind reads the fields it documents and
  * mi_optim_defaults(kind) fills them with that kind's defaults. */
@@ -61,11 +68,12 @@ typedef struct mi_optim_hparams {
     bool adamw_only;     /* this group takes the AdamW fallback even for matrices */
     /* Nested Learning */
     bool precond;        /* P_i = diag(1/(√v_i + eps)) in Eq. 20 / 22 (else P_i = I) */
-    double delta;        /* Eq. 22's strength β of ĝĝᵀ; Eq. 28's strength β of x̂x̂ᵀ */
+    double delta;        /* Eq. 22's strength β of ∇Lᵀ∇L; Eq. 28's strength β of x̂x̂ᵀ */
     int mem_hidden;      /* Eq. 23: width of the momentum memory's MLP (0 = linear memory) */
     double mem_lr;       /* Eq. 23: the MLP memory's inner learning rate η_φ */
     mi_nl_output output; /* Eq. 23 (identity) or Eq. 24 (Newton–Schulz) */
     uint64_t seed;       /* Eq. 23: initial key projection of the MLP memory */
+    mi_nl_form nl_form;  /* Eq. 22, 23: PAPER (default) or NORMALISED */
 } mi_optim_hparams;
 
 mi_optim_hparams mi_optim_defaults(mi_optim_kind kind);
@@ -109,7 +117,7 @@ int mi_optim_param_count(const mi_optim *o); /* over all groups, in group order 
 mi_tensor *mi_optim_param(const mi_optim *o, int i);
 /* The group's hyperparameters, editable between steps (checked again at the
  * next step); NULL when out of range. Fields that decide which state a
- * parameter keeps (adamw_only, precond, mem_hidden) must not change once
+ * parameter keeps (adamw_only, precond, mem_hidden, nl_form) must not change once
  * the state exists. */
 mi_optim_hparams *mi_optim_group_hparams(mi_optim *o, int group);
 /* Effective lr = group lr × scale (what a schedule sets). */
@@ -193,7 +201,8 @@ int mi_sgd_step_functional(mi_tensor *const *params, mi_tensor *const *grads,
 mi_tensor *mi_newton_schulz(mi_tensor *g, int steps);
 
 /* ---------------------------------------------------------------- deep momentum's memory
- * Exposed for checking (nl_deep.c documents the choices). For a gradient g
+ * The memory of deep_momentum's MI_NL_FORM_NORMALISED form, exposed for
+ * checking (nl_deep.c documents both forms). For a gradient g
  * viewed as rows U [r, c] (c = its last dim), the memory of Eq. 23 is
  *   m(U) = M + ρ tanh(Û W1ᵀ) W2ᵀ,  ρ = rms(U), Û = U / (ρ + ε),
  * M of g's shape, W1 [h, c], W2 [c, h]; its MLP's inner objective is
