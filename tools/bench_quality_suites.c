@@ -43,7 +43,8 @@ const quality_suite quality_suites[] = {
               "--steps", "2000", "--lr", "1e-2", "--eval-every", "500", "--eval-batches", "16",
               "--seed", "1", "--threads", "1"},
      "val_acc", NULL, "attention,presets,swa:16,samba:gated-deltanet,hope", "attention", 0,
-     {{"@mlp", "chunk=8", 0, NULL}, {"hope", "chunk=8", 0, NULL}}},
+     /* HOPE at lr 5e-3: at 1e-2 one seed in three went NaN and one stayed at 0.25 */
+     {{"@mlp", "chunk=8", 0, NULL}, {"hope", "chunk=8", 0, "--lr 5e-3"}}},
     /* 12 pairs in 64 tokens, vocabulary 128, 2 heads of dimension 16: linear attention's
      * 16 x 16 state per head blurs 12 non-orthogonal keys (0.632), the delta rule and
      * the deep memories keep them apart (gated-deltanet 0.904, yaad 0.995, titans

@@ -68,12 +68,15 @@ typedef struct mi_cms_config {
     int chunk[MI_CMS_MAX_BLOCKS];    /* C^(ℓ): block ℓ (applied ℓ-th) is updated after every
                                         position that is a multiple of C^(ℓ) (default 1, 4, 16) */
     double eta;                      /* the initial level of σ(·) in η_t^(ℓ) (0.02) */
-    bool rate_mean;                  /* η_t^(ℓ) = σ(·)/C^(ℓ): a chunk's mean step, not Eq. 31's sum */
-    bool lms;                        /* each layer's term over its input's ‖u‖² (normalised LMS) */
+    bool rate_mean;                  /* η_t^(ℓ) = σ(·)/C^(ℓ): a chunk's mean step, not Eq. 31's
+                                        sum (false) */
+    bool lms;                        /* each layer's term over its input's ‖u‖², normalised LMS
+                                        (true; false: plain GD) */
     double norm_eps;                 /* the blocks' RMSNorm (default 1e-6) */
 } mi_cms_config;
 
-/* d_model, hidden 0 (4·d), 3 blocks with C = {1, 4, 16}, η 0.02, eps 1e-6. */
+/* d_model, hidden 0 (4·d), 3 blocks with C = {1, 4, 16}, η 0.02 summed over a chunk
+ * (Eq. 31), normalised LMS, eps 1e-6. */
 mi_cms_config mi_cms_config_default(int64_t d_model);
 /* Sets n_blocks and chunk[] from text such as "1,4,16"; -1 with a message
  * (empty, not a number, C < 1, more than MI_CMS_MAX_BLOCKS). */
@@ -139,7 +142,7 @@ typedef struct mi_hope_config {
     double eta, alpha;           /* initial levels of η_t and α_t (0.02, 0.998, as the MIRAS block) */
     double qk_eps, norm_eps;     /* ℓ2 normalisation of q, k; output RMSNorm (1e-6, 1e-6) */
     double out_scale;            /* W_out ~ N(0, out_scale² / d_model) (1) */
-    int rule;                    /* the memories' inner step: MI_HOPE_EQ28 or MI_HOPE_EQ88 */
+    int rule;                    /* the memories' inner step: MI_HOPE_EQ28 (default) or _EQ88 */
     bool lms;                    /* the gradient term over its input's ‖u‖² + eps (true) */
     mi_cms_config cms;           /* the CMS after the Titans part; n_blocks 0: none */
 } mi_hope_config;
@@ -150,7 +153,8 @@ mi_hope_config mi_hope_config_default(int64_t d_model, int64_t heads);
  * "memory_chunk=4", "memory_expansion=2", "component_expansion=1",
  * "adaptive_q=false", "out_gate=false", "conv_kernel=4", "eta=0.02", "alpha=0.998",
  * "qk_eps=1e-6", "norm_eps=1e-6", "out_scale=1", "cms=1,4,16" (the chunk
- * sizes) or "cms=none", "cms.hidden=256", "cms.eta=0.02". Ranges are checked
+ * sizes) or "cms=none", "cms.hidden=256", "cms.eta=0.02", "rule=eq28|eq88",
+ * "lms=true", "cms.rate=sum|mean", "cms.lms=true". Ranges are checked
  * by mi_hope_init. 0, or -1 with a message. */
 int mi_hope_config_set(mi_hope_config *c, const char *assignment);
 
