@@ -386,31 +386,59 @@ static mi_tensor *dgd_layer(mi_tensor *w, mi_nl_mlp_factor f, mi_tensor *eta, mi
     return mi_reshape(st, MI_SHAPE(N, out, in));
 }
 
-/* One memory's steps over a segment: key [M, n, in], target [M, n, out],
- * eta and alpha [M, n]; P accumulates, F is in force. */
-static int accumulate(const mi_hope_config *c, mlp_state *P, const mlp_state *F, bool residual,
-                      mi_tensor *key, mi_tensor *target, mi_tensor *eta, mi_tensor *alpha)
+/* The steps a memory has taken in its current chunk, not yet applied: per
+ * segment, the factors of both layers' gradients (taken at the state in
+ * force, F) and η, α. They are applied at the chunk's end in one pass, so a
+ * chunk cut into segments by the other chunk size (or into single tokens)
+ * still makes one copy of the state. */
+enum { G1, U1, G2, U2, ETA, ALPHA, PARTS };
+typedef struct pending {
+    int n;
+    mi_tensor **part;   /* [PARTS][max segments] */
+    int cap;
+} pending;
+
+/* Takes a segment's steps of one memory: key [M, n, in], target [M, n, out],
+ * eta and alpha [M, n]. */
+static int defer(const mi_hope_config *c, pending *p, const mlp_state *F, bool residual,
+                 mi_tensor *key, mi_tensor *target, mi_tensor *eta, mi_tensor *alpha)
 {
     mi_nl_mlp_factor f[2];
     if (mi_nl_mlp_factors(F->w1, F->w2, residual, key, target, c->lms, c->qk_eps,
-                          MI_NL_MLP_HIDDEN_EPS, f) != 0)
+                          MI_NL_MLP_HIDDEN_EPS, f) != 0 || p->n == p->cap)
         return -1;
-    P->w1 = dgd_layer(P->w1, f[0], eta, alpha, c->rule);
-    P->w2 = dgd_layer(P->w2, f[1], eta, alpha, c->rule);
-    return P->w1 && P->w2 ? 0 : -1;
+    mi_tensor *parts[PARTS] = {f[0].g, f[0].u, f[1].g, f[1].u, eta, alpha};
+    for (int i = 0; i < PARTS; i++) p->part[i * p->cap + p->n] = parts[i];
+    p->n++;
+    return 0;
+}
+
+/* The chunk's end: F ← the state after every deferred step. */
+static int flush(const mi_hope_config *c, pending *p, mlp_state *F)
+{
+    mi_tensor *all[PARTS];
+    for (int i = 0; i < PARTS; i++) {
+        mi_tensor **list = p->part + i * p->cap;
+        all[i] = p->n == 1 ? list[0] : mi_concat(list, p->n, 1);
+    }
+    p->n = 0;
+    F->w1 = dgd_layer(F->w1, (mi_nl_mlp_factor){all[G1], all[U1]}, all[ETA], all[ALPHA], c->rule);
+    F->w2 = dgd_layer(F->w2, (mi_nl_mlp_factor){all[G2], all[U2]}, all[ETA], all[ALPHA], c->rule);
+    return F->w1 && F->w2 ? 0 : -1;
 }
 
 typedef struct run {
     const mi_hope *h;
     int64_t B, H;
-    mlp_state F[MI_HOPE_MEMORIES], P[MI_HOPE_MEMORIES];  /* in force, and accumulating */
+    mlp_state F[MI_HOPE_MEMORIES];      /* the states in force */
+    pending steps[MI_HOPE_MEMORIES];    /* and the steps taken since */
 } run;
 
 static bool residual_memory(int m) { return m != MI_HOPE_ETA && m != MI_HOPE_ALPHA; }
 
 /* One segment [t0, t1) of x̂: generate k, v, q, η, α and read o with the
- * states in force; accumulate every memory's step unless the segment ends
- * the sequence. Returns o [B·H, n, hd]. */
+ * states in force; take every memory's steps unless the segment ends the
+ * sequence. Returns o [B·H, n, hd]. */
 static mi_tensor *segment(run *r, mi_tensor *xs, bool update)
 {
     const mi_hope *h = r->h;
@@ -440,13 +468,12 @@ static mi_tensor *segment(run *r, mi_tensor *xs, bool update)
         if (m == MI_HOPE_Q && !c->adaptive_q) continue;
         bool res = residual_memory(m);
         mi_tensor *vhat = mi_nl_mlp_read(F[m].w1, F[m].w2, res, vbar);  /* v̂_□ = M_□(v̄) */
-        if (accumulate(c, &r->P[m], &F[m], res, kbar, vhat, eta_c, alpha_c) != 0)
-            return NULL;
+        if (defer(c, &r->steps[m], &F[m], res, kbar, vhat, eta_c, alpha_c) != 0) return NULL;
     }
     /* the main memory, per head */
     mi_tensor *vhat = mi_nl_mlp_read(F[MI_HOPE_MEMORY].w1, F[MI_HOPE_MEMORY].w2, true, v);
-    if (accumulate(c, &r->P[MI_HOPE_MEMORY], &F[MI_HOPE_MEMORY], true, k, vhat,
-                   to_heads(eta, H, 1), to_heads(alpha, H, 1)) != 0)
+    if (defer(c, &r->steps[MI_HOPE_MEMORY], &F[MI_HOPE_MEMORY], true, k, vhat,
+              to_heads(eta, H, 1), to_heads(alpha, H, 1)) != 0)
         return NULL;
     return o;
 }
@@ -481,7 +508,13 @@ mi_tensor *mi_hope_forward(const mi_hope *h, mi_tensor *x)
             s = (mlp_state){w[0], w[1]};
             if (!s.w1 || !s.w2) return NULL;
         }
-        r.F[m] = r.P[m] = s;
+        r.F[m] = s;
+        /* a chunk of C tokens is at most C segments */
+        int64_t C = m == MI_HOPE_MEMORY ? c->memory_chunk : c->chunk;
+        pending *p = &r.steps[m];
+        p->cap = (int)(C < T ? C : T);
+        p->part = mi_scope_alloc(mi_scope_current(), sizeof(mi_tensor *) * PARTS * (size_t)p->cap);
+        if (!p->part) return mi_error_set("hope: out of memory"), NULL;
     }
     mi_tensor *xt = mi_l2_normalize(mi_conv1d_causal(x, h->conv), c->qk_eps);  /* x̂ */
     mi_tensor **os = mi_scope_alloc(mi_scope_current(), sizeof(mi_tensor *) * (size_t)T);
@@ -493,10 +526,11 @@ mi_tensor *mi_hope_forward(const mi_hope *h, mi_tensor *x)
         if (T < t1) t1 = T;
         if (!(os[n_seg++] = segment(&r, mi_slice(xt, 1, t0, t1), t1 < T)))
             return mi_error_prefix("hope"), NULL;
-        /* a memory whose chunk ends here takes the state it accumulated */
+        /* a memory whose chunk ends here applies the steps it took in it */
         for (int m = 0; m < MI_HOPE_MEMORIES && t1 < T; m++)
-            if (r.F[m].w1 && t1 % (m == MI_HOPE_MEMORY ? c->memory_chunk : c->chunk) == 0)
-                r.F[m] = r.P[m];
+            if (r.F[m].w1 && t1 % (m == MI_HOPE_MEMORY ? c->memory_chunk : c->chunk) == 0 &&
+                flush(c, &r.steps[m], &r.F[m]) != 0)
+                return mi_error_prefix("hope"), NULL;
         t0 = t1;
     }
     mi_tensor *o = n_seg == 1 ? os[0] : mi_concat(os, n_seg, 1);   /* [B·H, T, hd] */
