@@ -185,6 +185,51 @@ START_TEST(outer_backends_match_ref)
 }
 END_TEST
 
+/* matmul_acc, Y = C + s op(A) op(B), on OpenBLAS and the reference kernel
+ * against C + s · (matmul on the reference kernel), for every matmul case
+ * (K = 0: Y = C) and three forms of C: the product's shape (one copy), its
+ * last two dims (repeated), [1, N] (element by element). */
+START_TEST(matmul_acc_matches_matmul)
+{
+    static const mi_backend acc_backends[] = {MI_BACKEND_BLAS, MI_BACKEND_REF};
+    mi_backend be = acc_backends[_i / 2];
+    mi_dtype dt = _i % 2 ? MI_F64 : MI_F32;
+    double tol = dt == MI_F32 ? 1e-5 : 1e-12;
+    for (size_t i = 0; i < sizeof matmul_cases / sizeof *matmul_cases; i++) {
+        const mm_case *c = &matmul_cases[i];
+        mi_tensor *a = operand(dt, c->ra, c->sa), *b = operand(dt, c->rb, c->sb);
+        mi_backends_allow(1u << MI_BACKEND_REF);
+        mi_tensor *prod = mi_matmul_t(a, b, c->ta, c->tb);
+        ck_assert_ptr_nonnull(prod);
+        int r = prod->rank;
+        int64_t last2[2] = {prod->shape[r - 2], prod->shape[r - 1]};
+        int64_t row[2] = {1, prod->shape[r - 1]};
+        mi_tensor *cs[3] = {operand(dt, r, prod->shape), operand(dt, 2, last2),
+                            operand(dt, 2, row)};
+        for (int f = 0; f < 3; f++) {
+            mi_tensor *want = mi_add(cs[f], mi_mul_scalar(prod, -0.5));
+            mi_backends_allow(1u << be);
+            mi_tensor *y = mi_matmul_acc(cs[f], a, b, c->ta, c->tb, -0.5);
+            ck_assert_msg(y != NULL, "case %zu: %s", i, mi_error());
+            ck_assert_msg(mi_backend_last() == be, "case %zu ran on %s", i,
+                          mi_backend_name(mi_backend_last()));
+            mi_backends_allow(1u << MI_BACKEND_REF);
+            ck_assert(mi_same_shape(y, want));
+            double e = rel_err(y, want);
+            ck_assert_msg(e <= tol, "matmul_acc %s %s case %zu, C form %d: relative error %g",
+                          mi_backend_name(be), mi_dtype_name(dt), i, f, e);
+        }
+    }
+    mi_backends_allow(MI_BACKEND_ALL);
+    /* C that does not broadcast to the product */
+    mi_tensor *a = operand(dt, 2, (int64_t[]){3, 4}), *b = operand(dt, 2, (int64_t[]){4, 5});
+    ck_assert_ptr_null(mi_matmul_acc(operand(dt, 2, (int64_t[]){3, 4}), a, b, false, false, 1));
+    ck_assert_msg(strstr(mi_error(), "matmul_acc: C [3,4] does not broadcast to the product's "
+                                     "shape [3,5]"), "%s", mi_error());
+    mi_error_clear();
+}
+END_TEST
+
 /* More threads than batch entries (each product split over the threads),
  * and a single thread (no OpenMP region at all). */
 START_TEST(matmul_backends_thread_counts)
@@ -272,6 +317,7 @@ Suite *make_suite(void)
     tcase_add_checked_fixture(tc, seed_setup, allow_all);
     tcase_add_loop_test(tc, matmul_backends_match_ref, 0, 6);
     tcase_add_loop_test(tc, outer_backends_match_ref, 0, 6);
+    tcase_add_loop_test(tc, matmul_acc_matches_matmul, 0, 4);
     tcase_add_test(tc, matmul_backends_thread_counts);
     tcase_add_test(tc, matmul_backends_thread_independent);
     tcase_add_test(tc, dnnl_f64_runs_on_ref);

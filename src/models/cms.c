@@ -209,12 +209,9 @@ static mi_tensor *level_forward(const mi_cms *c, int l, mi_tensor *h, mi_cms_tra
             tw2[j] = per_position(w2, B, t1 - t0);
         }
         if (t1 == T) break;  /* a full chunk ends before T: Eq. 31's update */
-        mi_tensor *d1, *d2;
         if (mi_nl_mlp_step(w1, w2, false, uc, mi_slice(v, 1, t0, t1), mi_slice(eta, 1, t0, t1),
-                           c->config.lms, c->config.norm_eps, MI_NL_MLP_HIDDEN_EPS, &d1, &d2) != 0)
+                           c->config.lms, c->config.norm_eps, MI_NL_MLP_HIDDEN_EPS, &w1, &w2) != 0)
             return NULL;
-        w1 = mi_sub(w1, d1);
-        w2 = mi_sub(w2, d2);
     }
     if (trace) {
         trace->w1[l] = n_chunks == 1 ? tw1[0] : mi_concat(tw1, (int)n_chunks, 1);

@@ -377,7 +377,7 @@ static mi_tensor *dgd_layer(mi_tensor *w, mi_nl_mlp_factor f, mi_tensor *eta, mi
         mi_tensor *wu = mi_matmul_t(f.u, w, false, true);            /* (W û)ᵀ [N, 1, out] */
         mi_tensor *a = mi_reshape(alpha, MI_SHAPE(N, 1, 1));
         mi_tensor *b = mi_reshape(beta, MI_SHAPE(N, 1, 1));
-        return mi_sub(mi_mul(a, w), mi_matmul_t(mi_mul(b, mi_sub(wu, value)), f.u, true, false));
+        return mi_matmul_acc(mi_mul(a, w), mi_mul(b, mi_sub(wu, value)), f.u, true, false, -1);
     }
     mi_tensor *st = mi_broadcast_to(mi_reshape(w, MI_SHAPE(w->rank == 3 ? N : 1, 1, out, in)),
                                     MI_SHAPE(N, 1, out, in));

@@ -39,13 +39,13 @@ mi_tensor *mi_nl_mlp_read(mi_tensor *w1, mi_tensor *w2, bool residual, mi_tensor
  * [N, n], summed over the n positions, every term at the given weights:
  *   D1 = Σ_t c_t e_t s_tᵀ/(‖s_t‖² + hidden_eps)   e_t = M(x_t) − v_t, s_t = gelu(a_t)
  *   D2 = Σ_t c_t δ_t x_tᵀ/(‖x_t‖² + eps)          a_t = W2 x_t, δ_t = gelu'(a_t) ⊙ W1ᵀ e_t
- * the divisions (normalised LMS) only with lms. The caller applies W ← W − D.
- * d1, d2: [N, …]. eps guards the input x (unit-norm or RMS-normalised in HOPE
- * and the CMS), hidden_eps the hidden activations, which can vanish
+ * the divisions (normalised LMS) only with lms; w1_new, w2_new = W − D, [N, …].
+ * eps guards the input x (unit-norm or RMS-normalised in HOPE and the CMS),
+ * hidden_eps the hidden activations, which can vanish
  * (MI_NL_MLP_HIDDEN_EPS). */
 int mi_nl_mlp_step(mi_tensor *w1, mi_tensor *w2, bool residual, mi_tensor *x, mi_tensor *v,
-                   mi_tensor *c, bool lms, double eps, double hidden_eps, mi_tensor **d1,
-                   mi_tensor **d2);
+                   mi_tensor *c, bool lms, double eps, double hidden_eps, mi_tensor **w1_new,
+                   mi_tensor **w2_new);
 
 /* A layer's gradient of ℓ_t as the outer product g_t û_tᵀ of its input
  * û_t = u_t/√(‖u_t‖² + eps) (‖û‖ < 1, so I − û ûᵀ is Eq. 28's contraction)

@@ -27,7 +27,8 @@
  *
  * Summed over a chunk with weights c_t (the CMS, Eq. 31):
  *   D1 = Σ_t c_t/(‖s_t‖² + hidden_eps) e_t s_tᵀ,   D2 = Σ_t c_t/(‖x_t‖² + eps) δ_t x_tᵀ
- * (without lms, no divisions): one matmul per layer, (c ⊙ E)ᵀ S,
+ * (without lms, no divisions), applied as W − D: one GEMM per layer, (c ⊙ E)ᵀ S
+ * accumulated into a copy of W,
  * never a per-token weight copy. σ' is written out, so the outer loop
  * differentiates the step. */
 #include <math.h>
@@ -51,8 +52,8 @@ static mi_tensor *gelu_prime(mi_tensor *a)
 }
 
 int mi_nl_mlp_step(mi_tensor *w1, mi_tensor *w2, bool residual, mi_tensor *x, mi_tensor *v,
-                   mi_tensor *c, bool lms, double eps, double hidden_eps, mi_tensor **d1,
-                   mi_tensor **d2)
+                   mi_tensor *c, bool lms, double eps, double hidden_eps, mi_tensor **w1_new,
+                   mi_tensor **w2_new)
 {
     mi_tensor *a = mi_matmul_t(x, w2, false, true);                 /* [N, n, h] */
     mi_tensor *s = mi_gelu(a);
@@ -64,9 +65,10 @@ int mi_nl_mlp_step(mi_tensor *w1, mi_tensor *w2, bool residual, mi_tensor *x, mi
     mi_tensor *c1 = lms ? mi_div(cc, mi_add_scalar(mi_sum(mi_square(s), -1, true), hidden_eps))
                         : cc;
     mi_tensor *c2 = lms ? mi_div(cc, mi_add_scalar(mi_sum(mi_square(x), -1, true), eps)) : cc;
-    *d1 = mi_matmul_t(mi_mul(c1, e), s, true, false);
-    *d2 = mi_matmul_t(mi_mul(c2, delta), x, true, false);
-    return *d1 && *d2 ? 0 : -1;
+    /* W − (c ⊙ E)ᵀ S as one GEMM into a copy of W: no D of its own */
+    *w1_new = mi_matmul_acc(w1, mi_mul(c1, e), s, true, false, -1);
+    *w2_new = mi_matmul_acc(w2, mi_mul(c2, delta), x, true, false, -1);
+    return *w1_new && *w2_new ? 0 : -1;
 }
 
 /* For the ℓ2-regression GD (Nested Learning, Eq. 28–29: W_{t+1} =

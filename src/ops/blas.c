@@ -51,6 +51,8 @@ static void fold_batch(gemm_geom *g)
 void gemm_geom_matmul(gemm_geom *g, const mi_tensor *o, mi_tensor *const *in, const mi_attrs *a)
 {
     const mi_tensor *A = in[0];
+    g->alpha = 1;
+    g->beta = 0;
     g->nb = o->rank - 2;
     memcpy(g->batch, o->shape, sizeof(int64_t) * (size_t)g->nb);
     g->nbatch = mi_shape_numel(g->nb, o->shape);
@@ -66,6 +68,8 @@ void gemm_geom_matmul(gemm_geom *g, const mi_tensor *o, mi_tensor *const *in, co
 
 void gemm_geom_outer(gemm_geom *g, const mi_tensor *o, mi_tensor *const *in)
 {
+    g->alpha = 1;
+    g->beta = 0;
     g->nb = o->rank - 2;
     memcpy(g->batch, o->shape, sizeof(int64_t) * (size_t)g->nb);
     g->nbatch = mi_shape_numel(g->nb, o->shape);
@@ -105,9 +109,9 @@ typedef void (*gemm_block_fn)(const gemm_geom *g, const void *A, const void *B, 
     {                                                                                     \
         int64_t M = g->M, N = g->N, K = g->K;                                             \
         gemm(CblasRowMajor, g->ta ? CblasTrans : CblasNoTrans,                            \
-             g->tb ? CblasTrans : CblasNoTrans, (int)(r1 - r0), (int)(c1 - c0), (int)K, 1, \
-             (const T *)A + (g->ta ? r0 : r0 * K), (int)(g->ta ? M : K),                  \
-             (const T *)B + (g->tb ? c0 * K : c0), (int)(g->tb ? K : N), 0,               \
+             g->tb ? CblasTrans : CblasNoTrans, (int)(r1 - r0), (int)(c1 - c0), (int)K,   \
+             (T)g->alpha, (const T *)A + (g->ta ? r0 : r0 * K), (int)(g->ta ? M : K),     \
+             (const T *)B + (g->tb ? c0 * K : c0), (int)(g->tb ? K : N), (T)g->beta,      \
              (T *)C + r0 * N + c0, (int)N);                                               \
     }
 GEMM_BLOCK(block_f32, float, cblas_sgemm)
@@ -214,3 +218,49 @@ BLAS_KERNEL(matmul_blas_f64, mi_op_matmul, gemm_geom_matmul(&g, o, in, a), MI_F6
             double)
 BLAS_KERNEL(outer_blas_f32, mi_op_outer, gemm_geom_outer(&g, o, in), MI_F32, block_f32, float)
 BLAS_KERNEL(outer_blas_f64, mi_op_outer, gemm_geom_outer(&g, o, in), MI_F64, block_f64, double)
+
+/* ---------------------------------------------------------------- matmul_acc
+ * o = c broadcast to o's shape: a copy when the shapes agree, repeated
+ * copies when c is o's trailing block, else element by element. */
+void matmul_acc_fill(mi_tensor *o, const mi_tensor *c)
+{
+    size_t es = mi_dtype_size(o->dtype);
+    if (c->numel == o->numel) {
+        memcpy(o->data, c->data, (size_t)o->numel * es);
+        return;
+    }
+    bool trailing = c->rank <= o->rank;
+    for (int d = 0; trailing && d < c->rank; d++)
+        trailing = c->shape[c->rank - 1 - d] == o->shape[o->rank - 1 - d];
+    if (trailing && c->numel > 0) {
+        for (int64_t at = 0; at < o->numel; at += c->numel)
+            memcpy((char *)o->data + (size_t)at * es, c->data, (size_t)c->numel * es);
+        return;
+    }
+    int64_t idx[MI_MAX_RANK] = {0};
+    int off = o->rank - c->rank;
+    for (int64_t i = 0; i < o->numel; i++) {
+        int64_t ci = 0;
+        for (int d = 0; d < c->rank; d++)
+            ci = ci * c->shape[d] + (c->shape[d] == 1 ? 0 : idx[off + d]);
+        memcpy((char *)o->data + (size_t)i * es, (const char *)c->data + (size_t)ci * es, es);
+        for (int d = o->rank - 1; d >= 0 && ++idx[d] == o->shape[d]; d--) idx[d] = 0;
+    }
+}
+
+#define ACC_KERNEL(fname, DT, block, T)                                        \
+    void fname(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a)          \
+    {                                                                          \
+        gemm_geom g;                                                           \
+        gemm_geom_matmul(&g, o, in, a);                                        \
+        if (!gemm_fits_int(&g)) {                                              \
+            mi_op_matmul_acc.kernel[MI_BACKEND_REF][DT](o, in, a);             \
+            return;                                                            \
+        }                                                                      \
+        matmul_acc_fill(o, in[2]);                                             \
+        g.alpha = a->scalar;                                                   \
+        g.beta = 1;                                                            \
+        gemm_run(&g, block, sizeof(T), in[0]->data, in[1]->data, o->data);     \
+    }
+ACC_KERNEL(matmul_acc_blas_f32, MI_F32, block_f32, float)
+ACC_KERNEL(matmul_acc_blas_f64, MI_F64, block_f64, double)

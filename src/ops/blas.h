@@ -7,7 +7,7 @@
 
 #include "internal.h"
 
-extern const mi_op mi_op_matmul, mi_op_outer;
+extern const mi_op mi_op_matmul, mi_op_outer, mi_op_matmul_acc;
 
 /* C[q] = op(A[q]) · op(B[q]) for every q of the output's batch (row-major
  * over batch[0..nb)). A[q] starts at element Σ_d idx_d(q)·sa[d] of A's data,
@@ -15,6 +15,7 @@ extern const mi_op mi_op_matmul, mi_op_outer;
  * batch, never copied. A is stored [M,K] (ta: [K,M]), B [K,N] (tb: [N,K]),
  * each C[q] is [M,N], contiguous after C[q-1]. */
 typedef struct gemm_geom {
+    double alpha, beta;     /* C = alpha·op(A)·op(B) + beta·C (matmul, outer: 1, 0) */
     int nb;
     int64_t batch[MI_MAX_RANK];
     int64_t sa[MI_MAX_RANK], sb[MI_MAX_RANK];
@@ -39,6 +40,12 @@ void matmul_blas_f32(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a);
 void matmul_blas_f64(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a);
 void outer_blas_f32(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a);
 void outer_blas_f64(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a);
+
+/* matmul_acc (linalg.c): o = c broadcast, then o += scalar · op(A) op(B) as one
+ * GEMM with beta = 1 (the reference kernel: loops over the same geometry). */
+void matmul_acc_fill(mi_tensor *o, const mi_tensor *c);
+void matmul_acc_blas_f32(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a);
+void matmul_acc_blas_f64(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a);
 
 /* oneDNN 2.6 matmul primitive (f32 only), cached by geometry. */
 void matmul_dnnl_f32(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a);

@@ -480,3 +480,111 @@ mi_tensor *mi_tri_solve(mi_tensor *l, mi_tensor *b, bool trans)
     mi_attrs at = {.trans_a = trans};
     return RUN(&mi_op_tri_solve, &at, l, b);
 }
+
+/* ---------------------------------------------------------------- matmul_acc
+ * Y = C + s · op(A) op(B), C broadcast to the product's shape: W − η Gᵀ U, a
+ * memory's step, as one GEMM into a copy of W (β = 1) where W − matmul would
+ * write the product to a tensor of its own first. in = (A, B, C), s =
+ * attrs.scalar. dC = dY (un-broadcast by the engine); dA, dB are matmul's
+ * times s. */
+#define MATMUL_ACC_KERNEL_T(fname, T)                                                     \
+    static void fname(mi_tensor *o, mi_tensor *const *in, const mi_attrs *at)             \
+    {                                                                                     \
+        gemm_geom g;                                                                      \
+        gemm_geom_matmul(&g, o, in, at);                                                  \
+        matmul_acc_fill(o, in[2]);                                                        \
+        for (int64_t q = 0; q < g.nbatch; q++) {                                          \
+            const T *A = (const T *)in[0]->data + gemm_batch_offset(&g, g.sa, q);         \
+            const T *B = (const T *)in[1]->data + gemm_batch_offset(&g, g.sb, q);         \
+            T *C = (T *)o->data + q * g.M * g.N;                                          \
+            for (int64_t i = 0; i < g.M; i++)                                             \
+                for (int64_t j = 0; j < g.N; j++) {                                       \
+                    T acc = 0;                                                            \
+                    for (int64_t k = 0; k < g.K; k++)                                     \
+                        acc += (g.ta ? A[k * g.M + i] : A[i * g.K + k]) *                 \
+                               (g.tb ? B[j * g.K + k] : B[k * g.N + j]);                  \
+                    C[i * g.N + j] += (T)at->scalar * acc;                                \
+                }                                                                         \
+        }                                                                                 \
+    }
+MATMUL_ACC_KERNEL_T(matmul_acc_f32, float)
+MATMUL_ACC_KERNEL_T(matmul_acc_f64, double)
+
+static int matmul_acc_shape(mi_tensor *const *in, int n, const mi_attrs *at, mi_dtype *dt,
+                            int *rank, int64_t *shape)
+{
+    if (matmul_shape(in, 2, at, dt, rank, shape) != 0) {
+        mi_error_prefix("matmul_acc");
+        return -1;
+    }
+    const mi_tensor *c = in[2];
+    char sc[96], sy[96];
+    mi_shape_str(sc, sizeof sc, c->rank, c->shape);
+    mi_shape_str(sy, sizeof sy, *rank, shape);
+    if (c->dtype != *dt) {
+        mi_error_set("matmul_acc: C %s is %s, the product %s", sc, mi_dtype_name(c->dtype),
+                     mi_dtype_name(*dt));
+        return -1;
+    }
+    bool fits = c->rank <= *rank;
+    for (int d = 0; fits && d < c->rank; d++) {
+        int64_t cd = c->shape[c->rank - 1 - d], yd = shape[*rank - 1 - d];
+        fits = cd == yd || cd == 1;
+    }
+    if (!fits) {
+        mi_error_set("matmul_acc: C %s does not broadcast to the product's shape %s", sc, sy);
+        return -1;
+    }
+    (void)n;
+    return 0;
+}
+
+static mi_tensor *matmul_acc_vjp(const mi_node *n, int i, mi_tensor *g)
+{
+    if (i == 2) return g;
+    return mi_mul_scalar(matmul_vjp(n, i, g), n->attrs.scalar);
+}
+
+/* W [3,4] − Aᵀ B with a batch of 2; a broadcast [1,4] C with both
+ * transposed; a batched C and s = 0.5. */
+static int ex_matmul_acc(mi_rng *r, int v, mi_tensor **in, mi_attrs *a)
+{
+    switch (v) {
+    case 0:
+        in[0] = ex_normal(r, MI_SHAPE(2, 2, 3));
+        in[1] = ex_normal(r, MI_SHAPE(2, 2, 4));
+        in[2] = ex_normal(r, MI_SHAPE(3, 4));
+        a->trans_a = true;
+        a->scalar = -1;
+        break;
+    case 1:
+        in[0] = ex_normal(r, MI_SHAPE(5, 3));
+        in[1] = ex_normal(r, MI_SHAPE(4, 5));
+        in[2] = ex_normal(r, MI_SHAPE(1, 4));
+        a->trans_a = a->trans_b = true;
+        a->scalar = 2;
+        break;
+    case 2:
+        in[0] = ex_normal(r, MI_SHAPE(2, 3, 2));
+        in[1] = ex_normal(r, MI_SHAPE(2, 2));
+        in[2] = ex_normal(r, MI_SHAPE(2, 3, 2));
+        a->scalar = 0.5;
+        break;
+    default: return 0;
+    }
+    return 3;
+}
+
+const mi_op mi_op_matmul_acc = {.name = "matmul_acc", .formula = "Y = C + s op(A) op(B)",
+                                .arity = 3, .shape = matmul_acc_shape,
+                                .kernel = {[MI_BACKEND_REF] = {matmul_acc_f32, matmul_acc_f64},
+                                           [MI_BACKEND_BLAS] = {matmul_acc_blas_f32,
+                                                                matmul_acc_blas_f64}},
+                                .vjp = matmul_acc_vjp, .examples = ex_matmul_acc};
+
+mi_tensor *mi_matmul_acc(mi_tensor *c, mi_tensor *a, mi_tensor *b, bool trans_a, bool trans_b,
+                         double s)
+{
+    mi_attrs at = {.trans_a = trans_a, .trans_b = trans_b, .scalar = s};
+    return RUN(&mi_op_matmul_acc, &at, a, b, c);
+}

@@ -84,6 +84,11 @@ mi_tensor *mi_sum_to(mi_tensor *x, int rank, const int64_t *shape);
 mi_tensor *mi_matmul(mi_tensor *a, mi_tensor *b);
 /* The same with either operand's last two axes transposed first. */
 mi_tensor *mi_matmul_t(mi_tensor *a, mi_tensor *b, bool trans_a, bool trans_b);
+/* c + s · op(a) op(b) with c broadcast to the product's shape, as one GEMM
+ * into a copy of c (a memory's step W − η Gᵀ U without the product as a
+ * tensor of its own). */
+mi_tensor *mi_matmul_acc(mi_tensor *c, mi_tensor *a, mi_tensor *b, bool trans_a, bool trans_b,
+                         double s);
 /* [..., m] ⊗ [..., n] → [..., m, n]. */
 mi_tensor *mi_outer(mi_tensor *a, mi_tensor *b);
 /* X = L⁻¹ B with L = I + StrictLower(l) unit lower-triangular (only l's
