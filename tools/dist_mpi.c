@@ -1,0 +1,264 @@
+/* dist.h over MPI: a job of N ranks started by mpirun (or another MPI
+ * launcher); a process started without one is a job of one and never calls
+ * MPI. Every collective is non-blocking, waited on with a deadline, so a
+ * rank whose peer died without the launcher noticing fails with a message
+ * instead of hanging. */
+#include <mpi.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common.h"
+#include "dist.h"
+
+static bool joined, finished;          /* MPI_Init done; MPI_Finalize done */
+static float *send_buf, *recv_buf;     /* a bucket, padded to N equal chunks */
+static int64_t chunk_cap;              /* floats in a chunk */
+static char stop_msg[4608] = "";       /* what a rank stopped by the launcher says */
+static size_t stop_len;
+
+bool dist_available(void) { return true; }
+
+/* The launcher's environment: Open MPI's mpirun, PMI (MPICH, srun), PMIx. */
+static bool launched_by_mpi(void)
+{
+    const char *vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "PMI_RANK"};
+    for (size_t i = 0; i < sizeof vars / sizeof *vars; i++)
+        if (getenv(vars[i])) return true;
+    return false;
+}
+
+/* SIGTERM from the launcher (another rank failed or died): say so, once. */
+static void on_term(int sig)
+{
+    (void)sig;
+    if (stop_len && write(STDERR_FILENO, stop_msg, stop_len) < 0) _exit(1);
+    _exit(1);
+}
+
+/* An exit before dist_finish (die(), a failed check): take the job down. */
+static void on_exit_abort(void)
+{
+    if (joined && !finished) {
+        finished = true;
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+}
+
+void dist_note_checkpoint(const char *path, int64_t step)
+{
+    int rank = 0;
+    if (joined) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    int len;
+    if (path)
+        len = snprintf(stop_msg, sizeof stop_msg, "%s: rank %d: stopped by the MPI launcher (a "
+                       "rank failed or died; see its message). The last checkpoint is %s (step "
+                       "%lld)\n", tool_name, rank, path, (long long)step);
+    else
+        len = snprintf(stop_msg, sizeof stop_msg, "%s: rank %d: stopped by the MPI launcher (a "
+                       "rank failed or died; see its message); no checkpoint was saved yet\n",
+                       tool_name, rank);
+    stop_len = len < 0 ? 0 : (size_t)len < sizeof stop_msg ? (size_t)len : sizeof stop_msg - 1;
+}
+
+static const char *mpi_text(int code)
+{
+    static char s[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    if (MPI_Error_string(code, s, &len) != MPI_SUCCESS) snprintf(s, sizeof s, "error %d", code);
+    return s;
+}
+
+int dist_init(dist *d, int *argc, char ***argv, char *msg, size_t n)
+{
+    double timeout = d->timeout > 0 ? d->timeout : DIST_TIMEOUT_DEFAULT;
+    *d = (dist){.rank = 0, .size = 1, .timeout = timeout};
+    if (!launched_by_mpi()) return 0;
+    int rc = MPI_Init(argc, argv);
+    if (rc != MPI_SUCCESS) {
+        snprintf(msg, n, "MPI_Init failed: %s", mpi_text(rc));
+        return -1;
+    }
+    joined = true;
+    atexit(on_exit_abort);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(MPI_COMM_WORLD, &d->rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &d->size);
+    d->active = true;
+    dist_note_checkpoint(NULL, 0);
+    struct sigaction sa = {.sa_handler = on_term};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    chunk_cap = (DIST_BUCKET_BYTES / (int64_t)sizeof(float) + d->size - 1) / d->size;
+    send_buf = malloc(sizeof(float) * (size_t)(chunk_cap * d->size));
+    recv_buf = malloc(sizeof(float) * (size_t)(chunk_cap * d->size));
+    if (!send_buf || !recv_buf) {
+        snprintf(msg, n, "out of memory for the gradient buckets (2 × %d MB)",
+                 DIST_BUCKET_BYTES >> 20);
+        return -1;
+    }
+    return 0;
+}
+
+/* Waits for a request, yielding the core (ranks may share cores), at most
+ * d->timeout seconds. */
+static int wait_for(const dist *d, MPI_Request *req, const char *what, char *msg, size_t n)
+{
+    double t0 = now_seconds();
+    for (long spin = 0;; spin++) {
+        int done = 0;
+        int rc = MPI_Test(req, &done, MPI_STATUS_IGNORE);
+        if (rc != MPI_SUCCESS) {
+            snprintf(msg, n, "rank %d: %s failed: %s", d->rank, what, mpi_text(rc));
+            return -1;
+        }
+        if (done) return 0;
+        if (spin < 64) continue;
+        struct timespec ts = {0, spin < 4096 ? 1000 : 100000};
+        nanosleep(&ts, NULL);
+        if (now_seconds() - t0 > d->timeout) {
+            snprintf(msg, n, "rank %d: no answer from the other ranks for %g s (%s): a rank "
+                     "died or hangs; stopping (--comm-timeout sets the wait)", d->rank,
+                     d->timeout, what);
+            return -1;
+        }
+    }
+}
+
+/* Walks the gradients as one stream of floats: copies the next up to `cap`
+ * floats from (*i, *off) into buf (to_grads false) or back (true). */
+static int64_t stream(mi_tensor *const *p, int np, int *i, int64_t *off, float *buf, int64_t cap,
+                      bool to_grads)
+{
+    int64_t got = 0;
+    while (*i < np && got < cap) {
+        mi_tensor *g = p[*i]->grad;
+        if (!g || *off == g->numel) {
+            ++*i, *off = 0;
+            continue;
+        }
+        int64_t k = g->numel - *off < cap - got ? g->numel - *off : cap - got;
+        float *gd = (float *)g->data + *off;
+        if (to_grads) memcpy(gd, buf + got, sizeof(float) * (size_t)k);
+        else memcpy(buf + got, gd, sizeof(float) * (size_t)k);
+        got += k, *off += k;
+    }
+    return got;
+}
+
+/* One bucket of c floats in send_buf: a reduce-scatter (an all-to-all of
+ * chunks, then each rank sums its chunk over the ranks in rank order) and an
+ * all-gather of the summed chunks into send_buf. */
+static int sum_bucket(dist *d, int64_t c, char *msg, size_t n)
+{
+    int N = d->size;
+    int64_t chunk = (c + N - 1) / N;
+    memset(send_buf + c, 0, sizeof(float) * (size_t)(chunk * N - c));
+    MPI_Request req;
+    int rc = MPI_Ialltoall(send_buf, (int)chunk, MPI_FLOAT, recv_buf, (int)chunk, MPI_FLOAT,
+                           MPI_COMM_WORLD, &req);
+    if (rc != MPI_SUCCESS || wait_for(d, &req, "the gradients' reduce-scatter", msg, n) != 0) {
+        if (rc != MPI_SUCCESS) snprintf(msg, n, "MPI_Ialltoall failed: %s", mpi_text(rc));
+        return -1;
+    }
+    /* g = ((0 + g_0) + g_1) + … + g_{N−1}, elementwise */
+    float *sum = send_buf + (int64_t)d->rank * chunk;
+    memset(sum, 0, sizeof(float) * (size_t)chunk);
+    for (int r = 0; r < N; r++) {
+        const float *x = recv_buf + (int64_t)r * chunk;
+        for (int64_t k = 0; k < chunk; k++) sum[k] += x[k];
+    }
+    rc = MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, send_buf, (int)chunk, MPI_FLOAT,
+                        MPI_COMM_WORLD, &req);
+    if (rc != MPI_SUCCESS || wait_for(d, &req, "the gradients' all-gather", msg, n) != 0) {
+        if (rc != MPI_SUCCESS) snprintf(msg, n, "MPI_Iallgather failed: %s", mpi_text(rc));
+        return -1;
+    }
+    return 0;
+}
+
+int dist_sum_grads(dist *d, mi_tensor *const *params, int n_params, char *msg, size_t n)
+{
+    if (d->size == 1) return 0;
+    for (int i = 0; i < n_params; i++)
+        if (params[i]->grad && params[i]->grad->dtype != MI_F32) {
+            snprintf(msg, n, "summing gradients over ranks: only f32 is supported");
+            return -1;
+        }
+    double t0 = now_seconds();
+    int64_t cap = DIST_BUCKET_BYTES / (int64_t)sizeof(float);
+    int i = 0, back_i = 0;
+    int64_t off = 0, back_off = 0;
+    for (;;) {
+        int64_t c = stream(params, n_params, &i, &off, send_buf, cap, false);
+        if (c == 0) break;
+        if (sum_bucket(d, c, msg, n) != 0) return -1;
+        stream(params, n_params, &back_i, &back_off, send_buf, c, true);
+    }
+    d->comm_seconds += now_seconds() - t0;
+    return 0;
+}
+
+int dist_sum_doubles(dist *d, double *v, int k, char *msg, size_t n)
+{
+    if (d->size == 1) return 0;
+    double *all = malloc(sizeof(double) * (size_t)k * (size_t)d->size);
+    if (!all) {
+        snprintf(msg, n, "out of memory");
+        return -1;
+    }
+    MPI_Request req;
+    int rc = MPI_Iallgather(v, k, MPI_DOUBLE, all, k, MPI_DOUBLE, MPI_COMM_WORLD, &req);
+    if (rc != MPI_SUCCESS || wait_for(d, &req, "summing the losses", msg, n) != 0) {
+        if (rc != MPI_SUCCESS) snprintf(msg, n, "MPI_Iallgather failed: %s", mpi_text(rc));
+        free(all);
+        return -1;
+    }
+    for (int j = 0; j < k; j++) {
+        double s = 0;
+        for (int r = 0; r < d->size; r++) s += all[(size_t)r * (size_t)k + (size_t)j];
+        v[j] = s;
+    }
+    free(all);
+    return 0;
+}
+
+int dist_check_same(dist *d, uint64_t value, const char *what, char *msg, size_t n)
+{
+    if (d->size == 1) return 0;
+    uint64_t *all = malloc(sizeof(uint64_t) * (size_t)d->size);
+    if (!all) {
+        snprintf(msg, n, "out of memory");
+        return -1;
+    }
+    MPI_Request req;
+    int rc = MPI_Iallgather(&value, 1, MPI_UINT64_T, all, 1, MPI_UINT64_T, MPI_COMM_WORLD, &req);
+    if (rc != MPI_SUCCESS || wait_for(d, &req, what, msg, n) != 0) {
+        if (rc != MPI_SUCCESS) snprintf(msg, n, "MPI_Iallgather failed: %s", mpi_text(rc));
+        free(all);
+        return -1;
+    }
+    int bad = -1;
+    for (int r = 1; r < d->size && bad < 0; r++)
+        if (all[r] != all[0]) bad = r;
+    if (bad >= 0)
+        snprintf(msg, n, "%s differs between ranks: rank 0 %016llx, rank %d %016llx; the ranks "
+                 "diverged (stopping)", what, (unsigned long long)all[0], bad,
+                 (unsigned long long)all[bad]);
+    free(all);
+    return bad >= 0 ? -1 : 0;
+}
+
+void dist_finish(dist *d)
+{
+    free(send_buf), free(recv_buf);
+    send_buf = recv_buf = NULL;
+    if (joined && !finished) {
+        finished = true;
+        MPI_Finalize();
+    }
+    d->active = false;
+}
