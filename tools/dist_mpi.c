@@ -50,17 +50,15 @@ static void on_exit_abort(void)
 
 void dist_note_checkpoint(const char *path, int64_t step)
 {
-    int rank = 0;
-    if (joined) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     int len;
     if (path)
-        len = snprintf(stop_msg, sizeof stop_msg, "%s: rank %d: stopped by the MPI launcher (a "
-                       "rank failed or died; see its message). The last checkpoint is %s (step "
-                       "%lld)\n", tool_name, rank, path, (long long)step);
+        len = snprintf(stop_msg, sizeof stop_msg, "%s: stopped by the MPI launcher (a "
+                       "rank failed or died: see its or mpirun's message). The last checkpoint is %s (step "
+                       "%lld)\n", tool_name, path, (long long)step);
     else
-        len = snprintf(stop_msg, sizeof stop_msg, "%s: rank %d: stopped by the MPI launcher (a "
-                       "rank failed or died; see its message); no checkpoint was saved yet\n",
-                       tool_name, rank);
+        len = snprintf(stop_msg, sizeof stop_msg, "%s: stopped by the MPI launcher (a "
+                       "rank failed or died: see its or mpirun's message); no checkpoint was saved yet\n",
+                       tool_name);
     stop_len = len < 0 ? 0 : (size_t)len < sizeof stop_msg ? (size_t)len : sizeof stop_msg - 1;
 }
 
@@ -112,7 +110,7 @@ static int wait_for(const dist *d, MPI_Request *req, const char *what, char *msg
         int done = 0;
         int rc = MPI_Test(req, &done, MPI_STATUS_IGNORE);
         if (rc != MPI_SUCCESS) {
-            snprintf(msg, n, "rank %d: %s failed: %s", d->rank, what, mpi_text(rc));
+            snprintf(msg, n, "%s failed: %s", what, mpi_text(rc));
             return -1;
         }
         if (done) return 0;
@@ -120,9 +118,8 @@ static int wait_for(const dist *d, MPI_Request *req, const char *what, char *msg
         struct timespec ts = {0, spin < 4096 ? 1000 : 100000};
         nanosleep(&ts, NULL);
         if (now_seconds() - t0 > d->timeout) {
-            snprintf(msg, n, "rank %d: no answer from the other ranks for %g s (%s): a rank "
-                     "died or hangs; stopping (--comm-timeout sets the wait)", d->rank,
-                     d->timeout, what);
+            snprintf(msg, n, "no answer from the other ranks for %g s (%s): a rank died or "
+                     "hangs; stopping (--comm-timeout sets the wait)", d->timeout, what);
             return -1;
         }
     }

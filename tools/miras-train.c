@@ -316,8 +316,11 @@ int main(int argc, char **argv)
     dist d = {.timeout = o.comm_timeout};
     if (dist_init(&d, &argc, &argv, msg, sizeof msg) != 0) die("%s", msg);
     bool lead = d.rank == 0; /* rank 0 logs, validates and checkpoints */
-    if (!lead) snprintf(rank_name, sizeof rank_name, "miras-train[rank %d]", d.rank),
-               tool_name = rank_name;
+    if (d.size > 1) { /* messages name their rank */
+        snprintf(rank_name, sizeof rank_name, "miras-train[rank %d]", d.rank);
+        tool_name = rank_name;
+        dist_note_checkpoint(NULL, 0);
+    }
     mi_scope *keep = mi_scope_new("run"), *work = mi_scope_new("step");
     mi_scope_enter(keep);
     run_config *rc = &o.rc;
@@ -393,12 +396,12 @@ int main(int argc, char **argv)
     int64_t T = rc->task == TASK_NIAH ? rc->seq_len + NIAH_ANSWER_MAX : rc->seq_len;
     int64_t tokens = rc->batch * T;
     if (lead && d.active)
-        printf("%s: %d rank%s (MPI), each forwarding %lld of the %lld sequences a step\n",
-               tool_name, d.size, d.size > 1 ? "s" : "", (long long)(rc->batch / d.size),
+        printf("miras-train: %d rank%s (MPI), each forwarding %lld of the %lld sequences a step\n",
+               d.size, d.size > 1 ? "s" : "", (long long)(rc->batch / d.size),
                (long long)rc->batch);
     if (lead)
-        printf("%s: %s, %lld parameters, task %s, %lld steps of %lld tokens, out %s\n",
-               tool_name, rc->lm.mixer, (long long)mi_lm_param_numel(&lm), task_names[rc->task],
+        printf("miras-train: %s, %lld parameters, task %s, %lld steps of %lld tokens, out %s\n",
+               rc->lm.mixer, (long long)mi_lm_param_numel(&lm), task_names[rc->task],
                (long long)rc->steps, (long long)tokens, o.out);
     if (lead && o.resume) printf("resuming from %s at step %lld\n", o.resume, (long long)step);
     fflush(stdout);
