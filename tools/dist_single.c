@@ -1,14 +1,24 @@
 /* dist.h without MPI (a build that did not find it): a job of one process,
  * where a sum over ranks is the value itself. */
+#include <stdio.h>
+#include <stdlib.h>
+
 #include "dist.h"
 
 bool dist_available(void) { return false; }
 
 int dist_init(dist *d, int *argc, char ***argv, char *msg, size_t n)
 {
-    (void)argc, (void)argv, (void)msg, (void)n;
+    (void)argc, (void)argv;
     double timeout = d->timeout > 0 ? d->timeout : DIST_TIMEOUT_DEFAULT;
     *d = (dist){.rank = 0, .size = 1, .timeout = timeout};
+    const char *size = getenv("OMPI_COMM_WORLD_SIZE");
+    if (!size) size = getenv("PMI_SIZE");
+    if (size && atoi(size) > 1) { /* N copies would each train the whole run */
+        snprintf(msg, n, "started by an MPI launcher on %s ranks, but this build has no MPI: "
+                 "install libopenmpi-dev and reconfigure (meson -Dmpi=enabled)", size);
+        return -1;
+    }
     return 0;
 }
 

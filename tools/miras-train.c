@@ -140,7 +140,8 @@ static void parse(int argc, char **argv, options *o)
         for (int k = 0; k < 8; k++) ok |= !strcmp(arg, allowed_on_resume[k]);
         if (!ok && !restricted) restricted = arg;
         if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) usage(), exit(0);
-        else if (!strcmp(arg, "--version")) printf("miras-train %s\n", MIRAS_VERSION), exit(0);
+        else if (!strcmp(arg, "--version")) printf("miras-train %s%s\n", MIRAS_VERSION,
+                                                    dist_available() ? " (MPI)" : ""), exit(0);
         else if (opt_is(argc, argv, &i, "--task", &v)) continue;
         else if (run_config_knows(arg)) { /* the run settings a checkpoint also holds */
             opt_is(argc, argv, &i, arg, &v);
