@@ -9,6 +9,7 @@
 #   - rank 0's checkpoint resumes under another N (and without mpirun);
 #   - a rank killed mid-run takes the job down within 30 s, and the last
 #     checkpoint still resumes.
+#   - ranks given different options, or a batch they do not divide, are refused.
 # --quick (the sanitizer pass) leaves out the 4-rank runs.
 # Prints "ok - …" / "FAIL - …" per check and ends with "mpi: N passed, M failed";
 # without MPI (a build without it, or no mpirun) it prints one "skipped" line.
@@ -49,7 +50,8 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=se
 mpi() { # mpi N ARGS...: miras-train on N ranks
   local n=$1
   shift
-  LSAN_OPTIONS=${LSAN_OPTIONS:+$LSAN_OPTIONS:}suppressions=$src/tests/lsan_mpi.supp:fast_unwind_on_malloc=0 \
+  local lsan=suppressions=$src/tests/lsan_mpi.supp:fast_unwind_on_malloc=0
+  LSAN_OPTIONS=${LSAN_OPTIONS:+$LSAN_OPTIONS:}$lsan \
     timeout 60 mpirun --oversubscribe -np "$n" "$train" "$@"
 }
 logs_close() { # logs_close A B [COLUMNS]: same rows; the numbers within 1e-5 relative
@@ -77,7 +79,10 @@ EOF
 }
 ranks_agree() { # ranks_agree DIR N: ckpt.rankR.safetensors == ckpt.safetensors for R = 1 … N−1
   local r
-  for ((r = 1; r < $2; r++)); do cmp -s "$1/ckpt.safetensors" "$1/ckpt.rank$r.safetensors" || return 1; done
+  local r
+  for ((r = 1; r < $2; r++)); do
+    cmp -s "$1/ckpt.safetensors" "$1/ckpt.rank$r.safetensors" || return 1
+  done
 }
 
 "$train" "${common[@]}" --out "$tmp/one" >/dev/null 2>&1
@@ -86,22 +91,28 @@ mpi 2 "${common[@]}" --out "$tmp/n2" --save-every-rank >"$tmp/n2.out" 2>"$tmp/n2
 code=$?
 clean() { [ "$1" = 0 ] && ! grep -Eq 'Sanitizer|runtime error' "$2"; }
 check "2 ranks: exit 0, no sanitizer report" clean "$code" "$tmp/n2.err"
-check "2 ranks: the first line says '2 ranks'" grep -q '^miras-train: 2 ranks' <(head -n 1 "$tmp/n2.out")
-check "2 ranks: log.csv within 1e-5 relative of one process" logs_close "$tmp/n2/log.csv" "$tmp/one/log.csv"
+check "2 ranks: the first line says '2 ranks'" \
+  grep -q '^miras-train: 2 ranks' <(head -n 1 "$tmp/n2.out")
+check "2 ranks: log.csv within 1e-5 relative of one process" \
+  logs_close "$tmp/n2/log.csv" "$tmp/one/log.csv"
 check "2 ranks == one process with --accum 2 (train_loss, grad_norm bit for bit)" \
   same_columns "$tmp/n2/log.csv" "$tmp/accum2/log.csv" train_loss,grad_norm
 check "2 ranks: every rank's final checkpoint identical" ranks_agree "$tmp/n2" 2
-check "2 ranks: the parameters' checksum line" grep -q '^2 ranks: parameters identical' "$tmp/n2.out"
+check "2 ranks: the parameters' checksum line" \
+  grep -q '^2 ranks: parameters identical' "$tmp/n2.out"
 mpi 2 "${common[@]}" --out "$tmp/n2b" >/dev/null 2>&1
-check "2 ranks twice: the same checkpoint" cmp -s "$tmp/n2/ckpt.safetensors" "$tmp/n2b/ckpt.safetensors"
+check "2 ranks twice: the same checkpoint" \
+  cmp -s "$tmp/n2/ckpt.safetensors" "$tmp/n2b/ckpt.safetensors"
 
 if [ -z "$quick" ]; then
   "$train" "${common[@]}" --accum 4 --out "$tmp/accum4" >/dev/null 2>&1
   mpi 4 "${common[@]}" --out "$tmp/n4" --save-every-rank >"$tmp/n4.out" 2>"$tmp/n4.err"
   code=$?
   check "4 ranks: exit 0, no sanitizer report" clean "$code" "$tmp/n4.err"
-  check "4 ranks: the first line says '4 ranks'" grep -q '^miras-train: 4 ranks' <(head -n 1 "$tmp/n4.out")
-  check "4 ranks: log.csv within 1e-5 relative of one process" logs_close "$tmp/n4/log.csv" "$tmp/one/log.csv"
+  check "4 ranks: the first line says '4 ranks'" \
+    grep -q '^miras-train: 4 ranks' <(head -n 1 "$tmp/n4.out")
+  check "4 ranks: log.csv within 1e-5 relative of one process" \
+    logs_close "$tmp/n4/log.csv" "$tmp/one/log.csv"
   check "4 ranks == one process with --accum 4 (train_loss, grad_norm bit for bit)" \
     same_columns "$tmp/n4/log.csv" "$tmp/accum4/log.csv" train_loss,grad_norm
   check "4 ranks: every rank's final checkpoint identical" ranks_agree "$tmp/n4" 4
@@ -123,6 +134,15 @@ if [ -z "$quick" ]; then
   check "2 ranks to step 3, then 4 ranks: log.csv within 1e-5 of one process" \
     logs_close "$tmp/res4/log.csv" "$tmp/one/log.csv"
 fi
+
+# ranks started with different options (MPMD: another --seed) stop at once, saying so
+differ() {
+  ! LSAN_OPTIONS=${LSAN_OPTIONS:+$LSAN_OPTIONS:}suppressions=$src/tests/lsan_mpi.supp \
+    timeout 60 mpirun --oversubscribe -np 1 "$train" "${common[@]}" --out "$tmp/differ" : \
+    -np 1 "$train" "${common[@]}" --seed 2 --out "$tmp/differ" >"$tmp/differ.out" 2>&1 &&
+    grep -q 'ranks disagree on the run.s settings' "$tmp/differ.out"
+}
+check "ranks given different options -> refused with a message" differ
 
 bad_batch() { # a global batch of 7 on 2 ranks: refused, with the reason
   ! mpi 2 "${common[@]}" --batch 7 --out "$tmp/bad" >"$tmp/bad.out" 2>&1 &&

@@ -40,8 +40,8 @@ t_comp = a.b * a.T / a.tau
 print(f"P = {a.params:.0f} parameters (S = {S / 1e6:.2f} MB of f32 gradients, {k} bucket(s)), "
       f"tau = {a.tau:.0f} tokens/s a node, b = {a.b} sequences × T = {a.T} a node, "
       f"alpha = {a.alpha_us:g} µs: t_comp = {t_comp * 1e3:.0f} ms a step\n")
-print("| nodes | " + " | ".join(f"{g} Gb/s: t_ar ms · tokens/s (serial) · efficiency" for g in links)
-      + " |")
+head = "t_ar ms · tokens/s (serial) · efficiency"
+print("| nodes | " + " | ".join(f"{g} Gb/s: {head}" for g in links) + " |")
 print("|---:|" + "---:|" * len(links))
 for n in nodes:
     cells = []

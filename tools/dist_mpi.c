@@ -50,15 +50,15 @@ static void on_exit_abort(void)
 
 void dist_note_checkpoint(const char *path, int64_t step)
 {
+    const char *why = "stopped by the MPI launcher (a rank failed or died: see its or mpirun's "
+                      "message)";
     int len;
     if (path)
-        len = snprintf(stop_msg, sizeof stop_msg, "%s: stopped by the MPI launcher (a "
-                       "rank failed or died: see its or mpirun's message). The last checkpoint is %s (step "
-                       "%lld)\n", tool_name, path, (long long)step);
+        len = snprintf(stop_msg, sizeof stop_msg, "%s: %s. The last checkpoint is %s (step %lld)\n",
+                       tool_name, why, path, (long long)step);
     else
-        len = snprintf(stop_msg, sizeof stop_msg, "%s: stopped by the MPI launcher (a "
-                       "rank failed or died: see its or mpirun's message); no checkpoint was saved yet\n",
-                       tool_name);
+        len = snprintf(stop_msg, sizeof stop_msg, "%s: %s; no checkpoint was saved yet\n",
+                       tool_name, why);
     stop_len = len < 0 ? 0 : (size_t)len < sizeof stop_msg ? (size_t)len : sizeof stop_msg - 1;
 }
 
@@ -242,9 +242,8 @@ int dist_check_same(dist *d, uint64_t value, const char *what, char *msg, size_t
     for (int r = 1; r < d->size && bad < 0; r++)
         if (all[r] != all[0]) bad = r;
     if (bad >= 0)
-        snprintf(msg, n, "%s differs between ranks: rank 0 %016llx, rank %d %016llx; the ranks "
-                 "diverged (stopping)", what, (unsigned long long)all[0], bad,
-                 (unsigned long long)all[bad]);
+        snprintf(msg, n, "the ranks disagree on %s: rank 0 %016llx, rank %d %016llx; stopping",
+                 what, (unsigned long long)all[0], bad, (unsigned long long)all[bad]);
     free(all);
     return bad >= 0 ? -1 : 0;
 }

@@ -289,6 +289,17 @@ static uint64_t params_hash(const mi_lm *lm)
     return h;
 }
 
+/* The settings that must agree between ranks (each parses its own command
+ * line) and the initial parameters, as one checksum. */
+static uint64_t run_hash(const run_config *rc, const mi_lm *lm, int64_t step)
+{
+    double v[] = {(double)rc->batch, (double)rc->accum, (double)rc->seq_len, (double)rc->steps,
+                  (double)rc->warmup, (double)rc->task, (double)rc->optim, rc->hp.lr,
+                  rc->hp.weight_decay, rc->clip, rc->min_lr, (double)rc->cosine,
+                  (double)rc->data_size, (double)rc->data_hash, (double)step};
+    return fnv1a((const uint8_t *)v, (int64_t)sizeof v) ^ params_hash(lm);
+}
+
 /* --resume: the checkpoint's settings, with the few options a resumed run
  * may change; the step and the log's pending losses and norms. */
 static void resume_settings(options *o, ckpt *ck, int64_t *step, run_stats *stats, char *dirbuf,
@@ -392,6 +403,10 @@ int main(int argc, char **argv)
              task_names[rc->task], (long long)mi_lm_param_numel(&lm));
     train_log log = {.has_acc = task_has_accuracy(rc->task)};
     if (lead && o.resume && log_read(&log, out.log, step, msg, sizeof msg) != 0) die("%s", msg);
+    if (dist_check_same(&d, run_hash(rc, &lm, step),
+                        "the run's settings and initial parameters (give every rank the same "
+                        "options)", msg, sizeof msg) != 0)
+        die("%s", msg);
     if (o.resume) dist_note_checkpoint(o.resume, step);
 
     int64_t T = rc->task == TASK_NIAH ? rc->seq_len + NIAH_ANSWER_MAX : rc->seq_len;
@@ -468,7 +483,8 @@ int main(int argc, char **argv)
             if (!isnan(r.val_acc)) snprintf(acc, sizeof acc, "  acc %.3f", r.val_acc);
             progress_clear(&bar);
             if (!d.active) {
-            } else if (dist_check_same(&d, params_hash(&lm), "the parameters' checksum", msg,
+            } else if (dist_check_same(&d, params_hash(&lm),
+                                       "the parameters' checksum (they diverged)", msg,
                                        sizeof msg) != 0)
                 die("step %lld: %s", (long long)step, msg);
             if (!lead) {
@@ -506,8 +522,9 @@ int main(int argc, char **argv)
     if (lead)
         printf("%s at step %lld: %s, %s, %s (%.1f s)%s\n", step == rc->steps ? "done" : "stopped",
                (long long)step, out.ckpt, out.log, out.svg, seconds, clip_note);
-    if (d.size > 1 && dist_check_same(&d, params_hash(&lm), "the final parameters' checksum",
-                                      msg, sizeof msg) != 0)
+    if (d.size > 1 && dist_check_same(&d, params_hash(&lm),
+                                      "the final parameters' checksum (they diverged)", msg,
+                                      sizeof msg) != 0)
         die("%s", msg);
     if (lead && d.size > 1)
         printf("%d ranks: parameters identical (checksum %016llx); summing gradients took "
