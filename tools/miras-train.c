@@ -300,6 +300,24 @@ static uint64_t run_hash(const run_config *rc, const mi_lm *lm, int64_t step)
     return fnv1a((const uint8_t *)v, (int64_t)sizeof v) ^ params_hash(lm);
 }
 
+/* The validation pass, shared by the ranks (each forwards its share of the
+ * micro-batches, the sums run in rank order): the row's val_loss and
+ * val_acc on every rank. 0, or -1 with a message (the library's, or set). */
+static int validate(dist *d, const mi_lm *lm, const run_task *t, mi_scope *work, log_row *r)
+{
+    char msg[512];
+    double sums[2];
+    if (evaluate_share(lm, t, t->rc->eval_batches, work, d->rank, d->size, sums) != 0) return -1;
+    if (dist_sum_doubles(d, sums, 2, msg, sizeof msg) != 0) {
+        mi_error_set("%s", msg);
+        return -1;
+    }
+    double n = (double)(t->rc->eval_batches * t->rc->accum * d->size);
+    r->val_loss = sums[0] / n;
+    r->val_acc = task_has_accuracy(t->rc->task) ? sums[1] / n : NAN;
+    return 0;
+}
+
 /* --resume: the checkpoint's settings, with the few options a resumed run
  * may change; the step and the log's pending losses and norms. */
 static void resume_settings(options *o, ckpt *ck, int64_t *step, run_stats *stats, char *dirbuf,
@@ -472,10 +490,9 @@ int main(int argc, char **argv)
             log_row r = {step, lr, st.loss_sum / (double)st.loss_n,
                          st.norm_sum / (double)st.norm_n, NAN, NAN};
             st.loss_sum = 0, st.loss_n = 0, st.norm_sum = 0, st.norm_n = 0;
-            if (eval && lead &&
-                evaluate(&lm, &t, rc->eval_batches, work, &r.val_loss, &r.val_acc) != 0)
+            if (eval && validate(&d, &lm, &t, work, &r) != 0)
                 die("validation at step %lld: %s", (long long)step, mi_error());
-            if (eval && lead && !isfinite(r.val_loss))
+            if (eval && !isfinite(r.val_loss))
                 stop_bad("the validation loss", r.val_loss, step, &bar, &out);
             log_add(&log, r);
             char eta[32], acc[32] = "";
