@@ -13,7 +13,8 @@
  * Under mpirun (dist.h) it is data-parallel: --batch stays the global batch,
  * rank r forwards sequences r·B/N … (r+1)·B/N − 1 of each step's batch, the
  * gradients are summed over the ranks in rank order, and every rank takes
- * the same optimizer step; rank 0 logs, validates and checkpoints. */
+ * the same optimizer step; the ranks share the validation pass; rank 0 logs
+ * and checkpoints. */
 #include <libgen.h>
 #include <math.h>
 #include <stdio.h>
@@ -80,7 +81,7 @@ static void usage(void)
 "                     sequences (as batch/(N*accum)-sequence micro-batches),\n"
 "                     gradients are summed over the ranks in rank order, so N\n"
 "                     ranks reproduce one process with --accum N bit for bit;\n"
-"                     rank 0 logs, validates and checkpoints\n"
+"                     the ranks share validation; rank 0 logs and checkpoints\n"
 "  --comm-timeout S   seconds a rank waits for the others before it stops (120)\n"
 "  --save-every-rank  each rank R > 0 also writes its final state to\n"
 "                     DIR/ckpt.rankR.safetensors (to check that ranks agree)\n"
