@@ -346,7 +346,7 @@ int main(int argc, char **argv)
     char msg[1024], dirbuf[4096], rank_name[64];
     dist d = {.timeout = o.comm_timeout};
     if (dist_init(&d, &argc, &argv, msg, sizeof msg) != 0) die("%s", msg);
-    bool lead = d.rank == 0; /* rank 0 logs, validates and checkpoints */
+    bool lead = d.rank == 0; /* rank 0 logs and checkpoints */
     if (d.size > 1) { /* messages name their rank */
         snprintf(rank_name, sizeof rank_name, "miras-train[rank %d]", d.rank);
         tool_name = rank_name;
@@ -500,16 +500,14 @@ int main(int argc, char **argv)
             progress_eta(&bar, step, eta, sizeof eta);
             if (!isnan(r.val_acc)) snprintf(acc, sizeof acc, "  acc %.3f", r.val_acc);
             progress_clear(&bar);
-            if (!d.active) {
-            } else if (dist_check_same(&d, params_hash(&lm),
-                                       "the parameters' checksum (they diverged)", msg,
-                                       sizeof msg) != 0)
+            if (d.size > 1 && dist_check_same(&d, params_hash(&lm),
+                                              "the parameters' checksum (they diverged)", msg,
+                                              sizeof msg) != 0)
                 die("step %lld: %s", (long long)step, msg);
-            if (!lead) {
-            } else if (eval)
+            if (lead && eval)
                 printf("step %lld/%lld  loss %.4f  norm %.4f  val loss %.4f%s\n", (long long)step,
                        (long long)rc->steps, r.train_loss, r.grad_norm, r.val_loss, acc);
-            else if (!bar.tty)
+            else if (lead && !bar.tty)
                 printf("step %lld/%lld  loss %.4f  norm %.4f  lr %.2e  %.0f tok/s  ETA %s\n",
                        (long long)step, (long long)rc->steps, r.train_loss, r.grad_norm, lr,
                        progress_rate(&bar, step, tokens), eta);
