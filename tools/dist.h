@@ -14,7 +14,8 @@
  * N-rank runs are bit-identical. The gradient sum is a reduce-scatter (an
  * all-to-all of 1/N-th chunks, each rank summing its chunk in rank order)
  * and an all-gather: each rank sends and receives 2(N−1)/N of the bytes, as
- * a ring all-reduce does, in buckets of DIST_BUCKET_BYTES.
+ * a ring all-reduce does, in buckets of DIST_BUCKET_BYTES (--bucket-kb),
+ * bucket k+1's all-to-all under way while bucket k is summed.
  *
  * Failure: every collective waits at most `timeout` seconds for the others,
  * then fails with a message; a failure or an exit on one rank aborts the job
@@ -38,6 +39,7 @@ typedef struct dist {
     int rank, size;         /* this process's rank, the number of ranks */
     bool active;            /* started by an MPI launcher (size may be 1) */
     double timeout;         /* seconds a collective waits for the others */
+    int64_t bucket_bytes;   /* gradient bytes per bucket (0 before dist_init: the default) */
     double comm_seconds;    /* time spent summing gradients, in total */
 } dist;
 

@@ -15,8 +15,14 @@
 #include "dist.h"
 
 static bool joined, finished;          /* MPI_Init done; MPI_Finalize done */
-static float *send_buf, *recv_buf;     /* a bucket, padded to N equal chunks */
-static int64_t chunk_cap;              /* floats in a chunk */
+/* A bucket in flight: its floats, padded to N equal chunks, sent and received. */
+typedef struct bucket {
+    float *send, *recv;
+    int64_t c;             /* floats in it */
+    MPI_Request req;       /* its all-to-all */
+} bucket;
+static bucket slot[2];     /* two: bucket k+1 travels while bucket k is summed */
+static int64_t bucket_floats; /* floats in a bucket */
 static char stop_msg[4608] = "";       /* what a rank stopped by the launcher says */
 static size_t stop_len;
 
@@ -73,7 +79,8 @@ static const char *mpi_text(int code)
 int dist_init(dist *d, int *argc, char ***argv, char *msg, size_t n)
 {
     double timeout = d->timeout > 0 ? d->timeout : DIST_TIMEOUT_DEFAULT;
-    *d = (dist){.rank = 0, .size = 1, .timeout = timeout};
+    int64_t bucket_bytes = d->bucket_bytes > 0 ? d->bucket_bytes : DIST_BUCKET_BYTES;
+    *d = (dist){.rank = 0, .size = 1, .timeout = timeout, .bucket_bytes = bucket_bytes};
     if (!launched_by_mpi()) return 0;
     int rc = MPI_Init(argc, argv);
     if (rc != MPI_SUCCESS) {
@@ -90,13 +97,15 @@ int dist_init(dist *d, int *argc, char ***argv, char *msg, size_t n)
     struct sigaction sa = {.sa_handler = on_term};
     sigemptyset(&sa.sa_mask);
     sigaction(SIGTERM, &sa, NULL);
-    chunk_cap = (DIST_BUCKET_BYTES / (int64_t)sizeof(float) + d->size - 1) / d->size;
-    send_buf = malloc(sizeof(float) * (size_t)(chunk_cap * d->size));
-    recv_buf = malloc(sizeof(float) * (size_t)(chunk_cap * d->size));
-    if (!send_buf || !recv_buf) {
-        snprintf(msg, n, "out of memory for the gradient buckets (2 × %d MB)",
-                 DIST_BUCKET_BYTES >> 20);
-        return -1;
+    bucket_floats = bucket_bytes / (int64_t)sizeof(float);
+    size_t padded = sizeof(float) * (size_t)((bucket_floats + d->size - 1) / d->size * d->size);
+    for (int k = 0; k < 2; k++) {
+        slot[k].send = malloc(padded), slot[k].recv = malloc(padded);
+        if (!slot[k].send || !slot[k].recv) {
+            snprintf(msg, n, "out of memory for the gradient buckets (4 × %lld bytes)",
+                     (long long)padded);
+            return -1;
+        }
     }
     return 0;
 }
@@ -146,37 +155,45 @@ static int64_t stream(mi_tensor *const *p, int np, int *i, int64_t *off, float *
     return got;
 }
 
-/* One bucket of c floats in send_buf: a reduce-scatter (an all-to-all of
- * chunks, then each rank sums its chunk over the ranks in rank order) and an
- * all-gather of the summed chunks into send_buf. */
-static int sum_bucket(dist *d, int64_t c, char *msg, size_t n)
+static int64_t chunk_of(const dist *d, int64_t c) { return (c + d->size - 1) / d->size; }
+
+/* Starts a bucket's reduce-scatter: an all-to-all of its N chunks (rank r
+ * receives chunk r of every rank). */
+static int bucket_start(const dist *d, bucket *b, char *msg, size_t n)
 {
-    int N = d->size;
-    int64_t chunk = (c + N - 1) / N;
-    memset(send_buf + c, 0, sizeof(float) * (size_t)(chunk * N - c));
-    MPI_Request req;
-    int rc = MPI_Ialltoall(send_buf, (int)chunk, MPI_FLOAT, recv_buf, (int)chunk, MPI_FLOAT,
-                           MPI_COMM_WORLD, &req);
-    if (rc != MPI_SUCCESS || wait_for(d, &req, "the gradients' reduce-scatter", msg, n) != 0) {
-        if (rc != MPI_SUCCESS) snprintf(msg, n, "MPI_Ialltoall failed: %s", mpi_text(rc));
-        return -1;
-    }
-    /* g = ((0 + g_0) + g_1) + … + g_{N−1}, elementwise */
-    float *sum = send_buf + (int64_t)d->rank * chunk;
-    memset(sum, 0, sizeof(float) * (size_t)chunk);
-    for (int r = 0; r < N; r++) {
-        const float *x = recv_buf + (int64_t)r * chunk;
-        for (int64_t k = 0; k < chunk; k++) sum[k] += x[k];
-    }
-    rc = MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, send_buf, (int)chunk, MPI_FLOAT,
-                        MPI_COMM_WORLD, &req);
-    if (rc != MPI_SUCCESS || wait_for(d, &req, "the gradients' all-gather", msg, n) != 0) {
-        if (rc != MPI_SUCCESS) snprintf(msg, n, "MPI_Iallgather failed: %s", mpi_text(rc));
-        return -1;
-    }
-    return 0;
+    int64_t chunk = chunk_of(d, b->c);
+    memset(b->send + b->c, 0, sizeof(float) * (size_t)(chunk * d->size - b->c));
+    int rc = MPI_Ialltoall(b->send, (int)chunk, MPI_FLOAT, b->recv, (int)chunk, MPI_FLOAT,
+                           MPI_COMM_WORLD, &b->req);
+    if (rc != MPI_SUCCESS) snprintf(msg, n, "MPI_Ialltoall failed: %s", mpi_text(rc));
+    return rc == MPI_SUCCESS ? 0 : -1;
 }
 
+/* Ends it: this rank sums its chunk over the ranks in rank order, then an
+ * all-gather of the summed chunks leaves the whole sum in b->send. */
+static int bucket_finish(const dist *d, bucket *b, char *msg, size_t n)
+{
+    if (wait_for(d, &b->req, "the gradients' reduce-scatter", msg, n) != 0) return -1;
+    int64_t chunk = chunk_of(d, b->c);
+    /* g = ((0 + g_0) + g_1) + … + g_{N−1}, elementwise */
+    float *sum = b->send + (int64_t)d->rank * chunk;
+    memset(sum, 0, sizeof(float) * (size_t)chunk);
+    for (int r = 0; r < d->size; r++) {
+        const float *x = b->recv + (int64_t)r * chunk;
+        for (int64_t k = 0; k < chunk; k++) sum[k] += x[k];
+    }
+    MPI_Request req;
+    int rc = MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, b->send, (int)chunk, MPI_FLOAT,
+                            MPI_COMM_WORLD, &req);
+    if (rc != MPI_SUCCESS) {
+        snprintf(msg, n, "MPI_Iallgather failed: %s", mpi_text(rc));
+        return -1;
+    }
+    return wait_for(d, &req, "the gradients' all-gather", msg, n);
+}
+
+/* The buckets are pipelined: bucket k+1's all-to-all is under way while
+ * bucket k is summed and gathered (every rank starts them in one order). */
 int dist_sum_grads(dist *d, mi_tensor *const *params, int n_params, char *msg, size_t n)
 {
     if (d->size == 1) return 0;
@@ -186,14 +203,16 @@ int dist_sum_grads(dist *d, mi_tensor *const *params, int n_params, char *msg, s
             return -1;
         }
     double t0 = now_seconds();
-    int64_t cap = DIST_BUCKET_BYTES / (int64_t)sizeof(float);
     int i = 0, back_i = 0;
     int64_t off = 0, back_off = 0;
-    for (;;) {
-        int64_t c = stream(params, n_params, &i, &off, send_buf, cap, false);
-        if (c == 0) break;
-        if (sum_bucket(d, c, msg, n) != 0) return -1;
-        stream(params, n_params, &back_i, &back_off, send_buf, c, true);
+    slot[0].c = stream(params, n_params, &i, &off, slot[0].send, bucket_floats, false);
+    if (slot[0].c && bucket_start(d, &slot[0], msg, n) != 0) return -1;
+    for (int k = 0; slot[k % 2].c; k++) {
+        bucket *cur = &slot[k % 2], *next = &slot[(k + 1) % 2];
+        next->c = stream(params, n_params, &i, &off, next->send, bucket_floats, false);
+        if (next->c && bucket_start(d, next, msg, n) != 0) return -1;
+        if (bucket_finish(d, cur, msg, n) != 0) return -1;
+        stream(params, n_params, &back_i, &back_off, cur->send, cur->c, true);
     }
     d->comm_seconds += now_seconds() - t0;
     return 0;
@@ -250,8 +269,10 @@ int dist_check_same(dist *d, uint64_t value, const char *what, char *msg, size_t
 
 void dist_finish(dist *d)
 {
-    free(send_buf), free(recv_buf);
-    send_buf = recv_buf = NULL;
+    for (int k = 0; k < 2; k++) {
+        free(slot[k].send), free(slot[k].recv);
+        slot[k].send = slot[k].recv = NULL;
+    }
     if (joined && !finished) {
         finished = true;
         MPI_Finalize();

@@ -11,7 +11,7 @@ int dist_init(dist *d, int *argc, char ***argv, char *msg, size_t n)
 {
     (void)argc, (void)argv;
     double timeout = d->timeout > 0 ? d->timeout : DIST_TIMEOUT_DEFAULT;
-    *d = (dist){.rank = 0, .size = 1, .timeout = timeout};
+    *d = (dist){.rank = 0, .size = 1, .timeout = timeout, .bucket_bytes = d->bucket_bytes};
     const char *size = getenv("OMPI_COMM_WORLD_SIZE");
     if (!size) size = getenv("PMI_SIZE");
     if (size && atoi(size) > 1) { /* N copies would each train the whole run */

@@ -83,6 +83,7 @@ static void usage(void)
 "                     ranks reproduce one process with --accum N bit for bit;\n"
 "                     the ranks share validation; rank 0 logs and checkpoints\n"
 "  --comm-timeout S   seconds a rank waits for the others before it stops (120)\n"
+"  --bucket-kb N      gradient bytes per collective call, in KiB (4096)\n"
 "  --save-every-rank  each rank R > 0 also writes its final state to\n"
 "                     DIR/ckpt.rankR.safetensors (to check that ranks agree)\n"
 "\n"
@@ -106,6 +107,7 @@ typedef struct options {
     int64_t stop_at;
     bool steps_given, save_every_rank;
     double comm_timeout;
+    int64_t bucket_kb;
 } options;
 
 static const char *const lm_keys[] = {"vocab", "d_model", "layers", "heads", "mlp_hidden",
@@ -133,12 +135,13 @@ static void parse(int argc, char **argv, options *o)
     run_config *rc = &o->rc;
     *rc = run_config_default(task_from_name(task));
     const char *allowed_on_resume[] = {"--steps", "--stop-at", "--out", "--data", "--threads",
-                                       "--resume", "--comm-timeout", "--save-every-rank"};
+                                       "--resume", "--comm-timeout", "--save-every-rank",
+                                       "--bucket-kb"};
     const char *restricted = NULL;
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
         bool ok = false;
-        for (int k = 0; k < 8; k++) ok |= !strcmp(arg, allowed_on_resume[k]);
+        for (int k = 0; k < 9; k++) ok |= !strcmp(arg, allowed_on_resume[k]);
         if (!ok && !restricted) restricted = arg;
         if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) usage(), exit(0);
         else if (!strcmp(arg, "--version")) printf("miras-train %s%s\n", MIRAS_VERSION,
@@ -177,13 +180,15 @@ static void parse(int argc, char **argv, options *o)
         else if (opt_is(argc, argv, &i, "--comm-timeout", &v))
             o->comm_timeout = parse_real(arg, v, 0.001, 1e6);
         else if (opt_is(argc, argv, &i, "--save-every-rank", NULL)) o->save_every_rank = true;
+        else if (opt_is(argc, argv, &i, "--bucket-kb", &v))
+            o->bucket_kb = parse_int(arg, v, 1, 1 << 20);
         else die_usage("unknown option '%s'", arg);
     }
     o->steps_given = opt_given(argc, argv, "--steps");
     if (o->resume && restricted)
         die_usage("%s: a resumed run keeps its checkpoint's settings; only --steps, --stop-at, "
-                  "--out, --data, --threads, --comm-timeout and --save-every-rank may be given "
-                  "with --resume", restricted);
+                  "--out, --data, --threads and the data-parallel options may be given with "
+                  "--resume", restricted);
     if (o->resume) return;
     if (rc->batch % rc->accum)
         die_usage("--accum (%lld) must divide --batch (%lld)", (long long)rc->accum,
@@ -344,7 +349,7 @@ int main(int argc, char **argv)
     options o = {.stop_at = 0};
     parse(argc, argv, &o);
     char msg[1024], dirbuf[4096], rank_name[64];
-    dist d = {.timeout = o.comm_timeout};
+    dist d = {.timeout = o.comm_timeout, .bucket_bytes = o.bucket_kb << 10};
     if (dist_init(&d, &argc, &argv, msg, sizeof msg) != 0) die("%s", msg);
     bool lead = d.rank == 0; /* rank 0 logs and checkpoints */
     if (d.size > 1) { /* messages name their rank */
