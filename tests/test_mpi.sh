@@ -43,8 +43,10 @@ EOF
 common=(--data "$tmp/small.txt" --model gated-deltanet --d-model 32 --layers 1 --heads 2
         --seq-len 32 --batch 8 --steps 6 --log-every 1 --eval-every 3 --eval-batches 1
         --threads 1)
-# Open MPI as root and on more ranks than cores; no network probing.
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader
+# Open MPI as root and on more ranks than cores; shared memory only (no network
+# probing), without the single-copy (CMA) path that containers' ptrace rules refuse.
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader \
+  OMPI_MCA_btl_vader_single_copy_mechanism=none
 # Under the sanitizers, LeakSanitizer ignores what Open MPI keeps at exit (only
 # stacks through its libraries; full stacks, as its components are unloaded).
 mpi() { # mpi N ARGS...: miras-train on N ranks
