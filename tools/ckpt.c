@@ -432,17 +432,16 @@ int task_batch(const run_task *t, mi_split split, int64_t first, int64_t batch, 
     return -1;
 }
 
-int evaluate(const mi_lm *lm, const run_task *t, int64_t batches, mi_scope *scratch,
-             double *loss, double *acc)
+int evaluate_share(const mi_lm *lm, const run_task *t, int64_t batches, mi_scope *scratch,
+                   int part, int parts, double sums[2])
 {
     mi_scope *s = scratch ? scratch : mi_scope_new("eval");
     if (!s) return -1;
     bool was = mi_set_grad_enabled(false);
     double sum_loss = 0, sum_acc = 0;
     int rc = 0;
-    int64_t micro = t->rc->batch / t->rc->accum;
-    batches *= t->rc->accum;
-    for (int64_t b = 0; b < batches && rc == 0; b++) {
+    int64_t micro = t->rc->batch / (t->rc->accum * parts), share = batches * t->rc->accum;
+    for (int64_t b = part * share; b < (part + 1) * share && rc == 0; b++) {
         mi_scope_enter(s);
         mi_tensor *in, *tg;
         if (task_batch(t, MI_SPLIT_VALID, b * micro, micro, &in, &tg) != 0) rc = -1;
@@ -464,8 +463,18 @@ int evaluate(const mi_lm *lm, const run_task *t, int64_t batches, mi_scope *scra
     }
     mi_set_grad_enabled(was);
     if (!scratch) mi_scope_free(s);
-    *loss = sum_loss / (double)batches;
-    *acc = task_has_accuracy(t->rc->task) ? sum_acc / (double)batches : NAN;
+    sums[0] = sum_loss, sums[1] = sum_acc;
+    return rc;
+}
+
+int evaluate(const mi_lm *lm, const run_task *t, int64_t batches, mi_scope *scratch,
+             double *loss, double *acc)
+{
+    double sums[2];
+    int rc = evaluate_share(lm, t, batches, scratch, 0, 1, sums);
+    int64_t n = batches * t->rc->accum;
+    *loss = sums[0] / (double)n;
+    *acc = task_has_accuracy(t->rc->task) ? sums[1] / (double)n : NAN;
     return rc;
 }
 

@@ -103,6 +103,12 @@ uint64_t fnv1a(const uint8_t *p, int64_t n);
  * takes no memory beyond what a step already holds. */
 int evaluate(const mi_lm *lm, const run_task *t, int64_t batches, mi_scope *scratch,
              double *loss, double *acc);
+/* Part `part` of `parts` equal shares of the same validation pass (a rank's
+ * share: micro-batches of batch/(accum·parts) sequences, contiguous by part):
+ * the sums of the micro-batches' mean losses and accuracies in sums[0..1],
+ * over batches·accum micro-batches. evaluate = share 0 of 1, divided. */
+int evaluate_share(const mi_lm *lm, const run_task *t, int64_t batches, mi_scope *scratch,
+                   int part, int parts, double sums[2]);
 
 /* ---------------------------------------------------------------- checkpoints */
 /* Parameters + optimizer state + metadata, written atomically (temp file +

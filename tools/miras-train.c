@@ -8,7 +8,13 @@
  *   pass and a checkpoint.
  *
  * As llm.c and nanoGPT do, it logs the global gradient norm before clipping
- * (the mean over each row's steps) and warns when --clip cuts most steps. */
+ * (the mean over each row's steps) and warns when --clip cuts most steps.
+ *
+ * Under mpirun (dist.h) it is data-parallel: --batch stays the global batch,
+ * rank r forwards sequences r·B/N … (r+1)·B/N − 1 of each step's batch, the
+ * gradients are summed over the ranks in rank order, and every rank takes
+ * the same optimizer step; the ranks share the validation pass; rank 0 logs
+ * and checkpoints. */
 #include <libgen.h>
 #include <math.h>
 #include <stdio.h>
@@ -17,6 +23,7 @@
 
 #include "ckpt.h"
 #include "common.h"
+#include "dist.h"
 
 static void usage(void)
 {
@@ -63,11 +70,22 @@ static void usage(void)
 "                     one run at a time: DIR/.lock holds the running one's pid;\n"
 "                     a killed save's NAME.tmp.PID files are removed at start\n"
 "  --resume CKPT      continue that run bit for bit; only --steps, --stop-at,\n"
-"                     --out, --data and --threads may be given with it. Its\n"
+"                     --out, --data, --threads and the data-parallel options\n"
+"                     may be given with it, under any number of ranks. Its\n"
 "                     settings pass the options' checks: a value out of range\n"
 "                     is a runtime failure, before --out is touched\n"
 "  --stop-at N        stop (with a checkpoint) after step N, as if interrupted\n"
 "  --help, --version\n"
+"data-parallel (mpirun -np N miras-train ...; docs/distributed.md)\n"
+"                     --batch is the global batch: each rank forwards batch/N\n"
+"                     sequences (as batch/(N*accum)-sequence micro-batches),\n"
+"                     gradients are summed over the ranks in rank order, so N\n"
+"                     ranks reproduce one process with --accum N bit for bit;\n"
+"                     the ranks share validation; rank 0 logs and checkpoints\n"
+"  --comm-timeout S   seconds a rank waits for the others before it stops (120)\n"
+"  --bucket-kb N      gradient bytes per collective call, in KiB (4096)\n"
+"  --save-every-rank  each rank R > 0 also writes its final state to\n"
+"                     DIR/ckpt.rankR.safetensors (to check that ranks agree)\n"
 "\n"
 "log.csv: a row every --log-every steps with the columns\n"
 "  step,lr,train_loss,grad_norm,val_loss,val_acc\n"
@@ -87,7 +105,9 @@ typedef struct options {
     const char *out, *resume;
     int threads;
     int64_t stop_at;
-    bool steps_given;
+    bool steps_given, save_every_rank;
+    double comm_timeout;
+    int64_t bucket_kb;
 } options;
 
 static const char *const lm_keys[] = {"vocab", "d_model", "layers", "heads", "mlp_hidden",
@@ -115,15 +135,17 @@ static void parse(int argc, char **argv, options *o)
     run_config *rc = &o->rc;
     *rc = run_config_default(task_from_name(task));
     const char *allowed_on_resume[] = {"--steps", "--stop-at", "--out", "--data", "--threads",
-                                       "--resume"};
+                                       "--resume", "--comm-timeout", "--save-every-rank",
+                                       "--bucket-kb"};
     const char *restricted = NULL;
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
         bool ok = false;
-        for (int k = 0; k < 6; k++) ok |= !strcmp(arg, allowed_on_resume[k]);
+        for (int k = 0; k < 9; k++) ok |= !strcmp(arg, allowed_on_resume[k]);
         if (!ok && !restricted) restricted = arg;
         if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) usage(), exit(0);
-        else if (!strcmp(arg, "--version")) printf("miras-train %s\n", MIRAS_VERSION), exit(0);
+        else if (!strcmp(arg, "--version")) printf("miras-train %s%s\n", MIRAS_VERSION,
+                                                    dist_available() ? " (MPI)" : ""), exit(0);
         else if (opt_is(argc, argv, &i, "--task", &v)) continue;
         else if (run_config_knows(arg)) { /* the run settings a checkpoint also holds */
             opt_is(argc, argv, &i, arg, &v);
@@ -155,12 +177,18 @@ static void parse(int argc, char **argv, options *o)
         else if (opt_is(argc, argv, &i, "--resume", &v)) o->resume = v;
         else if (opt_is(argc, argv, &i, "--stop-at", &v))
             o->stop_at = parse_int(arg, v, 1, INT64_MAX);
+        else if (opt_is(argc, argv, &i, "--comm-timeout", &v))
+            o->comm_timeout = parse_real(arg, v, 0.001, 1e6);
+        else if (opt_is(argc, argv, &i, "--save-every-rank", NULL)) o->save_every_rank = true;
+        else if (opt_is(argc, argv, &i, "--bucket-kb", &v))
+            o->bucket_kb = parse_int(arg, v, 1, 1 << 20);
         else die_usage("unknown option '%s'", arg);
     }
     o->steps_given = opt_given(argc, argv, "--steps");
     if (o->resume && restricted)
         die_usage("%s: a resumed run keeps its checkpoint's settings; only --steps, --stop-at, "
-                  "--out, --data and --threads may be given with --resume", restricted);
+                  "--out, --data, --threads and the data-parallel options may be given with "
+                  "--resume", restricted);
     if (o->resume) return;
     if (rc->batch % rc->accum)
         die_usage("--accum (%lld) must divide --batch (%lld)", (long long)rc->accum,
@@ -253,6 +281,47 @@ static void save(outputs *out, const mi_lm *lm, const mi_optim *opt, const run_c
     if (ckpt_save(out->ckpt, lm, opt, rc, step, stats) != 0)
         die("cannot save checkpoint '%s': %s", out->ckpt, mi_error());
     out->good = out->ckpt, out->good_step = step;
+    dist_note_checkpoint(out->ckpt, step);
+}
+
+/* FNV-1a of every parameter's bytes: equal on all ranks while they agree. */
+static uint64_t params_hash(const mi_lm *lm)
+{
+    uint64_t h = 0;
+    for (int i = 0; i < lm->n_params; i++) {
+        const mi_tensor *t = lm->params[i].tensor;
+        h = (h ^ fnv1a(t->data, t->numel * (int64_t)mi_dtype_size(t->dtype))) * 0x100000001b3ULL;
+    }
+    return h;
+}
+
+/* The settings that must agree between ranks (each parses its own command
+ * line) and the initial parameters, as one checksum. */
+static uint64_t run_hash(const run_config *rc, const mi_lm *lm, int64_t step)
+{
+    double v[] = {(double)rc->batch, (double)rc->accum, (double)rc->seq_len, (double)rc->steps,
+                  (double)rc->warmup, (double)rc->task, (double)rc->optim, rc->hp.lr,
+                  rc->hp.weight_decay, rc->clip, rc->min_lr, (double)rc->cosine,
+                  (double)rc->data_size, (double)rc->data_hash, (double)step};
+    return fnv1a((const uint8_t *)v, (int64_t)sizeof v) ^ params_hash(lm);
+}
+
+/* The validation pass, shared by the ranks (each forwards its share of the
+ * micro-batches, the sums run in rank order): the row's val_loss and
+ * val_acc on every rank. 0, or -1 with a message (the library's, or set). */
+static int validate(dist *d, const mi_lm *lm, const run_task *t, mi_scope *work, log_row *r)
+{
+    char msg[512];
+    double sums[2];
+    if (evaluate_share(lm, t, t->rc->eval_batches, work, d->rank, d->size, sums) != 0) return -1;
+    if (dist_sum_doubles(d, sums, 2, msg, sizeof msg) != 0) {
+        mi_error_set("%s", msg);
+        return -1;
+    }
+    double n = (double)(t->rc->eval_batches * t->rc->accum * d->size);
+    r->val_loss = sums[0] / n;
+    r->val_acc = task_has_accuracy(t->rc->task) ? sums[1] / n : NAN;
+    return 0;
 }
 
 /* --resume: the checkpoint's settings, with the few options a resumed run
@@ -279,9 +348,17 @@ int main(int argc, char **argv)
     tool_name = "miras-train";
     options o = {.stop_at = 0};
     parse(argc, argv, &o);
+    char msg[1024], dirbuf[4096], rank_name[64];
+    dist d = {.timeout = o.comm_timeout, .bucket_bytes = o.bucket_kb << 10};
+    if (dist_init(&d, &argc, &argv, msg, sizeof msg) != 0) die("%s", msg);
+    bool lead = d.rank == 0; /* rank 0 logs and checkpoints */
+    if (d.size > 1) { /* messages name their rank */
+        snprintf(rank_name, sizeof rank_name, "miras-train[rank %d]", d.rank);
+        tool_name = rank_name;
+        dist_note_checkpoint(NULL, 0);
+    }
     mi_scope *keep = mi_scope_new("run"), *work = mi_scope_new("step");
     mi_scope_enter(keep);
-    char msg[1024], dirbuf[4096];
     run_config *rc = &o.rc;
     int64_t step = 0;               /* steps done */
     run_stats st = {0};             /* losses and gradient norms not yet logged */
@@ -290,6 +367,11 @@ int main(int argc, char **argv)
     if (!o.out) {
         snprintf(dirbuf, sizeof dirbuf, "runs/%s-%s", rc->lm.mixer, task_names[rc->task]);
         o.out = dirbuf;
+    }
+    if (rc->batch % (d.size * rc->accum)) {
+        dist_finish(&d); /* every rank stops here alike */
+        die_usage("--batch (%lld) must be a multiple of the ranks (%d) × --accum (%lld)",
+                  (long long)rc->batch, d.size, (long long)rc->accum);
     }
     if (rc->steps <= step) die_usage("--steps (%lld): the run is already at step %lld",
                                      (long long)rc->steps, (long long)step);
@@ -330,10 +412,10 @@ int main(int argc, char **argv)
         die_usage("%s", mi_error());
     }
 
-    /* the output directory and what goes in it */
-    if (make_dir(o.out, msg, sizeof msg) != 0) die("%s", msg);
-    if (dir_lock(o.out, msg, sizeof msg) < 0) die("%s", msg);
-    int stale = remove_stale_temps(o.out, msg, sizeof msg);
+    /* the output directory and what goes in it (rank 0's) */
+    if (lead && make_dir(o.out, msg, sizeof msg) != 0) die("%s", msg);
+    if (lead && dir_lock(o.out, msg, sizeof msg) < 0) die("%s", msg);
+    int stale = lead ? remove_stale_temps(o.out, msg, sizeof msg) : 0;
     if (stale < 0) die("%s", msg);
     if (stale > 0) warning("removed %d stale temporary file%s in '%s' (a save that was killed)",
                            stale, stale > 1 ? "s" : "", o.out);
@@ -344,35 +426,53 @@ int main(int argc, char **argv)
     snprintf(out.title, sizeof out.title, "%s on %s, %lld parameters", rc->lm.mixer,
              task_names[rc->task], (long long)mi_lm_param_numel(&lm));
     train_log log = {.has_acc = task_has_accuracy(rc->task)};
-    if (o.resume && log_read(&log, out.log, step, msg, sizeof msg) != 0) die("%s", msg);
+    if (lead && o.resume && log_read(&log, out.log, step, msg, sizeof msg) != 0) die("%s", msg);
+    if (dist_check_same(&d, run_hash(rc, &lm, step),
+                        "the run's settings and initial parameters (give every rank the same "
+                        "options)", msg, sizeof msg) != 0)
+        die("%s", msg);
+    if (o.resume) dist_note_checkpoint(o.resume, step);
 
     int64_t T = rc->task == TASK_NIAH ? rc->seq_len + NIAH_ANSWER_MAX : rc->seq_len;
     int64_t tokens = rc->batch * T;
-    printf("%s: %s, %lld parameters, task %s, %lld steps of %lld tokens, out %s\n", tool_name,
-           rc->lm.mixer, (long long)mi_lm_param_numel(&lm), task_names[rc->task],
-           (long long)rc->steps, (long long)tokens, o.out);
-    if (o.resume) printf("resuming from %s at step %lld\n", o.resume, (long long)step);
+    if (lead && d.active)
+        printf("miras-train: %d rank%s (MPI), each forwarding %lld of the %lld sequences a step\n",
+               d.size, d.size > 1 ? "s" : "", (long long)(rc->batch / d.size),
+               (long long)rc->batch);
+    if (lead)
+        printf("miras-train: %s, %lld parameters, task %s, %lld steps of %lld tokens, out %s\n",
+               rc->lm.mixer, (long long)mi_lm_param_numel(&lm), task_names[rc->task],
+               (long long)rc->steps, (long long)tokens, o.out);
+    if (lead && o.resume) printf("resuming from %s at step %lld\n", o.resume, (long long)step);
+    fflush(stdout);
     progress bar;
     progress_start(&bar, step, stop);
+    if (!lead) bar.tty = false;
     while (step < stop) {
         /* one step: batch → loss → backward → clip → schedule → update; with
          * --accum the gradients of the micro-batches' mean losses / accum add
-         * up in the parameters' .grad, and each micro-batch's scope is reset */
+         * up in the parameters' .grad, and each micro-batch's scope is reset.
+         * Rank r takes micro-batches r·accum … (r+1)·accum − 1 of the N·accum
+         * and the sums run over the ranks in rank order (dist.h). */
         mi_optim_zero_grad(opt);
-        int64_t micro = rc->batch / rc->accum;
+        int64_t parts = d.size * rc->accum, micro = rc->batch / parts;
         double value = 0;
         for (int64_t a = 0; a < rc->accum; a++) {
             mi_scope_enter(work);
             mi_tensor *in, *tg, *loss = NULL;
-            if (task_batch(&t, MI_SPLIT_TRAIN, step * rc->batch + a * micro, micro, &in, &tg) == 0)
+            int64_t first = step * rc->batch + (d.rank * rc->accum + a) * micro;
+            if (task_batch(&t, MI_SPLIT_TRAIN, first, micro, &in, &tg) == 0)
                 loss = mi_lm_loss(&lm, in, tg);
-            mi_tensor *scaled = rc->accum > 1 ? mi_mul_scalar(loss, 1.0 / (double)rc->accum) : loss;
+            mi_tensor *scaled = parts > 1 ? mi_mul_scalar(loss, 1.0 / (double)parts) : loss;
             if (!scaled || mi_backward(scaled) != 0)
                 die("step %lld: %s", (long long)step + 1, mi_error());
-            value += mi_item(loss) / (double)rc->accum;
+            value += mi_item(loss) / (double)parts;
             mi_scope_leave();
             mi_scope_reset(work);
         }
+        if (dist_sum_doubles(&d, &value, 1, msg, sizeof msg) != 0 ||
+            dist_sum_grads(&d, params, lm.n_params, msg, sizeof msg) != 0)
+            die("step %lld: %s", (long long)step + 1, msg);
         if (!isfinite(value)) stop_bad("the loss", value, step + 1, &bar, &out);
         mi_scope_enter(work);
         /* ‖g‖ = (Σ_i ‖g_i‖²)^½ over all parameters, before clipping */
@@ -396,7 +496,7 @@ int main(int argc, char **argv)
             log_row r = {step, lr, st.loss_sum / (double)st.loss_n,
                          st.norm_sum / (double)st.norm_n, NAN, NAN};
             st.loss_sum = 0, st.loss_n = 0, st.norm_sum = 0, st.norm_n = 0;
-            if (eval && evaluate(&lm, &t, rc->eval_batches, work, &r.val_loss, &r.val_acc) != 0)
+            if (eval && validate(&d, &lm, &t, work, &r) != 0)
                 die("validation at step %lld: %s", (long long)step, mi_error());
             if (eval && !isfinite(r.val_loss))
                 stop_bad("the validation loss", r.val_loss, step, &bar, &out);
@@ -405,16 +505,20 @@ int main(int argc, char **argv)
             progress_eta(&bar, step, eta, sizeof eta);
             if (!isnan(r.val_acc)) snprintf(acc, sizeof acc, "  acc %.3f", r.val_acc);
             progress_clear(&bar);
-            if (eval)
+            if (d.size > 1 && dist_check_same(&d, params_hash(&lm),
+                                              "the parameters' checksum (they diverged)", msg,
+                                              sizeof msg) != 0)
+                die("step %lld: %s", (long long)step, msg);
+            if (lead && eval)
                 printf("step %lld/%lld  loss %.4f  norm %.4f  val loss %.4f%s\n", (long long)step,
                        (long long)rc->steps, r.train_loss, r.grad_norm, r.val_loss, acc);
-            else if (!bar.tty)
+            else if (lead && !bar.tty)
                 printf("step %lld/%lld  loss %.4f  norm %.4f  lr %.2e  %.0f tok/s  ETA %s\n",
                        (long long)step, (long long)rc->steps, r.train_loss, r.grad_norm, lr,
                        progress_rate(&bar, step, tokens), eta);
         }
         if (eval) { /* most steps since the last validation clipped: say so, once */
-            if (2 * st.period_clipped > st.period_n)
+            if (lead && 2 * st.period_clipped > st.period_n)
                 warning("%lld of %lld steps since step %lld were clipped (grad norm mean %.3g > "
                         "--clip %g); consider a lower --lr", (long long)st.period_clipped,
                         (long long)st.period_n, (long long)(step - st.period_n),
@@ -423,9 +527,10 @@ int main(int argc, char **argv)
         }
         if (eval || step == stop) {
             if (!params_finite(&lm)) stop_bad("a parameter", NAN, step, &bar, &out);
-            save(&out, &lm, opt, rc, step, &st, &log);
+            if (lead) save(&out, &lm, opt, rc, step, &st, &log);
+            else dist_note_checkpoint(out.ckpt, step);
         }
-        progress_show(&bar, step, value, norm, tokens);
+        if (lead) progress_show(&bar, step, value, norm, tokens);
     }
     progress_clear(&bar);
     char clip_note[160] = "", since[48] = "";
@@ -434,12 +539,29 @@ int main(int argc, char **argv)
     if (rc->clip > 0)
         snprintf(clip_note, sizeof clip_note, "; %lld of %lld steps%s clipped (--clip %g)",
                  (long long)st.clipped, (long long)st.counted, since, rc->clip);
-    printf("%s at step %lld: %s, %s, %s (%.1f s)%s\n", step == rc->steps ? "done" : "stopped",
-           (long long)step, out.ckpt, out.log, out.svg, now_seconds() - bar.t0, clip_note);
+    double seconds = now_seconds() - bar.t0;
+    if (lead)
+        printf("%s at step %lld: %s, %s, %s (%.1f s)%s\n", step == rc->steps ? "done" : "stopped",
+               (long long)step, out.ckpt, out.log, out.svg, seconds, clip_note);
+    if (d.size > 1 && dist_check_same(&d, params_hash(&lm),
+                                      "the final parameters' checksum (they diverged)", msg,
+                                      sizeof msg) != 0)
+        die("%s", msg);
+    if (lead && d.size > 1)
+        printf("%d ranks: parameters identical (checksum %016llx); summing gradients took "
+               "%.2f s of %.2f s (%.1f%%) on rank 0\n", d.size,
+               (unsigned long long)params_hash(&lm), d.comm_seconds, seconds,
+               100 * d.comm_seconds / (seconds > 0 ? seconds : 1));
+    if (!lead && o.save_every_rank) {
+        snprintf(out.ckpt, sizeof out.ckpt, "%s/ckpt.rank%d.safetensors", o.out, d.rank);
+        if (ckpt_save(out.ckpt, &lm, opt, rc, step, &st) != 0)
+            die("cannot save checkpoint '%s': %s", out.ckpt, mi_error());
+    }
     log_free(&log);
     mi_optim_free(opt);
     mi_scope_leave();
     mi_scope_free(work);
     mi_scope_free(keep);
+    dist_finish(&d);
     return 0;
 }

@@ -4,7 +4,9 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-packages=(gcc meson ninja-build pkg-config cmake libopenblas-dev libdnnl-dev check)
+# Open MPI: data-parallel miras-train (optional to the build, -Dmpi=auto; tests/test_mpi.sh).
+packages=(gcc meson ninja-build pkg-config cmake libopenblas-dev libdnnl-dev check
+  libopenmpi-dev openmpi-bin)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -28,6 +28,8 @@ run_suites() {
   "$dir/tools/miras-gradcheck" --optim | tail -n 1 || status=1
   echo "== tests/test_tools.sh ($dir)"
   tests/test_tools.sh "$dir" $quick | grep -v '^ok - ' || status=1
+  echo "== tests/test_mpi.sh ($dir; only where MPI is installed)"
+  tests/test_mpi.sh "$dir" $quick | grep -v '^ok - ' || status=1
   echo "== miras-bench quality ($dir)"
   local qdir
   qdir=$(mktemp -d)
