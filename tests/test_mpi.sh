@@ -25,13 +25,7 @@ if ! command -v mpirun >/dev/null || ! ldd "$train" 2>/dev/null | grep libmpi >/
 fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-passed=0 failed=0
-check() { # check NAME COMMAND...: passes when the command succeeds
-  local name=$1
-  shift
-  if "$@"; then echo "ok - $name"; passed=$((passed + 1))
-  else echo "FAIL - $name"; failed=$((failed + 1)); fi
-}
+source "$(dirname "${BASH_SOURCE[0]}")/tap.sh"
 
 # A small text of our own, so the test runs without shared data.
 python3 - "$tmp/small.txt" <<'EOF'

@@ -11,14 +11,7 @@ train=$build/tools/miras-train eval=$build/tools/miras-eval sample=$build/tools/
 text=$src/../shared/data/tinyshakespeare.txt
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-passed=0 failed=0
-
-check() { # check NAME COMMAND...: passes when the command succeeds
-  local name=$1
-  shift
-  if "$@"; then echo "ok - $name"; passed=$((passed + 1))
-  else echo "FAIL - $name"; failed=$((failed + 1)); fi
-}
+source "$(dirname "${BASH_SOURCE[0]}")/tap.sh"
 # status WANT MSG_PATTERN CMD...: exit status WANT and a stderr line matching MSG_PATTERN
 status() {
   local want=$1 pattern=$2
