@@ -38,3 +38,5 @@ MI_OP(softmax_backward) MI_OP(layer_norm_backward)
 MI_OP(linear_scan_from)
 /* linalg.c (appended) */
 MI_OP(tri_solve)
+/* delta_scan.c (appended) */
+MI_OP(delta_scan) MI_OP(delta_scan_backward)
