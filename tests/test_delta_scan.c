@@ -297,7 +297,6 @@ Suite *make_suite(void)
 {
     Suite *s = suite_create("delta_scan");
     TCase *tc = tcase_slow("delta_scan");
-    tcase_add_checked_fixture(tc, scope_setup, scope_teardown);
     tcase_add_loop_test(tc, op_equals_composed_ops, 0, 6);
     tcase_add_loop_test(tc, op_gradcheck, 0, 3);
     tcase_add_loop_test(tc, chunk1_equals_composed_path, 0, N_PRESETS);
