@@ -2,8 +2,8 @@
  * - the op equals the same recurrence written with the composed per-token
  *   ops (matmul, mul, add per token) in f64 to ≤ 1e-12: y, S_T and the
  *   gradients of a random projection of both with respect to every input,
- *   for each rule (delta, decay_first, Hebbian), ragged T, N > 1, α ≡ 1 and
- *   a general α;
+ *   for each rule (delta, decay_first, Hebbian), ragged T, N > 1, α ≡ 1, a
+ *   general α, and β and α per value row;
  * - it passes the framework's f64 gradcheck;
  * - the recurrence's chunk 1 path (which now runs it) equals the composed
  *   path (materialize=true) for the presets it applies to, and the
@@ -28,7 +28,8 @@ typedef struct inputs {
     int64_t T;
 } inputs;
 
-static void make_inputs(inputs *x, int64_t T, bool unit_alpha, uint64_t seed)
+/* gates: 0 α ≡ 1, 1 a general α, 2 β and α per value row [N, T, dv] */
+static void make_inputs(inputs *x, int64_t T, int gates, uint64_t seed)
 {
     mi_rng r;
     mi_rng_seed(&r, seed);
@@ -37,9 +38,11 @@ static void make_inputs(inputs *x, int64_t T, bool unit_alpha, uint64_t seed)
     x->in[1] = leaf(mi_randn(&r, MI_F64, MI_SHAPE(N, T, DK), 0, 0.5));
     x->in[2] = leaf(mi_randn(&r, MI_F64, MI_SHAPE(N, T, DK), 0, 0.4));
     x->in[3] = leaf(mi_randn(&r, MI_F64, MI_SHAPE(N, T, DV), 0, 1));
-    x->in[4] = leaf(mi_rand(&r, MI_F64, MI_SHAPE(N, T), 0.1, 0.9));
-    x->in[5] = leaf(unit_alpha ? mi_ones(MI_F64, MI_SHAPE(N, T))
-                               : mi_rand(&r, MI_F64, MI_SHAPE(N, T), 0.3, 1.0));
+    x->in[4] = leaf(gates == 2 ? mi_rand(&r, MI_F64, MI_SHAPE(N, T, DV), 0.1, 0.9)
+                               : mi_rand(&r, MI_F64, MI_SHAPE(N, T), 0.1, 0.9));
+    x->in[5] = leaf(gates == 0   ? mi_ones(MI_F64, MI_SHAPE(N, T))
+                    : gates == 2 ? mi_rand(&r, MI_F64, MI_SHAPE(N, T, DV), 0.3, 1.0)
+                                 : mi_rand(&r, MI_F64, MI_SHAPE(N, T), 0.3, 1.0));
     x->gy = mi_randn(&r, MI_F64, MI_SHAPE(N, T, DV), 0, 1);
     x->gs = mi_randn(&r, MI_F64, MI_SHAPE(N, DV, DK), 0, 1);
 }
@@ -53,8 +56,12 @@ static mi_tensor *composed(mi_tensor *const *in, mi_delta_rule rule, mi_tensor *
     for (int64_t t = 0; t < T; t++) {
         mi_tensor *q = mi_slice(in[1], 1, t, t + 1), *k = mi_slice(in[2], 1, t, t + 1);
         mi_tensor *v = mi_slice(in[3], 1, t, t + 1);
-        mi_tensor *b = mi_reshape(mi_slice(in[4], 1, t, t + 1), 3, (int64_t[]){N, 1, 1});
-        mi_tensor *a = mi_reshape(mi_slice(in[5], 1, t, t + 1), 3, (int64_t[]){N, 1, 1});
+        /* a gate as a row [N, 1, w] (scaling u) and α as a column [N, w, 1] (S's rows) */
+        int64_t bw = in[4]->rank == 3 ? DV : 1, aw = in[5]->rank == 3 ? DV : 1;
+        mi_tensor *b = mi_reshape(mi_slice(in[4], 1, t, t + 1), 3, (int64_t[]){N, 1, bw});
+        mi_tensor *as = mi_slice(in[5], 1, t, t + 1);
+        mi_tensor *a = mi_reshape(as, 3, (int64_t[]){N, 1, aw});
+        mi_tensor *a_col = mi_reshape(as, 3, (int64_t[]){N, aw, 1});
         mi_tensor *u = v; /* [N, 1, dv] */
         if (rule != MI_DELTA_RULE_HEBBIAN) {
             mi_tensor *p = mi_matmul_t(k, S, false, true); /* (S k)ᵀ */
@@ -62,7 +69,7 @@ static mi_tensor *composed(mi_tensor *const *in, mi_delta_rule rule, mi_tensor *
             u = mi_sub(v, p);
         }
         u = mi_mul(b, u);
-        S = mi_add(mi_mul(a, S), mi_matmul_t(u, k, true, false));
+        S = mi_add(mi_mul(a_col, S), mi_matmul_t(u, k, true, false));
         ys[t] = mi_matmul_t(q, S, false, true);
     }
     *s_end = S;
@@ -100,21 +107,23 @@ static const char *const what[8] = {"y", "S_T", "ds0", "dq", "dk", "dv", "dbeta"
 static const char *const rules[3] = {"delta", "decay_first", "hebbian"};
 static const int64_t lengths[] = {1, 2, 7, 13};
 
-/* _i: rule (3) × α ≡ 1 or general (2) */
+static const char *const gate_kinds[3] = {"alpha 1", "alpha general", "per row"};
+
+/* _i: rule (3) × gates (3: α ≡ 1, general α, β and α per value row) */
 START_TEST(op_equals_composed_ops)
 {
     mi_delta_rule rule = (mi_delta_rule)(_i % 3);
-    bool unit = _i / 3;
+    int gates = _i / 3;
     for (size_t l = 0; l < sizeof lengths / sizeof lengths[0]; l++) {
         inputs x;
-        make_inputs(&x, lengths[l], unit, 10u + (unsigned)_i * 7u + (unsigned)l);
+        make_inputs(&x, lengths[l], gates, 10u + (unsigned)_i * 7u + (unsigned)l);
         mi_tensor *ref[8], *got[8];
         results(&x, rule, false, ref);
         results(&x, rule, true, got);
         int worst = 0;
         double e = max_rel_err(got, ref, 8, &worst);
-        printf("delta_scan %-11s alpha %-7s T %2lld: max error %.2e (%s)\n", rules[rule],
-               unit ? "1" : "general", (long long)x.T, e, what[worst]);
+        printf("delta_scan %-11s %-13s T %2lld: max error %.2e (%s)\n", rules[rule],
+               gate_kinds[gates], (long long)x.T, e, what[worst]);
         ck_assert_msg(e <= 1e-12, "%s T %lld: %s differs by %.3g", rules[rule],
                       (long long)x.T, what[worst], e);
     }
@@ -133,17 +142,18 @@ static int call_scan(mi_tensor *const *in, int n, mi_tensor **out, void *c)
     return out[0] ? 2 : -1;
 }
 
+/* _i: rule (3) × gates per head or per value row (2) */
 START_TEST(op_gradcheck)
 {
-    rule_ctx rc = {.rule = (mi_delta_rule)_i};
+    rule_ctx rc = {.rule = (mi_delta_rule)(_i % 3)};
     inputs x;
-    make_inputs(&x, 6, false, 77u + (unsigned)_i);
+    make_inputs(&x, 6, _i < 3 ? 1 : 2, 77u + (unsigned)_i);
     mi_gradcheck_opts o = MI_GRADCHECK_DEFAULTS;
     o.quiet = true;
     mi_gradcheck_result g = mi_gradcheck(call_scan, &rc, x.in, 6, &o);
-    printf("delta_scan %-11s gradcheck: %lld entries, max abs err %.2e\n", rules[_i],
-           (long long)g.entries, g.max_abs_err);
-    ck_assert_msg(g.ok, "%s: %s", rules[_i], g.message);
+    printf("delta_scan %-11s %-13s gradcheck: %lld entries, max abs err %.2e\n",
+           rules[_i % 3], gate_kinds[_i < 3 ? 1 : 2], (long long)g.entries, g.max_abs_err);
+    ck_assert_msg(g.ok, "%s: %s", rules[_i % 3], g.message);
 }
 END_TEST
 
@@ -154,6 +164,8 @@ static const struct { const char *name, *set; } presets[] = {
     {"deltanet", NULL},        {"gated-deltanet", NULL}, {"gated-deltanet", "decay_first=false"},
     {"linear-attention", NULL}, {"retnet", NULL},        {"mamba2", NULL},
     {"longhorn", NULL},        {"ttt-linear", NULL},     {"deltanet", "algorithm=implicit"},
+    {"gla", NULL},             {"rwkv7", NULL},
+    {"hgrn2", NULL}, /* α on the key axis: the composed path on both sides */
 };
 #define N_PRESETS ((int)(sizeof presets / sizeof presets[0]))
 
@@ -239,7 +251,7 @@ END_TEST
 START_TEST(bad_inputs_give_messages)
 {
     inputs x;
-    make_inputs(&x, 4, false, 3);
+    make_inputs(&x, 4, 1, 3);
     mi_tensor *in[6];
     memcpy(in, x.in, sizeof in);
     mi_tensor *s = NULL;
@@ -249,9 +261,9 @@ START_TEST(bad_inputs_give_messages)
     ck_assert_ptr_null(mi_delta_scan(in[0], in[1], k_bad, in[3], in[4], in[5], 0, &s));
     ck_assert_error_has("delta_scan: shapes do not fit");
     ck_assert_error_has("[3,4,6]");
-    /* a channel-wise β is not this op's */
+    /* a channel-wise β has one entry per value row */
     mi_error_clear();
-    mi_tensor *b_chan = mi_zeros(MI_F64, MI_SHAPE(N, 4, DV));
+    mi_tensor *b_chan = mi_zeros(MI_F64, MI_SHAPE(N, 4, DK));
     ck_assert_ptr_null(mi_delta_scan(in[0], in[1], in[2], in[3], b_chan, in[5], 0, &s));
     ck_assert_error_has("beta");
     /* T differs between q and v */
@@ -297,8 +309,8 @@ Suite *make_suite(void)
 {
     Suite *s = suite_create("delta_scan");
     TCase *tc = tcase_slow("delta_scan");
-    tcase_add_loop_test(tc, op_equals_composed_ops, 0, 6);
-    tcase_add_loop_test(tc, op_gradcheck, 0, 3);
+    tcase_add_loop_test(tc, op_equals_composed_ops, 0, 9);
+    tcase_add_loop_test(tc, op_gradcheck, 0, 6);
     tcase_add_loop_test(tc, chunk1_equals_composed_path, 0, N_PRESETS);
     tcase_add_test(tc, bad_inputs_give_messages);
     suite_add_tcase(s, tc);

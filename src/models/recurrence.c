@@ -520,17 +520,19 @@ static int init_run(run *r, mi_tensor *const *w0, int64_t n_seq, int64_t dk, int
  *   S_t = α_t S_{t−1} (I − β_t k_t k_tᵀ) + β_t v_t k_tᵀ      (l2, decay_first)
  *   S_t = α_t S_{t−1} + β_t v_t k_tᵀ                         (dot: Hebbian)
  * with β_t = η_t, or η_t / (1 + η_t ‖k_t‖²) for implicit, and α ≡ 1 for
- * retention none; y_t = S_t q_t. Channel-wise gates ([N, T, dv]), momentum,
- * multistep and every other component keep the composed path, and so does
- * materialize=true (the tests' reference). Not differentiable twice. */
+ * retention none; y_t = S_t q_t. Gates per head [N, T] or per value row
+ * [N, T, dv] (Diag(α_t) S_{t−1}). A channel-wise α on the key axis
+ * (alpha_on_keys), momentum, multistep and every other component keep the
+ * composed path, and so does materialize=true (the tests' reference). Not
+ * differentiable twice. */
 static bool fused_rule(const mi_miras *m, const mi_miras_gates *gt, mi_delta_rule *rule)
 {
     const mi_miras_config *c = &m->config;
     bool l2 = !strcmp(m->bias->name, "l2"), dot = !strcmp(m->bias->name, "dot");
     if (c->materialize || strcmp(m->memory->name, "matrix") || (!l2 && !dot) ||
         (strcmp(m->retention->name, "none") && strcmp(m->retention->name, "l2")) ||
-        (m->algorithm != MI_ALGO_GD && m->algorithm != MI_ALGO_IMPLICIT) || gt->eta->rank != 2 ||
-        (m->retention->uses_alpha && gt->alpha->rank != 2))
+        (m->algorithm != MI_ALGO_GD && m->algorithm != MI_ALGO_IMPLICIT) ||
+        (m->retention->uses_alpha && c->alpha_on_keys && gt->alpha->rank == 3))
         return false;
     *rule = dot ? MI_DELTA_RULE_HEBBIAN
                 : c->decay_first ? MI_DELTA_RULE_DECAY_FIRST : MI_DELTA_RULE_DELTA;
@@ -545,7 +547,7 @@ static mi_tensor *fused_scan(const mi_miras *m, mi_delta_rule rule, mi_tensor **
     int64_t n_seq = k->shape[0], n = k->shape[1], dk = k->shape[2], dv = v->shape[2];
     mi_tensor *beta = gt->eta;
     if (m->algorithm == MI_ALGO_IMPLICIT) {
-        mi_tensor *kk = mi_sum(mi_square(k), -1, false);
+        mi_tensor *kk = mi_sum(mi_square(k), -1, beta->rank == 3);
         beta = mi_div(beta, mi_add_scalar(mi_mul(beta, kk), 1.0));
     }
     mi_tensor *alpha = m->retention->uses_alpha ? gt->alpha

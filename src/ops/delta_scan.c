@@ -10,7 +10,9 @@
  *   MI_DELTA_RULE_HEBBIAN      ρ_t = 0:   S_t = α_t S_{t−1} + β_t v_t k_tᵀ
  * (MIRAS Eq. 3 with a matrix memory, ℓ2 or dot bias and ℓ2 retention; the
  * conventions of recurrence_delta.c's header).
- * Inputs s0 [N, dv, dk], q, k [N, T, dk], v [N, T, dv], beta, alpha [N, T];
+ * Inputs s0 [N, dv, dk], q, k [N, T, dk], v [N, T, dv], beta, alpha [N, T]
+ * (one per head) or [N, T, dv] (one per value row: row i of S runs a scalar
+ * rule of its own with β_{t,i}, α_{t,i}, Diag(α_t) S_{t−1});
  * one output, packed [N, T·dv + dv·dk]: y [N, T, dv] then S_T [N, dv, dk]
  * (mi_delta_scan splits it).
  *
@@ -20,6 +22,7 @@
  *   gu   = G k_t,              gv_t = β_t gu,   gβ_t = ⟨gu, v_t − ρ_t p⟩,  p = S_{t−1} k_t
  *   gp   = −β_t ρ_t gu,        gk_t = Gᵀ u_t + S_{t−1}ᵀ gp
  *   gα_t = ⟨G, S_{t−1}⟩ (+ ⟨gu, −β_t p⟩ for decay_first)
+ *   (channel-wise gates: the same per row, without the sum over rows)
  *   G   ← α_t G + gp k_tᵀ      (∂L/∂S_{t−1}; after t = 1 it is gS_0)
  * The backward kernel recomputes the states S_0..S_T of one sequence at a
  * time into its own scratch buffer ((T+1)·dv·dk elements, freed on return):
@@ -53,19 +56,21 @@ static int ds_check(const char *op, mi_tensor *const *in, int n)
             return -1;
         }
     const mi_tensor *s0 = in[0], *q = in[1], *k = in[2], *v = in[3], *b = in[4], *a = in[5];
-    if (s0->rank != 3 || q->rank != 3 || k->rank != 3 || v->rank != 3 || b->rank != 2 ||
-        a->rank != 2) {
+    if (s0->rank != 3 || q->rank != 3 || k->rank != 3 || v->rank != 3 || b->rank < 2 ||
+        b->rank > 3 || a->rank < 2 || a->rank > 3) {
         mi_error_set("%s: ranks: s0 %s must be [N,dv,dk], q %s and k %s [N,T,dk], v %s [N,T,dv], "
-                     "beta %s and alpha %s [N,T]", op, s[0], s[1], s[2], s[3], s[4], s[5]);
+                     "beta %s and alpha %s [N,T] or [N,T,dv]", op, s[0], s[1], s[2], s[3], s[4],
+                     s[5]);
         return -1;
     }
     int64_t N = s0->shape[0], dv = s0->shape[1], dk = s0->shape[2], T = k->shape[1];
     if (q->shape[0] != N || k->shape[0] != N || v->shape[0] != N || b->shape[0] != N ||
         a->shape[0] != N || q->shape[1] != T || v->shape[1] != T || b->shape[1] != T ||
-        a->shape[1] != T || q->shape[2] != dk || k->shape[2] != dk || v->shape[2] != dv) {
+        a->shape[1] != T || q->shape[2] != dk || k->shape[2] != dk || v->shape[2] != dv ||
+        (b->rank == 3 && b->shape[2] != dv) || (a->rank == 3 && a->shape[2] != dv)) {
         mi_error_set("%s: shapes do not fit: s0 %s [N,dv,dk], q %s and k %s [N,T,dk], v %s "
-                     "[N,T,dv], beta %s and alpha %s [N,T]", op, s[0], s[1], s[2], s[3], s[4],
-                     s[5]);
+                     "[N,T,dv], beta %s and alpha %s [N,T] or [N,T,dv]", op, s[0], s[1], s[2],
+                     s[3], s[4], s[5]);
         return -1;
     }
     return 0;
@@ -93,24 +98,37 @@ static int delta_scan_shape(mi_tensor *const *in, int n, const mi_attrs *at, mi_
     return 0;
 }
 
+/* A gate's value for row i of token nt: one per head (width 1) or one per
+ * value row (width dv); ρ of the rule from α. */
+#define DS_GATE(G, nt, w, i) ((G)[(nt) * (w) + ((w) > 1 ? (i) : 0)])
+#define DS_RHO(T_, rule, alpha)                          \
+    ((rule) == MI_DELTA_RULE_DELTA         ? (T_)1       \
+     : (rule) == MI_DELTA_RULE_DECAY_FIRST ? (alpha)     \
+                                           : (T_)0)
+
 /* One step S ← α S + u kᵀ, u = β (v − ρ S k), from S_prev into S (they may
- * be the same buffer); p (dv) gets S_prev k. */
-#define DS_STEP(T_, S, Sp, p, kt, vt, beta, alpha, rho, dv, dk)                  \
+ * be the same buffer: each row reads only itself); p (dv) gets S_prev k. */
+#define DS_STEP(T_, S, Sp, p, kt, vt, B, A, nt, bw, aw, rule, dv, dk)            \
     for (int64_t i = 0; i < (dv); i++) {                                         \
         const T_ *row = (Sp) + i * (dk);                                         \
         T_ acc = 0;                                                              \
         for (int64_t j = 0; j < (dk); j++) acc += row[j] * (kt)[j];              \
         (p)[i] = acc;                                                            \
-        T_ u = (beta) * ((vt)[i] - (rho) * acc);                                 \
+        T_ beta = DS_GATE(B, nt, bw, i), alpha = DS_GATE(A, nt, aw, i);          \
+        T_ u = beta * ((vt)[i] - DS_RHO(T_, rule, alpha) * acc);                 \
         T_ *dst = (S) + i * (dk);                                                \
-        for (int64_t j = 0; j < (dk); j++) dst[j] = (alpha) * row[j] + u * (kt)[j]; \
+        for (int64_t j = 0; j < (dk); j++) dst[j] = alpha * row[j] + u * (kt)[j]; \
     }
+
+/* The widths of β and α: 1 ([N, T]) or dv ([N, T, dv]). */
+static int64_t gate_width(const mi_tensor *g) { return g->rank == 3 ? g->shape[2] : 1; }
 
 #define DELTA_SCAN_KERNEL_T(fname, T_)                                                    \
     static void fname(mi_tensor *o, mi_tensor *const *in, const mi_attrs *at)              \
     {                                                                                     \
         int64_t N = in[0]->shape[0], dv = in[0]->shape[1], dk = in[0]->shape[2];          \
         int64_t T = in[2]->shape[1], width = T * dv + dv * dk;                            \
+        int64_t bw = gate_width(in[4]), aw = gate_width(in[5]), rule = at->index;         \
         const T_ *S0 = in[0]->data, *Q = in[1]->data, *K = in[2]->data, *V = in[3]->data; \
         const T_ *B = in[4]->data, *A = in[5]->data;                                      \
         for (int64_t n = 0; n < N; n++) {                                                 \
@@ -119,12 +137,8 @@ static int delta_scan_shape(mi_tensor *const *in, int n, const mi_attrs *at, mi_
             for (int64_t t = 0; t < T; t++) {                                             \
                 int64_t nt = n * T + t;                                                   \
                 const T_ *kt = K + nt * dk, *vt = V + nt * dv, *qt = Q + nt * dk;         \
-                T_ alpha = A[nt], beta = B[nt];                                           \
-                T_ rho = at->index == MI_DELTA_RULE_DELTA         ? (T_)1                 \
-                         : at->index == MI_DELTA_RULE_DECAY_FIRST ? alpha                 \
-                                                                  : (T_)0;                \
                 T_ *yt = Y + t * dv; /* scratch for S_{t−1} k_t, then y_t */              \
-                DS_STEP(T_, S, S, yt, kt, vt, beta, alpha, rho, dv, dk)                   \
+                DS_STEP(T_, S, S, yt, kt, vt, B, A, nt, bw, aw, rule, dv, dk)             \
                 for (int64_t i = 0; i < dv; i++) {                                        \
                     T_ acc = 0;                                                           \
                     for (int64_t j = 0; j < dk; j++) acc += S[i * dk + j] * qt[j];        \
@@ -138,8 +152,14 @@ DELTA_SCAN_KERNEL_T(delta_scan_f64, double)
 
 /* ---------------------------------------------------------------- backward
  * Inputs the six of delta_scan and g [N, T·dv + dv·dk] (∂L/∂ the packed
- * output); output packed [N, dv·dk + 2·T·dk + T·dv + 2·T]: gs0, gq, gk, gv,
- * gbeta, galpha in that order. */
+ * output); output packed [N, dv·dk + 2·T·dk + T·dv + T·bw + T·aw] (bw, aw:
+ * the gates' widths): gs0, gq, gk, gv, gbeta, galpha in that order. */
+static int64_t grad_width(mi_tensor *const *in)
+{
+    int64_t dv = in[0]->shape[1], dk = in[0]->shape[2], T = in[2]->shape[1];
+    return dv * dk + 2 * T * dk + T * dv + T * gate_width(in[4]) + T * gate_width(in[5]);
+}
+
 static int delta_scan_backward_shape(mi_tensor *const *in, int n, const mi_attrs *at,
                                      mi_dtype *dt, int *rank, int64_t *shape)
 {
@@ -156,7 +176,7 @@ static int delta_scan_backward_shape(mi_tensor *const *in, int n, const mi_attrs
     }
     *rank = 2;
     shape[0] = N;
-    shape[1] = dv * dk + 2 * T * dk + T * dv + 2 * T;
+    shape[1] = grad_width(in);
     *dt = in[0]->dtype;
     return 0;
 }
@@ -166,12 +186,14 @@ static int delta_scan_backward_shape(mi_tensor *const *in, int n, const mi_attrs
     {                                                                                     \
         int64_t N = in[0]->shape[0], dv = in[0]->shape[1], dk = in[0]->shape[2];          \
         int64_t T = in[2]->shape[1], gw = T * dv + dv * dk, ow = o->shape[1];             \
-        int64_t m = dv * dk;                                                              \
+        int64_t m = dv * dk, bw = gate_width(in[4]), aw = gate_width(in[5]);              \
+        int64_t rule = at->index;                                                         \
+        bool decay_first = rule == MI_DELTA_RULE_DECAY_FIRST;                             \
         const T_ *S0 = in[0]->data, *Q = in[1]->data, *K = in[2]->data, *V = in[3]->data; \
         const T_ *B = in[4]->data, *A = in[5]->data, *Gin = in[6]->data;                  \
         /* the states S_0..S_T of one sequence, and G = ∂L/∂S_t */                        \
         T_ *St = malloc(sizeof(T_) * (size_t)((T + 2) * m + 2 * dv));                     \
-        if (!St) { /* the output stays as allocated; the caller sees garbage-free zeros */ \
+        if (!St) { /* kernels cannot fail: zeros, never uninitialised memory */           \
             memset(o->data, 0, sizeof(T_) * (size_t)o->numel);                            \
             return;                                                                       \
         }                                                                                 \
@@ -179,29 +201,21 @@ static int delta_scan_backward_shape(mi_tensor *const *in, int n, const mi_attrs
         for (int64_t n = 0; n < N; n++) {                                                 \
             T_ *out = (T_ *)o->data + n * ow;                                             \
             T_ *gS0 = out, *gQ = gS0 + m, *gK = gQ + T * dk, *gV = gK + T * dk;           \
-            T_ *gB = gV + T * dv, *gA = gB + T;                                           \
+            T_ *gB = gV + T * dv, *gA = gB + T * bw;                                      \
             const T_ *gY = Gin + n * gw, *gST = gY + T * dv;                              \
             memcpy(St, S0 + n * m, sizeof(T_) * (size_t)m);                               \
             for (int64_t t = 0; t < T; t++) {                                             \
                 int64_t nt = n * T + t;                                                   \
-                T_ alpha = A[nt], beta = B[nt];                                           \
-                T_ rho = at->index == MI_DELTA_RULE_DELTA         ? (T_)1                 \
-                         : at->index == MI_DELTA_RULE_DECAY_FIRST ? alpha                 \
-                                                                  : (T_)0;                \
                 DS_STEP(T_, St + (t + 1) * m, St + t * m, p, K + nt * dk, V + nt * dv,    \
-                        beta, alpha, rho, dv, dk)                                         \
+                        B, A, nt, bw, aw, rule, dv, dk)                                   \
             }                                                                             \
             memcpy(G, gST, sizeof(T_) * (size_t)m);                                       \
             for (int64_t t = T - 1; t >= 0; t--) {                                        \
                 int64_t nt = n * T + t;                                                   \
                 const T_ *kt = K + nt * dk, *vt = V + nt * dv, *qt = Q + nt * dk;         \
                 const T_ *gy = gY + t * dv, *Sc = St + (t + 1) * m, *Sp = St + t * m;     \
-                T_ alpha = A[nt], beta = B[nt];                                           \
-                bool decay_first = at->index == MI_DELTA_RULE_DECAY_FIRST;                \
-                T_ rho = at->index == MI_DELTA_RULE_DELTA ? (T_)1                         \
-                         : decay_first                    ? alpha                         \
-                                                          : (T_)0;                        \
                 T_ *gq = gQ + t * dk, *gk = gK + t * dk, *gv = gV + t * dv;               \
+                T_ *gb = gB + t * bw, *ga = gA + t * aw;                                  \
                 /* y_t = S_t q_t */                                                       \
                 for (int64_t j = 0; j < dk; j++) gq[j] = 0;                               \
                 for (int64_t i = 0; i < dv; i++)                                          \
@@ -209,26 +223,29 @@ static int delta_scan_backward_shape(mi_tensor *const *in, int n, const mi_attrs
                         gq[j] += Sc[i * dk + j] * gy[i];                                  \
                         G[i * dk + j] += gy[i] * qt[j];                                   \
                     }                                                                     \
-                /* S_t = α S_{t−1} + u kᵀ, u = β (v − ρ p), p = S_{t−1} k */              \
-                T_ ga = 0, gb = 0, gap = 0;                                               \
+                /* S_t = α S_{t−1} + u kᵀ, u = β (v − ρ p), p = S_{t−1} k, row by row */  \
+                for (int64_t c = 0; c < bw; c++) gb[c] = 0;                               \
+                for (int64_t c = 0; c < aw; c++) ga[c] = 0;                               \
                 for (int64_t i = 0; i < dv; i++) {                                        \
                     const T_ *gr = G + i * dk, *sr = Sp + i * dk;                         \
-                    T_ acc = 0, pi = 0;                                                   \
+                    T_ beta = DS_GATE(B, nt, bw, i), alpha = DS_GATE(A, nt, aw, i);       \
+                    T_ rho = DS_RHO(T_, rule, alpha);                                     \
+                    T_ acc = 0, pi = 0, gs = 0;                                           \
                     for (int64_t j = 0; j < dk; j++) {                                    \
                         acc += gr[j] * kt[j];                                             \
                         pi += sr[j] * kt[j];                                              \
-                        ga += gr[j] * sr[j];                                              \
+                        gs += gr[j] * sr[j];                                              \
                     }                                                                     \
                     gu[i] = acc;                                                          \
                     p[i] = pi;                                                            \
                     gv[i] = beta * acc;                                                   \
-                    gb += acc * (vt[i] - rho * pi);                                       \
-                    gap -= acc * beta * pi;                                               \
+                    gb[bw > 1 ? i : 0] += acc * (vt[i] - rho * pi);                       \
+                    ga[aw > 1 ? i : 0] += gs - (decay_first ? acc * beta * pi : (T_)0);   \
                 }                                                                         \
-                gB[t] = gb;                                                               \
-                gA[t] = ga + (decay_first ? gap : (T_)0);                                 \
                 for (int64_t j = 0; j < dk; j++) gk[j] = 0;                               \
                 for (int64_t i = 0; i < dv; i++) {                                        \
+                    T_ beta = DS_GATE(B, nt, bw, i), alpha = DS_GATE(A, nt, aw, i);       \
+                    T_ rho = DS_RHO(T_, rule, alpha);                                     \
                     T_ u = beta * (vt[i] - rho * p[i]), gp = -beta * rho * gu[i];         \
                     T_ *gr = G + i * dk;                                                  \
                     const T_ *sr = Sp + i * dk;                                           \
@@ -250,7 +267,9 @@ DELTA_SCAN_BACKWARD_KERNEL_T(delta_scan_backward_f64, double)
 static mi_tensor *ds_grad_part(mi_tensor *packed, mi_tensor *const *in, int i)
 {
     int64_t dv = in[0]->shape[1], dk = in[0]->shape[2], T = in[2]->shape[1];
-    int64_t width[DS_IN] = {dv * dk, T * dk, T * dk, T * dv, T, T}, start = 0;
+    int64_t width[DS_IN] = {dv * dk, T * dk, T * dk, T * dv, T * gate_width(in[4]),
+                            T * gate_width(in[5])};
+    int64_t start = 0;
     for (int j = 0; j < i; j++) start += width[j];
     mi_tensor *part = mi_slice(packed, 1, start, start + width[i]);
     return mi_reshape(part, in[i]->rank, in[i]->shape);
@@ -289,19 +308,25 @@ static mi_tensor *delta_scan_vjp(const mi_node *nd, int i, mi_tensor *g)
 static int ex_delta_scan(mi_rng *r, int variant, mi_tensor **in, mi_attrs *a)
 {
     int64_t N = 2, T = 5, dv = 3, dk = 4;
+    bool beta_rows = false, alpha_rows = false;
     switch (variant) {
     case 0: a->index = MI_DELTA_RULE_DELTA; break;
     case 1: a->index = MI_DELTA_RULE_DECAY_FIRST; break;
     case 2: a->index = MI_DELTA_RULE_HEBBIAN; break;
     case 3: a->index = MI_DELTA_RULE_DECAY_FIRST, N = 1, T = 1, dv = 2, dk = 3; break;
+    case 4: a->index = MI_DELTA_RULE_DECAY_FIRST, beta_rows = alpha_rows = true; break;
+    case 5: a->index = MI_DELTA_RULE_DELTA, beta_rows = true; break;
+    case 6: a->index = MI_DELTA_RULE_HEBBIAN, alpha_rows = true; break;
     default: return 0;
     }
     in[0] = ex_normal(r, MI_SHAPE(N, dv, dk));
     in[1] = ex_normal(r, MI_SHAPE(N, T, dk));
     in[2] = ex_uniform(r, MI_SHAPE(N, T, dk), -0.5, 0.5);
     in[3] = ex_normal(r, MI_SHAPE(N, T, dv));
-    in[4] = ex_uniform(r, MI_SHAPE(N, T), 0.1, 0.9);
-    in[5] = ex_uniform(r, MI_SHAPE(N, T), 0.5, 1.0);
+    in[4] = beta_rows ? ex_uniform(r, MI_SHAPE(N, T, dv), 0.1, 0.9)
+                      : ex_uniform(r, MI_SHAPE(N, T), 0.1, 0.9);
+    in[5] = alpha_rows ? ex_uniform(r, MI_SHAPE(N, T, dv), 0.5, 1.0)
+                       : ex_uniform(r, MI_SHAPE(N, T), 0.5, 1.0);
     return DS_IN;
 }
 
