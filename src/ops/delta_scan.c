@@ -25,7 +25,8 @@
  *   (channel-wise gates: the same per row, without the sum over rows)
  *   G   ← α_t G + gp k_tᵀ      (∂L/∂S_{t−1}; after t = 1 it is gS_0)
  * The backward kernel recomputes the states S_0..S_T of one sequence at a
- * time into its own scratch buffer ((T+1)·dv·dk elements, freed on return):
+ * time into its own scratch buffer ((T+1)·dv·dk elements from the current
+ * scope, released on return, so the next call reuses it):
  * running S_t back to S_{t−1} would divide by α_t (unsafe at α ≈ 0), and the
  * forward keeps nothing beyond its output.
  *
@@ -33,8 +34,6 @@
  * non-differentiable, and delta_scan's vjp under create_graph fails with a
  * message (the composed per-token ops, e.g. the recurrence's
  * materialize=true, differentiate to any order). */
-#include <stdlib.h>
-
 #include "internal.h"
 
 #define DS_IN 6
@@ -199,8 +198,11 @@ static int delta_scan_backward_shape(mi_tensor *const *in, int n, const mi_attrs
         bool decay_first = rule == MI_DELTA_RULE_DECAY_FIRST;                             \
         const T_ *S0 = in[0]->data, *Q = in[1]->data, *K = in[2]->data, *V = in[3]->data; \
         const T_ *B = in[4]->data, *A = in[5]->data, *Gin = in[6]->data;                  \
-        /* the states S_0..S_T of one sequence, and G = ∂L/∂S_t */                        \
-        T_ *St = malloc(sizeof(T_) * (size_t)((T + 2) * m + 2 * dv));                     \
+        /* the states S_0..S_T of one sequence, and G = ∂L/∂S_t: scratch from the      \
+         * current scope, given back at the end (the next call reuses it) */              \
+        mi_scope *sc = mi_scope_current();                                                \
+        size_t bytes = sizeof(T_) * (size_t)((T + 2) * m + 2 * dv);                       \
+        T_ *St = mi_scope_alloc(sc, bytes);                                               \
         if (!St) { /* kernels cannot fail: zeros, never uninitialised memory */           \
             memset(o->data, 0, sizeof(T_) * (size_t)o->numel);                            \
             return;                                                                       \
@@ -268,7 +270,7 @@ static int delta_scan_backward_shape(mi_tensor *const *in, int n, const mi_attrs
             }                                                                             \
             memcpy(gS0, G, sizeof(T_) * (size_t)m);                                       \
         }                                                                                 \
-        free(St);                                                                         \
+        mi_scope_release(sc, St, bytes);                                                  \
     }
 DELTA_SCAN_BACKWARD_KERNEL_T(delta_scan_backward_f32, float)
 DELTA_SCAN_BACKWARD_KERNEL_T(delta_scan_backward_f64, double)
