@@ -36,6 +36,10 @@
  * materialize=true, differentiate to any order). */
 #include "internal.h"
 
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
 #define DS_IN 6
 
 static const char *const ds_names[DS_IN] = {"s0", "q", "k", "v", "beta", "alpha"};
@@ -126,6 +130,27 @@ static int delta_scan_shape(mi_tensor *const *in, int n, const mi_attrs *at, mi_
         for (int64_t j = 0; j < (dk); j++) dst[j] = alpha * row[j] + u * (kt)[j]; \
     }
 
+/* Threads for a call: the sequences run in parallel (each on one thread,
+ * so the result does not depend on the thread count) once the call has
+ * ~64k multiply-adds; none inside another parallel region. */
+static int ds_threads(int64_t n_seq, int64_t work)
+{
+    int nt = 1;
+#ifdef _OPENMP
+    if (!omp_in_parallel() && work >= (1 << 16)) nt = omp_get_max_threads();
+#endif
+    return nt > n_seq ? (int)(n_seq > 0 ? n_seq : 1) : nt;
+}
+
+static int ds_thread(void)
+{
+#ifdef _OPENMP
+    return omp_get_thread_num();
+#else
+    return 0;
+#endif
+}
+
 /* The widths of β and α: 1 ([N, T]) or dv ([N, T, dv]). */
 static int64_t gate_width(const mi_tensor *g) { return g->rank == 3 ? g->shape[2] : 1; }
 
@@ -137,6 +162,9 @@ static int64_t gate_width(const mi_tensor *g) { return g->rank == 3 ? g->shape[2
         int64_t bw = gate_width(in[4]), aw = gate_width(in[5]), rule = at->index;         \
         const T_ *S0 = in[0]->data, *Q = in[1]->data, *K = in[2]->data, *V = in[3]->data; \
         const T_ *B = in[4]->data, *A = in[5]->data;                                      \
+        int n_thr = ds_threads(N, N * T * dv * dk);                                       \
+        (void)n_thr;                                                                      \
+        DS_PRAGMA(omp parallel for num_threads(n_thr) schedule(static))                   \
         for (int64_t n = 0; n < N; n++) {                                                 \
             T_ *Y = (T_ *)o->data + n * width, *S = Y + T * dv;                           \
             memcpy(S, S0 + n * dv * dk, sizeof(T_) * (size_t)(dv * dk));                 \
@@ -201,14 +229,18 @@ static int delta_scan_backward_shape(mi_tensor *const *in, int n, const mi_attrs
         /* the states S_0..S_T of one sequence, and G = ∂L/∂S_t: scratch from the      \
          * current scope, given back at the end (the next call reuses it) */              \
         mi_scope *sc = mi_scope_current();                                                \
-        size_t bytes = sizeof(T_) * (size_t)((T + 2) * m + 2 * dv);                       \
-        T_ *St = mi_scope_alloc(sc, bytes);                                               \
-        if (!St) { /* kernels cannot fail: zeros, never uninitialised memory */           \
+        int n_thr = ds_threads(N, 4 * N * T * dv * dk);                                   \
+        int64_t per = (T + 2) * m + 2 * dv; /* one thread's scratch */                    \
+        size_t bytes = sizeof(T_) * (size_t)(per * n_thr);                                \
+        T_ *scratch = mi_scope_alloc(sc, bytes);                                          \
+        if (!scratch) { /* kernels cannot fail: zeros, never uninitialised memory */      \
             memset(o->data, 0, sizeof(T_) * (size_t)o->numel);                            \
             return;                                                                       \
         }                                                                                 \
-        T_ *G = St + (T + 1) * m, *p = G + m, *gu = p + dv;                               \
+        DS_PRAGMA(omp parallel for num_threads(n_thr) schedule(static))                   \
         for (int64_t n = 0; n < N; n++) {                                                 \
+            T_ *St = scratch + per * ds_thread();                                         \
+            T_ *G = St + (T + 1) * m, *p = G + m, *gu = p + dv;                           \
             T_ *out = (T_ *)o->data + n * ow;                                             \
             T_ *gS0 = out, *gQ = gS0 + m, *gK = gQ + T * dk, *gV = gK + T * dk;           \
             T_ *gB = gV + T * dv, *gA = gB + T * bw;                                      \
@@ -270,7 +302,7 @@ static int delta_scan_backward_shape(mi_tensor *const *in, int n, const mi_attrs
             }                                                                             \
             memcpy(gS0, G, sizeof(T_) * (size_t)m);                                       \
         }                                                                                 \
-        mi_scope_release(sc, St, bytes);                                                  \
+        mi_scope_release(sc, scratch, bytes);                                             \
     }
 DELTA_SCAN_BACKWARD_KERNEL_T(delta_scan_backward_f32, float)
 DELTA_SCAN_BACKWARD_KERNEL_T(delta_scan_backward_f64, double)
