@@ -72,7 +72,13 @@ static bool has_op(const char *dot, const char *op)
 
 START_TEST(one_inner_step_of_deltanet)
 {
+    /* by default one token is one fused delta_scan op; materialize=true
+     * shows the composed ops */
     const tool_result *r = RUN("--model", "deltanet");
+    ck_assert_msg(r->status == 0, "status %d: %s", r->status, r->err);
+    parse_dot(r->out);
+    ck_assert(has_op(r->out, "delta_scan"));
+    r = RUN("--model", "deltanet", "--set", "materialize=true");
     ck_assert_msg(r->status == 0, "status %d: %s", r->status, r->err);
     dot_shape s = parse_dot(r->out);
     ck_assert_int_gt(s.ops, 5);

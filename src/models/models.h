@@ -69,7 +69,9 @@ typedef struct mi_miras_config {
     int chunk;               /* b: tokens per chunk; 1 = the exact per-token recurrence */
     bool closed_form;        /* use a component's closed-form gradient when it has one */
     bool materialize;        /* chunked: keep one W per token even where the memory's
-                              * rank-one factors would avoid it (default false; tests) */
+                              * rank-one factors would avoid it; chunk 1: the composed
+                              * per-token ops, not the fused delta_scan (default false;
+                              * tests) */
     int form;                /* chunked: MI_FORM_AUTO (default), MI_FORM_EXACT or
                                 MI_FORM_MINIBATCH, below */
 } mi_miras_config;

@@ -37,4 +37,8 @@ MI_OP(softmax_backward) MI_OP(layer_norm_backward)
 /* scan.c (appended) */
 MI_OP(linear_scan_from)
 /* linalg.c (appended) */
-MI_OP(tri_solve) MI_OP(matmul_acc)
+MI_OP(tri_solve)
+/* delta_scan.c (appended) */
+MI_OP(delta_scan) MI_OP(delta_scan_backward)
+/* linalg.c (appended) */
+MI_OP(matmul_acc)

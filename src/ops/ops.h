@@ -96,6 +96,31 @@ mi_tensor *mi_outer(mi_tensor *a, mi_tensor *b);
  * batch dims broadcast. */
 mi_tensor *mi_tri_solve(mi_tensor *l, mi_tensor *b, bool trans);
 
+/* ---------------------------------------------------------------- delta_scan
+ * The matrix memory's per-token recurrence over a sequence, read after write:
+ *   S_t = α_t S_{t−1} + β_t (v_t − ρ_t S_{t−1} k_t) k_tᵀ,   y_t = S_t q_t
+ * with ρ_t = 1 (the delta rule), α_t (decay_first: α S (I − β k kᵀ) + β v kᵀ)
+ * or 0 (Hebbian). s0 [N, dv, dk], q, k [N, T, dk], v [N, T, dv], beta and
+ * alpha [N, T] or [N, T, dv] (per value row: Diag(α_t) S_{t−1}). Returns y [N, T, dv] and *state = S_T [N, dv, dk] (state may
+ * be NULL). First-order gradients only (a fused reverse scan). */
+typedef enum mi_delta_rule {
+    MI_DELTA_RULE_DELTA = 0,
+    MI_DELTA_RULE_DECAY_FIRST = 1,
+    MI_DELTA_RULE_HEBBIAN = 2,
+} mi_delta_rule;
+mi_tensor *mi_delta_scan(mi_tensor *s0, mi_tensor *q, mi_tensor *k, mi_tensor *v,
+                         mi_tensor *beta, mi_tensor *alpha, mi_delta_rule rule,
+                         mi_tensor **state);
+/* The op itself: y and S_T packed as [N, T·dv + dv·dk]. */
+mi_tensor *mi_delta_scan_packed(mi_tensor *s0, mi_tensor *q, mi_tensor *k, mi_tensor *v,
+                                mi_tensor *beta, mi_tensor *alpha, mi_delta_rule rule);
+/* Its vjp: g [N, T·dv + dv·dk] → the gradients of s0, q, k, v, beta, alpha
+ * packed in that order, [N, dv·dk + 2·T·dk + T·dv + T·bw + T·aw] (bw, aw:
+ * the widths of beta and alpha, 1 or dv). */
+mi_tensor *mi_delta_scan_backward(mi_tensor *s0, mi_tensor *q, mi_tensor *k, mi_tensor *v,
+                                  mi_tensor *beta, mi_tensor *alpha, mi_tensor *g,
+                                  mi_delta_rule rule);
+
 /* ---------------------------------------------------------------- shape */
 mi_tensor *mi_reshape(mi_tensor *x, int rank, const int64_t *shape); /* a view; one dim may be -1 */
 mi_tensor *mi_transpose(mi_tensor *x, int axis0, int axis1);

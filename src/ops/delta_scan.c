@@ -1,0 +1,428 @@
+/* delta_scan: the matrix memory's per-token recurrence (chunk b = 1, and the
+ * one-token step of generation) as one op over the whole sequence, in place
+ * of ~10 small ops per token.
+ *
+ * Per sequence, from S_0 ∈ R^{dv×dk}, for t = 1..T (read after write):
+ *   S_t = α_t S_{t−1} + u_t k_tᵀ,   u_t = β_t (v_t − ρ_t S_{t−1} k_t),   y_t = S_t q_t
+ * with the rule (attrs.index, mi_delta_rule):
+ *   MI_DELTA_RULE_DELTA        ρ_t = 1:   S_t = α_t S_{t−1} − β_t (S_{t−1} k_t − v_t) k_tᵀ
+ *   MI_DELTA_RULE_DECAY_FIRST  ρ_t = α_t: S_t = α_t S_{t−1} (I − β_t k_t k_tᵀ) + β_t v_t k_tᵀ
+ *   MI_DELTA_RULE_HEBBIAN      ρ_t = 0:   S_t = α_t S_{t−1} + β_t v_t k_tᵀ
+ * (MIRAS Eq. 3 with a matrix memory, ℓ2 or dot bias and ℓ2 retention; the
+ * conventions of recurrence_delta.c's header).
+ * Inputs s0 [N, dv, dk], q, k [N, T, dk], v [N, T, dv], beta, alpha [N, T]
+ * (one per head) or [N, T, dv] (one per value row: row i of S runs a scalar
+ * rule of its own with β_{t,i}, α_{t,i}, Diag(α_t) S_{t−1});
+ * one output, packed [N, T·dv + dv·dk]: y [N, T, dv] then S_T [N, dv, dk]
+ * (mi_delta_scan splits it).
+ *
+ * vjp (a reverse-time scan, the fused op delta_scan_backward), with
+ * G = ∂L/∂S_t carried backwards from ∂L/∂S_T:
+ *   G   += gy_t q_tᵀ,          gq_t = S_tᵀ gy_t
+ *   gu   = G k_t,              gv_t = β_t gu,   gβ_t = ⟨gu, v_t − ρ_t p⟩,  p = S_{t−1} k_t
+ *   gp   = −β_t ρ_t gu,        gk_t = Gᵀ u_t + S_{t−1}ᵀ gp
+ *   gα_t = ⟨G, S_{t−1}⟩ (+ ⟨gu, −β_t p⟩ for decay_first)
+ *   (channel-wise gates: the same per row, without the sum over rows)
+ *   G   ← α_t G + gp k_tᵀ      (∂L/∂S_{t−1}; after t = 1 it is gS_0)
+ * The backward kernel recomputes the states S_0..S_T of one sequence at a
+ * time into its own scratch buffer ((T+1)·dv·dk elements from the current
+ * scope, released on return, so the next call reuses it):
+ * running S_t back to S_{t−1} would divide by α_t (unsafe at α ≈ 0), and the
+ * forward keeps nothing beyond its output.
+ *
+ * Gradients of gradients are not provided: delta_scan_backward is marked
+ * non-differentiable, and delta_scan's vjp under create_graph fails with a
+ * message (the composed per-token ops, e.g. the recurrence's
+ * materialize=true, differentiate to any order). */
+#include "internal.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#define DS_IN 6
+
+static const char *const ds_names[DS_IN] = {"s0", "q", "k", "v", "beta", "alpha"};
+
+/* Checks the six inputs (and, for the backward op, the output gradient). */
+static int ds_check(const char *op, mi_tensor *const *in, int n)
+{
+    char s[DS_IN + 1][96];
+    for (int i = 0; i < n; i++) {
+        if (require_float(op, in, i) != 0) return -1;
+        mi_shape_str(s[i], sizeof s[i], in[i]->rank, in[i]->shape);
+    }
+    for (int i = 1; i < n; i++)
+        if (in[i]->dtype != in[0]->dtype) {
+            mi_error_set("%s: %s %s and s0 %s differ in dtype", op, i < DS_IN ? ds_names[i] : "g",
+                         s[i], s[0]);
+            return -1;
+        }
+    const mi_tensor *s0 = in[0], *q = in[1], *k = in[2], *v = in[3], *b = in[4], *a = in[5];
+    if (s0->rank != 3 || q->rank != 3 || k->rank != 3 || v->rank != 3 || b->rank < 2 ||
+        b->rank > 3 || a->rank < 2 || a->rank > 3) {
+        mi_error_set("%s: ranks: s0 %s must be [N,dv,dk], q %s and k %s [N,T,dk], v %s [N,T,dv], "
+                     "beta %s and alpha %s [N,T] or [N,T,dv]", op, s[0], s[1], s[2], s[3], s[4],
+                     s[5]);
+        return -1;
+    }
+    int64_t N = s0->shape[0], dv = s0->shape[1], dk = s0->shape[2], T = k->shape[1];
+    if (q->shape[0] != N || k->shape[0] != N || v->shape[0] != N || b->shape[0] != N ||
+        a->shape[0] != N || q->shape[1] != T || v->shape[1] != T || b->shape[1] != T ||
+        a->shape[1] != T || q->shape[2] != dk || k->shape[2] != dk || v->shape[2] != dv ||
+        (b->rank == 3 && b->shape[2] != dv) || (a->rank == 3 && a->shape[2] != dv)) {
+        mi_error_set("%s: shapes do not fit: s0 %s [N,dv,dk], q %s and k %s [N,T,dk], v %s "
+                     "[N,T,dv], beta %s and alpha %s [N,T] or [N,T,dv]", op, s[0], s[1], s[2],
+                     s[3], s[4], s[5]);
+        return -1;
+    }
+    return 0;
+}
+
+static int ds_rule_ok(const char *op, const mi_attrs *at)
+{
+    if (at->index < MI_DELTA_RULE_DELTA || at->index > MI_DELTA_RULE_HEBBIAN) {
+        mi_error_set("%s: rule %lld is not one of delta (0), decay_first (1), hebbian (2)", op,
+                     (long long)at->index);
+        return -1;
+    }
+    return 0;
+}
+
+static int delta_scan_shape(mi_tensor *const *in, int n, const mi_attrs *at, mi_dtype *dt,
+                            int *rank, int64_t *shape)
+{
+    if (ds_check("delta_scan", in, n) != 0 || ds_rule_ok("delta_scan", at) != 0) return -1;
+    int64_t N = in[0]->shape[0], dv = in[0]->shape[1], dk = in[0]->shape[2], T = in[2]->shape[1];
+    *rank = 2;
+    shape[0] = N;
+    shape[1] = T * dv + dv * dk;
+    *dt = in[0]->dtype;
+    return 0;
+}
+
+/* The inner loops over dk are vectorised (OpenMP simd: the dot products'
+ * sums are reassociated, within rounding of the sequential order). */
+#define DS_PRAGMA(x) _Pragma(#x)
+#define DS_SIMD(clauses) DS_PRAGMA(omp simd clauses)
+
+/* A gate's value for row i of token nt: one per head (width 1) or one per
+ * value row (width dv); ρ of the rule from α. */
+#define DS_GATE(G, nt, w, i) ((G)[(nt) * (w) + ((w) > 1 ? (i) : 0)])
+#define DS_RHO(T_, rule, alpha)                          \
+    ((rule) == MI_DELTA_RULE_DELTA         ? (T_)1       \
+     : (rule) == MI_DELTA_RULE_DECAY_FIRST ? (alpha)     \
+                                           : (T_)0)
+
+/* One step S ← α S + u kᵀ, u = β (v − ρ S k), from S_prev into S (they may
+ * be the same buffer: each row reads only itself); p (dv) gets S_prev k. */
+#define DS_STEP(T_, S, Sp, p, kt, vt, B, A, nt, bw, aw, rule, dv, dk)            \
+    for (int64_t i = 0; i < (dv); i++) {                                         \
+        const T_ *row = (Sp) + i * (dk);                                         \
+        T_ acc = 0;                                                              \
+        DS_SIMD(reduction(+ : acc))                                              \
+        for (int64_t j = 0; j < (dk); j++) acc += row[j] * (kt)[j];              \
+        (p)[i] = acc;                                                            \
+        T_ beta = DS_GATE(B, nt, bw, i), alpha = DS_GATE(A, nt, aw, i);          \
+        T_ u = beta * ((vt)[i] - DS_RHO(T_, rule, alpha) * acc);                 \
+        T_ *dst = (S) + i * (dk);                                                \
+        DS_SIMD()                                                                \
+        for (int64_t j = 0; j < (dk); j++) dst[j] = alpha * row[j] + u * (kt)[j]; \
+    }
+
+/* Threads for a call: the sequences run in parallel (each on one thread,
+ * so the result does not depend on the thread count) once the call has
+ * ~64k multiply-adds; none inside another parallel region. */
+static int ds_threads(int64_t n_seq, int64_t work)
+{
+    int nt = 1;
+#ifdef _OPENMP
+    if (!omp_in_parallel() && work >= (1 << 16)) nt = omp_get_max_threads();
+#endif
+    return nt > n_seq ? (int)(n_seq > 0 ? n_seq : 1) : nt;
+}
+
+static int ds_thread(void)
+{
+#ifdef _OPENMP
+    return omp_get_thread_num();
+#else
+    return 0;
+#endif
+}
+
+/* The widths of β and α: 1 ([N, T]) or dv ([N, T, dv]). */
+static int64_t gate_width(const mi_tensor *g) { return g->rank == 3 ? g->shape[2] : 1; }
+
+#define DELTA_SCAN_KERNEL_T(fname, T_)                                                    \
+    static void fname(mi_tensor *o, mi_tensor *const *in, const mi_attrs *at)              \
+    {                                                                                     \
+        int64_t N = in[0]->shape[0], dv = in[0]->shape[1], dk = in[0]->shape[2];          \
+        int64_t T = in[2]->shape[1], width = T * dv + dv * dk;                            \
+        int64_t bw = gate_width(in[4]), aw = gate_width(in[5]), rule = at->index;         \
+        const T_ *S0 = in[0]->data, *Q = in[1]->data, *K = in[2]->data, *V = in[3]->data; \
+        const T_ *B = in[4]->data, *A = in[5]->data;                                      \
+        int n_thr = ds_threads(N, N * T * dv * dk);                                       \
+        (void)n_thr;                                                                      \
+        DS_PRAGMA(omp parallel for num_threads(n_thr) schedule(static))                   \
+        for (int64_t n = 0; n < N; n++) {                                                 \
+            T_ *Y = (T_ *)o->data + n * width, *S = Y + T * dv;                           \
+            memcpy(S, S0 + n * dv * dk, sizeof(T_) * (size_t)(dv * dk));                 \
+            for (int64_t t = 0; t < T; t++) {                                             \
+                int64_t nt = n * T + t;                                                   \
+                const T_ *kt = K + nt * dk, *vt = V + nt * dv, *qt = Q + nt * dk;         \
+                T_ *yt = Y + t * dv; /* scratch for S_{t−1} k_t, then y_t */              \
+                DS_STEP(T_, S, S, yt, kt, vt, B, A, nt, bw, aw, rule, dv, dk)             \
+                for (int64_t i = 0; i < dv; i++) {                                        \
+                    T_ acc = 0;                                                           \
+                    DS_SIMD(reduction(+ : acc))                                           \
+                    for (int64_t j = 0; j < dk; j++) acc += S[i * dk + j] * qt[j];        \
+                    yt[i] = acc;                                                          \
+                }                                                                         \
+            }                                                                             \
+        }                                                                                 \
+    }
+DELTA_SCAN_KERNEL_T(delta_scan_f32, float)
+DELTA_SCAN_KERNEL_T(delta_scan_f64, double)
+
+/* ---------------------------------------------------------------- backward
+ * Inputs the six of delta_scan and g [N, T·dv + dv·dk] (∂L/∂ the packed
+ * output); output packed [N, dv·dk + 2·T·dk + T·dv + T·bw + T·aw] (bw, aw:
+ * the gates' widths): gs0, gq, gk, gv, gbeta, galpha in that order. */
+static int64_t grad_width(mi_tensor *const *in)
+{
+    int64_t dv = in[0]->shape[1], dk = in[0]->shape[2], T = in[2]->shape[1];
+    return dv * dk + 2 * T * dk + T * dv + T * gate_width(in[4]) + T * gate_width(in[5]);
+}
+
+static int delta_scan_backward_shape(mi_tensor *const *in, int n, const mi_attrs *at,
+                                     mi_dtype *dt, int *rank, int64_t *shape)
+{
+    const char *op = "delta_scan_backward";
+    if (ds_check(op, in, n) != 0 || ds_rule_ok(op, at) != 0) return -1;
+    int64_t N = in[0]->shape[0], dv = in[0]->shape[1], dk = in[0]->shape[2], T = in[2]->shape[1];
+    const mi_tensor *g = in[DS_IN];
+    if (g->rank != 2 || g->shape[0] != N || g->shape[1] != T * dv + dv * dk) {
+        char s[96];
+        mi_error_set("%s: g %s must be [%lld,%lld] (delta_scan's output)", op,
+                     mi_shape_str(s, sizeof s, g->rank, g->shape), (long long)N,
+                     (long long)(T * dv + dv * dk));
+        return -1;
+    }
+    *rank = 2;
+    shape[0] = N;
+    shape[1] = grad_width(in);
+    *dt = in[0]->dtype;
+    return 0;
+}
+
+#define DELTA_SCAN_BACKWARD_KERNEL_T(fname, T_)                                           \
+    static void fname(mi_tensor *o, mi_tensor *const *in, const mi_attrs *at)              \
+    {                                                                                     \
+        int64_t N = in[0]->shape[0], dv = in[0]->shape[1], dk = in[0]->shape[2];          \
+        int64_t T = in[2]->shape[1], gw = T * dv + dv * dk, ow = o->shape[1];             \
+        int64_t m = dv * dk, bw = gate_width(in[4]), aw = gate_width(in[5]);              \
+        int64_t rule = at->index;                                                         \
+        bool decay_first = rule == MI_DELTA_RULE_DECAY_FIRST;                             \
+        const T_ *S0 = in[0]->data, *Q = in[1]->data, *K = in[2]->data, *V = in[3]->data; \
+        const T_ *B = in[4]->data, *A = in[5]->data, *Gin = in[6]->data;                  \
+        /* the states S_0..S_T of one sequence, and G = ∂L/∂S_t: scratch from the      \
+         * current scope, given back at the end (the next call reuses it) */              \
+        mi_scope *sc = mi_scope_current();                                                \
+        int n_thr = ds_threads(N, 4 * N * T * dv * dk);                                   \
+        int64_t per = (T + 2) * m + 2 * dv; /* one thread's scratch */                    \
+        size_t bytes = sizeof(T_) * (size_t)(per * n_thr);                                \
+        T_ *scratch = mi_scope_alloc(sc, bytes);                                          \
+        if (!scratch) { /* kernels cannot fail: zeros, never uninitialised memory */      \
+            memset(o->data, 0, sizeof(T_) * (size_t)o->numel);                            \
+            return;                                                                       \
+        }                                                                                 \
+        DS_PRAGMA(omp parallel for num_threads(n_thr) schedule(static))                   \
+        for (int64_t n = 0; n < N; n++) {                                                 \
+            T_ *St = scratch + per * ds_thread();                                         \
+            T_ *G = St + (T + 1) * m, *p = G + m, *gu = p + dv;                           \
+            T_ *out = (T_ *)o->data + n * ow;                                             \
+            T_ *gS0 = out, *gQ = gS0 + m, *gK = gQ + T * dk, *gV = gK + T * dk;           \
+            T_ *gB = gV + T * dv, *gA = gB + T * bw;                                      \
+            const T_ *gY = Gin + n * gw, *gST = gY + T * dv;                              \
+            memcpy(St, S0 + n * m, sizeof(T_) * (size_t)m);                               \
+            for (int64_t t = 0; t < T; t++) {                                             \
+                int64_t nt = n * T + t;                                                   \
+                DS_STEP(T_, St + (t + 1) * m, St + t * m, p, K + nt * dk, V + nt * dv,    \
+                        B, A, nt, bw, aw, rule, dv, dk)                                   \
+            }                                                                             \
+            memcpy(G, gST, sizeof(T_) * (size_t)m);                                       \
+            for (int64_t t = T - 1; t >= 0; t--) {                                        \
+                int64_t nt = n * T + t;                                                   \
+                const T_ *kt = K + nt * dk, *vt = V + nt * dv, *qt = Q + nt * dk;         \
+                const T_ *gy = gY + t * dv, *Sc = St + (t + 1) * m, *Sp = St + t * m;     \
+                T_ *gq = gQ + t * dk, *gk = gK + t * dk, *gv = gV + t * dv;               \
+                T_ *gb = gB + t * bw, *ga = gA + t * aw;                                  \
+                /* y_t = S_t q_t */                                                       \
+                for (int64_t j = 0; j < dk; j++) gq[j] = 0;                               \
+                for (int64_t i = 0; i < dv; i++)                                          \
+                    DS_SIMD()                                                             \
+                    for (int64_t j = 0; j < dk; j++) {                                    \
+                        gq[j] += Sc[i * dk + j] * gy[i];                                  \
+                        G[i * dk + j] += gy[i] * qt[j];                                   \
+                    }                                                                     \
+                /* S_t = α S_{t−1} + u kᵀ, u = β (v − ρ p), p = S_{t−1} k, row by row */  \
+                for (int64_t c = 0; c < bw; c++) gb[c] = 0;                               \
+                for (int64_t c = 0; c < aw; c++) ga[c] = 0;                               \
+                for (int64_t i = 0; i < dv; i++) {                                        \
+                    const T_ *gr = G + i * dk, *sr = Sp + i * dk;                         \
+                    T_ beta = DS_GATE(B, nt, bw, i), alpha = DS_GATE(A, nt, aw, i);       \
+                    T_ rho = DS_RHO(T_, rule, alpha);                                     \
+                    T_ acc = 0, pi = 0, gs = 0;                                           \
+                    DS_SIMD(reduction(+ : acc, pi, gs))                                   \
+                    for (int64_t j = 0; j < dk; j++) {                                    \
+                        acc += gr[j] * kt[j];                                             \
+                        pi += sr[j] * kt[j];                                              \
+                        gs += gr[j] * sr[j];                                              \
+                    }                                                                     \
+                    gu[i] = acc;                                                          \
+                    p[i] = pi;                                                            \
+                    gv[i] = beta * acc;                                                   \
+                    gb[bw > 1 ? i : 0] += acc * (vt[i] - rho * pi);                       \
+                    ga[aw > 1 ? i : 0] += gs - (decay_first ? acc * beta * pi : (T_)0);   \
+                }                                                                         \
+                for (int64_t j = 0; j < dk; j++) gk[j] = 0;                               \
+                for (int64_t i = 0; i < dv; i++) {                                        \
+                    T_ beta = DS_GATE(B, nt, bw, i), alpha = DS_GATE(A, nt, aw, i);       \
+                    T_ rho = DS_RHO(T_, rule, alpha);                                     \
+                    T_ u = beta * (vt[i] - rho * p[i]), gp = -beta * rho * gu[i];         \
+                    T_ *gr = G + i * dk;                                                  \
+                    const T_ *sr = Sp + i * dk;                                           \
+                    DS_SIMD()                                                             \
+                    for (int64_t j = 0; j < dk; j++) {                                    \
+                        gk[j] += gr[j] * u + sr[j] * gp;                                  \
+                        gr[j] = alpha * gr[j] + gp * kt[j];                               \
+                    }                                                                     \
+                }                                                                         \
+            }                                                                             \
+            memcpy(gS0, G, sizeof(T_) * (size_t)m);                                       \
+        }                                                                                 \
+        mi_scope_release(sc, scratch, bytes);                                             \
+    }
+DELTA_SCAN_BACKWARD_KERNEL_T(delta_scan_backward_f32, float)
+DELTA_SCAN_BACKWARD_KERNEL_T(delta_scan_backward_f64, double)
+
+/* The slice of input i's gradient in delta_scan_backward's packed output,
+ * reshaped to the input's shape. */
+static mi_tensor *ds_grad_part(mi_tensor *packed, mi_tensor *const *in, int i)
+{
+    int64_t dv = in[0]->shape[1], dk = in[0]->shape[2], T = in[2]->shape[1];
+    int64_t width[DS_IN] = {dv * dk, T * dk, T * dk, T * dv, T * gate_width(in[4]),
+                            T * gate_width(in[5])};
+    int64_t start = 0;
+    for (int j = 0; j < i; j++) start += width[j];
+    mi_tensor *part = mi_slice(packed, 1, start, start + width[i]);
+    return mi_reshape(part, in[i]->rank, in[i]->shape);
+}
+
+static mi_tensor *ds_backward(const mi_node *nd, mi_tensor *g)
+{
+    if (mi_grad_enabled()) {
+        mi_error_set("delta_scan: no second derivatives (create_graph): use the composed "
+                     "per-token ops (materialize=true) to differentiate twice");
+        return NULL;
+    }
+    mi_tensor *const *in = nd->inputs;
+    return mi_delta_scan_backward(in[0], in[1], in[2], in[3], in[4], in[5], g,
+                                  (mi_delta_rule)nd->attrs.index);
+}
+
+static int delta_scan_vjp_all(const mi_node *nd, mi_tensor *g, const bool *need,
+                              mi_tensor **grads)
+{
+    mi_tensor *packed = ds_backward(nd, g);
+    if (!packed) return -1;
+    for (int i = 0; i < DS_IN; i++)
+        if (need[i] && !(grads[i] = ds_grad_part(packed, nd->inputs, i))) return -1;
+    return 0;
+}
+
+static mi_tensor *delta_scan_vjp(const mi_node *nd, int i, mi_tensor *g)
+{
+    mi_tensor *packed = ds_backward(nd, g);
+    return packed ? ds_grad_part(packed, nd->inputs, i) : NULL;
+}
+
+/* Gates well inside (0, 1) (β ≤ 0.9 on unit-scale keys keeps the rule
+ * contracting), ragged sizes: each rule; N = 1, T = 1 (the generation step). */
+static int ex_delta_scan(mi_rng *r, int variant, mi_tensor **in, mi_attrs *a)
+{
+    int64_t N = 2, T = 5, dv = 3, dk = 4;
+    bool beta_rows = false, alpha_rows = false;
+    switch (variant) {
+    case 0: a->index = MI_DELTA_RULE_DELTA; break;
+    case 1: a->index = MI_DELTA_RULE_DECAY_FIRST; break;
+    case 2: a->index = MI_DELTA_RULE_HEBBIAN; break;
+    case 3: a->index = MI_DELTA_RULE_DECAY_FIRST, N = 1, T = 1, dv = 2, dk = 3; break;
+    case 4: a->index = MI_DELTA_RULE_DECAY_FIRST, beta_rows = alpha_rows = true; break;
+    case 5: a->index = MI_DELTA_RULE_DELTA, beta_rows = true; break;
+    case 6: a->index = MI_DELTA_RULE_HEBBIAN, alpha_rows = true; break;
+    default: return 0;
+    }
+    in[0] = ex_normal(r, MI_SHAPE(N, dv, dk));
+    in[1] = ex_normal(r, MI_SHAPE(N, T, dk));
+    in[2] = ex_uniform(r, MI_SHAPE(N, T, dk), -0.5, 0.5);
+    in[3] = ex_normal(r, MI_SHAPE(N, T, dv));
+    in[4] = beta_rows ? ex_uniform(r, MI_SHAPE(N, T, dv), 0.1, 0.9)
+                      : ex_uniform(r, MI_SHAPE(N, T), 0.1, 0.9);
+    in[5] = alpha_rows ? ex_uniform(r, MI_SHAPE(N, T, dv), 0.5, 1.0)
+                       : ex_uniform(r, MI_SHAPE(N, T), 0.5, 1.0);
+    return DS_IN;
+}
+
+static int ex_delta_scan_backward(mi_rng *r, int variant, mi_tensor **in, mi_attrs *a)
+{
+    int n = ex_delta_scan(r, variant, in, a);
+    if (n == 0) return 0;
+    int64_t N = in[0]->shape[0], dv = in[0]->shape[1], dk = in[0]->shape[2];
+    int64_t T = in[2]->shape[1];
+    in[DS_IN] = ex_normal(r, MI_SHAPE(N, T * dv + dv * dk));
+    return DS_IN + 1;
+}
+
+const mi_op mi_op_delta_scan = {
+    .name = "delta_scan",
+    .formula = "S_t = a_t S_{t-1} + b_t (v_t - rho_t S_{t-1} k_t) k_t^T, y_t = S_t q_t",
+    .arity = DS_IN, .flags = MI_OP_NO_GRADGRAD, .shape = delta_scan_shape,
+    KERNELS(delta_scan), .vjp = delta_scan_vjp, .vjp_all = delta_scan_vjp_all,
+    .examples = ex_delta_scan};
+
+const mi_op mi_op_delta_scan_backward = {
+    .name = "delta_scan_backward",
+    .formula = "the reverse-time scan of delta_scan's vjp (packed gradients)",
+    .arity = DS_IN + 1, .flags = MI_OP_NONDIFF, .shape = delta_scan_backward_shape,
+    KERNELS(delta_scan_backward), .examples = ex_delta_scan_backward};
+
+mi_tensor *mi_delta_scan_packed(mi_tensor *s0, mi_tensor *q, mi_tensor *k, mi_tensor *v,
+                                mi_tensor *beta, mi_tensor *alpha, mi_delta_rule rule)
+{
+    mi_attrs at = {.index = rule};
+    return RUN(&mi_op_delta_scan, &at, s0, q, k, v, beta, alpha);
+}
+
+mi_tensor *mi_delta_scan_backward(mi_tensor *s0, mi_tensor *q, mi_tensor *k, mi_tensor *v,
+                                  mi_tensor *beta, mi_tensor *alpha, mi_tensor *g,
+                                  mi_delta_rule rule)
+{
+    mi_attrs at = {.index = rule};
+    return RUN(&mi_op_delta_scan_backward, &at, s0, q, k, v, beta, alpha, g);
+}
+
+mi_tensor *mi_delta_scan(mi_tensor *s0, mi_tensor *q, mi_tensor *k, mi_tensor *v,
+                         mi_tensor *beta, mi_tensor *alpha, mi_delta_rule rule,
+                         mi_tensor **state)
+{
+    mi_tensor *packed = mi_delta_scan_packed(s0, q, k, v, beta, alpha, rule);
+    if (!packed) return NULL;
+    int64_t N = s0->shape[0], dv = s0->shape[1], dk = s0->shape[2], T = k->shape[1];
+    if (state &&
+        !(*state = mi_reshape(mi_slice(packed, 1, T * dv, T * dv + dv * dk), 3,
+                              (int64_t[]){N, dv, dk})))
+        return NULL;
+    return mi_reshape(mi_slice(packed, 1, 0, T * dv), 3, (int64_t[]){N, T, dv});
+}
