@@ -318,6 +318,10 @@ int mi_miras_block_init(mi_miras_block *b, const mi_miras_block_config *c, mi_dt
                                                  c->out_scale / sqrt((double)inner)));
         if (!b->norm_weight || (c->out_gate && !b->w_gate) || !b->w_out) rc = -1;
     }
+    /* Memora's learned simplex scale: s = 0, c = kl_scale at init */
+    if (rc == 0 && c->miras.kl_scale_learn &&
+        !(b->kl_scale_log = param(b, "memory.kl_scale", mi_zeros(dt, MI_SHAPE(H)))))
+        rc = -1;
     mi_scope_leave();
     if (rc == 0) rc = init_w0(b, dt, rng, scope);
     return rc;
@@ -419,6 +423,22 @@ static int w0_batched(const mi_miras_block *b, int64_t B, mi_tensor **w0)
     return 0;
 }
 
+/* The memory the block runs for B sequences: its own, or with a learned
+ * simplex scale a copy that carries c per sequence, c_{b·H+h} = kl_scale ·
+ * exp(s_h) (retention_kl.c), in *local. */
+static const mi_miras *memory_for(const mi_miras_block *b, int64_t B, mi_miras *local)
+{
+    if (!b->kl_scale_log) return &b->miras;
+    int64_t H = b->config.heads;
+    mi_tensor *c = mi_mul_scalar(mi_exp(b->kl_scale_log), b->miras.config.kl_scale);
+    c = mi_reshape(mi_broadcast_to(mi_reshape(c, MI_SHAPE(1, H)), MI_SHAPE(B, H)),
+                   MI_SHAPE(B * H));
+    if (!c) return NULL;
+    *local = b->miras;
+    local->config.kl_scale_t = c;
+    return local;
+}
+
 /* The block over x [B, T, D]; with a state, one token (T = 1) that
  * continues it. */
 static mi_tensor *block_run(const mi_miras_block *b, mi_tensor *x, mi_miras_block_state *st)
@@ -467,8 +487,11 @@ static mi_tensor *block_run(const mi_miras_block *b, mi_tensor *x, mi_miras_bloc
     mi_miras_gates gates = {.eta = g[MI_BLOCK_ETA], .alpha = g[MI_BLOCK_ALPHA],
                             .mu = g[MI_BLOCK_MU], .delta = g[MI_BLOCK_DELTA]};
     mi_tensor *w0[MI_MEMORY_MAX_WEIGHTS], *o;                                 /* o [N, T, hd] */
-    if (st) o = mi_miras_step(&b->miras, &st->memory, q, k, v, &gates);
-    else if (w0_batched(b, B, w0) == 0) o = mi_miras_forward(&b->miras, q, k, v, &gates, w0, NULL);
+    mi_miras local;
+    const mi_miras *m = memory_for(b, B, &local);
+    if (!m) o = NULL;
+    else if (st) o = mi_miras_step(m, &st->memory, q, k, v, &gates);
+    else if (w0_batched(b, B, w0) == 0) o = mi_miras_forward(m, q, k, v, &gates, w0, NULL);
     else o = NULL;
 
     /* per-head RMSNorm, heads back together, output gate, projection */
@@ -505,9 +528,11 @@ int mi_miras_block_state_init(const mi_miras_block *b, mi_miras_block_state *st,
         if (!st->tails[0] || !st->tails[2] || (b->conv_k && !st->tails[1])) return -1;
     }
     mi_tensor *w0[MI_MEMORY_MAX_WEIGHTS];
-    if (w0_batched(b, batch, w0) != 0) return -1;
-    return mi_miras_state_init(&b->miras, &st->memory, w0, batch * c->heads, b->head_dim,
-                               b->head_dim, dt);
+    mi_miras local;
+    const mi_miras *m = memory_for(b, batch, &local);
+    if (!m || w0_batched(b, batch, w0) != 0) return -1;
+    return mi_miras_state_init(m, &st->memory, w0, batch * c->heads, b->head_dim, b->head_dim,
+                               dt);
 }
 
 mi_tensor *mi_miras_block_step(const mi_miras_block *b, mi_miras_block_state *st, mi_tensor *x)

@@ -54,6 +54,12 @@ typedef struct mi_miras_config {
     double lq_eps;           /* lq: added to the norm's power sum, bounding the read's
                                 derivative where A → 0 (default 1e-6; 0: the exact norm) */
     double kl_scale;         /* kl, f-div: the simplex scale c (default 1) */
+    bool kl_scale_learn;     /* kl: c is learned, one per head, c = kl_scale · exp(s) with s
+                                an outer parameter starting at 0 (the layer block's
+                                "memory.kl_scale"; default false: c = kl_scale) */
+    mi_tensor *kl_scale_t;   /* kl: the simplex scale of each sequence, [N] (NULL: kl_scale);
+                                not a key: set per call by whoever learns c (the layer
+                                block, on a copy of its config) */
     int f_div;               /* f-div: g, the inverse of f' (MI_F_DIV_*, default exp: KL) */
     double l1_gamma;         /* l1, elastic, elastic-ftrl: the ℓ1 weight λ of the soft
                                 threshold (default 1e-3) */
@@ -366,6 +372,7 @@ typedef struct mi_miras_block {
     mi_tensor *w_out;                      /* [H·hd, d_model] */
     int n_w0;
     mi_tensor *w0[MI_MEMORY_MAX_WEIGHTS];  /* [heads, …memory->shapes…] */
+    mi_tensor *kl_scale_log;               /* kl_scale_learn: s [heads], c = kl_scale · exp(s) */
     int n_params;
     mi_named_tensor params[MI_BLOCK_MAX_PARAMS];
 } mi_miras_block;

@@ -445,6 +445,14 @@ static int check_inputs(const mi_miras *m, mi_tensor *q, mi_tensor *k, mi_tensor
                      steps > 1 ? "steps·" : "");
         return -1;
     }
+    const mi_tensor *cs = m->config.kl_scale_t;
+    if (cs && (cs->rank != 1 || cs->shape[0] != k->shape[0] || cs->dtype != k->dtype)) {
+        mi_error_set("miras: the simplex scale kl_scale_t is %s %s; expected %s [%lld], one c "
+                     "per sequence", mi_dtype_name(cs->dtype),
+                     mi_shape_str(a, sizeof a, cs->rank, cs->shape), mi_dtype_name(k->dtype),
+                     (long long)k->shape[0]);
+        return -1;
+    }
     const char *names[4] = {"eta", "alpha", "mu", "delta"};
     mi_tensor *gs[4] = {gt->eta, gt->alpha, gt->mu, gt->delta};
     bool needed[4] = {true, m->retention->uses_alpha, m->algorithm == MI_ALGO_MOMENTUM,
