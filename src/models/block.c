@@ -206,6 +206,14 @@ static mi_tensor *conv_init(mi_rng *rng, mi_dtype dt, int64_t channels, int k)
     return w;
 }
 
+/* A channel-wise gate's entries per head: δ one per value channel, η, α, μ
+ * one per row of each memory weight (the value channels for the vector and
+ * matrix memories; W_1's, then W_2's, … rows for the MLP). */
+static int64_t units(const mi_miras_block *b, int i)
+{
+    return i == MI_BLOCK_DELTA ? b->head_dim : b->gate_units;
+}
+
 /* The pre-activation at which each gate's activation gives `level`. */
 static double gate_bias_level(int i, mi_gate_spec s)
 {
@@ -271,6 +279,8 @@ int mi_miras_block_init(mi_miras_block *b, const mi_miras_block_config *c, mi_dt
     int64_t shapes[MI_MEMORY_MAX_WEIGHTS][MI_MAX_RANK];
     if (m->memory->shapes(&m->config, hd, hd, &b->n_w0, ranks, shapes) != 0)
         return mi_error_prefix("miras block"), -1;
+    /* a channel-wise η, α, μ has one entry per row of each memory weight */
+    for (int i = 0; i < b->n_w0; i++) b->gate_units += shapes[i][0];
     bool need[MI_BLOCK_GATES];
     gates_needed(m, c, need);
     const mi_gate_spec *spec[MI_BLOCK_GATES] = {&c->eta, &c->alpha, &c->mu, &c->delta};
@@ -302,7 +312,7 @@ int mi_miras_block_init(mi_miras_block *b, const mi_miras_block_config *c, mi_dt
     for (int i = 0; i < MI_BLOCK_GATES && rc == 0; i++) {
         mi_gate_spec s = *spec[i];
         if (!need[i] || s.kind == MI_GATE_CONST) continue;
-        int64_t width = (i == MI_BLOCK_ALPHA ? 1 : S) * H * (s.kind == MI_GATE_CHANNEL ? hd : 1);
+        int64_t width = (i == MI_BLOCK_ALPHA ? 1 : S) * H * (s.kind == MI_GATE_CHANNEL ? units(b, i) : 1);
         b->gate_down[i] = param(b, names[i][0], mi_randn(rng, dt, MI_SHAPE(D, r), 0, sd));
         b->gate_up[i] = param(b, names[i][1],
                               mi_randn(rng, dt, MI_SHAPE(r, width), 0, 0.1 / sqrt((double)r)));
@@ -372,11 +382,11 @@ static mi_tensor *branch(mi_tensor *x, mi_tensor *w, mi_tensor *conv, mi_tensor 
     return mi_silu(causal_conv(mi_matmul(x, w), conv, tail));
 }
 
-/* One gate, [N, T·S_g] or [N, T·S_g, hd]; tail: HGRN2's α conv state. */
+/* One gate, [N, T·S_g] or channel-wise [N, T·S_g, units(b, i)]; tail: HGRN2's α conv state. */
 static mi_tensor *gate(const mi_miras_block *b, int i, mi_gate_spec s, mi_tensor *x, int S_g,
                        mi_tensor **tail)
 {
-    int64_t B = x->shape[0], T = x->shape[1], H = b->config.heads, hd = b->head_dim;
+    int64_t B = x->shape[0], T = x->shape[1], H = b->config.heads;
     if (s.kind == MI_GATE_CONST) return mi_full(x->dtype, MI_SHAPE(B * H, T * S_g), s.value);
     mi_tensor *lin = mi_matmul(mi_matmul(x, b->gate_down[i]), b->gate_up[i]);
     if (i == MI_BLOCK_ALPHA && b->config.key_is_one_minus_alpha) /* HGRN2: the key's conv */
@@ -389,7 +399,7 @@ static mi_tensor *gate(const mi_miras_block *b, int i, mi_gate_spec s, mi_tensor
     else if (m == 1) g = mi_sigmoid(mi_neg(pre));                    /* α = 1 − σ(z) = σ(−z) */
     else g = mi_add_scalar(mi_mul_scalar(mi_sigmoid(pre), -m), 1.0); /* α = 1 − m σ(z) */
     bool channel = s.kind == MI_GATE_CHANNEL;
-    return to_heads(g, B, T, S_g, H, channel ? hd : 1, channel);
+    return to_heads(g, B, T, S_g, H, channel ? units(b, i) : 1, channel);
 }
 
 /* α per token [N, T(, hd)] → [N, T·S(, hd)]: α at each token's first step, 1 after. */

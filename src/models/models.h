@@ -15,8 +15,11 @@
  *   q, k [N, T, dk], v [N, T, dv], output y [N, T, dv].
  *   Gates per token: eta (inner learning rate), alpha (retention: the kept
  *   fraction), mu (momentum decay), delta (Huber threshold): [N, T] for one
- *   value per head and token, or [N, T, dv] channel-wise (vector and matrix
- *   memories only). A gate the configuration does not use may be NULL.
+ *   value per head and token, or channel-wise: [N, T, dv] for the vector and
+ *   matrix memories (value channels, the rows of M), one entry per row of each
+ *   weight for the MLP ([N, T, dv + (depth − 1)·h]: W_1's rows, then W_2's,
+ *   …); δ channel-wise is always [N, T, dv]. A gate the configuration does
+ *   not use may be NULL.
  *   Memory weights are lists of tensors. The state carried along the sequence
  *   has shape [N, n, ...] where n is 1 (one state for the chunk) or the
  *   number of tokens (one state per token); the initial weights W0 are given
@@ -137,7 +140,9 @@ struct mi_memory_kind {
      * the memory has none (the autodiff path is used). */
     int (*grad)(const mi_miras_config *c, mi_tensor *const *w, mi_tensor *x, mi_tensor *e,
                 mi_tensor **g);
-    /* Whether channel-wise gates ([N, T, dv]) can scale this memory's weights. */
+    /* Whether channel-wise gates can scale this memory's weights: one entry per
+     * output unit (row) of each weight, in the weights' order ([N, T, dv] for
+     * the vector and matrix memories, [N, T, dv + (depth − 1)·h] for the MLP). */
     bool channel_gates;
     /* Optional, for encoding objectives (a bias with .encoding): z = E_W(x),
      * the memory read the other way, x [N, n, dv] → [N, n, dk] (Lattice Eq. 6:
@@ -362,6 +367,8 @@ typedef struct mi_miras_block {
     mi_miras miras;
     int64_t head_dim;
     int steps;                             /* writes per token (multistep), else 1 */
+    int64_t gate_units;                    /* entries of a channel-wise η, α, μ per head: the
+                                              rows of all memory weights */
     mi_tensor *w_q, *w_k, *w_v;            /* [d_model, H·hd], k and v: [d_model, steps·H·hd] */
     mi_tensor *conv_q, *conv_k, *conv_v;   /* [channels, conv_kernel] */
     /* per gate (MI_BLOCK_ETA, …), NULL unless data-dependent: D [d_model, rank],
