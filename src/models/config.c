@@ -160,8 +160,8 @@ int mi_miras_config_set(mi_miras_config *c, const char *assignment)
     mi_error_set("config: unknown key '%s' (memory, memory.depth, memory.expansion, "
                  "memory.slots, memory.slot_norm, bias, p, "
                  "sign_sharpness, abs_eps, robust_delta, retention, q, lq_form, lq_eps, kl_scale, "
-                 "kl_scale_learn, f_div, l1_gamma, l1_threshold, decay_first, alpha_on_keys, algorithm, steps, "
-                 "chunk, form, closed_form, materialize)", key);
+                 "f_div, l1_gamma, l1_threshold, decay_first, alpha_on_keys, algorithm, steps, "
+                 "chunk, form, closed_form, materialize, kl_scale_learn)", key);
     return -1;
 }
 

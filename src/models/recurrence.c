@@ -510,6 +510,11 @@ static int check_inputs(const mi_miras *m, mi_tensor *q, mi_tensor *k, mi_tensor
             return -1;
         }
         bool channel = g->rank == 3;
+        if (channel && !m->memory->channel_gates && i != 3) {
+            mi_error_set("miras: memory '%s' takes one %s per head, not channel-wise",
+                         m->memory->name, names[i]);
+            return -1;
+        }
         /* a channel-wise α on the keys (alpha_on_keys) has dk entries, a channel-wise δ
          * (the bias's threshold) dv, the others one per row of each weight */
         int64_t width = i == 1 && m->config.alpha_on_keys ? k->shape[2]
@@ -521,11 +526,6 @@ static int check_inputs(const mi_miras *m, mi_tensor *q, mi_tensor *k, mi_tensor
                          names[i], mi_shape_str(a, sizeof a, g->rank, g->shape),
                          (long long)k->shape[0], (long long)k->shape[1], (long long)k->shape[0],
                          (long long)k->shape[1], (long long)width);
-            return -1;
-        }
-        if (channel && !m->memory->channel_gates && i != 3) {
-            mi_error_set("miras: memory '%s' takes one %s per head, not channel-wise",
-                         m->memory->name, names[i]);
             return -1;
         }
     }
