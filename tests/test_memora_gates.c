@@ -212,6 +212,31 @@ START_TEST(block_learns_the_scale)
 }
 END_TEST
 
+/* kl_init_sd: the block draws W_0's logits with that spread (and leaves the
+ * memory's own init alone at 0) */
+START_TEST(block_spreads_the_initial_logits)
+{
+    mi_scope *ps = mi_scope_new("params");
+    const double sds[] = {0, 2};
+    double spread[2];
+    for (int i = 0; i < 2; i++) {
+        mi_miras_block_config c = memora_block(false, 2);
+        c.miras.kl_init_sd = sds[i];
+        mi_miras_block b;
+        mi_rng r;
+        mi_rng_seed(&r, 8);
+        ck_assert_msg(mi_miras_block_init(&b, &c, MI_F64, &r, ps) == 0, "%s", mi_error());
+        double ss = 0;
+        for (int64_t e = 0; e < b.w0[1]->numel; e++) ss += mi_get(b.w0[1], e) * mi_get(b.w0[1], e);
+        spread[i] = sqrt(ss / (double)b.w0[1]->numel);
+    }
+    /* W_2 [8, 4] per head: N(0, 1/4) by default; N(0, 4) with kl_init_sd = 2 */
+    ck_assert_msg(spread[0] > 0.3 && spread[0] < 0.7, "default spread %g", spread[0]);
+    ck_assert_msg(spread[1] > 1.4 && spread[1] < 2.8, "kl_init_sd=2 spread %g", spread[1]);
+    mi_scope_free(ps);
+}
+END_TEST
+
 START_TEST(scale_errors_are_values)
 {
     mi_miras_config c = mi_miras_config_default();
@@ -246,6 +271,21 @@ START_TEST(scale_errors_are_values)
     ck_assert_error_has("needs retention=kl");
     mi_error_clear();
     mi_scope_free(ps);
+    /* kl_init_sd: a spread >= 0, for kl only */
+    c = mi_miras_config_default();
+    ck_assert_int_eq(mi_miras_config_set(&c, "kl_init_sd=0.5"), 0);
+    ck_assert(c.kl_init_sd == 0.5);
+    c.memory = "mlp";
+    ck_assert_int_eq(mi_miras_init(&m, &c), -1);
+    ck_assert_error_has("kl_init_sd spreads the initial logits of Memora's simplex rows: it "
+                        "needs retention=kl, got 'l2'");
+    mi_error_clear();
+    c.retention = "kl";
+    ck_assert_int_eq(mi_miras_init(&m, &c), 0);
+    c.kl_init_sd = -1;
+    ck_assert_int_eq(mi_miras_init(&m, &c), -1);
+    ck_assert_error_has("kl_init_sd must be >= 0 and finite, got -1");
+    mi_error_clear();
     /* c of the wrong shape */
     seqs s = make_seqs(&r, 0.1, 0.6, 0.5);
     c = memora_config("matrix", 1);
@@ -507,6 +547,7 @@ Suite *make_suite(void)
     tcase_add_test(tc, per_sequence_scale_is_eq_xmodel);
     tcase_add_test(tc, gradcheck_with_learned_scale);
     tcase_add_test(tc, block_learns_the_scale);
+    tcase_add_test(tc, block_spreads_the_initial_logits);
     tcase_add_test(tc, scale_errors_are_values);
     tcase_add_test(tc, mlp_channel_gates_are_the_per_row_rule);
     tcase_add_test(tc, mlp_channel_gates_chunked_and_stream);

@@ -247,6 +247,9 @@ static int init_w0(mi_miras_block *b, mi_dtype dt, mi_rng *rng, mi_scope *scope)
             bool zero = true;
             for (int64_t e = 0; e < w[i]->numel && zero; e++) zero = mi_get(w[i], e) == 0;
             if (lq && zero) w[i] = mi_randn(rng, dt, w[i]->rank, w[i]->shape, 0, 0.01);
+            /* kl: W_0 holds the logits of the simplex rows, W = c · softmax(W_0) */
+            if (m->config.kl_init_sd > 0)
+                w[i] = mi_randn(rng, dt, w[i]->rank, w[i]->shape, 0, m->config.kl_init_sd);
             if (!(per_head[i * H + h] = w[i])) rc = -1;
         }
     }

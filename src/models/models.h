@@ -60,6 +60,9 @@ typedef struct mi_miras_config {
     bool kl_scale_learn;     /* kl: c is learned, one per head, c = kl_scale · exp(s) with s
                                 an outer parameter starting at 0 (the layer block's
                                 "memory.kl_scale"; default false: c = kl_scale) */
+    double kl_init_sd;       /* kl: the layer block draws W_0 (the logits of the initial
+                                rows) from N(0, kl_init_sd²); 0 (default): the memory's own
+                                init, N(0, 1/fan_in) for the MLP */
     mi_tensor *kl_scale_t;   /* kl: the simplex scale of each sequence, [N] (NULL: kl_scale);
                                 not a key: set per call by whoever learns c (the layer
                                 block, on a copy of its config) */
