@@ -62,9 +62,10 @@ static int layout(run *r, int64_t dk, int64_t dv, int *ranks, int64_t (*shapes)[
 {
     const mi_miras *m = r->m;
     if (m->memory->shapes(&m->config, dk, dv, &r->nw, ranks, shapes) != 0) return -1;
-    for (int i = 0, at = 0; i < r->nw; at += (int)shapes[i][0], i++) {
+    int64_t at = 0;
+    for (int i = 0; i < r->nw; i++) {
         r->unit0[i] = at;
-        r->units[i] = shapes[i][0];
+        at += r->units[i] = shapes[i][0];
     }
     return 0;
 }
