@@ -493,6 +493,10 @@ START_TEST(gradcheck_channel_gates)
     mi_miras_block_config c = tiny_config("matrix", "l2", "l2", "momentum");
     c.eta.kind = c.alpha.kind = c.mu.kind = MI_GATE_CHANNEL;
     gradcheck_block("matrix/l2/l2/momentum, channel-wise eta, alpha, mu", &c, 2, 4);
+    /* the MLP memory: one entry per row of each layer */
+    c = tiny_config("mlp", "l2", "l2", "momentum");
+    c.eta.kind = c.alpha.kind = c.mu.kind = MI_GATE_CHANNEL;
+    gradcheck_block("mlp/l2/l2/momentum, channel-wise eta, alpha, mu", &c, 2, 4);
 }
 END_TEST
 
@@ -736,9 +740,10 @@ START_TEST(bad_configurations_are_reported)
     c = tiny_config("matrix", "l2", "l2", "gd");
     c.alpha.kind = MI_GATE_UNUSED;
     expect_init_error(c, "gate alpha is needed by matrix/l2/l2/gd");
-    c = tiny_config("mlp", "l2", "l2", "gd");
+    c = tiny_config("lattice", "l2", "l2", "gd"); /* a row is a slot, not a channel */
+    c.miras.slots = DM / HEADS;
     c.eta.kind = MI_GATE_CHANNEL;
-    expect_init_error(c, "memory 'mlp' takes one eta per head");
+    expect_init_error(c, "memory 'lattice' takes one eta per head");
     c = tiny_config("matrix", "l2", "l2", "gd");
     c.alpha.value = 1.5;
     expect_init_error(c, "gate alpha starts at 1.5");

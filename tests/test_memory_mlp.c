@@ -545,7 +545,8 @@ START_TEST(bad_configurations_are_reported)
     mi_tensor *w[3];
     ck_assert_int_eq(mlp_kind()->init(&c, 3, 3, &r, MI_F64, w), 0);
     ck_assert(w[2]->shape[0] == 12 && w[2]->shape[1] == 3);
-    /* one gate per head: channel-wise gates are refused */
+    /* a channel-wise gate has one entry per row of each weight, dv + h = 3 + 6:
+     * one per value channel is refused */
     c = mlp_config(2, 2);
     mi_miras m;
     ck_assert_int_eq(mi_miras_init(&m, &c), 0);
@@ -555,7 +556,7 @@ START_TEST(bad_configurations_are_reported)
     mi_miras_gates g = {.eta = mi_rand(&r, MI_F64, MI_SHAPE(N, T, D), 0.1, 0.2),
                         .alpha = s.alpha};
     ck_assert_ptr_null(mi_miras_forward(&m, s.q, s.k, s.v, &g, w0, NULL));
-    ck_assert_error_has("one eta per head");
+    ck_assert_error_has("gate eta is [2,5,3]; expected [2,5] or [2,5,9]");
     mi_error_clear();
 }
 END_TEST

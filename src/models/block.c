@@ -206,6 +206,14 @@ static mi_tensor *conv_init(mi_rng *rng, mi_dtype dt, int64_t channels, int k)
     return w;
 }
 
+/* A channel-wise gate's entries per head: δ one per value channel, η, α, μ
+ * one per row of each memory weight (the value channels for the vector and
+ * matrix memories; W_1's, then W_2's, … rows for the MLP). */
+static int64_t units(const mi_miras_block *b, int i)
+{
+    return i == MI_BLOCK_DELTA ? b->head_dim : b->gate_units;
+}
+
 /* The pre-activation at which each gate's activation gives `level`. */
 static double gate_bias_level(int i, mi_gate_spec s)
 {
@@ -239,6 +247,9 @@ static int init_w0(mi_miras_block *b, mi_dtype dt, mi_rng *rng, mi_scope *scope)
             bool zero = true;
             for (int64_t e = 0; e < w[i]->numel && zero; e++) zero = mi_get(w[i], e) == 0;
             if (lq && zero) w[i] = mi_randn(rng, dt, w[i]->rank, w[i]->shape, 0, 0.01);
+            /* kl: W_0 holds the logits of the simplex rows, W = c · softmax(W_0) */
+            if (m->config.kl_init_sd > 0)
+                w[i] = mi_randn(rng, dt, w[i]->rank, w[i]->shape, 0, m->config.kl_init_sd);
             if (!(per_head[i * H + h] = w[i])) rc = -1;
         }
     }
@@ -271,6 +282,8 @@ int mi_miras_block_init(mi_miras_block *b, const mi_miras_block_config *c, mi_dt
     int64_t shapes[MI_MEMORY_MAX_WEIGHTS][MI_MAX_RANK];
     if (m->memory->shapes(&m->config, hd, hd, &b->n_w0, ranks, shapes) != 0)
         return mi_error_prefix("miras block"), -1;
+    /* a channel-wise η, α, μ has one entry per row of each memory weight */
+    for (int i = 0; i < b->n_w0; i++) b->gate_units += shapes[i][0];
     bool need[MI_BLOCK_GATES];
     gates_needed(m, c, need);
     const mi_gate_spec *spec[MI_BLOCK_GATES] = {&c->eta, &c->alpha, &c->mu, &c->delta};
@@ -302,7 +315,7 @@ int mi_miras_block_init(mi_miras_block *b, const mi_miras_block_config *c, mi_dt
     for (int i = 0; i < MI_BLOCK_GATES && rc == 0; i++) {
         mi_gate_spec s = *spec[i];
         if (!need[i] || s.kind == MI_GATE_CONST) continue;
-        int64_t width = (i == MI_BLOCK_ALPHA ? 1 : S) * H * (s.kind == MI_GATE_CHANNEL ? hd : 1);
+        int64_t width = (i == MI_BLOCK_ALPHA ? 1 : S) * H * (s.kind == MI_GATE_CHANNEL ? units(b, i) : 1);
         b->gate_down[i] = param(b, names[i][0], mi_randn(rng, dt, MI_SHAPE(D, r), 0, sd));
         b->gate_up[i] = param(b, names[i][1],
                               mi_randn(rng, dt, MI_SHAPE(r, width), 0, 0.1 / sqrt((double)r)));
@@ -318,6 +331,10 @@ int mi_miras_block_init(mi_miras_block *b, const mi_miras_block_config *c, mi_dt
                                                  c->out_scale / sqrt((double)inner)));
         if (!b->norm_weight || (c->out_gate && !b->w_gate) || !b->w_out) rc = -1;
     }
+    /* Memora's learned simplex scale: s = 0, c = kl_scale at init */
+    if (rc == 0 && c->miras.kl_scale_learn &&
+        !(b->kl_scale_log = param(b, "memory.kl_scale", mi_zeros(dt, MI_SHAPE(H)))))
+        rc = -1;
     mi_scope_leave();
     if (rc == 0) rc = init_w0(b, dt, rng, scope);
     return rc;
@@ -368,11 +385,11 @@ static mi_tensor *branch(mi_tensor *x, mi_tensor *w, mi_tensor *conv, mi_tensor 
     return mi_silu(causal_conv(mi_matmul(x, w), conv, tail));
 }
 
-/* One gate, [N, T·S_g] or [N, T·S_g, hd]; tail: HGRN2's α conv state. */
+/* One gate, [N, T·S_g] or channel-wise [N, T·S_g, units(b, i)]; tail: HGRN2's α conv state. */
 static mi_tensor *gate(const mi_miras_block *b, int i, mi_gate_spec s, mi_tensor *x, int S_g,
                        mi_tensor **tail)
 {
-    int64_t B = x->shape[0], T = x->shape[1], H = b->config.heads, hd = b->head_dim;
+    int64_t B = x->shape[0], T = x->shape[1], H = b->config.heads;
     if (s.kind == MI_GATE_CONST) return mi_full(x->dtype, MI_SHAPE(B * H, T * S_g), s.value);
     mi_tensor *lin = mi_matmul(mi_matmul(x, b->gate_down[i]), b->gate_up[i]);
     if (i == MI_BLOCK_ALPHA && b->config.key_is_one_minus_alpha) /* HGRN2: the key's conv */
@@ -385,7 +402,7 @@ static mi_tensor *gate(const mi_miras_block *b, int i, mi_gate_spec s, mi_tensor
     else if (m == 1) g = mi_sigmoid(mi_neg(pre));                    /* α = 1 − σ(z) = σ(−z) */
     else g = mi_add_scalar(mi_mul_scalar(mi_sigmoid(pre), -m), 1.0); /* α = 1 − m σ(z) */
     bool channel = s.kind == MI_GATE_CHANNEL;
-    return to_heads(g, B, T, S_g, H, channel ? hd : 1, channel);
+    return to_heads(g, B, T, S_g, H, channel ? units(b, i) : 1, channel);
 }
 
 /* α per token [N, T(, hd)] → [N, T·S(, hd)]: α at each token's first step, 1 after. */
@@ -417,6 +434,22 @@ static int w0_batched(const mi_miras_block *b, int64_t B, mi_tensor **w0)
         if (!w0[i]) return -1;
     }
     return 0;
+}
+
+/* The memory the block runs for B sequences: its own, or with a learned
+ * simplex scale a copy that carries c per sequence, c_{b·H+h} = kl_scale ·
+ * exp(s_h) (retention_kl.c), in *local. */
+static const mi_miras *memory_for(const mi_miras_block *b, int64_t B, mi_miras *local)
+{
+    if (!b->kl_scale_log) return &b->miras;
+    int64_t H = b->config.heads;
+    mi_tensor *c = mi_mul_scalar(mi_exp(b->kl_scale_log), b->miras.config.kl_scale);
+    c = mi_reshape(mi_broadcast_to(mi_reshape(c, MI_SHAPE(1, H)), MI_SHAPE(B, H)),
+                   MI_SHAPE(B * H));
+    if (!c) return NULL;
+    *local = b->miras;
+    local->config.kl_scale_t = c;
+    return local;
 }
 
 /* The block over x [B, T, D]; with a state, one token (T = 1) that
@@ -467,8 +500,11 @@ static mi_tensor *block_run(const mi_miras_block *b, mi_tensor *x, mi_miras_bloc
     mi_miras_gates gates = {.eta = g[MI_BLOCK_ETA], .alpha = g[MI_BLOCK_ALPHA],
                             .mu = g[MI_BLOCK_MU], .delta = g[MI_BLOCK_DELTA]};
     mi_tensor *w0[MI_MEMORY_MAX_WEIGHTS], *o;                                 /* o [N, T, hd] */
-    if (st) o = mi_miras_step(&b->miras, &st->memory, q, k, v, &gates);
-    else if (w0_batched(b, B, w0) == 0) o = mi_miras_forward(&b->miras, q, k, v, &gates, w0, NULL);
+    mi_miras local;
+    const mi_miras *m = memory_for(b, B, &local);
+    if (!m) o = NULL;
+    else if (st) o = mi_miras_step(m, &st->memory, q, k, v, &gates);
+    else if (w0_batched(b, B, w0) == 0) o = mi_miras_forward(m, q, k, v, &gates, w0, NULL);
     else o = NULL;
 
     /* per-head RMSNorm, heads back together, output gate, projection */
@@ -505,9 +541,11 @@ int mi_miras_block_state_init(const mi_miras_block *b, mi_miras_block_state *st,
         if (!st->tails[0] || !st->tails[2] || (b->conv_k && !st->tails[1])) return -1;
     }
     mi_tensor *w0[MI_MEMORY_MAX_WEIGHTS];
-    if (w0_batched(b, batch, w0) != 0) return -1;
-    return mi_miras_state_init(&b->miras, &st->memory, w0, batch * c->heads, b->head_dim,
-                               b->head_dim, dt);
+    mi_miras local;
+    const mi_miras *m = memory_for(b, batch, &local);
+    if (!m || w0_batched(b, batch, w0) != 0) return -1;
+    return mi_miras_state_init(m, &st->memory, w0, batch * c->heads, b->head_dim, b->head_dim,
+                               dt);
 }
 
 mi_tensor *mi_miras_block_step(const mi_miras_block *b, mi_miras_block_state *st, mi_tensor *x)

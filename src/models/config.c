@@ -101,6 +101,7 @@ int mi_miras_config_set(mi_miras_config *c, const char *assignment)
     if (!strcmp(key, "q")) return parse_double(key, val, &c->q);
     if (!strcmp(key, "lq_eps")) return parse_double(key, val, &c->lq_eps);
     if (!strcmp(key, "kl_scale")) return parse_double(key, val, &c->kl_scale);
+    if (!strcmp(key, "kl_init_sd")) return parse_double(key, val, &c->kl_init_sd);
     if (!strcmp(key, "l1_gamma")) return parse_double(key, val, &c->l1_gamma);
     if (!strcmp(key, "steps")) return parse_int(key, val, &c->steps);
     if (!strcmp(key, "chunk")) return parse_int(key, val, &c->chunk);
@@ -143,13 +144,14 @@ int mi_miras_config_set(mi_miras_config *c, const char *assignment)
     }
     if (!strcmp(key, "decay_first") || !strcmp(key, "closed_form") ||
         !strcmp(key, "memory.slot_norm") || !strcmp(key, "materialize") ||
-        !strcmp(key, "alpha_on_keys")) {
+        !strcmp(key, "alpha_on_keys") || !strcmp(key, "kl_scale_learn")) {
         bool v = !strcmp(val, "1") || !strcmp(val, "true");
         if (!v && strcmp(val, "0") && strcmp(val, "false")) {
             mi_error_set("config: %s must be true or false, got '%s'", key, val);
             return -1;
         }
-        *(key[0] == 'd'   ? &c->decay_first
+        *(key[0] == 'k'   ? &c->kl_scale_learn
+          : key[0] == 'd' ? &c->decay_first
           : key[0] == 'c' ? &c->closed_form
           : key[0] == 'a' ? &c->alpha_on_keys
           : key[1] == 'a' ? &c->materialize
@@ -160,7 +162,7 @@ int mi_miras_config_set(mi_miras_config *c, const char *assignment)
                  "memory.slots, memory.slot_norm, bias, p, "
                  "sign_sharpness, abs_eps, robust_delta, retention, q, lq_form, lq_eps, kl_scale, "
                  "f_div, l1_gamma, l1_threshold, decay_first, alpha_on_keys, algorithm, steps, "
-                 "chunk, form, closed_form, materialize)", key);
+                 "chunk, form, closed_form, materialize, kl_scale_learn, kl_init_sd)", key);
     return -1;
 }
 
@@ -194,6 +196,18 @@ int mi_miras_init(mi_miras *m, const mi_miras_config *c)
     if (c->algorithm && m->algorithm == MI_ALGO_MULTISTEP && c->steps < 1)
         return mi_error_set("miras: multistep needs steps >= 1, got %d", c->steps), -1;
     if (!(c->kl_scale > 0)) return mi_error_set("miras: kl_scale must be > 0, got %g", c->kl_scale), -1;
+    if (c->kl_scale_learn && strcmp(m->retention->name, "kl"))
+        return mi_error_set("miras: kl_scale_learn learns Memora's simplex scale c: it needs "
+                            "retention=kl, got '%s'", m->retention->name), -1;
+    if (!(c->kl_init_sd >= 0) || isinf(c->kl_init_sd))
+        return mi_error_set("miras: kl_init_sd must be >= 0 and finite, got %g",
+                            c->kl_init_sd), -1;
+    if (c->kl_init_sd > 0 && strcmp(m->retention->name, "kl"))
+        return mi_error_set("miras: kl_init_sd spreads the initial logits of Memora's simplex "
+                            "rows: it needs retention=kl, got '%s'", m->retention->name), -1;
+    if (c->kl_scale_t && strcmp(m->retention->name, "kl"))
+        return mi_error_set("miras: a per-sequence simplex scale (kl_scale_t) needs "
+                            "retention=kl, got '%s'", m->retention->name), -1;
     if (!(c->l1_gamma >= 0)) return mi_error_set("miras: l1_gamma must be >= 0, got %g", c->l1_gamma), -1;
     if (c->l1_threshold != MI_L1_SCALED && c->l1_threshold != MI_L1_CONSTANT)
         return mi_error_set("miras: l1_threshold must be MI_L1_SCALED or MI_L1_CONSTANT, got %d",

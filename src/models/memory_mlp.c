@@ -24,9 +24,14 @@
  * 1/fan_in keeps the pre-LN variance O(1) at any width. A caller who wants
  * the spec's init passes its own W_0.
  *
- * channel_gates = false: a channel-wise gate scales the rows of a weight as
- * value channels, which only the matrix memory's rows are; an MLP memory
- * takes one η_t / α_t / μ_t per head and token.
+ * Channel-wise gates (MIRAS §3 makes η_t, α_t channel-wise; spec §2.2): one
+ * η, α, μ per output unit (row) of each layer, [N, T, dv + (L − 1)·h] in the
+ * order of the weights (W_1's dv rows, then W_2's h, …), so a step and a
+ * decay scale row j of W_l, Diag(η_{l,t}) ∇_{W_l}ℓ and Diag(α_{l,t}) W_l, as
+ * the matrix memory's value rows. recurrence.c cuts each weight's part; the
+ * chunked rank-one path (no copy of W per token) takes per-head gates only,
+ * so a chunk with channel-wise gates keeps one W per token (the same rule,
+ * more memory).
  *
  * The closed-form gradient (the fast path) is the backward pass by hand, for
  * any depth, with a_l = W_l u_l (u_L = x, u_l = σ(a_{l+1})) and e = ∂ℓ/∂y:
@@ -168,6 +173,6 @@ static mi_tensor *mlp_forward_linear(const mi_miras_config *c,
 const mi_memory_kind mi_memory_mlp = {
     .name = "mlp", .formula = "M(x) = x + LN(W1 gelu(W2 ... gelu(WL x)))",
     .shapes = mlp_shapes, .init = mlp_init, .forward = mlp_forward,
-    .grad = mlp_grad, .channel_gates = false,
+    .grad = mlp_grad, .channel_gates = true,
     .grad_factors = mlp_grad_factors, .forward_linear = mlp_forward_linear,
 };

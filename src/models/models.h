@@ -15,8 +15,11 @@
  *   q, k [N, T, dk], v [N, T, dv], output y [N, T, dv].
  *   Gates per token: eta (inner learning rate), alpha (retention: the kept
  *   fraction), mu (momentum decay), delta (Huber threshold): [N, T] for one
- *   value per head and token, or [N, T, dv] channel-wise (vector and matrix
- *   memories only). A gate the configuration does not use may be NULL.
+ *   value per head and token, or channel-wise: [N, T, dv] for the vector and
+ *   matrix memories (value channels, the rows of M), one entry per row of each
+ *   weight for the MLP ([N, T, dv + (depth − 1)·h]: W_1's rows, then W_2's,
+ *   …); δ channel-wise is always [N, T, dv]. A gate the configuration does
+ *   not use may be NULL.
  *   Memory weights are lists of tensors. The state carried along the sequence
  *   has shape [N, n, ...] where n is 1 (one state for the chunk) or the
  *   number of tokens (one state per token); the initial weights W0 are given
@@ -54,6 +57,15 @@ typedef struct mi_miras_config {
     double lq_eps;           /* lq: added to the norm's power sum, bounding the read's
                                 derivative where A → 0 (default 1e-6; 0: the exact norm) */
     double kl_scale;         /* kl, f-div: the simplex scale c (default 1) */
+    bool kl_scale_learn;     /* kl: c is learned, one per head, c = kl_scale · exp(s) with s
+                                an outer parameter starting at 0 (the layer block's
+                                "memory.kl_scale"; default false: c = kl_scale) */
+    double kl_init_sd;       /* kl: the layer block draws W_0 (the logits of the initial
+                                rows) from N(0, kl_init_sd²); 0 (default): the memory's own
+                                init, N(0, 1/fan_in) for the MLP */
+    mi_tensor *kl_scale_t;   /* kl: the simplex scale of each sequence, [N] (NULL: kl_scale);
+                                not a key: set per call by whoever learns c (the layer
+                                block, on a copy of its config) */
     int f_div;               /* f-div: g, the inverse of f' (MI_F_DIV_*, default exp: KL) */
     double l1_gamma;         /* l1, elastic, elastic-ftrl: the ℓ1 weight λ of the soft
                                 threshold (default 1e-3) */
@@ -133,7 +145,9 @@ struct mi_memory_kind {
      * the memory has none (the autodiff path is used). */
     int (*grad)(const mi_miras_config *c, mi_tensor *const *w, mi_tensor *x, mi_tensor *e,
                 mi_tensor **g);
-    /* Whether channel-wise gates ([N, T, dv]) can scale this memory's weights. */
+    /* Whether channel-wise gates can scale this memory's weights: one entry per
+     * output unit (row) of each weight, in the weights' order ([N, T, dv] for
+     * the vector and matrix memories, [N, T, dv + (depth − 1)·h] for the MLP). */
     bool channel_gates;
     /* Optional, for encoding objectives (a bias with .encoding): z = E_W(x),
      * the memory read the other way, x [N, n, dv] → [N, n, dk] (Lattice Eq. 6:
@@ -358,6 +372,8 @@ typedef struct mi_miras_block {
     mi_miras miras;
     int64_t head_dim;
     int steps;                             /* writes per token (multistep), else 1 */
+    int64_t gate_units;                    /* entries of a channel-wise η, α, μ per head: the
+                                              rows of all memory weights */
     mi_tensor *w_q, *w_k, *w_v;            /* [d_model, H·hd], k and v: [d_model, steps·H·hd] */
     mi_tensor *conv_q, *conv_k, *conv_v;   /* [channels, conv_kernel] */
     /* per gate (MI_BLOCK_ETA, …), NULL unless data-dependent: D [d_model, rank],
@@ -368,6 +384,7 @@ typedef struct mi_miras_block {
     mi_tensor *w_out;                      /* [H·hd, d_model] */
     int n_w0;
     mi_tensor *w0[MI_MEMORY_MAX_WEIGHTS];  /* [heads, …memory->shapes…] */
+    mi_tensor *kl_scale_log;               /* kl_scale_learn: s [heads], c = kl_scale · exp(s) */
     int n_params;
     mi_named_tensor params[MI_BLOCK_MAX_PARAMS];
 } mi_miras_block;

@@ -207,7 +207,11 @@ static const mi_preset presets[] = {
      * 1000 steps c 16, η 0.02: 0.497, c 64, η 0.02: 0.864, c 16, η 0.1: 0.102,
      * c 64, η 0.005: 0.152, c 256, η 0.005: diverged; c 16, η 0.005: 0.912,
      * and 0.990 at 2000 steps. The log-domain step scales like η/c (the
-     * gradient of the LayerNorm'd MLP in W falls as 1/c). */
+     * gradient of the LayerNorm'd MLP in W falls as 1/c). A learned c
+     * (kl_scale_learn), channel-wise η and spread initial rows (kl_init_sd)
+     * are options, not defaults: the last, and a larger c, help the small LM
+     * but drop MQAR (kl_init_sd 0.5: 0.131 at 1000 steps; c 32: 0.553 at
+     * 2000), and channel-wise η makes MQAR's inner loop chaotic (0.042). */
     {.name = "memora",
      .update = "W_t = c Softmax(alpha_t log W_{t-1} - eta_t grad l2(W_{t-1}; k_t, v_t))",
      .config = CONFIG_KL("mlp", "l2", "kl", "gd", false, 2, 16),

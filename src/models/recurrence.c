@@ -49,7 +49,34 @@ typedef struct run {
     mi_tensor *s[MI_MEMORY_MAX_WEIGHTS];     /* momentum, [N,1,...] */
     mi_tensor *eta;                          /* η of the last processed position, [N,1(,dv)]
                                                 (NULL: none yet), for read and boundary */
+    int64_t unit0[MI_MEMORY_MAX_WEIGHTS];    /* weight i's rows are entries [unit0[i], unit0[i]
+                                                + units[i]) of a channel-wise gate */
+    int64_t units[MI_MEMORY_MAX_WEIGHTS];
 } run;
+
+/* The weights' count and shapes for key and value widths dk, dv, and where
+ * each weight's rows sit in a channel-wise gate: one entry per output unit
+ * (row) of each weight, in the order of the weights (matrix and vector: the
+ * dv value channels; MLP: W_1's dv rows, then W_2's h, …). */
+static int layout(run *r, int64_t dk, int64_t dv, int *ranks, int64_t (*shapes)[MI_MAX_RANK])
+{
+    const mi_miras *m = r->m;
+    if (m->memory->shapes(&m->config, dk, dv, &r->nw, ranks, shapes) != 0) return -1;
+    int64_t at = 0;
+    for (int i = 0; i < r->nw; i++) {
+        r->unit0[i] = at;
+        at += r->units[i] = shapes[i][0];
+    }
+    return 0;
+}
+
+/* The part of a gate [N, n(, units)] that scales weight i: a channel-wise gate
+ * of a memory of several weights is cut to weight i's rows. */
+static mi_tensor *gate_part(const run *r, mi_tensor *g, int i)
+{
+    if (!g || g->rank != 3 || r->nw < 2) return g;
+    return mi_slice(g, 2, r->unit0[i], r->unit0[i] + r->units[i]);
+}
 
 /* A gate [N, n] or [N, n, d] shaped to scale a weight [N, n', ...] of rank r:
  * [N, n, 1, …, 1] or [N, n, d, 1, …]. */
@@ -84,19 +111,31 @@ static mi_tensor *scan_from(mi_tensor *prev, mi_tensor *a, mi_tensor *x)
     return mi_linear_scan_from(a, x, prev, 1, false);
 }
 
-/* W from the state A that a position with step size eta (a gate [N, n(, dv)],
- * or NULL: none) wrote last. */
-static mi_tensor *read_state(const run *r, mi_tensor *a, mi_tensor *eta)
+/* Gate g's part for weight i shaped to scale w (gate_like), and α's (alpha_like). */
+static mi_tensor *gate_of(const run *r, int i, mi_tensor *g, const mi_tensor *w)
 {
-    return r->m->retention->read ? r->m->retention->read(r->c, a, gate_like(eta, a)) : a;
+    return gate_like(gate_part(r, g, i), w);
+}
+
+static mi_tensor *alpha_of(const run *r, int i, mi_tensor *a, const mi_tensor *w)
+{
+    return alpha_like(r->c, gate_part(r, a, i), w);
+}
+
+/* Weight i from the state A that a position with step size eta (a gate
+ * [N, n(, units)], or NULL: none) wrote last. */
+static mi_tensor *read_state(const run *r, int i, mi_tensor *a, mi_tensor *eta)
+{
+    return r->m->retention->read ? r->m->retention->read(r->c, a, gate_of(r, i, eta, a)) : a;
 }
 
 /* W from a state A inside a segment whose carried part is `carried`
  * (read_split), or from A alone. */
-static mi_tensor *read_within(const run *r, mi_tensor *carried, mi_tensor *a, mi_tensor *eta)
+static mi_tensor *read_within(const run *r, int i, mi_tensor *carried, mi_tensor *a,
+                              mi_tensor *eta)
 {
     const mi_retention_kind *ret = r->m->retention;
-    return ret->read_split ? ret->read_split(r->c, carried, a) : read_state(r, a, eta);
+    return ret->read_split ? ret->read_split(r->c, carried, a) : read_state(r, i, a, eta);
 }
 
 static bool has_boundary(const mi_retention_kind *ret)
@@ -269,7 +308,7 @@ static int factored_chunk(run *r, mi_tensor *qc, mi_tensor *kc, mi_tensor *vc, m
     /* the factors of the gradients at the chunk's start, W = read(A) */
     mi_tensor *w[MI_MEMORY_MAX_WEIGHTS];
     for (int i = 0; i < r->nw; i++)
-        if (!(w[i] = read_state(r, r->a[i], r->eta))) return -1;
+        if (!(w[i] = read_state(r, i, r->a[i], r->eta))) return -1;
     mi_tensor *e = m->bias->error(c, m->memory->forward(c, w, kc), vc, delta);
     if (!e || m->memory->grad_factors(c, w, kc, e, f.delta, f.x) != 0) return -1;
     /* The coefficients: the two scans run on coordinates over the basis
@@ -369,8 +408,8 @@ static int run_chunk(run *r, mi_tensor *q, mi_tensor *k, mi_tensor *v, const mi_
     mi_tensor *alpha_bar = c->decay_first || (ret->read_split && alpha) ? mi_cumprod(alpha, 1, false)
                                                                          : NULL;
     for (int i = 0; i < r->nw; i++) {
-        mi_tensor *a = c->decay_first ? mi_mul(alpha_like(c, alpha_bar, r->a[i]), r->a[i]) : r->a[i];
-        if (!(wg[i] = read_state(r, a, r->eta))) return -1;
+        mi_tensor *a = c->decay_first ? mi_mul(alpha_of(r, i, alpha_bar, r->a[i]), r->a[i]) : r->a[i];
+        if (!(wg[i] = read_state(r, i, a, r->eta))) return -1;
     }
     if (inner_gradients(r, wg, kc, vc, delta, g) != 0) return -1;
 
@@ -383,22 +422,22 @@ static int run_chunk(run *r, mi_tensor *q, mi_tensor *k, mi_tensor *v, const mi_
     mi_tensor *neg_eta = mi_neg(eta); /* negate the gate, not the full-size product */
     mi_tensor *eta_end = slice_positions(eta, n - 1, n);
     for (int i = 0; i < r->nw; i++) {
-        mi_tensor *step = mi_mul(g[i], gate_like(neg_eta, g[i]));
+        mi_tensor *step = mi_mul(g[i], gate_of(r, i, neg_eta, g[i]));
         if (mu) {
-            mi_tensor *s = scan_from(r->s[i], gate_like(mu, g[i]), step);
+            mi_tensor *s = scan_from(r->s[i], gate_of(r, i, mu, g[i]), step);
             r->s[i] = s ? mi_slice(s, 1, n - 1, n) : NULL;
             step = s;
         }
-        a_seq[i] = alpha ? scan_from(r->a[i], alpha_like(c, alpha, g[i]), step)
+        a_seq[i] = alpha ? scan_from(r->a[i], alpha_of(r, i, alpha, g[i]), step)
                          : mi_add(r->a[i], mi_cumsum(step, 1, false));
         if (a_seq[i] && ret->read_split)
-            carried[i] = alpha_bar ? mi_mul(alpha_like(c, alpha_bar, g[i]), r->a[i])
+            carried[i] = alpha_bar ? mi_mul(alpha_of(r, i, alpha_bar, g[i]), r->a[i])
                                    : mi_broadcast_to(r->a[i], a_seq[i]->rank, a_seq[i]->shape);
         if (a_seq[i] && has_boundary(ret)) {
             mi_tensor *end = mi_slice(a_seq[i], 1, n - 1, n);
             mi_tensor *last = ret->boundary_split
                                   ? ret->boundary_split(c, mi_slice(carried[i], 1, n - 1, n), end)
-                                  : ret->boundary(c, end, gate_like(eta_end, end));
+                                  : ret->boundary(c, end, gate_of(r, i, eta_end, end));
             a_seq[i] = n > 1 ? mi_concat((mi_tensor *[]){mi_slice(a_seq[i], 1, 0, n - 1), last}, 2, 1)
                              : last;
             /* after the boundary nothing is written yet: the state is all carried */
@@ -423,7 +462,7 @@ static int run_chunk(run *r, mi_tensor *q, mi_tensor *k, mi_tensor *v, const mi_
             a = last_steps(a, steps);
             kept = kept ? last_steps(kept, steps) : NULL;
         }
-        if (!(w_read[i] = read_within(r, kept, a, eta_read))) return -1;
+        if (!(w_read[i] = read_within(r, i, kept, a, eta_read))) return -1;
     }
     mi_tensor *qc = one_step ? slice_positions(q, p0 / steps, p0 / steps + 1)
                              : slice_positions(q, p0 / steps, (p0 + n) / steps);
@@ -445,6 +484,20 @@ static int check_inputs(const mi_miras *m, mi_tensor *q, mi_tensor *k, mi_tensor
                      steps > 1 ? "steps·" : "");
         return -1;
     }
+    /* a channel-wise gate: one entry per row of each weight (layout) */
+    run lay = {.m = m, .c = &m->config};
+    int ranks[MI_MEMORY_MAX_WEIGHTS];
+    int64_t shapes[MI_MEMORY_MAX_WEIGHTS][MI_MAX_RANK];
+    if (layout(&lay, k->shape[2], v->shape[2], ranks, shapes) != 0) return -1;
+    int64_t units = lay.unit0[lay.nw - 1] + lay.units[lay.nw - 1];
+    const mi_tensor *cs = m->config.kl_scale_t;
+    if (cs && (cs->rank != 1 || cs->shape[0] != k->shape[0] || cs->dtype != k->dtype)) {
+        mi_error_set("miras: the simplex scale kl_scale_t is %s %s; expected %s [%lld], one c "
+                     "per sequence", mi_dtype_name(cs->dtype),
+                     mi_shape_str(a, sizeof a, cs->rank, cs->shape), mi_dtype_name(k->dtype),
+                     (long long)k->shape[0]);
+        return -1;
+    }
     const char *names[4] = {"eta", "alpha", "mu", "delta"};
     mi_tensor *gs[4] = {gt->eta, gt->alpha, gt->mu, gt->delta};
     bool needed[4] = {true, m->retention->uses_alpha, m->algorithm == MI_ALGO_MOMENTUM,
@@ -458,19 +511,22 @@ static int check_inputs(const mi_miras *m, mi_tensor *q, mi_tensor *k, mi_tensor
             return -1;
         }
         bool channel = g->rank == 3;
-        /* a channel-wise α on the keys (alpha_on_keys) has dk entries */
-        int64_t width = i == 1 && m->config.alpha_on_keys ? k->shape[2] : v->shape[2];
+        if (channel && !m->memory->channel_gates && i != 3) {
+            mi_error_set("miras: memory '%s' takes one %s per head, not channel-wise",
+                         m->memory->name, names[i]);
+            return -1;
+        }
+        /* a channel-wise α on the keys (alpha_on_keys) has dk entries, a channel-wise δ
+         * (the bias's threshold) dv, the others one per row of each weight */
+        int64_t width = i == 1 && m->config.alpha_on_keys ? k->shape[2]
+                      : i == 3                            ? v->shape[2]
+                                                          : units;
         if ((g->rank != 2 && !channel) || g->shape[0] != k->shape[0] || g->shape[1] != k->shape[1] ||
             (channel && g->shape[2] != width)) {
             mi_error_set("miras: gate %s is %s; expected [%lld,%lld] or [%lld,%lld,%lld]",
                          names[i], mi_shape_str(a, sizeof a, g->rank, g->shape),
                          (long long)k->shape[0], (long long)k->shape[1], (long long)k->shape[0],
                          (long long)k->shape[1], (long long)width);
-            return -1;
-        }
-        if (channel && !m->memory->channel_gates && i != 3) {
-            mi_error_set("miras: memory '%s' takes one %s per head, not channel-wise",
-                         m->memory->name, names[i]);
             return -1;
         }
     }
@@ -486,7 +542,7 @@ static int init_run(run *r, mi_tensor *const *w0, int64_t n_seq, int64_t dk, int
     const mi_miras *m = r->m;
     int ranks[MI_MEMORY_MAX_WEIGHTS];
     int64_t shapes[MI_MEMORY_MAX_WEIGHTS][MI_MAX_RANK];
-    if (m->memory->shapes(&m->config, dk, dv, &r->nw, ranks, shapes) != 0) return -1;
+    if (layout(r, dk, dv, ranks, shapes) != 0) return -1;
     for (int i = 0; i < r->nw; i++) {
         /* W0 as [N, 1, ...] */
         int64_t s[MI_MAX_RANK] = {n_seq, 1};
@@ -657,8 +713,8 @@ static int write_position(const run *r, mi_miras_state *st, mi_tensor *k, mi_ten
     mi_tensor *wg[MI_MEMORY_MAX_WEIGHTS], *g[MI_MEMORY_MAX_WEIGHTS];
     for (int i = 0; i < r->nw; i++) {
         mi_tensor *a = st->a_grad[i];
-        if (c->decay_first) a = mi_mul(alpha_like(c, st->alpha_bar, a), a);
-        if (!(wg[i] = read_state(r, a, st->eta_grad))) return -1;
+        if (c->decay_first) a = mi_mul(alpha_of(r, i, st->alpha_bar, a), a);
+        if (!(wg[i] = read_state(r, i, a, st->eta_grad))) return -1;
     }
     if (inner_gradients(r, wg, kp, vp, delta, g) != 0) return -1;
     if (m->algorithm == MI_ALGO_IMPLICIT) {
@@ -666,9 +722,9 @@ static int write_position(const run *r, mi_miras_state *st, mi_tensor *k, mi_ten
         eta = mi_div(eta, mi_add_scalar(mi_mul(eta, kk), 1.0));
     }
     for (int i = 0; i < r->nw; i++) {
-        mi_tensor *step = mi_neg(mi_mul(gate_like(eta, g[i]), g[i]));
-        if (mu) step = st->s[i] = mi_add(mi_mul(gate_like(mu, g[i]), st->s[i]), step);
-        st->a[i] = alpha ? mi_add(mi_mul(alpha_like(c, alpha, g[i]), st->a[i]), step)
+        mi_tensor *step = mi_neg(mi_mul(gate_of(r, i, eta, g[i]), g[i]));
+        if (mu) step = st->s[i] = mi_add(mi_mul(gate_of(r, i, mu, g[i]), st->s[i]), step);
+        st->a[i] = alpha ? mi_add(mi_mul(alpha_of(r, i, alpha, g[i]), st->a[i]), step)
                          : mi_add(st->a[i], step);
         if (!st->a[i]) return -1;
     }
@@ -687,7 +743,7 @@ static void begin_segment(mi_miras_state *st)
 static mi_tensor *stream_carried(const run *r, const mi_miras_state *st, int i)
 {
     mi_tensor *a0 = st->a_grad[i];
-    return st->alpha_bar ? mi_mul(alpha_like(r->c, st->alpha_bar, a0), a0) : a0;
+    return st->alpha_bar ? mi_mul(alpha_of(r, i, st->alpha_bar, a0), a0) : a0;
 }
 
 static int end_segment(const run *r, mi_miras_state *st)
@@ -696,7 +752,7 @@ static int end_segment(const run *r, mi_miras_state *st)
     for (int i = 0; i < r->nw && has_boundary(ret); i++) {
         mi_tensor *a = st->a[i];
         st->a[i] = ret->boundary_split ? ret->boundary_split(r->c, stream_carried(r, st, i), a)
-                                       : ret->boundary(r->c, a, gate_like(st->eta, a));
+                                       : ret->boundary(r->c, a, gate_of(r, i, st->eta, a));
         if (!st->a[i]) return -1;
     }
     /* a split read after the boundary: nothing written since (the next token
@@ -720,7 +776,14 @@ mi_tensor *mi_miras_step(const mi_miras *m, mi_miras_state *st, mi_tensor *q, mi
         return NULL;
     }
     if (check_inputs(m, q, k, v, gates, steps) != 0) return NULL;
-    run r = {.m = m, .c = &m->config, .nw = st->nw};
+    run r = {.m = m, .c = &m->config};
+    int ranks[MI_MEMORY_MAX_WEIGHTS];
+    int64_t shapes[MI_MEMORY_MAX_WEIGHTS][MI_MAX_RANK];
+    if (layout(&r, q->shape[2], v->shape[2], ranks, shapes) != 0) return NULL;
+    if (r.nw != st->nw) {
+        mi_error_set("miras: step: the state has %d weights, the memory %d", st->nw, r.nw);
+        return NULL;
+    }
     /* the exact chunkwise form is the per-token recurrence: segments of one token */
     int exact = delta_exact_choose(m, m->retention->uses_alpha ? gates->alpha : NULL);
     if (exact < 0) return NULL;
@@ -753,7 +816,7 @@ mi_tensor *mi_miras_step(const mi_miras *m, mi_miras_state *st, mi_tensor *q, mi
     for (int i = 0; i < r.nw; i++) {
         mi_tensor *kept = m->retention->read_split ? stream_carried(&r, st, i) : NULL;
         if ((m->retention->read_split && !kept) ||
-            !(w[i] = read_within(&r, kept, st->a[i], st->eta)))
+            !(w[i] = read_within(&r, i, kept, st->a[i], st->eta)))
             return NULL;
     }
     return m->memory->forward(&m->config, w, q);

@@ -25,24 +25,49 @@
  * training the first token of each chunk runs alone (the lag token of
  * "Parallelizable Training" and spec §4.4): it applies eq:xmodel to the
  * previous chunk's state, and the rest of the chunk takes its gradients at
- * the weights it leaves, accumulating linearly in the log domain. */
+ * the weights it leaves, accumulating linearly in the log domain.
+ *
+ * The scale c is the constant kl_scale, or (kl_scale_learn) learned: the
+ * spec's Memora holds c as a parameter ("a learnable or fixed
+ * hyperparameter", its Cell 11). The recurrence then gets one c per sequence,
+ * config kl_scale_t [N] (the layer block's c_h = kl_scale · exp(s_h), one per
+ * head, s_h an outer parameter starting at 0: c stays positive and starts at
+ * kl_scale), and every log c and c above is that sequence's. The outer
+ * gradient reaches c through the reads, W = c · softmax(L), both where the
+ * inner gradient is taken and where y is read. */
 #include <math.h>
 
 #include "models.h"
 
+/* c shaped to scale x [N, n, ...]: [N, 1, ..., 1]; NULL when c is the constant kl_scale. */
+static mi_tensor *scale_like(const mi_miras_config *c, const mi_tensor *x)
+{
+    if (!c->kl_scale_t || !x) return NULL;
+    int64_t shape[MI_MAX_RANK];
+    for (int d = 0; d < x->rank; d++) shape[d] = d == 0 ? x->shape[0] : 1;
+    return mi_reshape(c->kl_scale_t, x->rank, shape);
+}
+
+/* x + log c */
+static mi_tensor *add_log_scale(const mi_miras_config *c, mi_tensor *x)
+{
+    return c->kl_scale_t ? mi_add(x, mi_log(scale_like(c, x))) : mi_add_scalar(x, log(c->kl_scale));
+}
+
 static mi_tensor *kl_init(const mi_miras_config *c, mi_tensor *w0)
 {
-    return mi_add_scalar(mi_log_softmax(w0, -1), log(c->kl_scale));
+    return add_log_scale(c, mi_log_softmax(w0, -1));
 }
 
 static mi_tensor *kl_read(const mi_miras_config *c, mi_tensor *l, mi_tensor *eta)
 {
-    return mi_mul_scalar(mi_softmax(l, -1), c->kl_scale);
+    mi_tensor *w = mi_softmax(l, -1);
+    return c->kl_scale_t ? mi_mul(w, scale_like(c, l)) : mi_mul_scalar(w, c->kl_scale);
 }
 
 static mi_tensor *kl_boundary(const mi_miras_config *c, mi_tensor *l, mi_tensor *eta)
 {
-    return mi_add_scalar(mi_log_softmax(l, -1), log(c->kl_scale));
+    return add_log_scale(c, mi_log_softmax(l, -1));
 }
 
 const mi_retention_kind mi_retention_kl = {
