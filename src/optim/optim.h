@@ -70,7 +70,8 @@ typedef struct mi_optim_hparams {
     bool precond;        /* P_i = diag(1/(√v_i + eps)) in Eq. 20 / 22 (else P_i = I) */
     double delta;        /* Eq. 22's strength β of ∇Lᵀ∇L; Eq. 28's strength β of x̂x̂ᵀ */
     int mem_hidden;      /* Eq. 23: width of the momentum memory's MLP (0 = linear memory) */
-    double mem_lr;       /* Eq. 23: the MLP memory's inner learning rate η_φ */
+    double mem_lr;       /* Eq. 23: the MLP memory's inner learning rate η_φ (2; the
+                            normalised form was tuned at 0.01) */
     mi_nl_output output; /* Eq. 23 (identity) or Eq. 24 (Newton–Schulz) */
     uint64_t seed;       /* Eq. 23: initial key projection of the MLP memory */
     mi_nl_form nl_form;  /* Eq. 22, 23: PAPER (default) or NORMALISED */
