@@ -568,52 +568,6 @@ static int init_run(run *r, mi_tensor *const *w0, int64_t n_seq, int64_t dk, int
     return 0;
 }
 
-/* ---------------------------------------------------------------- the fused per-token path
- * With b = 1 (and in the one-token step of generation) a matrix memory with
- * bias l2 or dot, retention none or l2 (one α per head) and gd or implicit GD
- * is one delta_scan op over the sequence, not ~10 ops per token:
- *   S_t = α_t S_{t−1} − β_t (S_{t−1} k_t − v_t) k_tᵀ        (l2)
- *   S_t = α_t S_{t−1} (I − β_t k_t k_tᵀ) + β_t v_t k_tᵀ      (l2, decay_first)
- *   S_t = α_t S_{t−1} + β_t v_t k_tᵀ                         (dot: Hebbian)
- * with β_t = η_t, or η_t / (1 + η_t ‖k_t‖²) for implicit, and α ≡ 1 for
- * retention none; y_t = S_t q_t. Gates per head [N, T] or per value row
- * [N, T, dv] (Diag(α_t) S_{t−1}). A channel-wise α on the key axis
- * (alpha_on_keys), momentum, multistep and every other component keep the
- * composed path, and so does materialize=true (the tests' reference). Not
- * differentiable twice. */
-static bool fused_rule(const mi_miras *m, const mi_miras_gates *gt, mi_delta_rule *rule)
-{
-    const mi_miras_config *c = &m->config;
-    bool l2 = !strcmp(m->bias->name, "l2"), dot = !strcmp(m->bias->name, "dot");
-    if (c->materialize || strcmp(m->memory->name, "matrix") || (!l2 && !dot) ||
-        (strcmp(m->retention->name, "none") && strcmp(m->retention->name, "l2")) ||
-        (m->algorithm != MI_ALGO_GD && m->algorithm != MI_ALGO_IMPLICIT) ||
-        (m->retention->uses_alpha && c->alpha_on_keys && gt->alpha->rank == 3))
-        return false;
-    *rule = dot ? MI_DELTA_RULE_HEBBIAN
-                : c->decay_first ? MI_DELTA_RULE_DECAY_FIRST : MI_DELTA_RULE_DELTA;
-    return true;
-}
-
-/* The tokens of q, k, v and the gates from the state *a [N, 1, dv, dk],
- * which is replaced by the state after the last token; y [N, T, dv]. */
-static mi_tensor *fused_scan(const mi_miras *m, mi_delta_rule rule, mi_tensor **a, mi_tensor *q,
-                             mi_tensor *k, mi_tensor *v, const mi_miras_gates *gt)
-{
-    int64_t n_seq = k->shape[0], n = k->shape[1], dk = k->shape[2], dv = v->shape[2];
-    mi_tensor *beta = gt->eta;
-    if (m->algorithm == MI_ALGO_IMPLICIT) {
-        mi_tensor *kk = mi_sum(mi_square(k), -1, beta->rank == 3);
-        beta = mi_div(beta, mi_add_scalar(mi_mul(beta, kk), 1.0));
-    }
-    mi_tensor *alpha = m->retention->uses_alpha ? gt->alpha
-                                                : mi_ones(v->dtype, 2, (int64_t[]){n_seq, n});
-    mi_tensor *s0 = mi_reshape(*a, 3, (int64_t[]){n_seq, dv, dk}), *s_end = NULL;
-    mi_tensor *y = mi_delta_scan(s0, q, k, v, beta, alpha, rule, &s_end);
-    if (!y || !(*a = mi_reshape(s_end, 4, (int64_t[]){n_seq, 1, dv, dk}))) return NULL;
-    return y;
-}
-
 mi_tensor *mi_miras_forward(const mi_miras *m, mi_tensor *q, mi_tensor *k, mi_tensor *v,
                             const mi_miras_gates *gates, mi_tensor *const *w0,
                             mi_tensor **final_state)
@@ -632,8 +586,8 @@ mi_tensor *mi_miras_forward(const mi_miras *m, mi_tensor *q, mi_tensor *k, mi_te
     run r = {.m = m, .c = &m->config};
     if (init_run(&r, w0, n_seq, k->shape[2], v->shape[2], v->dtype) != 0) return NULL;
     mi_delta_rule rule;
-    if (m->config.chunk == 1 && fused_rule(m, gates, &rule)) {
-        mi_tensor *y = fused_scan(m, rule, &r.a[0], q, k, v, gates);
+    if (m->config.chunk == 1 && delta_fused_rule(m, gates, &rule)) {
+        mi_tensor *y = delta_fused_scan(m, rule, &r.a[0], q, k, v, gates);
         if (y && final_state) final_state[0] = r.a[0];
         return y;
     }
@@ -790,8 +744,8 @@ mi_tensor *mi_miras_step(const mi_miras *m, mi_miras_state *st, mi_tensor *q, mi
     int64_t b = exact ? 1 : m->config.chunk, j = st->tokens % b;
     bool lag = m->retention->lag_token && b > 1;
     mi_delta_rule rule;
-    if (b == 1 && fused_rule(m, gates, &rule)) {
-        mi_tensor *y = fused_scan(m, rule, &st->a[0], q, k, v, gates);
+    if (b == 1 && delta_fused_rule(m, gates, &rule)) {
+        mi_tensor *y = delta_fused_scan(m, rule, &st->a[0], q, k, v, gates);
         if (!y) return NULL;
         st->a_grad[0] = st->a[0];
         st->eta = gates->eta;

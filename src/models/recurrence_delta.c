@@ -126,17 +126,20 @@ static mi_tensor *ratios(mi_tensor *a, mi_tensor *b, mi_tensor *msk)
     return mi_mul(mi_exp(mi_mul(d, msk)), msk);
 }
 
+/* β: η, or Longhorn's implicit step η / (1 + η‖k‖²) */
+static mi_tensor *delta_beta(const mi_miras *m, mi_tensor *k, mi_tensor *eta)
+{
+    if (m->algorithm != MI_ALGO_IMPLICIT) return eta;
+    mi_tensor *ksq = mi_sum(mi_square(k), -1, eta->rank == 3);
+    return mi_div(eta, mi_add_scalar(mi_mul(eta, ksq), 1.0));
+}
+
 int delta_chunk_exact(const mi_miras *m, mi_tensor **state, mi_tensor *q, mi_tensor *k,
                       mi_tensor *v, mi_tensor *eta, mi_tensor *alpha, int steps, mi_tensor **y)
 {
     if (!k || !eta) return -1;
-    /* β: η, or Longhorn's implicit step η / (1 + η‖k‖²) */
-    mi_tensor *beta = eta;
-    if (m->algorithm == MI_ALGO_IMPLICIT) {
-        mi_tensor *ksq = mi_sum(mi_square(k), -1, eta->rank == 3);
-        beta = mi_div(eta, mi_add_scalar(mi_mul(eta, ksq), 1.0));
-    }
-    return delta_chunk_wy(state, q, k, v, beta, alpha, m->config.decay_first, steps, y);
+    return delta_chunk_wy(state, q, k, v, delta_beta(m, k, eta), alpha, m->config.decay_first,
+                          steps, y);
 }
 
 int delta_chunk_wy(mi_tensor **state, mi_tensor *q, mi_tensor *k, mi_tensor *v, mi_tensor *beta,
@@ -201,4 +204,46 @@ int delta_chunk_wy(mi_tensor **state, mi_tensor *q, mi_tensor *k, mi_tensor *v, 
     }
     *state = mi_add(kept, sum);
     return *state ? 0 : -1;
+}
+
+/* ---------------------------------------------------------------- the fused per-token path
+ * With b = 1 (and in the one-token step of generation) a matrix memory with
+ * bias l2 or dot, retention none or l2 (one α per head) and gd or implicit GD
+ * is one delta_scan op over the sequence, not ~10 ops per token:
+ *   S_t = α_t S_{t−1} − β_t (S_{t−1} k_t − v_t) k_tᵀ        (l2)
+ *   S_t = α_t S_{t−1} (I − β_t k_t k_tᵀ) + β_t v_t k_tᵀ      (l2, decay_first)
+ *   S_t = α_t S_{t−1} + β_t v_t k_tᵀ                         (dot: Hebbian)
+ * with β_t = η_t, or η_t / (1 + η_t ‖k_t‖²) for implicit, and α ≡ 1 for
+ * retention none; y_t = S_t q_t. Gates per head [N, T] or per value row
+ * [N, T, dv] (Diag(α_t) S_{t−1}). A channel-wise α on the key axis
+ * (alpha_on_keys), momentum, multistep and every other component keep the
+ * composed path, and so does materialize=true (the tests' reference). Not
+ * differentiable twice. */
+bool delta_fused_rule(const mi_miras *m, const mi_miras_gates *gt, mi_delta_rule *rule)
+{
+    const mi_miras_config *c = &m->config;
+    bool l2 = !strcmp(m->bias->name, "l2"), dot = !strcmp(m->bias->name, "dot");
+    if (c->materialize || strcmp(m->memory->name, "matrix") || (!l2 && !dot) ||
+        (strcmp(m->retention->name, "none") && strcmp(m->retention->name, "l2")) ||
+        (m->algorithm != MI_ALGO_GD && m->algorithm != MI_ALGO_IMPLICIT) ||
+        (m->retention->uses_alpha && c->alpha_on_keys && gt->alpha->rank == 3))
+        return false;
+    *rule = dot ? MI_DELTA_RULE_HEBBIAN
+                : c->decay_first ? MI_DELTA_RULE_DECAY_FIRST : MI_DELTA_RULE_DELTA;
+    return true;
+}
+
+/* The tokens of q, k, v and the gates from the state *a [N, 1, dv, dk],
+ * which is replaced by the state after the last token; y [N, T, dv]. */
+mi_tensor *delta_fused_scan(const mi_miras *m, mi_delta_rule rule, mi_tensor **a, mi_tensor *q,
+                            mi_tensor *k, mi_tensor *v, const mi_miras_gates *gt)
+{
+    int64_t n_seq = k->shape[0], n = k->shape[1], dk = k->shape[2], dv = v->shape[2];
+    mi_tensor *beta = delta_beta(m, k, gt->eta);
+    mi_tensor *alpha = m->retention->uses_alpha ? gt->alpha
+                                                : mi_ones(v->dtype, 2, (int64_t[]){n_seq, n});
+    mi_tensor *s0 = mi_reshape(*a, 3, (int64_t[]){n_seq, dv, dk}), *s_end = NULL;
+    mi_tensor *y = mi_delta_scan(s0, q, k, v, beta, alpha, rule, &s_end);
+    if (!y || !(*a = mi_reshape(s_end, 4, (int64_t[]){n_seq, 1, dv, dk}))) return NULL;
+    return y;
 }

@@ -1,5 +1,5 @@
-/* The exact chunkwise form of the delta rule, used by the recurrence's
- * chunks. Internal to the models layer. */
+/* The delta rule's fast forms, used by the recurrence: the exact chunkwise
+ * form (WY) and the fused per-token scan. Internal to the models layer. */
 #ifndef MIRAS_RECURRENCE_DELTA_H
 #define MIRAS_RECURRENCE_DELTA_H
 
@@ -28,5 +28,15 @@ int delta_chunk_exact(const mi_miras *m, mi_tensor **state, mi_tensor *q, mi_ten
  * step is such a rule (HOPE's Eq. 28 layers). */
 int delta_chunk_wy(mi_tensor **state, mi_tensor *q, mi_tensor *k, mi_tensor *v, mi_tensor *beta,
                    mi_tensor *alpha, bool decay_first, int steps, mi_tensor **y);
+
+/* Whether m's chunk-1 recurrence runs as the fused delta_scan op (and which
+ * rule), given its gates. */
+bool delta_fused_rule(const mi_miras *m, const mi_miras_gates *gt, mi_delta_rule *rule);
+
+/* The tokens of q, k, v and the gates through delta_scan from the state *a
+ * [N, 1, dv, dk], which is replaced by the state after the last token;
+ * y [N, T, dv], or NULL with a message. */
+mi_tensor *delta_fused_scan(const mi_miras *m, mi_delta_rule rule, mi_tensor **a, mi_tensor *q,
+                            mi_tensor *k, mi_tensor *v, const mi_miras_gates *gt);
 
 #endif
