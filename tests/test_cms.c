@@ -307,12 +307,33 @@ START_TEST(cms_without_updates_is_a_prenorm_ffn_chain)
     mi_tensor *x = input(10, 2, 6, CD);
     mi_tensor *y = mi_cms_forward(&m, x);
     ck_assert_ptr_nonnull(y);
-    mi_tensor *h = x;
+    /* Nested Learning, Eq. 30 with Eq. 31's update zero: y_t = MLP^(f_2)(MLP^(f_1)(x_t)),
+     * each block h ← h + W1 gelu(W2 u), u = h / √(mean h² + ε) ⊙ γ (the
+     * normalisation and residual Eq. 30 leaves out), in plain f64 */
+    enum { B = 2, T = 6 };
+    double h[B * T][CD];
+    for (int bt = 0; bt < B * T; bt++)
+        for (int i = 0; i < CD; i++) h[bt][i] = P(x, bt * CD + i);
     for (int l = 0; l < 2; l++) {
-        mi_tensor *u = mi_mul(mi_rms_norm(h, c.norm_eps), m.level[l].norm);
-        h = mi_add(h, mi_nl_mlp_read(m.level[l].w1, m.level[l].w2, false, u));
+        const mi_cms_level *L = &m.level[l];
+        for (int bt = 0; bt < B * T; bt++) {
+            double ms = 0, u[CD], s[CH];
+            for (int i = 0; i < CD; i++) ms += h[bt][i] * h[bt][i] / CD;
+            for (int i = 0; i < CD; i++) u[i] = h[bt][i] / sqrt(ms + c.norm_eps) * P(L->norm, i);
+            for (int j = 0; j < CH; j++) {
+                double a = 0;
+                for (int i = 0; i < CD; i++) a += P(L->w2, j * CD + i) * u[i];
+                s[j] = gelu(a);
+            }
+            for (int i = 0; i < CD; i++)
+                for (int j = 0; j < CH; j++) h[bt][i] += P(L->w1, i * CH + j) * s[j];
+        }
     }
-    ck_assert(max_abs_diff(y, h) < 1e-14);
+    for (int bt = 0; bt < B * T; bt++)
+        for (int i = 0; i < CD; i++)
+            ck_assert_msg(fabs(mi_get(y, bt * CD + i) - h[bt][i]) < 1e-14,
+                          "y[%d] = %.17g, Eq. 30 %.17g", bt * CD + i, mi_get(y, bt * CD + i),
+                          h[bt][i]);
 }
 END_TEST
 
