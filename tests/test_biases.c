@@ -143,7 +143,8 @@ static void paper_step(ref *r, const char *bias, double Wg[D][D], const double *
         for (int j = 0; j < D; j++) W[i][j] = alpha * W[i][j] - eta * G[i][j];
 }
 
-/* The whole sequence with the chunk rule of recurrence.c: every token of a
+/* The whole sequence with the chunk rule (MIRAS, "Parallelizable Training",
+ * t' = t − mod(t, b)): every token of a
  * chunk takes its gradient at the state the previous chunk left (b = 1: the
  * exact per-token recurrence); y_t = W_t q_t. y [N, T, D]. */
 static void naive(ref *r, const char *bias, const seqs *s, int chunk, double *y)
