@@ -143,7 +143,8 @@ static void paper_step(ref *r, const char *bias, double Wg[D][D], const double *
         for (int j = 0; j < D; j++) W[i][j] = alpha * W[i][j] - eta * G[i][j];
 }
 
-/* The whole sequence with the chunk rule of recurrence.c: every token of a
+/* The whole sequence with the chunk rule (MIRAS, "Parallelizable Training",
+ * t' = t − mod(t, b)): every token of a
  * chunk takes its gradient at the state the previous chunk left (b = 1: the
  * exact per-token recurrence); y_t = W_t q_t. y [N, T, D]. */
 static void naive(ref *r, const char *bias, const seqs *s, int chunk, double *y)
@@ -207,6 +208,43 @@ static seqs case_seqs(mi_rng *r, const bias_case *bc)
     return make_seqs(r, bc->channel, lo, hi, bc->p >= 4 ? 0.25 : 1);
 }
 
+/* The attentional biases' losses as MIRAS states them, one token's error
+ * e = y − v (n channels) and thresholds d (d[0] per head, d[j] per channel):
+ *   lp:         ‖e‖_p^p = Σ_j |e_j|^p           (MIRAS, Variant 1, ℓp-attentional bias)
+ *   huber:      Σ_j H(e_j)                       (Variant 2, first approach)
+ *   huber-norm: H(‖e‖₂)                          (Variant 2, second approach)
+ *     H(a) = ½a² if |a| ≤ δ, δ(|a| − ½δ) otherwise
+ *   robust:     max_{‖δv‖₂ ≤ Δ} ½‖e − δv‖²       (eq:tempRobustRegression), evaluated at
+ *               the paper's maximiser δv* = −Δ e/‖e‖₂ (any point of the sphere when e = 0)
+ * Returns NAN for a bias the paper gives no loss for (yaad: eq:huber-loss is an update). */
+static double huber_h(double a, double d)
+{
+    return fabs(a) <= d ? 0.5 * a * a : d * (fabs(a) - 0.5 * d);
+}
+
+static double paper_loss(const char *bias, double p, double big_delta, const double *e,
+                         const double *d, int n)
+{
+    double norm2 = 0, l = 0;
+    for (int j = 0; j < n; j++) norm2 += e[j] * e[j];
+    double norm = sqrt(norm2);
+    if (!strcmp(bias, "lp")) {
+        for (int j = 0; j < n; j++) l += pow(fabs(e[j]), p);
+    } else if (!strcmp(bias, "huber")) {
+        for (int j = 0; j < n; j++) l += huber_h(e[j], d[j]);
+    } else if (!strcmp(bias, "huber-norm")) {
+        l = huber_h(norm, d[0]);
+    } else if (!strcmp(bias, "robust")) {
+        for (int j = 0; j < n; j++) {
+            double dv = norm > 0 ? -big_delta * e[j] / norm : (j == 0 ? big_delta : 0);
+            l += 0.5 * (e[j] - dv) * (e[j] - dv);
+        }
+    } else {
+        l = NAN;
+    }
+    return l;
+}
+
 /* e = ∂ℓ/∂y in closed form == mi_grad of Σ ℓ, including e = 0 exactly (a
  * zero error must give a finite, zero derivative). */
 START_TEST(error_is_the_derivative_of_the_loss)
@@ -233,6 +271,29 @@ START_TEST(error_is_the_derivative_of_the_loss)
         ck_assert_msg(loss != NULL, "%s: %s", bc->bias, mi_error());
         ck_assert_int_eq(loss->rank, 2);
         ck_assert_int_eq(loss->shape[1], n);
+        /* the loss itself against the paper's (exact |·| and ‖·‖: ε negligible) */
+        mi_miras_config cx = c;
+        cx.abs_eps = 1e-30;
+        mi_tensor *lx = m.bias->loss(&cx, y, v, delta);
+        ck_assert_msg(lx != NULL, "%s: %s", bc->bias, mi_error());
+        int checked = 0;
+        for (int nn = 0; nn < N; nn++)
+            for (int t = 0; t < n; t++) {
+                double e[D], d[D];
+                for (int j = 0; j < D; j++) {
+                    int64_t at = ((int64_t)nn * n + t) * D + j;
+                    e[j] = mi_get(y, at) - mi_get(v, at);
+                    d[j] = !delta ? 0 : bc->channel ? mi_get(delta, at) : mi_get(delta, nn * n + t);
+                }
+                double want = paper_loss(bc->bias, cx.p, cx.robust_delta, e, d, D);
+                if (isnan(want)) continue;
+                double got = mi_get(lx, nn * n + t);
+                ck_assert_msg(fabs(got - want) <= 1e-12 * (1 + fabs(want)),
+                              "%s p=%g channel %d: loss[%d,%d] = %.15g, the paper's %.15g",
+                              bc->bias, cx.p, bc->channel, nn, t, got, want);
+                checked++;
+            }
+        ck_assert(checked == N * n || !strcmp(bc->bias, "yaad"));
         mi_tensor *total = mi_sum(loss, MI_ALL, false), *g;
         ck_assert_int_eq(mi_grad(&total, NULL, 1, &y, 1, false, &g), 0);
         mi_tensor *e = m.bias->error(&c, y, v, delta);

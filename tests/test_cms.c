@@ -1,5 +1,5 @@
 /* Nested Learning's continuum memory system (src/models/cms.c, nl_mlp.c): the
- * MLP memory's accumulated step against autodiff; CMS block ℓ's weights
+ * MLP memory's accumulated step against Eq. 31 by hand; CMS block ℓ's weights
  * change only at positions that are multiples of C^(ℓ) (from the trace); the
  * CMS against a plain-loop reference (all C = 1, and mixed C with T not a
  * multiple); gradchecks (f64, tiny) w.r.t. the input and every parameter;
@@ -10,13 +10,13 @@
 
 /* ---------------------------------------------------------------- the MLP memory's step */
 
-/* D1, D2 of mi_nl_mlp_step (W − its new weights) == autodiff gradients of
+/* D1, D2 of mi_nl_mlp_step (W − its new weights) == the gradients of
  *   Σ_t c1_t ½‖M(x_t) − v_t‖²  w.r.t. W1,  c1_t = c_t / (‖s_t‖² + hidden_eps)
  *   Σ_t c2_t ½‖M(x_t) − v_t‖²  w.r.t. W2,  c2_t = c_t / (‖x_t‖² + eps)
  * (c1 = c2 = c without lms; the weights held fixed), for shared and
  * per-sequence weights, with and without the residual; and the rank-one
  * factors of mi_nl_mlp_factors, Σ_t c_t g_t û_tᵀ, equal the same sums. */
-START_TEST(mlp_step_equals_autodiff)
+START_TEST(mlp_step_is_the_eq31_gradient_sum)
 {
     enum { N = 2, n = 4, IN = 3, H = 5 };
     const double eps = 1e-6, hidden_eps = 0.7;   /* distinct, so a swap shows */
@@ -37,45 +37,72 @@ START_TEST(mlp_step_equals_autodiff)
                          0);
         mi_tensor *d1 = mi_sub(w1, n1), *d2 = mi_sub(w2, n2);
 
-        /* autodiff, with one copy of the weights per sequence */
-        mi_tensor *b1 = per_seq ? w1 : mi_broadcast_to(w1, MI_SHAPE(N, out, H));
-        mi_tensor *b2 = per_seq ? w2 : mi_broadcast_to(w2, MI_SHAPE(N, H, IN));
-        mi_tensor *a1 = mi_requires_grad(mi_tensor_to(b1, MI_F64), true);
-        mi_tensor *a2 = mi_requires_grad(mi_tensor_to(b2, MI_F64), true);
-        mi_tensor *e = mi_sub(mi_nl_mlp_read(a1, a2, residual, x), v);
-        mi_tensor *fit = mi_mul_scalar(mi_sum(mi_square(e), -1, false), 0.5);   /* [N, n] */
-        mi_tensor *sbar = mi_gelu(mi_matmul_t(x, mi_detach(w2), false, true));
-        mi_tensor *c1 = lms ? mi_div(c, mi_add_scalar(mi_sum(mi_square(sbar), -1, false),
-                                                      hidden_eps)) : c;
-        mi_tensor *c2 = lms ? mi_div(c, mi_add_scalar(mi_sum(mi_square(x), -1, false), eps)) : c;
-        mi_tensor *loss1 = mi_sum(mi_mul(fit, c1), MI_ALL, false);
-        mi_tensor *loss2 = mi_sum(mi_mul(fit, c2), MI_ALL, false);
-        mi_tensor *g1[2], *g2[2];
-        ck_assert_int_eq(mi_grad(&loss1, NULL, 1, (mi_tensor *[]){a1, a2}, 2, false, g1), 0);
-        ck_assert_int_eq(mi_grad(&loss2, NULL, 1, (mi_tensor *[]){a1, a2}, 2, false, g2), 0);
+        /* Nested Learning, Eq. 31 with f = ∇L (gradient descent), L = ½‖M(x_t) − v_t‖²,
+         * M(x) = [x +] W1 gelu(W2 x), summed over the chunk with weights c_t, the
+         * backward pass by hand in plain f64 (the weights held fixed):
+         *   a = W2 x, s = gelu(a), e = M(x) − v,
+         *   ∂L/∂W1 = e sᵀ,  ∂L/∂W2 = (gelu'(a) ⊙ W1ᵀ e) xᵀ,
+         * each term over ‖s‖² + hidden_eps and ‖x‖² + eps with lms (the normalised-LMS
+         * option, not in Eq. 31). g1: [N][out][H], g2: [N][H][IN]. */
+        double g1[N][IN][H] = {{{0}}}, g2[N][H][IN] = {{{0}}};
+        for (int b = 0; b < N; b++)
+            for (int t = 0; t < n; t++) {
+                double xt[IN], a[H], sh[H], e[IN], ss = hidden_eps, xx = eps;
+                for (int i = 0; i < IN; i++) xt[i] = mi_get(x, (b * n + t) * IN + i);
+                for (int j = 0; j < H; j++) {
+                    a[j] = 0;
+                    for (int i = 0; i < IN; i++)
+                        a[j] += mi_get(w2, (per_seq ? b * H * IN : 0) + j * IN + i) * xt[i];
+                    sh[j] = 0.5 * a[j] * (1 + erf(a[j] / sqrt(2.0)));
+                    ss += sh[j] * sh[j];
+                }
+                for (int i = 0; i < IN; i++) xx += xt[i] * xt[i];
+                for (int o = 0; o < out; o++) {
+                    double m = residual ? xt[o] : 0;
+                    for (int j = 0; j < H; j++)
+                        m += mi_get(w1, (per_seq ? b * out * H : 0) + o * H + j) * sh[j];
+                    e[o] = m - mi_get(v, (b * n + t) * out + o);
+                }
+                double ct = mi_get(c, b * n + t), c1 = lms ? ct / ss : ct, c2 = lms ? ct / xx : ct;
+                for (int j = 0; j < H; j++) {
+                    double back = 0;
+                    for (int o = 0; o < out; o++) {
+                        double w = mi_get(w1, (per_seq ? b * out * H : 0) + o * H + j);
+                        back += w * e[o];
+                        g1[b][o][j] += c1 * e[o] * sh[j];
+                    }
+                    double gp = 0.5 * (1 + erf(a[j] / sqrt(2.0))) +
+                                a[j] * exp(-0.5 * a[j] * a[j]) / sqrt(2 * M_PI);
+                    for (int i = 0; i < IN; i++) g2[b][j][i] += c2 * gp * back * xt[i];
+                }
+            }
+#define G1_AT(i) g1[(i) / (out * H)][(i) % (out * H) / H][(i) % H]
+#define G2_AT(i) (&g2[0][0][0])[i]
         ck_assert_int_eq(d1->rank, 3);
         ck_assert(d1->shape[0] == N && d2->shape[0] == N);
         for (int64_t i = 0; i < d1->numel; i++)
-            ck_assert_msg(fabs(mi_get(d1, i) - mi_get(g1[0], i)) < 1e-12,
-                          "variant %d: D1[%lld] = %.15g, autodiff %.15g", variant, (long long)i,
-                          mi_get(d1, i), mi_get(g1[0], i));
+            ck_assert_msg(fabs(mi_get(d1, i) - G1_AT(i)) < 1e-12,
+                          "variant %d: D1[%lld] = %.15g, Eq. 31 %.15g", variant, (long long)i,
+                          mi_get(d1, i), G1_AT(i));
         for (int64_t i = 0; i < d2->numel; i++)
-            ck_assert_msg(fabs(mi_get(d2, i) - mi_get(g2[1], i)) < 1e-12,
-                          "variant %d: D2[%lld] = %.15g, autodiff %.15g", variant, (long long)i,
-                          mi_get(d2, i), mi_get(g2[1], i));
+            ck_assert_msg(fabs(mi_get(d2, i) - G2_AT(i)) < 1e-12,
+                          "variant %d: D2[%lld] = %.15g, Eq. 31 %.15g", variant, (long long)i,
+                          mi_get(d2, i), G2_AT(i));
         mi_nl_mlp_factor f[2];
         ck_assert_int_eq(mi_nl_mlp_factors(w1, w2, residual, x, v, lms, eps, hidden_eps, f), 0);
         mi_tensor *cc = mi_unsqueeze(c, -1);
         mi_tensor *sum1 = mi_matmul_t(mi_mul(cc, f[0].g), f[0].u, true, false);
         mi_tensor *sum2 = mi_matmul_t(mi_mul(cc, f[1].g), f[1].u, true, false);
         for (int64_t i = 0; i < d1->numel; i++)
-            ck_assert_msg(fabs(mi_get(sum1, i) - mi_get(g1[0], i)) < 1e-12,
-                          "variant %d: factors of D1[%lld] = %.15g, autodiff %.15g", variant,
-                          (long long)i, mi_get(sum1, i), mi_get(g1[0], i));
+            ck_assert_msg(fabs(mi_get(sum1, i) - G1_AT(i)) < 1e-12,
+                          "variant %d: factors of D1[%lld] = %.15g, Eq. 31 %.15g", variant,
+                          (long long)i, mi_get(sum1, i), G1_AT(i));
         for (int64_t i = 0; i < d2->numel; i++)
-            ck_assert_msg(fabs(mi_get(sum2, i) - mi_get(g2[1], i)) < 1e-12,
-                          "variant %d: factors of D2[%lld] = %.15g, autodiff %.15g", variant,
-                          (long long)i, mi_get(sum2, i), mi_get(g2[1], i));
+            ck_assert_msg(fabs(mi_get(sum2, i) - G2_AT(i)) < 1e-12,
+                          "variant %d: factors of D2[%lld] = %.15g, Eq. 31 %.15g", variant,
+                          (long long)i, mi_get(sum2, i), G2_AT(i));
+#undef G1_AT
+#undef G2_AT
     }
 }
 END_TEST
@@ -136,74 +163,6 @@ static void make_cms(mi_cms *m, const mi_cms_config *c, uint64_t seed)
     mi_rng r;
     mi_rng_seed(&r, seed);
     ck_assert_msg(mi_cms_init(m, c, MI_F64, &r, test_scope) == 0, "%s", mi_error());
-}
-
-/* The CMS as plain loops, token by token (Eq. 31): block ℓ accumulates
- * η_t [e_t s_tᵀ, δ_t u_tᵀ] (η_t ∇ℓ_t), at the weights in force, and applies
- * the sum after every position that is a multiple of C^(ℓ); η_t = σ(·), over
- * C with rate_mean; each term over ‖s_t‖² + 1 and ‖u_t‖² + eps with lms. */
-static void ref_cms(const mi_cms *m, const mi_tensor *x, double *y)
-{
-    int64_t B = x->shape[0], T = x->shape[1], d = m->config.d_model, hdn = m->hidden;
-    double eps = m->config.norm_eps;
-    for (int64_t b = 0; b < B; b++) {
-        double h[MAXT][MAXD];
-        for (int64_t t = 0; t < T; t++)
-            for (int64_t i = 0; i < d; i++) h[t][i] = P(x, (b * T + t) * d + i);
-        for (int l = 0; l < m->config.n_blocks; l++) {
-            const mi_cms_level *L = &m->level[l];
-            int C = m->config.chunk[l];
-            double W1[MAXD][MAXD], W2[MAXD][MAXD], G1[MAXD][MAXD] = {{0}}, G2[MAXD][MAXD] = {{0}};
-            for (int64_t i = 0; i < d; i++)
-                for (int64_t j = 0; j < hdn; j++) {
-                    W1[i][j] = P(L->w1, i * hdn + j);
-                    W2[j][i] = P(L->w2, j * d + i);
-                }
-            for (int64_t t = 0; t < T; t++) {
-                double u[MAXD], ms = 0, a[MAXD], s[MAXD], mo[MAXD], v[MAXD], z = P(L->eta_bias, 0);
-                for (int64_t i = 0; i < d; i++) ms += h[t][i] * h[t][i] / (double)d;
-                for (int64_t i = 0; i < d; i++) u[i] = h[t][i] / sqrt(ms + eps) * P(L->norm, i);
-                for (int64_t j = 0; j < hdn; j++) {
-                    a[j] = 0;
-                    for (int64_t i = 0; i < d; i++) a[j] += W2[j][i] * u[i];
-                    s[j] = gelu(a[j]);
-                }
-                for (int64_t i = 0; i < d; i++) {
-                    mo[i] = 0;
-                    for (int64_t j = 0; j < hdn; j++) mo[i] += W1[i][j] * s[j];
-                    v[i] = 0;
-                    for (int64_t k = 0; k < d; k++) v[i] += u[k] * P(L->value, k * d + i);
-                    z += u[i] * P(L->eta_w, i);
-                }
-                double eta = sigm(z) / (m->config.rate_mean ? C : 1), e[MAXD];
-                double ss = MI_NL_MLP_HIDDEN_EPS, uu = eps;
-                for (int64_t i = 0; i < d; i++) e[i] = mo[i] - v[i];
-                for (int64_t j = 0; j < hdn; j++) ss += s[j] * s[j];
-                for (int64_t i = 0; i < d; i++) uu += u[i] * u[i];
-                if (!m->config.lms) ss = uu = 1;
-                for (int64_t j = 0; j < hdn; j++) {
-                    double back = 0;
-                    for (int64_t i = 0; i < d; i++) back += W1[i][j] * e[i];
-                    double delta = gelu_prime(a[j]) * back;
-                    for (int64_t i = 0; i < d; i++) {
-                        G1[i][j] += eta * e[i] * s[j] / ss;
-                        G2[j][i] += eta * delta * u[i] / uu;
-                    }
-                }
-                for (int64_t i = 0; i < d; i++) h[t][i] += mo[i];
-                if ((t + 1) % C == 0) {
-                    for (int64_t i = 0; i < d; i++)
-                        for (int64_t j = 0; j < hdn; j++) {
-                            W1[i][j] -= G1[i][j];
-                            W2[j][i] -= G2[j][i];
-                            G1[i][j] = G2[j][i] = 0;
-                        }
-                }
-            }
-        }
-        for (int64_t t = 0; t < T; t++)
-            for (int64_t i = 0; i < d; i++) y[(b * T + t) * d + i] = h[t][i];
-    }
 }
 
 static void check_cms_form(const char *chunks, int64_t B, int64_t T, bool rate_mean, bool lms)
@@ -307,12 +266,33 @@ START_TEST(cms_without_updates_is_a_prenorm_ffn_chain)
     mi_tensor *x = input(10, 2, 6, CD);
     mi_tensor *y = mi_cms_forward(&m, x);
     ck_assert_ptr_nonnull(y);
-    mi_tensor *h = x;
+    /* Nested Learning, Eq. 30 with Eq. 31's update zero: y_t = MLP^(f_2)(MLP^(f_1)(x_t)),
+     * each block h ← h + W1 gelu(W2 u), u = h / √(mean h² + ε) ⊙ γ (the
+     * normalisation and residual Eq. 30 leaves out), in plain f64 */
+    enum { B = 2, T = 6 };
+    double h[B * T][CD];
+    for (int bt = 0; bt < B * T; bt++)
+        for (int i = 0; i < CD; i++) h[bt][i] = P(x, bt * CD + i);
     for (int l = 0; l < 2; l++) {
-        mi_tensor *u = mi_mul(mi_rms_norm(h, c.norm_eps), m.level[l].norm);
-        h = mi_add(h, mi_nl_mlp_read(m.level[l].w1, m.level[l].w2, false, u));
+        const mi_cms_level *L = &m.level[l];
+        for (int bt = 0; bt < B * T; bt++) {
+            double ms = 0, u[CD], s[CH];
+            for (int i = 0; i < CD; i++) ms += h[bt][i] * h[bt][i] / CD;
+            for (int i = 0; i < CD; i++) u[i] = h[bt][i] / sqrt(ms + c.norm_eps) * P(L->norm, i);
+            for (int j = 0; j < CH; j++) {
+                double a = 0;
+                for (int i = 0; i < CD; i++) a += P(L->w2, j * CD + i) * u[i];
+                s[j] = gelu(a);
+            }
+            for (int i = 0; i < CD; i++)
+                for (int j = 0; j < CH; j++) h[bt][i] += P(L->w1, i * CH + j) * s[j];
+        }
     }
-    ck_assert(max_abs_diff(y, h) < 1e-14);
+    for (int bt = 0; bt < B * T; bt++)
+        for (int i = 0; i < CD; i++)
+            ck_assert_msg(fabs(mi_get(y, bt * CD + i) - h[bt][i]) < 1e-14,
+                          "y[%d] = %.17g, Eq. 30 %.17g", bt * CD + i, mi_get(y, bt * CD + i),
+                          h[bt][i]);
 }
 END_TEST
 
@@ -426,7 +406,7 @@ Suite *make_suite(void)
 {
     Suite *s = suite_create("cms");
     TCase *tc = tcase_slow("cms");
-    tcase_add_test(tc, mlp_step_equals_autodiff);
+    tcase_add_test(tc, mlp_step_is_the_eq31_gradient_sum);
     tcase_add_test(tc, mlp_step_bounded_when_the_hidden_layer_vanishes);
     tcase_add_test(tc, cms_all_chunks_one_equals_per_token_loop);
     tcase_add_test(tc, cms_mixed_chunks_equal_loop);

@@ -11,6 +11,8 @@
  * - bad shapes, dtypes and rules give messages, not aborts, and a second
  *   derivative is refused with a message. */
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "harness.h"
 
@@ -126,6 +128,95 @@ START_TEST(op_equals_composed_ops)
                gate_kinds[gates], (long long)x.T, e, what[worst]);
         ck_assert_msg(e <= 1e-12, "%s T %lld: %s differs by %.3g", rules[rule],
                       (long long)x.T, what[worst], e);
+    }
+}
+END_TEST
+
+/* ---------------------------------------------------------------- the papers' rules
+ * The forward values against the rules as MIRAS writes them, in the op's
+ * [dv, dk] orientation (S_{t−1} on the left), in plain f64 loops:
+ *   delta:       S_t = α_t S_{t−1} − β_t (S_{t−1} k_t − v_t) k_tᵀ
+ *                (MIRAS, Eq. OGDupdate with ℓ2 bias ½‖S k − v‖² and ℓ2 retention α_t)
+ *   decay_first: S_t = α_t S_{t−1} (I − β_t k_t k_tᵀ) + β_t v_t k_tᵀ
+ *                (MIRAS, Table 1, Gated DeltaNet; α ≡ 1 is DeltaNet's row)
+ *   hebbian:     S_t = α_t S_{t−1} + β_t v_t k_tᵀ  (MIRAS, Table 1, Mamba / linear attention)
+ * with per-row gates as Diag(α_t), Diag(β_t) on the value rows (Table 1's
+ * Diag(α_t) M_{t−1}); y_t = S_t q_t. The matrix I − β k kᵀ is formed
+ * explicitly, unlike the op. */
+static void papers_rule(const inputs *x, mi_delta_rule rule, double *y, double *s_end)
+{
+    const int64_t T = x->T;
+    for (int n = 0; n < N; n++) {
+        double S[DV][DK], Sn[DV][DK];
+        for (int i = 0; i < DV; i++)
+            for (int j = 0; j < DK; j++) S[i][j] = mi_get(x->in[0], (n * DV + i) * DK + j);
+        for (int64_t t = 0; t < T; t++) {
+            double q[DK], k[DK], v[DV], al[DV], be[DV];
+            for (int j = 0; j < DK; j++) {
+                q[j] = mi_get(x->in[1], (n * T + t) * DK + j);
+                k[j] = mi_get(x->in[2], (n * T + t) * DK + j);
+            }
+            for (int i = 0; i < DV; i++) {
+                v[i] = mi_get(x->in[3], (n * T + t) * DV + i);
+                be[i] = x->in[4]->rank == 3 ? mi_get(x->in[4], (n * T + t) * DV + i)
+                                            : mi_get(x->in[4], n * T + t);
+                al[i] = x->in[5]->rank == 3 ? mi_get(x->in[5], (n * T + t) * DV + i)
+                                            : mi_get(x->in[5], n * T + t);
+            }
+            for (int i = 0; i < DV; i++)
+                for (int j = 0; j < DK; j++) {
+                    double val;
+                    if (rule == MI_DELTA_RULE_DECAY_FIRST) {
+                        /* α S (I − β k kᵀ) + β v kᵀ, with (I − β k kᵀ)_{lj} formed */
+                        double sp = 0;
+                        for (int l = 0; l < DK; l++)
+                            sp += S[i][l] * ((l == j) - be[i] * k[l] * k[j]);
+                        val = al[i] * sp + be[i] * v[i] * k[j];
+                    } else if (rule == MI_DELTA_RULE_DELTA) {
+                        /* α S − β ∇_S ½‖S k − v‖², ∇ = (S k − v) kᵀ */
+                        double e = -v[i];
+                        for (int l = 0; l < DK; l++) e += S[i][l] * k[l];
+                        val = al[i] * S[i][j] - be[i] * e * k[j];
+                    } else {
+                        val = al[i] * S[i][j] + be[i] * v[i] * k[j];
+                    }
+                    Sn[i][j] = val;
+                }
+            memcpy(S, Sn, sizeof S);
+            for (int i = 0; i < DV; i++) {
+                double yi = 0;
+                for (int j = 0; j < DK; j++) yi += S[i][j] * q[j];
+                y[(n * T + t) * DV + i] = yi;
+            }
+        }
+        for (int i = 0; i < DV; i++)
+            for (int j = 0; j < DK; j++) s_end[(n * DV + i) * DK + j] = S[i][j];
+    }
+}
+
+/* _i: rule (3) × gates (3) */
+START_TEST(op_is_the_papers_rule)
+{
+    mi_delta_rule rule = (mi_delta_rule)(_i % 3);
+    int gates = _i / 3;
+    for (size_t l = 0; l < sizeof lengths / sizeof lengths[0]; l++) {
+        inputs x;
+        make_inputs(&x, lengths[l], gates, 10u + (unsigned)_i * 7u + (unsigned)l);
+        mi_tensor *s = NULL;
+        mi_tensor *y = mi_delta_scan(x.in[0], x.in[1], x.in[2], x.in[3], x.in[4], x.in[5], rule,
+                                     &s);
+        ck_assert_msg(y && s, "%s", mi_error());
+        double *wy = malloc(sizeof(double) * (size_t)(N * x.T * DV)), ws[N * DV * DK];
+        papers_rule(&x, rule, wy, ws);
+        for (int64_t i = 0; i < y->numel; i++)
+            ck_assert_msg(fabs(mi_get(y, i) - wy[i]) <= 1e-12 * (1 + fabs(wy[i])),
+                          "%s %s T %lld: y[%lld] = %.15g, the paper's %.15g", rules[rule],
+                          gate_kinds[gates], (long long)x.T, (long long)i, mi_get(y, i), wy[i]);
+        for (int64_t i = 0; i < s->numel; i++)
+            ck_assert_msg(fabs(mi_get(s, i) - ws[i]) <= 1e-12 * (1 + fabs(ws[i])),
+                          "%s %s T %lld: S_T[%lld] = %.15g, the paper's %.15g", rules[rule],
+                          gate_kinds[gates], (long long)x.T, (long long)i, mi_get(s, i), ws[i]);
+        free(wy);
     }
 }
 END_TEST
@@ -310,6 +401,7 @@ Suite *make_suite(void)
     Suite *s = suite_create("delta_scan");
     TCase *tc = tcase_slow("delta_scan");
     tcase_add_loop_test(tc, op_equals_composed_ops, 0, 9);
+    tcase_add_loop_test(tc, op_is_the_papers_rule, 0, 9);
     tcase_add_loop_test(tc, op_gradcheck, 0, 6);
     tcase_add_loop_test(tc, chunk1_equals_composed_path, 0, N_PRESETS);
     tcase_add_test(tc, bad_inputs_give_messages);

@@ -226,7 +226,11 @@ static void check_hope_rule(int chunk, int memory_chunk, bool adaptive_q, int cm
     double want[B * T * HD_MODEL];
     ref_hope_titans(&h, x, want);
     mi_tensor *ref = mi_from_buffer(MI_F64, MI_SHAPE(B, T, HD_MODEL), want);
-    if (h.has_cms) ref = mi_cms_forward(&h.cms, ref);  /* the CMS has its own reference above */
+    if (h.has_cms) { /* the CMS after it: its plain-loop reference (Nested Learning, Eq. 30–31) */
+        double after[B * T * HD_MODEL];
+        ref_cms(&h.cms, ref, after);
+        ref = mi_from_buffer(MI_F64, MI_SHAPE(B, T, HD_MODEL), after);
+    }
     for (int64_t i = 0; i < y->numel; i++)
         ck_assert_msg(fabs(mi_get(y, i) - mi_get(ref, i)) < 1e-12 * (1 + fabs(mi_get(ref, i))),
                       "%s%s chunk %d/%d q %s: y[%lld] = %.15g, reference %.15g",

@@ -51,6 +51,40 @@ static double max_abs_diff(const mi_tensor *a, const mi_tensor *b)
 
 /* ---------------------------------------------------------------- closed form == autodiff */
 
+/* M(x) = x + LN(W_1 σ(W_2 σ(… σ(W_L x)))) in plain f64 (MIRAS, Moneta's memory
+ * "M(x) = x + LN(W_1 σ(W_2 x))", σ = GELU, LN without affine, eps 1e-5, extended
+ * to depth L), for weight set w of sequence b, token t of x [N, n, D]; and the
+ * loss at it: ℓ2 ½‖M(x) − v‖² (MIRAS Eq. 4), dot −⟨M(x), v⟩ (MIRAS Table 1). */
+static double paper_loss_at(const mi_tensor *const *w, int depth,
+                            const int64_t (*shapes)[MI_MAX_RANK], bool shared, int b, int t, int n,
+                            const mi_tensor *x, const mi_tensor *v, bool dot, double *y)
+{
+    double u[64], a[64];
+    int64_t width = D;
+    for (int i = 0; i < D; i++) u[i] = mi_get(x, ((int64_t)b * n + t) * D + i);
+    for (int l = depth - 1; l >= 0; l--) {
+        int64_t out = shapes[l][0], in = shapes[l][1];
+        ck_assert(in == width && out <= 64);
+        int64_t base = ((int64_t)b * (shared ? 1 : n) + (shared ? 0 : t)) * out * in;
+        for (int64_t o = 0; o < out; o++) {
+            a[o] = 0;
+            for (int64_t i = 0; i < in; i++) a[o] += mi_get(w[l], base + o * in + i) * u[i];
+        }
+        for (int64_t o = 0; o < out; o++)
+            u[o] = l > 0 ? 0.5 * a[o] * (1 + erf(a[o] / sqrt(2.0))) : a[o];
+        width = out;
+    }
+    double mean = 0, var = 0, loss = 0;
+    for (int i = 0; i < D; i++) mean += u[i] / D;
+    for (int i = 0; i < D; i++) var += (u[i] - mean) * (u[i] - mean) / D;
+    for (int i = 0; i < D; i++) {
+        y[i] = mi_get(x, ((int64_t)b * n + t) * D + i) + (u[i] - mean) / sqrt(var + 1e-5);
+        double vi = mi_get(v, ((int64_t)b * n + t) * D + i);
+        loss += dot ? -y[i] * vi : 0.5 * (y[i] - vi) * (y[i] - vi);
+    }
+    return loss;
+}
+
 /* memory->grad against mi_grad of Σ_t ℓ_t with one copy of W per token, at
  * weights [N, n_w, out, in] shared by the chunk (n_w = 1) or per token. */
 START_TEST(closed_form_gradient_equals_autodiff)
@@ -87,9 +121,28 @@ START_TEST(closed_form_gradient_equals_autodiff)
                               mi_error());
                 ck_assert_msg(mem->grad(&c, w, x, bias->error(&c, y, v, NULL), g) == 0, "%s",
                               mi_error());
-                /* autodiff */
-                mi_tensor *loss = mi_sum(bias->loss(&c, mem->forward(&c, wt, x), v, NULL),
-                                         MI_ALL, false);
+                /* autodiff of a forward and loss that are first checked against the
+                 * paper's, so the reference is not the code's own reading */
+                mi_tensor *per_token = bias->loss(&c, mem->forward(&c, wt, x), v, NULL);
+                ck_assert_msg(per_token != NULL, "%s", mi_error());
+                for (int bb = 0; bb < N; bb++)
+                    for (int t = 0; t < n; t++) {
+                        double yp[D];
+                        double want = paper_loss_at((const mi_tensor *const *)w, nw,
+                                                    (const int64_t(*)[MI_MAX_RANK])shapes, shared,
+                                                    bb, t, n, x, v, b == 1, yp);
+                        ck_assert_msg(fabs(mi_get(per_token, bb * n + t) - want) <=
+                                          1e-12 * (1 + fabs(want)),
+                                      "depth %d %s: loss[%d,%d] = %.15g, the paper's %.15g",
+                                      depth, biases[b], bb, t, mi_get(per_token, bb * n + t), want);
+                        for (int i = 0; i < D; i++)
+                            ck_assert_msg(fabs(mi_get(y, ((int64_t)bb * n + t) * D + i) - yp[i]) <=
+                                              1e-12 * (1 + fabs(yp[i])),
+                                          "depth %d: M(x)[%d,%d,%d] = %.15g, the paper's %.15g",
+                                          depth, bb, t, i,
+                                          mi_get(y, ((int64_t)bb * n + t) * D + i), yp[i]);
+                    }
+                mi_tensor *loss = mi_sum(per_token, MI_ALL, false);
                 ck_assert_msg(mi_grad(&loss, NULL, 1, wt, nw, false, g_ad) == 0, "%s", mi_error());
                 for (int i = 0; i < nw; i++) {
                     ck_assert_msg(g[i]->rank == 4 && g[i]->shape[0] == N && g[i]->shape[1] == n &&

@@ -1,7 +1,8 @@
 /* The retention gates kl (Memora), lq (Moneta), elastic, elastic-ftrl, l1
  * and bregman: the per-token recurrence against each paper's update rule
  * written as a plain loop, chunked training against a plain loop of the
- * chunk rule of recurrence.c (Memora's lag token included), gradients
+ * chunk rule (MIRAS, "Parallelizable Training": every gradient of a chunk at
+ * M_{t'}, t' = t − mod(t, b); Memora's lag token as there), gradients
  * through the layer, each gate's own properties, and bad parameters. */
 #include <string.h>
 
@@ -205,7 +206,9 @@ static void paper_bregman(const mi_miras_config *c, const seqs *s, double *y)
     }
 }
 
-/* ------------------------------------------------------------ the chunk rule, plain */
+/* ------------------------------------------------------------ the chunk rule, plain
+ * (MIRAS, "Parallelizable Training": ∇ℓ(M_{t'}; k_i, v_i), t' = t − mod(t, b), linear
+ * inside a chunk, the retention's non-linear map across chunks; Memora's lag token) */
 typedef struct chunk_ref {
     const mi_miras_config *c;
     bool lag;       /* Memora's lag token (on for kl; off to show it matters) */
