@@ -370,15 +370,17 @@ static mi_tensor *dgd_layer(mi_tensor *w, mi_nl_mlp_factor f, mi_tensor *eta, mi
                             int rule)
 {
     int64_t N = f.g->shape[0], n = f.g->shape[1], out = f.g->shape[2], in = f.u->shape[2];
+    if (n == 1) {
+        /* one token: α W − (β W û + η g) ûᵀ */
+        mi_tensor *h = mi_reshape(eta, MI_SHAPE(N, 1, 1));
+        mi_tensor *wu = mi_matmul_t(f.u, w, false, true);            /* (W û)ᵀ [N, 1, out] */
+        if (rule == MI_HOPE_EQ88) wu = mi_mul(h, wu);
+        mi_tensor *a = mi_reshape(alpha, MI_SHAPE(N, 1, 1));
+        return mi_matmul_acc(mi_mul(a, w), mi_add(wu, mi_mul(h, f.g)), f.u, true, false, -1);
+    }
     mi_tensor *beta = rule == MI_HOPE_EQ28 ? mi_ones(eta->dtype, MI_SHAPE(N, n)) : eta;
     mi_tensor *value = rule == MI_HOPE_EQ28 ? mi_neg(mi_mul(mi_unsqueeze(eta, -1), f.g))
                                             : mi_neg(f.g);            /* [N, n, out] */
-    if (n == 1) {
-        mi_tensor *wu = mi_matmul_t(f.u, w, false, true);            /* (W û)ᵀ [N, 1, out] */
-        mi_tensor *a = mi_reshape(alpha, MI_SHAPE(N, 1, 1));
-        mi_tensor *b = mi_reshape(beta, MI_SHAPE(N, 1, 1));
-        return mi_matmul_acc(mi_mul(a, w), mi_mul(b, mi_sub(wu, value)), f.u, true, false, -1);
-    }
     mi_tensor *st = mi_broadcast_to(mi_reshape(w, MI_SHAPE(w->rank == 3 ? N : 1, 1, out, in)),
                                     MI_SHAPE(N, 1, out, in));
     if (!st || delta_chunk_wy(&st, NULL, f.u, value, beta, alpha, false, 1, NULL) != 0)
