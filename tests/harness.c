@@ -1,5 +1,9 @@
+#include <dirent.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "harness.h"
 
@@ -18,6 +22,45 @@ void scope_teardown(void)
     mi_scope_leave();
     mi_scope_free(test_scope);
     test_scope = NULL;
+}
+
+char test_tmpdir[256];
+
+void tmpdir_setup(void)
+{
+    snprintf(test_tmpdir, sizeof test_tmpdir, "/tmp/miras-test-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(test_tmpdir));
+}
+
+/* Removes path and, for a directory, everything under it (read-only ones too). */
+static void rm_tree(const char *path)
+{
+    DIR *d = opendir(path);
+    if (d) {
+        struct dirent *e;
+        while ((e = readdir(d))) {
+            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+            char sub[512];
+            snprintf(sub, sizeof sub, "%s/%s", path, e->d_name);
+            rm_tree(sub);
+        }
+        closedir(d);
+        chmod(path, 0700);
+        rmdir(path);
+    } else {
+        unlink(path);
+    }
+}
+
+void tmpdir_teardown(void) { rm_tree(test_tmpdir); }
+
+const char *tmp_path(const char *name)
+{
+    static char buf[4][512];
+    static int k;
+    k = (k + 1) % 4;
+    snprintf(buf[k], sizeof buf[k], "%s/%s", test_tmpdir, name);
+    return buf[k];
 }
 
 TCase *tcase_slow(const char *name)

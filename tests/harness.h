@@ -26,6 +26,14 @@ extern mi_scope *test_scope;
                       _a, _b, (double)(tol));                                          \
     } while (0)
 
+/* A fresh directory per test (tcase_add_checked_fixture(tc, tmpdir_setup,
+ * tmpdir_teardown)), removed with everything in it afterwards; tmp_path(name)
+ * is name inside it (the last four results stay valid). */
+extern char test_tmpdir[256];
+void tmpdir_setup(void);
+void tmpdir_teardown(void);
+const char *tmp_path(const char *name);
+
 /* The bytes of a file, NUL-terminated (size excludes the NUL); free() them. */
 unsigned char *read_file(const char *path, size_t *size);
 /* Writes n bytes to path (creating or truncating it). */

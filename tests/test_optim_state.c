@@ -8,32 +8,6 @@
 #include "optim/optim.h"
 
 /* ---------------------------------------------------------------- save → load → continue */
-static char tmpdir[128];
-
-static void tmp_setup(void)
-{
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/miras-optim-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
-}
-
-static void tmp_teardown(void)
-{
-    char p[256];
-    const char *names[] = {"ckpt.safetensors", "opt.safetensors", "other.safetensors"};
-    for (int i = 0; i < 3; i++) {
-        snprintf(p, sizeof p, "%s/%s", tmpdir, names[i]);
-        unlink(p);
-    }
-    rmdir(tmpdir);
-}
-
-static const char *tmp_path(const char *name)
-{
-    static char buf[256];
-    snprintf(buf, sizeof buf, "%s/%s", tmpdir, name);
-    return buf;
-}
-
 /* A small MLP y = W2 tanh(W1 x + b1) on fixed data; every kind of optimizer
  * with settings under which all its state exists. */
 typedef struct mlp_task {
@@ -401,7 +375,7 @@ Suite *make_suite(void)
 {
     Suite *s = suite_create("optim_state");
     TCase *io = tcase_slow("state-io");
-    tcase_add_checked_fixture(io, tmp_setup, tmp_teardown);
+    tcase_add_checked_fixture(io, tmpdir_setup, tmpdir_teardown);
     tcase_add_test(io, save_load_continue_is_bit_identical);
     tcase_add_test(io, state_names_and_file_round_trip);
     tcase_add_test(io, gradient_accumulation_equals_the_full_batch);

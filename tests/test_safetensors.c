@@ -9,44 +9,6 @@
 #include "harness.h"
 
 /* ---------------------------------------------------------------- helpers */
-static char tmpdir[256];
-
-static void rm_tree(const char *path)
-{
-    DIR *d = opendir(path);
-    if (d) {
-        struct dirent *e;
-        while ((e = readdir(d))) {
-            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-            char sub[512];
-            snprintf(sub, sizeof sub, "%s/%s", path, e->d_name);
-            rm_tree(sub);
-        }
-        closedir(d);
-        chmod(path, 0700);
-        rmdir(path);
-    } else {
-        unlink(path);
-    }
-}
-
-static void tmp_setup(void)
-{
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/miras-st-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
-}
-
-static void tmp_teardown(void) { rm_tree(tmpdir); }
-
-static const char *tmp_path(const char *name)
-{
-    static char buf[4][512];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", tmpdir, name);
-    return buf[k];
-}
-
 /* Names of the entries in a directory, sorted, joined with '|'. */
 static const char *dir_listing(const char *dir)
 {
@@ -197,7 +159,7 @@ START_TEST(round_trip_every_dtype)
     ck_assert_msg(mi_safetensors_save(path, ts, n, &md) == 0, "%s", mi_error());
     ck_assert(!mi_error_pending());
     /* only the target is left behind: the temporary file was renamed */
-    ck_assert_str_eq(dir_listing(tmpdir), "model.safetensors");
+    ck_assert_str_eq(dir_listing(test_tmpdir), "model.safetensors");
 
     size_t used = mi_scope_stats_get(test_scope).bytes_used;
     mi_safetensors *st = mi_safetensors_load(path);
@@ -228,7 +190,7 @@ START_TEST(round_trip_every_dtype)
 
     /* saving again replaces the file, still leaving no temporary behind */
     ck_assert_int_eq(mi_safetensors_save(path, ts, 1, NULL), 0);
-    ck_assert_str_eq(dir_listing(tmpdir), "model.safetensors");
+    ck_assert_str_eq(dir_listing(test_tmpdir), "model.safetensors");
     st = mi_safetensors_load(path);
     ck_assert_ptr_nonnull(st);
     ck_assert_int_eq(st->count, 1);
@@ -319,7 +281,7 @@ START_TEST(save_to_missing_or_unwritable_directory)
     ck_assert_error_has("rename");
     ck_assert_error_has(strerror(EISDIR));
     mi_error_clear();
-    ck_assert_str_eq(dir_listing(tmpdir), "plain|target");
+    ck_assert_str_eq(dir_listing(test_tmpdir), "plain|target");
 
     /* a read-only directory (root ignores permissions, so only as a user) */
     if (geteuid() != 0) {
@@ -375,7 +337,7 @@ START_TEST(save_rejects_bad_arguments)
     ck_assert_int_eq(mi_safetensors_save(p, ts, -1, NULL), -1);
     mi_error_clear();
     /* nothing was written */
-    ck_assert_str_eq(dir_listing(tmpdir), "");
+    ck_assert_str_eq(dir_listing(test_tmpdir), "");
 }
 END_TEST
 
@@ -388,7 +350,7 @@ START_TEST(load_file_errors)
     ck_assert_error_has(p);
     ck_assert_error_has(strerror(ENOENT));
     mi_error_clear();
-    ck_assert_ptr_null(mi_safetensors_load(tmpdir));
+    ck_assert_ptr_null(mi_safetensors_load(test_tmpdir));
     ck_assert_error_has("not a regular file");
     mi_error_clear();
     /* a FIFO with no writer: refused at once, where a plain open would wait */
@@ -780,7 +742,7 @@ Suite *make_suite(void)
     tcase_add_test(mem, malformed_json);
     suite_add_tcase(s, mem);
     TCase *files = tcase_slow("files");
-    tcase_add_checked_fixture(files, tmp_setup, tmp_teardown);
+    tcase_add_checked_fixture(files, tmpdir_setup, tmpdir_teardown);
     tcase_add_test(files, round_trip_every_dtype);
     tcase_add_test(files, save_to_missing_or_unwritable_directory);
     tcase_add_test(files, save_rejects_bad_arguments);

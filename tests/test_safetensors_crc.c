@@ -8,28 +8,6 @@
 #include "harness.h"
 
 /* ---------------------------------------------------------------- helpers */
-static char tmpdir[256];
-
-static void tmp_setup(void)
-{
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/miras-crc-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
-}
-
-static void tmp_teardown(void)
-{
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    ck_assert_int_eq(system(cmd), 0);
-}
-
-static const char *tmp_path(const char *name)
-{
-    static char buf[512];
-    snprintf(buf, sizeof buf, "%s/%s", tmpdir, name);
-    return buf;
-}
-
 static uint64_t header_len(const unsigned char *b)
 {
     uint64_t n = 0;
@@ -265,7 +243,7 @@ Suite *make_suite(void)
 {
     Suite *s = suite_create("safetensors_crc");
     TCase *tc = tcase_slow("crc");
-    tcase_add_checked_fixture(tc, tmp_setup, tmp_teardown);
+    tcase_add_checked_fixture(tc, tmpdir_setup, tmpdir_teardown);
     tcase_add_test(tc, crc32c_known_vectors);
     tcase_add_test(tc, round_trip_stores_checksums);
     tcase_add_test(tc, flipped_data_byte_is_refused);
