@@ -1,5 +1,6 @@
 /* miras tensor layer: dtypes, shapes, contiguous storage, scopes (arenas),
- * the seeded random generator, errors and safetensors I/O.
+ * the seeded random generator, errors, safetensors I/O, and the field
+ * tables that declare a configuration struct's parameters (fields.h).
  *
  * Every tensor lives in a scope. Creation functions and ops allocate in the
  * current scope (mi_scope_enter / mi_scope_leave); resetting or freeing a
@@ -11,6 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+
+#include "fields.h"
 
 #define MI_MAX_RANK 6
 

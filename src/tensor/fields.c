@@ -1,0 +1,256 @@
+/* Field tables (fields.h): parsing, range checks, formatting and the
+ * description of a configuration struct's parameters, from one table. */
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fields.h"
+#include "tensor.h"
+
+#define MAX_KEY 64
+
+static void *member(void *obj, const mi_field *f) { return (char *)obj + f->offset; }
+static const void *cmember(const void *obj, const mi_field *f)
+{
+    return (const char *)obj + f->offset;
+}
+
+const mi_field *mi_fields_find(const mi_field *table, int n, const char *key)
+{
+    for (int i = 0; table && key && i < n; i++)
+        if (!strcmp(table[i].key, key)) return &table[i];
+    return NULL;
+}
+
+static int parse_real(const char *text, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(text, &end);
+    if (errno || end == text || *end) return -1;
+    *out = v;
+    return 0;
+}
+
+static bool in_range(const mi_field *f, double v)
+{
+    if (isnan(v)) return !(f->flags & (MI_FIELD_RANGED | MI_FIELD_FINITE));
+    if ((f->flags & MI_FIELD_FINITE) && isinf(v)) return false;
+    if (!(f->flags & MI_FIELD_RANGED)) return true;
+    bool lo = f->flags & MI_FIELD_LO_OPEN ? v > f->lo : v >= f->lo;
+    bool hi = f->flags & MI_FIELD_HI_OPEN ? v < f->hi : v <= f->hi;
+    return lo && hi;
+}
+
+/* "[1, inf)", "(0, 1)" */
+static void range_text(const mi_field *f, char *buf, size_t n)
+{
+    snprintf(buf, n, "%c%.6g, %.6g%c", f->flags & MI_FIELD_LO_OPEN ? '(' : '[', f->lo, f->hi,
+             f->flags & MI_FIELD_HI_OPEN ? ')' : ']');
+}
+
+static int out_of_range(const mi_field *f, const char *what, const char *value)
+{
+    char r[80];
+    range_text(f, r, sizeof r);
+    return mi_error_set("%s: %s must be in %s, got %s", what, f->key, r, value), -1;
+}
+
+/* "a, b or c" into buf */
+static void choice_list(const char *const *names, char *buf, size_t n)
+{
+    size_t len = 0;
+    buf[0] = '\0';
+    for (int i = 0; names[i] && len < n; i++)
+        len += (size_t)snprintf(buf + len, n - len, "%s'%s'",
+                                i == 0 ? "" : names[i + 1] ? ", " : " or ", names[i]);
+}
+
+int mi_field_parse(const mi_field *f, void *obj, const char *what, const char *text)
+{
+    if (!f || !obj || !text) return mi_error_set("%s: NULL field, object or text", what), -1;
+    void *p = member(obj, f);
+    double v;
+    switch (f->type) {
+    case MI_FIELD_INT:
+    case MI_FIELD_I64:
+        /* the range first: converting a double outside the type's range is undefined */
+        if (parse_real(text, &v) != 0 || v != floor(v) ||
+            !(f->type == MI_FIELD_INT ? v >= INT_MIN && v <= INT_MAX
+                                      : v >= -0x1p63 && v < 0x1p63))
+            return mi_error_set("%s: %s: '%s' is not a whole number", what, f->key, text), -1;
+        if (!in_range(f, v)) return out_of_range(f, what, text);
+        if (f->type == MI_FIELD_INT) *(int *)p = (int)v;
+        else *(int64_t *)p = (int64_t)v;
+        return 0;
+    case MI_FIELD_REAL:
+        if (parse_real(text, &v) != 0)
+            return mi_error_set("%s: %s: '%s' is not a number", what, f->key, text), -1;
+        if (!in_range(f, v)) return out_of_range(f, what, text);
+        *(double *)p = v;
+        return 0;
+    case MI_FIELD_BOOL:
+        if (!strcmp(text, "true") || !strcmp(text, "1")) return *(bool *)p = true, 0;
+        if (!strcmp(text, "false") || !strcmp(text, "0")) return *(bool *)p = false, 0;
+        return mi_error_set("%s: %s: '%s' is not true or false", what, f->key, text), -1;
+    case MI_FIELD_CHOICE:
+        for (int i = 0; f->choices && f->choices[i]; i++)
+            if (!strcmp(text, f->choices[i])) return *(int *)p = i, 0;
+        {
+            char list[256] = "";
+            if (f->choices) choice_list(f->choices, list, sizeof list);
+            return mi_error_set("%s: %s must be %s, got '%s'", what, f->key, list, text), -1;
+        }
+    case MI_FIELD_NAME: {
+        const char *name = f->lookup ? f->lookup(text) : NULL;
+        if (!name) return mi_error_set("%s: unknown %s '%s'", what, f->key, text), -1;
+        *(const char **)p = name;
+        return 0;
+    }
+    case MI_FIELD_TEXT:
+        if (strlen(text) >= f->size)
+            return mi_error_set("%s: %s: '%s' is longer than %zu characters", what, f->key, text,
+                                f->size - 1), -1;
+        memcpy(p, text, strlen(text) + 1);
+        return 0;
+    case MI_FIELD_CUSTOM:
+        if (!f->parse) return mi_error_set("%s: %s has no parser", what, f->key), -1;
+        if (f->parse(p, text) != 0) {
+            char who[MAX_KEY + 64];
+            snprintf(who, sizeof who, "%s: %s", what, f->key);
+            return mi_error_prefix(who), -1;
+        }
+        return 0;
+    }
+    return mi_error_set("%s: %s: unknown field type %d", what, f->key, (int)f->type), -1;
+}
+
+int mi_fields_defaults(const mi_field *table, int n, void *obj)
+{
+    for (int i = 0; i < n; i++) {
+        const mi_field *f = &table[i];
+        if (f->def) {
+            if (mi_field_parse(f, obj, "default", f->def) != 0) return -1;
+        } else {
+            memset(member(obj, f), 0, f->size);
+        }
+    }
+    return 0;
+}
+
+bool mi_fields_has_key(const mi_field *table, int n, const char *assignment)
+{
+    const char *eq = assignment ? strchr(assignment, '=') : NULL;
+    if (!eq) return false;
+    for (int i = 0; i < n; i++) {
+        size_t len = strlen(table[i].key);
+        if (len == (size_t)(eq - assignment) && !strncmp(assignment, table[i].key, len))
+            return true;
+    }
+    return false;
+}
+
+int mi_fields_set(const mi_field *table, int n, void *obj, const char *what,
+                  const char *assignment)
+{
+    const char *eq = assignment ? strchr(assignment, '=') : NULL;
+    if (!eq || eq == assignment || eq - assignment >= MAX_KEY)
+        return mi_error_set("%s: expected KEY=VALUE, got '%s'", what,
+                            assignment ? assignment : "(null)"), -1;
+    char key[MAX_KEY];
+    memcpy(key, assignment, (size_t)(eq - assignment));
+    key[eq - assignment] = '\0';
+    const mi_field *f = mi_fields_find(table, n, key);
+    if (f) return mi_field_parse(f, obj, what, eq + 1);
+    char keys[1024];
+    size_t len = 0;
+    keys[0] = '\0';
+    for (int i = 0; i < n && len < sizeof keys; i++)
+        len += (size_t)snprintf(keys + len, sizeof keys - len, "%s%s", i ? ", " : "",
+                                table[i].key);
+    return mi_error_set("%s: unknown key '%s' (%s)", what, key, keys), -1;
+}
+
+int mi_field_format(const mi_field *f, const void *obj, char *buf, size_t n)
+{
+    const void *p = cmember(obj, f);
+    int len = -1;
+    switch (f->type) {
+    case MI_FIELD_INT: len = snprintf(buf, n, "%d", *(const int *)p); break;
+    case MI_FIELD_I64: len = snprintf(buf, n, "%" PRId64, *(const int64_t *)p); break;
+    case MI_FIELD_REAL: len = snprintf(buf, n, "%.17g", *(const double *)p); break;
+    case MI_FIELD_BOOL: len = snprintf(buf, n, "%s", *(const bool *)p ? "true" : "false"); break;
+    case MI_FIELD_CHOICE: {
+        int v = *(const int *)p, count = 0;
+        while (f->choices && f->choices[count]) count++;
+        if (v < 0 || v >= count)
+            return mi_error_set("%s: value %d is not one of its %d names", f->key, v, count), -1;
+        len = snprintf(buf, n, "%s", f->choices[v]);
+        break;
+    }
+    case MI_FIELD_NAME: {
+        const char *s = *(const char *const *)p;
+        len = snprintf(buf, n, "%s", s ? s : "");
+        break;
+    }
+    case MI_FIELD_TEXT: len = snprintf(buf, n, "%.*s", (int)f->size, (const char *)p); break;
+    case MI_FIELD_CUSTOM:
+        if (!f->format) return mi_error_set("%s has no formatter", f->key), -1;
+        return f->format(p, buf, n);
+    }
+    if (len < 0 || (size_t)len >= n)
+        return mi_error_set("%s: its text does not fit in %zu bytes", f->key, n), -1;
+    return 0;
+}
+
+int mi_fields_check(const mi_field *table, int n, const void *obj, const char *what)
+{
+    for (int i = 0; i < n; i++) {
+        const mi_field *f = &table[i];
+        const void *p = cmember(obj, f);
+        char text[64];
+        double v;
+        switch (f->type) {
+        case MI_FIELD_INT: v = *(const int *)p; break;
+        case MI_FIELD_I64: v = (double)*(const int64_t *)p; break;
+        case MI_FIELD_REAL: v = *(const double *)p; break;
+        case MI_FIELD_CHOICE:
+            if (mi_field_format(f, obj, text, sizeof text) != 0) return mi_error_prefix(what), -1;
+            continue;
+        case MI_FIELD_NAME:
+            if (!*(const char *const *)p) return mi_error_set("%s: %s is not set", what, f->key), -1;
+            continue;
+        default: continue;
+        }
+        if (!in_range(f, v)) {
+            snprintf(text, sizeof text, "%.17g", v);
+            return out_of_range(f, what, text);
+        }
+    }
+    return 0;
+}
+
+size_t mi_fields_describe(const mi_field *table, int n, char *buf, size_t size)
+{
+    size_t len = 0;
+    if (buf && size) buf[0] = '\0';
+    for (int i = 0; i < n; i++) {
+        const mi_field *f = &table[i];
+        char r[96] = "";
+        if (f->flags & MI_FIELD_RANGED) {
+            r[0] = r[1] = ' ';
+            range_text(f, r + 2, sizeof r - 2);
+        }
+        char line[512];
+        int k = snprintf(line, sizeof line, "  %s=%s%s  %s\n", f->key, f->def ? f->def : "", r,
+                         f->doc ? f->doc : "");
+        if (k < 0) continue;
+        if (buf && len + 1 < size) snprintf(buf + len, size - len, "%s", line);
+        len += strlen(line);
+    }
+    return len;
+}
