@@ -1,7 +1,7 @@
 /* The language model and the mixer factory: parameter names and
  * initialisation, gradcheck of the loss through a whole 2-block LM w.r.t.
- * every parameter with each mixer kind, the samba hybrid's norm/residual
- * placement, causality of the whole model, the loss of a constant
+ * every parameter with each mixer kind (the samba hybrid's composition is
+ * in test_samba.c), causality of the whole model, the loss of a constant
  * prediction (log V) and the ignore index, MIRAS overrides, the config's
  * text form and its checkpoint metadata (round trip through a safetensors
  * file, bad and missing values), and a short training run. */
@@ -263,49 +263,6 @@ START_TEST(gradcheck_samba)
 {
     const char *ov[] = {"gate_rank=2", "chunk=2", "eta=0.5", "alpha=0.9"};
     gradcheck_lm("samba:gated-deltanet:3", ov, 4, 2, false);
-}
-END_TEST
-
-/* ---------------------------------------------------------------- samba */
-
-/* The hybrid is h' = h + MIRAS(RMSNorm(h)), h'' = h' + SWA(RMSNorm(h')):
- * rebuilt here from a MIRAS mixer and an attention layer drawn from the same
- * rng in the same order (norm weights start at 1). */
-START_TEST(samba_is_miras_then_swa_each_with_its_residual)
-{
-    const char *ov[] = {"gate_rank=2", "eta=0.5", "alpha=0.9"};
-    mi_mixer_options o = mi_mixer_options_default(DM, HEADS);
-    o.overrides = ov;
-    o.n_overrides = 3;
-    o.out_scale = 0.8;
-    mi_mixer s, m;
-    mi_attention_layer a;
-    mi_rng r;
-    mi_rng_seed(&r, 5);
-    ck_assert_msg(mi_mixer_create(&s, "samba:gated-deltanet:3", &o, MI_F64, &r, test_scope) == 0,
-                  "%s", mi_error());
-    ck_assert(s.residual_inside);
-    mi_rng_seed(&r, 5);
-    ck_assert_int_eq(mi_mixer_create(&m, "gated-deltanet", &o, MI_F64, &r, test_scope), 0);
-    ck_assert_int_eq(mi_attention_layer_init(&a, DM, HEADS, 3, o.rope_base, o.out_scale, MI_F64, &r,
-                                             test_scope), 0);
-    mi_rng_seed(&r, 6);
-    mi_tensor *x = mi_randn(&r, MI_F64, MI_SHAPE(2, 6, DM), 0, 1);
-    mi_tensor *y = s.forward(s.self, x);
-    mi_tensor *h = mi_add(x, m.forward(m.self, mi_rms_norm(x, o.norm_eps)));
-    mi_tensor *want = mi_add(h, mi_attention_layer_forward(&a, mi_rms_norm(h, o.norm_eps)));
-    ck_assert(y && want);
-    for (int64_t i = 0; i < y->numel; i++) ck_assert(mi_get(y, i) == mi_get(want, i));
-    int n;
-    const mi_named_tensor *p = s.params(s.self, &n);
-    ck_assert_str_eq(p[0].name, "miras_norm.weight");
-    ck_assert_str_eq(p[n - 5].name, "swa_norm.weight");
-    ck_assert_str_eq(p[n - 1].name, "swa.out_proj");
-    /* the window: the spec's, else the options' */
-    mi_mixer d;
-    o.window = 11;
-    ck_assert_int_eq(mi_mixer_create(&d, "samba:titans", &o, MI_F64, &r, test_scope), 0);
-    ck_assert_str_eq(d.name, "samba:titans");
 }
 END_TEST
 
@@ -777,7 +734,6 @@ Suite *make_suite(void)
     tcase_add_test(tc, gradcheck_lattice_dec);
     tcase_add_test(tc, gradcheck_hope);
     tcase_add_test(tc, gradcheck_samba);
-    tcase_add_test(tc, samba_is_miras_then_swa_each_with_its_residual);
     tcase_add_test(tc, logits_at_t_ignore_later_tokens);
     tcase_add_test(tc, constant_prediction_costs_log_v);
     tcase_add_test(tc, ignored_targets_are_left_out_of_the_mean);

@@ -60,45 +60,48 @@ static int singular_values(const mi_tensor *x, double *sv)
     return n;
 }
 
-/* Plain-C Newton–Schulz on an r×c matrix (the formula, written out). */
+/* Muon's Newton–Schulz quintic from its published definition (Jordan et al.
+ * 2024), with the published coefficients rather than the library's:
+ *   X₀ = G / (‖G‖_F + 1e-7), transposed when rows > cols,
+ *   X ← a X + (b A + c A²) X,  A = X Xᵀ,  (a, b, c) = (3.4445, −4.7750, 2.0315),
+ * transposed back at the end. Here (b A + c A²) X is evaluated as
+ * b (A X) + c (A (A X)). */
+static const double NS_A = 3.4445, NS_B = -4.7750, NS_C = 2.0315;
+
 static void ns_plain(const double *g, int r, int c, int steps, double *out)
 {
     bool tall = r > c;
     int m = tall ? c : r, n = tall ? r : c; /* X is m×n, m ≤ n */
-    double X[64 * 64], A[64 * 64], B[64 * 64], Y[64 * 64], nrm = 0;
+    double X[64 * 64], A[64 * 64], AX[64 * 64], AAX[64 * 64], nrm = 0;
     for (int i = 0; i < m; i++)
         for (int j = 0; j < n; j++) {
             X[i * n + j] = tall ? g[j * c + i] : g[i * c + j];
             nrm += X[i * n + j] * X[i * n + j];
         }
-    nrm = sqrt(nrm) + 1e-7;
-    for (int i = 0; i < m * n; i++) X[i] /= nrm;
+    for (int i = 0; i < m * n; i++) X[i] /= sqrt(nrm) + 1e-7;
     for (int s = 0; s < steps; s++) {
         for (int i = 0; i < m; i++)
             for (int j = 0; j < m; j++) {
-                double acc = 0;
-                for (int k = 0; k < n; k++) acc += X[i * n + k] * X[j * n + k];
-                A[i * m + j] = acc;
-            }
-        for (int i = 0; i < m; i++)
-            for (int j = 0; j < m; j++) {
-                double acc = 0;
-                for (int k = 0; k < m; k++) acc += A[i * m + k] * A[k * m + j];
-                B[i * m + j] = MI_NS_B * A[i * m + j] + MI_NS_C * acc;
+                A[i * m + j] = 0;
+                for (int k = 0; k < n; k++) A[i * m + j] += X[i * n + k] * X[j * n + k];
             }
         for (int i = 0; i < m; i++)
             for (int j = 0; j < n; j++) {
-                double acc = 0;
-                for (int k = 0; k < m; k++) acc += B[i * m + k] * X[k * n + j];
-                Y[i * n + j] = MI_NS_A * X[i * n + j] + acc;
+                AX[i * n + j] = 0;
+                for (int k = 0; k < m; k++) AX[i * n + j] += A[i * m + k] * X[k * n + j];
             }
-        memcpy(X, Y, sizeof(double) * (size_t)(m * n));
+        for (int i = 0; i < m; i++)
+            for (int j = 0; j < n; j++) {
+                AAX[i * n + j] = 0;
+                for (int k = 0; k < m; k++) AAX[i * n + j] += A[i * m + k] * AX[k * n + j];
+            }
+        for (int i = 0; i < m * n; i++) X[i] = NS_A * X[i] + NS_B * AX[i] + NS_C * AAX[i];
     }
     for (int i = 0; i < r; i++)
         for (int j = 0; j < c; j++) out[i * c + j] = tall ? X[j * n + i] : X[i * n + j];
 }
 
-static double phi(double s) { return MI_NS_A * s + MI_NS_B * s * s * s + MI_NS_C * pow(s, 5); }
+static double phi(double s) { return NS_A * s + NS_B * s * s * s + NS_C * pow(s, 5); }
 
 /* ---------------------------------------------------------------- Newton–Schulz */
 START_TEST(newton_schulz_of_a_diagonal_is_the_scalar_iteration)
@@ -173,35 +176,52 @@ START_TEST(newton_schulz_output_is_near_orthogonal)
 }
 END_TEST
 
-/* Muon against the update written out, with Nesterov and weight decay, on a
- * wide and a tall matrix; a vector takes exactly AdamW with aux_lr. */
+/* Muon against its published definition (Jordan et al. 2024), per step on a
+ * matrix W viewed as [shape[0], rest], gradient G, momentum μ, lr η, decay λ:
+ *   B ← μ B + (1 − μ) G              (B₀ = 0)
+ *   U = (1 − μ) G + μ B   (Nesterov),   else U = B
+ *   W ← (1 − η λ) W − η √max(1, rows/cols) · NS(U)
+ * on a wide, a tall and a rank-3 parameter, with and without Nesterov; a
+ * vector takes exactly AdamW with aux_lr. */
 START_TEST(muon_follows_its_formula)
 {
     mi_rng r;
     mi_rng_seed(&r, 101);
-    const int64_t shapes[2][2] = {{3, 5}, {6, 2}};
-    for (int s = 0; s < 2; s++) {
-        int R = (int)shapes[s][0], C = (int)shapes[s][1], N = R * C;
-        mi_tensor *p = mi_randn(&r, MI_F64, MI_SHAPE(R, C), 0, 1);
-        double want[64], b[64] = {0}, u[64], o[64];
-        for (int i = 0; i < N; i++) want[i] = mi_get(p, i);
+    const int64_t shapes[3][3] = {{3, 5, 0}, {6, 2, 0}, {4, 2, 3}};
+    const int ranks[3] = {2, 2, 3};
+    for (int s = 0; s < 6; s++) {
+        bool nesterov = s < 3;
+        int ns_steps = nesterov ? 5 : 3;
+        const int64_t *shp = shapes[s % 3];
+        int rank = ranks[s % 3], R = (int)shp[0], N = R;
+        for (int k = 1; k < rank; k++) N *= (int)shp[k];
+        int C = N / R;
+        mi_tensor *p = mi_randn(&r, MI_F64, rank, shp, 0, 1);
+        double W[64], B[64] = {0}, U[64], O[64];
+        const double mu = 0.9, lr = 0.05, lambda = 0.1;
+        for (int i = 0; i < N; i++) W[i] = mi_get(p, i);
         mi_optim_hparams h = mi_optim_defaults(MI_OPT_MUON);
-        h.weight_decay = 0.1;
-        h.lr = 0.05;
+        h.momentum = mu;
+        h.lr = lr;
+        h.weight_decay = lambda;
+        h.nesterov = nesterov;
+        h.ns_steps = ns_steps;
         mi_optim *opt = mi_optim_new_simple(MI_OPT_MUON, &p, 1, &h);
         for (int step = 0; step < 4; step++) {
-            p->grad = mi_randn(&r, MI_F64, MI_SHAPE(R, C), 0, 1);
+            p->grad = mi_randn(&r, MI_F64, rank, shp, 0, 1);
             ck_assert_int_eq(mi_optim_step(opt), 0);
             for (int i = 0; i < N; i++) {
-                double g = mi_get(p->grad, i);
-                b[i] = h.momentum * b[i] + (1 - h.momentum) * g;
-                u[i] = (1 - h.momentum) * g + h.momentum * b[i];
+                double G = mi_get(p->grad, i);
+                B[i] = mu * B[i] + (1 - mu) * G;
+                U[i] = nesterov ? (1 - mu) * G + mu * B[i] : B[i];
             }
-            ns_plain(u, R, C, 5, o);
-            double scale = sqrt(R > C ? (double)R / C : 1.0);
+            ns_plain(U, R, C, ns_steps, O);
+            double scale = sqrt(fmax(1.0, (double)R / C));
             for (int i = 0; i < N; i++) {
-                want[i] = want[i] * (1 - h.lr * h.weight_decay) - h.lr * scale * o[i];
-                ck_assert_close(mi_get(p, i), want[i], 1e-12);
+                W[i] = (1 - lr * lambda) * W[i] - lr * scale * O[i];
+                ck_assert_msg(fabs(mi_get(p, i) - W[i]) <= 1e-12 * (1 + fabs(W[i])),
+                              "case %d step %d [%d]: %.17g, the definition gives %.17g", s, step,
+                              i, mi_get(p, i), W[i]);
             }
         }
         mi_optim_free(opt);
