@@ -110,17 +110,14 @@ typedef struct options {
     int64_t bucket_kb;
 } options;
 
-static const char *const lm_keys[] = {"vocab", "d_model", "layers", "heads", "mlp_hidden",
-                                      "tie_embeddings", "norm_eps", "rope_base", "window"};
-
-/* --set KEY=VALUE: a model key, else a MIRAS block override. */
+/* --set KEY=VALUE: a model key (but the mixer, which --model names), else a
+ * MIRAS block override. */
 static void set_override(mi_lm_config *c, const char *kv)
 {
     char buf[2 * MI_LM_TEXT];
-    size_t key = strcspn(kv, "=");
-    bool model_key = false;
-    for (size_t i = 0; i < sizeof lm_keys / sizeof *lm_keys; i++)
-        model_key |= strlen(lm_keys[i]) == key && !strncmp(kv, lm_keys[i], key);
+    int n;
+    const mi_field *lm_fields = mi_lm_config_fields(&n);
+    bool model_key = mi_fields_has_key(lm_fields, n, kv) && strncmp(kv, "mixer=", 6);
     snprintf(buf, sizeof buf, "%s%s", model_key ? "" : "mixer.", kv);
     if (mi_lm_config_set(c, buf) != 0) die_usage("--set %s: %s", kv, mi_error());
 }

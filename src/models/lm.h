@@ -171,6 +171,8 @@ mi_lm_config mi_lm_config_default(void);
 int mi_lm_config_set(mi_lm_config *c, const char *assignment);
 /* Range checks that need no mixer: sizes ≥ 1, heads dividing d_model, … */
 int mi_lm_config_check(const mi_lm_config *c);
+/* The model's keys (without "mixer."): name, default, range, doc. */
+const mi_field *mi_lm_config_fields(int *count);
 /* The config as the string map of a safetensors __metadata__: keys "lm.*"
  * (lm.format, lm.vocab, …, lm.mixer, lm.mixer_overrides: the overrides
  * joined by ','). Arrays and strings go to the current scope. 0 or -1. */
