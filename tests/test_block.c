@@ -385,7 +385,7 @@ START_TEST(block_without_out_gate_matches_plain_loops)
     o.n_overrides = 1;
     mi_error_clear();
     ck_assert_int_eq(mi_mixer_create(&m, "lattice-dec", &o, MI_F64, &r, test_scope), -1);
-    ck_assert_error_has("override out_gate: 'maybe' is not true, false, silu or sigmoid");
+    ck_assert_error_has("override: out_gate: 'maybe' is not true, false, silu or sigmoid");
     mi_error_clear();
 }
 END_TEST
@@ -648,9 +648,9 @@ START_TEST(mixer_overrides_set_gate_ranges)
     ck_assert_close(0.1 * sigm(mi_get(b->gate_bias[MI_BLOCK_ETA], 0)), eta0, 1e-15);
 
     const struct { const char *ov, *needle; } bad[] = {
-        {"eta_max=abc", "override eta_max: 'abc' is not a number"},
-        {"alpha_max=", "override alpha_max: '' is not a number"},
-        {"mu_max=0.5x", "override mu_max: '0.5x' is not a number"},
+        {"eta_max=abc", "override: eta_max: 'abc' is not a number"},
+        {"alpha_max=", "override: alpha_max: '' is not a number"},
+        {"mu_max=0.5x", "override: mu_max: '0.5x' is not a number"},
         {"eta_max=1.5", "gate eta: max 1.5 must be in (0, 1]"},
         {"eta_max=0.004", "gate eta starts at 0.005"},     /* titans' η is out of reach */
         {"alpha_max=0.001", "gate alpha starts at 0.998"},  /* α > 0.999 needed */

@@ -29,16 +29,16 @@ static const char *kind_lookup(const char *text)
     return NULL;
 }
 
-static int gate_parse(void *member, const char *text)
+static int gate_parse(const mi_field *f, void *obj, const char *text)
 {
     if (strncmp(text, "half:", 5)) return mi_error_set("'%s' does not start with half:", text), -1;
-    *(double *)member = atof(text + 5) / 2;
+    *(double *)((char *)obj + f->offset) = atof(text + 5) / 2;
     return 0;
 }
 
-static int gate_format(const void *member, char *buf, size_t n)
+static int gate_format(const mi_field *f, const void *obj, char *buf, size_t n)
 {
-    int k = snprintf(buf, n, "half:%.17g", *(const double *)member * 2);
+    int k = snprintf(buf, n, "half:%.17g", *(const double *)((const char *)obj + f->offset) * 2);
     return k < 0 || (size_t)k >= n ? -1 : 0;
 }
 

@@ -410,12 +410,12 @@ START_TEST(miras_overrides_pass_through)
 
     const struct { const char *ov, *needle; } bad[] = {
         {"nonsense=1", "mixer 'titans': config: unknown key 'nonsense'"},
-        {"eta=fast", "override eta: 'fast' is not a number"},
-        {"gate_rank=1.5", "override gate_rank: '1.5' is not a whole number"},
+        {"eta=fast", "override: eta: 'fast' is not a number"},
+        {"gate_rank=1.5", "override: gate_rank: '1.5' is not a whole number"},
         {"chunk", "expected KEY=VALUE, got 'chunk'"},
         {"chunk=0", "chunk must be >= 1"},
         {"alpha=1.5", "gate alpha starts at 1.5"},
-        {"gate_rank=1e99", "override gate_rank: '1e99' is not a whole number in int's range"},
+        {"gate_rank=1e99", "override: gate_rank: '1e99' is not a whole number"},
     };
     for (int i = 0; i < 7; i++) {
         o.overrides = &bad[i].ov;

@@ -48,23 +48,107 @@
  * W_0 under ℓq retention, where the normalisation has no derivative, is
  * replaced by N(0, 0.01²)). CONST gates are constants, not parameters; a
  * gate the components do not use gets no parameters whatever its spec. */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "models.h"
 
 static const char *const gate_names[MI_BLOCK_GATES] = {"eta", "alpha", "mu", "delta"};
 
+/* "0.5" keeps the kind (UNUSED becomes HEAD); "head:0.5", "channel:0.5", "const:1". */
+static int gate_parse(const mi_field *f, void *obj, const char *text)
+{
+    static const struct { const char *prefix; mi_gate_kind kind; } kinds[] = {
+        {"head:", MI_GATE_HEAD}, {"channel:", MI_GATE_CHANNEL}, {"const:", MI_GATE_CONST}};
+    mi_gate_spec *g = (mi_gate_spec *)((char *)obj + f->offset);
+    mi_gate_kind kind = g->kind == MI_GATE_UNUSED ? MI_GATE_HEAD : g->kind;
+    const char *value = text;
+    for (int i = 0; i < 3; i++)
+        if (!strncmp(value, kinds[i].prefix, strlen(kinds[i].prefix))) {
+            kind = kinds[i].kind;
+            value += strlen(kinds[i].prefix);
+        }
+    char *end;
+    errno = 0;
+    double v = strtod(value, &end);
+    if (errno || end == value || *end)
+        return mi_error_set("'%s' is not a number", value), -1;
+    *g = (mi_gate_spec){kind, v, g->max};
+    return 0;
+}
+
+static int gate_format(const mi_field *f, const void *obj, char *buf, size_t n)
+{
+    static const char *const kind[] = {"unused:", "const:", "head:", "channel:"};
+    const mi_gate_spec *g = (const mi_gate_spec *)((const char *)obj + f->offset);
+    int k = snprintf(buf, n, "%s%.17g", kind[g->kind], g->value);
+    return k < 0 || (size_t)k >= n ? mi_error_set("%s: no room", f->key), -1 : 0;
+}
+
+/* true, false, silu (= true) or sigmoid: out_gate and out_gate_sigmoid */
+static int out_gate_parse(const mi_field *f, void *obj, const char *text)
+{
+    (void)f;
+    mi_miras_block_config *c = obj;
+    bool sig = !strcmp(text, "sigmoid"), silu = !strcmp(text, "silu");
+    bool on = sig || silu || !strcmp(text, "1") || !strcmp(text, "true");
+    if (!on && strcmp(text, "0") && strcmp(text, "false"))
+        return mi_error_set("'%s' is not true, false, silu or sigmoid", text), -1;
+    c->out_gate = on;
+    if (sig || silu) c->out_gate_sigmoid = sig;
+    return 0;
+}
+
+static int out_gate_format(const mi_field *f, const void *obj, char *buf, size_t n)
+{
+    const mi_miras_block_config *c = obj;
+    int k = snprintf(buf, n, "%s", !c->out_gate ? "false" : c->out_gate_sigmoid ? "sigmoid"
+                                                                               : "silu");
+    return k < 0 || (size_t)k >= n ? mi_error_set("%s: no room", f->key), -1 : 0;
+}
+
+#define GATE(key, member, doc) \
+    MI_FIELD_CUSTOM_AT(mi_miras_block_config, key, member, NULL, gate_parse, gate_format, doc)
+#define GATE_MAX(key, member, doc) \
+    MI_FIELD_REAL_AT(mi_miras_block_config, key, member, NULL, 0, INFINITY, MI_FIELD_HI_OPEN, doc)
+/* The block's keys (a mixer's overrides); the gates' defaults follow the
+ * components (mi_miras_block_config_default). */
+static const mi_field block_fields[] = {
+    MI_FIELD_INT_AT(mi_miras_block_config, "gate_rank", gate_rank, "32", 1, 1 << 20,
+                    "rank of the gate projections"),
+    MI_FIELD_INT_AT(mi_miras_block_config, "conv_kernel", conv_kernel, "4", 1, 1 << 16,
+                    "width of the causal depthwise convolutions"),
+    MI_FIELD_REAL_AT(mi_miras_block_config, "qk_eps", qk_eps, "1e-6", 0, INFINITY,
+                     MI_FIELD_LO_OPEN | MI_FIELD_HI_OPEN, "the l2 normalisation of q and k"),
+    MI_FIELD_CUSTOM_AT(mi_miras_block_config, "out_gate", out_gate, "true", out_gate_parse,
+                       out_gate_format, "true (= silu: SiLU(x W_g)), sigmoid or false"),
+    GATE("eta", eta, "the inner learning rate: LEVEL, head:LEVEL, channel:LEVEL or const:VALUE"),
+    GATE("alpha", alpha, "the retention (decay) gate, as eta"),
+    GATE("mu", mu, "the momentum gate, as eta"),
+    GATE("delta", delta, "the bias threshold gate, as eta"),
+    GATE_MAX("eta_max", eta.max, "eta = eta_max sigma(z) (0: 1)"),
+    GATE_MAX("alpha_max", alpha.max, "alpha = 1 - alpha_max sigma(z) (0: 1)"),
+    GATE_MAX("mu_max", mu.max, "mu = mu_max sigma(z) (0: 1)"),
+};
+
+const mi_field *mi_miras_block_config_fields(int *count)
+{
+    if (count) *count = MI_FIELDS_COUNT(block_fields);
+    return block_fields;
+}
+
 mi_miras_block_config mi_miras_block_config_default(int64_t d_model, int64_t heads,
                                                     const mi_miras_config *miras)
 {
-    mi_miras_block_config c = {
-        .d_model = d_model, .heads = heads, .head_dim = 0, .conv_kernel = 4, .gate_rank = 32,
-        .qk_eps = 1e-6, .norm_eps = 1e-6, .out_scale = 1, .out_gate = true,
-        .miras = miras ? *miras : mi_miras_config_default(),
-        .eta = {MI_GATE_HEAD, 0.02, 0},
-    };
+    mi_miras_block_config c;
+    memset(&c, 0, sizeof c);
+    mi_fields_defaults(block_fields, MI_FIELDS_COUNT(block_fields), &c);  /* cannot fail */
+    c.d_model = d_model, c.heads = heads, c.norm_eps = 1e-6, c.out_scale = 1;
+    c.miras = miras ? *miras : mi_miras_config_default();
+    c.eta = (mi_gate_spec){MI_GATE_HEAD, 0.02, 0};
     const mi_retention_kind *ret = mi_retention_find(c.miras.retention);
     const mi_bias_kind *bias = mi_bias_find(c.miras.bias);
     if (ret && ret->uses_alpha) c.alpha = (mi_gate_spec){MI_GATE_HEAD, 0.998, 0};

@@ -46,46 +46,6 @@ static int miras_state_tensors(void *state, mi_tensor **slots[], int max)
     return mi_miras_block_state_tensors(state, slots, max);
 }
 
-static int number(const char *key, const char *text, double *out)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(text, &end);
-    if (errno || end == text || *end)
-        return mi_error_set("override %s: '%s' is not a number", key, text), -1;
-    *out = v;
-    return 0;
-}
-
-static int whole(const char *key, const char *text, int *out)
-{
-    double v;
-    if (number(key, text, &v) != 0) return -1;
-    /* the range first: converting a double outside int's range is undefined */
-    if (!(v >= INT_MIN && v <= INT_MAX) || v != (int)v)
-        return mi_error_set("override %s: '%s' is not a whole number in int's range", key, text),
-               -1;
-    *out = (int)v;
-    return 0;
-}
-
-/* "0.5" keeps the kind (UNUSED becomes HEAD); "head:0.5", "channel:0.5", "const:1". */
-static int gate_spec(const char *key, const char *val, mi_gate_spec *g)
-{
-    static const struct { const char *prefix; mi_gate_kind kind; } kinds[] = {
-        {"head:", MI_GATE_HEAD}, {"channel:", MI_GATE_CHANNEL}, {"const:", MI_GATE_CONST}};
-    mi_gate_kind kind = g->kind == MI_GATE_UNUSED ? MI_GATE_HEAD : g->kind;
-    for (int i = 0; i < 3; i++)
-        if (!strncmp(val, kinds[i].prefix, strlen(kinds[i].prefix))) {
-            kind = kinds[i].kind;
-            val += strlen(kinds[i].prefix);
-        }
-    double v;
-    if (number(key, val, &v) != 0) return -1;
-    *g = (mi_gate_spec){kind, v, g->max};
-    return 0;
-}
-
 /* Splits "key=value" into key (at most 63 bytes) and value. */
 static int split(const char *kv, char key[64], const char **val)
 {
@@ -98,38 +58,12 @@ static int split(const char *kv, char key[64], const char **val)
     return 0;
 }
 
-static bool is_block_key(const char *key)
+/* A key of the block's field table (gate_rank, out_gate, eta, …). */
+static bool is_block_key(const char *assignment)
 {
-    static const char *const keys[] = {"gate_rank", "conv_kernel", "qk_eps", "out_gate",
-                                       "eta", "alpha", "mu", "delta", "eta_max", "alpha_max",
-                                       "mu_max"};
-    for (int i = 0; i < 11; i++)
-        if (!strcmp(key, keys[i])) return true;
-    return false;
-}
-
-static int block_key(mi_miras_block_config *c, const char *key, const char *val)
-{
-    if (!strcmp(key, "gate_rank")) return whole(key, val, &c->gate_rank);
-    if (!strcmp(key, "conv_kernel")) return whole(key, val, &c->conv_kernel);
-    if (!strcmp(key, "qk_eps")) return number(key, val, &c->qk_eps);
-    if (!strcmp(key, "out_gate")) {
-        bool sig = !strcmp(val, "sigmoid"), silu = !strcmp(val, "silu");
-        bool on = sig || silu || !strcmp(val, "1") || !strcmp(val, "true");
-        if (!on && strcmp(val, "0") && strcmp(val, "false"))
-            return mi_error_set("override out_gate: '%s' is not true, false, silu or sigmoid",
-                                val), -1;
-        c->out_gate = on;
-        if (sig || silu) c->out_gate_sigmoid = sig;
-        return 0;
-    }
-    if (strstr(key, "_max")) {
-        mi_gate_spec *g = key[0] == 'e' ? &c->eta : key[0] == 'a' ? &c->alpha : &c->mu;
-        return number(key, val, &g->max);
-    }
-    mi_gate_spec *g = !strcmp(key, "eta") ? &c->eta : !strcmp(key, "alpha") ? &c->alpha
-                    : !strcmp(key, "mu") ? &c->mu : &c->delta;
-    return gate_spec(key, val, g);
+    int n;
+    const mi_field *f = mi_miras_block_config_fields(&n);
+    return mi_fields_has_key(f, n, assignment);
 }
 
 /* The block config of a preset with the overrides applied (steps 1–3 above). */
@@ -143,7 +77,7 @@ static int block_config(mi_miras_block_config *c, const char *preset, const mi_m
     bool slots_given = false;
     for (int i = 0; i < o->n_overrides; i++) {
         if (split(o->overrides[i], key, &val) != 0) return -1;
-        if (is_block_key(key)) continue;
+        if (is_block_key(o->overrides[i])) continue;
         if (mi_miras_config_set(&c->miras, o->overrides[i]) != 0) return -1;
         slots_given |= !strcmp(key, "memory.slots");
     }
@@ -154,10 +88,12 @@ static int block_config(mi_miras_block_config *c, const char *preset, const mi_m
     const mi_gate_spec dflt[] = {d.eta, d.alpha, d.mu, d.delta};
     for (int g = 0; g < 4; g++)
         if (mine[g]->kind == MI_GATE_UNUSED) *mine[g] = dflt[g];
-    for (int i = 0; i < o->n_overrides; i++) {
-        if (split(o->overrides[i], key, &val) != 0) return -1;
-        if (is_block_key(key) && block_key(c, key, val) != 0) return -1;
-    }
+    int n;
+    const mi_field *fields = mi_miras_block_config_fields(&n);
+    for (int i = 0; i < o->n_overrides; i++)
+        if (is_block_key(o->overrides[i]) &&
+            mi_fields_set(fields, n, c, "override", o->overrides[i]) != 0)
+            return -1;
     return 0;
 }
 

@@ -361,6 +361,10 @@ typedef struct mi_miras_block_config {
  * δ 1 (biases with a threshold); the others are UNUSED. */
 mi_miras_block_config mi_miras_block_config_default(int64_t d_model, int64_t heads,
                                                     const mi_miras_config *miras);
+/* The block's keys (gate_rank, conv_kernel, qk_eps, out_gate, the gates eta,
+ * alpha, mu, delta and eta_max, alpha_max, mu_max): the overrides a mixer
+ * takes beside its components'. */
+const mi_field *mi_miras_block_config_fields(int *count);
 /* Takes the memory config, gate specs, key_is_one_minus_alpha and out_gate from a
  * preset (mi_preset_find); -1 with a message if there is no such preset. */
 int mi_miras_block_config_preset(mi_miras_block_config *c, const char *preset);

@@ -119,7 +119,7 @@ int mi_field_parse(const mi_field *f, void *obj, const char *what, const char *t
         return 0;
     case MI_FIELD_CUSTOM:
         if (!f->parse) return mi_error_set("%s: %s has no parser", what, f->key), -1;
-        if (f->parse(p, text) != 0) {
+        if (f->parse(f, obj, text) != 0) {
             char who[MAX_KEY + 64];
             snprintf(who, sizeof who, "%s: %s", what, f->key);
             return mi_error_prefix(who), -1;
@@ -200,7 +200,7 @@ int mi_field_format(const mi_field *f, const void *obj, char *buf, size_t n)
     case MI_FIELD_TEXT: len = snprintf(buf, n, "%.*s", (int)f->size, (const char *)p); break;
     case MI_FIELD_CUSTOM:
         if (!f->format) return mi_error_set("%s has no formatter", f->key), -1;
-        return f->format(p, buf, n);
+        return f->format(f, obj, buf, n);
     }
     if (len < 0 || (size_t)len >= n)
         return mi_error_set("%s: its text does not fit in %zu bytes", f->key, n), -1;

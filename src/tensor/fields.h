@@ -39,7 +39,8 @@ typedef enum mi_field_type {
 #define MI_FIELD_HI_OPEN 4u /* [lo, hi) */
 #define MI_FIELD_FINITE  8u /* REAL: no inf or NaN (a range implies no NaN) */
 
-typedef struct mi_field {
+typedef struct mi_field mi_field;
+struct mi_field {
     const char *key;
     mi_field_type type;
     size_t offset, size;        /* the member in the struct */
@@ -48,10 +49,12 @@ typedef struct mi_field {
     unsigned flags;
     const char *const *choices; /* CHOICE: NULL-terminated names, index = value */
     const char *(*lookup)(const char *text);                 /* NAME: NULL if unknown */
-    int (*parse)(void *member, const char *text);            /* CUSTOM: -1 + mi_error_set */
-    int (*format)(const void *member, char *buf, size_t n);  /* CUSTOM */
+    /* CUSTOM: the text into the field's member of obj (it may set a neighbour too,
+     * e.g. a flag with a variant); -1 with a message; and the reverse */
+    int (*parse)(const mi_field *f, void *obj, const char *text);
+    int (*format)(const mi_field *f, const void *obj, char *buf, size_t n);
     const char *doc;            /* one line; for CHOICE and NAME it lists the values */
-} mi_field;
+};
 
 #define MI_FIELDS_COUNT(table) ((int)(sizeof(table) / sizeof((table)[0])))
 #define MI_FIELD_AT_(T, member) offsetof(T, member), sizeof(((T *)0)->member)
