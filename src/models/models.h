@@ -53,7 +53,7 @@ typedef struct mi_miras_config {
     const char *retention;   /* "none" | "l2" | "kl" | "f-div" | "lq" | "elastic" |
                                 "elastic-ftrl" | "bregman" | … (components.c) */
     double q;                /* lq: the exponent (default 4) */
-    int lq_form;             /* lq: MI_LQ_SPEC (default) or MI_LQ_PAPER, see ops.h */
+    int lq_form;             /* lq: MI_LQ_FROBENIUS (default) or MI_LQ_PAPER, see ops.h */
     double lq_eps;           /* lq: added to the norm's power sum, bounding the read's
                                 derivative where A → 0 (default 1e-6; 0: the exact norm) */
     double kl_scale;         /* kl, f-div: the simplex scale c (default 1) */
