@@ -10,8 +10,8 @@
  *   - the MLP presets (ttt-mlp, titans, moneta, yaad, memora) against a
  *     per-token loop (read after write) with the MLP's backward pass
  *     written by hand.
- * A preset whose components are not in this build (their branches are not
- * merged yet) fails with a message naming the missing component. */
+ * A preset whose components are not in this build fails with a message
+ * naming the missing component. */
 #include <string.h>
 
 #include "harness.h"

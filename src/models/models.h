@@ -216,7 +216,7 @@ struct mi_retention_kind {
     mi_tensor *(*read_split)(const mi_miras_config *c, mi_tensor *carried, mi_tensor *a);
     mi_tensor *(*boundary_split)(const mi_miras_config *c, mi_tensor *carried, mi_tensor *a);
     bool uses_alpha;   /* false: α ≡ 1 (no forgetting) */
-    bool lag_token;    /* the first token of each chunk runs alone (Memora, MIRAS §4.3) */
+    bool lag_token;    /* each chunk's first token runs alone (MIRAS "Parallelizable Training") */
 };
 
 /* The ℓ1 retentions' soft threshold S_τ(x) = sign(x) max(|x| − τ, 0), with τ
