@@ -76,7 +76,7 @@
         .memory = mem, .mlp_depth = 2, .mlp_expansion = 4, .slots = 64, .slot_norm = true,  \
         .bias = bias_, .p = 3,                                                              \
         .sign_sharpness = 1, .abs_eps = 1e-6, .robust_delta = 0.1, .retention = ret,      \
-        .q = 4, .lq_form = MI_LQ_FROBENIUS, .lq_eps = 1e-6, .kl_scale = kl_scale_,               \
+        .q = 4, .lq_form = MI_LQ_FROBENIUS, .lq_eps = 1e-6, .kl_scale = kl_scale_,          \
         .l1_gamma = 1e-3, .l1_threshold = MI_L1_SCALED, .decay_first = decay_first_,        \
         .alpha_on_keys = alpha_on_keys_,                                                    \
         .algorithm = algo, .steps = steps_, .chunk = 1, .closed_form = true,                \

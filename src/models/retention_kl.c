@@ -32,9 +32,9 @@
  * The recurrence then gets one c per sequence, config kl_scale_t [N] (the
  * layer block's c_h = kl_scale · exp(s_h), one per head, s_h an outer
  * parameter starting at 0: c stays positive and starts at kl_scale), and
- * every log c and c above is that sequence's. The outer
- * gradient reaches c through the reads, W = c · softmax(L), both where the
- * inner gradient is taken and where y is read. */
+ * every log c and c above is that sequence's. The outer gradient reaches c
+ * through the reads, W = c · softmax(L), both where the inner gradient is
+ * taken and where y is read. */
 #include <math.h>
 
 #include "models.h"
