@@ -1,5 +1,5 @@
-/* Tutorial 2: a deep memory fits what a matrix cannot (the spec's Cell 5,
- * sanity check 6.1(3); MIRAS "memory architecture").
+/* Tutorial 2: a deep memory fits what a matrix cannot (MIRAS "memory
+ * architecture"; the MLP of "MIRAS's Variants").
  *
  * The MLP memory is M(x) = x + LN(W1 GELU(W2 x)) (post-norm, expansion 4).
  * Both memories learn the same pairs by the same rule, one ℓ2 gradient step

@@ -1,4 +1,4 @@
-/* Tutorial 1: Hebbian vs delta rule (the spec's Cells 3–4, sanity check 6.1(2)).
+/* Tutorial 1: Hebbian vs delta rule.
  *
  * A matrix memory M (d × d) stores key→value pairs; reading key k returns M k.
  * MIRAS names two ways to write a pair (k, v), both one gradient step:
@@ -61,7 +61,7 @@ int main(void)
     printf("mean recall error ||M k - v||^2, Hebbian:    %.4f\n", hebbian);
     printf("mean recall error ||M k - v||^2, delta rule: %.4f\n", delta);
     if (isnan(hebbian) || isnan(delta)) fprintf(stderr, "error: %s\n", mi_error());
-    bool ok = delta < hebbian;  /* the spec's sanity check 6.1(2) */
+    bool ok = delta < hebbian;
     printf("%s\n", ok ? "the delta rule recalls better" : "FAIL: the delta rule should recall better");
     mi_scope_leave();
     mi_scope_free(s);

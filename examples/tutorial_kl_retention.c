@@ -1,5 +1,5 @@
 /* Tutorial 5: KL retention, Memora (MIRAS "Alternative Retention Gates",
- * eq:xmodel; the spec's Part 3 Model 3, Cell 11).
+ * eq:xmodel; "MIRAS's Variants", Memora).
  *
  * A retention gate decides how much of the old memory a write keeps. The
  * ℓ2 gate decays it (W ← α W + step). Memora's KL gate instead keeps the

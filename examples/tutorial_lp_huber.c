@@ -1,6 +1,5 @@
 /* Tutorial 4: robust attentional biases, ℓp and Huber (MIRAS "Alternative
- * Attentional Biases", eq:lp-attentional-bias and eq:huber-loss; the spec's
- * §3.1–3.2, Cell 6).
+ * Attentional Biases", eq:lp-attentional-bias and eq:huber-loss).
  *
  * The ℓ2 bias writes a step proportional to the error: one corrupted value
  * (an outlier) pushes the memory as hard as its error is large. Two robust

@@ -1,5 +1,4 @@
-/* Tutorial 3: momentum, Titans' "past surprise" (the spec's §2.4; MIRAS
- * "learning algorithm").
+/* Tutorial 3: momentum, Titans' "past surprise" (MIRAS "learning algorithm").
  *
  * Plain GD writes each token's gradient (its momentary surprise) and forgets
  * it. Titans keeps a running surprise S:

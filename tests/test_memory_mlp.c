@@ -1,8 +1,8 @@
 /* The MLP memory M(x) = x + LN(W_1 σ(… σ(W_L x))): its closed-form per-token
  * gradient against autodiff (depth 1, 2, 3; ℓ2 and dot biases), the layer's
  * outer gradients through the inner loop, a plain-loop reference of the
- * depth-2 recurrence (the spec's Cell 10 loop), and the spec's sanity check
- * 6.1(3): deep memory fits a non-linear key→value map that a matrix cannot. */
+ * depth-2 recurrence, and a sanity check: deep memory fits a non-linear
+ * key→value map that a matrix cannot. */
 #include <string.h>
 
 #include "harness.h"
@@ -265,7 +265,7 @@ static void mlp2(double W1[D][H], double W2[H][D], const double *x, double *y, d
     }
 }
 
-/* The spec's Cell 10 loop for a depth-2 MLP, ℓ2 bias, ℓ2 retention, GD or
+/* The per-token loop for a depth-2 MLP, ℓ2 bias, ℓ2 retention, GD or
  * momentum, with the chunk rule (gradients at the state the previous chunk
  * left; chunk 1 = per token): forward, error, backprop by hand, update, read. */
 static void naive_mlp2(const seqs *s, double W1_0[D][H], double W2_0[H][D], int chunk,
@@ -419,7 +419,7 @@ END_TEST
 /* The chunk read from the gradients' rank-one factors (no W per token)
  * against the materialising path (materialize = true), f64, T = 11: titans
  * (ℓ2 bias, ℓ2 retention, momentum), ttt-mlp (no retention, GD) and Moneta's
- * ℓq retention (spec form, W_t = A_t/‖A_t‖^((q−2)/q): ‖A_t‖ from the Gram
+ * ℓq retention (Frobenius form, W_t = A_t/‖A_t‖_F^((q−2)/q): ‖A_t‖ from the Gram
  * matrices) with GD and with momentum, depth 1 to 3, chunks 1, 2 and 5; then
  * a gradcheck through the factored path with no retention and with ℓq (the
  * ℓ2 retention's is in outer_gradients_through_the_inner_loop). */
@@ -512,7 +512,7 @@ static double recall_error(const char *memory, mi_tensor *keys, mi_tensor *value
     return mi_get(mi_sum(mi_square(err), MI_ALL, false), 0) / PAIRS;
 }
 
-/* The spec's sanity check 6.1(3). Keys: 4 random unit vectors and their
+/* Deep memory fits what a matrix cannot. Keys: 4 random unit vectors and their
  * negatives in R^4. Values: v = k + LN(p(k)) with the products
  * p_i(k) = k_{i+1} k_{i+2} (indices mod 4) and LN without eps. The map is
  * non-linear and its even part LN(p(k)) is invisible to every linear map:

@@ -7,11 +7,11 @@
  *     product of Householder factors, Longhorn's implicit step), and against
  *     a naive loop of the generic MIRAS rule at chunk b = 1, 2, 3 (b = 1: the
  *     per-token loop, exact);
- *   - the MLP presets (ttt-mlp, titans, moneta, yaad, memora) against the
- *     spec's per-token loop (Cells 9–11 style, read after write) with the
- *     MLP's backward pass written by hand.
- * A preset whose components are not in this build (their branches are not
- * merged yet) fails with a message naming the missing component. */
+ *   - the MLP presets (ttt-mlp, titans, moneta, yaad, memora) against a
+ *     per-token loop (read after write) with the MLP's backward pass
+ *     written by hand.
+ * A preset whose components are not in this build fails with a message
+ * naming the missing component. */
 #include <string.h>
 
 #include "harness.h"
@@ -377,7 +377,7 @@ static void naive_matrix(const kase *c, int chunk, double y[N][T][D])
 
 /* ---------------------------------------------------------------- MLP presets:
  * M(x) = x + LN(W1 σ(W2 x)), σ = GELU (erf), LN without affine, eps 1e-5
- * (the spec's Cell 5, MIRAS "MIRAS's Variants"). W1 [D][H], W2 [H][D]. */
+ * (MIRAS "MIRAS's Variants"). W1 [D][H], W2 [H][D]. */
 #define LN_EPS 1e-5
 
 typedef struct mlp_w {
@@ -440,8 +440,8 @@ static void mlp_backward(const mlp_w *W, const mlp_cache *c, const double *e, ml
 static double *entry(mlp_w *w, int which, int x) { return which == 0 ? &w->w1[0][0] + x : &w->w2[0][0] + x; }
 
 /* The retention's read W = read(A) for one weight (D·H entries, `rows` rows):
- *   none, l2: W = A;  lq (spec form): W = A / (‖A‖_F² + ε)^((q−2)/(2q));
- *   kl: W = c · Softmax_row(A) (A is log W, Cell 11). */
+ *   none, l2: W = A;  lq (Frobenius form): W = A / (‖A‖_F² + ε)^((q−2)/(2q));
+ *   kl: W = c · Softmax_row(A) (A is log W, MIRAS eq:xmodel). */
 static void read_weight(const mi_miras_config *cfg, const double *A, double *W, int rows)
 {
     int cols = D * H / rows;
@@ -504,9 +504,9 @@ static void bias_error(const mi_miras_config *cfg, const double *y, const double
  *   S_t = μ_t S_{t-1} − η_t G (momentum; otherwise S_t = −η_t G)
  *   A_t = α_t A_{t-1} + S_t  (α ≡ 1 without retention)
  *   y_t = M_{read(A_t)}(q_t)
- * A_0 = W_0, except lq (spec form), whose A_0 reads as W_0: A_0 = W_0 (‖W_0‖_F² +
- * ε)^(r/(2(1−r))), r = (q−2)/q, and kl, whose
- * state is log W (Cell 11) and whose W_0 is given as logits (retention_kl.c):
+ * A_0 = W_0, except lq (Frobenius form), whose A_0 reads as W_0:
+ * A_0 = W_0 (‖W_0‖_F² + ε)^(r/(2(1−r))), r = (q−2)/q, and kl, whose
+ * state is log W and whose W_0 is given as logits (retention_kl.c):
  * the initial weights are c · Softmax_row(W_0), A_0 = log of them. */
 static void reference_mlp(const kase *c, double y[N][T][D])
 {

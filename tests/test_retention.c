@@ -66,24 +66,24 @@ static void row_softmax(mat L, double c, mat W)
     }
 }
 
-/* Moneta's ℓq step: the spec's A / (‖A‖_F² + ε)^((q−2)/(2q)) or the paper's
- * A / (‖A‖_q^q + ε)^((q−2)/q), ε = lq_eps */
+/* Moneta's ℓq step: the Frobenius form A / (‖A‖_F² + ε)^((q−2)/(2q)) or the
+ * paper's A / (‖A‖_q^q + ε)^((q−2)/q), ε = lq_eps */
 static void lq_normalize(const mi_miras_config *c, mat A, mat W)
 {
     double q = c->q, s = c->lq_eps;
-    bool spec = c->lq_form == MI_LQ_SPEC;
+    bool fro = c->lq_form == MI_LQ_FROBENIUS;
     for (int i = 0; i < D; i++)
-        for (int j = 0; j < D; j++) s += spec ? A[i][j] * A[i][j] : pow(fabs(A[i][j]), q);
-    double scale = spec ? pow(s, -(q - 2) / (2 * q)) : pow(s, -(q - 2) / q);
+        for (int j = 0; j < D; j++) s += fro ? A[i][j] * A[i][j] : pow(fabs(A[i][j]), q);
+    double scale = fro ? pow(s, -(q - 2) / (2 * q)) : pow(s, -(q - 2) / q);
     for (int i = 0; i < D; i++)
         for (int j = 0; j < D; j++) W[i][j] = A[i][j] * scale;
 }
 
-/* The accumulator that reads as W_0: the spec's form A_0 = W_0 (‖W_0‖_F² + ε)^(r/(2(1−r))),
- * r = (q−2)/q; the paper's A_0 = W_0. */
+/* The accumulator that reads as W_0: the Frobenius form's
+ * A_0 = W_0 (‖W_0‖_F² + ε)^(r/(2(1−r))), r = (q−2)/q; the paper's A_0 = W_0. */
 static void lq_init(const mi_miras_config *c, mat A)
 {
-    if (c->lq_form != MI_LQ_SPEC) return;
+    if (c->lq_form != MI_LQ_FROBENIUS) return;
     double s = c->lq_eps, r = (c->q - 2) / c->q;
     for (int i = 0; i < D; i++)
         for (int j = 0; j < D; j++) s += A[i][j] * A[i][j];
@@ -311,10 +311,10 @@ static void ref_chunked(chunk_ref *r, const seqs *s, int b, double *y)
 static const ret_case cases[] = {
     {"kl", "l2", 1, 0, 0, 0, 0},
     {"kl", "l2", 2.5, 0, 0, 0, 0},
-    {"lq", "lp", 0, 4, 0, MI_LQ_SPEC, 0},   /* (3, 4)-Moneta, the spec's form */
-    {"lq", "lp", 0, 4, 0, MI_LQ_PAPER, 0},  /* (3, 4)-Moneta, the paper's form */
+    {"lq", "lp", 0, 4, 0, MI_LQ_FROBENIUS, 0}, /* (3, 4)-Moneta, the Frobenius form */
+    {"lq", "lp", 0, 4, 0, MI_LQ_PAPER, 0},     /* (3, 4)-Moneta, the paper's form */
     {"lq", "l2", 0, 3, 0, MI_LQ_PAPER, 0},
-    {"lq", "l2", 0, 1.5, 0, MI_LQ_SPEC, 0},
+    {"lq", "l2", 0, 1.5, 0, MI_LQ_FROBENIUS, 0},
     {"elastic", "l2", 0, 0, 0.2, 0, MI_L1_SCALED},  /* threshold 0.2 η_t */
     {"elastic", "l2", 0, 0, 0.05, 0, MI_L1_CONSTANT},
     {"elastic-ftrl", "l2", 0, 0, 0.2, 0, MI_L1_SCALED},
@@ -548,7 +548,7 @@ START_TEST(bregman_stays_in_the_unit_interval)
 }
 END_TEST
 
-/* ‖W‖ from the ℓq step: the spec's form gives ‖W‖_F = ‖A‖_F^(2/q), the
+/* ‖W‖ from the ℓq step: the Frobenius form gives ‖W‖_F = ‖A‖_F^(2/q), the
  * paper's ‖W‖_q = ‖A‖_q^(3−q); on the vector memory the whole vector is
  * one weight. */
 START_TEST(lq_norms_on_matrix_and_vector)
@@ -567,13 +567,13 @@ START_TEST(lq_norms_on_matrix_and_vector)
             ck_assert_ptr_nonnull(w);
             int64_t per = vec ? D : D * D;
             for (int64_t b = 0; b < a->numel / per; b++) {
-                double sa = 0, sw = 0, pw = form == MI_LQ_SPEC ? 2 : c.q;
+                double sa = 0, sw = 0, pw = form == MI_LQ_FROBENIUS ? 2 : c.q;
                 for (int64_t i = 0; i < per; i++) {
                     sa += pow(fabs(mi_get(a, b * per + i)), pw);
                     sw += pow(fabs(mi_get(w, b * per + i)), pw);
                 }
                 double na = pow(sa, 1 / pw), nw = pow(sw, 1 / pw);
-                double want = form == MI_LQ_SPEC ? pow(na, 2 / c.q) : pow(na, 3 - c.q);
+                double want = form == MI_LQ_FROBENIUS ? pow(na, 2 / c.q) : pow(na, 3 - c.q);
                 ck_assert_close(nw, want, 1e-12 * want);
             }
             /* and the layer runs on it */
@@ -594,9 +594,9 @@ END_TEST
  *   A_t = α_t A_{t-1} − η_t ∇ℓ_p(W_{t-1}; k_t, v_t)                (MIRAS eq:q-norm)
  *   ∇ℓ_p = p (Sign(W k_t − v_t) ⊙ |W k_t − v_t|^(p−1)) k_tᵀ   (eq:lp-attentional-bias)
  *   paper: W_t = A_t / ‖A_t‖_q^(q−2),  ‖A‖_q = (Σ_ij |A_ij|^q)^(1/q)  (eq:q-norm)
- *   spec:  W_t = A_t / ‖A_t‖_F^((q−2)/q)                         (the spec §4.2)
- * Initial state: the paper's form A_0 = W_0; the spec's the A_0 that reads as
- * W_0, A_0 = W_0 ‖W_0‖_F^((q−2)/2). */
+ *   frobenius: W_t = A_t / ‖A_t‖_F^((q−2)/q)
+ * Initial state: the paper's form A_0 = W_0; the Frobenius form's the A_0 that
+ * reads as W_0, A_0 = W_0 ‖W_0‖_F^((q−2)/2). */
 static void moneta_read(mat A, double q, bool paper, mat W)
 {
     double sq = 0, sqq = 0;
@@ -631,8 +631,8 @@ static void moneta_equations(const seqs *s, double q, bool paper, double *y)
     }
 }
 
-/* lq_form=paper against MIRAS eq:q-norm and lq_form=spec against the spec's
- * form, each written out (moneta_equations); the two forms differ. */
+/* lq_form=paper against MIRAS eq:q-norm and lq_form=frobenius against the
+ * Frobenius form, each written out (moneta_equations); the two forms differ. */
 START_TEST(moneta_forms_are_their_equations)
 {
     mi_rng r;
@@ -641,7 +641,7 @@ START_TEST(moneta_forms_are_their_equations)
     for (int qi = 0; qi < 2; qi++) {
         seqs s = make_seqs(&r, 0.1, 0.6, 0.5);
         double want[2][N * T * D];
-        for (int form = MI_LQ_SPEC; form <= MI_LQ_PAPER; form++) {
+        for (int form = MI_LQ_FROBENIUS; form <= MI_LQ_PAPER; form++) {
             moneta_equations(&s, qs[qi], form == MI_LQ_PAPER, want[form]);
             for (int closed = 0; closed < 2; closed++) {
                 ret_case rc = {"lq", "lp", 0, qs[qi], 0, form, 0};
@@ -650,13 +650,29 @@ START_TEST(moneta_forms_are_their_equations)
                 mi_tensor *y = run_layer(&c, &s, s.w0, NULL, NULL);
                 char what[64];
                 snprintf(what, sizeof what, "lq_form=%s q=%g closed %d",
-                         form == MI_LQ_PAPER ? "paper" : "spec", qs[qi], closed);
+                         form == MI_LQ_PAPER ? "paper" : "frobenius", qs[qi], closed);
                 assert_equal(y, want[form], 1e-12, what);
             }
         }
         double diff = 0;
         for (int i = 0; i < N * T * D; i++) diff = fmax(diff, fabs(want[0][i] - want[1][i]));
         ck_assert_msg(diff > 1e-3, "q=%g: the two forms agree", qs[qi]);
+    }
+}
+END_TEST
+
+/* lq_form=frobenius names the Frobenius form; "spec", its earlier name, still
+ * parses to it, so older checkpoints' overrides and commands keep working. */
+START_TEST(lq_form_frobenius_and_its_alias)
+{
+    mi_miras_config c = mi_miras_config_default();
+    ck_assert_int_eq(c.lq_form, MI_LQ_FROBENIUS);
+    const char *frobenius[] = {"lq_form=frobenius", "lq_form=spec"};
+    for (int i = 0; i < 2; i++) {
+        ck_assert_int_eq(mi_miras_config_set(&c, "lq_form=paper"), 0);
+        ck_assert_int_eq(c.lq_form, MI_LQ_PAPER);
+        ck_assert_int_eq(mi_miras_config_set(&c, frobenius[i]), 0);
+        ck_assert_msg(c.lq_form == MI_LQ_FROBENIUS, "%s", frobenius[i]);
     }
 }
 END_TEST
@@ -674,7 +690,7 @@ START_TEST(bad_parameters_are_reported)
         {"l1_gamma", -0.1, "l1_gamma must be >= 0"},
         {"kl_scale", 0, "kl_scale must be > 0"},
         {"kl_scale", -1, "kl_scale must be > 0"},
-        {"lq_form", 7, "lq_form must be MI_LQ_SPEC or MI_LQ_PAPER"},
+        {"lq_form", 7, "lq_form must be MI_LQ_FROBENIUS or MI_LQ_PAPER"},
     };
     for (int i = 0; i < 6; i++) {
         mi_miras_config c = mi_miras_config_default();
@@ -690,8 +706,8 @@ START_TEST(bad_parameters_are_reported)
         mi_error_clear();
     }
     mi_miras_config c = mi_miras_config_default();
-    ck_assert_int_eq(mi_miras_config_set(&c, "lq_form=frobenius"), -1);
-    ck_assert_error_has("lq_form must be 'spec' or 'paper'");
+    ck_assert_int_eq(mi_miras_config_set(&c, "lq_form=fro"), -1);
+    ck_assert_error_has("lq_form must be 'frobenius' or 'paper'");
     mi_error_clear();
     ck_assert_int_eq(mi_miras_config_set(&c, "retention=elastic-ftrl"), 0);
     ck_assert_str_eq(c.retention, "elastic-ftrl");
@@ -730,6 +746,7 @@ Suite *make_suite(void)
     tcase_add_test(tc, bregman_stays_in_the_unit_interval);
     tcase_add_test(tc, lq_norms_on_matrix_and_vector);
     tcase_add_test(tc, moneta_forms_are_their_equations);
+    tcase_add_test(tc, lq_form_frobenius_and_its_alias);
     tcase_add_test(tc, bad_parameters_are_reported);
     suite_add_tcase(s, tc);
     return s;

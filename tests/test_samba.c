@@ -84,7 +84,7 @@ START_TEST(samba_is_miras_then_swa_each_pre_norm_with_its_residual)
     ck_assert_str_eq(p[0].name, "miras_norm.weight");
     ck_assert_str_eq(p[n - 5].name, "swa_norm.weight");
     ck_assert_str_eq(p[n - 1].name, "swa.out_proj");
-    /* the window: the spec's, else the options' */
+    /* the window: the mixer spec's ("samba:…:3"), else the options' */
     mi_mixer d;
     o.window = 11;
     ck_assert_int_eq(mi_mixer_create(&d, "samba:titans", &o, MI_F64, &r, test_scope), 0);

@@ -409,8 +409,8 @@ START_TEST(smooth_sign_and_abs_values)
 }
 END_TEST
 
-/* W = A / (N^p + eps)^(r/p) per matrix, N the Frobenius (spec, p = 2, r =
- * (q−2)/q) or entrywise q-norm (paper, p = q, r = q − 2). */
+/* W = A / (N^p + eps)^(r/p) per matrix, N the Frobenius (p = 2, r = (q−2)/q)
+ * or entrywise q-norm (paper, p = q, r = q − 2). */
 static void check_lq(const mi_tensor *A, double q, int form, double eps)
 {
     mi_tensor *W = mi_lq_normalize((mi_tensor *)A, q, form, eps);
@@ -423,8 +423,8 @@ static void check_lq(const mi_tensor *A, double q, int form, double eps)
             fro2 += v * v;
             sq += pow(fabs(v), q);
         }
-        double denom = form == MI_LQ_SPEC ? pow(fro2 + eps, (q - 2) / (2 * q))
-                                          : pow(sq + eps, (q - 2) / q);
+        double denom = form == MI_LQ_FROBENIUS ? pow(fro2 + eps, (q - 2) / (2 * q))
+                                               : pow(sq + eps, (q - 2) / q);
         for (int64_t k = 0; k < m * n; k++) {
             int64_t i = b * m * n + k;
             ck_assert_close(mi_get(W, i), mi_get(A, i) / denom, 1e-12);
@@ -444,25 +444,26 @@ START_TEST(lq_normalize_both_forms)
             check_lq(A4, qs[k], form, 0);
             check_lq(A, qs[k], form, 0.3);
         }
-    /* A hand-worked 2×2 at q = 4: ‖A‖_F = 5 (spec divides by 5^(1/2));
+    /* A hand-worked 2×2 at q = 4: ‖A‖_F = 5 (Frobenius divides by 5^(1/2));
      * ‖A‖_4 = (3⁴ + 4⁴)^(1/4) = 337^(1/4) (paper divides by its square). */
     mi_tensor *h = mi_from_buffer(MI_F64, MI_SHAPE(2, 2), (double[]){3, 0, 0, -4});
-    mi_tensor *ws = mi_lq_normalize(h, 4, MI_LQ_SPEC, 0), *wp = mi_lq_normalize(h, 4, MI_LQ_PAPER, 0);
-    ck_assert_close(mi_get(ws, 0), 3 / sqrt(5.0), 1e-14);
-    ck_assert_close(mi_get(ws, 3), -4 / sqrt(5.0), 1e-14);
+    mi_tensor *wf = mi_lq_normalize(h, 4, MI_LQ_FROBENIUS, 0);
+    mi_tensor *wp = mi_lq_normalize(h, 4, MI_LQ_PAPER, 0);
+    ck_assert_close(mi_get(wf, 0), 3 / sqrt(5.0), 1e-14);
+    ck_assert_close(mi_get(wf, 3), -4 / sqrt(5.0), 1e-14);
     ck_assert_close(mi_get(wp, 0), 3 / sqrt(337.0), 1e-14);
     ck_assert_close(mi_get(wp, 3), -4 / sqrt(337.0), 1e-14);
     /* f32 and the zero matrix (maps to zero) */
     mi_tensor *w32 = mi_lq_normalize(mi_tensor_to(h, MI_F32), 4, MI_LQ_PAPER, 0);
     ck_assert_close(mi_get(w32, 3), -4 / sqrt(337.0), 1e-6);
-    mi_tensor *z = mi_lq_normalize(mi_zeros(MI_F64, MI_SHAPE(2, 3)), 4, MI_LQ_SPEC, 0);
+    mi_tensor *z = mi_lq_normalize(mi_zeros(MI_F64, MI_SHAPE(2, 3)), 4, MI_LQ_FROBENIUS, 0);
     for (int k = 0; k < 6; k++) ck_assert(mi_get(z, k) == 0.0);
-    /* eps bounds the derivative at a vanishing matrix: at A = 1e-20·I₂ (spec,
-     * q = 4, eps 1e-6) W ≈ A·eps^(−1/4), and ∂W₀₀/∂A₀₀ ≈ 31.6 (eps = 0: 1e10) */
+    /* eps bounds the derivative at a vanishing matrix: at A = 1e-20·I₂
+     * (Frobenius, q = 4, eps 1e-6) W ≈ A·eps^(−1/4), and ∂W₀₀/∂A₀₀ ≈ 31.6 (eps = 0: 1e10) */
     mi_tensor *tiny = mi_requires_grad(
         mi_from_buffer(MI_F64, MI_SHAPE(2, 2), (double[]){1e-20, 0, 0, 1e-20}), true);
-    mi_tensor *w00 = mi_slice(mi_reshape(mi_lq_normalize(tiny, 4, MI_LQ_SPEC, 1e-6), MI_SHAPE(4)),
-                              0, 0, 1);
+    mi_tensor *w00 = mi_slice(
+        mi_reshape(mi_lq_normalize(tiny, 4, MI_LQ_FROBENIUS, 1e-6), MI_SHAPE(4)), 0, 0, 1);
     mi_tensor *g;
     ck_assert_int_eq(mi_grad(&w00, NULL, 1, &tiny, 1, false, &g), 0);
     ck_assert_close(mi_get(g, 0), pow(1e-6, -0.25), 1e-9);
@@ -530,22 +531,22 @@ START_TEST(miras_helpers_reject_bad_input)
     ck_assert_error_has("smooth_abs: eps must be finite and > 0, got -1e-06");
     mi_error_clear();
 
-    ck_assert_ptr_null(mi_lq_normalize(x, 1.0, MI_LQ_SPEC, 0));
+    ck_assert_ptr_null(mi_lq_normalize(x, 1.0, MI_LQ_FROBENIUS, 0));
     ck_assert_error_has("lq_normalize: q must be > 1, got 1");
     mi_error_clear();
     ck_assert_ptr_null(mi_lq_normalize(x, 0.5, MI_LQ_PAPER, 0));
     ck_assert_error_has("lq_normalize: q must be > 1, got 0.5");
     mi_error_clear();
-    ck_assert_ptr_null(mi_lq_normalize(x, 4, MI_LQ_SPEC, -1e-6));
+    ck_assert_ptr_null(mi_lq_normalize(x, 4, MI_LQ_FROBENIUS, -1e-6));
     ck_assert_error_has("lq_normalize: eps must be >= 0 and finite, got -1e-06");
     mi_error_clear();
     ck_assert_ptr_null(mi_lq_normalize(x, 4, 7, 0));
-    ck_assert_error_has("lq_normalize: form must be MI_LQ_SPEC (0) or MI_LQ_PAPER (1), got 7");
+    ck_assert_error_has("lq_normalize: form must be MI_LQ_FROBENIUS (0) or MI_LQ_PAPER (1), got 7");
     mi_error_clear();
-    ck_assert_ptr_null(mi_lq_normalize(mi_zeros(MI_F64, MI_SHAPE(5)), 4, MI_LQ_SPEC, 0));
+    ck_assert_ptr_null(mi_lq_normalize(mi_zeros(MI_F64, MI_SHAPE(5)), 4, MI_LQ_FROBENIUS, 0));
     ck_assert_error_has("lq_normalize: needs rank >= 2 (a matrix per leading index), got [5]");
     mi_error_clear();
-    ck_assert_ptr_null(mi_lq_normalize(mi_arange(MI_I64, 4), 4, MI_LQ_SPEC, 0));
+    ck_assert_ptr_null(mi_lq_normalize(mi_arange(MI_I64, 4), 4, MI_LQ_FROBENIUS, 0));
     ck_assert_error_has("lq_normalize: input 0 must be f32 or f64, got i64");
     mi_error_clear();
 

@@ -40,7 +40,7 @@ typedef struct quality_suite {
 
 /* Variants (bench_quality_variants.c): a mixer spec with its own +KEY=VALUE
  * overrides, e.g. "moneta+p=2". */
-const char *variant_spec(const char *v, char *buf, size_t n);  /* the spec, before any '+' */
+const char *variant_spec(const char *v, char *buf, size_t n);  /* the mixer spec, before any '+' */
 bool next_override(const char **at, char *buf, size_t n);      /* the next KEY=VALUE at *at */
 const mi_preset *variant_preset(const char *v);  /* its MIRAS preset (samba's too), or NULL */
 bool rule_matches(const char *match, const char *v); /* a rule's match: v, @miras, @mlp or * */

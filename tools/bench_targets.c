@@ -3,8 +3,8 @@
  * OMP_WAIT_POLICY=passive), at the benchmarks' default sizes (layer B=4,
  * T=512 for every chunk, the per-token one included: --seq-len 512; train
  * B=16, T=256). They ask for 3-10x the same models in PyTorch 1.13 eager
- * and half its memory (the issue that set them measured PyTorch beside the
- * framework in one run). A case that ran at another size or thread count is
+ * and half its memory (set from PyTorch measured beside the framework in
+ * one run). A case that ran at another size or thread count is
  * reported as not comparable. */
 #include <string.h>
 

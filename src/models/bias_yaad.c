@@ -1,6 +1,6 @@
 /* Yaad's attentional bias: the ℓ2/ℓ1 switch (MIRAS "Alternative Attentional
  * Biases", Variant 2, the third approach, eq:huber-loss; "MIRAS's Variants",
- * Yaad; spec Cell 10):
+ * Yaad):
  *
  *   W_t = W_{t-1} − η_t ∇ℓ2(W_{t-1}; k_t, v_t)        if ‖M(k_t) − v_t‖ ≤ δ_t
  *         W_{t-1} − η_t δ_t ∇ℓ1(W_{t-1}; k_t, v_t)    otherwise
@@ -29,7 +29,7 @@
  * no derivative to the outer loop, only δ and the ℓ2 branch's error do.
  *
  * (λ is the smooth |x| whose derivative is the smooth sign; the −½δ mirrors
- * Huber's H and the spec's Cell 10 and makes the two branches meet when
+ * Huber's H, δ(|x| − ½δ) beyond δ, and makes the two branches meet when
  * dv = 1 and a → ∞.) δ_t is one per head ([N, n]); a channel-wise δ
  * ([N, n, dv]) switches and scales each channel with its own threshold
  * against the same error norm. */

@@ -25,7 +25,7 @@
  *   y   = (RMSNorm(o) ⊙ w_norm ⊙ SiLU(x W_g)) W_out
  *     per-head RMSNorm over hd with a learnable [hd] weight; the output gate
  *     is Gated DeltaNet's / Titans' SiLU(x W_g) (the paper's "normalized and
- *     gated with a linear layer"), not the spec §2.5 blend σ(·)y + (1 − σ(·))x:
+ *     gated with a linear layer"), not a blend with the input σ(·)y + (1 − σ(·))x:
  *     the block is a mixer whose output joins the residual stream outside it.
  *     Without out_gate (as HGRN2's output, RMSNorm(o) W_out; the lattice-dec
  *     preset) y = (RMSNorm(o) ⊙ w_norm) W_out and there is no W_g; with

@@ -13,7 +13,7 @@ mi_miras_config mi_miras_config_default(void)
     return (mi_miras_config){
         .memory = "matrix", .mlp_depth = 2, .mlp_expansion = 4, .slots = 64, .slot_norm = true,
         .bias = "l2", .p = 3, .sign_sharpness = 1, .abs_eps = 1e-6, .robust_delta = 0.1,
-        .retention = "l2", .q = 4, .lq_form = MI_LQ_SPEC, .lq_eps = 1e-6, .kl_scale = 1,
+        .retention = "l2", .q = 4, .lq_form = MI_LQ_FROBENIUS, .lq_eps = 1e-6, .kl_scale = 1,
         .f_div = MI_F_DIV_EXP, .l1_gamma = 1e-3, .l1_threshold = MI_L1_SCALED,
         .algorithm = "gd", .steps = 2, .chunk = 1, .closed_form = true,
     };
@@ -117,10 +117,11 @@ int mi_miras_config_set(mi_miras_config *c, const char *assignment)
         return 0;
     }
     if (!strcmp(key, "lq_form")) {
-        if (!strcmp(val, "spec")) c->lq_form = MI_LQ_SPEC;
+        /* "spec", the form's earlier name, still reads (older checkpoints' overrides) */
+        if (!strcmp(val, "frobenius") || !strcmp(val, "spec")) c->lq_form = MI_LQ_FROBENIUS;
         else if (!strcmp(val, "paper")) c->lq_form = MI_LQ_PAPER;
         else {
-            mi_error_set("config: lq_form must be 'spec' or 'paper', got '%s'", val);
+            mi_error_set("config: lq_form must be 'frobenius' or 'paper', got '%s'", val);
             return -1;
         }
         return 0;
@@ -218,8 +219,8 @@ int mi_miras_init(mi_miras *m, const mi_miras_config *c)
     if (c->f_div < 0 || c->f_div >= F_DIV_COUNT)
         return mi_error_set("miras: f_div must be MI_F_DIV_EXP, MI_F_DIV_INVERSE or "
                             "MI_F_DIV_INVERSE_SQUARE, got %d", c->f_div), -1;
-    if (c->lq_form != MI_LQ_SPEC && c->lq_form != MI_LQ_PAPER)
-        return mi_error_set("miras: lq_form must be MI_LQ_SPEC or MI_LQ_PAPER, got %d",
+    if (c->lq_form != MI_LQ_FROBENIUS && c->lq_form != MI_LQ_PAPER)
+        return mi_error_set("miras: lq_form must be MI_LQ_FROBENIUS or MI_LQ_PAPER, got %d",
                             c->lq_form), -1;
     if (!(c->lq_eps >= 0) || isinf(c->lq_eps))
         return mi_error_set("miras: lq_eps must be >= 0 and finite, got %g", c->lq_eps), -1;

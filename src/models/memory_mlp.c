@@ -1,5 +1,5 @@
-/* MLP memory (MIRAS §"MIRAS's Variants": Moneta, Yaad, Memora; the spec's
- * Part 2.3 / Cell 5, "MIRAS eq. 5"; Titans' deep memory), post-norm:
+/* MLP memory (MIRAS §"MIRAS's Variants": Moneta, Yaad, Memora, M(x) =
+ * x + LN(W_1 σ(W_2 x)); Titans' deep memory), post-norm:
  *
  *   depth 2:  M(x) = x + LN(W_1 σ(W_2 x))
  *   depth L:  M(x) = x + LN(W_1 σ(W_2 σ(… σ(W_L x))))      depth 1: x + LN(W_1 x)
@@ -17,21 +17,21 @@
  * each an [out, in] matrix acting on column vectors. Depth ≤ 8
  * (MI_MEMORY_MAX_WEIGHTS).
  *
- * init: W ~ N(0, 1/fan_in) (LeCun normal), not the spec's N(0, 0.02) (Cells
- * 9–10): with 0.02, unit-norm keys and expansion 4 the pre-LN variance is
- * about 3e-7, 2e-6, 1e-5 for dk = 4, 16, 64, i.e. at or below eps, where LN's
- * Jacobian reaches 1/√eps ≈ 316 and the inner step size depends on eps;
- * 1/fan_in keeps the pre-LN variance O(1) at any width. A caller who wants
- * the spec's init passes its own W_0.
+ * init: W ~ N(0, 1/fan_in) (LeCun normal), not a fixed N(0, 0.02): with 0.02,
+ * unit-norm keys and expansion 4 the pre-LN variance is about 3e-7, 2e-6,
+ * 1e-5 for dk = 4, 16, 64, i.e. at or below eps, where LN's Jacobian reaches
+ * 1/√eps ≈ 316 and the inner step size depends on eps; 1/fan_in keeps the
+ * pre-LN variance O(1) at any width. A caller who wants N(0, 0.02) passes
+ * its own W_0.
  *
- * Channel-wise gates (MIRAS §3 makes η_t, α_t channel-wise; spec §2.2): one
- * η, α, μ per output unit (row) of each layer, [N, T, dv + (L − 1)·h] in the
- * order of the weights (W_1's dv rows, then W_2's h, …), so a step and a
- * decay scale row j of W_l, Diag(η_{l,t}) ∇_{W_l}ℓ and Diag(α_{l,t}) W_l, as
- * the matrix memory's value rows. recurrence.c cuts each weight's part; the
- * chunked rank-one path (no copy of W per token) takes per-head gates only,
- * so a chunk with channel-wise gates keeps one W per token (the same rule,
- * more memory).
+ * Channel-wise gates (MIRAS "Channel-wise Parameters" makes η_t, α_t
+ * channel-wise): one η, α, μ per output unit (row) of each layer,
+ * [N, T, dv + (L − 1)·h] in the order of the weights (W_1's dv rows, then
+ * W_2's h, …), so a step and a decay scale row j of W_l, Diag(η_{l,t})
+ * ∇_{W_l}ℓ and Diag(α_{l,t}) W_l, as the matrix memory's value rows.
+ * recurrence.c cuts each weight's part; the chunked rank-one path (no copy
+ * of W per token) takes per-head gates only, so a chunk with channel-wise
+ * gates keeps one W per token (the same rule, more memory).
  *
  * The closed-form gradient (the fast path) is the backward pass by hand, for
  * any depth, with a_l = W_l u_l (u_L = x, u_l = σ(a_{l+1})) and e = ∂ℓ/∂y:

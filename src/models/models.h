@@ -53,7 +53,7 @@ typedef struct mi_miras_config {
     const char *retention;   /* "none" | "l2" | "kl" | "f-div" | "lq" | "elastic" |
                                 "elastic-ftrl" | "bregman" | … (components.c) */
     double q;                /* lq: the exponent (default 4) */
-    int lq_form;             /* lq: MI_LQ_SPEC (default) or MI_LQ_PAPER, see ops.h */
+    int lq_form;             /* lq: MI_LQ_FROBENIUS (default) or MI_LQ_PAPER, see ops.h */
     double lq_eps;           /* lq: added to the norm's power sum, bounding the read's
                                 derivative where A → 0 (default 1e-6; 0: the exact norm) */
     double kl_scale;         /* kl, f-div: the simplex scale c (default 1) */
@@ -216,7 +216,7 @@ struct mi_retention_kind {
     mi_tensor *(*read_split)(const mi_miras_config *c, mi_tensor *carried, mi_tensor *a);
     mi_tensor *(*boundary_split)(const mi_miras_config *c, mi_tensor *carried, mi_tensor *a);
     bool uses_alpha;   /* false: α ≡ 1 (no forgetting) */
-    bool lag_token;    /* the first token of each chunk runs alone (Memora, MIRAS §4.3) */
+    bool lag_token;    /* each chunk's first token runs alone (MIRAS "Parallelizable Training") */
 };
 
 /* The ℓ1 retentions' soft threshold S_τ(x) = sign(x) max(|x| − τ, 0), with τ

@@ -76,7 +76,7 @@
         .memory = mem, .mlp_depth = 2, .mlp_expansion = 4, .slots = 64, .slot_norm = true,  \
         .bias = bias_, .p = 3,                                                              \
         .sign_sharpness = 1, .abs_eps = 1e-6, .robust_delta = 0.1, .retention = ret,      \
-        .q = 4, .lq_form = MI_LQ_SPEC, .lq_eps = 1e-6, .kl_scale = kl_scale_,               \
+        .q = 4, .lq_form = MI_LQ_FROBENIUS, .lq_eps = 1e-6, .kl_scale = kl_scale_,          \
         .l1_gamma = 1e-3, .l1_threshold = MI_L1_SCALED, .decay_first = decay_first_,        \
         .alpha_on_keys = alpha_on_keys_,                                                    \
         .algorithm = algo, .steps = steps_, .chunk = 1, .closed_form = true,                \
@@ -164,7 +164,7 @@ static const mi_preset presets[] = {
     {.name = "ttt-mlp", .update = "W_t = W_{t-1} - eta_t grad l2(W_{t-1}; k_t, v_t)",
      .config = CONFIG("mlp", "l2", "none", "gd", false, 2),
      .eta = {MI_GATE_HEAD, 0.03, 0.06}, .alpha = UNUSED, .mu = UNUSED, .delta = UNUSED},
-    /* Titans-LMM (MIRAS table; the spec's Part 2.4): GD with momentum
+    /* Titans-LMM (MIRAS table; Titans' "past surprise"): GD with momentum
      * (the surprise S) and the ℓ2 forget gate. η 0.005 and μ 0.5 at init: on
      * the byte LM (d 128, 4 layers, T 256, batch 16, chunk 16, 200 AdamW steps
      * at 1e-3) η 0.02/μ 0.9 reached 2.486 nats/byte with pre-clip gradient
@@ -175,8 +175,9 @@ static const mi_preset presets[] = {
                "W_t = alpha_t W_{t-1} + S_t",
      .config = CONFIG("mlp", "l2", "l2", "momentum", false, 2),
      .eta = HEAD(0.005), .alpha = HEAD(KEEP), .mu = HEAD(0.5), .delta = UNUSED},
-    /* Moneta, (p, q) = (3, 4) (MIRAS eq:q-norm; the spec's Part 3 Model 1):
-     * ℓp bias with smooth sign and abs, ℓq normalisation (the spec's form).
+    /* Moneta, (p, q) = (3, 4) (MIRAS eq:q-norm, "MIRAS's Variants"): ℓp
+     * bias with smooth sign and abs, ℓq normalisation in the Frobenius form
+     * (lq_form=frobenius; docs/models.md).
      * η 0.007 at init, bounded by 0.014, and a decay of at most 0.2 per token
      * (α ∈ (0.8, 1)). Byte LM
      * (200 steps, chunk 16) / small MQAR (2000 steps, chunk 8): with A_0 = W_0
@@ -198,7 +199,7 @@ static const mi_preset presets[] = {
                "else delta_t grad l1)(W_{t-1}; k_t, v_t)",
      .config = CONFIG("mlp", "yaad", "l2", "gd", false, 2),
      .eta = HEAD(LR_DEEP), .alpha = HEAD(KEEP), .mu = UNUSED, .delta = HEAD(1)},
-    /* Memora (MIRAS eq:xmodel; the spec's Cell 11): KL retention, the
+    /* Memora (MIRAS eq:xmodel, "MIRAS's Variants"): KL retention, the
      * weights on a scaled simplex, the state kept in the log domain. The
      * simplex scale c = 16 and η 0.005: with c = 1 every row of an MLP weight
      * is a near-uniform average (entries ≈ 1/row length), the hidden units

@@ -209,7 +209,7 @@ static int inner_gradients(const run *r, mi_tensor *const *w, mi_tensor *k, mi_t
  * product with u_t is c_t A_prev u_t + d_t S_prev u_t + ((C ⊙ U Xᵀ) Δ)_t
  * (chunked linear attention), and the chunk's end state is one matmul.
  * A read that scales each weight, W_t = s(‖A_t‖²)·A_t (Moneta's ℓq
- * normalisation in the spec's form), multiplies each layer's product by s_t,
+ * normalisation in the Frobenius form), multiplies each layer's product by s_t,
  * with ‖A_t‖² from the same factors (factored_sq_norm). */
 typedef struct factored {
     mi_tensor *a[MI_MEMORY_MAX_WEIGHTS], *s[MI_MEMORY_MAX_WEIGHTS]; /* [N, out, in] */

@@ -1,5 +1,5 @@
 /* Elastic-net retention, the Learning-Retaining form (MIRAS "Alternative
- * Retention Gates", Variant 2 "hard and soft forgetting"; spec §4.3):
+ * Retention Gates", Variant 2 "hard and soft forgetting"):
  *
  *   W_t = S_γ(λ W_{t-1} − ζ ∇ℓ(W_{t-1}; k_t, v_t)),  S_γ(z) = sign(z) max(0, |z| − γ)
  *   γ = ηβ / (α(η + β)),  λ = β / (β + η),  ζ = ηλ                 (MIRAS, eq:Elastic)

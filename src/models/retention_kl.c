@@ -1,14 +1,14 @@
 /* KL retention over a scaled simplex (Memora; MIRAS "Alternative Retention
- * Gates", Variant 1, eq:xmodel; "MIRAS's Variants", Memora; spec §4.1, Cell 11):
+ * Gates", Variant 1, eq:xmodel; "MIRAS's Variants", Memora):
  *
  *   W_t = c · Softmax((1 − λ_t) log W_{t-1} − η'_t ∇ℓ(W_{t-1}; k_t, v_t))
  *
  * with (1 − λ_t) = α_t (the retention gate alpha) and η'_t = η_t (the gate
  * eta). The state is log-domain, L, and the weights are read row-wise over
  * the last axis of each weight: W = c · softmax(L) (so each row of a matrix,
- * or the whole of a vector memory, lies on the simplex scaled by c, as in
- * the spec's Cells 8 and 11; the paper's ‖W‖₁ = c over the whole matrix is
- * the same up to the scale of each row).
+ * or the whole of a vector memory, lies on the simplex scaled by c, the
+ * "normalized per slice" case the paper allows; its ‖W‖₁ = c over the whole
+ * matrix is the same up to the scale of each row).
  *
  *   init      L_0 = log c + log_softmax(W_0): W_0 is read as logits, so any
  *             real W_0 (e.g. a zero matrix: uniform rows c/dk) is a valid
@@ -21,20 +21,20 @@
  * constant along a row the boundary changes no output (it shifts each row of
  * L by a constant, which softmax ignores); it keeps L equal to log W, which
  * eq:xmodel needs when α varies along a row (a channel-wise α on the vector
- * memory), and keeps L from drifting. In chunked
- * training the first token of each chunk runs alone (the lag token of
- * "Parallelizable Training" and spec §4.4): it applies eq:xmodel to the
- * previous chunk's state, and the rest of the chunk takes its gradients at
- * the weights it leaves, accumulating linearly in the log domain.
+ * memory), and keeps L from drifting. In chunked training the first token
+ * of each chunk runs alone (the lag token of "Parallelizable Training"): it
+ * applies eq:xmodel to the previous chunk's state, and the rest of the chunk
+ * takes its gradients at the weights it leaves, accumulating linearly in the
+ * log domain.
  *
- * The scale c is the constant kl_scale, or (kl_scale_learn) learned: the
- * spec's Memora holds c as a parameter ("a learnable or fixed
- * hyperparameter", its Cell 11). The recurrence then gets one c per sequence,
- * config kl_scale_t [N] (the layer block's c_h = kl_scale · exp(s_h), one per
- * head, s_h an outer parameter starting at 0: c stays positive and starts at
- * kl_scale), and every log c and c above is that sequence's. The outer
- * gradient reaches c through the reads, W = c · softmax(L), both where the
- * inner gradient is taken and where y is read. */
+ * The scale c is the constant kl_scale (the paper's c, a constant of the
+ * constraint set), or (kl_scale_learn, an option of this project) learned.
+ * The recurrence then gets one c per sequence, config kl_scale_t [N] (the
+ * layer block's c_h = kl_scale · exp(s_h), one per head, s_h an outer
+ * parameter starting at 0: c stays positive and starts at kl_scale), and
+ * every log c and c above is that sequence's. The outer gradient reaches c
+ * through the reads, W = c · softmax(L), both where the inner gradient is
+ * taken and where y is read. */
 #include <math.h>
 
 #include "models.h"

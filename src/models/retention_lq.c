@@ -1,12 +1,13 @@
 /* ℓq memory stability (Moneta; MIRAS "Alternative Retention Gates",
- * Variant 4, and "MIRAS's Variants", eq:q-norm; spec §4.2, Cell 9):
+ * Variant 4, and "MIRAS's Variants", eq:q-norm):
  *
  *   A_t = α_t A_{t-1} − η_t ∇ℓ(W_{t-1}; k_t, v_t),   W_t = normalise_q(A_t)
  *
  * normalise_q is mi_lq_normalize over the whole of each weight, in the form
  * config lq_form picks, with ε = config lq_eps:
- *   MI_LQ_SPEC  (default)  W = A / (‖A‖_F² + ε)^((q−2)/(2q))   the spec §4.2
- *   MI_LQ_PAPER            W = A / (‖A‖_q^q + ε)^((q−2)/q)     eq:q-norm, entrywise
+ *   MI_LQ_FROBENIUS (default)  W = A / (‖A‖_F² + ε)^((q−2)/(2q))   Frobenius norm
+ *   MI_LQ_PAPER                W = A / (‖A‖_q^q + ε)^((q−2)/q)     eq:q-norm, entrywise
+ * (the Frobenius form is this project's default; docs/models.md says why).
  * ε (1e-6) changes nothing at the norms a memory has (‖A‖_F² ≈ its rows) and
  * bounds the read's derivative where the accumulator vanishes: a forget
  * gate near 0 can decay A to 1e-37 within a sequence, and without ε the
@@ -18,9 +19,9 @@
  * applied inside a chunk).
  *
  * init: A_0 is chosen so that the first read gives the initial weights,
- * read(A_0) = W_0 (exactly for ε = 0). In the spec's form
+ * read(A_0) = W_0 (exactly for ε = 0). In the Frobenius form
  *   A_0 = W_0 (‖W_0‖_F² + ε)^(r/(2(1−r))),  r = (q−2)/q   (q = 4: A_0 = W_0 ‖W_0‖_F)
- * The spec's Cell 9 starts at A_0 = W_0, which reads as W_0/‖W_0‖^r: with the
+ * Starting at A_0 = W_0 instead reads as W_0/‖W_0‖^r: with the
  * memory's LeCun init that shrinks the MLP by ‖W_0‖_F^½ ≈ 2.4–3.4, its
  * LayerNorm amplifies the inner gradients by as much again, and Moneta's
  * inner loop diverged on the byte LM (pre-clip gradient norms 20–300 at every
@@ -40,7 +41,7 @@ static mi_tensor *lq_read(const mi_miras_config *c, mi_tensor *a, mi_tensor *eta
 
 static mi_tensor *lq_init(const mi_miras_config *c, mi_tensor *w0)
 {
-    if (!w0 || c->lq_form != MI_LQ_SPEC) return w0;
+    if (!w0 || c->lq_form != MI_LQ_FROBENIUS) return w0;
     double r = (c->q - 2) / c->q;
     uint32_t axes = 0;
     for (int d = 2; d < w0->rank; d++) axes |= 1u << d;
@@ -48,11 +49,11 @@ static mi_tensor *lq_init(const mi_miras_config *c, mi_tensor *w0)
     return mi_mul(w0, mi_pow_scalar(mi_add_scalar(sq, c->lq_eps), r / (2 * (1 - r))));
 }
 
-/* The spec's form only scales each whole weight, W = s·A with
+/* The Frobenius form only scales each whole weight, W = s·A with
  * s = (‖A‖_F² + ε)^(−r/2): a chunk reads it from the gradients' factors. */
 static bool lq_read_is_scale(const mi_miras_config *c)
 {
-    return c->lq_form == MI_LQ_SPEC;
+    return c->lq_form == MI_LQ_FROBENIUS;
 }
 
 static mi_tensor *lq_read_scale(const mi_miras_config *c, mi_tensor *sq_norm)

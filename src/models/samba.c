@@ -15,7 +15,7 @@
  * MLP); here one backbone block holds MIRAS → SWA → MLP, so a model has as
  * many MIRAS layers as SWA layers and one MLP per pair.
  *
- * Overrides go to the MIRAS block; W is the spec's, else the options'
+ * Overrides go to the MIRAS block; W is the mixer spec's, else the options'
  * window (default 64). Initialisation: the MIRAS block's (block.c), then
  * the SWA layer's (attention.c), from the same rng in that order; both
  * output projections scaled by the options' out_scale. */

@@ -153,10 +153,10 @@ mi_tensor *mi_smooth_abs(mi_tensor *x, double eps)
  * Moneta's ℓq retention step (MIRAS eq:q-norm, W_t = A_t / ‖A_t‖_q^(q−2),
  * from the ℓq stability gate of Variant 4), per matrix over the last two
  * axes, q = attrs.p > 1, form = attrs.index:
- *   MI_LQ_SPEC   W = A / ‖A‖_F^((q−2)/q)   (implementation spec §4.2, default)
- *   MI_LQ_PAPER  W = A / ‖A‖_q^(q−2)       (the paper, entrywise q-norm)
+ *   MI_LQ_FROBENIUS  W = A / ‖A‖_F^((q−2)/q)   (the Frobenius norm, default)
+ *   MI_LQ_PAPER      W = A / ‖A‖_q^(q−2)       (the paper, entrywise q-norm)
  * Both are W = A·N^(−r) with N = (Σ|A|^p)^(1/p):
- *   SPEC  p = 2, r = (q−2)/q;   PAPER  p = q, r = q − 2.
+ *   FROBENIUS  p = 2, r = (q−2)/q;   PAPER  p = q, r = q − 2.
  * With S = Σ|A|^p + ε = N^p + ε (ε = attrs.eps ≥ 0), W = A·S^(−r/p), and
  *   vjp: ∂L/∂A = S^(−r/p) ⊙ g − r·⟨g, A⟩·S^(−r/p−1) ⊙ |A|^(p−1) ⊙ sign(A)
  * (|A|^(p−1)·sign(A) = A for p = 2). ε, like a LayerNorm's, bounds the
@@ -168,15 +168,15 @@ mi_tensor *mi_smooth_abs(mi_tensor *x, double eps)
         typedef T scalar_t;                                                   \
         const T *A = in[0]->data;                                             \
         T *W = o->data;                                                       \
-        bool spec = at->index == MI_LQ_SPEC;                                  \
-        T q = (T)at->p, p = spec ? (T)2 : q, r = spec ? (q - 2) / q : q - 2;  \
+        bool fro = at->index == MI_LQ_FROBENIUS;                              \
+        T q = (T)at->p, p = fro ? (T)2 : q, r = fro ? (q - 2) / q : q - 2;    \
         int64_t mn = o->shape[o->rank - 2] * o->shape[o->rank - 1];           \
         for (int64_t b = 0; b < o->numel / mn; b++) {                         \
             const T *a = A + b * mn;                                          \
             T *w = W + b * mn;                                                \
             T s = (T)at->eps;                                                 \
             for (int64_t k = 0; k < mn; k++)                                  \
-                s += spec ? a[k] * a[k] : F(pow)(F(fabs)(a[k]), p);           \
+                s += fro ? a[k] * a[k] : F(pow)(F(fabs)(a[k]), p);            \
             T scale = s > 0 ? F(pow)(s, -r / p) : (T)0;                       \
             for (int64_t k = 0; k < mn; k++) w[k] = a[k] * scale;             \
         }                                                                     \
@@ -201,9 +201,9 @@ static int lq_normalize_shape(mi_tensor *const *in, int n, const mi_attrs *a, mi
         mi_error_set("lq_normalize: eps must be >= 0 and finite, got %g", a->eps);
         return -1;
     }
-    if (a->index != MI_LQ_SPEC && a->index != MI_LQ_PAPER) {
-        mi_error_set("lq_normalize: form must be MI_LQ_SPEC (0) or MI_LQ_PAPER (1), got %lld",
-                     (long long)a->index);
+    if (a->index != MI_LQ_FROBENIUS && a->index != MI_LQ_PAPER) {
+        mi_error_set("lq_normalize: form must be MI_LQ_FROBENIUS (0) or MI_LQ_PAPER (1), "
+                     "got %lld", (long long)a->index);
         return -1;
     }
     return shape_like_first(in, n, a, dt, rank, shape);
@@ -212,11 +212,11 @@ static mi_tensor *lq_normalize_vjp(const mi_node *n, int i, mi_tensor *g)
 {
     (void)i;
     mi_tensor *A = n->inputs[0];
-    bool spec = n->attrs.index == MI_LQ_SPEC;
-    double q = n->attrs.p, p = spec ? 2.0 : q, r = spec ? (q - 2) / q : q - 2;
+    bool fro = n->attrs.index == MI_LQ_FROBENIUS;
+    double q = n->attrs.p, p = fro ? 2.0 : q, r = fro ? (q - 2) / q : q - 2;
     uint32_t mat = (1u << (A->rank - 1)) | (1u << (A->rank - 2)); /* the last two axes */
     mi_tensor *S, *dir; /* S = N^p and dir = ∂S/∂A / p */
-    if (spec) {
+    if (fro) {
         S = mi_sum_axes(mi_square(A), mat, true);
         dir = A;
     } else {
@@ -236,7 +236,7 @@ static int ex_lq_normalize(mi_rng *r, int v, mi_tensor **in, mi_attrs *a)
     case 0:
         in[0] = ex_away_from_zero(r, MI_SHAPE(3, 4), 0.3, 1.5);
         a->p = 4;
-        a->index = MI_LQ_SPEC;
+        a->index = MI_LQ_FROBENIUS;
         break;
     case 1:
         in[0] = ex_away_from_zero(r, MI_SHAPE(2, 3, 2), 0.3, 1.5);
@@ -251,7 +251,7 @@ static int ex_lq_normalize(mi_rng *r, int v, mi_tensor **in, mi_attrs *a)
     case 3: /* a small matrix, where ε matters (Σ|A|² ≈ ε) */
         in[0] = ex_away_from_zero(r, MI_SHAPE(2, 3), 0.01, 0.05);
         a->p = 4;
-        a->index = MI_LQ_SPEC;
+        a->index = MI_LQ_FROBENIUS;
         a->eps = 1e-3;
         break;
     case 4:
@@ -265,7 +265,7 @@ static int ex_lq_normalize(mi_rng *r, int v, mi_tensor **in, mi_attrs *a)
     return 1;
 }
 const mi_op mi_op_lq_normalize = {.name = "lq_normalize",
-                                  .formula = "A / ||A||_F^((q-2)/q) (spec) or A / ||A||_q^(q-2)",
+                                  .formula = "A / ||A||_F^((q-2)/q) or A / ||A||_q^(q-2)",
                                   .arity = 1, .shape = lq_normalize_shape,
                                   KERNELS(lq_normalize), .vjp = lq_normalize_vjp,
                                   OWN_F32(lq_normalize, own_select_reduce),

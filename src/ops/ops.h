@@ -189,10 +189,10 @@ mi_tensor *mi_soft_threshold(mi_tensor *x, double lambda); /* sign(x)·max(|x| �
 mi_tensor *mi_smooth_sign(mi_tensor *x, double a);         /* tanh(a·x) */
 mi_tensor *mi_smooth_abs(mi_tensor *x, double eps);        /* √(x² + eps) */
 /* Moneta's ℓq step on the last two axes (a matrix per leading index):
- * MI_LQ_SPEC  A / (‖A‖_F² + eps)^((q−2)/(2q))   (the implementation spec, default)
- * MI_LQ_PAPER A / (‖A‖_q^q + eps)^((q−2)/q)     (the MIRAS paper, entrywise q-norm)
+ * MI_LQ_FROBENIUS  A / (‖A‖_F² + eps)^((q−2)/(2q))   (default; docs/models.md says why)
+ * MI_LQ_PAPER      A / (‖A‖_q^q + eps)^((q−2)/q)     (MIRAS, eq:q-norm: entrywise q-norm)
  * eps ≥ 0 (0: the exact norms). */
-enum { MI_LQ_SPEC = 0, MI_LQ_PAPER = 1 };
+enum { MI_LQ_FROBENIUS = 0, MI_LQ_PAPER = 1 };
 mi_tensor *mi_lq_normalize(mi_tensor *A, double q, int form, double eps);
 /* (s + d) / ‖s + d‖₂ along the last axis: a step retracted onto the sphere. */
 mi_tensor *mi_sphere_retract(mi_tensor *s, mi_tensor *d);

@@ -470,14 +470,14 @@ void own_sum_to_f32(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a)
 }
 
 /* ---------------------------------------------------------------- lq_normalize
- * W = A · S^(−r/p) per matrix (the last two axes), S = Σ A² + ε (spec form)
+ * W = A · S^(−r/p) per matrix (the last two axes), S = Σ A² + ε (Frobenius form)
  * or Σ |A|^p + ε (paper form), as in miras.c; here S is summed in f32 blocks with
  * f64 totals and the scale computed in f64. Parallel over matrices. */
 typedef struct lq_ctx {
     const float *a;
     float *w;
     int64_t mn;
-    bool spec;
+    bool fro;
     double p, r, eps;
 } lq_ctx;
 
@@ -490,7 +490,7 @@ static void lq_range(const void *v, int64_t b0, int64_t b1)
         double s = k->eps;
         for (int64_t i = 0; i < k->mn; i += OWN_FLUSH) {
             int64_t n = k->mn - i < OWN_FLUSH ? k->mn - i : OWN_FLUSH;
-            s += k->spec ? row_sq(a + i, n) : row_pow(a + i, n, 1.0f, (float)k->p);
+            s += k->fro ? row_sq(a + i, n) : row_pow(a + i, n, 1.0f, (float)k->p);
         }
         float scale = !bits_nan_d(s) && s > 0 ? (float)pow(s, -k->r / k->p) : 0.0f;
         for (int64_t i = 0; i < k->mn; i++) w[i] = a[i] * scale;
@@ -499,13 +499,13 @@ static void lq_range(const void *v, int64_t b0, int64_t b1)
 
 void own_lq_normalize_f32(mi_tensor *o, mi_tensor *const *in, const mi_attrs *at)
 {
-    bool spec = at->index == MI_LQ_SPEC;
+    bool fro = at->index == MI_LQ_FROBENIUS;
     double q = at->p;
-    lq_ctx k = {.a = in[0]->data, .w = o->data, .spec = spec, .p = spec ? 2.0 : q,
-                .r = spec ? (q - 2) / q : q - 2, .eps = at->eps,
+    lq_ctx k = {.a = in[0]->data, .w = o->data, .fro = fro, .p = fro ? 2.0 : q,
+                .r = fro ? (q - 2) / q : q - 2, .eps = at->eps,
                 .mn = o->shape[o->rank - 2] * o->shape[o->rank - 1]};
     if (k.mn == 0) return;
-    own_parallel(o->numel / k.mn, o->numel * (spec ? 1 : 8), OWN_PAR_MIN, 1, lq_range, &k);
+    own_parallel(o->numel / k.mn, o->numel * (fro ? 1 : 8), OWN_PAR_MIN, 1, lq_range, &k);
 }
 
 /* ---------------------------------------------------------------- sphere_retract
