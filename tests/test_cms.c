@@ -205,7 +205,7 @@ START_TEST(cms_mixed_chunks_equal_loop)
 }
 END_TEST
 
-/* The issue's test: block ℓ's effective weights at position p differ from
+/* Eq. 31's schedule: block ℓ's effective weights at position p differ from
  * those at p − 1 exactly when p is a multiple of C^(ℓ) (0-based positions;
  * the paper's 1-based position i = p after which Eq. 31 updates). */
 START_TEST(cms_weights_change_only_at_multiples_of_chunk)

@@ -688,7 +688,7 @@ START_TEST(every_optimizer_decreases_a_convex_quadratic)
 }
 END_TEST
 
-/* The core issue's MLP f(x) = W2 tanh(W1 x) (tests/test_higher_order.c),
+/* The two-layer MLP f(x) = W2 tanh(W1 x) (tests/test_higher_order.c),
  * f32, fitting a random teacher of the same shape; 300 full-batch steps. */
 START_TEST(every_optimizer_trains_the_small_mlp)
 {
