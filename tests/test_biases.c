@@ -547,10 +547,14 @@ START_TEST(yaad_sign_sharpness_inf_is_accepted)
     const char *bad[] = {"sign_sharpness=-inf", "sign_sharpness=nan"};
     for (int i = 0; i < 2; i++) {
         mi_miras_config b = c;
-        ck_assert_int_eq(mi_miras_config_set(&b, bad[i]), 0);
         mi_error_clear();
-        ck_assert_msg(mi_miras_init(&m, &b) == -1, "%s accepted", bad[i]);
-        ck_assert_error_has("sign_sharpness");
+        ck_assert_msg(mi_miras_config_set(&b, bad[i]) == -1, "%s accepted", bad[i]);
+        ck_assert_error_has("config: sign_sharpness must be > 0, got");
+        /* and set in C */
+        b.sign_sharpness = i ? NAN : -INFINITY;
+        mi_error_clear();
+        ck_assert_msg(mi_miras_init(&m, &b) == -1, "%s accepted by init", bad[i]);
+        ck_assert_error_has("miras: sign_sharpness must be > 0, got");
         mi_error_clear();
     }
 

@@ -607,15 +607,18 @@ START_TEST(bad_configurations_are_reported)
     ck_assert_int_eq(mi_miras_config_set(&c, "memory.slot_norm=1"), 0);
     ck_assert(c.slot_norm);
     ck_assert_int_eq(mi_miras_init(&m, &c), 0);
-    ck_assert_int_eq(mi_miras_config_set(&c, "memory.slots=0"), 0);
+    ck_assert_int_eq(mi_miras_config_set(&c, "memory.slots=0"), -1);
+    ck_assert_error_has("config: memory.slots must be >= 1, got 0");
+    mi_error_clear();
+    c.slots = 0;  /* set in C */
     ck_assert_int_eq(mi_miras_init(&m, &c), -1);
-    ck_assert_error_has("slots must be >= 1");
+    ck_assert_error_has("miras: memory.slots must be >= 1, got 0");
     mi_error_clear();
     ck_assert_int_eq(mi_miras_config_set(&c, "memory.slots=2.5"), -1);
     ck_assert_error_has("not a whole number");
     mi_error_clear();
     ck_assert_int_eq(mi_miras_config_set(&c, "memory.slot_norm=maybe"), -1);
-    ck_assert_error_has("memory.slot_norm must be true or false");
+    ck_assert_error_has("config: memory.slot_norm: 'maybe' is not true or false");
     mi_error_clear();
     ck_assert_int_eq(mi_miras_config_set(&c, "retention=sphere-ish"), -1);
     ck_assert_error_has("unknown retention 'sphere-ish'");

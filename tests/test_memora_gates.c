@@ -245,7 +245,7 @@ START_TEST(scale_errors_are_values)
     ck_assert_int_eq(mi_miras_config_set(&c, "kl_scale_learn=0"), 0);
     ck_assert(!c.kl_scale_learn);
     ck_assert_int_eq(mi_miras_config_set(&c, "kl_scale_learn=maybe"), -1);
-    ck_assert_error_has("kl_scale_learn must be true or false");
+    ck_assert_error_has("config: kl_scale_learn: 'maybe' is not true or false");
     mi_error_clear();
     mi_miras m;
     const char *others[] = {"l2", "f-div", "lq"};
@@ -284,7 +284,7 @@ START_TEST(scale_errors_are_values)
     ck_assert_int_eq(mi_miras_init(&m, &c), 0);
     c.kl_init_sd = -1;
     ck_assert_int_eq(mi_miras_init(&m, &c), -1);
-    ck_assert_error_has("kl_init_sd must be >= 0 and finite, got -1");
+    ck_assert_error_has("miras: kl_init_sd must be >= 0, got -1");
     mi_error_clear();
     /* c of the wrong shape */
     seqs s = make_seqs(&r, 0.1, 0.6, 0.5);

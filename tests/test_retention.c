@@ -690,7 +690,7 @@ START_TEST(bad_parameters_are_reported)
         {"l1_gamma", -0.1, "l1_gamma must be >= 0"},
         {"kl_scale", 0, "kl_scale must be > 0"},
         {"kl_scale", -1, "kl_scale must be > 0"},
-        {"lq_form", 7, "lq_form must be MI_LQ_FROBENIUS or MI_LQ_PAPER"},
+        {"lq_form", 7, "miras: lq_form must be 'frobenius' or 'paper', got 7"},
     };
     for (int i = 0; i < 6; i++) {
         mi_miras_config c = mi_miras_config_default();

@@ -373,7 +373,7 @@ START_TEST(bad_names_are_reported)
     ck_assert_int_eq(c.f_div, MI_F_DIV_INVERSE);
     /* the key is listed where an unknown one is reported */
     ck_assert_int_eq(mi_miras_config_set(&c, "f_divergence=exp"), -1);
-    ck_assert_error_has("kl_scale, f_div, l1_gamma");
+    ck_assert_error_has("kl_init_sd, f_div, l1_gamma");
     mi_error_clear();
     /* a value set in C that is no g */
     mi_miras m;
@@ -381,7 +381,7 @@ START_TEST(bad_names_are_reported)
     c.retention = "f-div";
     c.f_div = 7;
     ck_assert_int_eq(mi_miras_init(&m, &c), -1);
-    ck_assert_error_has("f_div must be MI_F_DIV_EXP, MI_F_DIV_INVERSE or MI_F_DIV_INVERSE_SQUARE");
+    ck_assert_error_has("miras: f_div must be 'exp', 'inverse' or 'inverse-square', got 7");
     mi_error_clear();
     c.f_div = MI_F_DIV_INVERSE;
     c.kl_scale = 0;

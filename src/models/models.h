@@ -122,6 +122,8 @@ mi_miras_config mi_miras_config_default(void);
 /* Sets one field from text, as on a command line: "memory=mlp", "p=3",
  * "memory.depth=3", "chunk=16". 0 or -1 with a message. */
 int mi_miras_config_set(mi_miras_config *c, const char *assignment);
+/* Its keys: name, type, default, range and a line of documentation each. */
+const mi_field *mi_miras_config_fields(int *count);
 
 /* ---------------------------------------------------------------- components */
 typedef struct mi_memory_kind mi_memory_kind;

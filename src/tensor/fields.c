@@ -46,28 +46,51 @@ static bool in_range(const mi_field *f, double v)
     return lo && hi;
 }
 
-/* "[1, inf)", "(0, 1)" */
+/* The range in words: ">= 1", "> 0", "<= 5" where one side is unbounded
+ * (beyond ±1e9 counts as unbounded: a size's limit is not news), else
+ * "in [lo, hi]" with ( ) for open ends. */
 static void range_text(const mi_field *f, char *buf, size_t n)
 {
-    snprintf(buf, n, "%c%.6g, %.6g%c", f->flags & MI_FIELD_LO_OPEN ? '(' : '[', f->lo, f->hi,
-             f->flags & MI_FIELD_HI_OPEN ? ')' : ']');
+    bool lo_open = f->flags & MI_FIELD_LO_OPEN, hi_open = f->flags & MI_FIELD_HI_OPEN;
+    if (f->hi >= 1e9 && f->lo > -1e9)
+        snprintf(buf, n, "%s %.6g", lo_open ? ">" : ">=", f->lo);
+    else if (f->lo <= -1e9 && f->hi < 1e9)
+        snprintf(buf, n, "%s %.6g", hi_open ? "<" : "<=", f->hi);
+    else if (f->lo <= -1e9)
+        snprintf(buf, n, "a number");
+    else
+        snprintf(buf, n, "in %c%.6g, %.6g%c", lo_open ? '(' : '[', f->lo, f->hi,
+                 hi_open ? ')' : ']');
 }
 
 static int out_of_range(const mi_field *f, const char *what, const char *value)
 {
     char r[80];
     range_text(f, r, sizeof r);
-    return mi_error_set("%s: %s must be in %s, got %s", what, f->key, r, value), -1;
+    return mi_error_set("%s: %s must be %s, got %s", what, f->key, r, value), -1;
 }
 
-/* "a, b or c" into buf */
+/* A CHOICE name is "name" or "name|alias|…": the first is written, any is read. */
+static size_t name_len(const char *entry) { return strcspn(entry, "|"); }
+
+static bool choice_matches(const char *entry, const char *text)
+{
+    for (const char *p = entry;; p += name_len(p) + 1) {
+        size_t n = name_len(p);
+        if (strlen(text) == n && !strncmp(p, text, n)) return true;
+        if (!p[n]) return false;
+    }
+}
+
+/* "'a', 'b' or 'c'" into buf (the first name of each) */
 static void choice_list(const char *const *names, char *buf, size_t n)
 {
     size_t len = 0;
     buf[0] = '\0';
     for (int i = 0; names[i] && len < n; i++)
-        len += (size_t)snprintf(buf + len, n - len, "%s'%s'",
-                                i == 0 ? "" : names[i + 1] ? ", " : " or ", names[i]);
+        len += (size_t)snprintf(buf + len, n - len, "%s'%.*s'",
+                                i == 0 ? "" : names[i + 1] ? ", " : " or ",
+                                (int)name_len(names[i]), names[i]);
 }
 
 int mi_field_parse(const mi_field *f, void *obj, const char *what, const char *text)
@@ -99,7 +122,7 @@ int mi_field_parse(const mi_field *f, void *obj, const char *what, const char *t
         return mi_error_set("%s: %s: '%s' is not true or false", what, f->key, text), -1;
     case MI_FIELD_CHOICE:
         for (int i = 0; f->choices && f->choices[i]; i++)
-            if (!strcmp(text, f->choices[i])) return *(int *)p = i, 0;
+            if (choice_matches(f->choices[i], text)) return *(int *)p = i, 0;
         {
             char list[256] = "";
             if (f->choices) choice_list(f->choices, list, sizeof list);
@@ -189,7 +212,7 @@ int mi_field_format(const mi_field *f, const void *obj, char *buf, size_t n)
         while (f->choices && f->choices[count]) count++;
         if (v < 0 || v >= count)
             return mi_error_set("%s: value %d is not one of its %d names", f->key, v, count), -1;
-        len = snprintf(buf, n, "%s", f->choices[v]);
+        len = snprintf(buf, n, "%.*s", (int)name_len(f->choices[v]), f->choices[v]);
         break;
     }
     case MI_FIELD_NAME: {
@@ -218,9 +241,14 @@ int mi_fields_check(const mi_field *table, int n, const void *obj, const char *w
         case MI_FIELD_INT: v = *(const int *)p; break;
         case MI_FIELD_I64: v = (double)*(const int64_t *)p; break;
         case MI_FIELD_REAL: v = *(const double *)p; break;
-        case MI_FIELD_CHOICE:
-            if (mi_field_format(f, obj, text, sizeof text) != 0) return mi_error_prefix(what), -1;
-            continue;
+        case MI_FIELD_CHOICE: {
+            int count = 0, value = *(const int *)p;
+            while (f->choices && f->choices[count]) count++;
+            if (value >= 0 && value < count) continue;
+            char list[256] = "";
+            if (f->choices) choice_list(f->choices, list, sizeof list);
+            return mi_error_set("%s: %s must be %s, got %d", what, f->key, list, value), -1;
+        }
         case MI_FIELD_NAME:
             if (!*(const char *const *)p) return mi_error_set("%s: %s is not set", what, f->key), -1;
             continue;
@@ -242,8 +270,9 @@ size_t mi_fields_describe(const mi_field *table, int n, char *buf, size_t size)
         const mi_field *f = &table[i];
         char r[96] = "";
         if (f->flags & MI_FIELD_RANGED) {
-            r[0] = r[1] = ' ';
-            range_text(f, r + 2, sizeof r - 2);
+            char t[80];
+            range_text(f, t, sizeof t);
+            snprintf(r, sizeof r, "  (%s)", t);
         }
         char line[512];
         int k = snprintf(line, sizeof line, "  %s=%s%s  %s\n", f->key, f->def ? f->def : "", r,
