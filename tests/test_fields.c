@@ -21,12 +21,10 @@ typedef struct sample {
 
 static const char *const forms[] = {"exact", "minibatch|mini", "auto", NULL};
 
-static const char *kind_lookup(const char *text)
+static const char *kind_at(int i)
 {
     static const char *const kinds[] = {"matrix", "mlp"};
-    for (int i = 0; i < 2; i++)
-        if (!strcmp(text, kinds[i])) return kinds[i];
-    return NULL;
+    return i >= 0 && i < 2 ? kinds[i] : NULL;
 }
 
 static int gate_parse(const mi_field *f, void *obj, const char *text)
@@ -49,7 +47,7 @@ static const mi_field fields[] = {
     MI_FIELD_REAL_AT(sample, "eps", eps, "1e-6", 0, 1, MI_FIELD_LO_OPEN, "in (0, 1]"),
     MI_FIELD_BOOL_AT(sample, "flag", flag, "true", "a switch"),
     MI_FIELD_CHOICE_AT(sample, "form", form, "auto", forms, "exact, minibatch or auto"),
-    MI_FIELD_NAME_AT(sample, "kind", kind, "matrix", kind_lookup, "matrix or mlp"),
+    MI_FIELD_NAME_AT(sample, "kind", kind, "matrix", kind_at, "matrix or mlp"),
     MI_FIELD_TEXT_AT(sample, "label", label, "abc", "a short text"),
     MI_FIELD_CUSTOM_AT(sample, "gate", gate, "half:1", gate_parse, gate_format, "half:x"),
     MI_FIELD_REAL_AT(sample, "nested.rate", nested.rate, "0.5", 0, 1, MI_FIELD_HI_OPEN, "[0, 1)"),
@@ -191,7 +189,7 @@ START_TEST(describe_lists_every_key)
     ck_assert_uint_eq(mi_fields_describe(fields, N, text, need + 1), need);
     ck_assert_uint_eq(strlen(text), need);
     ck_assert_ptr_nonnull(strstr(text, "  eps=1e-6  (in (0, 1])  in (0, 1]\n"));
-    ck_assert_ptr_nonnull(strstr(text, "  form=auto  exact, minibatch or auto\n"));
+    ck_assert_ptr_nonnull(strstr(text, "  form=auto  exact, minibatch or auto: exact, minibatch, auto\n"));
     for (int i = 0; i < N; i++) ck_assert_ptr_nonnull(strstr(text, fields[i].key));
     char cut[16];
     ck_assert_uint_eq(mi_fields_describe(fields, N, cut, sizeof cut), need);

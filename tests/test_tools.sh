@@ -45,6 +45,11 @@ for p in "$train" "$eval" "$sample"; do
   check "$n bad flag -> exit 2" status 2 "unknown option '--bogus'.*--help" "$p" --bogus
 done
 check "train bad number -> exit 2" status 2 "--steps: 'ten'" "$train" --steps ten
+# --keys: every key of the three tables, each with its default, and the component names
+check "train --keys lists the model, block and component keys" bash -c "'$train' --keys > '$tmp/keys' &&
+  grep -q '^  window=64  (>= 1)' '$tmp/keys' && grep -q '^  gate_rank=32 ' '$tmp/keys' &&
+  grep -q '^  kl_init_sd=0  (>= 0)' '$tmp/keys' && grep -q '^  bias=l2 .*: .*yaad' '$tmp/keys' &&
+  grep -q '^  lq_form=frobenius .*: frobenius, paper$' '$tmp/keys'"
 check "train unknown model -> exit 2" status 2 "unknown spec 'no-such-model'" \
   "$train" --model no-such-model --data "$tmp/small.txt" --out "$tmp/x"
 check "train bad --set -> exit 2" status 2 "bias" \

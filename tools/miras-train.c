@@ -75,6 +75,7 @@ static void usage(void)
 "                     settings pass the options' checks: a value out of range\n"
 "                     is a runtime failure, before --out is touched\n"
 "  --stop-at N        stop (with a checkpoint) after step N, as if interrupted\n"
+"  --keys             every --set key with its default, range and meaning\n"
 "  --help, --version\n"
 "data-parallel (mpirun -np N miras-train ...; docs/distributed.md)\n"
 "                     --batch is the global batch: each rank forwards batch/N\n"
@@ -98,6 +99,26 @@ static void usage(void)
 "clipped steps of the whole run.\n"
 "exit status: 0 done, 1 runtime failure (unreadable file, NaN loss or gradient\n"
 "norm, ...), 2 usage\n");
+}
+
+/* --keys: the field tables of the model, the MIRAS block and its components. */
+static void print_keys(void)
+{
+    struct { const char *title; const mi_field *(*fields)(int *); } groups[] = {
+        {"the model (--set KEY=VALUE; the mixer is --model)", mi_lm_config_fields},
+        {"a MIRAS preset's block", mi_miras_block_config_fields},
+        {"a MIRAS preset's components and training form", mi_miras_config_fields},
+    };
+    for (size_t g = 0; g < sizeof groups / sizeof *groups; g++) {
+        int n;
+        const mi_field *f = groups[g].fields(&n);
+        size_t need = mi_fields_describe(f, n, NULL, 0);
+        char *text = malloc(need + 1);
+        if (!text) die("out of memory");
+        mi_fields_describe(f, n, text, need + 1);
+        printf("%s%s:\n%s", g ? "\n" : "", groups[g].title, text);
+        free(text);
+    }
 }
 
 typedef struct options {
@@ -141,6 +162,7 @@ static void parse(int argc, char **argv, options *o)
         for (int k = 0; k < 9; k++) ok |= !strcmp(arg, allowed_on_resume[k]);
         if (!ok && !restricted) restricted = arg;
         if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) usage(), exit(0);
+        else if (!strcmp(arg, "--keys")) print_keys(), exit(0);
         else if (!strcmp(arg, "--version")) printf("miras-train %s%s\n", MIRAS_VERSION,
                                                     dist_available() ? " (MPI)" : ""), exit(0);
         else if (opt_is(argc, argv, &i, "--task", &v)) continue;

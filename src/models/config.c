@@ -8,15 +8,18 @@
 #include "models.h"
 #include "recurrence_delta.h"
 
-static const char *memory_name(const char *s) { const mi_memory_kind *k = mi_memory_find(s); return k ? k->name : NULL; }
-static const char *bias_name(const char *s) { const mi_bias_kind *k = mi_bias_find(s); return k ? k->name : NULL; }
-static const char *retention_name(const char *s) { const mi_retention_kind *k = mi_retention_find(s); return k ? k->name : NULL; }
+static const char *memory_name_at(int i) { const mi_memory_kind *k = mi_memory_at(i); return k ? k->name : NULL; }
+static const char *bias_name_at(int i) { const mi_bias_kind *k = mi_bias_at(i); return k ? k->name : NULL; }
+static const char *retention_name_at(int i) { const mi_retention_kind *k = mi_retention_at(i); return k ? k->name : NULL; }
 
+static const char *const algorithms[] = {"gd", "momentum", "implicit", "multistep"};
+static const char *algorithm_name_at(int i) { return i >= 0 && i < 4 ? algorithms[i] : NULL; }
+
+/* The algorithm's name as the table stores it, or NULL. */
 static const char *algorithm_name(const char *s)
 {
-    static const char *const names[] = {"gd", "momentum", "implicit", "multistep"};
-    for (int i = 0; i < 4; i++)
-        if (strcmp(s, names[i]) == 0) return names[i];
+    for (int i = 0; algorithm_name_at(i); i++)
+        if (!strcmp(s, algorithms[i])) return algorithms[i];
     return NULL;
 }
 
@@ -34,8 +37,7 @@ static const char *const forms[] = {"auto", "exact", "minibatch", NULL};
  * mi_miras_config; the component names come from their tables
  * (components.c). */
 static const mi_field miras_fields[] = {
-    MI_FIELD_NAME_AT(C, "memory", memory, "matrix", memory_name,
-                     "vector, matrix, mlp or lattice"),
+    MI_FIELD_NAME_AT(C, "memory", memory, "matrix", memory_name_at, "the memory"),
     MI_FIELD_INT_AT(C, "memory.depth", mlp_depth, "2", 1, 1024, "layers of the MLP memory"),
     MI_FIELD_INT_AT(C, "memory.expansion", mlp_expansion, "4", 1, 1024,
                     "the MLP memory's hidden width / dk"),
@@ -43,8 +45,7 @@ static const mi_field miras_fields[] = {
                     "lattice: m, the number of memory slots"),
     MI_FIELD_BOOL_AT(C, "memory.slot_norm", slot_norm, "true",
                      "lattice: every slot read normalised (false: the linear memory)"),
-    MI_FIELD_NAME_AT(C, "bias", bias, "l2", bias_name,
-                     "dot, l2, lp, huber, huber-norm, yaad, robust, logcosh, lattice-*"),
+    MI_FIELD_NAME_AT(C, "bias", bias, "l2", bias_name_at, "the attentional bias"),
     MI_FIELD_REAL_AT(C, "p", p, "3", 1, INFINITY, MI_FIELD_HI_OPEN, "lp: the exponent"),
     MI_FIELD_REAL_AT(C, "sign_sharpness", sign_sharpness, "1", 0, INFINITY, MI_FIELD_LO_OPEN,
                      "yaad: Sign(x) = tanh(a x), a (inf: the exact sign)"),
@@ -52,12 +53,10 @@ static const mi_field miras_fields[] = {
                      "lp: |x| = sqrt(x^2 + eps)"),
     MI_FIELD_REAL_AT(C, "robust_delta", robust_delta, "0.1", 0, INFINITY, MI_FIELD_HI_OPEN,
                      "robust: the radius of the value shifts"),
-    MI_FIELD_NAME_AT(C, "retention", retention, "l2", retention_name,
-                     "none, l2, kl, f-div, lq, elastic, elastic-ftrl, bregman, l1, sphere"),
+    MI_FIELD_NAME_AT(C, "retention", retention, "l2", retention_name_at, "the retention gate"),
     MI_FIELD_REAL_AT(C, "q", q, "4", 1, INFINITY, POSITIVE, "lq: the exponent"),
     MI_FIELD_CHOICE_AT(C, "lq_form", lq_form, "frobenius", lq_forms,
-                       "lq: frobenius, A/(|A|_F^2 + eps)^((q-2)/(2q)), or paper, "
-                       "A/|A|_q^(q-2)"),
+                       "lq: A/(|A|_F^2 + eps)^((q-2)/(2q)) or MIRAS eq:q-norm, A/|A|_q^(q-2)"),
     MI_FIELD_REAL_AT(C, "lq_eps", lq_eps, "1e-6", 0, INFINITY, MI_FIELD_HI_OPEN,
                      "lq: added to the norm's power sum (0: the exact norm)"),
     MI_FIELD_REAL_AT(C, "kl_scale", kl_scale, "1", 0, INFINITY, POSITIVE,
@@ -67,17 +66,17 @@ static const mi_field miras_fields[] = {
     MI_FIELD_REAL_AT(C, "kl_init_sd", kl_init_sd, "0", 0, INFINITY, MI_FIELD_HI_OPEN,
                      "kl: the initial logits' spread (0: the memory's own init)"),
     MI_FIELD_CHOICE_AT(C, "f_div", f_div, "exp", f_divs,
-                       "f-div: g, the inverse of f': exp (KL), inverse, inverse-square"),
+                       "f-div: g, the inverse of f' (exp: KL)"),
     MI_FIELD_REAL_AT(C, "l1_gamma", l1_gamma, "1e-3", 0, INFINITY, MI_FIELD_HI_OPEN,
                      "l1, elastic: the l1 weight"),
     MI_FIELD_CHOICE_AT(C, "l1_threshold", l1_threshold, "scaled", l1_thresholds,
-                       "l1, elastic: scaled (l1_gamma eta_t) or constant (l1_gamma)"),
+                       "l1, elastic: the threshold l1_gamma eta_t or l1_gamma"),
     MI_FIELD_BOOL_AT(C, "decay_first", decay_first, "false",
                      "l2: the gradient at alpha W (gated DeltaNet, RWKV-7)"),
     MI_FIELD_BOOL_AT(C, "alpha_on_keys", alpha_on_keys, "false",
                      "matrix: a channel-wise alpha decays the key axis (HGRN2)"),
-    MI_FIELD_NAME_AT(C, "algorithm", algorithm, "gd", algorithm_name,
-                     "gd, momentum, implicit or multistep"),
+    MI_FIELD_NAME_AT(C, "algorithm", algorithm, "gd", algorithm_name_at,
+                     "the learning algorithm"),
     MI_FIELD_INT_AT(C, "steps", steps, "2", 1, 1024, "multistep: writes per read"),
     MI_FIELD_INT_AT(C, "chunk", chunk, "1", 1, HUGE_INT, "tokens per chunk (1: per token)"),
     MI_FIELD_BOOL_AT(C, "closed_form", closed_form, "true",
@@ -85,7 +84,7 @@ static const mi_field miras_fields[] = {
     MI_FIELD_BOOL_AT(C, "materialize", materialize, "false",
                      "one memory per token (tests: the composed reference path)"),
     MI_FIELD_CHOICE_AT(C, "form", form, "auto", forms,
-                       "chunked: auto, exact (the exact chunkwise form) or minibatch"),
+                       "chunked: the exact chunkwise form, the mini-batch rule, or auto"),
 };
 #undef C
 #define N_FIELDS MI_FIELDS_COUNT(miras_fields)

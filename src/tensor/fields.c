@@ -53,13 +53,13 @@ static void range_text(const mi_field *f, char *buf, size_t n)
 {
     bool lo_open = f->flags & MI_FIELD_LO_OPEN, hi_open = f->flags & MI_FIELD_HI_OPEN;
     if (f->hi >= 1e9 && f->lo > -1e9)
-        snprintf(buf, n, "%s %.6g", lo_open ? ">" : ">=", f->lo);
+        snprintf(buf, n, "%s %.10g", lo_open ? ">" : ">=", f->lo);
     else if (f->lo <= -1e9 && f->hi < 1e9)
-        snprintf(buf, n, "%s %.6g", hi_open ? "<" : "<=", f->hi);
+        snprintf(buf, n, "%s %.10g", hi_open ? "<" : "<=", f->hi);
     else if (f->lo <= -1e9)
         snprintf(buf, n, "a number");
     else
-        snprintf(buf, n, "in %c%.6g, %.6g%c", lo_open ? '(' : '[', f->lo, f->hi,
+        snprintf(buf, n, "in %c%.10g, %.10g%c", lo_open ? '(' : '[', f->lo, f->hi,
                  hi_open ? ')' : ']');
 }
 
@@ -128,12 +128,10 @@ int mi_field_parse(const mi_field *f, void *obj, const char *what, const char *t
             if (f->choices) choice_list(f->choices, list, sizeof list);
             return mi_error_set("%s: %s must be %s, got '%s'", what, f->key, list, text), -1;
         }
-    case MI_FIELD_NAME: {
-        const char *name = f->lookup ? f->lookup(text) : NULL;
-        if (!name) return mi_error_set("%s: unknown %s '%s'", what, f->key, text), -1;
-        *(const char **)p = name;
-        return 0;
-    }
+    case MI_FIELD_NAME:
+        for (int i = 0; f->name_at && f->name_at(i); i++)
+            if (!strcmp(f->name_at(i), text)) return *(const char **)p = f->name_at(i), 0;
+        return mi_error_set("%s: unknown %s '%s'", what, f->key, text), -1;
     case MI_FIELD_TEXT:
         if (strlen(text) >= f->size)
             return mi_error_set("%s: %s: '%s' is longer than %zu characters", what, f->key, text,
@@ -274,9 +272,18 @@ size_t mi_fields_describe(const mi_field *table, int n, char *buf, size_t size)
             range_text(f, t, sizeof t);
             snprintf(r, sizeof r, "  (%s)", t);
         }
-        char line[512];
-        int k = snprintf(line, sizeof line, "  %s=%s%s  %s\n", f->key, f->def ? f->def : "", r,
-                         f->doc ? f->doc : "");
+        char values[512] = "";
+        size_t used = 0;
+        for (int j = 0; f->type == MI_FIELD_CHOICE && f->choices && f->choices[j]; j++)
+            used += (size_t)snprintf(values + used, used < sizeof values ? sizeof values - used : 0,
+                                     "%s%.*s", j ? ", " : ": ", (int)name_len(f->choices[j]),
+                                     f->choices[j]);
+        for (int j = 0; f->type == MI_FIELD_NAME && f->name_at && f->name_at(j); j++)
+            used += (size_t)snprintf(values + used, used < sizeof values ? sizeof values - used : 0,
+                                     "%s%s", j ? ", " : ": ", f->name_at(j));
+        char line[1024];
+        int k = snprintf(line, sizeof line, "  %s=%s%s  %s%s\n", f->key, f->def ? f->def : "", r,
+                         f->doc ? f->doc : "", values);
         if (k < 0) continue;
         if (buf && len + 1 < size) snprintf(buf + len, size - len, "%s", line);
         len += strlen(line);

@@ -27,8 +27,8 @@ typedef enum mi_field_type {
     MI_FIELD_REAL,   /* double */
     MI_FIELD_BOOL,   /* bool: true, false, 1 or 0 */
     MI_FIELD_CHOICE, /* int: the index of the value's name in choices (an enum's names) */
-    MI_FIELD_NAME,   /* const char *: the static name lookup() returns for the text
-                        (a component table's entry), never the caller's text */
+    MI_FIELD_NAME,   /* const char *: one of the names name_at(0), name_at(1), … (a
+                        component table's), stored as that name, never the caller's text */
     MI_FIELD_TEXT,   /* char[size]: the text itself, copied */
     MI_FIELD_CUSTOM, /* parse() and format() of its own (e.g. "head:0.5") */
 } mi_field_type;
@@ -48,7 +48,7 @@ struct mi_field {
     double lo, hi;              /* the range, with MI_FIELD_RANGED */
     unsigned flags;
     const char *const *choices; /* CHOICE: NULL-terminated names, index = value */
-    const char *(*lookup)(const char *text);                 /* NAME: NULL if unknown */
+    const char *(*name_at)(int i);                           /* NAME: NULL past the last */
     /* CUSTOM: the text into the field's member of obj (it may set a neighbour too,
      * e.g. a flag with a variant); -1 with a message; and the reverse */
     int (*parse)(const mi_field *f, void *obj, const char *text);
@@ -73,8 +73,8 @@ struct mi_field {
     {key, MI_FIELD_BOOL, MI_FIELD_AT_(T, member), def, 0, 0, 0, NULL, NULL, NULL, NULL, doc}
 #define MI_FIELD_CHOICE_AT(T, key, member, def, names, doc) \
     {key, MI_FIELD_CHOICE, MI_FIELD_AT_(T, member), def, 0, 0, 0, names, NULL, NULL, NULL, doc}
-#define MI_FIELD_NAME_AT(T, key, member, def, lookup, doc) \
-    {key, MI_FIELD_NAME, MI_FIELD_AT_(T, member), def, 0, 0, 0, NULL, lookup, NULL, NULL, doc}
+#define MI_FIELD_NAME_AT(T, key, member, def, name_at, doc) \
+    {key, MI_FIELD_NAME, MI_FIELD_AT_(T, member), def, 0, 0, 0, NULL, name_at, NULL, NULL, doc}
 #define MI_FIELD_TEXT_AT(T, key, member, def, doc) \
     {key, MI_FIELD_TEXT, MI_FIELD_AT_(T, member), def, 0, 0, 0, NULL, NULL, NULL, NULL, doc}
 #define MI_FIELD_CUSTOM_AT(T, key, member, def, parse, format, doc) \
@@ -109,7 +109,8 @@ int mi_field_format(const mi_field *f, const void *obj, char *buf, size_t n);
  * -1 with "WHAT: KEY must be in …, got VALUE" at the first that is not. */
 int mi_fields_check(const mi_field *table, int n, const void *obj, const char *what);
 
-/* The table as text, a line per key: "  key=default  [range]  doc". Writes
+/* The table as text, a line per key: "  key=default  (range)  doc", for a
+ * CHOICE or NAME the values' names after the doc. Writes
  * at most n bytes with a terminating NUL; returns the length the whole text
  * needs (as snprintf). */
 size_t mi_fields_describe(const mi_field *table, int n, char *buf, size_t size);
