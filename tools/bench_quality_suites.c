@@ -35,8 +35,10 @@ const quality_suite quality_suites[] = {
             "--seed", "1"},
      "val_loss", DATA_TEXT, "attention,presets,swa:64,samba:gated-deltanet,hope", "attention", 0,
      {{"@miras", "chunk=16", 0, NULL},
-      /* one weight copy per token of a chunk: batch 16 in one piece would need ~29 GB */
-      {"hope", "chunk=16", 0, "--accum 8"},
+      /* one weight copy per token of a chunk: batch 16 in one piece would need ~29 GB;
+       * HOPE's main memory at chunk 16 too, as every other MIRAS block here (and
+       * miras-bench train): at its default, 1, a step takes several times longer */
+      {"hope", "chunk=16", 0, "--accum 8 --set memory_chunk=16"},
       {"memora", NULL, 0, "--accum 8"}}},
     /* the small MQAR (vocabulary 64, 32 tokens, 4 pairs); swa:16 sees half the sequence (queries past 24 lose the keys) */
     {"mqar", {"--task", "mqar", "--vocab", "64", "--seq-len", "32", "--pairs", "4",
