@@ -104,3 +104,23 @@ int main(void)
     srunner_free(sr);
     return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }
+
+int64_t gradcheck_params(const char *what, mi_check_fn f, void *ctx, mi_tensor *x,
+                         const mi_named_tensor *p, int n)
+{
+    int first = x ? 1 : 0, per_group = MI_MAX_INPUTS - first;
+    int64_t entries = 0;
+    if (x) mi_requires_grad(x, true);
+    for (int g = 0; g < n; g += per_group) {
+        mi_tensor *in[MI_MAX_INPUTS] = {x};
+        int m = first;
+        for (int i = g; i < n && m < MI_MAX_INPUTS; i++) in[m++] = p[i].tensor;
+        mi_gradcheck_result r = mi_gradcheck(f, ctx, in, m, NULL);
+        ck_assert_msg(r.ok, "%s, parameters %s..%s: %s", what, p[g].name,
+                      p[g + m - first - 1].name, r.message);
+        ck_assert(r.entries > 0);
+        entries += r.entries;
+        if (x) x->requires_grad = false;  /* checked once */
+    }
+    return entries;
+}

@@ -39,6 +39,15 @@ unsigned char *read_file(const char *path, size_t *size);
 /* Writes n bytes to path (creating or truncating it). */
 void write_file(const char *path, const void *bytes, size_t n);
 
+/* Gradcheck (f64 central differences) of f w.r.t. every parameter p[0..n),
+ * MI_MAX_INPUTS at a time (f reads the parameters, which gradcheck perturbs
+ * in place): with an input x, f's in[0] is x in every group (checked in the
+ * first only) and the parameters follow; without (NULL), in[] holds only
+ * parameters. A failure names `what` and the group's parameters. Returns
+ * the entries checked. */
+int64_t gradcheck_params(const char *what, mi_check_fn f, void *ctx, mi_tensor *x,
+                         const mi_named_tensor *p, int n);
+
 /* Asserts that the last error mentions `needle`. */
 #define ck_assert_error_has(needle)                                                   \
     ck_assert_msg(strstr(mi_error(), needle) != NULL, "error \"%s\" lacks \"%s\"",    \

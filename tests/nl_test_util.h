@@ -33,24 +33,6 @@ static inline double max_abs_diff(const mi_tensor *a, const mi_tensor *b)
     return m;
 }
 
-/* Gradcheck w.r.t. x and every parameter, in groups (gradcheck perturbs the
- * parameters in place; the layer reads them). */
-static inline void gradcheck_params(const char *what, mi_check_fn f, void *layer, mi_tensor *x,
-                             const mi_named_tensor *p, int n)
-{
-    mi_requires_grad(x, true);
-    for (int g = 0; g < n; g += MI_MAX_INPUTS - 1) {
-        mi_tensor *in[MI_MAX_INPUTS] = {x};
-        int m = 1;
-        for (int i = g; i < n && m < MI_MAX_INPUTS; i++) in[m++] = p[i].tensor;
-        mi_gradcheck_result r = mi_gradcheck(f, layer, in, m, NULL);
-        ck_assert_msg(r.ok, "%s, parameters %s..%s: %s", what, p[g].name, p[g + m - 2].name,
-                      r.message);
-        ck_assert(r.entries > 0);
-        x->requires_grad = false;  /* checked once */
-    }
-}
-
 /* The CMS as plain loops, token by token (Nested Learning, Eq. 30–31): block ℓ accumulates
  * η_t [e_t s_tᵀ, δ_t u_tᵀ] (η_t ∇ℓ_t), at the weights in force, and applies
  * the sum after every position that is a multiple of C^(ℓ); η_t = σ(·), over

@@ -199,16 +199,7 @@ static void gradcheck_lm(const char *mixer, const char *const *ov, int n_ov, int
     lm_ctx ctx = {&lm, tok, tgt};
     int n;
     const mi_named_tensor *p = mi_lm_params(&lm, &n);
-    int64_t entries = 0;
-    for (int g = 0; g < n; g += MI_MAX_INPUTS) {
-        mi_tensor *in[MI_MAX_INPUTS];
-        int m = 0;
-        for (int i = g; i < n && m < MI_MAX_INPUTS; i++) in[m++] = p[i].tensor;
-        mi_gradcheck_result r = mi_gradcheck(loss_fn, &ctx, in, m, NULL);
-        ck_assert_msg(r.ok, "%s, parameters %s..%s: %s", mixer, p[g].name, p[g + m - 1].name,
-                      r.message);
-        entries += r.entries;
-    }
+    int64_t entries = gradcheck_params(mixer, loss_fn, &ctx, NULL, p, n);
     ck_assert_int_eq(entries, mi_lm_param_numel(&lm));  /* every parameter entry, once */
     if (getenv("LM_VERBOSE"))
         fprintf(stderr, "%s: %d parameters, %lld entries\n", mixer, n, (long long)entries);
