@@ -68,7 +68,7 @@ static int layer_setup(layer_state *s, const layer_case *lc, int64_t T)
     if (mi_miras_init(&s->m, &lc->config) != 0) return -1;
     const mi_miras *m = &s->m;
     int64_t N = lc->batch * LAYER_HEADS, dk = LAYER_HEAD_DIM, dv = LAYER_HEAD_DIM;
-    int64_t P = T * (m->algorithm == MI_ALGO_MULTISTEP ? lc->config.steps : 1);
+    int64_t P = T * mi_miras_writes(m);
     mi_rng rng;
     mi_rng_seed(&rng, 7);
     bool was = mi_set_grad_enabled(false);
@@ -79,7 +79,7 @@ static int layer_setup(layer_state *s, const layer_case *lc, int64_t T)
     const mi_preset *p = lc->preset;
     s->gates.eta = layer_gate(s, &rng, p->eta, false, N, P);
     if (m->retention->uses_alpha) s->gates.alpha = layer_gate(s, &rng, p->alpha, false, N, P);
-    if (m->algorithm == MI_ALGO_MOMENTUM) s->gates.mu = layer_gate(s, &rng, p->mu, false, N, P);
+    if (m->algorithm->uses_mu) s->gates.mu = layer_gate(s, &rng, p->mu, false, N, P);
     if (m->bias->needs_delta) s->gates.delta = layer_gate(s, &rng, p->delta, true, N, P);
     int n_w = 0, ranks[MI_MEMORY_MAX_WEIGHTS];
     int64_t shapes[MI_MEMORY_MAX_WEIGHTS][MI_MAX_RANK];

@@ -109,7 +109,7 @@ static int check_model_chunk(const mi_preset *p, int chunk, uint64_t seed, int64
     }
     mi_rng rng;
     mi_rng_seed(&rng, seed);
-    int steps = c.m.algorithm == MI_ALGO_MULTISTEP ? cfg.steps : 1, P = steps * GC_T;
+    int steps = mi_miras_writes(&c.m), P = steps * GC_T;
     bool mlp = strcmp(cfg.memory, "mlp") == 0;
     mi_tensor *in[MI_MAX_INPUTS];
     int n_in = 0;

@@ -71,7 +71,7 @@ static int write_graph(FILE *f, mi_miras *m, const mi_preset *preset, int64_t to
 {
     mi_rng rng;
     mi_rng_seed(&rng, 1);
-    int64_t n = 1, positions = tokens * (m->algorithm == MI_ALGO_MULTISTEP ? m->config.steps : 1);
+    int64_t n = 1, positions = tokens * mi_miras_writes(m);
     mi_tensor *q = input(&rng, "q", MI_SHAPE(n, tokens, dim), 1, 0, true);
     mi_tensor *k = input(&rng, "k", MI_SHAPE(n, positions, dim), 1, 0, true);
     mi_tensor *v = input(&rng, "v", MI_SHAPE(n, positions, dim), 1, 0, true);

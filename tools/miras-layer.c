@@ -107,7 +107,7 @@ static int run_layer(mi_miras *m, const mi_preset *preset, bool slots_set, const
              m->retention->name);
     snprintf(used_by[2], sizeof used_by[2], "algorithm 'momentum': the momentum decay");
     snprintf(used_by[3], sizeof used_by[3], "bias '%s': the threshold", m->bias->name);
-    bool needed[4] = {true, m->retention->uses_alpha, m->algorithm == MI_ALGO_MOMENTUM,
+    bool needed[4] = {true, m->retention->uses_alpha, m->algorithm->uses_mu,
                       m->bias->needs_delta};
     mi_gate_spec spec[4] = {{MI_GATE_UNUSED}};
     if (preset) {

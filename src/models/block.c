@@ -194,7 +194,7 @@ static void gates_needed(const mi_miras *m, const mi_miras_block_config *c, bool
 {
     need[MI_BLOCK_ETA] = true;
     need[MI_BLOCK_ALPHA] = m->retention->uses_alpha || c->key_is_one_minus_alpha;
-    need[MI_BLOCK_MU] = m->algorithm == MI_ALGO_MOMENTUM;
+    need[MI_BLOCK_MU] = m->algorithm->uses_mu;
     need[MI_BLOCK_DELTA] = m->bias->needs_delta;
 }
 
@@ -358,7 +358,7 @@ int mi_miras_block_init(mi_miras_block *b, const mi_miras_block_config *c, mi_dt
     const mi_miras *m = &b->miras;
     int64_t D = c->d_model, H = c->heads;
     int64_t hd = b->head_dim = c->head_dim ? c->head_dim : D / H;
-    int S = b->steps = m->algorithm == MI_ALGO_MULTISTEP ? c->miras.steps : 1;
+    int S = b->steps = mi_miras_writes(m);
     if (c->key_is_one_minus_alpha && S > 1)
         return mi_error_set("miras block: key_is_one_minus_alpha (HGRN2) needs one write per "
                             "token, not multistep"), -1;

@@ -1,5 +1,5 @@
-/* The component tables: every memory, attentional bias and retention gate
- * a configuration can name. A new component is one file defining its kind
+/* The component tables: every memory, attentional bias, retention gate and
+ * learning algorithm a configuration can name. A new component is one file defining its kind
  * plus one line here. */
 #include <string.h>
 
@@ -32,6 +32,10 @@ DECLARE(mi_bias_kind, mi_bias_lattice_sim)
 DECLARE(mi_retention_kind, mi_retention_sphere)
 DECLARE(mi_retention_kind, mi_retention_sphere_forget)
 DECLARE(mi_retention_kind, mi_retention_l1)
+DECLARE(mi_algorithm_kind, mi_algorithm_gd)
+DECLARE(mi_algorithm_kind, mi_algorithm_momentum)
+DECLARE(mi_algorithm_kind, mi_algorithm_implicit)
+DECLARE(mi_algorithm_kind, mi_algorithm_multistep)
 
 static const mi_memory_kind *const memories[] = {&mi_memory_vector, &mi_memory_matrix,
                                                  &mi_memory_mlp, &mi_memory_lattice};
@@ -43,6 +47,8 @@ static const mi_retention_kind *const retentions[] = {
     &mi_retention_none, &mi_retention_l2,           &mi_retention_kl,     &mi_retention_fdiv,
     &mi_retention_lq,   &mi_retention_elastic,      &mi_retention_elastic_ftrl,
     &mi_retention_bregman, &mi_retention_sphere, &mi_retention_sphere_forget, &mi_retention_l1};
+static const mi_algorithm_kind *const algorithms[] = {
+    &mi_algorithm_gd, &mi_algorithm_momentum, &mi_algorithm_implicit, &mi_algorithm_multistep};
 
 #define COUNT(a) ((int)(sizeof(a) / sizeof(a[0])))
 #define FINDER(type, fn, table)                                       \
@@ -58,3 +64,4 @@ static const mi_retention_kind *const retentions[] = {
 FINDER(mi_memory_kind, mi_memory, memories)
 FINDER(mi_bias_kind, mi_bias, biases)
 FINDER(mi_retention_kind, mi_retention, retentions)
+FINDER(mi_algorithm_kind, mi_algorithm, algorithms)

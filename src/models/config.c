@@ -12,16 +12,7 @@ static const char *memory_name_at(int i) { const mi_memory_kind *k = mi_memory_a
 static const char *bias_name_at(int i) { const mi_bias_kind *k = mi_bias_at(i); return k ? k->name : NULL; }
 static const char *retention_name_at(int i) { const mi_retention_kind *k = mi_retention_at(i); return k ? k->name : NULL; }
 
-static const char *const algorithms[] = {"gd", "momentum", "implicit", "multistep"};
-static const char *algorithm_name_at(int i) { return i >= 0 && i < 4 ? algorithms[i] : NULL; }
-
-/* The algorithm's name as the table stores it, or NULL. */
-static const char *algorithm_name(const char *s)
-{
-    for (int i = 0; algorithm_name_at(i); i++)
-        if (!strcmp(s, algorithms[i])) return algorithms[i];
-    return NULL;
-}
+static const char *algorithm_name_at(int i) { const mi_algorithm_kind *k = mi_algorithm_at(i); return k ? k->name : NULL; }
 
 /* Index = the enum's value (ops.h, models.h). "spec", the Frobenius form's
  * earlier name, still reads (older checkpoints' overrides). */
@@ -108,6 +99,11 @@ int mi_miras_config_set(mi_miras_config *c, const char *assignment)
     return mi_fields_set(miras_fields, N_FIELDS, c, "config", assignment);
 }
 
+int mi_miras_writes(const mi_miras *m)
+{
+    return m->algorithm->multistep ? m->config.steps : 1;
+}
+
 int mi_miras_init(mi_miras *m, const mi_miras_config *c)
 {
     memset(m, 0, sizeof *m);
@@ -115,13 +111,11 @@ int mi_miras_init(mi_miras *m, const mi_miras_config *c)
     m->memory = mi_memory_find(c->memory);
     m->bias = mi_bias_find(c->bias);
     m->retention = mi_retention_find(c->retention);
-    const char *algo = c->algorithm ? algorithm_name(c->algorithm) : NULL;
+    m->algorithm = mi_algorithm_find(c->algorithm);
     if (!m->memory) return mi_error_set("miras: unknown memory '%s'", c->memory ? c->memory : "(null)"), -1;
     if (!m->bias) return mi_error_set("miras: unknown attentional bias '%s'", c->bias ? c->bias : "(null)"), -1;
     if (!m->retention) return mi_error_set("miras: unknown retention gate '%s'", c->retention ? c->retention : "(null)"), -1;
-    if (!algo) return mi_error_set("miras: unknown learning algorithm '%s'", c->algorithm ? c->algorithm : "(null)"), -1;
-    m->algorithm = !strcmp(algo, "gd") ? MI_ALGO_GD : !strcmp(algo, "momentum") ? MI_ALGO_MOMENTUM
-                 : !strcmp(algo, "implicit") ? MI_ALGO_IMPLICIT : MI_ALGO_MULTISTEP;
+    if (!m->algorithm) return mi_error_set("miras: unknown learning algorithm '%s'", c->algorithm ? c->algorithm : "(null)"), -1;
     if (mi_fields_check(miras_fields, N_FIELDS, c, "miras") != 0) return -1;
     if (m->bias->encoding && !m->memory->encode)
         return mi_error_set("miras: attentional bias '%s' is an encoding objective (it compares "
@@ -136,11 +130,9 @@ int mi_miras_init(mi_miras *m, const mi_miras_config *c)
     if (c->kl_scale_t && strcmp(m->retention->name, "kl"))
         return mi_error_set("miras: a per-sequence simplex scale (kl_scale_t) needs "
                             "retention=kl, got '%s'", m->retention->name), -1;
-    /* Longhorn's implicit step has a closed form only for ½‖Wk − v‖² on a matrix. */
-    if (m->algorithm == MI_ALGO_IMPLICIT &&
-        (strcmp(m->memory->name, "matrix") || strcmp(m->bias->name, "l2")))
-        return mi_error_set("miras: implicit GD needs memory=matrix and bias=l2, got %s and %s",
-                            m->memory->name, m->bias->name), -1;
+    const char *why = m->algorithm->check ? m->algorithm->check(m) : NULL;
+    if (why)
+        return mi_error_set("miras: %s, got %s and %s", why, m->memory->name, m->bias->name), -1;
     if (c->form == MI_FORM_EXACT && c->chunk > 1 && delta_exact_missing(m))
         return mi_error_set("miras: form=exact: no exact chunkwise form for %s/%s/%s/%s: %s "
                             "(form=auto falls back to the mini-batch rule)", m->memory->name,

@@ -129,6 +129,8 @@ const mi_field *mi_miras_config_fields(int *count);
 typedef struct mi_memory_kind mi_memory_kind;
 typedef struct mi_bias_kind mi_bias_kind;
 typedef struct mi_retention_kind mi_retention_kind;
+typedef struct mi_algorithm_kind mi_algorithm_kind;
+typedef struct mi_miras mi_miras;
 
 struct mi_memory_kind {
     const char *name;
@@ -221,6 +223,26 @@ struct mi_retention_kind {
     bool lag_token;    /* each chunk's first token runs alone (MIRAS "Parallelizable Training") */
 };
 
+/* The learning algorithm (MIRAS "Memory Learning Algorithm"): how a write
+ * turns the inner gradient ∇ℓ into a step on the state A,
+ *   A_t = α_t A_{t−1} − η'_t ∇ℓ                      (gd; η' = rate(η, k))
+ *   S_t = μ_t S_{t−1} − η_t ∇ℓ,  A_t = α_t A_{t−1} + S_t   (uses_mu: momentum)
+ * and how many writes a token makes (multistep: config steps). */
+struct mi_algorithm_kind {
+    const char *name;
+    const char *formula;
+    bool uses_mu;     /* a momentum state and its gate μ */
+    bool multistep;   /* config.steps writes per token, each a key-value pair */
+    /* η' of the step from η [N, n(, D)] and the keys k [N, n, dk] (implicit
+     * GD's η/(1 + η‖k‖²)); NULL: η itself */
+    mi_tensor *(*rate)(mi_tensor *eta, mi_tensor *k);
+    /* the components it needs, or NULL: a message when m's do not fit */
+    const char *(*check)(const mi_miras *m);
+    bool delta_rule;  /* on a matrix memory with the ℓ2 bias the write is the delta
+                         rule with β = η' (its exact chunk form and fused scan) */
+    bool factored;    /* a chunk's writes from the gradients' rank-one factors */
+};
+
 /* The ℓ1 retentions' soft threshold S_τ(x) = sign(x) max(|x| − τ, 0), with τ
  * = l1_gamma · eta for MI_L1_SCALED (eta as read's; NULL: τ = 0) or l1_gamma
  * for MI_L1_CONSTANT (retention_l1.c). */
@@ -229,21 +251,24 @@ mi_tensor *mi_l1_prox(const mi_miras_config *c, mi_tensor *x, mi_tensor *eta);
 const mi_memory_kind *mi_memory_find(const char *name);
 const mi_bias_kind *mi_bias_find(const char *name);
 const mi_retention_kind *mi_retention_find(const char *name);
+const mi_algorithm_kind *mi_algorithm_find(const char *name);
 /* Enumeration for tools and tests; NULL past the end. */
 const mi_memory_kind *mi_memory_at(int i);
 const mi_bias_kind *mi_bias_at(int i);
 const mi_retention_kind *mi_retention_at(int i);
+const mi_algorithm_kind *mi_algorithm_at(int i);
 
 /* ---------------------------------------------------------------- the memory */
-typedef struct mi_miras {
+struct mi_miras {
     mi_miras_config config;
     const mi_memory_kind *memory;
     const mi_bias_kind *bias;
     const mi_retention_kind *retention;
-    int algorithm;           /* MI_ALGO_* */
-} mi_miras;
+    const mi_algorithm_kind *algorithm;
+};
 
-enum { MI_ALGO_GD, MI_ALGO_MOMENTUM, MI_ALGO_IMPLICIT, MI_ALGO_MULTISTEP };
+/* Writes per token: config.steps for a multistep algorithm, else 1. */
+int mi_miras_writes(const mi_miras *m);
 
 /* Resolves the names and checks the combination; -1 with a message naming
  * what is wrong (unknown component, p < 1, q ≤ 1, chunk < 1, slots < 1, …). */

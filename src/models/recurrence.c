@@ -277,7 +277,7 @@ static bool factored_ok(const run *r, const mi_tensor *eta, const mi_tensor *alp
            m->memory->forward_linear && m->bias->error && !m->bias->encoding &&
            (!m->retention->read || scaled_read(r)) && !has_boundary(m->retention) &&
            !m->retention->lag_token &&
-           !c->decay_first && (m->algorithm == MI_ALGO_GD || m->algorithm == MI_ALGO_MOMENTUM) &&
+           !c->decay_first && m->algorithm->factored &&
            eta->rank == 2 && (!alpha || alpha->rank == 2) && (!mu || mu->rank == 2);
 }
 
@@ -376,14 +376,14 @@ static int run_chunk(run *r, mi_tensor *q, mi_tensor *k, mi_tensor *v, const mi_
 {
     const mi_miras *m = r->m;
     const mi_miras_config *c = r->c;
-    int steps = m->algorithm == MI_ALGO_MULTISTEP ? c->steps : 1;
+    int steps = mi_miras_writes(m);
     mi_tensor *kc = slice_positions(k, p0, p0 + n), *vc = slice_positions(v, p0, p0 + n);
     mi_tensor *eta = slice_positions(gt->eta, p0, p0 + n);
     mi_tensor *alpha = m->retention->uses_alpha ? slice_positions(gt->alpha, p0, p0 + n) : NULL;
-    mi_tensor *mu = m->algorithm == MI_ALGO_MOMENTUM ? slice_positions(gt->mu, p0, p0 + n) : NULL;
+    mi_tensor *mu = m->algorithm->uses_mu ? slice_positions(gt->mu, p0, p0 + n) : NULL;
     mi_tensor *delta = m->bias->needs_delta ? slice_positions(gt->delta, p0, p0 + n) : NULL;
     if (!kc || !vc || !eta || (m->retention->uses_alpha && !alpha) ||
-        (m->algorithm == MI_ALGO_MOMENTUM && !mu) || (m->bias->needs_delta && !delta))
+        (m->algorithm->uses_mu && !mu) || (m->bias->needs_delta && !delta))
         return -1;
     /* the delta rule's exact chunkwise form (UT transform), equal to chunk 1 */
     int exact = delta_exact_choose(m, alpha);
@@ -413,11 +413,7 @@ static int run_chunk(run *r, mi_tensor *q, mi_tensor *k, mi_tensor *v, const mi_
     }
     if (inner_gradients(r, wg, kc, vc, delta, g) != 0) return -1;
 
-    /* Longhorn's implicit step: η' = η / (1 + η‖k‖²) */
-    if (m->algorithm == MI_ALGO_IMPLICIT) {
-        mi_tensor *kk = mi_sum(mi_square(kc), -1, eta->rank == 3);
-        eta = mi_div(eta, mi_add_scalar(mi_mul(eta, kk), 1.0));
-    }
+    if (m->algorithm->rate) eta = m->algorithm->rate(eta, kc);
     mi_tensor *a_seq[MI_MEMORY_MAX_WEIGHTS], *carried[MI_MEMORY_MAX_WEIGHTS] = {0};
     mi_tensor *neg_eta = mi_neg(eta); /* negate the gate, not the full-size product */
     mi_tensor *eta_end = slice_positions(eta, n - 1, n);
@@ -500,7 +496,7 @@ static int check_inputs(const mi_miras *m, mi_tensor *q, mi_tensor *k, mi_tensor
     }
     const char *names[4] = {"eta", "alpha", "mu", "delta"};
     mi_tensor *gs[4] = {gt->eta, gt->alpha, gt->mu, gt->delta};
-    bool needed[4] = {true, m->retention->uses_alpha, m->algorithm == MI_ALGO_MOMENTUM,
+    bool needed[4] = {true, m->retention->uses_alpha, m->algorithm->uses_mu,
                       m->bias->needs_delta};
     for (int i = 0; i < 4; i++) {
         if (!needed[i]) continue;
@@ -562,7 +558,7 @@ static int init_run(run *r, mi_tensor *const *w0, int64_t n_seq, int64_t dk, int
         memcpy(one + 2, shapes[i], sizeof(int64_t) * (size_t)ranks[i]);
         w = mi_broadcast_to(mi_reshape(w, ranks[i] + 2, one), ranks[i] + 2, s);
         r->a[i] = m->retention->init ? m->retention->init(&m->config, w) : w;
-        r->s[i] = m->algorithm == MI_ALGO_MOMENTUM ? mi_zeros(dt, ranks[i] + 2, s) : NULL;
+        r->s[i] = m->algorithm->uses_mu ? mi_zeros(dt, ranks[i] + 2, s) : NULL;
         if (!r->a[i]) return -1;
     }
     return 0;
@@ -580,7 +576,7 @@ mi_tensor *mi_miras_forward(const mi_miras *m, mi_tensor *q, mi_tensor *k, mi_te
         mi_error_set("miras: q, k or v is NULL");
         return NULL;
     }
-    int steps = m->algorithm == MI_ALGO_MULTISTEP ? m->config.steps : 1;
+    int steps = mi_miras_writes(m);
     if (check_inputs(m, q, k, v, gates, steps) != 0) return NULL;
     int64_t n_seq = k->shape[0], positions = k->shape[1];
     run r = {.m = m, .c = &m->config};
@@ -656,10 +652,10 @@ static int write_position(const run *r, mi_miras_state *st, mi_tensor *k, mi_ten
     mi_tensor *kp = slice_positions(k, p, p + 1), *vp = slice_positions(v, p, p + 1);
     mi_tensor *eta = slice_positions(gt->eta, p, p + 1);
     mi_tensor *alpha = m->retention->uses_alpha ? slice_positions(gt->alpha, p, p + 1) : NULL;
-    mi_tensor *mu = m->algorithm == MI_ALGO_MOMENTUM ? slice_positions(gt->mu, p, p + 1) : NULL;
+    mi_tensor *mu = m->algorithm->uses_mu ? slice_positions(gt->mu, p, p + 1) : NULL;
     mi_tensor *delta = m->bias->needs_delta ? slice_positions(gt->delta, p, p + 1) : NULL;
     if (!kp || !vp || !eta || (m->retention->uses_alpha && !alpha) ||
-        (m->algorithm == MI_ALGO_MOMENTUM && !mu) || (m->bias->needs_delta && !delta))
+        (m->algorithm->uses_mu && !mu) || (m->bias->needs_delta && !delta))
         return -1;
     bool track = c->decay_first || (m->retention->read_split && alpha);
     if (track && !(st->alpha_bar = st->alpha_bar ? mi_mul(st->alpha_bar, alpha) : alpha))
@@ -671,10 +667,7 @@ static int write_position(const run *r, mi_miras_state *st, mi_tensor *k, mi_ten
         if (!(wg[i] = read_state(r, i, a, st->eta_grad))) return -1;
     }
     if (inner_gradients(r, wg, kp, vp, delta, g) != 0) return -1;
-    if (m->algorithm == MI_ALGO_IMPLICIT) {
-        mi_tensor *kk = mi_sum(mi_square(kp), -1, eta->rank == 3);
-        eta = mi_div(eta, mi_add_scalar(mi_mul(eta, kk), 1.0));
-    }
+    if (m->algorithm->rate) eta = m->algorithm->rate(eta, kp);
     for (int i = 0; i < r->nw; i++) {
         mi_tensor *step = mi_neg(mi_mul(gate_of(r, i, eta, g[i]), g[i]));
         if (mu) step = st->s[i] = mi_add(mi_mul(gate_of(r, i, mu, g[i]), st->s[i]), step);
@@ -722,7 +715,7 @@ mi_tensor *mi_miras_step(const mi_miras *m, mi_miras_state *st, mi_tensor *q, mi
         mi_error_set("miras: step: NULL memory, state, gates, q, k or v");
         return NULL;
     }
-    int steps = m->algorithm == MI_ALGO_MULTISTEP ? m->config.steps : 1;
+    int steps = mi_miras_writes(m);
     if (q->rank != 3 || q->shape[1] != 1) {
         char a[96];
         mi_error_set("miras: step: q must be [N, 1, dk] (one token), got %s",

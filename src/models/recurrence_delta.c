@@ -52,7 +52,9 @@ const char *delta_exact_missing(const mi_miras *m)
     if (strcmp(m->bias->name, "l2")) return "it needs bias=l2";
     if (strcmp(m->retention->name, "none") && strcmp(m->retention->name, "l2"))
         return "it needs retention none or l2";
-    if (m->algorithm == MI_ALGO_MOMENTUM) return "momentum has no delta-rule form";
+    if (!m->algorithm->delta_rule)
+        return m->algorithm->uses_mu ? "momentum has no delta-rule form"
+                                     : "the learning algorithm has no delta-rule form";
     return NULL;
 }
 
@@ -126,12 +128,10 @@ static mi_tensor *ratios(mi_tensor *a, mi_tensor *b, mi_tensor *msk)
     return mi_mul(mi_exp(mi_mul(d, msk)), msk);
 }
 
-/* β: η, or Longhorn's implicit step η / (1 + η‖k‖²) */
+/* β: the algorithm's rate η' (η, or Longhorn's implicit step η / (1 + η‖k‖²)) */
 static mi_tensor *delta_beta(const mi_miras *m, mi_tensor *k, mi_tensor *eta)
 {
-    if (m->algorithm != MI_ALGO_IMPLICIT) return eta;
-    mi_tensor *ksq = mi_sum(mi_square(k), -1, eta->rank == 3);
-    return mi_div(eta, mi_add_scalar(mi_mul(eta, ksq), 1.0));
+    return m->algorithm->rate ? m->algorithm->rate(eta, k) : eta;
 }
 
 int delta_chunk_exact(const mi_miras *m, mi_tensor **state, mi_tensor *q, mi_tensor *k,
@@ -225,7 +225,7 @@ bool delta_fused_rule(const mi_miras *m, const mi_miras_gates *gt, mi_delta_rule
     bool l2 = !strcmp(m->bias->name, "l2"), dot = !strcmp(m->bias->name, "dot");
     if (c->materialize || strcmp(m->memory->name, "matrix") || (!l2 && !dot) ||
         (strcmp(m->retention->name, "none") && strcmp(m->retention->name, "l2")) ||
-        (m->algorithm != MI_ALGO_GD && m->algorithm != MI_ALGO_IMPLICIT) ||
+        !m->algorithm->delta_rule || m->algorithm->multistep ||
         (m->retention->uses_alpha && c->alpha_on_keys && gt->alpha->rank == 3))
         return false;
     *rule = dot ? MI_DELTA_RULE_HEBBIAN
