@@ -30,9 +30,9 @@ static const char *check_line(const char *line, size_t len, char *why, size_t n)
 {
     json_doc doc;
     json_error err;
-    if (json_parse(&doc, line, len, &err) != 0) {
+    if (mi_json_parse(&doc, line, len, &err) != 0) {
         snprintf(why, n, "not JSON at byte %zu: %s", err.pos, err.msg);
-        json_doc_free(&doc);
+        mi_json_doc_free(&doc);
         return why;
     }
     const json_value *root = &doc.root, *v;
@@ -65,7 +65,7 @@ static const char *check_line(const char *line, size_t len, char *why, size_t n)
             }
         }
     }
-    json_doc_free(&doc);
+    mi_json_doc_free(&doc);
     return problem;
 }
 

@@ -45,7 +45,7 @@ static void *arena_dup(json_doc *d, const void *bytes, size_t n)
     return p;
 }
 
-void json_doc_free(json_doc *doc)
+void mi_json_doc_free(json_doc *doc)
 {
     if (!doc) return;
     for (json_block *b = doc->blocks, *n; b; b = n) {
@@ -466,7 +466,7 @@ static int parse_value(parser *ps, json_value *v)
     }
 }
 
-int json_parse(json_doc *doc, const char *text, size_t len, json_error *err)
+int mi_json_parse(json_doc *doc, const char *text, size_t len, json_error *err)
 {
     memset(doc, 0, sizeof *doc);
     err->pos = 0;

@@ -1,7 +1,7 @@
 /* A small strict JSON parser (RFC 8259) for the safetensors header.
  *
  * Private to the tensor layer. It builds a read-only tree in an arena owned
- * by the document; json_doc_free releases all of it at once. Strict means:
+ * by the document; mi_json_doc_free releases all of it at once. Strict means:
  * no comments, no trailing commas, no leading zeros or '+', no unescaped
  * control characters or invalid UTF-8 in strings, no unpaired surrogates in
  * \uXXXX escapes, nothing but whitespace after the value, and nesting at most
@@ -61,8 +61,8 @@ typedef struct json_error {
 
 /* Parses text[0..len). 0 on success (doc->root is the value), -1 with err
  * filled on malformed input or out of memory; doc is left freeable either way. */
-int json_parse(json_doc *doc, const char *text, size_t len, json_error *err);
-void json_doc_free(json_doc *doc);
+int mi_json_parse(json_doc *doc, const char *text, size_t len, json_error *err);
+void mi_json_doc_free(json_doc *doc);
 
 /* True when s[0..len) is well-formed UTF-8 (no overlongs, no surrogates, at
  * most U+10FFFF). On false, *bad (if not NULL) is the offending byte offset. */

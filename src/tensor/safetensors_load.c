@@ -99,7 +99,7 @@ typedef struct plan {
 
 static void plan_free(plan *pl)
 {
-    json_doc_free(&pl->doc);
+    mi_json_doc_free(&pl->doc);
     free(pl->entries);
     pl->entries = NULL;
 }
@@ -448,7 +448,7 @@ static int plan_header(const char *path, plan *pl, const char *text, size_t n, u
         return -1;
     }
     json_error jerr;
-    if (json_parse(&pl->doc, text, n, &jerr) != 0) {
+    if (mi_json_parse(&pl->doc, text, n, &jerr) != 0) {
         st_fail(path, "malformed header JSON at byte %zu: %s", jerr.pos, jerr.msg);
         return -1;
     }

@@ -22,12 +22,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     json_doc doc;
     json_error err;
-    if (json_parse(&doc, (const char *)data, size, &err) == 0) {
+    if (mi_json_parse(&doc, (const char *)data, size, &err) == 0) {
         volatile size_t n = walk(&doc.root, 0);
         (void)n;
     } else if (err.pos > size || !err.msg[0]) {
         __builtin_trap(); /* an error says what, at a place inside the text */
     }
-    json_doc_free(&doc);
+    mi_json_doc_free(&doc);
     return 0;
 }
