@@ -16,6 +16,7 @@ typedef struct sample {
     const char *kind;
     char label[8];
     double gate;     /* CUSTOM: "half:x" stores x/2 */
+    uint64_t seed;
     inner nested;
 } sample;
 
@@ -51,6 +52,7 @@ static const mi_field fields[] = {
     MI_FIELD_TEXT_AT(sample, "label", label, "abc", "a short text"),
     MI_FIELD_CUSTOM_AT(sample, "gate", gate, "half:1", gate_parse, gate_format, "half:x"),
     MI_FIELD_REAL_AT(sample, "nested.rate", nested.rate, "0.5", 0, 1, MI_FIELD_HI_OPEN, "[0, 1)"),
+    MI_FIELD_U64_AT(sample, "seed", seed, "7", 0, 2e19, "a seed"),
 };
 #define N MI_FIELDS_COUNT(fields)
 
@@ -125,7 +127,9 @@ START_TEST(bad_values_are_refused_with_the_key)
         {"label=eightchr", "sample: label: 'eightchr' is longer than 7 characters"},
         {"gate=2", "sample: gate: '2' does not start with half:"},
         {"nope=1", "sample: unknown key 'nope' (depth, count, p, eps, flag, form, kind, label, "
-                   "gate, nested.rate)"},
+                   "gate, nested.rate, seed)"},
+        {"seed=-1", "sample: seed: '-1' is not a whole number"},
+        {"seed=18446744073709551616", "sample: seed: '18446744073709551616' is not a whole number"},
         {"=1", "sample: expected KEY=VALUE, got '=1'"},
         {"p", "sample: expected KEY=VALUE, got 'p'"},
     };
@@ -160,6 +164,27 @@ START_TEST(format_round_trips)
     ck_assert(s.form == t.form && s.flag == t.flag && s.kind == t.kind);
     char small[3];
     ck_assert_int_eq(mi_field_format(mi_fields_find(fields, N, "p"), &s, small, sizeof small), -1);
+}
+END_TEST
+
+/* Whole numbers are read exactly, beyond a double's 53 bits; "1e3" is whole too. */
+START_TEST(whole_numbers_are_exact)
+{
+    sample s = defaults();
+    ck_assert_int_eq(mi_fields_set(fields, N, &s, "sample", "seed=18446744073709551615"), 0);
+    ck_assert(s.seed == UINT64_MAX);
+    ck_assert_int_eq(mi_fields_set(fields, N, &s, "sample", "count=-999999999999"), 0);
+    ck_assert(s.count == -999999999999LL);
+    ck_assert_int_eq(mi_fields_set(fields, N, &s, "sample", "depth=1e1"), 0);
+    ck_assert_int_eq(s.depth, 10);
+    char text[32];
+    ck_assert_int_eq(mi_field_format(mi_fields_find(fields, N, "seed"), &s, text, sizeof text), 0);
+    ck_assert_str_eq(text, "18446744073709551615");
+    /* without a WHAT the message starts with the key */
+    mi_error_clear();
+    ck_assert_int_eq(mi_field_parse(mi_fields_find(fields, N, "depth"), &s, NULL, "x"), -1);
+    ck_assert_str_eq(mi_error(), "depth: 'x' is not a whole number");
+    mi_error_clear();
 }
 END_TEST
 
@@ -208,6 +233,7 @@ Suite *make_suite(void)
     tcase_add_test(tc, assignments_set_each_type);
     tcase_add_test(tc, bad_values_are_refused_with_the_key);
     tcase_add_test(tc, format_round_trips);
+    tcase_add_test(tc, whole_numbers_are_exact);
     tcase_add_test(tc, check_finds_a_value_set_by_code);
     tcase_add_test(tc, describe_lists_every_key);
     suite_add_tcase(s, tc);

@@ -272,15 +272,19 @@ refused_before_out() { # refused_before_out PATTERN: exit 1, PATTERN on stderr, 
   status 1 "$1" timeout 60 "$train" --resume "$tmp/badmeta.safetensors" --out "$tmp/rb" &&
     test ! -e "$tmp/rb"
 }
-for kv in "train.eval_every=0|\[1, " "train.log_every=0|\[1, " "train.eval_batches=-1|\[1, 1048576\]" \
-          "train.clip=-1|\[0, inf\]" "train.loss_sum=abc|finite number >= 0" \
-          "opt.step=-1|\[0, " "train.batch=0|\[1, 1048576\]" "train.seq_len=0|\[1, 16777216\]" \
-          "train.opt.lr=-1|\[0, inf\]" "train.seed=-1|\[0, " "train.niah=x|passkey, word" \
-          "train.steps=abc|\[1, "; do
-  setting=${kv%%|*} range=${kv#*|}
+for kv in "train.eval_every=0|train.eval_every must be >= 1, got 0" \
+          "train.log_every=0|train.log_every must be >= 1, got 0" \
+          "train.eval_batches=-1|train.eval_batches must be in \[1, 1048576\], got -1" \
+          "train.clip=-1|train.clip must be >= 0, got -1" "train.loss_sum=abc|train.loss_sum: 'abc' .*finite number >= 0" \
+          "opt.step=-1|opt.step: '-1' .*\[0, " "train.batch=0|train.batch must be in \[1, 1048576\], got 0" \
+          "train.seq_len=0|train.seq_len must be in \[1, 16777216\], got 0" \
+          "train.opt.lr=-1|train.opt.lr must be >= 0, got -1" \
+          "train.seed=-1|train.seed: '-1' is not a whole number" "train.niah=x|train.niah: 'x' is not passkey, word" \
+          "train.steps=abc|train.steps: 'abc' is not a whole number"; do
+  setting=${kv%%|*} message=${kv#*|}
   set_meta "$tmp/at20.safetensors" "$tmp/badmeta.safetensors" "$setting"
   check "train --resume, $setting in the checkpoint -> exit 1 naming it, no --out" \
-    refused_before_out "${setting%%=*}: '${setting#*=}' .*$range"
+    refused_before_out "$message"
 done
 set_meta "$tmp/at20.safetensors" "$tmp/badmeta.safetensors" train.warmup=40
 check "train --resume, train.warmup >= train.steps -> exit 1, no --out" \

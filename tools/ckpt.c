@@ -44,66 +44,114 @@ uint64_t fnv1a(const uint8_t *p, int64_t n)
 }
 
 /* ---------------------------------------------------------------- metadata
- * Every run setting is one "train.*" key; doubles are written with %.17g so
+ * Every run setting is one "train.*" key of the field table below (the
+ * library's mi_field: type, member, range); reals are written with %.17g so
  * they round-trip exactly. A setting that miras-train also takes as an
- * option carries the option's name and range here, so a value typed on the
- * command line and one read back from a checkpoint pass the same check. */
-typedef enum { F_I64, F_U64, F_F64, F_BOOL, F_INT, F_STR, F_TASK, F_OPTIM, F_NIAH } ftype;
-typedef struct field {
-    const char *key, *flag;   /* the checkpoint key; the miras-train option (NULL: none) */
-    ftype type;
-    size_t offset, size;
+ * option carries the option's name, so a value typed on the command line and
+ * one read back from a checkpoint pass the same parser and range. The
+ * defaults depend on the task (run_config_default). */
+typedef struct setting {
+    mi_field f;               /* key "train.…", type, member, range */
+    const char *flag;         /* the miras-train option (NULL: none) */
     bool optional;            /* absent from older checkpoints: keeps its default */
-    bool ranged;              /* checked against [ilo, ihi] or [lo, hi] */
-    int64_t ilo, ihi;         /* whole numbers */
-    double lo, hi;            /* reals */
     unsigned tasks;           /* bits of the tasks that read it; 0: every task. A task that
-                                 ignores it keeps 0 there, which is not checked */
-} field;
+                                 ignores it keeps 0 there, which is not range-checked */
+} setting;
 
-#define AT(member) offsetof(run_config, member), sizeof(((run_config *)0)->member)
-#define RC(key, type, member) {key, NULL, type, AT(member), false, false, 0, 0, 0, 0, 0}
-#define RC_INT(key, flag, type, member, lo, hi) \
-    {key, flag, type, AT(member), false, true, lo, hi, 0, 0, 0}
-#define RC_REAL(key, flag, member, lo, hi) \
-    {key, flag, F_F64, AT(member), false, true, 0, 0, lo, hi, 0}
+static const char *const task_choices[] = {"lm", "mqar", "niah", "capacity", NULL};
+static const char *const niah_kinds[] = {"passkey", "word", "uuid", "text"};
+
+/* --niah: one of the kinds, kept as text */
+static int niah_parse(const mi_field *f, void *obj, const char *text)
+{
+    for (int i = 0; i < 4; i++)
+        if (!strcmp(text, niah_kinds[i])) {
+            strcpy((char *)obj + f->offset, text);
+            return 0;
+        }
+    return mi_error_set("'%s' is not passkey, word, uuid or text", text), -1;
+}
+
+static int text_format(const mi_field *f, const void *obj, char *buf, size_t n)
+{
+    int k = snprintf(buf, n, "%s", (const char *)obj + f->offset);
+    return k < 0 || (size_t)k >= n ? mi_error_set("%s: no room", f->key), -1 : 0;
+}
+
+/* --optim and train.optim: an optimizer's name */
+static int optim_parse(const mi_field *f, void *obj, const char *text)
+{
+    int k = mi_optim_kind_from_name(text);
+    if (k < 0) return -1;
+    *(mi_optim_kind *)((char *)obj + f->offset) = (mi_optim_kind)k;
+    return 0;
+}
+
+static int optim_format(const mi_field *f, const void *obj, char *buf, size_t n)
+{
+    const char *name = mi_optim_kind_name(*(const mi_optim_kind *)((const char *)obj + f->offset));
+    int k = snprintf(buf, n, "%s", name ? name : "");
+    return k < 0 || (size_t)k >= n ? mi_error_set("%s: no room", f->key), -1 : 0;
+}
+
+#define RC run_config
 #define TASK_BIT(k) (1u << (k))
-#define BIG (INT64_MAX / 1024) /* steps: step · batch must not overflow */
+#define BIG 9.007199254740992e15 /* steps: step · batch must not overflow */
+#define I64_MAX_D 9.2233720368547748e18
+#define WHOLE(key, flag, member, lo, hi) {MI_FIELD_I64_AT(RC, key, member, NULL, lo, hi, NULL), flag, false, 0}
+#define REAL(key, flag, member, lo, hi) \
+    {MI_FIELD_REAL_AT(RC, key, member, NULL, lo, hi, 0, NULL), flag, false, 0}
+/* no range: the optimizer's hyperparameters, which mi_optim_new checks */
+#define FREE(field_macro) {field_macro, NULL, false, 0}
+#define UNRANGED(T, type, key, member) \
+    {key, type, MI_FIELD_AT_(T, member), NULL, 0, 0, 0, NULL, NULL, NULL, NULL, NULL}
+_Static_assert(sizeof(task_kind) == sizeof(int), "the task enum is stored as an int");
 _Static_assert(sizeof(mi_nl_output) == sizeof(int), "the output enum is stored as an int");
 _Static_assert(sizeof(mi_nl_form) == sizeof(int), "the nl_form enum is stored as an int");
-static const field fields[] = {
-    RC("train.task", F_TASK, task), {"train.data", "--data", F_STR, AT(data), 0, 0, 0, 0, 0, 0, 0},
-    RC_INT("train.data_size", NULL, F_I64, data_size, 0, INT64_MAX),
-    RC("train.data_hash", F_U64, data_hash),
-    RC_INT("train.seq_len", "--seq-len", F_I64, seq_len, 1, 1 << 24),
-    {"train.pairs", "--pairs", F_I64, AT(pairs), false, true, 1, 1 << 20, 0, 0,
+static const setting settings[] = {
+    FREE(MI_FIELD_CHOICE_AT(RC, "train.task", task, NULL, task_choices, NULL)),
+    {MI_FIELD_TEXT_AT(RC, "train.data", data, NULL, NULL), "--data", false, 0},
+    WHOLE("train.data_size", NULL, data_size, 0, I64_MAX_D),
+    FREE(UNRANGED(RC, MI_FIELD_U64, "train.data_hash", data_hash)),
+    WHOLE("train.seq_len", "--seq-len", seq_len, 1, 1 << 24),
+    {MI_FIELD_I64_AT(RC, "train.pairs", pairs, NULL, 1, 1 << 20, NULL), "--pairs", false,
      TASK_BIT(TASK_MQAR) | TASK_BIT(TASK_CAPACITY)},
-    {"train.niah", "--niah", F_NIAH, AT(niah), 0, 0, 0, 0, 0, 0, 0},
-    RC_INT("train.batch", "--batch", F_I64, batch, 1, 1 << 20),
-    {"train.accum", "--accum", F_I64, AT(accum), true, true, 1, 1 << 20, 0, 0, 0},
-    RC_INT("train.steps", "--steps", F_I64, steps, 1, BIG),
-    RC_INT("train.warmup", "--warmup", F_I64, warmup, 0, BIG),
-    RC("train.cosine", F_BOOL, cosine), RC_REAL("train.min_lr", NULL, min_lr, 0, 1),
-    RC_REAL("train.clip", "--clip", clip, 0, INFINITY),
-    RC_INT("train.eval_every", "--eval-every", F_I64, eval_every, 1, INT64_MAX),
-    RC_INT("train.eval_batches", "--eval-batches", F_I64, eval_batches, 1, 1 << 20),
-    RC_INT("train.log_every", "--log-every", F_I64, log_every, 1, INT64_MAX),
-    RC_INT("train.seed", "--seed", F_U64, seed, 0, INT64_MAX), RC("train.optim", F_OPTIM, optim),
-    RC_REAL("train.opt.lr", "--lr", hp.lr, 0, INFINITY),
-    RC_REAL("train.opt.weight_decay", "--weight-decay", hp.weight_decay, 0, INFINITY),
+    {MI_FIELD_CUSTOM_AT(RC, "train.niah", niah, NULL, niah_parse, text_format, NULL), "--niah",
+     false, 0},
+    WHOLE("train.batch", "--batch", batch, 1, 1 << 20),
+    {MI_FIELD_I64_AT(RC, "train.accum", accum, NULL, 1, 1 << 20, NULL), "--accum", true, 0},
+    WHOLE("train.steps", "--steps", steps, 1, BIG),
+    WHOLE("train.warmup", "--warmup", warmup, 0, BIG),
+    FREE(MI_FIELD_BOOL_AT(RC, "train.cosine", cosine, NULL, NULL)),
+    REAL("train.min_lr", NULL, min_lr, 0, 1),
+    REAL("train.clip", "--clip", clip, 0, INFINITY),
+    WHOLE("train.eval_every", "--eval-every", eval_every, 1, I64_MAX_D),
+    WHOLE("train.eval_batches", "--eval-batches", eval_batches, 1, 1 << 20),
+    WHOLE("train.log_every", "--log-every", log_every, 1, I64_MAX_D),
+    {MI_FIELD_U64_AT(RC, "train.seed", seed, NULL, 0, I64_MAX_D, NULL), "--seed", false, 0},
+    FREE(MI_FIELD_CUSTOM_AT(RC, "train.optim", optim, NULL, optim_parse, optim_format, NULL)),
+    REAL("train.opt.lr", "--lr", hp.lr, 0, INFINITY),
+    REAL("train.opt.weight_decay", "--weight-decay", hp.weight_decay, 0, INFINITY),
     /* the optimizer's own hyperparameters: mi_optim_new checks them */
-    RC("train.opt.momentum", F_F64, hp.momentum), RC("train.opt.dampening", F_F64, hp.dampening),
-    RC("train.opt.nesterov", F_BOOL, hp.nesterov), RC("train.opt.beta1", F_F64, hp.beta1),
-    RC("train.opt.beta2", F_F64, hp.beta2), RC("train.opt.eps", F_F64, hp.eps),
-    RC("train.opt.ns_steps", F_INT, hp.ns_steps), RC("train.opt.aux_lr", F_F64, hp.aux_lr),
-    RC("train.opt.adamw_only", F_BOOL, hp.adamw_only), RC("train.opt.precond", F_BOOL, hp.precond),
-    RC("train.opt.delta", F_F64, hp.delta), RC("train.opt.mem_hidden", F_INT, hp.mem_hidden),
-    RC("train.opt.mem_lr", F_F64, hp.mem_lr), RC("train.opt.output", F_INT, hp.output),
-    RC("train.opt.seed", F_U64, hp.seed),
+    FREE(UNRANGED(RC, MI_FIELD_REAL, "train.opt.momentum", hp.momentum)),
+    FREE(UNRANGED(RC, MI_FIELD_REAL, "train.opt.dampening", hp.dampening)),
+    FREE(MI_FIELD_BOOL_AT(RC, "train.opt.nesterov", hp.nesterov, NULL, NULL)),
+    FREE(UNRANGED(RC, MI_FIELD_REAL, "train.opt.beta1", hp.beta1)),
+    FREE(UNRANGED(RC, MI_FIELD_REAL, "train.opt.beta2", hp.beta2)),
+    FREE(UNRANGED(RC, MI_FIELD_REAL, "train.opt.eps", hp.eps)),
+    FREE(UNRANGED(RC, MI_FIELD_INT, "train.opt.ns_steps", hp.ns_steps)),
+    FREE(UNRANGED(RC, MI_FIELD_REAL, "train.opt.aux_lr", hp.aux_lr)),
+    FREE(MI_FIELD_BOOL_AT(RC, "train.opt.adamw_only", hp.adamw_only, NULL, NULL)),
+    FREE(MI_FIELD_BOOL_AT(RC, "train.opt.precond", hp.precond, NULL, NULL)),
+    FREE(UNRANGED(RC, MI_FIELD_REAL, "train.opt.delta", hp.delta)),
+    FREE(UNRANGED(RC, MI_FIELD_INT, "train.opt.mem_hidden", hp.mem_hidden)),
+    FREE(UNRANGED(RC, MI_FIELD_REAL, "train.opt.mem_lr", hp.mem_lr)),
+    FREE(UNRANGED(RC, MI_FIELD_INT, "train.opt.output", hp.output)),
+    FREE(UNRANGED(RC, MI_FIELD_U64, "train.opt.seed", hp.seed)),
     /* optional: absent, the run predates it and took the normalised forms (run_config_parse) */
-    {"train.opt.nl_form", NULL, F_INT, AT(hp.nl_form), true, false, 0, 0, 0, 0, 0},
+    {UNRANGED(RC, MI_FIELD_INT, "train.opt.nl_form", hp.nl_form), NULL, true, 0},
 };
-#define N_FIELDS ((int)(sizeof fields / sizeof fields[0]))
+#define N_SETTINGS ((int)(sizeof settings / sizeof settings[0]))
 
 static char *scope_text(const char *s)
 {
@@ -112,111 +160,30 @@ static char *scope_text(const char *s)
     return t;
 }
 
-static void format_field(const field *f, const run_config *rc, char *buf, size_t n)
-{
-    const void *p = (const char *)rc + f->offset;
-    switch (f->type) {
-    case F_I64: snprintf(buf, n, "%" PRId64, *(const int64_t *)p); break;
-    case F_U64: snprintf(buf, n, "%" PRIu64, *(const uint64_t *)p); break;
-    case F_F64: snprintf(buf, n, "%.17g", *(const double *)p); break;
-    case F_BOOL: snprintf(buf, n, "%s", *(const bool *)p ? "true" : "false"); break;
-    case F_INT: snprintf(buf, n, "%d", *(const int *)p); break;
-    case F_STR: case F_NIAH: snprintf(buf, n, "%s", (const char *)p); break;
-    case F_TASK: snprintf(buf, n, "%s", task_names[*(const task_kind *)p]); break;
-    case F_OPTIM: snprintf(buf, n, "%s", mi_optim_kind_name(*(const mi_optim_kind *)p)); break;
-    }
-}
-
-static const char *const niah_kinds[] = {"passkey", "word", "uuid", "text"};
-
-/* text into the field, then its range; -1 with "NAME: 'TEXT' is not ...". */
-static int parse_field(const field *f, run_config *rc, const char *name, const char *text,
-                       bool check_range, char *msg, size_t n)
-{
-    void *p = (char *)rc + f->offset;
-    char *end = NULL;
-    errno = 0;
-    bool ok = true;
-    switch (f->type) {
-    case F_I64: case F_U64: case F_INT: {
-        /* strtoull takes "-1" as 2^64 − 1: a sign is refused before it */
-        bool neg = f->type == F_U64 && strchr(text, '-');
-        long long v = f->type == F_U64 ? 0 : strtoll(text, &end, 10);
-        unsigned long long u = f->type == F_U64 ? strtoull(text, &end, 10) : 0;
-        ok = !neg && !errno && end != text && !*end;
-        if (ok && f->type == F_INT) ok = v >= INT_MIN && v <= INT_MAX;
-        if (ok && check_range && f->type == F_U64)
-            ok = u >= (unsigned long long)f->ilo && u <= (unsigned long long)f->ihi;
-        else if (ok && check_range) ok = v >= f->ilo && v <= f->ihi;
-        if (!ok && f->ranged)
-            return snprintf(msg, n, "%s: '%s' is not a whole number in [%lld, %lld]", name, text,
-                            (long long)f->ilo, (long long)f->ihi), -1;
-        if (f->type == F_I64) *(int64_t *)p = v;
-        else if (f->type == F_U64) *(uint64_t *)p = u;
-        else *(int *)p = (int)v;
-        break;
-    }
-    case F_F64: {
-        double v = strtod(text, &end);
-        ok = !errno && end != text && !*end;
-        if (ok && check_range) ok = v >= f->lo && v <= f->hi;
-        if (!ok && f->ranged)
-            return snprintf(msg, n, "%s: '%s' is not a number in [%g, %g]", name, text, f->lo,
-                            f->hi), -1;
-        *(double *)p = v;
-        break;
-    }
-    case F_BOOL:
-        ok = !strcmp(text, "true") || !strcmp(text, "false");
-        if (ok) *(bool *)p = !strcmp(text, "true");
-        break;
-    case F_STR:
-        if (strlen(text) >= f->size)
-            return snprintf(msg, n, "%s: '%s' is too long (at most %zu bytes)", name, text,
-                            f->size - 1), -1;
-        strcpy(p, text);
-        break;
-    case F_NIAH:
-        ok = false;
-        for (int i = 0; i < 4 && !ok; i++) ok = !strcmp(text, niah_kinds[i]);
-        if (!ok)
-            return snprintf(msg, n, "%s: '%s' is not passkey, word, uuid or text", name, text), -1;
-        strcpy(p, text);
-        break;
-    case F_TASK: {
-        int k = task_from_name(text);
-        ok = k >= 0;
-        if (ok) *(task_kind *)p = (task_kind)k;
-        break;
-    }
-    case F_OPTIM: {
-        int k = mi_optim_kind_from_name(text);
-        mi_error_clear();
-        ok = k >= 0;
-        if (ok) *(mi_optim_kind *)p = (mi_optim_kind)k;
-        break;
-    }
-    }
-    if (!ok) return snprintf(msg, n, "%s: bad value '%s'", name, text), -1;
-    return 0;
-}
-
 bool run_config_knows(const char *name)
 {
-    for (int i = 0; i < N_FIELDS; i++)
-        if (fields[i].flag && !strcmp(name, fields[i].flag)) return true;
+    for (int i = 0; i < N_SETTINGS; i++)
+        if (settings[i].flag && !strcmp(name, settings[i].flag)) return true;
     return false;
 }
 
 int run_config_set(run_config *rc, const char *name, const char *text, char *msg, size_t n)
 {
-    for (int i = 0; i < N_FIELDS; i++) {
-        const field *f = &fields[i];
-        bool by_flag = f->flag && !strcmp(name, f->flag);
-        if (!by_flag && strcmp(name, f->key)) continue;
-        /* a checkpoint of a task that ignores the setting holds 0 there */
-        bool check = f->ranged && (by_flag || !f->tasks || (f->tasks & TASK_BIT(rc->task)));
-        return parse_field(f, rc, name, text, check, msg, n);
+    for (int i = 0; i < N_SETTINGS; i++) {
+        const setting *s = &settings[i];
+        bool by_flag = s->flag && !strcmp(name, s->flag);
+        if (!by_flag && strcmp(name, s->f.key)) continue;
+        /* named as it was given; a checkpoint of a task that ignores the setting holds 0
+         * there, which is not range-checked */
+        mi_field f = s->f;
+        f.key = name;
+        if (!by_flag && s->tasks && !(s->tasks & TASK_BIT(rc->task)))
+            f.flags &= ~(unsigned)MI_FIELD_RANGED;
+        mi_error_clear();
+        if (mi_field_parse(&f, rc, NULL, text) == 0) return 0;
+        snprintf(msg, n, "%s", mi_error());
+        mi_error_clear();
+        return -1;
     }
     return snprintf(msg, n, "%s: no such run setting", name), -1;
 }
@@ -243,7 +210,7 @@ static const stat_key stat_keys[] = {
 int run_config_metadata(const run_config *rc, int64_t step, const run_stats *stats,
                         const mi_metadata *extra, int n_extra, mi_metadata *out)
 {
-    int total = N_FIELDS + N_STATS + 3;
+    int total = N_SETTINGS + N_STATS + 3;
     for (int i = 0; i < n_extra; i++) total += extra[i].count;
     const char **k = mi_scope_alloc(mi_scope_current(), sizeof(char *) * (size_t)total);
     const char **v = mi_scope_alloc(mi_scope_current(), sizeof(char *) * (size_t)total);
@@ -266,9 +233,9 @@ int run_config_metadata(const run_config *rc, int64_t step, const run_stats *sta
         else snprintf(buf, sizeof buf, "%" PRId64, *(const int64_t *)p);
         k[m] = stat_keys[i].key, v[m++] = scope_text(buf);
     }
-    for (int i = 0; i < N_FIELDS; i++) {
-        format_field(&fields[i], rc, buf, sizeof buf);
-        k[m] = fields[i].key, v[m++] = scope_text(buf);
+    for (int i = 0; i < N_SETTINGS; i++) {
+        if (mi_field_format(&settings[i].f, rc, buf, sizeof buf) != 0) return -1;
+        k[m] = settings[i].f.key, v[m++] = scope_text(buf);
     }
     for (int i = 0; i < m; i++)
         if (!v[i]) return mi_error_set("checkpoint: out of memory"), -1;
@@ -323,11 +290,11 @@ static int run_config_parse(ckpt *c, const mi_safetensors *st, char *msg, size_t
     int64_t *step = &c->step;
     const char *fmt = mi_safetensors_meta(st, "train.format");
     if (strcmp(fmt, "1")) return snprintf(msg, n, "train.format is '%s', not 1", fmt), -1;
-    for (int i = 0; i < N_FIELDS; i++) {
-        const char *text = mi_safetensors_meta(st, fields[i].key);
-        if (!text && fields[i].optional) continue;
-        if (!text) return snprintf(msg, n, "the metadata lacks '%s'", fields[i].key), -1;
-        if (run_config_set(rc, fields[i].key, text, msg, n) != 0) return -1;
+    for (int i = 0; i < N_SETTINGS; i++) {
+        const char *key = settings[i].f.key, *text = mi_safetensors_meta(st, key);
+        if (!text && settings[i].optional) continue;
+        if (!text) return snprintf(msg, n, "the metadata lacks '%s'", key), -1;
+        if (run_config_set(rc, key, text, msg, n) != 0) return -1;
     }
     /* Eq. 22 and 23 took their normalised forms before train.opt.nl_form was written */
     if (!mi_safetensors_meta(st, "train.opt.nl_form")) rc->hp.nl_form = MI_NL_FORM_NORMALISED;

@@ -13,6 +13,10 @@
 
 #define MAX_KEY 64
 
+/* A message's "WHAT: " (what NULL or "": none) */
+static const char *name(const char *what) { return what ? what : ""; }
+static const char *sep(const char *what) { return what && *what ? ": " : ""; }
+
 static void *member(void *obj, const mi_field *f) { return (char *)obj + f->offset; }
 static const void *cmember(const void *obj, const mi_field *f)
 {
@@ -67,7 +71,7 @@ static int out_of_range(const mi_field *f, const char *what, const char *value)
 {
     char r[80];
     range_text(f, r, sizeof r);
-    return mi_error_set("%s: %s must be %s, got %s", what, f->key, r, value), -1;
+    return mi_error_set("%s%s%s must be %s, got %s", name(what), sep(what), f->key, r, value), -1;
 }
 
 /* A CHOICE name is "name" or "name|alias|…": the first is written, any is read. */
@@ -93,61 +97,89 @@ static void choice_list(const char *const *names, char *buf, size_t n)
                                 (int)name_len(names[i]), names[i]);
 }
 
+/* A whole number, exactly: decimal digits (strtoll, strtoull), or a real
+ * that is whole and below 2^53 in magnitude ("1e3"). */
+static bool parse_whole(const char *text, bool is_unsigned, int64_t *i, uint64_t *u, double *v)
+{
+    char *end;
+    errno = 0;
+    if (is_unsigned && !strchr(text, '-')) {
+        *u = strtoull(text, &end, 10);
+        if (!errno && end != text && !*end) return *v = (double)*u, true;
+    } else if (!is_unsigned) {
+        *i = strtoll(text, &end, 10);
+        if (!errno && end != text && !*end) return *v = (double)*i, true;
+    }
+    if (parse_real(text, v) != 0 || *v != floor(*v) || fabs(*v) >= 0x1p53 ||
+        (is_unsigned && *v < 0))
+        return false;
+    *i = (int64_t)*v;
+    *u = (uint64_t)(*v < 0 ? 0 : *v);
+    return true;
+}
+
 int mi_field_parse(const mi_field *f, void *obj, const char *what, const char *text)
 {
-    if (!f || !obj || !text) return mi_error_set("%s: NULL field, object or text", what), -1;
+    if (!f || !obj || !text)
+        return mi_error_set("%s%sNULL field, object or text", name(what), sep(what)), -1;
     void *p = member(obj, f);
     double v;
+    int64_t whole = 0;
+    uint64_t uwhole = 0;
     switch (f->type) {
     case MI_FIELD_INT:
     case MI_FIELD_I64:
-        /* the range first: converting a double outside the type's range is undefined */
-        if (parse_real(text, &v) != 0 || v != floor(v) ||
-            !(f->type == MI_FIELD_INT ? v >= INT_MIN && v <= INT_MAX
-                                      : v >= -0x1p63 && v < 0x1p63))
-            return mi_error_set("%s: %s: '%s' is not a whole number", what, f->key, text), -1;
+    case MI_FIELD_U64:
+        if (!parse_whole(text, f->type == MI_FIELD_U64, &whole, &uwhole, &v) ||
+            (f->type == MI_FIELD_INT && !(v >= INT_MIN && v <= INT_MAX)))
+            return mi_error_set("%s%s%s: '%s' is not a whole number", name(what), sep(what),
+                                f->key, text), -1;
         if (!in_range(f, v)) return out_of_range(f, what, text);
-        if (f->type == MI_FIELD_INT) *(int *)p = (int)v;
-        else *(int64_t *)p = (int64_t)v;
+        if (f->type == MI_FIELD_INT) *(int *)p = (int)whole;
+        else if (f->type == MI_FIELD_I64) *(int64_t *)p = whole;
+        else *(uint64_t *)p = uwhole;
         return 0;
     case MI_FIELD_REAL:
         if (parse_real(text, &v) != 0)
-            return mi_error_set("%s: %s: '%s' is not a number", what, f->key, text), -1;
+            return mi_error_set("%s%s%s: '%s' is not a number", name(what), sep(what), f->key,
+                                text), -1;
         if (!in_range(f, v)) return out_of_range(f, what, text);
         *(double *)p = v;
         return 0;
     case MI_FIELD_BOOL:
         if (!strcmp(text, "true") || !strcmp(text, "1")) return *(bool *)p = true, 0;
         if (!strcmp(text, "false") || !strcmp(text, "0")) return *(bool *)p = false, 0;
-        return mi_error_set("%s: %s: '%s' is not true or false", what, f->key, text), -1;
+        return mi_error_set("%s%s%s: '%s' is not true or false", name(what), sep(what), f->key,
+                            text), -1;
     case MI_FIELD_CHOICE:
         for (int i = 0; f->choices && f->choices[i]; i++)
             if (choice_matches(f->choices[i], text)) return *(int *)p = i, 0;
         {
             char list[256] = "";
             if (f->choices) choice_list(f->choices, list, sizeof list);
-            return mi_error_set("%s: %s must be %s, got '%s'", what, f->key, list, text), -1;
+            return mi_error_set("%s%s%s must be %s, got '%s'", name(what), sep(what), f->key, list,
+                                text), -1;
         }
     case MI_FIELD_NAME:
         for (int i = 0; f->name_at && f->name_at(i); i++)
             if (!strcmp(f->name_at(i), text)) return *(const char **)p = f->name_at(i), 0;
-        return mi_error_set("%s: unknown %s '%s'", what, f->key, text), -1;
+        return mi_error_set("%s%sunknown %s '%s'", name(what), sep(what), f->key, text), -1;
     case MI_FIELD_TEXT:
         if (strlen(text) >= f->size)
-            return mi_error_set("%s: %s: '%s' is longer than %zu characters", what, f->key, text,
-                                f->size - 1), -1;
+            return mi_error_set("%s%s%s: '%s' is longer than %zu characters", name(what), sep(what),
+                                f->key, text, f->size - 1), -1;
         memcpy(p, text, strlen(text) + 1);
         return 0;
     case MI_FIELD_CUSTOM:
-        if (!f->parse) return mi_error_set("%s: %s has no parser", what, f->key), -1;
+        if (!f->parse) return mi_error_set("%s has no parser", f->key), -1;
         if (f->parse(f, obj, text) != 0) {
             char who[MAX_KEY + 64];
-            snprintf(who, sizeof who, "%s: %s", what, f->key);
+            snprintf(who, sizeof who, "%s%s%s", name(what), sep(what), f->key);
             return mi_error_prefix(who), -1;
         }
         return 0;
     }
-    return mi_error_set("%s: %s: unknown field type %d", what, f->key, (int)f->type), -1;
+    return mi_error_set("%s: unknown field type %d", f->key, (int)f->type), -1;
 }
 
 int mi_fields_defaults(const mi_field *table, int n, void *obj)
@@ -203,6 +235,7 @@ int mi_field_format(const mi_field *f, const void *obj, char *buf, size_t n)
     switch (f->type) {
     case MI_FIELD_INT: len = snprintf(buf, n, "%d", *(const int *)p); break;
     case MI_FIELD_I64: len = snprintf(buf, n, "%" PRId64, *(const int64_t *)p); break;
+    case MI_FIELD_U64: len = snprintf(buf, n, "%" PRIu64, *(const uint64_t *)p); break;
     case MI_FIELD_REAL: len = snprintf(buf, n, "%.17g", *(const double *)p); break;
     case MI_FIELD_BOOL: len = snprintf(buf, n, "%s", *(const bool *)p ? "true" : "false"); break;
     case MI_FIELD_CHOICE: {
@@ -238,6 +271,7 @@ int mi_fields_check(const mi_field *table, int n, const void *obj, const char *w
         switch (f->type) {
         case MI_FIELD_INT: v = *(const int *)p; break;
         case MI_FIELD_I64: v = (double)*(const int64_t *)p; break;
+        case MI_FIELD_U64: v = (double)*(const uint64_t *)p; break;
         case MI_FIELD_REAL: v = *(const double *)p; break;
         case MI_FIELD_CHOICE: {
             int count = 0, value = *(const int *)p;
@@ -245,10 +279,12 @@ int mi_fields_check(const mi_field *table, int n, const void *obj, const char *w
             if (value >= 0 && value < count) continue;
             char list[256] = "";
             if (f->choices) choice_list(f->choices, list, sizeof list);
-            return mi_error_set("%s: %s must be %s, got %d", what, f->key, list, value), -1;
+            return mi_error_set("%s%s%s must be %s, got %d", name(what), sep(what), f->key, list,
+                                value), -1;
         }
         case MI_FIELD_NAME:
-            if (!*(const char *const *)p) return mi_error_set("%s: %s is not set", what, f->key), -1;
+            if (!*(const char *const *)p)
+                return mi_error_set("%s%s%s is not set", name(what), sep(what), f->key), -1;
             continue;
         default: continue;
         }

@@ -23,7 +23,8 @@
 
 typedef enum mi_field_type {
     MI_FIELD_INT,    /* int; whole numbers in the range */
-    MI_FIELD_I64,    /* int64_t */
+    MI_FIELD_I64,    /* int64_t (read exactly, all 64 bits) */
+    MI_FIELD_U64,    /* uint64_t (read exactly; no sign) */
     MI_FIELD_REAL,   /* double */
     MI_FIELD_BOOL,   /* bool: true, false, 1 or 0 */
     MI_FIELD_CHOICE, /* int: the index of the value's name in choices (an enum's names) */
@@ -65,6 +66,9 @@ struct mi_field {
 #define MI_FIELD_I64_AT(T, key, member, def, lo, hi, doc) \
     {key, MI_FIELD_I64, MI_FIELD_AT_(T, member), def, lo, hi, MI_FIELD_RANGED, NULL, NULL, \
      NULL, NULL, doc}
+#define MI_FIELD_U64_AT(T, key, member, def, lo, hi, doc) \
+    {key, MI_FIELD_U64, MI_FIELD_AT_(T, member), def, lo, hi, MI_FIELD_RANGED, NULL, NULL, \
+     NULL, NULL, doc}
 /* flags: MI_FIELD_LO_OPEN, MI_FIELD_HI_OPEN (RANGED is implied) */
 #define MI_FIELD_REAL_AT(T, key, member, def, lo, hi, flags, doc) \
     {key, MI_FIELD_REAL, MI_FIELD_AT_(T, member), def, lo, hi, MI_FIELD_RANGED | (flags), \
@@ -89,7 +93,8 @@ int mi_fields_defaults(const mi_field *table, int n, void *obj);
 
 /* One value: text into the member, then its range. On an error (-1) the
  * member keeps its value and the message is "WHAT: KEY: 'TEXT' is not …" or
- * "WHAT: KEY must be in [lo, hi], got TEXT"; what names the configuration. */
+ * "WHAT: KEY must be >= lo, got TEXT"; what names the configuration (NULL or
+ * "": the message starts with the key). */
 int mi_field_parse(const mi_field *f, void *obj, const char *what, const char *text);
 
 /* "KEY=VALUE": the field named KEY (an unknown key: -1, the message listing
