@@ -157,8 +157,10 @@ static int64_t cs_segment(int64_t n)
     return k;
 }
 
-/* The elements of one thread's chunk buffers (cms_scan_impl.h's buf). */
-static int64_t cs_buf_elems(int64_t C, int64_t d, int64_t h) { return C * (10 * h + 5 * d + 4); }
+/* The elements of n tokens' acts and of one thread's chunk buffers
+ * (cms_scan_impl.h's act and buf). */
+static int64_t cs_act_elems(int64_t n, int64_t d, int64_t h) { return n * (4 * h + d + 4); }
+static int64_t cs_buf_elems(int64_t C, int64_t d, int64_t h) { return C * (7 * h + 4 * d); }
 
 #define CS_T float
 #define CS(x) x##_f32

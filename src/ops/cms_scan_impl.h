@@ -31,89 +31,130 @@ static void CS(mm)(bool ta, bool tb, int64_t M, int64_t N, int64_t K, CS_T alpha
             (int)N, (int)K, alpha, A, (int)lda, B, (int)ldb, beta, C, (int)ldc);
 }
 
-/* One thread's buffers for a chunk of n ≤ C tokens: [n, h] a, s, gp = gelu'(a),
- * m = W1ᵀ e, dl = δ, p2 and the backward's gs, ga, gd, gm; [n, d] y, e, p1, gy,
- * ge; [n] c1, c2, ns, nu. */
+/* A chunk's activations, kept per token: a = W2 u, s = gelu(a), gp = gelu'(a),
+ * y = W1 s, m = W1ᵀ e, the rates c1, c2 and their denominators ns, nu. The
+ * forward points them at one chunk's buffers (y at the output), the backward
+ * at a whole sequence's, so that its second pass needs no read. */
+typedef struct CS(act) {
+    CS_T *a, *s, *gp, *m, *y, *c1, *c2, *ns, *nu;
+} CS(act);
+
+/* The act of n tokens from t0 in arrays of a sequence (or a chunk: t0 = 0). */
+static CS(act) CS(act_at)(const CS(act) *x, int64_t t0, int64_t d, int64_t h)
+{
+    return (CS(act)){x->a + t0 * h, x->s + t0 * h, x->gp + t0 * h, x->m + t0 * h, x->y + t0 * d,
+                     x->c1 + t0, x->c2 + t0, x->ns + t0, x->nu + t0};
+}
+
+/* Carves an act of n tokens from p; returns the end. */
+static CS_T *CS(act_carve)(CS(act) *x, CS_T *p, int64_t n, int64_t d, int64_t h)
+{
+    CS_T **nh[] = {&x->a, &x->s, &x->gp, &x->m};
+    CS_T **n1[] = {&x->c1, &x->c2, &x->ns, &x->nu};
+    for (size_t i = 0; i < 4; i++, p += n * h) *nh[i] = p;
+    for (size_t i = 0; i < 4; i++, p += n) *n1[i] = p;
+    x->y = p;
+    return p + n * d;
+}
+
+/* One thread's work buffers for a chunk of n ≤ C tokens: [n, h] dl = δ, p2,
+ * gs, ga, gd; [2n, h] gms = [gm; s]; [n, d] p1, ge; [2n, d] eg = [e; gy] (the
+ * stacked pairs make G1 += eᵀ gm + gyᵀ s one product). */
 typedef struct CS(buf) {
-    CS_T *a, *s, *gp, *m, *dl, *p2, *gs, *ga, *gd, *gm;
-    CS_T *y, *e, *p1, *gy, *ge;
-    CS_T *c1, *c2, *ns, *nu;
+    CS_T *dl, *p2, *gs, *ga, *gd, *gms, *p1, *ge, *eg;
 } CS(buf);
 
-static void CS(buf_init)(CS(buf) *b, CS_T *p, int64_t C, int64_t d, int64_t h)
+static CS_T *CS(buf_carve)(CS(buf) *b, CS_T *p, int64_t C, int64_t d, int64_t h)
 {
-    CS_T **nh[] = {&b->a, &b->s, &b->gp, &b->m, &b->dl, &b->p2, &b->gs, &b->ga, &b->gd, &b->gm};
-    CS_T **nd[] = {&b->y, &b->e, &b->p1, &b->gy, &b->ge};
-    CS_T **n1[] = {&b->c1, &b->c2, &b->ns, &b->nu};
-    for (size_t i = 0; i < sizeof nh / sizeof nh[0]; i++, p += C * h) *nh[i] = p;
-    for (size_t i = 0; i < sizeof nd / sizeof nd[0]; i++, p += C * d) *nd[i] = p;
-    for (size_t i = 0; i < sizeof n1 / sizeof n1[0]; i++, p += C) *n1[i] = p;
+    CS_T **nh[] = {&b->dl, &b->p2, &b->gs, &b->ga, &b->gd};
+    for (size_t i = 0; i < 5; i++, p += C * h) *nh[i] = p;
+    b->gms = p, p += 2 * C * h;
+    b->p1 = p, p += C * d;
+    b->ge = p, p += C * d;
+    b->eg = p, p += 2 * C * d;
+    return p;
 }
 
-/* a = u W2ᵀ, s = gelu(a) (exact erf form), gp = gelu'(a) = Φ(a) + a φ(a) when
- * wanted; y = s W1ᵀ: the read of Eq. 30's block. */
+/* a = u W2ᵀ, s = gelu(a) (exact erf form), gp = gelu'(a) = Φ(a) + a φ(a);
+ * y = s W1ᵀ: the read of Eq. 30's block. */
 static void CS(chunk_read)(const cs_dims *k, const CS_T *W1, const CS_T *W2, const CS_T *U,
-                           int64_t n, CS_T *Y, CS(buf) *b, bool want_gp)
+                           int64_t n, const CS(act) *x)
 {
     int64_t d = k->d, h = k->h;
-    CS(mm)(false, true, n, h, d, 1, U, d, W2, d, 0, b->a, h);
+    CS(mm)(false, true, n, h, d, 1, U, d, W2, d, 0, x->a, h);
     for (int64_t i = 0; i < n * h; i++) {
-        CS_T a = b->a[i], Phi = (CS_T)0.5 * (1 + CS_ERF(a * (CS_T)M_SQRT1_2));
-        b->s[i] = a * Phi;
-        if (want_gp) b->gp[i] = Phi + a * (CS_T)CS_INV_SQRT_2PI * CS_EXP((CS_T)-0.5 * a * a);
+        CS_T a = x->a[i], Phi = (CS_T)0.5 * (1 + CS_ERF(a * (CS_T)M_SQRT1_2));
+        x->s[i] = a * Phi;
+        x->gp[i] = Phi + a * (CS_T)CS_INV_SQRT_2PI * CS_EXP((CS_T)-0.5 * a * a);
     }
-    CS(mm)(false, true, n, d, h, 1, b->s, h, W1, h, 0, Y, d);
+    CS(mm)(false, true, n, d, h, 1, x->s, h, W1, h, 0, x->y, d);
 }
 
-/* After chunk_read with gp: e = y − v, m = e W1, δ = gp ⊙ m, the rates
- * c1 = η/(‖s‖² + hidden_eps), c2 = η/(‖u‖² + eps) (lms; else c = η) with
- * ns, nu their denominators, p1 = c1 e, p2 = c2 δ. */
-static void CS(chunk_terms)(const cs_dims *k, const CS_T *W1, const CS_T *U, const CS_T *V,
-                            const CS_T *eta, int64_t n, const CS_T *Y, CS(buf) *b)
+/* From the act (m and the rates set): e = y − v (in eg), p1 = c1 e, δ = gp ⊙ m,
+ * p2 = c2 δ. */
+static void CS(chunk_p)(const cs_dims *k, const CS_T *V, int64_t n, const CS(act) *x, CS(buf) *b)
 {
     int64_t d = k->d, h = k->h;
-    for (int64_t i = 0; i < n * d; i++) b->e[i] = Y[i] - V[i];
-    CS(mm)(false, false, n, h, d, 1, b->e, d, W1, h, 0, b->m, h);
     for (int64_t t = 0; t < n; t++) {
-        const CS_T *st = b->s + t * h, *ut = U + t * d;
-        CS_T ss = 0, uu = 0;
-        for (int64_t j = 0; j < h; j++) ss += st[j] * st[j];
-        for (int64_t j = 0; j < d; j++) uu += ut[j] * ut[j];
-        b->ns[t] = ss + (CS_T)k->heps;
-        b->nu[t] = uu + (CS_T)k->eps;
-        b->c1[t] = k->lms ? eta[t] / b->ns[t] : eta[t];
-        b->c2[t] = k->lms ? eta[t] / b->nu[t] : eta[t];
-        for (int64_t j = 0; j < d; j++) b->p1[t * d + j] = b->c1[t] * b->e[t * d + j];
+        for (int64_t j = 0; j < d; j++) {
+            CS_T e = x->y[t * d + j] - V[t * d + j];
+            b->eg[t * d + j] = e;
+            b->p1[t * d + j] = x->c1[t] * e;
+        }
         for (int64_t j = 0; j < h; j++) {
-            CS_T dl = b->gp[t * h + j] * b->m[t * h + j];
+            CS_T dl = x->gp[t * h + j] * x->m[t * h + j];
             b->dl[t * h + j] = dl;
-            b->p2[t * h + j] = b->c2[t] * dl;
+            b->p2[t * h + j] = x->c2[t] * dl;
         }
     }
 }
 
-/* Eq. 31's step on the chunk, in place: W1 −= p1ᵀ s, W2 −= p2ᵀ u. */
-static void CS(chunk_step)(const cs_dims *k, CS_T *W1, CS_T *W2, const CS_T *U, int64_t n,
-                           CS(buf) *b)
+/* After chunk_read: m = e W1 (e = y − v), the rates c1 = η/(‖s‖² + hidden_eps),
+ * c2 = η/(‖u‖² + eps) (lms; else c = η) with ns, nu their denominators, then
+ * chunk_p. */
+static void CS(chunk_terms)(const cs_dims *k, const CS_T *W1, const CS_T *U, const CS_T *V,
+                            const CS_T *eta, int64_t n, const CS(act) *x, CS(buf) *b)
 {
     int64_t d = k->d, h = k->h;
-    CS(mm)(true, false, d, h, n, -1, b->p1, d, b->s, h, 1, W1, h);
+    for (int64_t i = 0; i < n * d; i++) b->eg[i] = x->y[i] - V[i];
+    CS(mm)(false, false, n, h, d, 1, b->eg, d, W1, h, 0, x->m, h);
+    for (int64_t t = 0; t < n; t++) {
+        const CS_T *st = x->s + t * h, *ut = U + t * d;
+        CS_T ss = 0, uu = 0;
+        for (int64_t j = 0; j < h; j++) ss += st[j] * st[j];
+        for (int64_t j = 0; j < d; j++) uu += ut[j] * ut[j];
+        x->ns[t] = ss + (CS_T)k->heps;
+        x->nu[t] = uu + (CS_T)k->eps;
+        x->c1[t] = k->lms ? eta[t] / x->ns[t] : eta[t];
+        x->c2[t] = k->lms ? eta[t] / x->nu[t] : eta[t];
+    }
+    CS(chunk_p)(k, V, n, x, b);
+}
+
+/* Eq. 31's step on the chunk, in place: W1 −= p1ᵀ s, W2 −= p2ᵀ u. */
+static void CS(chunk_step)(const cs_dims *k, CS_T *W1, CS_T *W2, const CS_T *U, int64_t n,
+                           const CS(act) *x, const CS(buf) *b)
+{
+    int64_t d = k->d, h = k->h;
+    CS(mm)(true, false, d, h, n, -1, b->p1, d, x->s, h, 1, W1, h);
     CS(mm)(true, false, h, d, n, -1, b->p2, h, U, d, 1, W2, d);
 }
 
-/* The read of a chunk into Y, then its step when it makes one. */
+/* The read of a chunk, then its step when it makes one. */
 static void CS(chunk_forward)(const cs_dims *k, CS_T *W1, CS_T *W2, const CS_T *U, const CS_T *V,
-                              const CS_T *eta, int64_t n, bool update, CS_T *Y, CS(buf) *b)
+                              const CS_T *eta, int64_t n, bool update, const CS(act) *x,
+                              CS(buf) *b)
 {
-    CS(chunk_read)(k, W1, W2, U, n, Y, b, update);
+    CS(chunk_read)(k, W1, W2, U, n, x);
     if (!update) return;
-    CS(chunk_terms)(k, W1, U, V, eta, n, Y, b);
-    CS(chunk_step)(k, W1, W2, U, n, b);
+    CS(chunk_terms)(k, W1, U, V, eta, n, x, b);
+    CS(chunk_step)(k, W1, W2, U, n, x, b);
 }
 
-/* The vjp of one chunk read with W = (W1, W2), G = (G1, G2) = ∂L/∂W_{j+1} on
- * entry (zero after the last chunk) and ∂L/∂W_j on return; gy = ∂L/∂y of
- * the chunk; writes gu, gv [n, d], geta [n]. Through the step (update):
+/* The vjp of one chunk read with W = (W1, W2), its act x as the forward left
+ * it; G = (G1, G2) = ∂L/∂W_{j+1} on entry (zero after the last chunk) and
+ * ∂L/∂W_j on return; gy = ∂L/∂y of the chunk; writes gu, gv [n, d], geta [n].
+ * Through the step (update):
  *   gp1 = −s G1ᵀ, gs = −p1 G1, gp2 = −u G2ᵀ, gu = −p2 G2,
  *   gc1 = ⟨gp1, e⟩, gc2 = ⟨gp2, δ⟩, ge = c1 gp1, gδ = c2 gp2,
  *   lms: gη = gc1/ns + gc2/nu, gs −= 2 gc1 c1/ns · s, gu −= 2 gc2 c2/nu · u;
@@ -123,13 +164,15 @@ static void CS(chunk_forward)(const cs_dims *k, CS_T *W1, CS_T *W2, const CS_T *
  * through the read y = W1 gelu(W2 u):
  *   gs += gy W1, G1 += gyᵀ s, ga += gs ⊙ gelu'(a), gu += ga W2, G2 += gaᵀ u. */
 static void CS(chunk_backward)(const cs_dims *k, const CS_T *W1, const CS_T *W2, CS_T *G1,
-                               CS_T *G2, const CS_T *U, const CS_T *V, const CS_T *eta,
-                               int64_t n, bool update, const CS_T *gY, CS_T *gU, CS_T *gV,
+                               CS_T *G2, const CS_T *U, const CS_T *V, int64_t n, bool update,
+                               const CS(act) *x, const CS_T *gY, CS_T *gU, CS_T *gV,
                                CS_T *geta, CS(buf) *b)
 {
     int64_t d = k->d, h = k->h;
-    CS(chunk_read)(k, W1, W2, U, n, b->y, b, true);
-    memcpy(b->gy, gY, sizeof(CS_T) * (size_t)(n * d));
+    /* eg = [e; gy] and gms = [gm; s] when the chunk updates, else gy and s alone */
+    CS_T *gy = update ? b->eg + n * d : b->eg, *gs_s = update ? b->gms + n * h : b->gms;
+    memcpy(gy, gY, sizeof(CS_T) * (size_t)(n * d));
+    memcpy(gs_s, x->s, sizeof(CS_T) * (size_t)(n * h));
     if (!update) {
         memset(b->gs, 0, sizeof(CS_T) * (size_t)(n * h));
         memset(b->ga, 0, sizeof(CS_T) * (size_t)(n * h));
@@ -137,22 +180,22 @@ static void CS(chunk_backward)(const cs_dims *k, const CS_T *W1, const CS_T *W2,
         memset(gV, 0, sizeof(CS_T) * (size_t)(n * d));
         memset(geta, 0, sizeof(CS_T) * (size_t)n);
     } else {
-        CS(chunk_terms)(k, W1, U, V, eta, n, b->y, b);
-        CS(mm)(false, true, n, d, h, -1, b->s, h, G1, h, 0, b->ge, d);   /* gp1 */
+        CS(chunk_p)(k, V, n, x, b);
+        CS(mm)(false, true, n, d, h, -1, x->s, h, G1, h, 0, b->ge, d);   /* gp1 */
         CS(mm)(false, false, n, h, d, -1, b->p1, d, G1, h, 0, b->gs, h); /* gs */
         CS(mm)(false, true, n, h, d, -1, U, d, G2, d, 0, b->gd, h);      /* gp2 */
         CS(mm)(false, false, n, d, h, -1, b->p2, h, G2, d, 0, gU, d);    /* gu */
         for (int64_t t = 0; t < n; t++) {
             CS_T *ge = b->ge + t * d, *gd = b->gd + t * h, *gs = b->gs + t * h, *gu = gU + t * d;
-            const CS_T *e = b->e + t * d, *dl = b->dl + t * h, *m = b->m + t * h;
-            const CS_T *a = b->a + t * h, *gp = b->gp + t * h;
-            const CS_T *st = b->s + t * h, *ut = U + t * d;
-            CS_T gc1 = 0, gc2 = 0, c1 = b->c1[t], c2 = b->c2[t];
+            const CS_T *e = b->eg + t * d, *dl = b->dl + t * h, *m = x->m + t * h;
+            const CS_T *a = x->a + t * h, *gp = x->gp + t * h;
+            const CS_T *st = x->s + t * h, *ut = U + t * d;
+            CS_T gc1 = 0, gc2 = 0, c1 = x->c1[t], c2 = x->c2[t];
             for (int64_t j = 0; j < d; j++) gc1 += ge[j] * e[j];
             for (int64_t j = 0; j < h; j++) gc2 += gd[j] * dl[j];
             if (k->lms) {
-                geta[t] = gc1 / b->ns[t] + gc2 / b->nu[t];
-                CS_T f1 = -2 * gc1 * c1 / b->ns[t], f2 = -2 * gc2 * c2 / b->nu[t];
+                geta[t] = gc1 / x->ns[t] + gc2 / x->nu[t];
+                CS_T f1 = -2 * gc1 * c1 / x->ns[t], f2 = -2 * gc2 * c2 / x->nu[t];
                 for (int64_t j = 0; j < h; j++) gs[j] += f1 * st[j];
                 for (int64_t j = 0; j < d; j++) gu[j] += f2 * ut[j];
             } else {
@@ -162,22 +205,22 @@ static void CS(chunk_backward)(const cs_dims *k, const CS_T *W1, const CS_T *W2,
             for (int64_t j = 0; j < h; j++) {
                 CS_T gdl = c2 * gd[j];
                 CS_T phi = (CS_T)CS_INV_SQRT_2PI * CS_EXP((CS_T)-0.5 * a[j] * a[j]);
-                b->gm[t * h + j] = gdl * gp[j];
+                b->gms[t * h + j] = gdl * gp[j];
                 b->ga[t * h + j] = gdl * m[j] * phi * (2 - a[j] * a[j]);
             }
         }
-        CS(mm)(false, true, n, d, h, 1, b->gm, h, W1, h, 1, b->ge, d); /* ge += gm W1ᵀ */
-        CS(mm)(true, false, d, h, n, 1, b->e, d, b->gm, h, 1, G1, h);  /* G1 += eᵀ gm */
+        CS(mm)(false, true, n, d, h, 1, b->gms, h, W1, h, 1, b->ge, d); /* ge += gm W1ᵀ */
         for (int64_t i = 0; i < n * d; i++) {
             gV[i] = -b->ge[i];
-            b->gy[i] += b->ge[i];
+            gy[i] += b->ge[i];
         }
     }
-    CS(mm)(false, false, n, h, d, 1, b->gy, d, W1, h, 1, b->gs, h); /* gs += gy W1 */
-    CS(mm)(true, false, d, h, n, 1, b->gy, d, b->s, h, 1, G1, h);   /* G1 += gyᵀ s */
-    for (int64_t i = 0; i < n * h; i++) b->ga[i] += b->gs[i] * b->gp[i];
-    CS(mm)(false, false, n, d, h, 1, b->ga, h, W2, d, 1, gU, d);    /* gu += ga W2 */
-    CS(mm)(true, false, h, d, n, 1, b->ga, h, U, d, 1, G2, d);      /* G2 += gaᵀ u */
+    int64_t n2 = update ? 2 * n : n;
+    CS(mm)(false, false, n, h, d, 1, gy, d, W1, h, 1, b->gs, h);         /* gs += gy W1 */
+    CS(mm)(true, false, d, h, n2, 1, b->eg, d, b->gms, h, 1, G1, h);     /* G1 += eᵀ gm + gyᵀ s */
+    for (int64_t i = 0; i < n * h; i++) b->ga[i] += b->gs[i] * x->gp[i];
+    CS(mm)(false, false, n, d, h, 1, b->ga, h, W2, d, 1, gU, d);         /* gu += ga W2 */
+    CS(mm)(true, false, h, d, n, 1, b->ga, h, U, d, 1, G2, d);           /* G2 += gaᵀ u */
 }
 
 /* ---------------------------------------------------------------- the op's kernels */
@@ -189,7 +232,7 @@ static void CS(cms_scan)(mi_tensor *o, mi_tensor *const *in, const mi_attrs *at)
     const CS_T *W10 = in[3]->data, *W20 = in[4]->data;
     CS_T *Y = o->data;
     int n_thr = cs_threads(B, B * T * wsz);
-    int64_t per = wsz + cs_buf_elems(C, d, h); /* one thread's weights and buffers */
+    int64_t per = wsz + cs_act_elems(C, d, h) + cs_buf_elems(C, d, h); /* one thread's */
     mi_scope *sc = mi_scope_current();
     size_t bytes = sizeof(CS_T) * (size_t)(per * n_thr);
     CS_T *scratch = mi_scope_alloc(sc, bytes);
@@ -201,23 +244,27 @@ static void CS(cms_scan)(mi_tensor *o, mi_tensor *const *in, const mi_attrs *at)
     CS_PRAGMA(omp parallel for num_threads(n_thr) schedule(static))
     for (int64_t bi = 0; bi < B; bi++) {
         CS_T *W1 = scratch + per * cs_thread(), *W2 = W1 + d * h;
+        CS(act) x;
         CS(buf) buf;
-        CS(buf_init)(&buf, W1 + wsz, C, d, h);
+        CS(buf_carve)(&buf, CS(act_carve)(&x, W1 + wsz, C, d, h), C, d, h);
         memcpy(W1, W10, sizeof(CS_T) * (size_t)(d * h));
         memcpy(W2, W20, sizeof(CS_T) * (size_t)(d * h));
         for (int64_t t0 = 0; t0 < T; t0 += C) {
             int64_t n = t0 + C < T ? C : T - t0, bt = bi * T + t0;
-            CS(chunk_forward)(&k, W1, W2, U + bt * d, V + bt * d, Eta + bt, n, t0 + n < T,
-                              Y + bt * d, &buf);
+            x.y = Y + bt * d; /* the read goes straight to the output */
+            CS(chunk_forward)(&k, W1, W2, U + bt * d, V + bt * d, Eta + bt, n, t0 + n < T, &x,
+                              &buf);
         }
     }
     mi_scope_release(sc, scratch, bytes);
 }
 
-/* Per sequence: a forward pass keeps the weights of every K-th chunk
- * (checkpoints, K = ⌈√n_chunks⌉); then segment by segment from the last, the
- * segment's weights are recomputed from its checkpoint and the chunks run
- * backwards through chunk_backward. (⌈n/K⌉ + K + 1) weight copies a thread. */
+/* Per sequence: the forward again, keeping every token's act and the weights
+ * of every K-th chunk (checkpoints, K = ⌈√n_chunks⌉); then segment by
+ * segment from the last, the segment's weights are recomputed from its
+ * checkpoint by the steps alone (the acts are kept: two products a chunk,
+ * no read), and its chunks run backwards through chunk_backward.
+ * ⌈n/K⌉ + K + 1 weight copies a thread. */
 static void CS(cms_scan_backward)(mi_tensor *o, mi_tensor *const *in, const mi_attrs *at)
 {
     cs_dims k = cs_dims_of(in, at);
@@ -228,7 +275,7 @@ static void CS(cms_scan_backward)(mi_tensor *o, mi_tensor *const *in, const mi_a
     CS_T *gU = o->data, *gV = gU + B * T * d, *gEta = gV + B * T * d;
     CS_T *gW = gEta + B * T; /* gw1 [d, h] then gw2 [h, d] */
     int n_thr = cs_threads(B, 4 * B * T * wsz);
-    int64_t per = (ncp + K + 1) * wsz + cs_buf_elems(C, d, h);
+    int64_t per = (ncp + K + 1) * wsz + cs_act_elems(T, d, h) + cs_buf_elems(C, d, h);
     mi_scope *sc = mi_scope_current();
     size_t bytes = sizeof(CS_T) * (size_t)(per * n_thr + B * wsz);
     CS_T *scratch = mi_scope_alloc(sc, bytes);
@@ -241,33 +288,39 @@ static void CS(cms_scan_backward)(mi_tensor *o, mi_tensor *const *in, const mi_a
     CS_PRAGMA(omp parallel for num_threads(n_thr) schedule(static))
     for (int64_t bi = 0; bi < B; bi++) {
         CS_T *cp = scratch + per * cs_thread(), *seg = cp + ncp * wsz, *cur = seg + K * wsz;
+        CS(act) xs; /* the sequence's acts */
         CS(buf) buf;
-        CS(buf_init)(&buf, cur + wsz, C, d, h);
+        CS(buf_carve)(&buf, CS(act_carve)(&xs, cur + wsz, T, d, h), C, d, h);
         const CS_T *Ub = U + bi * T * d, *Vb = V + bi * T * d, *Eb = Eta + bi * T;
         CS_T *G1 = G_all + bi * wsz, *G2 = G1 + d * h;
         memcpy(cur, W10, sizeof(CS_T) * (size_t)(d * h));
         memcpy(cur + d * h, W20, sizeof(CS_T) * (size_t)(d * h));
         memcpy(cp, cur, sizeof(CS_T) * (size_t)wsz);
-        for (int64_t j = 0; j + 1 < n_chunks; j++) { /* every chunk but the last updates */
-            CS(chunk_forward)(&k, cur, cur + d * h, Ub + j * C * d, Vb + j * C * d, Eb + j * C,
-                              C, true, buf.y, &buf);
-            if ((j + 1) % K == 0) memcpy(cp + (j + 1) / K * wsz, cur, sizeof(CS_T) * (size_t)wsz);
+        for (int64_t j = 0; j < n_chunks; j++) {
+            int64_t t0 = j * C, n = t0 + C < T ? C : T - t0;
+            CS(act) x = CS(act_at)(&xs, t0, d, h);
+            CS(chunk_forward)(&k, cur, cur + d * h, Ub + t0 * d, Vb + t0 * d, Eb + t0, n,
+                              j + 1 < n_chunks, &x, &buf);
+            if ((j + 1) % K == 0 && j + 1 < n_chunks)
+                memcpy(cp + (j + 1) / K * wsz, cur, sizeof(CS_T) * (size_t)wsz);
         }
         memset(G1, 0, sizeof(CS_T) * (size_t)wsz);
         for (int64_t s = ncp - 1; s >= 0; s--) {
             int64_t j0 = s * K, j1 = j0 + K < n_chunks ? j0 + K : n_chunks;
             memcpy(seg, cp + s * wsz, sizeof(CS_T) * (size_t)wsz);
-            for (int64_t j = j0; j + 1 < j1; j++) {
+            for (int64_t j = j0; j + 1 < j1; j++) { /* full chunks: they update */
                 CS_T *w = seg + (j - j0 + 1) * wsz;
+                CS(act) x = CS(act_at)(&xs, j * C, d, h);
                 memcpy(w, w - wsz, sizeof(CS_T) * (size_t)wsz);
-                CS(chunk_forward)(&k, w, w + d * h, Ub + j * C * d, Vb + j * C * d, Eb + j * C,
-                                  C, true, buf.y, &buf);
+                CS(chunk_p)(&k, Vb + j * C * d, C, &x, &buf);
+                CS(chunk_step)(&k, w, w + d * h, Ub + j * C * d, C, &x, &buf);
             }
             for (int64_t j = j1 - 1; j >= j0; j--) {
                 const CS_T *w = seg + (j - j0) * wsz;
                 int64_t t0 = j * C, n = t0 + C < T ? C : T - t0, bt = bi * T + t0;
-                CS(chunk_backward)(&k, w, w + d * h, G1, G2, Ub + t0 * d, Vb + t0 * d, Eb + t0,
-                                   n, j + 1 < n_chunks, GY + bt * d, gU + bt * d, gV + bt * d,
+                CS(act) x = CS(act_at)(&xs, t0, d, h);
+                CS(chunk_backward)(&k, w, w + d * h, G1, G2, Ub + t0 * d, Vb + t0 * d, n,
+                                   j + 1 < n_chunks, &x, GY + bt * d, gU + bt * d, gV + bt * d,
                                    gEta + bt, &buf);
             }
         }
