@@ -34,6 +34,7 @@
 #include <limits.h>
 
 #include "blas.h"
+#include "own_unary.h"
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -162,28 +163,54 @@ static int64_t cs_segment(int64_t n)
 static int64_t cs_act_elems(int64_t n, int64_t d, int64_t h) { return n * (4 * h + d + 4); }
 static int64_t cs_buf_elems(int64_t C, int64_t d, int64_t h) { return C * (7 * h + 4 * d); }
 
+/* The elementwise parts, exact (libm's erf and exp): REF's f32 and f64. */
+#define CS_GELU_REF(T_, sfx, ERF, EXP)                                                         \
+    static void gelu_pair_##sfx(const T_ *a, T_ *s, T_ *gp, int64_t n)                        \
+    {                                                                                          \
+        for (int64_t i = 0; i < n; i++) {                                                      \
+            T_ x = a[i], Phi = (T_)0.5 * (1 + ERF(x * (T_)M_SQRT1_2));                          \
+            s[i] = x * Phi;                                                                    \
+            gp[i] = Phi + x * (T_)CS_INV_SQRT_2PI * EXP((T_)-0.5 * x * x);                     \
+        }                                                                                      \
+    }                                                                                          \
+    static void gelu_second_##sfx(const T_ *a, T_ *y, int64_t n)                              \
+    {                                                                                          \
+        for (int64_t i = 0; i < n; i++)                                                        \
+            y[i] = (T_)CS_INV_SQRT_2PI * EXP((T_)-0.5 * a[i] * a[i]) * (2 - a[i] * a[i]);      \
+    }
+CS_GELU_REF(float, f32, erff, expf)
+CS_GELU_REF(double, f64, erf, exp)
+
 #define CS_T float
 #define CS(x) x##_f32
 #define CS_GEMM cblas_sgemm
 #define CS_GEMV cblas_sgemv
 #define CS_GER cblas_sger
-#define CS_ERF erff
-#define CS_EXP expf
+#define CS_GELU_PAIR gelu_pair_f32
+#define CS_GELU_SECOND gelu_second_f32
+#include "cms_scan_impl.h"
+/* OWN (f32): the same with own_unary.c's vectorised gelu (within a few ulp) */
+#undef CS
+#undef CS_GELU_PAIR
+#undef CS_GELU_SECOND
+#define CS(x) x##_own_f32
+#define CS_GELU_PAIR own_gelu_pair_f32
+#define CS_GELU_SECOND own_gelu_second_f32
 #include "cms_scan_impl.h"
 #undef CS_T
 #undef CS
 #undef CS_GEMM
 #undef CS_GEMV
 #undef CS_GER
-#undef CS_ERF
-#undef CS_EXP
+#undef CS_GELU_PAIR
+#undef CS_GELU_SECOND
 #define CS_T double
 #define CS(x) x##_f64
 #define CS_GEMM cblas_dgemm
 #define CS_GEMV cblas_dgemv
 #define CS_GER cblas_dger
-#define CS_ERF erf
-#define CS_EXP exp
+#define CS_GELU_PAIR gelu_pair_f64
+#define CS_GELU_SECOND gelu_second_f64
 #include "cms_scan_impl.h"
 
 /* Input i's gradient in cms_scan_backward's packed output, in i's shape. */
@@ -259,13 +286,15 @@ const mi_op mi_op_cms_scan = {
     .formula = "y_t = W1_j gelu(W2_j u_t) for t in chunk j; W_{j+1} = W_j - sum_t c_t grad "
                "1/2|W1 gelu(W2 u_t) - v_t|^2 (Nested Learning Eq. 31)",
     .arity = CS_IN, .flags = MI_OP_NO_GRADGRAD, .shape = cms_scan_shape, KERNELS(cms_scan),
+    .kernel[MI_BACKEND_OWN][MI_F32] = cms_scan_own_f32,
     .vjp = cms_scan_vjp, .vjp_all = cms_scan_vjp_all, .examples = ex_cms_scan};
 
 const mi_op mi_op_cms_scan_backward = {
     .name = "cms_scan_backward",
     .formula = "the reverse chunk scan of cms_scan's vjp (packed gradients)",
     .arity = CS_IN + 1, .flags = MI_OP_NONDIFF, .shape = cms_scan_backward_shape,
-    KERNELS(cms_scan_backward), .examples = ex_cms_scan_backward};
+    KERNELS(cms_scan_backward), .kernel[MI_BACKEND_OWN][MI_F32] = cms_scan_backward_own_f32,
+    .examples = ex_cms_scan_backward};
 
 mi_tensor *mi_cms_scan(mi_tensor *u, mi_tensor *v, mi_tensor *eta, mi_tensor *w1, mi_tensor *w2,
                        int64_t chunk, bool lms, double eps, double hidden_eps)

@@ -1,6 +1,8 @@
 /* cms_scan's kernels, written once and included by cms_scan.c per dtype,
  * with CS_T the element type, CS(x) the name x with the dtype's suffix,
- * CS_GEMM / CS_GEMV / CS_GER the cblas routines and CS_ERF / CS_EXP libm's.
+ * CS_GEMM / CS_GEMV / CS_GER the cblas routines, CS_GELU_PAIR(a, s, gp, n)
+ * (s = gelu(a), gp = gelu'(a)) and CS_GELU_SECOND(a, y, n) (y = gelu''(a)) on
+ * arrays of n.
  * The math is stated in cms_scan.c's top comment (Nested Learning Eq. 30–31);
  * here each step names the product it runs. Not a header of its own: no guard. */
 
@@ -82,11 +84,7 @@ static void CS(chunk_read)(const cs_dims *k, const CS_T *W1, const CS_T *W2, con
 {
     int64_t d = k->d, h = k->h;
     CS(mm)(false, true, n, h, d, 1, U, d, W2, d, 0, x->a, h);
-    for (int64_t i = 0; i < n * h; i++) {
-        CS_T a = x->a[i], Phi = (CS_T)0.5 * (1 + CS_ERF(a * (CS_T)M_SQRT1_2));
-        x->s[i] = a * Phi;
-        x->gp[i] = Phi + a * (CS_T)CS_INV_SQRT_2PI * CS_EXP((CS_T)-0.5 * a * a);
-    }
+    CS_GELU_PAIR(x->a, x->s, x->gp, n * h);
     CS(mm)(false, true, n, d, h, 1, x->s, h, W1, h, 0, x->y, d);
 }
 
@@ -184,11 +182,12 @@ static void CS(chunk_backward)(const cs_dims *k, const CS_T *W1, const CS_T *W2,
         CS(mm)(false, true, n, d, h, -1, x->s, h, G1, h, 0, b->ge, d);   /* gp1 */
         CS(mm)(false, false, n, h, d, -1, b->p1, d, G1, h, 0, b->gs, h); /* gs */
         CS(mm)(false, true, n, h, d, -1, U, d, G2, d, 0, b->gd, h);      /* gp2 */
+        CS_GELU_SECOND(x->a, b->ga, n * h);                              /* gelu''(a) */
         CS(mm)(false, false, n, d, h, -1, b->p2, h, G2, d, 0, gU, d);    /* gu */
         for (int64_t t = 0; t < n; t++) {
             CS_T *ge = b->ge + t * d, *gd = b->gd + t * h, *gs = b->gs + t * h, *gu = gU + t * d;
             const CS_T *e = b->eg + t * d, *dl = b->dl + t * h, *m = x->m + t * h;
-            const CS_T *a = x->a + t * h, *gp = x->gp + t * h;
+            const CS_T *gp = x->gp + t * h;
             const CS_T *st = x->s + t * h, *ut = U + t * d;
             CS_T gc1 = 0, gc2 = 0, c1 = x->c1[t], c2 = x->c2[t];
             for (int64_t j = 0; j < d; j++) gc1 += ge[j] * e[j];
@@ -204,9 +203,8 @@ static void CS(chunk_backward)(const cs_dims *k, const CS_T *W1, const CS_T *W2,
             for (int64_t j = 0; j < d; j++) ge[j] *= c1;
             for (int64_t j = 0; j < h; j++) {
                 CS_T gdl = c2 * gd[j];
-                CS_T phi = (CS_T)CS_INV_SQRT_2PI * CS_EXP((CS_T)-0.5 * a[j] * a[j]);
                 b->gms[t * h + j] = gdl * gp[j];
-                b->ga[t * h + j] = gdl * m[j] * phi * (2 - a[j] * a[j]);
+                b->ga[t * h + j] *= gdl * m[j];
             }
         }
         CS(mm)(false, true, n, d, h, 1, b->gms, h, W1, h, 1, b->ge, d); /* ge += gm W1ᵀ */

@@ -29,4 +29,8 @@ OWN_UNARY_DECL(layer_norm) OWN_UNARY_DECL(rms_norm) OWN_UNARY_DECL(l2_normalize)
 OWN_UNARY_DECL(layer_norm_backward)
 #undef OWN_UNARY_DECL
 
+/* On raw arrays of n (cms_scan.c): s = gelu(a), gp = gelu'(a); y = gelu''(a). */
+void own_gelu_pair_f32(const float *a, float *s, float *gp, int64_t n);
+void own_gelu_second_f32(const float *a, float *y, int64_t n);
+
 #endif
