@@ -251,7 +251,10 @@ static mi_tensor *cms_scan_vjp(const mi_node *nd, int i, mi_tensor *g)
 }
 
 /* Ragged sizes: C = 1, a last partial chunk (C = 2, 3 with T = 5, 7), plain
- * GD, one chunk (no update), B = T = 1. Rates in (0.1, 0.5). */
+ * GD, one chunk (no update), B = T = 1. Rates small enough that the scan
+ * stays contracting when the parity suite grows the sizes (to d, h ~ 1000):
+ * normalised steps with η ≤ 0.2; plain GD, whose step scales with ‖u‖² and
+ * ‖s‖², with η ≤ 0.002 and small inputs and weights. */
 static int ex_cms_scan(mi_rng *r, int variant, mi_tensor **in, mi_attrs *a)
 {
     int64_t B = 2, T = 5, d = 3, h = 4;
@@ -265,11 +268,12 @@ static int ex_cms_scan(mi_rng *r, int variant, mi_tensor **in, mi_attrs *a)
     case 5: a->index = 2, a->keepdim = false, d = 2, h = 5; break;
     default: return 0;
     }
-    in[0] = ex_normal(r, MI_SHAPE(B, T, d));
+    bool gd = !a->keepdim;
+    in[0] = gd ? ex_uniform(r, MI_SHAPE(B, T, d), -0.5, 0.5) : ex_normal(r, MI_SHAPE(B, T, d));
     in[1] = ex_normal(r, MI_SHAPE(B, T, d));
-    in[2] = ex_uniform(r, MI_SHAPE(B, T), 0.1, 0.5);
-    in[3] = ex_uniform(r, MI_SHAPE(d, h), -0.6, 0.6);
-    in[4] = ex_uniform(r, MI_SHAPE(h, d), -0.6, 0.6);
+    in[2] = ex_uniform(r, MI_SHAPE(B, T), gd ? 5e-4 : 0.02, gd ? 2e-3 : 0.2);
+    in[3] = ex_uniform(r, MI_SHAPE(d, h), gd ? -0.15 : -0.5, gd ? 0.15 : 0.5);
+    in[4] = ex_uniform(r, MI_SHAPE(h, d), gd ? -0.15 : -0.5, gd ? 0.15 : 0.5);
     return CS_IN;
 }
 
