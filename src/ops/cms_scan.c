@@ -181,6 +181,7 @@ static int64_t cs_buf_elems(int64_t C, int64_t d, int64_t h) { return C * (7 * h
 CS_GELU_REF(float, f32, erff, expf)
 CS_GELU_REF(double, f64, erf, exp)
 
+#define CS_SMALL_GEMM(...) false
 #define CS_T float
 #define CS(x) x##_f32
 #define CS_GEMM cblas_sgemm
@@ -189,14 +190,19 @@ CS_GELU_REF(double, f64, erf, exp)
 #define CS_GELU_PAIR gelu_pair_f32
 #define CS_GELU_SECOND gelu_second_f32
 #include "cms_scan_impl.h"
-/* OWN (f32): the same with own_unary.c's vectorised gelu (within a few ulp) */
+/* OWN (f32): the same with own_unary.c's vectorised gelu (within a few ulp)
+ * and own_small_gemm.c's products for chunks of up to 8 tokens */
 #undef CS
 #undef CS_GELU_PAIR
 #undef CS_GELU_SECOND
+#undef CS_SMALL_GEMM
 #define CS(x) x##_own_f32
 #define CS_GELU_PAIR own_gelu_pair_f32
 #define CS_GELU_SECOND own_gelu_second_f32
+#define CS_SMALL_GEMM own_small_gemm_f32
 #include "cms_scan_impl.h"
+#undef CS_SMALL_GEMM
+#define CS_SMALL_GEMM(...) false
 #undef CS_T
 #undef CS
 #undef CS_GEMM

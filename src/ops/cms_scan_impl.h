@@ -1,18 +1,21 @@
 /* cms_scan's kernels, written once and included by cms_scan.c per dtype,
  * with CS_T the element type, CS(x) the name x with the dtype's suffix,
- * CS_GEMM / CS_GEMV / CS_GER the cblas routines, CS_GELU_PAIR(a, s, gp, n)
+ * CS_GEMM / CS_GEMV / CS_GER the cblas routines, CS_SMALL_GEMM the small
+ * products' loops (or false), CS_GELU_PAIR(a, s, gp, n)
  * (s = gelu(a), gp = gelu'(a)) and CS_GELU_SECOND(a, y, n) (y = gelu''(a)) on
  * arrays of n.
  * The math is stated in cms_scan.c's top comment (Nested Learning Eq. 30–31);
  * here each step names the product it runs. Not a header of its own: no guard. */
 
 /* C = alpha · op(A) op(B) + beta · C, row-major, op(A) [M, K], op(B) [K, N]:
- * one GEMM, or a GEMV for one row (a chunk of one token) and a GER for a
+ * CS_SMALL_GEMM's loops for a chunk of a few tokens where it has them (OWN),
+ * else one GEMM, or a GEMV for one row (a chunk of one token) and a GER for a
  * rank-1 accumulation (one token's weight step), which OpenBLAS 0.3.21 does
  * not pick by itself. */
 static void CS(mm)(bool ta, bool tb, int64_t M, int64_t N, int64_t K, CS_T alpha, const CS_T *A,
                    int64_t lda, const CS_T *B, int64_t ldb, CS_T beta, CS_T *C, int64_t ldc)
 {
+    if (CS_SMALL_GEMM(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc)) return;
     if (M == 1) {
         if (beta == 0) memset(C, 0, sizeof(CS_T) * (size_t)N); /* C may be uninitialised */
         int inca = ta ? (int)lda : 1;
