@@ -20,12 +20,16 @@
  * vjp: the fused op cms_scan_backward, a reverse scan over the chunks with
  * G = ∂L/∂W_j carried backwards (cms_scan_impl.h's chunk_backward writes
  * each term out; gelu'' = φ(a)(2 − a²)). The weights are not kept by the
- * forward: the backward reruns the scan keeping every K-th chunk's weights
- * (K = ⌈√n_chunks⌉), then recomputes one segment of K at a time into
- * scratch from the current scope (released on return): ⌈n/K⌉ + K + 1 weight
- * copies a thread, not one per chunk (T = 256, C = 1: 33, not 256). Each
- * sequence runs on one thread (so the result does not depend on the thread
- * count), its products on OpenBLAS (GEMM; GEMV and GER at one token a chunk).
+ * forward: the backward reruns the scan keeping every token's activations
+ * (a, s, gelu'(a), y, m, the rates: T·(4h + d + 4) numbers) and every K-th
+ * chunk's weights (K = ⌈√n_chunks⌉), then recomputes one segment of K at a
+ * time from its checkpoint by the steps alone, bit for bit the forward's,
+ * into scratch from the current scope (released on return): ⌈n/K⌉ + K + 1
+ * weight copies a thread, not one per chunk (T = 256, C = 1: 33, not 256).
+ * Each sequence runs on one thread (so the result does not depend on the
+ * thread count), its products on OpenBLAS (GEMM; GEMV and GER at one token a
+ * chunk), or in the OWN f32 kernel on own_small_gemm.c's loops for chunks of
+ * up to 8 tokens.
  *
  * Gradients of gradients are not provided: cms_scan_backward is
  * non-differentiable and the vjp under create_graph fails with a message (the
