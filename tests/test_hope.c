@@ -534,6 +534,9 @@ START_TEST(hope_config_from_text)
     ck_assert_int_eq(mi_hope_config_set(&c, "rule=eq28"), 0);
     ck_assert_int_eq(mi_hope_config_set(&c, "cms.rate=mean"), 0);
     ck_assert(c.rule == MI_HOPE_EQ28 && c.cms.rate_mean);
+    ck_assert(!c.cms.composed); /* the fused cms_scan by default */
+    ck_assert_int_eq(mi_hope_config_set(&c, "cms.composed=true"), 0);
+    ck_assert(c.cms.composed);
     mi_hope h;
     mi_rng r;
     mi_rng_seed(&r, 3);

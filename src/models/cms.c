@@ -62,6 +62,14 @@
  *   chunk's read and gradient share one evaluation). In 0-based positions p
  *   (what the trace and the tests use) the weights change only at p ≡ 0 (mod
  *   C), p > 0. The last partial chunk makes no update (nothing would read it).
+ * - How it runs. A level is one fused op, cms_scan (src/ops/cms_scan.c: the
+ *   read and Eq. 31's step over the whole sequence, with a reverse-scan vjp
+ *   that recomputes the weights from checkpoints), unless a trace is asked
+ *   for or `composed` is set (`cms.composed=true`): then each chunk records
+ *   mi_nl_mlp_read and mi_nl_mlp_step, as the loop below writes it, and the
+ *   weights of every chunk stay on the tape. Both compute the same numbers
+ *   (f64: to rounding, tests/test_cms_scan.c); only the composed form has
+ *   gradients of gradients (create_graph).
  * - Initialisation: γ = 1; W2 ~ N(0, 1/d), W1 ~ N(0, 1/hidden), W_v ~ N(0, 1/d),
  *   w_η ~ N(0, 0.1²/d) (η_t starts within ~0.1 logit of its level),
  *   b_η = logit(eta), drawn in that order per block. */
@@ -195,6 +203,9 @@ static mi_tensor *level_forward(const mi_cms *c, int l, mi_tensor *h, mi_cms_tra
     mi_tensor *eta = mi_squeeze(mi_sigmoid(mi_add(mi_matmul(u, b->eta_w), b->eta_bias)), -1);
     if (c->config.rate_mean) eta = mi_mul_scalar(eta, 1 / (double)C);
     if (!u || !v || !eta) return NULL;
+    if (!trace && !c->config.composed)  /* the same loop as one op (cms_scan.c) */
+        return mi_add(h, mi_cms_scan(u, v, eta, b->w1, b->w2, C, c->config.lms,
+                                     c->config.norm_eps, MI_NL_MLP_HIDDEN_EPS));
     mi_scope *s = mi_scope_current();
     mi_tensor **ys = mi_scope_alloc(s, sizeof(mi_tensor *) * (size_t)n_chunks * 3);
     if (!ys) return mi_error_set("cms: out of memory"), NULL;

@@ -188,7 +188,7 @@ int mi_hope_config_set(mi_hope_config *c, const char *assignment)
                                : set_number(key, val, fields[i].d);
     struct { const char *name; bool *b; } flags[] = {
         {"adaptive_q", &c->adaptive_q}, {"out_gate", &c->out_gate}, {"lms", &c->lms},
-        {"cms.lms", &c->cms.lms}};
+        {"cms.lms", &c->cms.lms}, {"cms.composed", &c->cms.composed}};
     for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++) {
         if (strcmp(key, flags[i].name)) continue;
         bool on = !strcmp(val, "true") || !strcmp(val, "1");
@@ -225,7 +225,7 @@ int mi_hope_config_set(mi_hope_config *c, const char *assignment)
     return mi_error_set("hope: unknown key '%s' (known: chunk, memory_chunk, memory_expansion, "
                         "component_expansion, adaptive_q, out_gate, conv_kernel, eta, alpha, "
                         "qk_eps, norm_eps, out_scale, rule, lms, cms, cms.hidden, cms.eta, "
-                        "cms.rate, cms.lms, cms.norm_eps)",
+                        "cms.rate, cms.lms, cms.norm_eps, cms.composed)",
                         key), -1;
 }
 

@@ -73,6 +73,9 @@ typedef struct mi_cms_config {
     bool lms;                        /* each layer's term over its input's ‖u‖², normalised LMS
                                         (true; false: plain GD) */
     double norm_eps;                 /* the blocks' RMSNorm (default 1e-6) */
+    bool composed;                   /* each level as recorded per-chunk ops (nl_mlp.c), which
+                                        differentiate to any order, not the fused cms_scan op
+                                        (first order only; false, the default) */
 } mi_cms_config;
 
 /* d_model, hidden 0 (4·d), 3 blocks with C = {1, 4, 16}, η 0.02 summed over a chunk
@@ -154,7 +157,7 @@ mi_hope_config mi_hope_config_default(int64_t d_model, int64_t heads);
  * "adaptive_q=false", "out_gate=false", "conv_kernel=4", "eta=0.02", "alpha=0.998",
  * "qk_eps=1e-6", "norm_eps=1e-6", "out_scale=1", "cms=1,4,16" (the chunk
  * sizes) or "cms=none", "cms.hidden=256", "cms.eta=0.02", "rule=eq28|eq88",
- * "lms=true", "cms.rate=sum|mean", "cms.lms=true". Ranges are checked
+ * "lms=true", "cms.rate=sum|mean", "cms.lms=true", "cms.composed=false". Ranges are checked
  * by mi_hope_init. 0, or -1 with a message. */
 int mi_hope_config_set(mi_hope_config *c, const char *assignment);
 

@@ -121,6 +121,7 @@ GEMM_BLOCK(block_f64, double, cblas_dgemm)
 
 static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
 static void blas_single_thread(void) { openblas_set_num_threads(1); }
+void blas_single_thread_once(void) { pthread_once(&blas_once, blas_single_thread); }
 
 /* Below this many flops (2·M·N·K summed over the batch) an OpenMP region
  * costs more than it saves, and a product this small is not cut into

@@ -42,3 +42,5 @@ MI_OP(tri_solve)
 MI_OP(delta_scan) MI_OP(delta_scan_backward)
 /* linalg.c (appended) */
 MI_OP(matmul_acc)
+/* cms_scan.c (appended) */
+MI_OP(cms_scan) MI_OP(cms_scan_backward)

@@ -121,6 +121,22 @@ mi_tensor *mi_delta_scan_backward(mi_tensor *s0, mi_tensor *q, mi_tensor *k, mi_
                                   mi_tensor *beta, mi_tensor *alpha, mi_tensor *g,
                                   mi_delta_rule rule);
 
+/* ---------------------------------------------------------------- cms_scan
+ * One continuum-memory level (Nested Learning Eq. 30–31) over a sequence:
+ * y_t = W1 gelu(W2 u_t) with the weights of t's chunk of `chunk` tokens, and
+ * after each full chunk that ends before T, W1 −= Σ c1_t e_t s_tᵀ,
+ * W2 −= Σ c2_t δ_t u_tᵀ (e_t = y_t − v_t, s_t = gelu(W2 u_t),
+ * δ_t = gelu'(W2 u_t) ⊙ W1ᵀ e_t; c1 = η/(‖s‖² + hidden_eps), c2 = η/(‖u‖² + eps)
+ * with lms, else c = η). u, v [B, T, d], eta [B, T], w1 [d, h], w2 [h, d]
+ * (θ_0, shared by the batch) → y [B, T, d]. First-order gradients only. */
+mi_tensor *mi_cms_scan(mi_tensor *u, mi_tensor *v, mi_tensor *eta, mi_tensor *w1, mi_tensor *w2,
+                       int64_t chunk, bool lms, double eps, double hidden_eps);
+/* Its vjp: g [B, T, d] → the gradients of u, v, eta, w1, w2 flattened and
+ * packed in that order, [2·B·T·d + B·T + 2·d·h]. */
+mi_tensor *mi_cms_scan_backward(mi_tensor *u, mi_tensor *v, mi_tensor *eta, mi_tensor *w1,
+                                mi_tensor *w2, mi_tensor *g, int64_t chunk, bool lms, double eps,
+                                double hidden_eps);
+
 /* ---------------------------------------------------------------- shape */
 mi_tensor *mi_reshape(mi_tensor *x, int rank, const int64_t *shape); /* a view; one dim may be -1 */
 mi_tensor *mi_transpose(mi_tensor *x, int axis0, int axis1);

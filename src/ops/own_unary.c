@@ -388,6 +388,28 @@ void own_layer_norm_backward_f32(mi_tensor *o, mi_tensor *const *in, const mi_at
                  &k);
 }
 
+/* ================================================================ raw arrays
+ * For cms_scan.c's OWN kernel, on its chunk buffers (no tensors, one thread:
+ * the op runs a sequence a thread). */
+/* s = gelu(a) = a Φ(a), gp = gelu'(a) = Φ(a) + a φ(a) */
+void own_gelu_pair_f32(const float *restrict a, float *restrict s, float *restrict gp, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) {
+        const float x = a[i], Phi = f_Phi(x);
+        s[i] = x * Phi;
+        gp[i] = Phi + x * (0.39894228040143267794f * f_exp_lo(-0.5f * x * x));
+    }
+}
+
+/* gelu''(a) = φ(a)(2 − a²) */
+void own_gelu_second_f32(const float *restrict a, float *restrict y, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) {
+        const float x = a[i];
+        y[i] = 0.39894228040143267794f * f_exp_lo(-0.5f * x * x) * (2.0f - x * x);
+    }
+}
+
 /* ================================================================ EXACT
  * From here on IEEE semantics and no contraction: the same expressions as
  * REF, so the same bits, with AVX-512 and both cores. */

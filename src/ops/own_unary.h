@@ -29,4 +29,14 @@ OWN_UNARY_DECL(layer_norm) OWN_UNARY_DECL(rms_norm) OWN_UNARY_DECL(l2_normalize)
 OWN_UNARY_DECL(layer_norm_backward)
 #undef OWN_UNARY_DECL
 
+/* On raw arrays of n (cms_scan.c): s = gelu(a), gp = gelu'(a); y = gelu''(a). */
+void own_gelu_pair_f32(const float *a, float *s, float *gp, int64_t n);
+void own_gelu_second_f32(const float *a, float *y, int64_t n);
+/* C = alpha op(A) op(B) + beta C (row-major) when M ≤ 8 (op(A) not
+ * transposed) or K ≤ 8 (A transposed, B not): own_small_gemm.c; false,
+ * untouched, for any other shape. */
+bool own_small_gemm_f32(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
+                        const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
+                        float *C, int64_t ldc);
+
 #endif

@@ -1,0 +1,333 @@
+/* cms_scan's kernels, written once and included by cms_scan.c per dtype,
+ * with CS_T the element type, CS(x) the name x with the dtype's suffix,
+ * CS_GEMM / CS_GEMV / CS_GER the cblas routines, CS_SMALL_GEMM the small
+ * products' loops (or false), CS_GELU_PAIR(a, s, gp, n)
+ * (s = gelu(a), gp = gelu'(a)) and CS_GELU_SECOND(a, y, n) (y = gelu''(a)) on
+ * arrays of n.
+ * The math is stated in cms_scan.c's top comment (Nested Learning Eq. 30–31);
+ * here each step names the product it runs. Not a header of its own: no guard. */
+
+/* C = alpha · op(A) op(B) + beta · C, row-major, op(A) [M, K], op(B) [K, N]:
+ * CS_SMALL_GEMM's loops for a chunk of a few tokens where it has them (OWN),
+ * else one GEMM, or a GEMV for one row (a chunk of one token) and a GER for a
+ * rank-1 accumulation (one token's weight step), which OpenBLAS 0.3.21 does
+ * not pick by itself. */
+static void CS(mm)(bool ta, bool tb, int64_t M, int64_t N, int64_t K, CS_T alpha, const CS_T *A,
+                   int64_t lda, const CS_T *B, int64_t ldb, CS_T beta, CS_T *C, int64_t ldc)
+{
+    if (CS_SMALL_GEMM(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc)) return;
+    if (M == 1) {
+        if (beta == 0) memset(C, 0, sizeof(CS_T) * (size_t)N); /* C may be uninitialised */
+        int inca = ta ? (int)lda : 1;
+        if (tb)
+            CS_GEMV(CblasRowMajor, CblasNoTrans, (int)N, (int)K, alpha, B, (int)ldb, A, inca,
+                    beta, C, 1);
+        else
+            CS_GEMV(CblasRowMajor, CblasTrans, (int)K, (int)N, alpha, B, (int)ldb, A, inca, beta,
+                    C, 1);
+        return;
+    }
+    if (K == 1 && beta == 1) {
+        CS_GER(CblasRowMajor, (int)M, (int)N, alpha, A, ta ? 1 : (int)lda, B, tb ? (int)ldb : 1,
+               C, (int)ldc);
+        return;
+    }
+    CS_GEMM(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)M,
+            (int)N, (int)K, alpha, A, (int)lda, B, (int)ldb, beta, C, (int)ldc);
+}
+
+/* A chunk's activations, kept per token: a = W2 u, s = gelu(a), gp = gelu'(a),
+ * y = W1 s, m = W1ᵀ e, the rates c1, c2 and their denominators ns, nu. The
+ * forward points them at one chunk's buffers (y at the output), the backward
+ * at a whole sequence's, so that its second pass needs no read. */
+typedef struct CS(act) {
+    CS_T *a, *s, *gp, *m, *y, *c1, *c2, *ns, *nu;
+} CS(act);
+
+/* The act of n tokens from t0 in arrays of a sequence (or a chunk: t0 = 0). */
+static CS(act) CS(act_at)(const CS(act) *x, int64_t t0, int64_t d, int64_t h)
+{
+    return (CS(act)){x->a + t0 * h, x->s + t0 * h, x->gp + t0 * h, x->m + t0 * h, x->y + t0 * d,
+                     x->c1 + t0, x->c2 + t0, x->ns + t0, x->nu + t0};
+}
+
+/* Carves an act of n tokens from p; returns the end. */
+static CS_T *CS(act_carve)(CS(act) *x, CS_T *p, int64_t n, int64_t d, int64_t h)
+{
+    CS_T **nh[] = {&x->a, &x->s, &x->gp, &x->m};
+    CS_T **n1[] = {&x->c1, &x->c2, &x->ns, &x->nu};
+    for (size_t i = 0; i < 4; i++, p += n * h) *nh[i] = p;
+    for (size_t i = 0; i < 4; i++, p += n) *n1[i] = p;
+    x->y = p;
+    return p + n * d;
+}
+
+/* One thread's work buffers for a chunk of n ≤ C tokens: [n, h] dl = δ, p2,
+ * gs, ga, gd; [2n, h] gms = [gm; s]; [n, d] p1, ge; [2n, d] eg = [e; gy] (the
+ * stacked pairs make G1 += eᵀ gm + gyᵀ s one product). */
+typedef struct CS(buf) {
+    CS_T *dl, *p2, *gs, *ga, *gd, *gms, *p1, *ge, *eg;
+} CS(buf);
+
+static CS_T *CS(buf_carve)(CS(buf) *b, CS_T *p, int64_t C, int64_t d, int64_t h)
+{
+    CS_T **nh[] = {&b->dl, &b->p2, &b->gs, &b->ga, &b->gd};
+    for (size_t i = 0; i < 5; i++, p += C * h) *nh[i] = p;
+    b->gms = p, p += 2 * C * h;
+    b->p1 = p, p += C * d;
+    b->ge = p, p += C * d;
+    b->eg = p, p += 2 * C * d;
+    return p;
+}
+
+/* a = u W2ᵀ, s = gelu(a) (exact erf form), gp = gelu'(a) = Φ(a) + a φ(a);
+ * y = s W1ᵀ: the read of Eq. 30's block. */
+static void CS(chunk_read)(const cs_dims *k, const CS_T *W1, const CS_T *W2, const CS_T *U,
+                           int64_t n, const CS(act) *x)
+{
+    int64_t d = k->d, h = k->h;
+    CS(mm)(false, true, n, h, d, 1, U, d, W2, d, 0, x->a, h);
+    CS_GELU_PAIR(x->a, x->s, x->gp, n * h);
+    CS(mm)(false, true, n, d, h, 1, x->s, h, W1, h, 0, x->y, d);
+}
+
+/* From the act (m and the rates set): e = y − v (in eg), p1 = c1 e, δ = gp ⊙ m,
+ * p2 = c2 δ. */
+static void CS(chunk_p)(const cs_dims *k, const CS_T *V, int64_t n, const CS(act) *x, CS(buf) *b)
+{
+    int64_t d = k->d, h = k->h;
+    for (int64_t t = 0; t < n; t++) {
+        for (int64_t j = 0; j < d; j++) {
+            CS_T e = x->y[t * d + j] - V[t * d + j];
+            b->eg[t * d + j] = e;
+            b->p1[t * d + j] = x->c1[t] * e;
+        }
+        for (int64_t j = 0; j < h; j++) {
+            CS_T dl = x->gp[t * h + j] * x->m[t * h + j];
+            b->dl[t * h + j] = dl;
+            b->p2[t * h + j] = x->c2[t] * dl;
+        }
+    }
+}
+
+/* After chunk_read: m = e W1 (e = y − v), the rates c1 = η/(‖s‖² + hidden_eps),
+ * c2 = η/(‖u‖² + eps) (lms; else c = η) with ns, nu their denominators, then
+ * chunk_p. */
+static void CS(chunk_terms)(const cs_dims *k, const CS_T *W1, const CS_T *U, const CS_T *V,
+                            const CS_T *eta, int64_t n, const CS(act) *x, CS(buf) *b)
+{
+    int64_t d = k->d, h = k->h;
+    for (int64_t i = 0; i < n * d; i++) b->eg[i] = x->y[i] - V[i];
+    CS(mm)(false, false, n, h, d, 1, b->eg, d, W1, h, 0, x->m, h);
+    for (int64_t t = 0; t < n; t++) {
+        const CS_T *st = x->s + t * h, *ut = U + t * d;
+        CS_T ss = 0, uu = 0;
+        for (int64_t j = 0; j < h; j++) ss += st[j] * st[j];
+        for (int64_t j = 0; j < d; j++) uu += ut[j] * ut[j];
+        x->ns[t] = ss + (CS_T)k->heps;
+        x->nu[t] = uu + (CS_T)k->eps;
+        x->c1[t] = k->lms ? eta[t] / x->ns[t] : eta[t];
+        x->c2[t] = k->lms ? eta[t] / x->nu[t] : eta[t];
+    }
+    CS(chunk_p)(k, V, n, x, b);
+}
+
+/* Eq. 31's step on the chunk, in place: W1 −= p1ᵀ s, W2 −= p2ᵀ u. */
+static void CS(chunk_step)(const cs_dims *k, CS_T *W1, CS_T *W2, const CS_T *U, int64_t n,
+                           const CS(act) *x, const CS(buf) *b)
+{
+    int64_t d = k->d, h = k->h;
+    CS(mm)(true, false, d, h, n, -1, b->p1, d, x->s, h, 1, W1, h);
+    CS(mm)(true, false, h, d, n, -1, b->p2, h, U, d, 1, W2, d);
+}
+
+/* The read of a chunk, then its step when it makes one. */
+static void CS(chunk_forward)(const cs_dims *k, CS_T *W1, CS_T *W2, const CS_T *U, const CS_T *V,
+                              const CS_T *eta, int64_t n, bool update, const CS(act) *x,
+                              CS(buf) *b)
+{
+    CS(chunk_read)(k, W1, W2, U, n, x);
+    if (!update) return;
+    CS(chunk_terms)(k, W1, U, V, eta, n, x, b);
+    CS(chunk_step)(k, W1, W2, U, n, x, b);
+}
+
+/* The vjp of one chunk read with W = (W1, W2), its act x as the forward left
+ * it; G = (G1, G2) = ∂L/∂W_{j+1} on entry (zero after the last chunk) and
+ * ∂L/∂W_j on return; gy = ∂L/∂y of the chunk; writes gu, gv [n, d], geta [n].
+ * Through the step (update):
+ *   gp1 = −s G1ᵀ, gs = −p1 G1, gp2 = −u G2ᵀ, gu = −p2 G2,
+ *   gc1 = ⟨gp1, e⟩, gc2 = ⟨gp2, δ⟩, ge = c1 gp1, gδ = c2 gp2,
+ *   lms: gη = gc1/ns + gc2/nu, gs −= 2 gc1 c1/ns · s, gu −= 2 gc2 c2/nu · u;
+ *   else gη = gc1 + gc2,
+ *   gm = gδ ⊙ gelu'(a), ga = gδ ⊙ m ⊙ gelu''(a), gelu'' = φ(a)(2 − a²),
+ *   ge += gm W1ᵀ, G1 += eᵀ gm, gv = −ge, gy += ge (e = y − v);
+ * through the read y = W1 gelu(W2 u):
+ *   gs += gy W1, G1 += gyᵀ s, ga += gs ⊙ gelu'(a), gu += ga W2, G2 += gaᵀ u. */
+static void CS(chunk_backward)(const cs_dims *k, const CS_T *W1, const CS_T *W2, CS_T *G1,
+                               CS_T *G2, const CS_T *U, const CS_T *V, int64_t n, bool update,
+                               const CS(act) *x, const CS_T *gY, CS_T *gU, CS_T *gV,
+                               CS_T *geta, CS(buf) *b)
+{
+    int64_t d = k->d, h = k->h;
+    /* eg = [e; gy] and gms = [gm; s] when the chunk updates, else gy and s alone */
+    CS_T *gy = update ? b->eg + n * d : b->eg, *gs_s = update ? b->gms + n * h : b->gms;
+    memcpy(gy, gY, sizeof(CS_T) * (size_t)(n * d));
+    memcpy(gs_s, x->s, sizeof(CS_T) * (size_t)(n * h));
+    if (!update) {
+        memset(b->gs, 0, sizeof(CS_T) * (size_t)(n * h));
+        memset(b->ga, 0, sizeof(CS_T) * (size_t)(n * h));
+        memset(gU, 0, sizeof(CS_T) * (size_t)(n * d));
+        memset(gV, 0, sizeof(CS_T) * (size_t)(n * d));
+        memset(geta, 0, sizeof(CS_T) * (size_t)n);
+    } else {
+        CS(chunk_p)(k, V, n, x, b);
+        CS(mm)(false, true, n, d, h, -1, x->s, h, G1, h, 0, b->ge, d);   /* gp1 */
+        CS(mm)(false, false, n, h, d, -1, b->p1, d, G1, h, 0, b->gs, h); /* gs */
+        CS(mm)(false, true, n, h, d, -1, U, d, G2, d, 0, b->gd, h);      /* gp2 */
+        CS_GELU_SECOND(x->a, b->ga, n * h);                              /* gelu''(a) */
+        CS(mm)(false, false, n, d, h, -1, b->p2, h, G2, d, 0, gU, d);    /* gu */
+        for (int64_t t = 0; t < n; t++) {
+            CS_T *ge = b->ge + t * d, *gd = b->gd + t * h, *gs = b->gs + t * h, *gu = gU + t * d;
+            const CS_T *e = b->eg + t * d, *dl = b->dl + t * h, *m = x->m + t * h;
+            const CS_T *gp = x->gp + t * h;
+            const CS_T *st = x->s + t * h, *ut = U + t * d;
+            CS_T gc1 = 0, gc2 = 0, c1 = x->c1[t], c2 = x->c2[t];
+            for (int64_t j = 0; j < d; j++) gc1 += ge[j] * e[j];
+            for (int64_t j = 0; j < h; j++) gc2 += gd[j] * dl[j];
+            if (k->lms) {
+                geta[t] = gc1 / x->ns[t] + gc2 / x->nu[t];
+                CS_T f1 = -2 * gc1 * c1 / x->ns[t], f2 = -2 * gc2 * c2 / x->nu[t];
+                for (int64_t j = 0; j < h; j++) gs[j] += f1 * st[j];
+                for (int64_t j = 0; j < d; j++) gu[j] += f2 * ut[j];
+            } else {
+                geta[t] = gc1 + gc2;
+            }
+            for (int64_t j = 0; j < d; j++) ge[j] *= c1;
+            for (int64_t j = 0; j < h; j++) {
+                CS_T gdl = c2 * gd[j];
+                b->gms[t * h + j] = gdl * gp[j];
+                b->ga[t * h + j] *= gdl * m[j];
+            }
+        }
+        CS(mm)(false, true, n, d, h, 1, b->gms, h, W1, h, 1, b->ge, d); /* ge += gm W1ᵀ */
+        for (int64_t i = 0; i < n * d; i++) {
+            gV[i] = -b->ge[i];
+            gy[i] += b->ge[i];
+        }
+    }
+    int64_t n2 = update ? 2 * n : n;
+    CS(mm)(false, false, n, h, d, 1, gy, d, W1, h, 1, b->gs, h);         /* gs += gy W1 */
+    CS(mm)(true, false, d, h, n2, 1, b->eg, d, b->gms, h, 1, G1, h);     /* G1 += eᵀ gm + gyᵀ s */
+    for (int64_t i = 0; i < n * h; i++) b->ga[i] += b->gs[i] * x->gp[i];
+    CS(mm)(false, false, n, d, h, 1, b->ga, h, W2, d, 1, gU, d);         /* gu += ga W2 */
+    CS(mm)(true, false, h, d, n, 1, b->ga, h, U, d, 1, G2, d);           /* G2 += gaᵀ u */
+}
+
+/* ---------------------------------------------------------------- the op's kernels */
+static void CS(cms_scan)(mi_tensor *o, mi_tensor *const *in, const mi_attrs *at)
+{
+    cs_dims k = cs_dims_of(in, at);
+    int64_t B = k.B, T = k.T, d = k.d, h = k.h, C = k.C, wsz = 2 * d * h;
+    const CS_T *U = in[0]->data, *V = in[1]->data, *Eta = in[2]->data;
+    const CS_T *W10 = in[3]->data, *W20 = in[4]->data;
+    CS_T *Y = o->data;
+    int n_thr = cs_threads(B, B * T * wsz);
+    int64_t per = wsz + cs_act_elems(C, d, h) + cs_buf_elems(C, d, h); /* one thread's */
+    mi_scope *sc = mi_scope_current();
+    size_t bytes = sizeof(CS_T) * (size_t)(per * n_thr);
+    CS_T *scratch = mi_scope_alloc(sc, bytes);
+    if (!scratch) { /* kernels cannot fail: zeros, never uninitialised memory */
+        memset(o->data, 0, sizeof(CS_T) * (size_t)o->numel);
+        return;
+    }
+    blas_single_thread_once();
+    CS_PRAGMA(omp parallel for num_threads(n_thr) schedule(static))
+    for (int64_t bi = 0; bi < B; bi++) {
+        CS_T *W1 = scratch + per * cs_thread(), *W2 = W1 + d * h;
+        CS(act) x;
+        CS(buf) buf;
+        CS(buf_carve)(&buf, CS(act_carve)(&x, W1 + wsz, C, d, h), C, d, h);
+        memcpy(W1, W10, sizeof(CS_T) * (size_t)(d * h));
+        memcpy(W2, W20, sizeof(CS_T) * (size_t)(d * h));
+        for (int64_t t0 = 0; t0 < T; t0 += C) {
+            int64_t n = t0 + C < T ? C : T - t0, bt = bi * T + t0;
+            x.y = Y + bt * d; /* the read goes straight to the output */
+            CS(chunk_forward)(&k, W1, W2, U + bt * d, V + bt * d, Eta + bt, n, t0 + n < T, &x,
+                              &buf);
+        }
+    }
+    mi_scope_release(sc, scratch, bytes);
+}
+
+/* Per sequence: the forward again, keeping every token's act and the weights
+ * of every K-th chunk (checkpoints, K = ⌈√n_chunks⌉); then segment by
+ * segment from the last, the segment's weights are recomputed from its
+ * checkpoint by the steps alone (the acts are kept: two products a chunk,
+ * no read), and its chunks run backwards through chunk_backward.
+ * ⌈n/K⌉ + K + 1 weight copies a thread. */
+static void CS(cms_scan_backward)(mi_tensor *o, mi_tensor *const *in, const mi_attrs *at)
+{
+    cs_dims k = cs_dims_of(in, at);
+    int64_t B = k.B, T = k.T, d = k.d, h = k.h, C = k.C, wsz = 2 * d * h;
+    int64_t n_chunks = (T + C - 1) / C, K = cs_segment(n_chunks), ncp = (n_chunks + K - 1) / K;
+    const CS_T *U = in[0]->data, *V = in[1]->data, *Eta = in[2]->data;
+    const CS_T *W10 = in[3]->data, *W20 = in[4]->data, *GY = in[5]->data;
+    CS_T *gU = o->data, *gV = gU + B * T * d, *gEta = gV + B * T * d;
+    CS_T *gW = gEta + B * T; /* gw1 [d, h] then gw2 [h, d] */
+    int n_thr = cs_threads(B, 4 * B * T * wsz);
+    int64_t per = (ncp + K + 1) * wsz + cs_act_elems(T, d, h) + cs_buf_elems(C, d, h);
+    mi_scope *sc = mi_scope_current();
+    size_t bytes = sizeof(CS_T) * (size_t)(per * n_thr + B * wsz);
+    CS_T *scratch = mi_scope_alloc(sc, bytes);
+    if (!scratch) {
+        memset(o->data, 0, sizeof(CS_T) * (size_t)o->numel);
+        return;
+    }
+    CS_T *G_all = scratch + per * n_thr; /* each sequence's ∂L/∂θ_0, summed in order below */
+    blas_single_thread_once();
+    CS_PRAGMA(omp parallel for num_threads(n_thr) schedule(static))
+    for (int64_t bi = 0; bi < B; bi++) {
+        CS_T *cp = scratch + per * cs_thread(), *seg = cp + ncp * wsz, *cur = seg + K * wsz;
+        CS(act) xs; /* the sequence's acts */
+        CS(buf) buf;
+        CS(buf_carve)(&buf, CS(act_carve)(&xs, cur + wsz, T, d, h), C, d, h);
+        const CS_T *Ub = U + bi * T * d, *Vb = V + bi * T * d, *Eb = Eta + bi * T;
+        CS_T *G1 = G_all + bi * wsz, *G2 = G1 + d * h;
+        memcpy(cur, W10, sizeof(CS_T) * (size_t)(d * h));
+        memcpy(cur + d * h, W20, sizeof(CS_T) * (size_t)(d * h));
+        memcpy(cp, cur, sizeof(CS_T) * (size_t)wsz);
+        for (int64_t j = 0; j < n_chunks; j++) {
+            int64_t t0 = j * C, n = t0 + C < T ? C : T - t0;
+            CS(act) x = CS(act_at)(&xs, t0, d, h);
+            CS(chunk_forward)(&k, cur, cur + d * h, Ub + t0 * d, Vb + t0 * d, Eb + t0, n,
+                              j + 1 < n_chunks, &x, &buf);
+            if ((j + 1) % K == 0 && j + 1 < n_chunks)
+                memcpy(cp + (j + 1) / K * wsz, cur, sizeof(CS_T) * (size_t)wsz);
+        }
+        memset(G1, 0, sizeof(CS_T) * (size_t)wsz);
+        for (int64_t s = ncp - 1; s >= 0; s--) {
+            int64_t j0 = s * K, j1 = j0 + K < n_chunks ? j0 + K : n_chunks;
+            memcpy(seg, cp + s * wsz, sizeof(CS_T) * (size_t)wsz);
+            for (int64_t j = j0; j + 1 < j1; j++) { /* full chunks: they update */
+                CS_T *w = seg + (j - j0 + 1) * wsz;
+                CS(act) x = CS(act_at)(&xs, j * C, d, h);
+                memcpy(w, w - wsz, sizeof(CS_T) * (size_t)wsz);
+                CS(chunk_p)(&k, Vb + j * C * d, C, &x, &buf);
+                CS(chunk_step)(&k, w, w + d * h, Ub + j * C * d, C, &x, &buf);
+            }
+            for (int64_t j = j1 - 1; j >= j0; j--) {
+                const CS_T *w = seg + (j - j0) * wsz;
+                int64_t t0 = j * C, n = t0 + C < T ? C : T - t0, bt = bi * T + t0;
+                CS(act) x = CS(act_at)(&xs, t0, d, h);
+                CS(chunk_backward)(&k, w, w + d * h, G1, G2, Ub + t0 * d, Vb + t0 * d, n,
+                                   j + 1 < n_chunks, &x, GY + bt * d, gU + bt * d, gV + bt * d,
+                                   gEta + bt, &buf);
+            }
+        }
+    }
+    memcpy(gW, G_all, sizeof(CS_T) * (size_t)wsz);
+    for (int64_t bi = 1; bi < B; bi++)
+        for (int64_t i = 0; i < wsz; i++) gW[i] += G_all[bi * wsz + i];
+    mi_scope_release(sc, scratch, bytes);
+}

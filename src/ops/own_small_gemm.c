@@ -1,0 +1,168 @@
+/* Small f32 products for cms_scan's OWN kernel (cms_scan.c): a chunk of a
+ * few tokens against a weight matrix, C = alpha · op(A) op(B) + beta · C
+ * (row-major) with few rows (M, the chunk's tokens) or a small inner
+ * dimension (K: the chunk's rank-K step W −= Pᵀ S). OpenBLAS 0.3.21 packs
+ * both operands on every sgemm call; at M = 4 the packing took as long as
+ * the product (perf on one CMS level, d 128, h 512, C = 4: 33 % in
+ * sgemm_incopy/itcopy, 37 % in the kernel). Here the big operand is read
+ * once, straight from memory, W columns of C at a time in registers (GCC's
+ * vector extension, -O3 -march=native -ffast-math: sums reassociated, a few
+ * ulp from a sequential sum).
+ * One thread (cms_scan runs a sequence a thread). */
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "own_unary.h"
+
+/* Rows or inner dimension at most this: the chunk sizes that OpenBLAS's
+ * packing dominates (C = 16 stays with sgemm). */
+#define SMALL 8
+#define W 16 /* floats in a vector (GCC's vector extension: AVX-512 here) */
+
+typedef float vec __attribute__((vector_size(4 * W)));
+
+static inline vec vload(const float *p)
+{
+    vec v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+static inline void vstore(float *p, vec v) { memcpy(p, &v, sizeof v); }
+
+/* C[m, j] = beta C[m, j] + alpha Σ_k A[m, k] B[k, j] for m < M, columns
+ * [j0, j0 + P·W): M·P accumulators, independent FMA chains, in registers (M
+ * and P constants after inlining). */
+static inline __attribute__((always_inline)) void nn_panel(int64_t M, int64_t P, int64_t K,
+                                                           int64_t j0, float alpha,
+                                                           const float *A, int64_t lda,
+                                                           const float *B, int64_t ldb,
+                                                           float beta, float *C, int64_t ldc)
+{
+    vec acc[SMALL][SMALL];
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t p = 0; p < P; p++) acc[m][p] = (vec){0};
+    for (int64_t k = 0; k < K; k++) {
+        const float *b = B + k * ldb + j0;
+        for (int64_t p = 0; p < P; p++) {
+            vec bv = vload(b + p * W);
+            for (int64_t m = 0; m < M; m++) acc[m][p] += A[m * lda + k] * bv;
+        }
+    }
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t p = 0; p < P; p++) {
+            float *c = C + m * ldc + j0 + p * W;
+            vstore(c, beta == 0.0f ? alpha * acc[m][p] : beta * vload(c) + alpha * acc[m][p]);
+        }
+}
+
+/* Panels of 8/M vectors for M = 1, 2, 4, 8 (eight chains), one vector else. */
+#define NN_PANEL(M_, P_) nn_panel(M_, P_, K, j, alpha, A, lda, B, ldb, beta, C, ldc)
+static void nn_rows(int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+                    const float *B, int64_t ldb, float beta, float *C, int64_t ldc)
+{
+    int64_t P = (M == 1 || M == 2 || M == 4 || M == 8) ? 8 / M : 1, j = 0;
+    for (; j + P * W <= N; j += P * W) {
+        switch (M) {
+        case 1: NN_PANEL(1, 8); break;
+        case 2: NN_PANEL(2, 4); break;
+        case 4: NN_PANEL(4, 2); break;
+        case 8: NN_PANEL(8, 1); break;
+        default: NN_PANEL(M, 1); break;
+        }
+    }
+    for (; j + W <= N; j += W) NN_PANEL(M, 1);
+    for (; j < N; j++)
+        for (int64_t m = 0; m < M; m++) {
+            float s = 0, *c = C + m * ldc + j;
+            for (int64_t k = 0; k < K; k++) s += A[m * lda + k] * B[k * ldb + j];
+            *c = (beta == 0.0f ? 0.0f : beta * *c) + alpha * s;
+        }
+}
+#undef NN_PANEL
+
+/* C[m, j0 + r] = beta C + alpha ⟨A[m, :], B[j0 + r, :]⟩ for m < M, r < R: M·R
+ * dot products at once (independent chains), each row of B read once. */
+static inline __attribute__((always_inline)) void nt_rows(int64_t M, int64_t R, int64_t K,
+                                                          int64_t j0, float alpha,
+                                                          const float *A, int64_t lda,
+                                                          const float *B, int64_t ldb,
+                                                          float beta, float *C, int64_t ldc)
+{
+    vec acc[SMALL][SMALL];
+    float tail[SMALL][SMALL];
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t r = 0; r < R; r++) acc[m][r] = (vec){0}, tail[m][r] = 0;
+    int64_t k = 0;
+    for (; k + W <= K; k += W)
+        for (int64_t r = 0; r < R; r++) {
+            vec bv = vload(B + (j0 + r) * ldb + k);
+            for (int64_t m = 0; m < M; m++) acc[m][r] += vload(A + m * lda + k) * bv;
+        }
+    for (; k < K; k++)
+        for (int64_t r = 0; r < R; r++)
+            for (int64_t m = 0; m < M; m++) tail[m][r] += A[m * lda + k] * B[(j0 + r) * ldb + k];
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t r = 0; r < R; r++) {
+            float sum = tail[m][r];
+            for (int l = 0; l < W; l++) sum += acc[m][r][l];
+            float *c = C + m * ldc + j0 + r;
+            *c = (beta == 0.0f ? 0.0f : beta * *c) + alpha * sum;
+        }
+}
+
+#define NT_ROWS(M_, R_) nt_rows(M_, R_, K, j, alpha, A, lda, B, ldb, beta, C, ldc)
+static void nt_all(int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+                   const float *B, int64_t ldb, float beta, float *C, int64_t ldc)
+{
+    int64_t R = (M == 1 || M == 2 || M == 4 || M == 8) ? 8 / M : 1, j = 0;
+    for (; j + R <= N; j += R) {
+        switch (M) {
+        case 1: NT_ROWS(1, 8); break;
+        case 2: NT_ROWS(2, 4); break;
+        case 4: NT_ROWS(4, 2); break;
+        case 8: NT_ROWS(8, 1); break;
+        default: NT_ROWS(M, 1); break;
+        }
+    }
+    for (; j < N; j++) NT_ROWS(M, 1);
+}
+#undef NT_ROWS
+
+bool own_small_gemm_f32(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
+                        const float *restrict A, int64_t lda, const float *restrict B,
+                        int64_t ldb, float beta, float *restrict C, int64_t ldc)
+{
+    if (!ta && !tb && M <= SMALL) {
+        /* C[m, :] = beta C[m, :] + alpha Σ_k A[m, k] B[k, :]: W columns at a time, B once */
+        nn_rows(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        return true;
+    }
+    if (ta && !tb && K <= SMALL) {
+        /* a rank-K update, C[i, :] = beta C[i, :] + alpha Σ_t A[t, i] B[t, :]: row by
+         * row of C, once each (B's K rows stay in cache) */
+        for (int64_t i = 0; i < M; i++) {
+            float a[SMALL], *c = C + i * ldc;
+            for (int64_t t = 0; t < K; t++) a[t] = alpha * A[t * lda + i];
+            int64_t j = 0;
+            for (; j + W <= N; j += W) {
+                vec acc = beta == 0.0f ? (vec){0} : beta * vload(c + j);
+                for (int64_t t = 0; t < K; t++) acc += a[t] * vload(B + t * ldb + j);
+                vstore(c + j, acc);
+            }
+            for (; j < N; j++) {
+                float acc = beta == 0.0f ? 0.0f : beta * c[j];
+                for (int64_t t = 0; t < K; t++) acc += a[t] * B[t * ldb + j];
+                c[j] = acc;
+            }
+        }
+        return true;
+    }
+    if (!ta && tb && M <= SMALL) {
+        /* C[m, j] = Σ_k A[m, k] B[j, k]: each row of B (a column of op(B)) once */
+        nt_all(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        return true;
+    }
+    return false;
+}
