@@ -368,10 +368,10 @@ START_TEST(cms_bad_configurations)
     expect_cms_error(c, MI_F64, "d_model must be >= 1");
     c = mi_cms_config_default(CD);
     c.hidden = -1;
-    expect_cms_error(c, MI_F64, "hidden >= 0");
+    expect_cms_error(c, MI_F64, "cms: hidden must be >= 0, got -1");
     c = mi_cms_config_default(CD);
     c.eta = 1.5;
-    expect_cms_error(c, MI_F64, "eta starts at 1.5");
+    expect_cms_error(c, MI_F64, "cms: eta must be in (0, 1), got 1.5");
     c = mi_cms_config_default(CD);
     expect_cms_error(c, MI_I32, "f32 or f64");
 

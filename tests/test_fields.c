@@ -56,6 +56,25 @@ static const mi_field fields[] = {
 };
 #define N MI_FIELDS_COUNT(fields)
 
+/* A group: a nested struct with its own table, keys "in.KEY". */
+typedef struct outer {
+    int n;
+    inner in;
+} outer;
+static const mi_field inner_fields[] = {
+    MI_FIELD_REAL_AT(inner, "rate", rate, "0.25", 0, 1, 0, "a rate"),
+};
+static const mi_field *inner_table(int *count)
+{
+    *count = MI_FIELDS_COUNT(inner_fields);
+    return inner_fields;
+}
+static const mi_field outer_fields[] = {
+    MI_FIELD_INT_AT(outer, "n", n, "3", 0, 10, "n"),
+    MI_FIELD_GROUP_AT(outer, "in", in, inner_table, "the inner struct"),
+};
+#define NO MI_FIELDS_COUNT(outer_fields)
+
 static sample defaults(void)
 {
     sample s;
@@ -188,6 +207,39 @@ START_TEST(whole_numbers_are_exact)
 }
 END_TEST
 
+START_TEST(groups_nest_a_table)
+{
+    outer o;
+    memset(&o, 0x5a, sizeof o);
+    ck_assert_int_eq(mi_fields_defaults(outer_fields, NO, &o), 0);
+    ck_assert(o.n == 3 && o.in.rate == 0.25);
+    ck_assert_int_eq(mi_fields_set(outer_fields, NO, &o, "outer", "in.rate=0.5"), 0);
+    ck_assert(o.in.rate == 0.5);
+    ck_assert(mi_fields_has_key(outer_fields, NO, "in.rate=1"));
+    ck_assert(!mi_fields_has_key(outer_fields, NO, "in=1") &&
+              !mi_fields_has_key(outer_fields, NO, "rate=1"));
+    const char *bad[][2] = {
+        {"in.rate=2", "outer: in.rate must be in [0, 1], got 2"},
+        {"in.x=1", "outer: unknown key 'in.x' (n, in.KEY)"},
+        {"in=1", "outer: unknown key 'in' (n, in.KEY)"},
+    };
+    for (int i = 0; i < 3; i++) {
+        mi_error_clear();
+        ck_assert_int_eq(mi_fields_set(outer_fields, NO, &o, "outer", bad[i][0]), -1);
+        ck_assert_str_eq(mi_error(), bad[i][1]);
+    }
+    ck_assert(o.in.rate == 0.5);
+    char text[256];
+    mi_fields_describe(outer_fields, NO, text, sizeof text);
+    ck_assert_str_eq(text, "  n=3  (in [0, 10])  n\n  in.rate=0.25  (in [0, 1])  a rate\n");
+    o.in.rate = 5;
+    mi_error_clear();
+    ck_assert_int_eq(mi_fields_check(outer_fields, NO, &o, "outer"), -1);
+    ck_assert_str_eq(mi_error(), "outer: in: rate must be in [0, 1], got 5");
+    mi_error_clear();
+}
+END_TEST
+
 START_TEST(check_finds_a_value_set_by_code)
 {
     sample s = defaults();
@@ -234,6 +286,7 @@ Suite *make_suite(void)
     tcase_add_test(tc, bad_values_are_refused_with_the_key);
     tcase_add_test(tc, format_round_trips);
     tcase_add_test(tc, whole_numbers_are_exact);
+    tcase_add_test(tc, groups_nest_a_table);
     tcase_add_test(tc, check_finds_a_value_set_by_code);
     tcase_add_test(tc, describe_lists_every_key);
     suite_add_tcase(s, tc);

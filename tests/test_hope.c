@@ -481,18 +481,18 @@ START_TEST(hope_bad_configurations)
     c = mi_hope_config_default(HD_MODEL, 0);
     expect_hope_error(c, "d_model and heads must be >= 1");
     c = hope_config(0, 1, true, 0);
-    expect_hope_error(c, "chunk and memory_chunk must be >= 1, got 0 and 1");
+    expect_hope_error(c, "hope: chunk must be >= 1, got 0");
     c = hope_config(1, 0, true, 0);
-    expect_hope_error(c, "got 1 and 0");
+    expect_hope_error(c, "hope: memory_chunk must be >= 1, got 0");
     c = hope_config(1, 1, true, 0);
     c.memory_expansion = 0;
-    expect_hope_error(c, "memory_expansion and component_expansion must be >= 1");
+    expect_hope_error(c, "hope: memory_expansion must be in [1, 1024], got 0");
     c = hope_config(1, 1, true, 0);
     c.conv_kernel = 0;
-    expect_hope_error(c, "conv_kernel must be >= 1");
+    expect_hope_error(c, "hope: conv_kernel must be in [1, 65536], got 0");
     c = hope_config(1, 1, true, 0);
     c.alpha = 1;
-    expect_hope_error(c, "eta and alpha start at 0.4 and 1");
+    expect_hope_error(c, "hope: alpha must be in (0, 1), got 1");
     c = hope_config(1, 1, true, 2);
     c.cms.chunk[1] = 0;
     expect_hope_error(c, "hope: cms: chunk size C^(2) = 0 must be >= 1");
@@ -552,14 +552,14 @@ START_TEST(hope_config_from_text)
     ck_assert(!c.out_gate);
     const char *bad[][2] = {{"chunk", "expected KEY=VALUE"}, {"=3", "expected KEY=VALUE"},
                             {"chunk=2.5", "not a whole number"}, {"eta=fast", "not a number"},
-                            {"adaptive_q=maybe", "not true/false"},
-                            {"out_gate=2", "out_gate: '2' is not true/false"},
+                            {"adaptive_q=maybe", "hope: adaptive_q: 'maybe' is not true or false"},
+                            {"out_gate=2", "hope: out_gate: '2' is not true or false"},
                             {"cms=1,0", "hope: cms: chunk size C^(2) = 0"},
                             {"heads=2", "unknown key 'heads'"},
-                            {"chunk=1e99", "not a whole number in int's range"},
-                            {"rule=eq29", "rule: 'eq29' is not eq28 or eq88"},
-                            {"cms.rate=max", "cms.rate: 'max' is not sum or mean"},
-                            {"lms=yes", "lms: 'yes' is not true/false"}};
+                            {"chunk=1e99", "hope: chunk: '1e99' is not a whole number"},
+                            {"rule=eq29", "hope: rule must be 'eq28' or 'eq88', got 'eq29'"},
+                            {"cms.rate=max", "hope: cms.rate: 'max' is not sum or mean"},
+                            {"lms=yes", "hope: lms: 'yes' is not true or false"}};
     for (int i = 0; i < 12; i++) {
         mi_error_clear();
         ck_assert_int_eq(mi_hope_config_set(&c, bad[i][0]), -1);

@@ -104,7 +104,7 @@ static int optim_format(const mi_field *f, const void *obj, char *buf, size_t n)
 /* no range: the optimizer's hyperparameters, which mi_optim_new checks */
 #define FREE(field_macro) {field_macro, NULL, false, 0}
 #define UNRANGED(T, type, key, member) \
-    {key, type, MI_FIELD_AT_(T, member), NULL, 0, 0, 0, NULL, NULL, NULL, NULL, NULL}
+    {key, type, MI_FIELD_AT_(T, member), NULL, 0, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL}
 _Static_assert(sizeof(task_kind) == sizeof(int), "the task enum is stored as an int");
 _Static_assert(sizeof(mi_nl_output) == sizeof(int), "the output enum is stored as an int");
 _Static_assert(sizeof(mi_nl_form) == sizeof(int), "the nl_form enum is stored as an int");

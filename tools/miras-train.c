@@ -108,6 +108,7 @@ static void print_keys(void)
         {"the model (--set KEY=VALUE; the mixer is --model)", mi_lm_config_fields},
         {"a MIRAS preset's block", mi_miras_block_config_fields},
         {"a MIRAS preset's components and training form", mi_miras_config_fields},
+        {"hope (--model hope)", mi_hope_config_fields},
     };
     for (size_t g = 0; g < sizeof groups / sizeof *groups; g++) {
         int n;

@@ -87,10 +87,52 @@ static const char *const level_names[MI_CMS_MAX_BLOCKS][6] = {
     LEVEL_NAMES(0), LEVEL_NAMES(1), LEVEL_NAMES(2), LEVEL_NAMES(3),
     LEVEL_NAMES(4), LEVEL_NAMES(5), LEVEL_NAMES(6), LEVEL_NAMES(7)};
 
+/* cms.rate: "sum" (Eq. 31) or "mean" (rate_mean) */
+static int rate_parse(const mi_field *f, void *obj, const char *text)
+{
+    if (strcmp(text, "sum") && strcmp(text, "mean"))
+        return mi_error_set("'%s' is not sum or mean", text), -1;
+    *(bool *)((char *)obj + f->offset) = !strcmp(text, "mean");
+    return 0;
+}
+
+static int rate_format(const mi_field *f, const void *obj, char *buf, size_t n)
+{
+    int k = snprintf(buf, n, "%s", *(const bool *)((const char *)obj + f->offset) ? "mean" : "sum");
+    return k < 0 || (size_t)k >= n ? mi_error_set("%s: no room", f->key), -1 : 0;
+}
+
+/* The CMS's keys (HOPE's "cms.KEY"); d_model and the levels' chunk sizes
+ * are set by the caller (mi_cms_config_chunks). */
+static const mi_field cms_fields[] = {
+    MI_FIELD_I64_AT(mi_cms_config, "hidden", hidden, "0", 0, 1e9,
+                    "each block's hidden width (0: 4 d_model)"),
+    MI_FIELD_REAL_AT(mi_cms_config, "eta", eta, "0.02", 0, 1, MI_FIELD_LO_OPEN | MI_FIELD_HI_OPEN,
+                     "the initial level of the rate sigma(.)"),
+    MI_FIELD_CUSTOM_AT(mi_cms_config, "rate", rate_mean, "sum", rate_parse, rate_format,
+                       "a chunk's steps summed (Eq. 31) or averaged: sum or mean"),
+    MI_FIELD_BOOL_AT(mi_cms_config, "lms", lms, "true",
+                     "each layer's term over its input's squared norm (false: plain GD)"),
+    MI_FIELD_REAL_AT(mi_cms_config, "norm_eps", norm_eps, "1e-6", 0, INFINITY,
+                     MI_FIELD_LO_OPEN | MI_FIELD_HI_OPEN, "the blocks' RMSNorm epsilon"),
+    MI_FIELD_BOOL_AT(mi_cms_config, "composed", composed, "false",
+                     "each level as recorded per-chunk ops (any order) instead of cms_scan"),
+};
+
+const mi_field *mi_cms_config_fields(int *count)
+{
+    if (count) *count = MI_FIELDS_COUNT(cms_fields);
+    return cms_fields;
+}
+
 mi_cms_config mi_cms_config_default(int64_t d_model)
 {
-    return (mi_cms_config){.d_model = d_model, .hidden = 0, .n_blocks = 3, .chunk = {1, 4, 16},
-                           .eta = 0.02, .rate_mean = false, .lms = true, .norm_eps = 1e-6};
+    mi_cms_config c;
+    memset(&c, 0, sizeof c);
+    mi_fields_defaults(cms_fields, MI_FIELDS_COUNT(cms_fields), &c);  /* cannot fail */
+    c.d_model = d_model, c.n_blocks = 3;
+    c.chunk[0] = 1, c.chunk[1] = 4, c.chunk[2] = 16;
+    return c;
 }
 
 int mi_cms_config_chunks(mi_cms_config *c, const char *list)
@@ -126,9 +168,9 @@ static int check_config(const mi_cms_config *c, mi_dtype dt)
 {
     if (dt != MI_F32 && dt != MI_F64)
         return mi_error_set("cms: parameters must be f32 or f64, not %s", mi_dtype_name(dt)), -1;
-    if (c->d_model < 1 || c->hidden < 0)
-        return mi_error_set("cms: d_model must be >= 1 and hidden >= 0 (0: 4·d_model), got %lld "
-                            "and %lld", (long long)c->d_model, (long long)c->hidden), -1;
+    if (c->d_model < 1)
+        return mi_error_set("cms: d_model must be >= 1, got %lld", (long long)c->d_model), -1;
+    if (mi_fields_check(cms_fields, MI_FIELDS_COUNT(cms_fields), c, "cms") != 0) return -1;
     if (c->n_blocks < 1 || c->n_blocks > MI_CMS_MAX_BLOCKS)
         return mi_error_set("cms: n_blocks must be in [1, %d], got %d", MI_CMS_MAX_BLOCKS,
                             c->n_blocks), -1;
@@ -136,9 +178,6 @@ static int check_config(const mi_cms_config *c, mi_dtype dt)
         if (c->chunk[l] < 1)
             return mi_error_set("cms: chunk size C^(%d) = %d must be >= 1 (block %d updates "
                                 "every C tokens)", l + 1, c->chunk[l], l + 1), -1;
-    if (!(c->eta > 0 && c->eta < 1))
-        return mi_error_set("cms: eta starts at %g, which σ cannot reach (in (0, 1))", c->eta), -1;
-    if (!(c->norm_eps > 0)) return mi_error_set("cms: norm_eps must be > 0"), -1;
     return 0;
 }
 

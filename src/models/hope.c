@@ -133,100 +133,72 @@ static const char *const mem_names[MI_HOPE_MEMORIES][2] = {
     {"k_mem.w1", "k_mem.w2"}, {"v_mem.w1", "v_mem.w2"}, {"q_mem.w1", "q_mem.w2"},
     {"eta_mem.w1", "eta_mem.w2"}, {"alpha_mem.w1", "alpha_mem.w2"}, {"memory.w1", "memory.w2"}};
 
+/* "cms": the levels' chunk sizes ("1,4,16") or none */
+static int levels_parse(const mi_field *f, void *obj, const char *text)
+{
+    mi_cms_config *c = (mi_cms_config *)((char *)obj + f->offset);
+    if (!strcmp(text, "none")) return c->n_blocks = 0, 0;
+    return mi_cms_config_chunks(c, text);
+}
+
+static int levels_format(const mi_field *f, const void *obj, char *buf, size_t n)
+{
+    const mi_cms_config *c = (const mi_cms_config *)((const char *)obj + f->offset);
+    size_t used = (size_t)snprintf(buf, n, "%s", c->n_blocks ? "" : "none");
+    for (int l = 0; l < c->n_blocks && used < n; l++)
+        used += (size_t)snprintf(buf + used, n - used, "%s%d", l ? "," : "", c->chunk[l]);
+    return used >= n ? mi_error_set("%s: no room", f->key), -1 : 0;
+}
+
+static const char *const rules[] = {"eq28", "eq88", NULL};  /* index = MI_HOPE_EQ* */
+#define H mi_hope_config
+#define OPEN (MI_FIELD_LO_OPEN | MI_FIELD_HI_OPEN)
+/* HOPE's keys; the CMS's come from its own table as "cms.KEY". */
+static const mi_field hope_fields[] = {
+    MI_FIELD_INT_AT(H, "chunk", chunk, "1", 1, 1e9, "C of the k, v, q, eta, alpha memories"),
+    MI_FIELD_INT_AT(H, "memory_chunk", memory_chunk, "1", 1, 1e9, "C of the main memory"),
+    MI_FIELD_INT_AT(H, "memory_expansion", memory_expansion, "4", 1, 1024,
+                    "main memory: hidden = expansion head_dim"),
+    MI_FIELD_INT_AT(H, "component_expansion", component_expansion, "1", 1, 1024,
+                    "k, v, q, eta, alpha memories: hidden = expansion d_model"),
+    MI_FIELD_BOOL_AT(H, "adaptive_q", adaptive_q, "true", "q from a self-modifying memory"),
+    MI_FIELD_BOOL_AT(H, "out_gate", out_gate, "true", "the output gate SiLU(x W_g)"),
+    MI_FIELD_INT_AT(H, "conv_kernel", conv_kernel, "4", 1, 65536, "the input's causal conv"),
+    MI_FIELD_REAL_AT(H, "eta", eta, "0.02", 0, 1, OPEN, "the initial level of eta_t"),
+    MI_FIELD_REAL_AT(H, "alpha", alpha, "0.998", 0, 1, OPEN, "the initial level of alpha_t"),
+    MI_FIELD_REAL_AT(H, "qk_eps", qk_eps, "1e-6", 0, INFINITY, OPEN, "q, k l2 normalisation"),
+    MI_FIELD_REAL_AT(H, "norm_eps", norm_eps, "1e-6", 0, INFINITY, OPEN, "the output RMSNorm"),
+    MI_FIELD_REAL_AT(H, "out_scale", out_scale, "1", 0, INFINITY, MI_FIELD_HI_OPEN,
+                     "W_out ~ N(0, out_scale^2 / d_model)"),
+    MI_FIELD_CHOICE_AT(H, "rule", rule, "eq28", rules,
+                       "the memories' step: Nested Learning Eq. 28 or arXiv Eq. 88"),
+    MI_FIELD_BOOL_AT(H, "lms", lms, "true", "the gradient term over its input's squared norm"),
+    MI_FIELD_CUSTOM_AT(H, "cms", cms, "1,4,16", levels_parse, levels_format,
+                       "the CMS levels' chunk sizes, or none"),
+    MI_FIELD_GROUP_AT(H, "cms", cms, mi_cms_config_fields, "the CMS"),
+};
+#undef H
+#define N_HOPE_FIELDS MI_FIELDS_COUNT(hope_fields)
+
+const mi_field *mi_hope_config_fields(int *count)
+{
+    if (count) *count = N_HOPE_FIELDS;
+    return hope_fields;
+}
+
 mi_hope_config mi_hope_config_default(int64_t d_model, int64_t heads)
 {
-    return (mi_hope_config){
-        .d_model = d_model, .heads = heads, .memory_expansion = 4, .component_expansion = 1,
-        .chunk = 1, .memory_chunk = 1, .adaptive_q = true, .out_gate = true, .conv_kernel = 4,
-        .eta = 0.02, .alpha = 0.998, .qk_eps = 1e-6, .norm_eps = 1e-6, .out_scale = 1,
-        .rule = MI_HOPE_EQ28, .lms = true, .cms = mi_cms_config_default(d_model)};
-}
-
-static int set_number(const char *key, const char *text, double *out)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(text, &end);
-    if (errno || end == text || *end)
-        return mi_error_set("hope: %s: '%s' is not a number", key, text), -1;
-    *out = v;
-    return 0;
-}
-
-static int set_whole(const char *key, const char *text, int *out)
-{
-    double v;
-    if (set_number(key, text, &v) != 0) return -1;
-    /* the range first: converting a double outside int's range is undefined */
-    if (!(v >= INT_MIN && v <= INT_MAX) || v != (int)v)
-        return mi_error_set("hope: %s: '%s' is not a whole number in int's range", key, text), -1;
-    *out = (int)v;
-    return 0;
+    mi_hope_config c;
+    memset(&c, 0, sizeof c);
+    mi_fields_defaults(hope_fields, N_HOPE_FIELDS, &c);  /* the table's own defaults: cannot fail */
+    c.d_model = d_model, c.heads = heads, c.cms.d_model = d_model;
+    return c;
 }
 
 int mi_hope_config_set(mi_hope_config *c, const char *assignment)
 {
-    const char *eq = assignment ? strchr(assignment, '=') : NULL;
-    if (!c || !eq || eq == assignment || eq - assignment >= 32)
-        return mi_error_set("hope: expected KEY=VALUE, got '%s'",
-                            assignment ? assignment : "(null)"), -1;
-    char key[32];
-    memcpy(key, assignment, (size_t)(eq - assignment));
-    key[eq - assignment] = '\0';
-    const char *val = eq + 1;
-    struct { const char *name; int *i; double *d; } fields[] = {
-        {"chunk", &c->chunk, NULL}, {"memory_chunk", &c->memory_chunk, NULL},
-        {"memory_expansion", &c->memory_expansion, NULL},
-        {"component_expansion", &c->component_expansion, NULL},
-        {"conv_kernel", &c->conv_kernel, NULL}, {"eta", NULL, &c->eta},
-        {"alpha", NULL, &c->alpha}, {"qk_eps", NULL, &c->qk_eps},
-        {"norm_eps", NULL, &c->norm_eps}, {"out_scale", NULL, &c->out_scale},
-        {"cms.eta", NULL, &c->cms.eta}, {"cms.norm_eps", NULL, &c->cms.norm_eps}};
-    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
-        if (!strcmp(key, fields[i].name))
-            return fields[i].i ? set_whole(key, val, fields[i].i)
-                               : set_number(key, val, fields[i].d);
-    struct { const char *name; bool *b; } flags[] = {
-        {"adaptive_q", &c->adaptive_q}, {"out_gate", &c->out_gate}, {"lms", &c->lms},
-        {"cms.lms", &c->cms.lms}, {"cms.composed", &c->cms.composed}};
-    for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++) {
-        if (strcmp(key, flags[i].name)) continue;
-        bool on = !strcmp(val, "true") || !strcmp(val, "1");
-        if (!on && strcmp(val, "false") && strcmp(val, "0"))
-            return mi_error_set("hope: %s: '%s' is not true/false/1/0", key, val), -1;
-        *flags[i].b = on;
-        return 0;
-    }
-    if (!strcmp(key, "rule")) {
-        if (!strcmp(val, "eq28")) c->rule = MI_HOPE_EQ28;
-        else if (!strcmp(val, "eq88")) c->rule = MI_HOPE_EQ88;
-        else return mi_error_set("hope: rule: '%s' is not eq28 or eq88", val), -1;
-        return 0;
-    }
-    if (!strcmp(key, "cms.rate")) {
-        if (strcmp(val, "sum") && strcmp(val, "mean"))
-            return mi_error_set("hope: cms.rate: '%s' is not sum or mean", val), -1;
-        c->cms.rate_mean = !strcmp(val, "mean");
-        return 0;
-    }
-    if (!strcmp(key, "cms.hidden")) {
-        int h;
-        if (set_whole(key, val, &h) != 0) return -1;
-        c->cms.hidden = h;
-        return 0;
-    }
-    if (!strcmp(key, "cms")) {
-        if (!strcmp(val, "none")) {
-            c->cms.n_blocks = 0;
-            return 0;
-        }
-        return mi_cms_config_chunks(&c->cms, val) == 0 ? 0 : (mi_error_prefix("hope"), -1);
-    }
-    return mi_error_set("hope: unknown key '%s' (known: chunk, memory_chunk, memory_expansion, "
-                        "component_expansion, adaptive_q, out_gate, conv_kernel, eta, alpha, "
-                        "qk_eps, norm_eps, out_scale, rule, lms, cms, cms.hidden, cms.eta, "
-                        "cms.rate, cms.lms, cms.norm_eps, cms.composed)",
-                        key), -1;
+    if (!c) return mi_error_set("hope: NULL config"), -1;
+    return mi_fields_set(hope_fields, N_HOPE_FIELDS, c, "hope", assignment);
 }
 
 static int check_config(const mi_hope_config *c, mi_dtype dt)
@@ -239,19 +211,7 @@ static int check_config(const mi_hope_config *c, mi_dtype dt)
     if (c->d_model % c->heads)
         return mi_error_set("hope: heads (%lld) must divide d_model (%lld)", (long long)c->heads,
                             (long long)c->d_model), -1;
-    if (c->memory_expansion < 1 || c->component_expansion < 1)
-        return mi_error_set("hope: memory_expansion and component_expansion must be >= 1, got "
-                            "%d and %d", c->memory_expansion, c->component_expansion), -1;
-    if (c->chunk < 1 || c->memory_chunk < 1)
-        return mi_error_set("hope: chunk and memory_chunk must be >= 1, got %d and %d", c->chunk,
-                            c->memory_chunk), -1;
-    if (c->conv_kernel < 1)
-        return mi_error_set("hope: conv_kernel must be >= 1, got %d", c->conv_kernel), -1;
-    if (!(c->eta > 0 && c->eta < 1) || !(c->alpha > 0 && c->alpha < 1))
-        return mi_error_set("hope: eta and alpha start at %g and %g; σ reaches only (0, 1)",
-                            c->eta, c->alpha), -1;
-    if (!(c->qk_eps > 0) || !(c->norm_eps > 0) || !(c->out_scale >= 0))
-        return mi_error_set("hope: qk_eps and norm_eps must be > 0 and out_scale >= 0"), -1;
+    if (mi_fields_check(hope_fields, N_HOPE_FIELDS, c, "hope") != 0) return -1;
     return 0;
 }
 

@@ -84,6 +84,8 @@ mi_cms_config mi_cms_config_default(int64_t d_model);
 /* Sets n_blocks and chunk[] from text such as "1,4,16"; -1 with a message
  * (empty, not a number, C < 1, more than MI_CMS_MAX_BLOCKS). */
 int mi_cms_config_chunks(mi_cms_config *c, const char *list);
+/* The CMS's keys (hidden, eta, rate, lms, norm_eps, composed). */
+const mi_field *mi_cms_config_fields(int *count);
 
 typedef struct mi_cms_level {
     mi_tensor *norm;       /* γ [d]: u = RMSNorm(h) ⊙ γ */
@@ -160,6 +162,8 @@ mi_hope_config mi_hope_config_default(int64_t d_model, int64_t heads);
  * "lms=true", "cms.rate=sum|mean", "cms.lms=true", "cms.composed=false". Ranges are checked
  * by mi_hope_init. 0, or -1 with a message. */
 int mi_hope_config_set(mi_hope_config *c, const char *assignment);
+/* HOPE's keys, the CMS's as the group "cms." (name, default, range, doc). */
+const mi_field *mi_hope_config_fields(int *count);
 
 #define MI_HOPE_MAX_PARAMS (24 + MI_CMS_MAX_PARAMS)
 

@@ -30,6 +30,27 @@ const mi_field *mi_fields_find(const mi_field *table, int n, const char *key)
     return NULL;
 }
 
+/* The field for a key, groups included: *obj moves to the group's struct
+ * and full[] holds the whole key ("cms.eta") for messages. */
+static const mi_field *resolve(const mi_field *table, int n, const char *key, void **obj)
+{
+    for (int i = 0; table && key && i < n; i++) {
+        const mi_field *f = &table[i];
+        size_t len = strlen(f->key);
+        if (f->type != MI_FIELD_GROUP) {
+            if (!strcmp(f->key, key)) return f;
+        } else if (!strncmp(key, f->key, len) && key[len] == '.') {
+            *obj = (char *)*obj + f->offset;
+            int count = 0;
+            const mi_field *group = f->group ? f->group(&count) : NULL;
+            const mi_field *g = resolve(group, count, key + len + 1, obj);
+            if (g) return g;
+            *obj = (char *)*obj - f->offset;
+        }
+    }
+    return NULL;
+}
+
 static int parse_real(const char *text, double *out)
 {
     char *end;
@@ -173,11 +194,19 @@ int mi_field_parse(const mi_field *f, void *obj, const char *what, const char *t
     case MI_FIELD_CUSTOM:
         if (!f->parse) return mi_error_set("%s has no parser", f->key), -1;
         if (f->parse(f, obj, text) != 0) {
+            /* "WHAT: KEY: message", once even where the parser named the key itself */
+            size_t len = strlen(f->key);
+            bool named = !strncmp(mi_error(), f->key, len) && mi_error()[len] == ':';
             char who[MAX_KEY + 64];
-            snprintf(who, sizeof who, "%s%s%s", name(what), sep(what), f->key);
-            return mi_error_prefix(who), -1;
+            snprintf(who, sizeof who, "%s%s%s", name(what), named || !*name(what) ? "" : ": ",
+                     named ? "" : f->key);
+            if (*who) mi_error_prefix(who);
+            return -1;
         }
         return 0;
+    case MI_FIELD_GROUP:
+        return mi_error_set("%s%s%s is a group of keys (%s.KEY=VALUE), not one value", name(what),
+                            sep(what), f->key, f->key), -1;
     }
     return mi_error_set("%s: unknown field type %d", f->key, (int)f->type), -1;
 }
@@ -186,7 +215,11 @@ int mi_fields_defaults(const mi_field *table, int n, void *obj)
 {
     for (int i = 0; i < n; i++) {
         const mi_field *f = &table[i];
-        if (f->def) {
+        if (f->type == MI_FIELD_GROUP) {
+            int count = 0;
+            const mi_field *group = f->group ? f->group(&count) : NULL;
+            if (mi_fields_defaults(group, count, member(obj, f)) != 0) return -1;
+        } else if (f->def) {
             if (mi_field_parse(f, obj, "default", f->def) != 0) return -1;
         } else {
             memset(member(obj, f), 0, f->size);
@@ -198,13 +231,13 @@ int mi_fields_defaults(const mi_field *table, int n, void *obj)
 bool mi_fields_has_key(const mi_field *table, int n, const char *assignment)
 {
     const char *eq = assignment ? strchr(assignment, '=') : NULL;
-    if (!eq) return false;
-    for (int i = 0; i < n; i++) {
-        size_t len = strlen(table[i].key);
-        if (len == (size_t)(eq - assignment) && !strncmp(assignment, table[i].key, len))
-            return true;
-    }
-    return false;
+    if (!eq || eq - assignment >= MAX_KEY) return false;
+    char key[MAX_KEY];
+    memcpy(key, assignment, (size_t)(eq - assignment));
+    key[eq - assignment] = '\0';
+    char scratch;
+    void *obj = &scratch;
+    return resolve(table, n, key, &obj) != NULL;
 }
 
 int mi_fields_set(const mi_field *table, int n, void *obj, const char *what,
@@ -217,14 +250,19 @@ int mi_fields_set(const mi_field *table, int n, void *obj, const char *what,
     char key[MAX_KEY];
     memcpy(key, assignment, (size_t)(eq - assignment));
     key[eq - assignment] = '\0';
-    const mi_field *f = mi_fields_find(table, n, key);
-    if (f) return mi_field_parse(f, obj, what, eq + 1);
+    void *at = obj;
+    const mi_field *f = resolve(table, n, key, &at);
+    if (f) {
+        mi_field named = *f;  /* messages name the whole key */
+        named.key = key;
+        return mi_field_parse(&named, at, what, eq + 1);
+    }
     char keys[1024];
     size_t len = 0;
     keys[0] = '\0';
     for (int i = 0; i < n && len < sizeof keys; i++)
-        len += (size_t)snprintf(keys + len, sizeof keys - len, "%s%s", i ? ", " : "",
-                                table[i].key);
+        len += (size_t)snprintf(keys + len, sizeof keys - len, "%s%s%s", i ? ", " : "",
+                                table[i].key, table[i].type == MI_FIELD_GROUP ? ".KEY" : "");
     return mi_error_set("%s: unknown key '%s' (%s)", what, key, keys), -1;
 }
 
@@ -255,6 +293,7 @@ int mi_field_format(const mi_field *f, const void *obj, char *buf, size_t n)
     case MI_FIELD_CUSTOM:
         if (!f->format) return mi_error_set("%s has no formatter", f->key), -1;
         return f->format(f, obj, buf, n);
+    case MI_FIELD_GROUP: return mi_error_set("%s: a group has no one text", f->key), -1;
     }
     if (len < 0 || (size_t)len >= n)
         return mi_error_set("%s: its text does not fit in %zu bytes", f->key, n), -1;
@@ -282,6 +321,14 @@ int mi_fields_check(const mi_field *table, int n, const void *obj, const char *w
             return mi_error_set("%s%s%s must be %s, got %d", name(what), sep(what), f->key, list,
                                 value), -1;
         }
+        case MI_FIELD_GROUP: {
+            char sub[MAX_KEY + 64];
+            snprintf(sub, sizeof sub, "%s%s%s", name(what), sep(what), f->key);
+            int count = 0;
+            const mi_field *group = f->group ? f->group(&count) : NULL;
+            if (mi_fields_check(group, count, p, sub) != 0) return -1;
+            continue;
+        }
         case MI_FIELD_NAME:
             if (!*(const char *const *)p)
                 return mi_error_set("%s%s%s is not set", name(what), sep(what), f->key), -1;
@@ -296,12 +343,19 @@ int mi_fields_check(const mi_field *table, int n, const void *obj, const char *w
     return 0;
 }
 
-size_t mi_fields_describe(const mi_field *table, int n, char *buf, size_t size)
+static size_t describe(const mi_field *table, int n, const char *prefix, char *buf, size_t size,
+                       size_t len)
 {
-    size_t len = 0;
-    if (buf && size) buf[0] = '\0';
     for (int i = 0; i < n; i++) {
         const mi_field *f = &table[i];
+        if (f->type == MI_FIELD_GROUP) {
+            char sub[MAX_KEY];
+            snprintf(sub, sizeof sub, "%s%s.", prefix, f->key);
+            int count = 0;
+            const mi_field *group = f->group ? f->group(&count) : NULL;
+            len = describe(group, count, sub, buf, size, len);
+            continue;
+        }
         char r[96] = "";
         if (f->flags & MI_FIELD_RANGED) {
             char t[80];
@@ -318,11 +372,17 @@ size_t mi_fields_describe(const mi_field *table, int n, char *buf, size_t size)
             used += (size_t)snprintf(values + used, used < sizeof values ? sizeof values - used : 0,
                                      "%s%s", j ? ", " : ": ", f->name_at(j));
         char line[1024];
-        int k = snprintf(line, sizeof line, "  %s=%s%s  %s%s\n", f->key, f->def ? f->def : "", r,
-                         f->doc ? f->doc : "", values);
+        int k = snprintf(line, sizeof line, "  %s%s=%s%s  %s%s\n", prefix, f->key,
+                         f->def ? f->def : "", r, f->doc ? f->doc : "", values);
         if (k < 0) continue;
         if (buf && len + 1 < size) snprintf(buf + len, size - len, "%s", line);
         len += strlen(line);
     }
     return len;
+}
+
+size_t mi_fields_describe(const mi_field *table, int n, char *buf, size_t size)
+{
+    if (buf && size) buf[0] = '\0';
+    return describe(table, n, "", buf, size, 0);
 }

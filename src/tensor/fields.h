@@ -32,6 +32,8 @@ typedef enum mi_field_type {
                         component table's), stored as that name, never the caller's text */
     MI_FIELD_TEXT,   /* char[size]: the text itself, copied */
     MI_FIELD_CUSTOM, /* parse() and format() of its own (e.g. "head:0.5") */
+    MI_FIELD_GROUP,  /* a nested struct with its own table: its keys are "KEY.sub"
+                        (the CMS inside HOPE: "cms.eta") */
 } mi_field_type;
 
 /* flags */
@@ -55,6 +57,7 @@ struct mi_field {
     int (*parse)(const mi_field *f, void *obj, const char *text);
     int (*format)(const mi_field *f, const void *obj, char *buf, size_t n);
     const char *doc;            /* one line; for CHOICE and NAME it lists the values */
+    const mi_field *(*group)(int *count);  /* GROUP: the nested struct's table */
 };
 
 #define MI_FIELDS_COUNT(table) ((int)(sizeof(table) / sizeof((table)[0])))
@@ -62,29 +65,32 @@ struct mi_field {
 
 #define MI_FIELD_INT_AT(T, key, member, def, lo, hi, doc) \
     {key, MI_FIELD_INT, MI_FIELD_AT_(T, member), def, lo, hi, MI_FIELD_RANGED, NULL, NULL, \
-     NULL, NULL, doc}
+     NULL, NULL, doc, NULL}
 #define MI_FIELD_I64_AT(T, key, member, def, lo, hi, doc) \
     {key, MI_FIELD_I64, MI_FIELD_AT_(T, member), def, lo, hi, MI_FIELD_RANGED, NULL, NULL, \
-     NULL, NULL, doc}
+     NULL, NULL, doc, NULL}
 #define MI_FIELD_U64_AT(T, key, member, def, lo, hi, doc) \
     {key, MI_FIELD_U64, MI_FIELD_AT_(T, member), def, lo, hi, MI_FIELD_RANGED, NULL, NULL, \
-     NULL, NULL, doc}
+     NULL, NULL, doc, NULL}
 /* flags: MI_FIELD_LO_OPEN, MI_FIELD_HI_OPEN (RANGED is implied) */
 #define MI_FIELD_REAL_AT(T, key, member, def, lo, hi, flags, doc) \
     {key, MI_FIELD_REAL, MI_FIELD_AT_(T, member), def, lo, hi, MI_FIELD_RANGED | (flags), \
-     NULL, NULL, NULL, NULL, doc}
+     NULL, NULL, NULL, NULL, doc, NULL}
 #define MI_FIELD_BOOL_AT(T, key, member, def, doc) \
-    {key, MI_FIELD_BOOL, MI_FIELD_AT_(T, member), def, 0, 0, 0, NULL, NULL, NULL, NULL, doc}
+    {key, MI_FIELD_BOOL, MI_FIELD_AT_(T, member), def, 0, 0, 0, NULL, NULL, NULL, NULL, doc, NULL}
 #define MI_FIELD_CHOICE_AT(T, key, member, def, names, doc) \
-    {key, MI_FIELD_CHOICE, MI_FIELD_AT_(T, member), def, 0, 0, 0, names, NULL, NULL, NULL, doc}
+    {key, MI_FIELD_CHOICE, MI_FIELD_AT_(T, member), def, 0, 0, 0, names, NULL, NULL, NULL, doc, NULL}
 #define MI_FIELD_NAME_AT(T, key, member, def, name_at, doc) \
-    {key, MI_FIELD_NAME, MI_FIELD_AT_(T, member), def, 0, 0, 0, NULL, name_at, NULL, NULL, doc}
+    {key, MI_FIELD_NAME, MI_FIELD_AT_(T, member), def, 0, 0, 0, NULL, name_at, NULL, NULL, doc, NULL}
 #define MI_FIELD_TEXT_AT(T, key, member, def, doc) \
-    {key, MI_FIELD_TEXT, MI_FIELD_AT_(T, member), def, 0, 0, 0, NULL, NULL, NULL, NULL, doc}
+    {key, MI_FIELD_TEXT, MI_FIELD_AT_(T, member), def, 0, 0, 0, NULL, NULL, NULL, NULL, doc, NULL}
 #define MI_FIELD_CUSTOM_AT(T, key, member, def, parse, format, doc) \
-    {key, MI_FIELD_CUSTOM, MI_FIELD_AT_(T, member), def, 0, 0, 0, NULL, NULL, parse, format, doc}
+    {key, MI_FIELD_CUSTOM, MI_FIELD_AT_(T, member), def, 0, 0, 0, NULL, NULL, parse, format, doc, NULL}
+#define MI_FIELD_GROUP_AT(T, key, member, fields_fn, doc) \
+    {key, MI_FIELD_GROUP, MI_FIELD_AT_(T, member), NULL, 0, 0, 0, NULL, NULL, NULL, NULL, doc, \
+     fields_fn}
 
-/* The entry for key, or NULL. */
+/* The entry for key, or NULL (a group's own keys are not searched). */
 const mi_field *mi_fields_find(const mi_field *table, int n, const char *key);
 
 /* Every field of obj to its default (zero where def is NULL). 0, or -1 with
