@@ -1,9 +1,10 @@
 /* miras: the umbrella header. Layers, bottom up:
- * tensor ← autograd ← ops ← {models, optim}. */
+ * tensor ← autograd ← ops ← {models, optim}; the synthetic tasks (data) on tensor. */
 #ifndef MIRAS_H
 #define MIRAS_H
 
 #include "tensor/tensor.h"
+#include "data/tasks.h"
 #include "autograd/autograd.h"
 #include "ops/ops.h"
 #include "models/models.h"

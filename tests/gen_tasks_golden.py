@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Independent re-implementation of the MQAR generator (src/models/task_mqar.c,
-the draw order documented in src/models/tasks.h) in plain Python, to check the
+"""Independent re-implementation of the MQAR generator (src/data/mqar.c,
+the draw order documented in src/data/tasks.h) in plain Python, to check the
 golden checksums fixed in tests/test_tasks.c. Run: python3 tests/gen_tasks_golden.py
 
 It shares nothing with the C code but the written description: xoshiro256**

@@ -1,4 +1,4 @@
-/* Nested Learning's continuum memory system (src/models/cms.c, nl_mlp.c): the
+/* Nested Learning's continuum memory system (src/models/hope/cms.c, nl_mlp.c): the
  * MLP memory's accumulated step against Eq. 31 by hand; CMS block ℓ's weights
  * change only at positions that are multiples of C^(ℓ) (from the trace); the
  * CMS against a plain-loop reference (all C = 1, and mixed C with T not a

@@ -1,4 +1,4 @@
-/* HOPE (src/models/hope.c): against a plain-loop reference of the
+/* HOPE (src/models/hope/hope.c): against a plain-loop reference of the
  * self-modifying Titans (chunk 1, and two different chunk sizes); gradchecks
  * (f64, tiny) w.r.t. the input and every parameter; causality; parameter
  * lists; f32 runs that stay bounded; bad configurations. */

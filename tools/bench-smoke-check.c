@@ -16,7 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "tensor/json.h"
+#include "tensor/io/json.h"
 
 static const json_value *member(const json_value *obj, const char *key)
 {

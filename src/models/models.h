@@ -29,7 +29,6 @@
 #define MIRAS_MODELS_H
 
 #include "ops/ops.h"
-#include "models/tasks.h"
 
 #define MI_MEMORY_MAX_WEIGHTS 8
 

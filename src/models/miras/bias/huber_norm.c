@@ -1,7 +1,7 @@
 /* Huber attentional bias on the error norm (MIRAS "Alternative Attentional
  * Biases", Variant 2, the second approach, eq:temp42):
  *
- *   ℓ(y; v) = H(‖e‖₂),  e = y − v,  H as in bias_huber.c
+ *   ℓ(y; v) = H(‖e‖₂),  e = y − v,  H as in huber.c
  *   ∂ℓ/∂y   = e                 if ‖e‖₂ ≤ δ
  *             δ e / ‖e‖₂        otherwise
  *

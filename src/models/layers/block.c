@@ -522,7 +522,7 @@ static int w0_batched(const mi_miras_block *b, int64_t B, mi_tensor **w0)
 
 /* The memory the block runs for B sequences: its own, or with a learned
  * simplex scale a copy that carries c per sequence, c_{b·H+h} = kl_scale ·
- * exp(s_h) (retention_kl.c), in *local. */
+ * exp(s_h) (retention/kl.c), in *local. */
 static const mi_miras *memory_for(const mi_miras_block *b, int64_t B, mi_miras *local)
 {
     if (!b->kl_scale_log) return &b->miras;

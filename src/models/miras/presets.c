@@ -182,7 +182,7 @@ static const mi_preset presets[] = {
      * (α ∈ (0.8, 1)). Byte LM
      * (200 steps, chunk 16) / small MQAR (2000 steps, chunk 8): with A_0 = W_0
      * and η 0.02, α ∈ (0, 1), 2.746 / 0.863 (gradient norms 20–300 on the
-     * LM); with A_0 read as W_0 (retention_lq.c) and α ∈ (0.8, 1): η 0.02
+     * LM); with A_0 read as W_0 (retention/lq.c) and α ∈ (0.8, 1): η 0.02
      * 2.147 / 0.915, η 0.05 2.800 / 0.999, η 0.01 2.103 / 1.000, η 0.01
      * bounded by 0.02 2.107 / 0.999, η 0.007 2.072 / 1.000 (seed 2: 0.773),
      * η 0.007 bounded by 0.014 2.081 / 1.000 (seed 2: 0.984). (Before
