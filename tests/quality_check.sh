@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The quick quality benchmark as a test: tests/quality_check.sh BUILD_DIR [--quick].
 # Plain: every preset must learn, a byte LM well below chance and an MQAR accuracy
-# floor per preset (the floors are in tools/bench_quality_suites.c, suites quick-*).
+# floor per preset (the floors are in tools/bench/bench_quality_suites.c, suites quick-*).
 # --quick (the sanitizer pass): the machinery only, three steps of one model.
 set -uo pipefail
 build=${1:?usage: tests/quality_check.sh BUILD_DIR [--quick]}

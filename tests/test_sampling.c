@@ -1,7 +1,7 @@
-/* The drivers' sampler (tools/generate.c): greedy, temperature and top-k
+/* The drivers' sampler (tools/lib/generate.c): greedy, temperature and top-k
  * draw from softmax(logits / T) restricted to the k largest. */
 #include "harness.h"
-#include "../tools/generate.h"
+#include "../tools/lib/generate.h"
 
 /* Frequency of each token over n draws from one row of logits. */
 static void frequencies(const double *logits, int64_t V, double temperature, int64_t top_k,

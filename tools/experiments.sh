@@ -5,7 +5,7 @@
 #
 # builds (as tools/run.sh does), runs `miras-bench quality --suite experiments
 # --threads 1 --out runs/experiments` (every case one single-threaded
-# miras-train run, one after another; the suites are in tools/bench_quality.c),
+# miras-train run, one after another; the suites are in tools/bench/bench_quality.c),
 # then writes the results into docs/: each suite's Markdown table and chart
 # (docs/experiments/quality-<suite>.svg), two summary tables (needle in a
 # haystack per flavour, capacity per number of pairs) and a line saying when,

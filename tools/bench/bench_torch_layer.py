@@ -9,10 +9,10 @@ backward of <y, r>, the per-token recurrence written as a loop over t:
 
 Prints the median ms over --reps after one warm-up and the peak RSS.
 
-    /usr/bin/python3 tools/bench_torch_layer.py --threads 2
+    /usr/bin/python3 tools/bench/bench_torch_layer.py --threads 2
 
 OPENBLAS_NUM_THREADS=1 and OMP_WAIT_POLICY=passive are set before torch loads,
-as tools/bench_torch.py does (see there why).
+as tools/bench/bench_torch.py does (see there why).
 """
 import argparse, os, resource, statistics, time
 

@@ -11,7 +11,7 @@ all-reduce of the f32 gradients.
   b*         = t_ar·tau / T: the per-node batch below which the all-reduce
                outlasts the compute and cannot hide behind it.
 
-usage: tools/dist_cost_model.py PARAMS TOKENS_PER_S [--T 256] [--b 16] [--alpha-us 30]
+usage: tools/lib/dist_cost_model.py PARAMS TOKENS_PER_S [--T 256] [--b 16] [--alpha-us 30]
 prints the markdown tables of docs/distributed.md."""
 import argparse
 import math
