@@ -154,36 +154,7 @@ static int ds_thread(void)
 /* The widths of β and α: 1 ([N, T]) or dv ([N, T, dv]). */
 static int64_t gate_width(const mi_tensor *g) { return g->rank == 3 ? g->shape[2] : 1; }
 
-#define DELTA_SCAN_KERNEL_T(fname, T_)                                                    \
-    static void fname(mi_tensor *o, mi_tensor *const *in, const mi_attrs *at)              \
-    {                                                                                     \
-        int64_t N = in[0]->shape[0], dv = in[0]->shape[1], dk = in[0]->shape[2];          \
-        int64_t T = in[2]->shape[1], width = T * dv + dv * dk;                            \
-        int64_t bw = gate_width(in[4]), aw = gate_width(in[5]), rule = at->index;         \
-        const T_ *S0 = in[0]->data, *Q = in[1]->data, *K = in[2]->data, *V = in[3]->data; \
-        const T_ *B = in[4]->data, *A = in[5]->data;                                      \
-        int n_thr = ds_threads(N, N * T * dv * dk);                                       \
-        (void)n_thr;                                                                      \
-        DS_PRAGMA(omp parallel for num_threads(n_thr) schedule(static))                   \
-        for (int64_t n = 0; n < N; n++) {                                                 \
-            T_ *Y = (T_ *)o->data + n * width, *S = Y + T * dv;                           \
-            memcpy(S, S0 + n * dv * dk, sizeof(T_) * (size_t)(dv * dk));                 \
-            for (int64_t t = 0; t < T; t++) {                                             \
-                int64_t nt = n * T + t;                                                   \
-                const T_ *kt = K + nt * dk, *vt = V + nt * dv, *qt = Q + nt * dk;         \
-                T_ *yt = Y + t * dv; /* scratch for S_{t−1} k_t, then y_t */              \
-                DS_STEP(T_, S, S, yt, kt, vt, B, A, nt, bw, aw, rule, dv, dk)             \
-                for (int64_t i = 0; i < dv; i++) {                                        \
-                    T_ acc = 0;                                                           \
-                    DS_SIMD(reduction(+ : acc))                                           \
-                    for (int64_t j = 0; j < dk; j++) acc += S[i * dk + j] * qt[j];        \
-                    yt[i] = acc;                                                          \
-                }                                                                         \
-            }                                                                             \
-        }                                                                                 \
-    }
-DELTA_SCAN_KERNEL_T(delta_scan_f32, float)
-DELTA_SCAN_KERNEL_T(delta_scan_f64, double)
+
 
 /* ---------------------------------------------------------------- backward
  * Inputs the six of delta_scan and g [N, T·dv + dv·dk] (∂L/∂ the packed
@@ -216,96 +187,17 @@ static int delta_scan_backward_shape(mi_tensor *const *in, int n, const mi_attrs
     return 0;
 }
 
-#define DELTA_SCAN_BACKWARD_KERNEL_T(fname, T_)                                           \
-    static void fname(mi_tensor *o, mi_tensor *const *in, const mi_attrs *at)              \
-    {                                                                                     \
-        int64_t N = in[0]->shape[0], dv = in[0]->shape[1], dk = in[0]->shape[2];          \
-        int64_t T = in[2]->shape[1], gw = T * dv + dv * dk, ow = o->shape[1];             \
-        int64_t m = dv * dk, bw = gate_width(in[4]), aw = gate_width(in[5]);              \
-        int64_t rule = at->index;                                                         \
-        bool decay_first = rule == MI_DELTA_RULE_DECAY_FIRST;                             \
-        const T_ *S0 = in[0]->data, *Q = in[1]->data, *K = in[2]->data, *V = in[3]->data; \
-        const T_ *B = in[4]->data, *A = in[5]->data, *Gin = in[6]->data;                  \
-        /* the states S_0..S_T of one sequence, and G = ∂L/∂S_t: scratch from the      \
-         * current scope, given back at the end (the next call reuses it) */              \
-        mi_scope *sc = mi_scope_current();                                                \
-        int n_thr = ds_threads(N, 4 * N * T * dv * dk);                                   \
-        int64_t per = (T + 2) * m + 2 * dv; /* one thread's scratch */                    \
-        size_t bytes = sizeof(T_) * (size_t)(per * n_thr);                                \
-        T_ *scratch = mi_scope_alloc(sc, bytes);                                          \
-        if (!scratch) { /* kernels cannot fail: zeros, never uninitialised memory */      \
-            memset(o->data, 0, sizeof(T_) * (size_t)o->numel);                            \
-            return;                                                                       \
-        }                                                                                 \
-        DS_PRAGMA(omp parallel for num_threads(n_thr) schedule(static))                   \
-        for (int64_t n = 0; n < N; n++) {                                                 \
-            T_ *St = scratch + per * ds_thread();                                         \
-            T_ *G = St + (T + 1) * m, *p = G + m, *gu = p + dv;                           \
-            T_ *out = (T_ *)o->data + n * ow;                                             \
-            T_ *gS0 = out, *gQ = gS0 + m, *gK = gQ + T * dk, *gV = gK + T * dk;           \
-            T_ *gB = gV + T * dv, *gA = gB + T * bw;                                      \
-            const T_ *gY = Gin + n * gw, *gST = gY + T * dv;                              \
-            memcpy(St, S0 + n * m, sizeof(T_) * (size_t)m);                               \
-            for (int64_t t = 0; t < T; t++) {                                             \
-                int64_t nt = n * T + t;                                                   \
-                DS_STEP(T_, St + (t + 1) * m, St + t * m, p, K + nt * dk, V + nt * dv,    \
-                        B, A, nt, bw, aw, rule, dv, dk)                                   \
-            }                                                                             \
-            memcpy(G, gST, sizeof(T_) * (size_t)m);                                       \
-            for (int64_t t = T - 1; t >= 0; t--) {                                        \
-                int64_t nt = n * T + t;                                                   \
-                const T_ *kt = K + nt * dk, *vt = V + nt * dv, *qt = Q + nt * dk;         \
-                const T_ *gy = gY + t * dv, *Sc = St + (t + 1) * m, *Sp = St + t * m;     \
-                T_ *gq = gQ + t * dk, *gk = gK + t * dk, *gv = gV + t * dv;               \
-                T_ *gb = gB + t * bw, *ga = gA + t * aw;                                  \
-                /* y_t = S_t q_t */                                                       \
-                for (int64_t j = 0; j < dk; j++) gq[j] = 0;                               \
-                for (int64_t i = 0; i < dv; i++)                                          \
-                    DS_SIMD()                                                             \
-                    for (int64_t j = 0; j < dk; j++) {                                    \
-                        gq[j] += Sc[i * dk + j] * gy[i];                                  \
-                        G[i * dk + j] += gy[i] * qt[j];                                   \
-                    }                                                                     \
-                /* S_t = α S_{t−1} + u kᵀ, u = β (v − ρ p), p = S_{t−1} k, row by row */  \
-                for (int64_t c = 0; c < bw; c++) gb[c] = 0;                               \
-                for (int64_t c = 0; c < aw; c++) ga[c] = 0;                               \
-                for (int64_t i = 0; i < dv; i++) {                                        \
-                    const T_ *gr = G + i * dk, *sr = Sp + i * dk;                         \
-                    T_ beta = DS_GATE(B, nt, bw, i), alpha = DS_GATE(A, nt, aw, i);       \
-                    T_ rho = DS_RHO(T_, rule, alpha);                                     \
-                    T_ acc = 0, pi = 0, gs = 0;                                           \
-                    DS_SIMD(reduction(+ : acc, pi, gs))                                   \
-                    for (int64_t j = 0; j < dk; j++) {                                    \
-                        acc += gr[j] * kt[j];                                             \
-                        pi += sr[j] * kt[j];                                              \
-                        gs += gr[j] * sr[j];                                              \
-                    }                                                                     \
-                    gu[i] = acc;                                                          \
-                    p[i] = pi;                                                            \
-                    gv[i] = beta * acc;                                                   \
-                    gb[bw > 1 ? i : 0] += acc * (vt[i] - rho * pi);                       \
-                    ga[aw > 1 ? i : 0] += gs - (decay_first ? acc * beta * pi : (T_)0);   \
-                }                                                                         \
-                for (int64_t j = 0; j < dk; j++) gk[j] = 0;                               \
-                for (int64_t i = 0; i < dv; i++) {                                        \
-                    T_ beta = DS_GATE(B, nt, bw, i), alpha = DS_GATE(A, nt, aw, i);       \
-                    T_ rho = DS_RHO(T_, rule, alpha);                                     \
-                    T_ u = beta * (vt[i] - rho * p[i]), gp = -beta * rho * gu[i];         \
-                    T_ *gr = G + i * dk;                                                  \
-                    const T_ *sr = Sp + i * dk;                                           \
-                    DS_SIMD()                                                             \
-                    for (int64_t j = 0; j < dk; j++) {                                    \
-                        gk[j] += gr[j] * u + sr[j] * gp;                                  \
-                        gr[j] = alpha * gr[j] + gp * kt[j];                               \
-                    }                                                                     \
-                }                                                                         \
-            }                                                                             \
-            memcpy(gS0, G, sizeof(T_) * (size_t)m);                                       \
-        }                                                                                 \
-        mi_scope_release(sc, scratch, bytes);                                             \
-    }
-DELTA_SCAN_BACKWARD_KERNEL_T(delta_scan_backward_f32, float)
-DELTA_SCAN_BACKWARD_KERNEL_T(delta_scan_backward_f64, double)
+/* The kernels, per dtype (delta_scan_impl.h). */
+#define DS_T float
+#define DS_NAME(x) x##_f32
+#include "delta_scan_impl.h"
+#undef DS_T
+#undef DS_NAME
+#define DS_T double
+#define DS_NAME(x) x##_f64
+#include "delta_scan_impl.h"
+#undef DS_T
+#undef DS_NAME
 
 /* The slice of input i's gradient in delta_scan_backward's packed output,
  * reshaped to the input's shape. */

@@ -1,0 +1,125 @@
+/* delta_scan's kernels, written once and included by delta_scan.c per dtype,
+ * with DS_T the element type and DS_NAME(x) the name x with the dtype's
+ * suffix. The math is stated in delta_scan.c's top comment; DS_STEP,
+ * DS_GATE, DS_RHO and the OpenMP helpers come from there. Not a header of
+ * its own: no guard. */
+
+/* Forward: per sequence, S_t from S_{t−1} (DS_STEP), then y_t = S_t q_t;
+ * the output packs y [T, dv] and S_T [dv, dk]. */
+static void DS_NAME(delta_scan)(mi_tensor *o, mi_tensor *const *in, const mi_attrs *at)
+{
+    int64_t N = in[0]->shape[0], dv = in[0]->shape[1], dk = in[0]->shape[2];
+    int64_t T = in[2]->shape[1], width = T * dv + dv * dk;
+    int64_t bw = gate_width(in[4]), aw = gate_width(in[5]), rule = at->index;
+    const DS_T *S0 = in[0]->data, *Q = in[1]->data, *K = in[2]->data, *V = in[3]->data;
+    const DS_T *B = in[4]->data, *A = in[5]->data;
+    int n_thr = ds_threads(N, N * T * dv * dk);
+    (void)n_thr;
+    DS_PRAGMA(omp parallel for num_threads(n_thr) schedule(static))
+    for (int64_t n = 0; n < N; n++) {
+        DS_T *Y = (DS_T *)o->data + n * width, *S = Y + T * dv;
+        memcpy(S, S0 + n * dv * dk, sizeof(DS_T) * (size_t)(dv * dk));
+        for (int64_t t = 0; t < T; t++) {
+            int64_t nt = n * T + t;
+            const DS_T *kt = K + nt * dk, *vt = V + nt * dv, *qt = Q + nt * dk;
+            DS_T *yt = Y + t * dv; /* scratch for S_{t−1} k_t, then y_t */
+            DS_STEP(DS_T, S, S, yt, kt, vt, B, A, nt, bw, aw, rule, dv, dk)
+            for (int64_t i = 0; i < dv; i++) {
+                DS_T acc = 0;
+                DS_SIMD(reduction(+ : acc))
+                for (int64_t j = 0; j < dk; j++) acc += S[i * dk + j] * qt[j];
+                yt[i] = acc;
+            }
+        }
+    }
+}
+
+/* Backward: recompute S_0..S_T into scope scratch, then walk back carrying
+ * G = ∂L/∂S_t (the packed output's layout is grad_width's). */
+static void DS_NAME(delta_scan_backward)(mi_tensor *o, mi_tensor *const *in, const mi_attrs *at)
+{
+    int64_t N = in[0]->shape[0], dv = in[0]->shape[1], dk = in[0]->shape[2];
+    int64_t T = in[2]->shape[1], gw = T * dv + dv * dk, ow = o->shape[1];
+    int64_t m = dv * dk, bw = gate_width(in[4]), aw = gate_width(in[5]);
+    int64_t rule = at->index;
+    bool decay_first = rule == MI_DELTA_RULE_DECAY_FIRST;
+    const DS_T *S0 = in[0]->data, *Q = in[1]->data, *K = in[2]->data, *V = in[3]->data;
+    const DS_T *B = in[4]->data, *A = in[5]->data, *Gin = in[6]->data;
+    /* the states S_0..S_T of one sequence, and G = ∂L/∂S_t: scratch from the
+     * current scope, given back at the end (the next call reuses it) */
+    mi_scope *sc = mi_scope_current();
+    int n_thr = ds_threads(N, 4 * N * T * dv * dk);
+    int64_t per = (T + 2) * m + 2 * dv; /* one thread's scratch */
+    size_t bytes = sizeof(DS_T) * (size_t)(per * n_thr);
+    DS_T *scratch = mi_scope_alloc(sc, bytes);
+    if (!scratch) { /* kernels cannot fail: zeros, never uninitialised memory */
+        memset(o->data, 0, sizeof(DS_T) * (size_t)o->numel);
+        return;
+    }
+    DS_PRAGMA(omp parallel for num_threads(n_thr) schedule(static))
+    for (int64_t n = 0; n < N; n++) {
+        DS_T *St = scratch + per * ds_thread();
+        DS_T *G = St + (T + 1) * m, *p = G + m, *gu = p + dv;
+        DS_T *out = (DS_T *)o->data + n * ow;
+        DS_T *gS0 = out, *gQ = gS0 + m, *gK = gQ + T * dk, *gV = gK + T * dk;
+        DS_T *gB = gV + T * dv, *gA = gB + T * bw;
+        const DS_T *gY = Gin + n * gw, *gST = gY + T * dv;
+        memcpy(St, S0 + n * m, sizeof(DS_T) * (size_t)m);
+        for (int64_t t = 0; t < T; t++) {
+            int64_t nt = n * T + t;
+            DS_STEP(DS_T, St + (t + 1) * m, St + t * m, p, K + nt * dk, V + nt * dv,
+                    B, A, nt, bw, aw, rule, dv, dk)
+        }
+        memcpy(G, gST, sizeof(DS_T) * (size_t)m);
+        for (int64_t t = T - 1; t >= 0; t--) {
+            int64_t nt = n * T + t;
+            const DS_T *kt = K + nt * dk, *vt = V + nt * dv, *qt = Q + nt * dk;
+            const DS_T *gy = gY + t * dv, *Sc = St + (t + 1) * m, *Sp = St + t * m;
+            DS_T *gq = gQ + t * dk, *gk = gK + t * dk, *gv = gV + t * dv;
+            DS_T *gb = gB + t * bw, *ga = gA + t * aw;
+            /* y_t = S_t q_t */
+            for (int64_t j = 0; j < dk; j++) gq[j] = 0;
+            for (int64_t i = 0; i < dv; i++)
+                DS_SIMD()
+                for (int64_t j = 0; j < dk; j++) {
+                    gq[j] += Sc[i * dk + j] * gy[i];
+                    G[i * dk + j] += gy[i] * qt[j];
+                }
+            /* S_t = α S_{t−1} + u kᵀ, u = β (v − ρ p), p = S_{t−1} k, row by row */
+            for (int64_t c = 0; c < bw; c++) gb[c] = 0;
+            for (int64_t c = 0; c < aw; c++) ga[c] = 0;
+            for (int64_t i = 0; i < dv; i++) {
+                const DS_T *gr = G + i * dk, *sr = Sp + i * dk;
+                DS_T beta = DS_GATE(B, nt, bw, i), alpha = DS_GATE(A, nt, aw, i);
+                DS_T rho = DS_RHO(DS_T, rule, alpha);
+                DS_T acc = 0, pi = 0, gs = 0;
+                DS_SIMD(reduction(+ : acc, pi, gs))
+                for (int64_t j = 0; j < dk; j++) {
+                    acc += gr[j] * kt[j];
+                    pi += sr[j] * kt[j];
+                    gs += gr[j] * sr[j];
+                }
+                gu[i] = acc;
+                p[i] = pi;
+                gv[i] = beta * acc;
+                gb[bw > 1 ? i : 0] += acc * (vt[i] - rho * pi);
+                ga[aw > 1 ? i : 0] += gs - (decay_first ? acc * beta * pi : (DS_T)0);
+            }
+            for (int64_t j = 0; j < dk; j++) gk[j] = 0;
+            for (int64_t i = 0; i < dv; i++) {
+                DS_T beta = DS_GATE(B, nt, bw, i), alpha = DS_GATE(A, nt, aw, i);
+                DS_T rho = DS_RHO(DS_T, rule, alpha);
+                DS_T u = beta * (vt[i] - rho * p[i]), gp = -beta * rho * gu[i];
+                DS_T *gr = G + i * dk;
+                const DS_T *sr = Sp + i * dk;
+                DS_SIMD()
+                for (int64_t j = 0; j < dk; j++) {
+                    gk[j] += gr[j] * u + sr[j] * gp;
+                    gr[j] = alpha * gr[j] + gp * kt[j];
+                }
+            }
+        }
+        memcpy(gS0, G, sizeof(DS_T) * (size_t)m);
+    }
+    mi_scope_release(sc, scratch, bytes);
+}
