@@ -169,82 +169,17 @@ static void bcast_strides(const mi_tensor *a, const mi_tensor *x, int64_t *st)
     }
 }
 
-/* One kernel body for linear_scan and linear_scan_from: th0 NULL starts
- * from zero (h_first = x_first, no multiply, the bits linear_scan always
- * gave), else h_first = a_first ⊙ h0 + x_first with h0 read through its
- * broadcast strides (0 along the scan axis). */
-#define LINEAR_SCAN_KERNEL_T(sfx, T)                                                \
-    static void linear_scan_core_##sfx(mi_tensor *o, const mi_tensor *ta,           \
-                                       const mi_tensor *tx, const mi_tensor *th,    \
-                                       const mi_attrs *at)                          \
-    {                                                                               \
-        int ax = attr_axis(at, tx->rank);                                           \
-        int64_t outer, len, inner, ast[MI_MAX_RANK], hst[MI_MAX_RANK] = {0};        \
-        int64_t xst[MI_MAX_RANK];                                                   \
-        split_axis(tx, ax, &outer, &len, &inner);                                   \
-        bcast_strides(ta, tx, ast);                                                 \
-        mi_strides(tx->rank, tx->shape, xst);                                       \
-        if (th) bcast_strides(th, tx, hst);                                         \
-        bool same = mi_same_shape(ta, tx), h_same = true;                           \
-        for (int d = ax + 1; th && d < tx->rank; d++)                               \
-            h_same = h_same && (tx->shape[d] == 1 || hst[d] == xst[d]);             \
-        const T *A = ta->data, *X = tx->data, *H0 = th ? th->data : NULL;           \
-        T *H = o->data;                                                             \
-        for (int64_t b = 0; b < outer; b++) {                                       \
-            int64_t aoff = 0, hoff = 0, rem = b; /* offsets of the outer index */   \
-            for (int d = ax - 1; d >= 0; d--) {                                     \
-                aoff += (rem % tx->shape[d]) * ast[d];                              \
-                hoff += (rem % tx->shape[d]) * hst[d];                              \
-                rem /= tx->shape[d];                                                \
-            }                                                                       \
-            for (int64_t s = 0; s < len; s++) {                                     \
-                int64_t t = at->reverse ? len - 1 - s : s;                          \
-                int64_t row = (b * len + t) * inner;                                \
-                const T *x = X + row, *a = A + aoff + t * ast[ax];                  \
-                T *h = H + row;                                                     \
-                const T *hp = at->reverse ? h + inner : h - inner;                  \
-                const int64_t *pst = xst; /* hp's strides in x's frame */           \
-                bool p_same = true;                                                 \
-                if (s == 0) {                                                       \
-                    if (!H0) {                                                      \
-                        for (int64_t i = 0; i < inner; i++) h[i] = x[i];            \
-                        continue;                                                   \
-                    }                                                               \
-                    hp = H0 + hoff;                                                 \
-                    pst = hst;                                                      \
-                    p_same = h_same;                                                \
-                }                                                                   \
-                if (same && p_same) {                                               \
-                    for (int64_t i = 0; i < inner; i++) h[i] = a[i] * hp[i] + x[i]; \
-                } else { /* walk the inner axes, offsets by odometer */             \
-                    int64_t idx[MI_MAX_RANK] = {0}, off = 0, poff = 0;              \
-                    for (int64_t i = 0; i < inner; i++) {                           \
-                        h[i] = a[off] * hp[poff] + x[i];                            \
-                        for (int d = tx->rank - 1; d > ax; d--) {                   \
-                            off += ast[d];                                          \
-                            poff += pst[d];                                         \
-                            if (++idx[d] < tx->shape[d]) break;                     \
-                            off -= ast[d] * tx->shape[d];                           \
-                            poff -= pst[d] * tx->shape[d];                          \
-                            idx[d] = 0;                                             \
-                        }                                                           \
-                    }                                                               \
-                }                                                                   \
-            }                                                                       \
-        }                                                                           \
-    }                                                                               \
-    static void linear_scan_##sfx(mi_tensor *o, mi_tensor *const *in,               \
-                                  const mi_attrs *at)                               \
-    {                                                                               \
-        linear_scan_core_##sfx(o, in[0], in[1], NULL, at);                          \
-    }                                                                               \
-    static void linear_scan_from_##sfx(mi_tensor *o, mi_tensor *const *in,          \
-                                       const mi_attrs *at)                          \
-    {                                                                               \
-        linear_scan_core_##sfx(o, in[0], in[1], in[2], at);                         \
-    }
-LINEAR_SCAN_KERNEL_T(f32, float)
-LINEAR_SCAN_KERNEL_T(f64, double)
+/* The kernels, per dtype (scan_impl.h). */
+#define SCAN_T float
+#define SCAN_NAME(x) x##_f32
+#include "scan_impl.h"
+#undef SCAN_T
+#undef SCAN_NAME
+#define SCAN_T double
+#define SCAN_NAME(x) x##_f64
+#include "scan_impl.h"
+#undef SCAN_T
+#undef SCAN_NAME
 
 /* Shape rule of linear_scan (n = 2) and linear_scan_from (n = 3): float
  * inputs, a broadcasting to x, a valid axis, and h0 broadcasting to x's
