@@ -55,47 +55,16 @@ static inline void batch_next(int64_t *idx, const int64_t *shape, int nb, const 
  * For C = A·B:  dA = g·Bᵀ,  dB = Aᵀ·g; with the flags:
  *   dA = ta ? op(B)·gᵀ = matmul_t(B, g, tb, 1) : g·op(B)ᵀ = matmul_t(g, B, 0, !tb)
  *   dB = tb ? gᵀ·op(A) = matmul_t(g, A, 1, ta) : op(A)ᵀ·g = matmul_t(A, g, !ta, 0) */
-#define MATMUL_KERNEL_T(fname, T)                                                          \
-    static void fname(mi_tensor *o, mi_tensor *const *in, const mi_attrs *at)              \
-    {                                                                                      \
-        const mi_tensor *a = in[0], *b = in[1];                                            \
-        bool ta = at->trans_a, tb = at->trans_b;                                           \
-        int nb = o->rank - 2;                                                              \
-        int64_t M = o->shape[nb], N = o->shape[nb + 1];                                    \
-        int64_t K = ta ? a->shape[a->rank - 2] : a->shape[a->rank - 1];                    \
-        /* op(A)[i,k] = A[i*sai + k*sak];  B is [K,N] (tb = 0) or [N,K] (tb = 1) */        \
-        int64_t sai = ta ? 1 : K, sak = ta ? M : 1;                                        \
-        int64_t sa[MI_MAX_RANK], sb[MI_MAX_RANK], idx[MI_MAX_RANK] = {0}, oa = 0, ob = 0;  \
-        batch_strides(a, 2, nb, M * K, sa);                                                \
-        batch_strides(b, 2, nb, K * N, sb);                                                \
-        int64_t nbatch = mi_shape_numel(nb, o->shape);                                     \
-        for (int64_t q = 0; q < nbatch; q++) {                                             \
-            const T *A = (const T *)a->data + oa, *B = (const T *)b->data + ob;            \
-            T *C = (T *)o->data + q * M * N;                                               \
-            if (!tb) { /* i-k-j: C[i,:] += op(A)[i,k] · B[k,:] */                          \
-                for (int64_t i = 0; i < M; i++) {                                          \
-                    T *c = C + i * N;                                                      \
-                    for (int64_t j = 0; j < N; j++) c[j] = 0;                              \
-                    for (int64_t k = 0; k < K; k++) {                                      \
-                        T aik = A[i * sai + k * sak];                                      \
-                        const T *bk = B + k * N;                                           \
-                        for (int64_t j = 0; j < N; j++) c[j] += aik * bk[j];               \
-                    }                                                                      \
-                }                                                                          \
-            } else { /* i-j-k: C[i,j] = op(A)[i,:] · B[j,:] */                             \
-                for (int64_t i = 0; i < M; i++)                                            \
-                    for (int64_t j = 0; j < N; j++) {                                      \
-                        const T *bj = B + j * K, *ai = A + i * sai;                        \
-                        T acc = 0;                                                         \
-                        for (int64_t k = 0; k < K; k++) acc += ai[k * sak] * bj[k];        \
-                        C[i * N + j] = acc;                                                \
-                    }                                                                      \
-            }                                                                              \
-            batch_next(idx, o->shape, nb, sa, sb, &oa, &ob);                               \
-        }                                                                                  \
-    }
-MATMUL_KERNEL_T(matmul_f32, float)
-MATMUL_KERNEL_T(matmul_f64, double)
+#define MM_T float
+#define MM_NAME(x) x##_f32
+#include "matmul_impl.h"
+#undef MM_T
+#undef MM_NAME
+#define MM_T double
+#define MM_NAME(x) x##_f64
+#include "matmul_impl.h"
+#undef MM_T
+#undef MM_NAME
 
 static int matmul_shape(mi_tensor *const *in, int n, const mi_attrs *at, mi_dtype *dt, int *rank,
                         int64_t *shape)
@@ -356,35 +325,16 @@ mi_tensor *mi_outer(mi_tensor *a, mi_tensor *b) { return RUN(&mi_op_outer, NULL,
  * Transformers with the Delta Rule over Sequence Length", §3):
  *   L X = B   ⇒  ∂B = L⁻ᵀ g = tri_solve(l, g, !trans),   ∂l = −StrictLower(∂B Xᵀ)
  *   Lᵀ X = B  ⇒  ∂B = L⁻¹ g = tri_solve(l, g, trans),     ∂l = −StrictLower(X ∂Bᵀ) */
-#define TRI_SOLVE_KERNEL_T(fname, T)                                                       \
-    static void fname(mi_tensor *o, mi_tensor *const *in, const mi_attrs *at)              \
-    {                                                                                      \
-        const mi_tensor *l = in[0], *b = in[1];                                            \
-        int nb = o->rank - 2;                                                              \
-        int64_t n = o->shape[nb], m = o->shape[nb + 1];                                    \
-        int64_t sl[MI_MAX_RANK], sb[MI_MAX_RANK], idx[MI_MAX_RANK] = {0}, ol = 0, ob = 0;  \
-        batch_strides(l, 2, nb, n * n, sl);                                                \
-        batch_strides(b, 2, nb, n * m, sb);                                                \
-        int64_t nbatch = mi_shape_numel(nb, o->shape);                                     \
-        for (int64_t q = 0; q < nbatch; q++) {                                             \
-            const T *L = (const T *)l->data + ol, *B = (const T *)b->data + ob;            \
-            T *X = (T *)o->data + q * n * m;                                               \
-            for (int64_t s = 0; s < n; s++) {                                              \
-                int64_t i = at->trans_a ? n - 1 - s : s;                                   \
-                T *x = X + i * m;                                                          \
-                for (int64_t c = 0; c < m; c++) x[c] = B[i * m + c];                       \
-                int64_t j0 = at->trans_a ? i + 1 : 0, j1 = at->trans_a ? n : i;            \
-                for (int64_t j = j0; j < j1; j++) {                                        \
-                    T lij = at->trans_a ? L[j * n + i] : L[i * n + j];                     \
-                    const T *xj = X + j * m;                                               \
-                    for (int64_t c = 0; c < m; c++) x[c] -= lij * xj[c];                   \
-                }                                                                          \
-            }                                                                              \
-            batch_next(idx, o->shape, nb, sl, sb, &ol, &ob);                               \
-        }                                                                                  \
-    }
-TRI_SOLVE_KERNEL_T(tri_solve_f32, float)
-TRI_SOLVE_KERNEL_T(tri_solve_f64, double)
+#define TS_T float
+#define TS_NAME(x) x##_f32
+#include "tri_solve_impl.h"
+#undef TS_T
+#undef TS_NAME
+#define TS_T double
+#define TS_NAME(x) x##_f64
+#include "tri_solve_impl.h"
+#undef TS_T
+#undef TS_NAME
 
 static int tri_solve_shape(mi_tensor *const *in, int n, const mi_attrs *at, mi_dtype *dt,
                            int *rank, int64_t *shape)
