@@ -48,6 +48,23 @@ void write_file(const char *path, const void *bytes, size_t n);
 int64_t gradcheck_params(const char *what, mi_check_fn f, void *ctx, mi_tensor *x,
                          const mi_named_tensor *p, int n);
 
+/* For checks in long loops: Check writes a message for every passing
+ * ck_assert (millions in the task tests); these record only failures, with
+ * the file and line. */
+#define require_msg(cond, ...)                    \
+    do {                                          \
+        if (!(cond)) ck_abort_msg(__VA_ARGS__);   \
+    } while (0)
+#define require(cond) require_msg(cond, "Assertion '%s' failed", #cond)
+
+/* Tiny Shakespeare beside the checkout, and its first 64 KiB, committed (the
+ * text tests use it when the whole text is absent, so they never skip). */
+#ifndef MIRAS_SOURCE_DIR
+#define MIRAS_SOURCE_DIR "."
+#endif
+#define SHAKESPEARE MIRAS_SOURCE_DIR "/../shared/data/tinyshakespeare.txt"
+#define SHAKESPEARE_64K MIRAS_SOURCE_DIR "/tests/data/shakespeare_64k.txt"
+
 /* Asserts that the last error mentions `needle`. */
 #define ck_assert_error_has(needle)                                                   \
     ck_assert_msg(strstr(mi_error(), needle) != NULL, "error \"%s\" lacks \"%s\"",    \

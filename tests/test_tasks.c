@@ -5,20 +5,7 @@
 
 #include "harness.h"
 
-#ifndef MIRAS_SOURCE_DIR
-#define MIRAS_SOURCE_DIR "."
-#endif
-#define SHAKESPEARE MIRAS_SOURCE_DIR "/../shared/data/tinyshakespeare.txt"
-/* its first 64 KiB, committed: the text tests never skip on a clean clone */
-#define SHAKESPEARE_64K MIRAS_SOURCE_DIR "/tests/data/shakespeare_64k.txt"
 
-/* Check writes a message for every passing ck_assert (3.5 M of them here
- * without this); these record only failures, with the file and line. */
-#define require_msg(cond, ...)                    \
-    do {                                          \
-        if (!(cond)) ck_abort_msg(__VA_ARGS__);   \
-    } while (0)
-#define require(cond) require_msg(cond, "Assertion '%s' failed", #cond)
 
 static int64_t at(const mi_tensor *t, int64_t i) { return ((const int64_t *)t->data)[i]; }
 
