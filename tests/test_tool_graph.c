@@ -126,7 +126,7 @@ END_TEST
 START_TEST(out_file_and_graphviz)
 {
     char path[512];
-    snprintf(path, sizeof path, "%s", tool_tmp("memora.dot"));
+    snprintf(path, sizeof path, "%s", tmp_path("memora.dot"));
     const tool_result *r = RUN("--model", "memora", "--chunk", "2", "--tokens", "3", "--out",
                                path);
     ck_assert_msg(r->status == 0, "status %d: %s", r->status, r->err);
@@ -180,7 +180,7 @@ START_TEST(help_version_and_errors)
                       cases[i].says);
     }
     /* a failed run to --out leaves nothing */
-    r = RUN("--model", "lattice-dec", "--set", "memory.slots=3", "--out", tool_tmp("g.dot"));
+    r = RUN("--model", "lattice-dec", "--set", "memory.slots=3", "--out", tmp_path("g.dot"));
     ck_assert_int_eq(r->status, 1);
     ck_assert_str_eq(tool_tmp_listing(), "");
 }
@@ -190,7 +190,7 @@ Suite *make_suite(void)
 {
     Suite *s = suite_create("tool_graph");
     TCase *tc = tcase_slow("tool_graph");
-    tcase_add_checked_fixture(tc, tool_tmp_setup, tool_tmp_teardown);
+    tcase_add_checked_fixture(tc, tmpdir_setup, tmpdir_teardown);
     tcase_add_test(tc, one_inner_step_of_deltanet);
     tcase_add_test(tc, titans_layer_at_four_tokens);
     tcase_add_test(tc, out_file_and_graphviz);

@@ -145,17 +145,17 @@ START_TEST(titans_chunked_matches_the_library)
 {
     mi_miras_config cfg = preset_config("titans", 2);
     layer_case c = make_case(&cfg, 1, 11);
-    save_case(tool_tmp("in.safetensors"), &c);
-    const tool_result *r = RUN("--in", tool_tmp("in.safetensors"), "--out",
-                               tool_tmp("out.safetensors"), "--model", "titans", "--chunk", "2",
+    save_case(tmp_path("in.safetensors"), &c);
+    const tool_result *r = RUN("--in", tmp_path("in.safetensors"), "--out",
+                               tmp_path("out.safetensors"), "--model", "titans", "--chunk", "2",
                                "--dtype", "f64");
     ck_assert_msg(r->status == 0, "status %d: %s", r->status, r->err);
     ck_assert_ptr_nonnull(strstr(r->out, "wrote y [2,5,3]"));
     /* delta is in the file but titans has no Huber threshold: no grad.delta */
     const char *used[16] = {"q", "k", "v", "eta", "alpha", "mu"};
     for (int i = 0; get(&c, w_names[i]); i++) used[6 + i] = w_names[i];
-    expect_output(tool_tmp("out.safetensors"), &cfg, &c, used, 1e-12);
-    mi_safetensors *st = mi_safetensors_load(tool_tmp("out.safetensors"));
+    expect_output(tmp_path("out.safetensors"), &cfg, &c, used, 1e-12);
+    mi_safetensors *st = mi_safetensors_load(tmp_path("out.safetensors"));
     ck_assert_str_eq(mi_safetensors_meta(st, "model"), "titans");
     ck_assert_str_eq(tool_tmp_listing(), "in.safetensors|out.safetensors");
 }
@@ -172,12 +172,12 @@ START_TEST(set_overrides_channel_gates_and_per_sequence_memory)
     put(&c, "eta", mi_rand(&rng, MI_F64, MI_SHAPE(N, T, D), 0.2, 0.9));
     put(&c, "w0.0", mi_randn(&rng, MI_F64, MI_SHAPE(N, D, D), 0, 0.3));
     drop(&c, "r");
-    save_case(tool_tmp("in.safetensors"), &c);
-    const tool_result *r = RUN("--in", tool_tmp("in.safetensors"), "--out",
-                               tool_tmp("out.safetensors"), "--model", "deltanet", "--set",
+    save_case(tmp_path("in.safetensors"), &c);
+    const tool_result *r = RUN("--in", tmp_path("in.safetensors"), "--out",
+                               tmp_path("out.safetensors"), "--model", "deltanet", "--set",
                                "retention=l2", "--set", "decay_first=true");
     ck_assert_msg(r->status == 0, "status %d: %s", r->status, r->err);
-    expect_output(tool_tmp("out.safetensors"), &cfg, &c,
+    expect_output(tmp_path("out.safetensors"), &cfg, &c,
                   (const char *const[]){"q", "k", "v", "eta", "alpha", "w0.0", NULL}, 1e-12);
 }
 END_TEST
@@ -187,12 +187,12 @@ START_TEST(multistep_takes_steps_times_t_positions)
 {
     mi_miras_config cfg = preset_config("deltaproduct", 2);
     layer_case c = make_case(&cfg, cfg.steps, 13);
-    save_case(tool_tmp("in.safetensors"), &c);
-    const tool_result *r = RUN("--in", tool_tmp("in.safetensors"), "--out",
-                               tool_tmp("out.safetensors"), "--model", "deltaproduct", "--chunk",
+    save_case(tmp_path("in.safetensors"), &c);
+    const tool_result *r = RUN("--in", tmp_path("in.safetensors"), "--out",
+                               tmp_path("out.safetensors"), "--model", "deltaproduct", "--chunk",
                                "2");
     ck_assert_msg(r->status == 0, "status %d: %s", r->status, r->err);
-    expect_output(tool_tmp("out.safetensors"), &cfg, &c,
+    expect_output(tmp_path("out.safetensors"), &cfg, &c,
                   (const char *const[]){"q", "k", "v", "eta", "alpha", "w0.0", NULL}, 1e-12);
 }
 END_TEST
@@ -203,15 +203,15 @@ START_TEST(constant_gate_filled_in_and_f32)
     mi_miras_config cfg = preset_config("linear-attention", 1);
     layer_case c = make_case(&cfg, 1, 14);
     drop(&c, "eta");
-    save_case(tool_tmp("in.safetensors"), &c);
-    const tool_result *r = RUN("--in", tool_tmp("in.safetensors"), "--out",
-                               tool_tmp("out.safetensors"), "--model", "linear-attention",
+    save_case(tmp_path("in.safetensors"), &c);
+    const tool_result *r = RUN("--in", tmp_path("in.safetensors"), "--out",
+                               tmp_path("out.safetensors"), "--model", "linear-attention",
                                "--dtype", "f32");
     ck_assert_msg(r->status == 0, "status %d: %s", r->status, r->err);
-    mi_safetensors *st = mi_safetensors_load(tool_tmp("out.safetensors"));
+    mi_safetensors *st = mi_safetensors_load(tmp_path("out.safetensors"));
     ck_assert_int_eq(mi_safetensors_get(st, "y")->dtype, MI_F32);
     put(&c, "eta", mi_ones(MI_F64, MI_SHAPE(N, T)));
-    expect_output(tool_tmp("out.safetensors"), &cfg, &c,
+    expect_output(tmp_path("out.safetensors"), &cfg, &c,
                   (const char *const[]){"q", "k", "v", "w0.0", NULL}, 1e-5);
 }
 END_TEST
@@ -242,8 +242,8 @@ START_TEST(usage_errors_exit_2)
     mi_miras_config cfg = preset_config("titans", 1);
     layer_case c = make_case(&cfg, 1, 15);
     char in[512], out[512];
-    snprintf(in, sizeof in, "%s", tool_tmp("in.safetensors"));
-    snprintf(out, sizeof out, "%s", tool_tmp("out.safetensors"));
+    snprintf(in, sizeof in, "%s", tmp_path("in.safetensors"));
+    snprintf(out, sizeof out, "%s", tmp_path("out.safetensors"));
     save_case(in, &c);
     EXPECT_USAGE("unknown option --bogus", "--in", in, "--out", out, "--bogus");
     EXPECT_USAGE("--out FILE", "--in", in);
@@ -279,52 +279,52 @@ START_TEST(runtime_errors_exit_1_and_write_nothing)
     mi_miras_config cfg = preset_config("gated-deltanet", 1);
     layer_case c = make_case(&cfg, 1, 16);
     char in[512], out[512];
-    snprintf(in, sizeof in, "%s", tool_tmp("in.safetensors"));
-    snprintf(out, sizeof out, "%s", tool_tmp("out.safetensors"));
+    snprintf(in, sizeof in, "%s", tmp_path("in.safetensors"));
+    snprintf(out, sizeof out, "%s", tmp_path("out.safetensors"));
     save_case(in, &c);
-    expect_failure(tool_tmp("absent.safetensors"), out, "gated-deltanet", "absent.safetensors");
+    expect_failure(tmp_path("absent.safetensors"), out, "gated-deltanet", "absent.safetensors");
 
     /* truncated: the header promises more data than there is */
     FILE *f = fopen(in, "rb");
     char bytes[8192];
     size_t size = fread(bytes, 1, sizeof bytes, f);
     fclose(f);
-    f = fopen(tool_tmp("short.safetensors"), "wb");
+    f = fopen(tmp_path("short.safetensors"), "wb");
     fwrite(bytes, 1, size - 40, f);
     fclose(f);
-    expect_failure(tool_tmp("short.safetensors"), out, "gated-deltanet", "safetensors");
+    expect_failure(tmp_path("short.safetensors"), out, "gated-deltanet", "safetensors");
     /* corrupted: a brace of the JSON header overwritten */
     bytes[8] = '#';
-    f = fopen(tool_tmp("bad.safetensors"), "wb");
+    f = fopen(tmp_path("bad.safetensors"), "wb");
     fwrite(bytes, 1, size, f);
     fclose(f);
-    expect_failure(tool_tmp("bad.safetensors"), out, "gated-deltanet", "safetensors");
+    expect_failure(tmp_path("bad.safetensors"), out, "gated-deltanet", "safetensors");
 
     layer_case bad = c;
     drop(&bad, "alpha");
-    save_case(tool_tmp("noalpha.safetensors"), &bad);
-    expect_failure(tool_tmp("noalpha.safetensors"), out, "gated-deltanet", "no tensor 'alpha'");
+    save_case(tmp_path("noalpha.safetensors"), &bad);
+    expect_failure(tmp_path("noalpha.safetensors"), out, "gated-deltanet", "no tensor 'alpha'");
     expect_failure(in, out, "titans", "no tensor 'w0.1'");  /* the mlp memory has more */
 
     bad = c;
     put(&bad, "k", mi_zeros(MI_F64, MI_SHAPE(N, T + 1, D)));
-    save_case(tool_tmp("shape.safetensors"), &bad);
-    expect_failure(tool_tmp("shape.safetensors"), out, "gated-deltanet", "must be [N,T,dk]");
+    save_case(tmp_path("shape.safetensors"), &bad);
+    expect_failure(tmp_path("shape.safetensors"), out, "gated-deltanet", "must be [N,T,dk]");
     bad = c;
     put(&bad, "w0.0", mi_zeros(MI_F64, MI_SHAPE(D, D + 1)));
-    save_case(tool_tmp("w0.safetensors"), &bad);
-    expect_failure(tool_tmp("w0.safetensors"), out, "gated-deltanet", "initial weight 0");
+    save_case(tmp_path("w0.safetensors"), &bad);
+    expect_failure(tmp_path("w0.safetensors"), out, "gated-deltanet", "initial weight 0");
     bad = c;
     put(&bad, "r", mi_zeros(MI_F64, MI_SHAPE(N, T, D + 1)));
-    save_case(tool_tmp("r.safetensors"), &bad);
-    expect_failure(tool_tmp("r.safetensors"), out, "gated-deltanet", "r is [2,5,4]");
+    save_case(tmp_path("r.safetensors"), &bad);
+    expect_failure(tmp_path("r.safetensors"), out, "gated-deltanet", "r is [2,5,4]");
     /* a non-finite input is named, not run */
     bad = c;
     mi_tensor *v = mi_full(MI_F64, MI_SHAPE(N, T, D), 0.5);
     mi_set(v, 7, INFINITY);
     put(&bad, "v", v);
-    save_case(tool_tmp("inf.safetensors"), &bad);
-    expect_failure(tool_tmp("inf.safetensors"), out, "gated-deltanet",
+    save_case(tmp_path("inf.safetensors"), &bad);
+    expect_failure(tmp_path("inf.safetensors"), out, "gated-deltanet",
                    "tensor 'v' holds inf at index 7");
 }
 END_TEST
@@ -334,11 +334,11 @@ START_TEST(unwritable_output_leaves_nothing)
     mi_miras_config cfg = preset_config("deltanet", 1);
     layer_case c = make_case(&cfg, 1, 17);
     char in[512];
-    snprintf(in, sizeof in, "%s", tool_tmp("in.safetensors"));
+    snprintf(in, sizeof in, "%s", tmp_path("in.safetensors"));
     save_case(in, &c);
-    expect_failure(in, tool_tmp("no/such/dir/out.safetensors"), "deltanet", "cannot");
+    expect_failure(in, tmp_path("no/such/dir/out.safetensors"), "deltanet", "cannot");
     /* an earlier output stays as it was when a run fails */
-    const char *out = tool_tmp("out.safetensors");
+    const char *out = tmp_path("out.safetensors");
     FILE *f = fopen(out, "w");
     fputs("earlier", f);
     fclose(f);
@@ -355,7 +355,7 @@ Suite *make_suite(void)
 {
     Suite *s = suite_create("tool_layer");
     TCase *tc = tcase_slow("tool_layer");
-    tcase_add_checked_fixture(tc, tool_tmp_setup, tool_tmp_teardown);
+    tcase_add_checked_fixture(tc, tmpdir_setup, tmpdir_teardown);
     tcase_add_test(tc, titans_chunked_matches_the_library);
     tcase_add_test(tc, set_overrides_channel_gates_and_per_sequence_memory);
     tcase_add_test(tc, multistep_takes_steps_times_t_positions);

@@ -1,5 +1,7 @@
 #include "tool_run.h"
 
+#include "harness.h"
+
 #include <check.h>
 #include <dirent.h>
 #include <fcntl.h>
@@ -10,43 +12,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static char tmpdir[256];
-
-void tool_tmp_setup(void)
-{
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/miras-tool-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
-}
-
-static void rm_tree(const char *path)
-{
-    DIR *d = opendir(path);
-    if (!d) {
-        unlink(path);
-        return;
-    }
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        char sub[512];
-        snprintf(sub, sizeof sub, "%s/%s", path, e->d_name);
-        rm_tree(sub);
-    }
-    closedir(d);
-    rmdir(path);
-}
-
-void tool_tmp_teardown(void) { rm_tree(tmpdir); }
-
-const char *tool_tmp(const char *name)
-{
-    static char buf[4][512];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", tmpdir, name);
-    return buf[k];
-}
-
 static int by_name(const void *a, const void *b) { return strcmp(a, b); }
 
 const char *tool_tmp_listing(void)
@@ -54,7 +19,7 @@ const char *tool_tmp_listing(void)
     static char out[2048];
     char names[32][256];
     int n = 0;
-    DIR *d = opendir(tmpdir);
+    DIR *d = opendir(test_tmpdir);
     ck_assert_ptr_nonnull(d);
     struct dirent *e;
     while ((e = readdir(d)) && n < 32)

@@ -1,16 +1,12 @@
-/* Shared by the suites that test the driver programs: a scratch directory
- * per test and a way to run a built tool and capture what it printed. */
+/* Shared by the suites that test the driver programs: a way to run a built
+ * tool and capture what it printed, and a listing of the test's temporary
+ * directory (the harness's tmpdir fixture). */
 #ifndef MIRAS_TEST_TOOL_RUN_H
 #define MIRAS_TEST_TOOL_RUN_H
 
 #include <stddef.h>
 
-/* Fixture: a fresh directory under /tmp, removed with everything in it. */
-void tool_tmp_setup(void);
-void tool_tmp_teardown(void);
-/* "<scratch dir>/<name>" (the last four results stay valid: copy to keep). */
-const char *tool_tmp(const char *name);
-/* Names in the scratch directory, sorted, joined with '|'. */
+/* Names in the test's temporary directory, sorted, joined with '|'. */
 const char *tool_tmp_listing(void);
 
 typedef struct tool_result {
