@@ -2,6 +2,7 @@
 #include <string.h>
 
 #include "autograd.h"
+#include "node_private.h"
 
 static _Thread_local bool recording = true;
 static uint64_t next_seq = 1; /* shared by all threads; only orders nodes */
@@ -91,9 +92,10 @@ mi_tensor *mi_apply(const mi_op *op, mi_tensor *const *in, int n, const mi_attrs
     bool any = false;
     for (int i = 0; i < n; i++) any |= in[i]->requires_grad && input_is_diff(op, in, i);
     if (!any) return out;
-    mi_node *node = mi_scope_alloc(mi_scope_current(), sizeof *node);
+    /* the engine's scratch after the public fields (node_private.h) */
+    mi_node *node = mi_scope_alloc(mi_scope_current(), sizeof(mi_node_full));
     if (!node) return NULL;
-    memset(node, 0, sizeof *node);
+    memset(node, 0, sizeof(mi_node_full));
     node->op = op;
     node->n_inputs = n;
     for (int i = 0; i < n; i++) node->inputs[i] = in[i];

@@ -36,7 +36,6 @@ typedef struct mi_node {
     mi_tensor *output;
     mi_attrs attrs;
     uint64_t seq;   /* creation order = a topological order */
-    uint64_t visit; /* engine scratch */
 } mi_node;
 
 typedef void (*mi_kernel_fn)(mi_tensor *out, mi_tensor *const *in, const mi_attrs *a);

@@ -5,6 +5,12 @@
 #include <string.h>
 
 #include "autograd.h"
+#include "node_private.h"
+#include "tensor_private.h"
+
+/* The engine's scratch of a tensor and of a node (not in the public structs). */
+#define TP(t) mi_tensor_private(t)
+#define NP(n) mi_node_private(n)
 
 static const mi_op *op_add, *op_sum_to;
 static _Thread_local uint64_t pass_id;
@@ -53,8 +59,8 @@ static int collect(mi_tensor *const *outputs, int n_out, uint64_t min_seq, node_
     int rc = 0;
     for (int i = 0; i < n_out && rc == 0; i++) {
         mi_node *p = outputs[i]->node;
-        if (p && p->visit != id && p->seq >= min_seq) {
-            p->visit = id;
+        if (p && NP(p)->visit != id && p->seq >= min_seq) {
+            NP(p)->visit = id;
             rc = list_push(&stack, p);
         }
     }
@@ -63,8 +69,8 @@ static int collect(mi_tensor *const *outputs, int n_out, uint64_t min_seq, node_
         rc = list_push(order, nd);
         for (int i = 0; i < nd->n_inputs && rc == 0; i++) {
             mi_node *p = nd->inputs[i]->node;
-            if (p && p->visit != id && p->seq >= min_seq && nd->inputs[i]->requires_grad) {
-                p->visit = id;
+            if (p && NP(p)->visit != id && p->seq >= min_seq && nd->inputs[i]->requires_grad) {
+                NP(p)->visit = id;
                 rc = list_push(&stack, p);
             }
         }
@@ -85,13 +91,13 @@ static void keep_dependents(node_list *order, mi_tensor *const *inputs, int n_in
         bool dep = false;
         for (int i = 0; i < nd->n_inputs && !dep; i++) {
             mi_tensor *t = nd->inputs[i];
-            if (t->node && t->node->visit == id) dep = true;
+            if (t->node && NP(t->node)->visit == id) dep = true;
             for (int j = 0; j < n_in && !dep; j++) dep = t == inputs[j];
         }
-        if (dep) nd->visit = id;
+        if (dep) NP(nd)->visit = id;
     }
     for (size_t k = 0; k < order->n; k++)
-        if (order->v[k]->visit == id) order->v[kept++] = order->v[k];
+        if (NP(order->v[k])->visit == id) order->v[kept++] = order->v[k];
     order->n = kept;
 }
 
@@ -131,18 +137,18 @@ typedef struct release {
 
 static _Thread_local uint64_t release_id;
 
-static bool releasable(const release *r, const mi_tensor *o) { return o->pass == r->pass; }
+static bool releasable(const release *r, const mi_tensor *o) { return TP(o)->pass == r->pass; }
 
 static void hold(const release *r, mi_tensor *t)
 {
-    if (r->pass && t) mi_tensor_owner(t)->uses++;
+    if (r->pass && t) TP(mi_tensor_owner(t))->uses++;
 }
 
 static void drop(const release *r, mi_tensor *t)
 {
     if (!r->pass || !t) return;
     mi_tensor *o = mi_tensor_owner(t);
-    if (--o->uses == 0 && releasable(r, o)) mi_tensor_release(o);
+    if (--TP(o)->uses == 0 && releasable(r, o)) mi_tensor_release(o);
 }
 
 /* Releases what the pass created since the last call that nothing holds. */
@@ -152,7 +158,7 @@ static void release_unheld(const release *r)
     size_t n;
     mi_tensor *const *v = mi_tensor_tracked(&n);
     for (size_t i = 0; i < n; i++)
-        if (!v[i]->base && v[i]->uses == 0 && releasable(r, v[i])) mi_tensor_release(v[i]);
+        if (!v[i]->base && TP(v[i])->uses == 0 && releasable(r, v[i])) mi_tensor_release(v[i]);
     mi_tensor_tracked_clear();
 }
 
@@ -168,7 +174,7 @@ static release release_begin(bool create_graph, mi_tensor *const *inputs, int n_
         return r;
     }
     r.pass = id;
-    for (int j = 0; j < n_in; j++) inputs[j]->keep = r.pass;
+    for (int j = 0; j < n_in; j++) TP(inputs[j])->keep = r.pass;
     return r;
 }
 
@@ -177,9 +183,9 @@ static void release_node(const release *r, mi_node *nd)
 {
     if (!r->pass) return;
     mi_tensor *out = nd->output;
-    if (out->gacc && out->keep != r->pass) {
-        drop(r, out->gacc);
-        out->gacc = NULL;
+    if (TP(out)->gacc && TP(out)->keep != r->pass) {
+        drop(r, TP(out)->gacc);
+        TP(out)->gacc = NULL;
     }
     release_unheld(r);
 }
@@ -187,25 +193,25 @@ static void release_node(const release *r, mi_node *nd)
 static int accumulate(const release *r, mi_tensor *t, mi_tensor *g)
 {
     if (!g) return -1;
-    if (!t->gacc) {
-        t->gacc = g;
+    if (!TP(t)->gacc) {
+        TP(t)->gacc = g;
         hold(r, g);
         return 0;
     }
-    mi_tensor *sum = mi_apply(op_add, (mi_tensor *[]){t->gacc, g}, 2, NULL);
+    mi_tensor *sum = mi_apply(op_add, (mi_tensor *[]){TP(t)->gacc, g}, 2, NULL);
     if (!sum) return -1;
     hold(r, sum);
-    drop(r, t->gacc);
-    t->gacc = sum;
+    drop(r, TP(t)->gacc);
+    TP(t)->gacc = sum;
     return 0;
 }
 
 static void clear_gacc(mi_tensor *const *outputs, int n_out, const node_list *order)
 {
-    for (int i = 0; i < n_out; i++) outputs[i]->gacc = NULL;
+    for (int i = 0; i < n_out; i++) TP(outputs[i])->gacc = NULL;
     for (size_t k = 0; k < order->n; k++) {
-        order->v[k]->output->gacc = NULL;
-        for (int i = 0; i < order->v[k]->n_inputs; i++) order->v[k]->inputs[i]->gacc = NULL;
+        TP(order->v[k]->output)->gacc = NULL;
+        for (int i = 0; i < order->v[k]->n_inputs; i++) TP(order->v[k]->inputs[i])->gacc = NULL;
     }
 }
 
@@ -260,7 +266,7 @@ int mi_grad(mi_tensor *const *outputs, mi_tensor *const *grad_outputs, int n_out
     }
     for (size_t k = 0; k < order.n && rc == 0; k++) {
         mi_node *nd = order.v[k];
-        mi_tensor *g = nd->output->gacc, *all[MI_MAX_INPUTS] = {0};
+        mi_tensor *g = TP(nd->output)->gacc, *all[MI_MAX_INPUTS] = {0};
         bool need[MI_MAX_INPUTS] = {0};
         for (int i = 0; i < nd->n_inputs; i++) need[i] = mi_node_input_is_diff(nd, i);
         if (g && nd->op->vjp_all && nd->op->vjp_all(nd, g, need, all) != 0) {
@@ -278,7 +284,7 @@ int mi_grad(mi_tensor *const *outputs, mi_tensor *const *grad_outputs, int n_out
         release_node(&r, nd);
     }
     for (int j = 0; j < n_in && rc == 0; j++) {
-        grads[j] = inputs[j]->gacc ? inputs[j]->gacc : mi_zeros_like(inputs[j]);
+        grads[j] = TP(inputs[j])->gacc ? TP(inputs[j])->gacc : mi_zeros_like(inputs[j]);
         if (!grads[j]) rc = -1;
         else if (!create_graph && grads[j]->requires_grad) {
             grads[j] = mi_detach(grads[j]);
@@ -306,8 +312,8 @@ static int leaves_of(mi_tensor *loss, mi_tensor ***out, int *n)
         for (int i = 0; i < order.v[k]->n_inputs && rc == 0; i++) {
             mi_tensor *t = order.v[k]->inputs[i];
             /* leaves have no node; gacc briefly marks "seen" through a sentinel */
-            if (t->node || !t->requires_grad || t->gacc == (mi_tensor *)(uintptr_t)id) continue;
-            t->gacc = (mi_tensor *)(uintptr_t)id;
+            if (t->node || !t->requires_grad || TP(t)->gacc == (mi_tensor *)(uintptr_t)id) continue;
+            TP(t)->gacc = (mi_tensor *)(uintptr_t)id;
             if (cnt == cap) {
                 mi_tensor **nv = realloc(v, 2 * cap * sizeof *nv);
                 if (!nv) {
@@ -319,7 +325,7 @@ static int leaves_of(mi_tensor *loss, mi_tensor ***out, int *n)
             }
             v[cnt++] = t;
         }
-    for (size_t i = 0; i < cnt; i++) v[i]->gacc = NULL;
+    for (size_t i = 0; i < cnt; i++) TP(v[i])->gacc = NULL;
     free(order.v);
     *out = v;
     *n = (int)cnt;

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "tensor.h"
+#include "tensor_private.h"
 
 static const char *const dtype_names[] = {"f32", "f64", "i32", "i64"};
 static const size_t dtype_sizes[] = {4, 8, 4, 8};
@@ -61,7 +62,7 @@ static void track(mi_tensor *t)
         tracked = v;
         cap_tracked = cap;
     }
-    t->pass = track_pass;
+    mi_tensor_private(t)->pass = track_pass;
     tracked[n_tracked++] = t;
 }
 
@@ -93,9 +94,10 @@ mi_tensor *mi_tensor_new(mi_dtype dt, int rank, const int64_t *shape)
         numel *= shape[i];
     }
     mi_scope *s = mi_scope_current();
-    mi_tensor *t = mi_scope_alloc(s, sizeof *t);
+    /* the engine's scratch after the public fields (tensor_private.h) */
+    mi_tensor *t = mi_scope_alloc(s, sizeof(mi_tensor_full));
     if (!t) return NULL;
-    memset(t, 0, sizeof *t);
+    memset(t, 0, sizeof(mi_tensor_full));
     t->data = mi_scope_alloc(s, (size_t)numel * dtype_sizes[dt]);
     if (!t->data) return NULL;
     t->dtype = dt;
@@ -269,9 +271,10 @@ mi_tensor *mi_tensor_alias(const mi_tensor *base, int rank, const int64_t *shape
         return NULL;
     }
     mi_scope *s = mi_scope_current();
-    mi_tensor *t = mi_scope_alloc(s, sizeof *t);
+    /* the engine's scratch after the public fields (tensor_private.h) */
+    mi_tensor *t = mi_scope_alloc(s, sizeof(mi_tensor_full));
     if (!t) return NULL;
-    memset(t, 0, sizeof *t);
+    memset(t, 0, sizeof(mi_tensor_full));
     t->dtype = base->dtype;
     t->rank = rank;
     for (int i = 0; i < rank; i++) t->shape[i] = shape[i];

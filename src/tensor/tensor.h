@@ -77,15 +77,10 @@ typedef struct mi_tensor {
     bool requires_grad;
     struct mi_node *node;    /* the op that produced this tensor, or NULL */
     struct mi_tensor *grad;  /* accumulated by mi_backward on leaves */
-    struct mi_tensor *gacc;  /* engine scratch during one backward pass */
     const char *name;        /* optional, for printing and graphs */
     /* storage: the tensor whose storage a view (mi_tensor_alias) reads, NULL
      * for a tensor that owns its storage */
     struct mi_tensor *base;
-    /* engine scratch during one backward pass (see mi_tensor_track) */
-    uint64_t pass;           /* the tracking pass that created it (0: none) */
-    uint64_t keep;           /* a pass that returns this tensor's gradient */
-    int64_t uses;            /* live references to this storage */
 } mi_tensor;
 
 /* The tensor that owns t's storage: t itself or the base of a view. */
