@@ -30,9 +30,9 @@ const mi_field *mi_fields_find(const mi_field *table, int n, const char *key)
     return NULL;
 }
 
-/* The field for a key, groups included: *obj moves to the group's struct
- * and full[] holds the whole key ("cms.eta") for messages. */
-static const mi_field *resolve(const mi_field *table, int n, const char *key, void **obj)
+/* The field for a key, groups included: *offset grows by each group's
+ * member offset (the field's struct is at obj + *offset). */
+static const mi_field *resolve(const mi_field *table, int n, const char *key, size_t *offset)
 {
     for (int i = 0; table && key && i < n; i++) {
         const mi_field *f = &table[i];
@@ -40,12 +40,11 @@ static const mi_field *resolve(const mi_field *table, int n, const char *key, vo
         if (f->type != MI_FIELD_GROUP) {
             if (!strcmp(f->key, key)) return f;
         } else if (!strncmp(key, f->key, len) && key[len] == '.') {
-            *obj = (char *)*obj + f->offset;
             int count = 0;
             const mi_field *group = f->group ? f->group(&count) : NULL;
-            const mi_field *g = resolve(group, count, key + len + 1, obj);
-            if (g) return g;
-            *obj = (char *)*obj - f->offset;
+            size_t inner = 0;
+            const mi_field *g = resolve(group, count, key + len + 1, &inner);
+            if (g) return *offset += f->offset + inner, g;
         }
     }
     return NULL;
@@ -235,9 +234,8 @@ bool mi_fields_has_key(const mi_field *table, int n, const char *assignment)
     char key[MAX_KEY];
     memcpy(key, assignment, (size_t)(eq - assignment));
     key[eq - assignment] = '\0';
-    char scratch;
-    void *obj = &scratch;
-    return resolve(table, n, key, &obj) != NULL;
+    size_t offset = 0;
+    return resolve(table, n, key, &offset) != NULL;
 }
 
 int mi_fields_set(const mi_field *table, int n, void *obj, const char *what,
@@ -250,12 +248,12 @@ int mi_fields_set(const mi_field *table, int n, void *obj, const char *what,
     char key[MAX_KEY];
     memcpy(key, assignment, (size_t)(eq - assignment));
     key[eq - assignment] = '\0';
-    void *at = obj;
-    const mi_field *f = resolve(table, n, key, &at);
+    size_t offset = 0;
+    const mi_field *f = resolve(table, n, key, &offset);
     if (f) {
         mi_field named = *f;  /* messages name the whole key */
         named.key = key;
-        return mi_field_parse(&named, at, what, eq + 1);
+        return mi_field_parse(&named, (char *)obj + offset, what, eq + 1);
     }
     char keys[1024];
     size_t len = 0;
