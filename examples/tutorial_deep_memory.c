@@ -13,7 +13,7 @@
 #include <math.h>
 #include <stdio.h>
 
-#include "miras.h"
+#include "extend.h"
 
 enum { D = 4, PAIRS = 8, PASSES = 50 };
 

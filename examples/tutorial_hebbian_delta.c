@@ -13,7 +13,7 @@
 #include <math.h>
 #include <stdio.h>
 
-#include "miras.h"
+#include "extend.h"
 
 enum { D = 16, PAIRS = 32 };
 

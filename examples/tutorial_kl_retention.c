@@ -14,7 +14,7 @@
 #include <math.h>
 #include <stdio.h>
 
-#include "miras.h"
+#include "extend.h"
 
 enum { D = 4, T = 64 };
 

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "miras.h"
+#include "extend.h"
 
 Suite *make_suite(void);
 

@@ -124,138 +124,16 @@ int mi_miras_config_set(mi_miras_config *c, const char *assignment);
 /* Its keys: name, type, default, range and a line of documentation each. */
 const mi_field *mi_miras_config_fields(int *count);
 
-/* ---------------------------------------------------------------- components */
+/* ---------------------------------------------------------------- components
+ * The four axes of a MIRAS model, each a table of kinds; a config names them. */
 typedef struct mi_memory_kind mi_memory_kind;
 typedef struct mi_bias_kind mi_bias_kind;
 typedef struct mi_retention_kind mi_retention_kind;
 typedef struct mi_algorithm_kind mi_algorithm_kind;
 typedef struct mi_miras mi_miras;
 
-struct mi_memory_kind {
-    const char *name;
-    const char *formula;
-    /* Shapes of the weights for key dim dk and value dim dv (without [N, n]). */
-    int (*shapes)(const mi_miras_config *c, int64_t dk, int64_t dv, int *n_weights, int *ranks,
-                  int64_t (*shapes)[MI_MAX_RANK]);
-    /* Initial weights (without [N, n]) in the current scope: a sensible
-     * starting memory (e.g. zeros for a matrix, small random for an MLP). */
-    int (*init)(const mi_miras_config *c, int64_t dk, int64_t dv, mi_rng *rng, mi_dtype dt,
-                mi_tensor **w);
-    /* y = M_W(x): W[i] [N, n_w, ...] with n_w = 1 or n; x [N, n, dk] → [N, n, dv]. */
-    mi_tensor *(*forward)(const mi_miras_config *c, mi_tensor *const *w, mi_tensor *x);
-    /* Closed-form per-token gradients: given e = dℓ/dy [N, n, dv] at
-     * y = M_W(x), writes g[i] = ∂ℓ_t/∂W[i] with shape [N, n, ...]. NULL when
-     * the memory has none (the autodiff path is used). */
-    int (*grad)(const mi_miras_config *c, mi_tensor *const *w, mi_tensor *x, mi_tensor *e,
-                mi_tensor **g);
-    /* Whether channel-wise gates can scale this memory's weights: one entry per
-     * output unit (row) of each weight, in the weights' order ([N, T, dv] for
-     * the vector and matrix memories, [N, T, dv + (depth − 1)·h] for the MLP). */
-    bool channel_gates;
-    /* Optional, for encoding objectives (a bias with .encoding): z = E_W(x),
-     * the memory read the other way, x [N, n, dv] → [N, n, dk] (Lattice Eq. 6:
-     * φ(S)ᵀ v), and its closed-form per-token gradients g[i] = ∂ℓ_t/∂W[i]
-     * given e = dℓ/dz [N, n, dk] (encode_grad NULL: autodiff). */
-    mi_tensor *(*encode)(const mi_miras_config *c, mi_tensor *const *w, mi_tensor *x);
-    int (*encode_grad)(const mi_miras_config *c, mi_tensor *const *w, mi_tensor *x, mi_tensor *e,
-                       mi_tensor **g);
-    /* Optional, for memories of matrices whose per-token gradients are rank
-     * one, ∂ℓ_t/∂W[i] = δ_i,t x_i,tᵀ (W[i] [out, in]): grad_factors writes
-     * delta[i] [N, n, out] and x[i] [N, n, in] in place of their outer
-     * products, and forward_linear is forward with every weight's product
-     * W[i] u given by lin(ctx, i, u) (u [N, n, in] → [N, n, out]). With both,
-     * the chunked recurrence reads the chunk without a copy of W per token. */
-    int (*grad_factors)(const mi_miras_config *c, mi_tensor *const *w, mi_tensor *x, mi_tensor *e,
-                        mi_tensor **delta, mi_tensor **xs);
-    mi_tensor *(*forward_linear)(const mi_miras_config *c,
-                                 mi_tensor *(*lin)(void *ctx, int i, mi_tensor *u), void *ctx,
-                                 mi_tensor *x);
-};
-
-struct mi_bias_kind {
-    const char *name;
-    const char *formula;
-    /* ℓ_t per token, [N, n], from y, v [N, n, dv] and delta ([N, n] or [N, n, dv], or NULL). */
-    mi_tensor *(*loss)(const mi_miras_config *c, mi_tensor *y, mi_tensor *v, mi_tensor *delta);
-    /* e = dℓ_t/dy [N, n, dv] in closed form (NULL: autodiff only). */
-    mi_tensor *(*error)(const mi_miras_config *c, mi_tensor *y, mi_tensor *v, mi_tensor *delta);
-    bool needs_delta;
-    /* An encoding objective ℓ(E_W(v_t); k_t) (Lattice Eq. 6 and 8): the memory
-     * encodes the value and the result is compared with the key, so loss and
-     * error above receive y = E_W(v_t) [N, n, dk] and k_t in place of v_t.
-     * Needs a memory with encode. */
-    bool encoding;
-};
-
-/* The retention gate keeps a state A from which the memory's weights are
- * read, W = read(A). Inside a chunk the state follows the linear recurrence
- * A_t = α_t ⊙ A_{t-1} + step_t; the non-linear part, if any, is the
- * boundary projection applied at the end of each chunk (after every token
- * when b = 1). */
-struct mi_retention_kind {
-    const char *name;
-    const char *formula;
-    mi_tensor *(*init)(const mi_miras_config *c, mi_tensor *w0);  /* A_0 from W_0 (NULL: A = W) */
-    /* W from A (read NULL: W = A) and the boundary projection (NULL: none).
-     * Both take eta, the step size η of the position that wrote A last
-     * (Longhorn's η/(1 + η‖k‖²) for implicit GD), shaped to scale A
-     * ([N, n, 1, …] or channel-wise [N, n, dv, 1, …]), or NULL for a state
-     * nothing was written to (A_0): the ℓ1 threshold λ η_t needs it. */
-    mi_tensor *(*read)(const mi_miras_config *c, mi_tensor *a, mi_tensor *eta);
-    mi_tensor *(*boundary)(const mi_miras_config *c, mi_tensor *a, mi_tensor *eta);
-    /* When the read only scales each whole weight, W = s(‖A‖_F²)·A (NULL, or
-     * false for this config: it does not): s from the squared Frobenius norm
-     * [N, n, 1] of each token's state. A chunk then reads its tokens from the
-     * gradients' rank-one factors without one copy of W per token. */
-    bool (*read_is_scale)(const mi_miras_config *c);
-    mi_tensor *(*read_scale)(const mi_miras_config *c, mi_tensor *sq_norm);
-    /* For a write that is not linear in the state (the f-divergence gate,
-     * W_t = W_{t-1} ⊙ g(…)): inside a segment of tokens that take their
-     * gradients at one state A_0 (a chunk, or the lag token), the state is
-     * A_t = ᾱ_t ⊙ A_0 + U_t, ᾱ_t = Π α since A_0 and U_t what the segment
-     * wrote. read_split and boundary_split (both or neither) take the
-     * carried part ᾱ_t ⊙ A_0 and A_t, and replace read and boundary there;
-     * read still gives W from a state with nothing written (U = 0). */
-    mi_tensor *(*read_split)(const mi_miras_config *c, mi_tensor *carried, mi_tensor *a);
-    mi_tensor *(*boundary_split)(const mi_miras_config *c, mi_tensor *carried, mi_tensor *a);
-    bool uses_alpha;   /* false: α ≡ 1 (no forgetting) */
-    bool lag_token;    /* each chunk's first token runs alone (MIRAS "Parallelizable Training") */
-};
-
-/* The learning algorithm (MIRAS "Memory Learning Algorithm"): how a write
- * turns the inner gradient ∇ℓ into a step on the state A,
- *   A_t = α_t A_{t−1} − η'_t ∇ℓ                      (gd; η' = rate(η, k))
- *   S_t = μ_t S_{t−1} − η_t ∇ℓ,  A_t = α_t A_{t−1} + S_t   (uses_mu: momentum)
- * and how many writes a token makes (multistep: config steps). */
-struct mi_algorithm_kind {
-    const char *name;
-    const char *formula;
-    bool uses_mu;     /* a momentum state and its gate μ */
-    bool multistep;   /* config.steps writes per token, each a key-value pair */
-    /* η' of the step from η [N, n(, D)] and the keys k [N, n, dk] (implicit
-     * GD's η/(1 + η‖k‖²)); NULL: η itself */
-    mi_tensor *(*rate)(mi_tensor *eta, mi_tensor *k);
-    /* the components it needs, or NULL: a message when m's do not fit */
-    const char *(*check)(const mi_miras *m);
-    bool delta_rule;  /* on a matrix memory with the ℓ2 bias the write is the delta
-                         rule with β = η' (its exact chunk form and fused scan) */
-    bool factored;    /* a chunk's writes from the gradients' rank-one factors */
-};
-
-/* The ℓ1 retentions' soft threshold S_τ(x) = sign(x) max(|x| − τ, 0), with τ
- * = l1_gamma · eta for MI_L1_SCALED (eta as read's; NULL: τ = 0) or l1_gamma
- * for MI_L1_CONSTANT (retention_l1.c). */
-mi_tensor *mi_l1_prox(const mi_miras_config *c, mi_tensor *x, mi_tensor *eta);
-
-const mi_memory_kind *mi_memory_find(const char *name);
-const mi_bias_kind *mi_bias_find(const char *name);
-const mi_retention_kind *mi_retention_find(const char *name);
-const mi_algorithm_kind *mi_algorithm_find(const char *name);
-/* Enumeration for tools and tests; NULL past the end. */
-const mi_memory_kind *mi_memory_at(int i);
-const mi_bias_kind *mi_bias_at(int i);
-const mi_retention_kind *mi_retention_at(int i);
-const mi_algorithm_kind *mi_algorithm_at(int i);
+/* The kinds' definitions, the tables and what component authors call are in
+ * models/components.h (included by miras/extend.h, for authors of components). */
 
 /* ---------------------------------------------------------------- the memory */
 struct mi_miras {

@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "miras.h"
+#include "extend.h"
 
 typedef struct bench_opts {
     int threads;    /* the framework's and oneDNN's OpenMP threads */

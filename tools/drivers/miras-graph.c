@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "common.h"
-#include "miras.h"
+#include "extend.h"
 
 #ifndef MIRAS_VERSION
 #define MIRAS_VERSION "unknown"

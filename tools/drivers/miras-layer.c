@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "common.h"
-#include "miras.h"
+#include "extend.h"
 
 #ifndef MIRAS_VERSION
 #define MIRAS_VERSION "unknown"

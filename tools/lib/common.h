@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "miras.h"
+#include "extend.h"
 
 /* The program's name for messages ("miras-train"); set it first in main. */
 extern const char *tool_name;

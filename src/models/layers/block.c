@@ -54,7 +54,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "models.h"
+#include "components.h"
 
 static const char *const gate_names[MI_BLOCK_GATES] = {"eta", "alpha", "mu", "delta"};
 

@@ -3,7 +3,7 @@
  * plus one line here. */
 #include <string.h>
 
-#include "models.h"
+#include "components.h"
 
 #define DECLARE(type, name) extern const type name;
 DECLARE(mi_memory_kind, mi_memory_vector)

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "models.h"
+#include "components.h"
 #include "recurrence_delta.h"
 
 static const char *memory_name_at(int i) { const mi_memory_kind *k = mi_memory_at(i); return k ? k->name : NULL; }

@@ -38,7 +38,7 @@
  * ℓ(E_W(v_t); k_t) in place of ℓ(M_W(k_t); v_t); the read is M_W(q_t). */
 #include <string.h>
 
-#include "models.h"
+#include "components.h"
 #include "recurrence_delta.h"
 
 typedef struct run {

@@ -3,7 +3,7 @@
 #ifndef MIRAS_RECURRENCE_DELTA_H
 #define MIRAS_RECURRENCE_DELTA_H
 
-#include "models.h"
+#include "components.h"
 
 /* Why the exact chunkwise form does not apply to m's components, or NULL
  * when it does (the gates' shapes aside: see delta_exact_applies). */

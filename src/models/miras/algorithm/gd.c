@@ -1,7 +1,7 @@
 /* Gradient descent (MIRAS "Memory Learning Algorithm"; Table 1's GD rows):
  *   A_t = α_t A_{t−1} − η_t ∇ℓ(W_{t−1}; k_t, v_t)
  * On a matrix memory with the ℓ2 bias this is the delta rule (DeltaNet). */
-#include "models.h"
+#include "components.h"
 
 const mi_algorithm_kind mi_algorithm_gd = {
     .name = "gd", .formula = "A_t = alpha_t A_{t-1} - eta_t grad",

@@ -5,7 +5,7 @@
  * (the closed form exists only there: other memories and biases are refused). */
 #include <string.h>
 
-#include "models.h"
+#include "components.h"
 
 static mi_tensor *implicit_rate(mi_tensor *eta, mi_tensor *k)
 {

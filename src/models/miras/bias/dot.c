@@ -1,7 +1,7 @@
 /* Dot-product attentional bias (MIRAS Table 1: linear attention, RetNet,
  * Mamba, GLA): ℓ(y; v) = −⟨y, v⟩, ∂ℓ/∂y = −v. One GD step with η = 1 on
  * a matrix memory writes the Hebbian term v kᵀ. */
-#include "models.h"
+#include "components.h"
 
 static mi_tensor *dot_loss(const mi_miras_config *c, mi_tensor *y, mi_tensor *v, mi_tensor *delta)
 {

@@ -11,7 +11,7 @@
  *                        + (δ_t Sign(W k_t − v_t) k_tᵀ) ⊙ (I(|W k_t − v_t| > δ_t) 1ᵀ) ].
  * Huber is C¹, so the exact sign is the exact derivative (|e| > δ > 0 where it
  * is used). δ_t is one per head ([N, n]) or one per channel ([N, n, dv]). */
-#include "models.h"
+#include "components.h"
 
 /* δ [N, n] → [N, n, 1] so it broadcasts over the channels; [N, n, dv] as is. */
 static mi_tensor *per_channel(mi_tensor *delta, const mi_tensor *e)

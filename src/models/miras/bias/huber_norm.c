@@ -12,7 +12,7 @@
  * that branch is taken, and never 0 there, so the branch not taken adds no
  * 0·∞ to the gradient when e = 0. δ_t is one per head ([N, n]): a norm
  * over the channels has one threshold. */
-#include "models.h"
+#include "components.h"
 
 static int check_delta(const mi_tensor *delta, const mi_tensor *e)
 {

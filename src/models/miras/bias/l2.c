@@ -1,6 +1,6 @@
 /* ℓ2 attentional bias (MIRAS Eq. 4, DeltaNet/TTT/Titans):
  * ℓ(y; v) = ½‖y − v‖², ∂ℓ/∂y = y − v. */
-#include "models.h"
+#include "components.h"
 
 static mi_tensor *l2_loss(const mi_miras_config *c, mi_tensor *y, mi_tensor *v, mi_tensor *delta)
 {

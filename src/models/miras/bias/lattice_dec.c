@@ -7,7 +7,7 @@
  * The paper writes the loss without the ½ and drops the factor 2 it brings
  * (Eq. 2 has it; Eq. 4, 7, 9 and Table 3 do not); the ½ here makes the GD step
  * exactly Eq. 4. On a memory other than lattice this is the ℓ2 bias. */
-#include "models.h"
+#include "components.h"
 
 static mi_tensor *lattice_dec_loss(const mi_miras_config *c, mi_tensor *y, mi_tensor *v,
                                    mi_tensor *delta)

@@ -7,7 +7,7 @@
  *
  * The ½ as in lattice-dec (Eq. 19's factor 2 is dropped by Eq. 7). The
  * read stays y_t = φ(S_t) q_t (Eq. 10). Needs the lattice memory (encode). */
-#include "models.h"
+#include "components.h"
 
 static mi_tensor *lattice_enc_loss(const mi_miras_config *c, mi_tensor *z, mi_tensor *k,
                                    mi_tensor *delta)

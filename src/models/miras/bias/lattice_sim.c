@@ -8,7 +8,7 @@
  * Since ⟨φ(S)ᵀ v, k⟩ = ⟨φ(S) k, v⟩ this is also the dot bias on the read
  * (Eq. 10's h_t = −v_t, c_t = k_t); it is written in the paper's encoding
  * form. Needs the lattice memory (encode). */
-#include "models.h"
+#include "components.h"
 
 static mi_tensor *lattice_sim_loss(const mi_miras_config *c, mi_tensor *z, mi_tensor *k,
                                    mi_tensor *delta)

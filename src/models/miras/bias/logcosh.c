@@ -10,7 +10,7 @@
  * so on a matrix memory one GD step is W_t = W_{t-1} − η_t tanh(W k_t − v_t) k_tᵀ. */
 #include <math.h>
 
-#include "models.h"
+#include "components.h"
 
 static mi_tensor *logcosh_loss(const mi_miras_config *c, mi_tensor *y, mi_tensor *v,
                                mi_tensor *delta)

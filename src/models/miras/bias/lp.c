@@ -12,7 +12,7 @@
  * approximation, Sign(x) ≈ tanh(a·x) (config sign_sharpness), is not used by
  * ℓp: p·tanh(a e)·s(e)^(p−1) is the derivative of no simple loss. Both
  * tend to the paper's exact gradient as ε → 0 (ε = config abs_eps). */
-#include "models.h"
+#include "components.h"
 
 static mi_tensor *lp_loss(const mi_miras_config *c, mi_tensor *y, mi_tensor *v, mi_tensor *delta)
 {

@@ -12,7 +12,7 @@
  * the exact derivative and e = 0 (e.g. a zero memory and a zero value) gives
  * 0, not 0/0. Δ = config robust_delta, a constant here; the paper's
  * "learnable Δ" is for the layer block to supply later (as a gate). */
-#include "models.h"
+#include "components.h"
 
 static mi_tensor *smooth_norm(const mi_miras_config *c, mi_tensor *e, bool keepdim)
 {

@@ -35,7 +35,7 @@
  * against the same error norm. */
 #include <math.h>
 
-#include "models.h"
+#include "components.h"
 
 static mi_tensor *per_channel(mi_tensor *delta, const mi_tensor *e)
 {

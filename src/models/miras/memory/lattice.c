@@ -30,7 +30,7 @@
  * slots are orthonormal in groups of d (slots [0, d), [d, 2d), …, each from
  * its own draw), all of unit norm. Channel-wise gates are not supported
  * (a row is a slot, not a value channel); η and α are per head. */
-#include "models.h"
+#include "components.h"
 
 static int lattice_check_dims(const mi_miras_config *c, int64_t dk, int64_t dv)
 {

@@ -1,7 +1,7 @@
 /* Matrix memory (MIRAS Table 1: linear attention, DeltaNet, …):
  * M_W(x) = W x with W ∈ R^{dv×dk}. Closed-form gradient of ℓ(W k): the
  * error e = ∂ℓ/∂y times kᵀ, g = e kᵀ (e.g. (Wk − v)kᵀ for ℓ2). */
-#include "models.h"
+#include "components.h"
 
 static int matrix_shapes(const mi_miras_config *c, int64_t dk, int64_t dv, int *n, int *ranks,
                          int64_t (*shapes)[MI_MAX_RANK])

@@ -41,7 +41,7 @@
  * written with ops, so the outer loop differentiates through it. */
 #include <math.h>
 
-#include "models.h"
+#include "components.h"
 
 #define MLP_LN_EPS 1e-5
 #define INV_SQRT_2PI 0.39894228040143267794

@@ -1,7 +1,7 @@
 /* Vector memory (MIRAS Table 1, RetNet/Mamba-style diagonal state):
  * M_w(x) = w ⊙ x with w ∈ R^d (dk = dv = d). Closed-form gradient
  * ∂ℓ/∂w = e ⊙ x. */
-#include "models.h"
+#include "components.h"
 
 static int vector_shapes(const mi_miras_config *c, int64_t dk, int64_t dv, int *n, int *ranks,
                          int64_t (*shapes)[MI_MAX_RANK])

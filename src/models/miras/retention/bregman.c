@@ -10,7 +10,7 @@
  * matrix reads as 0.5 everywhere). The paper's rule has no decay, so the
  * gate alpha is not used (uses_alpha false); the link is the only
  * non-linearity and it is in the read, so chunks need no boundary. */
-#include "models.h"
+#include "components.h"
 
 static mi_tensor *bregman_read(const mi_miras_config *c, mi_tensor *z, mi_tensor *eta)
 {

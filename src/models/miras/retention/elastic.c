@@ -15,7 +15,7 @@
  * token with b = 1 and at the end of each chunk otherwise, with the
  * threshold of the chunk's last token (the linear part λ W + step runs as a
  * scan inside the chunk). */
-#include "models.h"
+#include "components.h"
 
 static mi_tensor *elastic_boundary(const mi_miras_config *c, mi_tensor *w, mi_tensor *eta)
 {

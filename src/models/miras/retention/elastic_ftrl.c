@@ -28,7 +28,7 @@
  * form nothing has been written to Z_0, η_0 = 0 and τ_0 = 0: Z_0 = W_0. In
  * the constant form τ_0 = l1_gamma and Z_0 = W_0 + l1_gamma sign(W_0) (0
  * where W_0 = 0), so S_τ(Z_0) = W_0 exactly and ∂W(Z_0)/∂W_0 = 1. */
-#include "models.h"
+#include "components.h"
 
 static mi_tensor *ftrl_init(const mi_miras_config *c, mi_tensor *w0)
 {

@@ -75,7 +75,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "models.h"
+#include "components.h"
 
 enum { SOLVER_ROUNDS = 64 }; /* at most; a few in practice */
 

@@ -37,7 +37,7 @@
  * taken and where y is read. */
 #include <math.h>
 
-#include "models.h"
+#include "components.h"
 
 /* c shaped to scale x [N, n, ...]: [N, 1, ..., 1]; NULL when c is the constant kl_scale. */
 static mi_tensor *scale_like(const mi_miras_config *c, const mi_tensor *x)

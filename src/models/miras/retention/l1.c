@@ -19,7 +19,7 @@
  *   (a slot thresholded to exactly zero has no direction: keep λ η small
  *   against the slots' entries).
  * This is the elastic retention with α ≡ 1 (no ℓ2 part). */
-#include "models.h"
+#include "components.h"
 
 /* S_τ(x) with τ = λ η_t as relu(x − τ) − relu(−x − τ), so that the outer
  * gradient reaches η through τ (mi_soft_threshold takes a constant). */

@@ -29,7 +29,7 @@
  * not a power of ‖A‖ that this inverts for every q). */
 #include <math.h>
 
-#include "models.h"
+#include "components.h"
 
 /* [N, n, w…] → [N, n, 1, Π w] so that the ℓq step sees one matrix per weight. */
 static mi_tensor *lq_read(const mi_miras_config *c, mi_tensor *a, mi_tensor *eta)

@@ -30,7 +30,7 @@
  * - α is one value per head and token (Eq. 15's scalar μ_t).
  * Inside a chunk (b > 1) the states read between boundaries are off the
  * sphere; the lattice memory's φ reads them normalised. */
-#include "models.h"
+#include "components.h"
 
 static mi_tensor *sphere_project(const mi_miras_config *c, mi_tensor *a)
 {
