@@ -52,6 +52,22 @@ int require_float(const char *op, mi_tensor *const *in, int i);
 /* ---------------------------------------------------------------- shape and index helpers
  * Shared by shape.c and index.c. */
 /* A tensor seen as [outer, dim, inner] around one axis. */
+/* Strides (in elements) of an operand's batch dims along the output's nb
+ * batch dims: 0 where the operand lacks the dim or has size 1. `mat` is the
+ * number of elements in one of its matrices (or vectors); `tail` its
+ * non-batch dims (2 for a matrix, 1 for a vector). */
+static inline void batch_strides(const mi_tensor *t, int tail, int nb, int64_t mat,
+                                 int64_t *st)
+{
+    int tb = t->rank - tail;
+    int64_t s = mat;
+    for (int d = nb - 1; d >= 0; d--) {
+        int dt = d - (nb - tb);
+        st[d] = (dt < 0 || t->shape[dt] == 1) ? 0 : s;
+        if (dt >= 0) s *= t->shape[dt];
+    }
+}
+
 static inline void split_at(const mi_tensor *t, int axis, int64_t *outer, int64_t *inner)
 {
     *outer = mi_shape_numel(axis, t->shape);

@@ -23,20 +23,6 @@ static bool batch_broadcast(int ra, const int64_t *sa, int rb, const int64_t *sb
     return true;
 }
 
-/* Strides (in elements) of an operand's batch dims along the output's nb
- * batch dims: 0 where the operand lacks the dim or has size 1. `mat` is the
- * number of elements in one of its matrices (or vectors). */
-static void batch_strides(const mi_tensor *t, int tail, int nb, int64_t mat, int64_t *st)
-{
-    int tb = t->rank - tail;
-    int64_t s = mat;
-    for (int d = nb - 1; d >= 0; d--) {
-        int dt = d - (nb - tb);
-        st[d] = (dt < 0 || t->shape[dt] == 1) ? 0 : s;
-        if (dt >= 0) s *= t->shape[dt];
-    }
-}
-
 static inline void batch_next(int64_t *idx, const int64_t *shape, int nb, const int64_t *sa,
                               const int64_t *sb, int64_t *oa, int64_t *ob)
 {

@@ -18,20 +18,6 @@
 
 /* ---------------------------------------------------------------- geometry */
 
-/* Strides (elements) of an operand's batch dims along the output's nb batch
- * dims: 0 where it lacks the dim or has size 1. `mat` = elements of one of
- * its matrices; `tail` = its non-batch dims (2 for matmul, 1 for outer). */
-static void batch_strides(const mi_tensor *t, int tail, int nb, int64_t mat, int64_t *st)
-{
-    int tb = t->rank - tail;
-    int64_t s = mat;
-    for (int d = nb - 1; d >= 0; d--) {
-        int dt = d - (nb - tb);
-        st[d] = (dt < 0 || t->shape[dt] == 1) ? 0 : s;
-        if (dt >= 0) s *= t->shape[dt];
-    }
-}
-
 /* B shared by every batch entry and A's matrices stacked contiguously, A
  * not transposed: the batch is M·nbatch rows of one product. */
 static void fold_batch(gemm_geom *g)
