@@ -1,6 +1,7 @@
 /* Field tables (fields.h): parsing, range checks, formatting and the
  * description of a configuration struct's parameters, from one table. */
 #include <errno.h>
+#include <stdarg.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <math.h>
@@ -293,6 +294,17 @@ int mi_field_format(const mi_field *f, const void *obj, char *buf, size_t n)
         return f->format(f, obj, buf, n);
     case MI_FIELD_GROUP: return mi_error_set("%s: a group has no one text", f->key), -1;
     }
+    if (len < 0 || (size_t)len >= n)
+        return mi_error_set("%s: its text does not fit in %zu bytes", f->key, n), -1;
+    return 0;
+}
+
+int mi_field_printf(const mi_field *f, char *buf, size_t n, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int len = vsnprintf(buf, n, fmt, ap);
+    va_end(ap);
     if (len < 0 || (size_t)len >= n)
         return mi_error_set("%s: its text does not fit in %zu bytes", f->key, n), -1;
     return 0;

@@ -115,6 +115,11 @@ bool mi_fields_has_key(const mi_field *table, int n, const char *assignment);
  * value (reals as %.17g). 0, or -1 when buf is too small. */
 int mi_field_format(const mi_field *f, const void *obj, char *buf, size_t n);
 
+/* For a CUSTOM field's format(): printf into buf, 0, or -1 with "KEY: its text
+ * does not fit in N bytes" (the message mi_field_format gives). */
+int mi_field_printf(const mi_field *f, char *buf, size_t n, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
 /* Every ranged field of obj in its range (and every CHOICE an index of its
  * names, every NAME set): for a struct filled in by C code, not parsed.
  * -1 with "WHAT: KEY must be in …, got VALUE" at the first that is not. */

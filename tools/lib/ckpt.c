@@ -74,8 +74,7 @@ static int niah_parse(const mi_field *f, void *obj, const char *text)
 
 static int text_format(const mi_field *f, const void *obj, char *buf, size_t n)
 {
-    int k = snprintf(buf, n, "%s", (const char *)obj + f->offset);
-    return k < 0 || (size_t)k >= n ? mi_error_set("%s: no room", f->key), -1 : 0;
+    return mi_field_printf(f, buf, n, "%s", (const char *)obj + f->offset);
 }
 
 /* --optim and train.optim: an optimizer's name */
@@ -90,8 +89,7 @@ static int optim_parse(const mi_field *f, void *obj, const char *text)
 static int optim_format(const mi_field *f, const void *obj, char *buf, size_t n)
 {
     const char *name = mi_optim_kind_name(*(const mi_optim_kind *)((const char *)obj + f->offset));
-    int k = snprintf(buf, n, "%s", name ? name : "");
-    return k < 0 || (size_t)k >= n ? mi_error_set("%s: no room", f->key), -1 : 0;
+    return mi_field_printf(f, buf, n, "%s", name ? name : "");
 }
 
 #define RC run_config

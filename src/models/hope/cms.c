@@ -98,8 +98,8 @@ static int rate_parse(const mi_field *f, void *obj, const char *text)
 
 static int rate_format(const mi_field *f, const void *obj, char *buf, size_t n)
 {
-    int k = snprintf(buf, n, "%s", *(const bool *)((const char *)obj + f->offset) ? "mean" : "sum");
-    return k < 0 || (size_t)k >= n ? mi_error_set("%s: no room", f->key), -1 : 0;
+    return mi_field_printf(f, buf, n, "%s",
+                           *(const bool *)((const char *)obj + f->offset) ? "mean" : "sum");
 }
 
 /* The CMS's keys (HOPE's "cms.KEY"); d_model and the levels' chunk sizes

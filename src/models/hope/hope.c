@@ -147,7 +147,7 @@ static int levels_format(const mi_field *f, const void *obj, char *buf, size_t n
     size_t used = (size_t)snprintf(buf, n, "%s", c->n_blocks ? "" : "none");
     for (int l = 0; l < c->n_blocks && used < n; l++)
         used += (size_t)snprintf(buf + used, n - used, "%s%d", l ? "," : "", c->chunk[l]);
-    return used >= n ? mi_error_set("%s: no room", f->key), -1 : 0;
+    return used >= n ? mi_error_set("%s: its text does not fit in %zu bytes", f->key, n), -1 : 0;
 }
 
 static const char *const rules[] = {"eq28", "eq88", NULL};  /* index = MI_HOPE_EQ* */

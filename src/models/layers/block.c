@@ -84,8 +84,7 @@ static int gate_format(const mi_field *f, const void *obj, char *buf, size_t n)
 {
     static const char *const kind[] = {"unused:", "const:", "head:", "channel:"};
     const mi_gate_spec *g = (const mi_gate_spec *)((const char *)obj + f->offset);
-    int k = snprintf(buf, n, "%s%.17g", kind[g->kind], g->value);
-    return k < 0 || (size_t)k >= n ? mi_error_set("%s: no room", f->key), -1 : 0;
+    return mi_field_printf(f, buf, n, "%s%.17g", kind[g->kind], g->value);
 }
 
 /* true, false, silu (= true) or sigmoid: out_gate and out_gate_sigmoid */
@@ -105,9 +104,8 @@ static int out_gate_parse(const mi_field *f, void *obj, const char *text)
 static int out_gate_format(const mi_field *f, const void *obj, char *buf, size_t n)
 {
     const mi_miras_block_config *c = obj;
-    int k = snprintf(buf, n, "%s", !c->out_gate ? "false" : c->out_gate_sigmoid ? "sigmoid"
-                                                                               : "silu");
-    return k < 0 || (size_t)k >= n ? mi_error_set("%s: no room", f->key), -1 : 0;
+    return mi_field_printf(f, buf, n, "%s",
+                           !c->out_gate ? "false" : c->out_gate_sigmoid ? "sigmoid" : "silu");
 }
 
 #define GATE(key, member, doc) \
