@@ -15,6 +15,7 @@
  * shrink as the error does. Huber gets both: ℓ2 for small errors.) */
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "miras.h"
 
@@ -25,8 +26,8 @@ static double learn(const char *bias, mi_tensor *keys, mi_tensor *values, mi_ten
 {
     mi_miras_config c = mi_miras_config_default();  /* matrix memory, gd */
     c.bias = bias;                                   /* "l2", "lp" or "huber" */
-    c.p = 1;                                         /* ℓp: p = 1 */
     c.retention = "none";
+    if (!strcmp(bias, "lp") && mi_miras_config_set(&c, "p=1") != 0) return NAN;  /* ℓp: p = 1 */
     mi_miras m;
     if (mi_miras_init(&m, &c) != 0) return NAN;
     mi_miras_gates g = {

@@ -124,3 +124,23 @@ int64_t gradcheck_params(const char *what, mi_check_fn f, void *ctx, mi_tensor *
     }
     return entries;
 }
+
+void config_set(mi_miras_config *c, const char *assignment)
+{
+    ck_assert_msg(mi_miras_config_set(c, assignment) == 0, "%s: %s", assignment, mi_error());
+}
+
+double config_real(const mi_miras_config *c, const char *key)
+{
+    char text[64];
+    ck_assert_msg(mi_miras_config_get(c, key, text, sizeof text) == 0, "%s", mi_error());
+    return strtod(text, NULL);
+}
+
+mi_miras_config preset_config(const mi_preset *p)
+{
+    mi_miras_config c;
+    ck_assert_msg(p != NULL, "no such preset");
+    ck_assert_msg(mi_preset_config(p, &c) == 0, "preset %s: %s", p->name, mi_error());
+    return c;
+}

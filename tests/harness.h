@@ -48,6 +48,14 @@ void write_file(const char *path, const void *bytes, size_t n);
 int64_t gradcheck_params(const char *what, mi_check_fn f, void *ctx, mi_tensor *x,
                          const mi_named_tensor *p, int n);
 
+/* A MIRAS config key, as mi_miras_config_set takes it, failing the test with
+ * the message when refused; and a real key's value (a bias's own
+ * parameters are in its block, read by key). */
+void config_set(mi_miras_config *c, const char *assignment);
+double config_real(const mi_miras_config *c, const char *key);
+/* A preset's config (mi_preset_config), failing the test if it has none. */
+mi_miras_config preset_config(const mi_preset *p);
+
 /* For checks in long loops: Check writes a message for every passing
  * ck_assert (millions in the task tests); these record only failures, with
  * the file and line. */

@@ -51,10 +51,28 @@ static mi_miras make_miras(const mi_miras_config *c)
     return m;
 }
 
+/* KEY=x for a real key (a bias's own parameters are set by key) */
+static void set_num(mi_miras_config *c, const char *key, double x)
+{
+    char kv[64];
+    snprintf(kv, sizeof kv, "%s=%.17g", key, x);
+    config_set(c, kv);
+}
+
+/* KEY's value, or dflt where the chosen bias has no such key */
+static double param_or(const mi_miras_config *c, const char *key, double dflt)
+{
+    char text[64];
+    if (mi_miras_config_get(c, key, text, sizeof text) != 0) return mi_error_clear(), dflt;
+    return strtod(text, NULL);
+}
+
 static mi_miras_config config_for(const char *bias, const char *memory, int chunk, bool closed)
 {
     mi_miras_config c = mi_miras_config_default();
-    c.bias = bias;
+    char kv[64];
+    snprintf(kv, sizeof kv, "bias=%s", bias);
+    config_set(&c, kv);
     c.memory = memory;
     c.chunk = chunk;
     c.closed_form = closed;
@@ -104,10 +122,10 @@ static void paper_step(ref *r, const char *bias, double Wg[D][D], const double *
             if (!strcmp(bias, "lp")) {
                 /* eq:lp-attentional-bias: p (Sign(e) ⊙ |e|^(p−1)) kᵀ; smooth:
                  * Sign(e)|e|^(p−1) = (e/s)·s^(p−1), s = √(e² + ε) */
-                double sa = sqrt(e[i] * e[i] + c->abs_eps);
-                g = c->p * (r->exact ? sgn(e[i]) * pow(fabs(e[i]), c->p - 1)
-                                     : e[i] / sa * pow(sa, c->p - 1)) * k[j];
-                if (c->p < 2 && fabs(e[i]) < r->margin) r->margin = fabs(e[i]);
+                double p = config_real(c, "p"), sa = sqrt(e[i] * e[i] + config_real(c, "abs_eps"));
+                g = p * (r->exact ? sgn(e[i]) * pow(fabs(e[i]), p - 1)
+                                  : e[i] / sa * pow(sa, p - 1)) * k[j];
+                if (p < 2 && fabs(e[i]) < r->margin) r->margin = fabs(e[i]);
             } else if (!strcmp(bias, "huber")) {
                 /* ((W k − v) kᵀ) ⊙ (I(|e| ≤ δ) 1ᵀ) + (δ Sign(e) kᵀ) ⊙ (I(|e| > δ) 1ᵀ) */
                 bool in = fabs(e[i]) <= d[i];
@@ -123,16 +141,16 @@ static void paper_step(ref *r, const char *bias, double Wg[D][D], const double *
             } else if (!strcmp(bias, "yaad")) {
                 /* eq:huber-loss: ∇ℓ2 = e kᵀ, ∇ℓ1 = Sign(e) kᵀ with Sign ≈ tanh(a·),
                  * a = ∞ the exact Sign (whose kink at 0 then counts on the ℓ1 side) */
-                bool in = norm <= d[i], sharp = isinf(c->sign_sharpness);
-                g = in ? e[i] * k[j]
-                       : d[i] * (sharp ? sgn(e[i]) : tanh(c->sign_sharpness * e[i])) * k[j];
+                double a = config_real(c, "sign_sharpness");
+                bool in = norm <= d[i], sharp = isinf(a);
+                g = in ? e[i] * k[j] : d[i] * (sharp ? sgn(e[i]) : tanh(a * e[i])) * k[j];
                 if (j == 0) r->branch[!in]++;
                 if (fabs(norm - d[i]) < r->margin) r->margin = fabs(norm - d[i]);
                 if (sharp && !in && fabs(e[i]) < r->margin) r->margin = fabs(e[i]);
             } else if (!strcmp(bias, "robust")) {
                 /* eq:tempRobustRegression's update: (e kᵀ + Δ e/‖e‖ kᵀ) */
-                double nn = r->exact ? norm : sqrt(norm2 + c->abs_eps);
-                g = e[i] * k[j] + c->robust_delta * e[i] / nn * k[j];
+                double nn = r->exact ? norm : sqrt(norm2 + config_real(c, "abs_eps"));
+                g = e[i] * k[j] + config_real(c, "robust_delta") * e[i] / nn * k[j];
             } else {
                 ck_abort_msg("no reference for bias %s", bias);
                 g = 0;
@@ -255,8 +273,8 @@ START_TEST(error_is_the_derivative_of_the_loss)
     for (int ci = 0; ci < N_CASES; ci++) {
         const bias_case *bc = &cases[ci];
         mi_miras_config c = config_for(bc->bias, "matrix", 1, true);
-        c.p = bc->p ? bc->p : 3;
-        if (bc->a) c.sign_sharpness = bc->a;
+        if (bc->p) set_num(&c, "p", bc->p);
+        if (bc->a) set_num(&c, "sign_sharpness", bc->a);
         mi_miras m = make_miras(&c);
         double lo = 0, hi = 0;
         delta_range(bc->bias, &lo, &hi);
@@ -267,13 +285,13 @@ START_TEST(error_is_the_derivative_of_the_loss)
         mi_tensor *delta = !uses_delta(bc->bias) ? NULL
                            : bc->channel ? mi_rand(&r, MI_F64, MI_SHAPE(N, n, D), lo, hi)
                                          : mi_rand(&r, MI_F64, MI_SHAPE(N, n), lo, hi);
-        mi_tensor *loss = m.bias->loss(&c, y, v, delta);
+        mi_tensor *loss = m.bias->loss(&m.config, y, v, delta);
         ck_assert_msg(loss != NULL, "%s: %s", bc->bias, mi_error());
         ck_assert_int_eq(loss->rank, 2);
         ck_assert_int_eq(loss->shape[1], n);
         /* the loss itself against the paper's (exact |·| and ‖·‖: ε negligible) */
         mi_miras_config cx = c;
-        cx.abs_eps = 1e-30;
+        if (param_or(&cx, "abs_eps", 0)) set_num(&cx, "abs_eps", 1e-30);
         mi_tensor *lx = m.bias->loss(&cx, y, v, delta);
         ck_assert_msg(lx != NULL, "%s: %s", bc->bias, mi_error());
         int checked = 0;
@@ -285,24 +303,24 @@ START_TEST(error_is_the_derivative_of_the_loss)
                     e[j] = mi_get(y, at) - mi_get(v, at);
                     d[j] = !delta ? 0 : bc->channel ? mi_get(delta, at) : mi_get(delta, nn * n + t);
                 }
-                double want = paper_loss(bc->bias, cx.p, cx.robust_delta, e, d, D);
+                double want = paper_loss(bc->bias, param_or(&cx, "p", 3), param_or(&cx, "robust_delta", 0), e, d, D);
                 if (isnan(want)) continue;
                 double got = mi_get(lx, nn * n + t);
                 ck_assert_msg(fabs(got - want) <= 1e-12 * (1 + fabs(want)),
                               "%s p=%g channel %d: loss[%d,%d] = %.15g, the paper's %.15g",
-                              bc->bias, cx.p, bc->channel, nn, t, got, want);
+                              bc->bias, param_or(&cx, "p", 0), bc->channel, nn, t, got, want);
                 checked++;
             }
         ck_assert(checked == N * n || !strcmp(bc->bias, "yaad"));
         mi_tensor *total = mi_sum(loss, MI_ALL, false), *g;
         ck_assert_int_eq(mi_grad(&total, NULL, 1, &y, 1, false, &g), 0);
-        mi_tensor *e = m.bias->error(&c, y, v, delta);
+        mi_tensor *e = m.bias->error(&m.config, y, v, delta);
         ck_assert_msg(e != NULL, "%s: %s", bc->bias, mi_error());
         for (int64_t i = 0; i < e->numel; i++) {
             double a = mi_get(e, i), b = mi_get(g, i);
             ck_assert_msg(isfinite(a) && fabs(a - b) <= 1e-10 * (1 + fabs(b)),
                           "%s p=%g a=%g channel %d: e[%lld] = %.15g, autodiff %.15g", bc->bias,
-                          c.p, c.sign_sharpness, bc->channel, (long long)i, a, b);
+                          param_or(&c, "p", 0), param_or(&c, "sign_sharpness", 0), bc->channel, (long long)i, a, b);
             if (i < D)
                 ck_assert_msg(fabs(a) < 1e-12, "%s: e = 0 gives %g", bc->bias, a);
         }
@@ -324,8 +342,8 @@ START_TEST(closed_form_layer_equals_autodiff_layer)
                 seqs s = case_seqs(&r, bc);
                 mi_tensor *w0 = mi == 0 ? s.w0 : mi_randn(&r, MI_F64, MI_SHAPE(D), 0, 0.5);
                 mi_miras_config c = config_for(bc->bias, memories[mi], chunk, true);
-                if (bc->p) c.p = bc->p;
-                if (bc->a) c.sign_sharpness = bc->a;
+                if (bc->p) set_num(&c, "p", bc->p);
+                if (bc->a) set_num(&c, "sign_sharpness", bc->a);
                 mi_tensor *y1 = run_layer(&c, &s, w0);
                 c.closed_form = false;
                 mi_tensor *y2 = run_layer(&c, &s, w0);
@@ -333,7 +351,7 @@ START_TEST(closed_form_layer_equals_autodiff_layer)
                     ck_assert_msg(fabs(mi_get(y1, i) - mi_get(y2, i)) <=
                                       1e-10 * (1 + fabs(mi_get(y2, i))),
                                   "%s p=%g a=%g %s chunk %d: closed %.15g, autodiff %.15g",
-                                  bc->bias, c.p, c.sign_sharpness, memories[mi], chunk,
+                                  bc->bias, param_or(&c, "p", 0), param_or(&c, "sign_sharpness", 0), memories[mi], chunk,
                                   mi_get(y1, i), mi_get(y2, i));
             }
 }
@@ -350,15 +368,15 @@ START_TEST(matrix_update_is_the_papers)
                 const bias_case *bc = &cases[ci];
                 seqs s = case_seqs(&r, bc);
                 mi_miras_config c = config_for(bc->bias, "matrix", chunk, closed);
-                if (bc->p) c.p = bc->p;
-                if (bc->a) c.sign_sharpness = bc->a;
+                if (bc->p) set_num(&c, "p", bc->p);
+                if (bc->a) set_num(&c, "sign_sharpness", bc->a);
                 mi_tensor *y = run_layer(&c, &s, s.w0);
                 double want[N * T * D];
                 ref rf = {.c = &c, .margin = INFINITY};
                 naive(&rf, bc->bias, &s, chunk, want);
                 char what[96];
                 snprintf(what, sizeof what, "%s p=%g a=%g channel %d chunk %d closed %d",
-                         bc->bias, c.p, c.sign_sharpness, bc->channel, chunk, closed);
+                         bc->bias, param_or(&c, "p", 0), param_or(&c, "sign_sharpness", 0), bc->channel, chunk, closed);
                 assert_equal(y, want, 1e-12, what);
                 if (uses_delta(bc->bias) && chunk == 1)
                     ck_assert_msg(rf.branch[0] > 0 && rf.branch[1] > 0,
@@ -380,8 +398,8 @@ START_TEST(exact_limits_are_the_papers_formulas)
     for (int ci = 0; ci < 4; ci++) {
         seqs s = make_seqs(&r, false, 1, 1, 1);
         mi_miras_config c = config_for(exact[ci].bias, "matrix", 1, true);
-        if (exact[ci].p) c.p = exact[ci].p;
-        c.abs_eps = 1e-30;
+        if (exact[ci].p) set_num(&c, "p", exact[ci].p);
+        set_num(&c, "abs_eps", 1e-30);
         mi_tensor *y = run_layer(&c, &s, s.w0);
         double want[N * T * D];
         ref rf = {.c = &c, .exact = true, .margin = INFINITY};
@@ -391,7 +409,7 @@ START_TEST(exact_limits_are_the_papers_formulas)
     /* yaad with a very sharp tanh is the exact Sign of eq:huber-loss */
     seqs s = make_seqs(&r, false, 0.8, 2.5, 1);
     mi_miras_config c = config_for("yaad", "matrix", 1, true);
-    c.sign_sharpness = 1e12;
+    set_num(&c, "sign_sharpness", 1e12);
     mi_tensor *y = run_layer(&c, &s, s.w0);
     double want[N * T * D];
     ref rf = {.c = &c, .margin = INFINITY};
@@ -449,7 +467,7 @@ static yaad_inputs yaad_draw(mi_rng *r, bool channel)
 static mi_miras_config yaad_exact_config(void)
 {
     mi_miras_config c = config_for("yaad", "matrix", 1, true);
-    c.sign_sharpness = INFINITY;
+    set_num(&c, "sign_sharpness", INFINITY);
     return c;
 }
 
@@ -536,7 +554,8 @@ START_TEST(yaad_sign_sharpness_inf_is_accepted)
 {
     mi_miras_config c = config_for("yaad", "matrix", 1, true);
     ck_assert_int_eq(mi_miras_config_set(&c, "sign_sharpness=inf"), 0);
-    ck_assert(isinf(c.sign_sharpness) && c.sign_sharpness > 0);
+    double a = config_real(&c, "sign_sharpness");
+    ck_assert(isinf(a) && a > 0);
     mi_miras m;
     ck_assert_msg(mi_miras_init(&m, &c) == 0, "%s", mi_error());
     mi_rng r;
@@ -550,11 +569,7 @@ START_TEST(yaad_sign_sharpness_inf_is_accepted)
         mi_error_clear();
         ck_assert_msg(mi_miras_config_set(&b, bad[i]) == -1, "%s accepted", bad[i]);
         ck_assert_error_has("config: sign_sharpness must be > 0, got");
-        /* and set in C */
-        b.sign_sharpness = i ? NAN : -INFINITY;
-        mi_error_clear();
-        ck_assert_msg(mi_miras_init(&m, &b) == -1, "%s accepted by init", bad[i]);
-        ck_assert_error_has("miras: sign_sharpness must be > 0, got");
+        ck_assert(isinf(config_real(&b, "sign_sharpness")));  /* kept as it was */
         mi_error_clear();
     }
 
@@ -565,7 +580,7 @@ START_TEST(yaad_sign_sharpness_inf_is_accepted)
     mi_mixer mx;
     ck_assert_msg(mi_mixer_create(&mx, "yaad", &o, MI_F64, &r, test_scope) == 0, "%s",
                   mi_error());
-    ck_assert(isinf(((const mi_miras_block *)mx.self)->miras.config.sign_sharpness));
+    ck_assert(isinf(config_real(&((const mi_miras_block *)mx.self)->miras.config, "sign_sharpness")));
     mi_tensor *x = mi_randn(&r, MI_F64, MI_SHAPE(2, 5, 4), 0, 1);
     mi_tensor *out = mx.forward(mx.self, x);
     ck_assert_msg(out != NULL, "%s", mi_error());
@@ -612,8 +627,8 @@ START_TEST(gradcheck_through_the_layer)
                 double lo = 0, hi = 0;
                 delta_range(bc->bias, &lo, &hi);
                 mi_miras_config c = config_for(bc->bias, "matrix", chunk, closed);
-                if (bc->p) c.p = bc->p;
-                if (bc->a) c.sign_sharpness = bc->a;
+                if (bc->p) set_num(&c, "p", bc->p);
+                if (bc->a) set_num(&c, "sign_sharpness", bc->a);
                 /* Inputs away from the kinks by construction: draws are
                  * taken until the reference loop finds every switch (|e_j|
                  * vs δ, ‖e‖ vs δ; |e_j| vs 0 for p < 2 and for yaad's exact
@@ -642,7 +657,7 @@ START_TEST(gradcheck_through_the_layer)
                 for (int i = 0; i < n_in; i++) mi_requires_grad(in[i], true);
                 mi_gradcheck_result res = mi_gradcheck(layer_fn, &g, in, n_in, NULL);
                 ck_assert_msg(res.ok, "%s p=%g a=%g channel %d chunk %d closed %d: %s", bc->bias,
-                              c.p, c.sign_sharpness, bc->channel, chunk, closed, res.message);
+                              param_or(&c, "p", 0), param_or(&c, "sign_sharpness", 0), bc->channel, chunk, closed, res.message);
             }
 }
 END_TEST
@@ -651,18 +666,15 @@ START_TEST(bad_parameters_are_reported)
 {
     mi_miras m;
     mi_miras_config c = config_for("lp", "matrix", 1, true);
-    c.p = 0.9;
-    ck_assert_int_eq(mi_miras_init(&m, &c), -1);
+    ck_assert_int_eq(mi_miras_config_set(&c, "p=0.9"), -1);
     ck_assert_error_has("p must be >= 1");
     mi_error_clear();
     c = config_for("robust", "matrix", 1, true);
-    c.robust_delta = -0.5;
-    ck_assert_int_eq(mi_miras_init(&m, &c), -1);
+    ck_assert_int_eq(mi_miras_config_set(&c, "robust_delta=-0.5"), -1);
     ck_assert_error_has("robust_delta must be >= 0");
     mi_error_clear();
     c = config_for("yaad", "matrix", 1, true);
-    c.sign_sharpness = 0;
-    ck_assert_int_eq(mi_miras_init(&m, &c), -1);
+    ck_assert_int_eq(mi_miras_config_set(&c, "sign_sharpness=0"), -1);
     ck_assert_error_has("sign_sharpness");
     mi_error_clear();
 
@@ -690,9 +702,16 @@ START_TEST(bad_parameters_are_reported)
     c = mi_miras_config_default();
     ck_assert_int_eq(mi_miras_config_set(&c, "bias=huber-norm"), 0);
     ck_assert_str_eq(c.bias, "huber-norm");
+    ck_assert_int_eq(mi_miras_config_set(&c, "robust_delta=0.2"), -1);
+    ck_assert_error_has("robust_delta is a parameter of bias robust, not of the chosen bias "
+                        "'huber-norm' (set bias=robust first)");
+    mi_error_clear();
+    ck_assert_int_eq(mi_miras_config_set(&c, "bias=robust"), 0);
     ck_assert_int_eq(mi_miras_config_set(&c, "robust_delta=x"), -1);
     ck_assert_error_has("not a number");
     mi_error_clear();
+    ck_assert_int_eq(mi_miras_config_set(&c, "robust_delta=0.2"), 0);
+    ck_assert_double_eq(config_real(&c, "robust_delta"), 0.2);
     for (int i = 0; i < 7; i++)
         ck_assert_msg(mi_bias_at(i) != NULL, "bias %d of the table is not defined", i);
 }

@@ -433,7 +433,7 @@ START_TEST(gradcheck_yaad_with_delta)
     for (int i = 0; i < 2; i++) {
         mi_miras_block_config c = tiny_config("mlp", "yaad", "l2", "gd");
         c.delta.value = levels[i];
-        c.miras.sign_sharpness = 10;
+        config_set(&c.miras, "sign_sharpness=10");
         gradcheck_block(i ? "mlp/yaad (l2 branch)" : "mlp/yaad (l1 branch)", &c, 1, 4);
     }
 }

@@ -61,7 +61,7 @@ static void make_case(kase *c, const char *name, const char *set, uint64_t seed)
     ck_assert_msg(p != NULL, "no preset %s", name);
     c->name = name;
     c->set = set;
-    c->config = p->config;
+    c->config = preset_config(p);
     if (set) ck_assert_msg(mi_miras_config_set(&c->config, set) == 0, "%s", mi_error());
     c->steps = !strcmp(c->config.algorithm, "multistep") ? c->config.steps : 1;
     c->P = T * c->steps;
@@ -245,7 +245,7 @@ END_TEST
 
 START_TEST(form_key_and_errors)
 {
-    mi_miras_config c = mi_preset_find("titans")->config;
+    mi_miras_config c = preset_config(mi_preset_find("titans"));
     ck_assert_int_eq(c.form, MI_FORM_AUTO);
     ck_assert_int_eq(mi_miras_config_set(&c, "form=minibatch"), 0);
     ck_assert_int_eq(c.form, MI_FORM_MINIBATCH);
@@ -269,7 +269,7 @@ START_TEST(form_key_and_errors)
     c.form = MI_FORM_AUTO;
     ck_assert_int_eq(mi_miras_init(&m, &c), 0);
     /* a channel-wise α on the key axis: known only from the gate's shape */
-    mi_miras_config h = mi_preset_find("gla")->config;
+    mi_miras_config h = preset_config(mi_preset_find("gla"));
     h.bias = "l2";
     h.decay_first = true;
     h.alpha_on_keys = true;

@@ -289,7 +289,7 @@ START_TEST(chunk1_equals_composed_path)
 {
     const mi_preset *p = mi_preset_find(presets[_i].name);
     ck_assert_ptr_nonnull(p);
-    mi_miras_config cfg = p->config;
+    mi_miras_config cfg = preset_config(p);
     if (presets[_i].set) ck_assert_int_eq(mi_miras_config_set(&cfg, presets[_i].set), 0);
     cfg.chunk = 1;
     mi_rng r;

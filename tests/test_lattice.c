@@ -518,13 +518,13 @@ START_TEST(presets_are_listed_and_follow_their_rules)
             if (mi_preset_at(i) == p) index = i;
         ck_assert_msg(index >= 16, "%s is at %d, not appended after the MIRAS table", p->name, index);
         ck_assert_msg(p->update && strstr(p->update, "P_C"), "%s: update text", p->name);
-        ck_assert_str_eq(p->config.memory, "lattice");
-        ck_assert_str_eq(p->config.bias, bias_names[f]);
-        ck_assert_str_eq(p->config.retention, "sphere-forget");
-        ck_assert_str_eq(p->config.algorithm, "gd");
-        ck_assert(p->config.slot_norm && p->config.closed_form);
-        ck_assert_int_eq(p->config.chunk, 1);
-        ck_assert_int_eq(p->config.slots, mi_miras_config_default().slots);
+        ck_assert_str_eq(preset_config(p).memory, "lattice");
+        ck_assert_str_eq(preset_config(p).bias, bias_names[f]);
+        ck_assert_str_eq(preset_config(p).retention, "sphere-forget");
+        ck_assert_str_eq(preset_config(p).algorithm, "gd");
+        ck_assert(preset_config(p).slot_norm && preset_config(p).closed_form);
+        ck_assert_int_eq(preset_config(p).chunk, 1);
+        ck_assert_int_eq(preset_config(p).slots, mi_miras_config_default().slots);
         ck_assert_int_eq(p->eta.kind, MI_GATE_HEAD);
         ck_assert_int_eq(p->alpha.kind, MI_GATE_HEAD);
         ck_assert(p->eta.value > 0 && p->eta.value <= 1 && p->alpha.value > 0 && p->alpha.value <= 1);
@@ -532,7 +532,7 @@ START_TEST(presets_are_listed_and_follow_their_rules)
         ck_assert_int_eq(p->delta.kind, MI_GATE_UNUSED);
         ck_assert(!p->key_is_one_minus_alpha);
         /* its rule: Eq. 10 with the forget gate and the projection */
-        mi_miras_config c = p->config;
+        mi_miras_config c = preset_config(p);
         c.slots = M;
         mi_tensor *final;
         mi_tensor *y = run_config(&c, &s, &final);
@@ -571,7 +571,7 @@ START_TEST(gradcheck_presets_through_the_layer)
             for (int closed = 0; closed < 2; closed++) {
                 seqs s = make_seqs(&r, 5, true);
                 gc_ctx g = {.r = mi_randn(&r, MI_F64, MI_SHAPE(N, 5, D), 0, 1)};
-                mi_miras_config c = mi_preset_find(preset_names[f])->config;
+                mi_miras_config c = preset_config(mi_preset_find(preset_names[f]));
                 c.slots = M;
                 c.chunk = chunk;
                 c.closed_form = closed;
@@ -587,7 +587,7 @@ END_TEST
 START_TEST(bad_configurations_are_reported)
 {
     mi_miras m;
-    mi_miras_config c = mi_preset_find("lattice-dec")->config;
+    mi_miras_config c = preset_config(mi_preset_find("lattice-dec"));
     const int bad[] = {0, -3};
     for (int i = 0; i < 2; i++) {
         c.slots = bad[i];

@@ -211,9 +211,31 @@ START_TEST(bad_configurations_are_reported)
     ck_assert_error_has("chunk must be >= 1");
     mi_error_clear();
     c = mi_miras_config_default();
-    c.p = 0.5;
-    ck_assert_int_eq(mi_miras_init(&m, &c), -1);
+    config_set(&c, "bias=lp");
+    ck_assert_int_eq(mi_miras_config_set(&c, "p=0.5"), -1);
     ck_assert_error_has("p must be >= 1");
+    mi_error_clear();
+    /* a bias's parameter for another bias: refused, naming its owner */
+    c = mi_miras_config_default();
+    ck_assert_int_eq(mi_miras_config_set(&c, "p=4"), -1);
+    ck_assert_error_has("p is a parameter of bias lp, not of the chosen bias 'l2'");
+    mi_error_clear();
+    /* a bias assigned in C has its defaults, and the block keeps another's
+     * parameters until a bias is chosen by key, which gives it its defaults */
+    c = mi_miras_config_default();
+    c.bias = "lp";
+    ck_assert_double_eq(config_real(&c, "p"), 3);
+    config_set(&c, "p=4");
+    ck_assert_double_eq(config_real(&c, "p"), 4);
+    c.bias = "yaad";
+    ck_assert_double_eq(config_real(&c, "sign_sharpness"), 1);
+    c.bias = "lp";
+    ck_assert_double_eq(config_real(&c, "p"), 4);
+    config_set(&c, "bias=yaad");
+    config_set(&c, "bias=lp");
+    ck_assert_double_eq(config_real(&c, "p"), 3);
+    ck_assert_int_eq(mi_miras_init(&m, &c), 0);
+    ck_assert_double_eq(config_real(&m.config, "p"), 3);
     mi_error_clear();
     c = mi_miras_config_default();
     c.q = 1;

@@ -82,8 +82,8 @@ static void make_case(kase *c, const mi_preset *p, uint64_t seed)
     mi_rng r;
     mi_rng_seed(&r, seed);
     c->p = p;
-    c->mlp = strcmp(p->config.memory, "mlp") == 0;
-    c->steps = strcmp(p->config.algorithm, "multistep") == 0 ? p->config.steps : 1;
+    c->mlp = strcmp(preset_config(p).memory, "mlp") == 0;
+    c->steps = strcmp(preset_config(p).algorithm, "multistep") == 0 ? preset_config(p).steps : 1;
     ck_assert_int_le(c->steps, S_MAX);
     c->P = c->steps * T;
     double scale = c->mlp ? 1 : 0.6;
@@ -122,7 +122,7 @@ static void make_case(kase *c, const mi_preset *p, uint64_t seed)
     if (!c->mlp) {
         for (int i = 0; i < D * D; i++) c->w0[0][i] = 0.3 * mi_rng_normal(&r);
         c->tw0[0] = mi_from_buffer(MI_F64, MI_SHAPE(D, D), c->w0[0]);
-    } else if (strcmp(p->config.retention, "kl") == 0) {
+    } else if (strcmp(preset_config(p).retention, "kl") == 0) {
         /* Memora: logits of rows on the simplex, peaked so LN sees spread */
         for (int i = 0; i < 2 * D * H; i++) c->w0[i / (D * H)][i % (D * H)] = 2 * mi_rng_normal(&r);
     } else {
@@ -142,7 +142,7 @@ static int chunk_form = MI_FORM_MINIBATCH;
 
 static void init_preset(mi_miras *m, const mi_preset *p, int chunk, bool closed_form)
 {
-    const mi_miras_config *c = &p->config;
+    const mi_miras_config c_ = preset_config(p), *c = &c_;
     ck_assert_msg(mi_memory_find(c->memory), "preset %s: memory '%s' is not in this build "
                   "(its component is missing)", p->name, c->memory);
     ck_assert_msg(mi_bias_find(c->bias), "preset %s: attentional bias '%s' is not in this "
@@ -232,7 +232,7 @@ static void matmul(const mat A, const mat B, mat C)
  *   y_t = W_0 (Π_{j≤t} a_j ⊙ q_t) + Σ_{s≤t} (q_t ⊙ Π_{s<j≤t} a_j)ᵀ k_s v_s. */
 static void closed_hebbian(const kase *c, double y[N][T][D])
 {
-    bool keys = c->p->config.alpha_on_keys;
+    bool keys = preset_config(c->p).alpha_on_keys;
     for (int n = 0; n < N; n++)
         for (int t = 0; t < T; t++)
             for (int i = 0; i < D; i++) {
@@ -337,7 +337,7 @@ static void closed_delta(const kase *c, double y[N][T][D])
  *   y_t = W q_t after a token's last step. */
 static void naive_matrix(const kase *c, int chunk, double y[N][T][D])
 {
-    const mi_miras_config *cfg = &c->p->config;
+    const mi_miras_config cfg_ = preset_config(c->p), *cfg = &cfg_;
     bool dot_bias = !strcmp(cfg->bias, "dot"), implicit = !strcmp(cfg->algorithm, "implicit");
     int s = c->steps;
     for (int n = 0; n < N; n++) {
@@ -490,11 +490,11 @@ static void bias_error(const mi_miras_config *cfg, const double *y, const double
     for (int i = 0; i < D; i++) {
         if (!strcmp(cfg->bias, "l2")) e[i] = err[i];
         else if (!strcmp(cfg->bias, "lp")) {
-            double sabs = sqrt(err[i] * err[i] + cfg->abs_eps);
-            e[i] = cfg->p * (err[i] / sabs) * pow(sabs, cfg->p - 1);
+            double p = config_real(cfg, "p"), sabs = sqrt(err[i] * err[i] + config_real(cfg, "abs_eps"));
+            e[i] = p * (err[i] / sabs) * pow(sabs, p - 1);
         }
         else if (!strcmp(cfg->bias, "yaad"))
-            e[i] = norm <= delta ? err[i] : delta * tanh(cfg->sign_sharpness * err[i]);
+            e[i] = norm <= delta ? err[i] : delta * tanh(config_real(cfg, "sign_sharpness") * err[i]);
         else ck_abort_msg("no reference for bias %s", cfg->bias);
     }
 }
@@ -510,7 +510,7 @@ static void bias_error(const mi_miras_config *cfg, const double *y, const double
  * the initial weights are c · Softmax_row(W_0), A_0 = log of them. */
 static void reference_mlp(const kase *c, double y[N][T][D])
 {
-    const mi_miras_config *cfg = &c->p->config;
+    const mi_miras_config cfg_ = preset_config(c->p), *cfg = &cfg_;
     bool kl = !strcmp(cfg->retention, "kl"), momentum = !strcmp(cfg->algorithm, "momentum");
     yaad_tokens[0] = yaad_tokens[1] = 0;
     for (int n = 0; n < N; n++) {
@@ -590,7 +590,7 @@ START_TEST(gate_specs_match_components)
     mi_miras_config def = mi_miras_config_default();
     for (int i = 0; i < N_PRESETS; i++) {
         const mi_preset *p = preset_checked(i);
-        const mi_miras_config *c = &p->config;
+        const mi_miras_config c_ = preset_config(p), *c = &c_;
         bool uses_alpha = strcmp(c->retention, "none") != 0;
         bool uses_mu = !strcmp(c->algorithm, "momentum");
         bool uses_delta = !strcmp(c->bias, "yaad") || !strcmp(c->bias, "huber") ||
@@ -613,22 +613,32 @@ START_TEST(gate_specs_match_components)
         ck_assert(c->closed_form);
         ck_assert_int_eq(c->mlp_depth, def.mlp_depth);
         ck_assert_int_eq(c->mlp_expansion, def.mlp_expansion);
-        ck_assert(c->p == def.p && c->q == def.q && c->sign_sharpness == def.sign_sharpness &&
-                  c->abs_eps == def.abs_eps && c->robust_delta == def.robust_delta &&
+        /* the bias's own parameters: its defaults */
+        mi_miras_config fresh = mi_miras_config_default();
+        fresh.bias = c->bias;
+        char a[64], b[64];
+        for (int k = 0; mi_bias_find(c->bias)->params && k < mi_bias_find(c->bias)->n_params; k++) {
+            const char *key = mi_bias_find(c->bias)->params[k].key;
+            ck_assert(mi_miras_config_get(c, key, a, sizeof a) == 0 &&
+                      mi_miras_config_get(&fresh, key, b, sizeof b) == 0);
+            ck_assert_msg(!strcmp(a, b), "%s: %s = %s, its default %s", p->name, key, a, b);
+        }
+        ck_assert(c->q == def.q &&
                   (c->kl_scale == def.kl_scale || !strcmp(p->name, "memora")) &&
                   c->l1_gamma == def.l1_gamma && c->l1_threshold == def.l1_threshold &&
                   c->lq_form == def.lq_form && c->lq_eps == def.lq_eps && c->steps == def.steps &&
                   c->f_div == def.f_div);
     }
     /* Memora's simplex scale (chosen by training runs, presets.c) */
-    ck_assert(mi_preset_find("memora")->config.kl_scale == 16);
+    ck_assert(preset_config(mi_preset_find("memora")).kl_scale == 16);
     /* Moneta is (p, q) = (3, 4) */
     const mi_preset *moneta = mi_preset_find("moneta");
-    ck_assert(moneta->config.p == 3 && moneta->config.q == 4);
-    ck_assert(mi_preset_find("gated-deltanet")->config.decay_first);
-    ck_assert(mi_preset_find("rwkv7")->config.decay_first);
-    ck_assert(mi_preset_find("deltaproduct")->config.decay_first);
-    ck_assert_int_eq(mi_preset_find("deltaproduct")->config.steps, 2);
+    const mi_miras_config moneta_cfg = preset_config(moneta);
+    ck_assert(config_real(&moneta_cfg, "p") == 3 && moneta_cfg.q == 4);
+    ck_assert(preset_config(mi_preset_find("gated-deltanet")).decay_first);
+    ck_assert(preset_config(mi_preset_find("rwkv7")).decay_first);
+    ck_assert(preset_config(mi_preset_find("deltaproduct")).decay_first);
+    ck_assert_int_eq(preset_config(mi_preset_find("deltaproduct")).steps, 2);
 }
 END_TEST
 
@@ -648,7 +658,7 @@ START_TEST(layer_equals_closed_form)
     double tol = c.mlp ? 1e-11 : 1e-12;
     expect_equal(&c, run_layer(&c, 1, true), want, "closed form, chunk 1", tol);
     expect_equal(&c, run_layer(&c, 1, false), want, "autodiff inner gradients, chunk 1", 10 * tol);
-    if (!strcmp(p->config.bias, "yaad")) /* both branches of the switch were taken */
+    if (!strcmp(preset_config(p).bias, "yaad")) /* both branches of the switch were taken */
         ck_assert_msg(yaad_tokens[0] > 0 && yaad_tokens[1] > 0, "yaad: %d l2 and %d l1 tokens",
                       yaad_tokens[0], yaad_tokens[1]);
 }
@@ -662,7 +672,7 @@ END_TEST
 START_TEST(matrix_layer_equals_naive_loop)
 {
     const mi_preset *p = preset_checked(_i);
-    ck_assert_str_eq(p->config.memory, "matrix");
+    ck_assert_str_eq(preset_config(p).memory, "matrix");
     kase c;
     make_case(&c, p, 200 + (uint64_t)_i);
     const int chunks[] = {1, 2, 3, 4};
@@ -673,8 +683,8 @@ START_TEST(matrix_layer_equals_naive_loop)
         snprintf(what, sizeof what, "naive loop, chunk %d", chunks[b]);
         expect_equal(&c, run_layer(&c, chunks[b], true), want, what, 1e-12);
     }
-    bool delta = !strcmp(p->config.bias, "l2") && strcmp(p->config.algorithm, "momentum") &&
-                 !(p->config.alpha_on_keys && p->alpha.kind == MI_GATE_CHANNEL);
+    bool delta = !strcmp(preset_config(p).bias, "l2") && strcmp(preset_config(p).algorithm, "momentum") &&
+                 !(preset_config(p).alpha_on_keys && p->alpha.kind == MI_GATE_CHANNEL);
     if (!delta) return;
     double want[N][T][D];
     closed_delta(&c, want);
@@ -695,7 +705,7 @@ END_TEST
 START_TEST(chunk1_equals_one_token_at_a_time)
 {
     const mi_preset *p = preset_checked(_i);
-    const mi_miras_config *cfg = &p->config;
+    const mi_miras_config cfg_ = preset_config(p), *cfg = &cfg_;
     if (strcmp(cfg->retention, "none") && strcmp(cfg->retention, "l2")) return;
     if (!strcmp(cfg->algorithm, "momentum")) return;
     kase c;

@@ -133,9 +133,9 @@ static void expect_output(const char *path, const mi_miras_config *cfg, const la
 
 #define RUN(...) tool_run(MIRAS_TOOL, (const char *const[]){__VA_ARGS__, NULL})
 
-static mi_miras_config preset_config(const char *name, int chunk)
+static mi_miras_config preset_at_chunk(const char *name, int chunk)
 {
-    mi_miras_config c = mi_preset_find(name)->config;
+    mi_miras_config c = preset_config(mi_preset_find(name));
     c.chunk = chunk;
     return c;
 }
@@ -143,7 +143,7 @@ static mi_miras_config preset_config(const char *name, int chunk)
 /* ---------------------------------------------------------------- agreement */
 START_TEST(titans_chunked_matches_the_library)
 {
-    mi_miras_config cfg = preset_config("titans", 2);
+    mi_miras_config cfg = preset_at_chunk("titans", 2);
     layer_case c = make_case(&cfg, 1, 11);
     save_case(tmp_path("in.safetensors"), &c);
     const tool_result *r = RUN("--in", tmp_path("in.safetensors"), "--out",
@@ -165,7 +165,7 @@ END_TEST
  * memory per sequence ([N] in front) and no r (ones). */
 START_TEST(set_overrides_channel_gates_and_per_sequence_memory)
 {
-    mi_miras_config cfg = preset_config("gated-deltanet", 1);
+    mi_miras_config cfg = preset_at_chunk("gated-deltanet", 1);
     layer_case c = make_case(&cfg, 1, 12);
     mi_rng rng;
     mi_rng_seed(&rng, 5);
@@ -185,7 +185,7 @@ END_TEST
 /* DeltaProduct: k, v and the gates have steps·T positions, q has T. */
 START_TEST(multistep_takes_steps_times_t_positions)
 {
-    mi_miras_config cfg = preset_config("deltaproduct", 2);
+    mi_miras_config cfg = preset_at_chunk("deltaproduct", 2);
     layer_case c = make_case(&cfg, cfg.steps, 13);
     save_case(tmp_path("in.safetensors"), &c);
     const tool_result *r = RUN("--in", tmp_path("in.safetensors"), "--out",
@@ -200,7 +200,7 @@ END_TEST
 /* Linear attention's η ≡ 1 may be left out; --dtype f32 computes in f32. */
 START_TEST(constant_gate_filled_in_and_f32)
 {
-    mi_miras_config cfg = preset_config("linear-attention", 1);
+    mi_miras_config cfg = preset_at_chunk("linear-attention", 1);
     layer_case c = make_case(&cfg, 1, 14);
     drop(&c, "eta");
     save_case(tmp_path("in.safetensors"), &c);
@@ -239,7 +239,7 @@ END_TEST
 
 START_TEST(usage_errors_exit_2)
 {
-    mi_miras_config cfg = preset_config("titans", 1);
+    mi_miras_config cfg = preset_at_chunk("titans", 1);
     layer_case c = make_case(&cfg, 1, 15);
     char in[512], out[512];
     snprintf(in, sizeof in, "%s", tmp_path("in.safetensors"));
@@ -276,7 +276,7 @@ static void expect_failure(const char *in, const char *out, const char *model, c
 
 START_TEST(runtime_errors_exit_1_and_write_nothing)
 {
-    mi_miras_config cfg = preset_config("gated-deltanet", 1);
+    mi_miras_config cfg = preset_at_chunk("gated-deltanet", 1);
     layer_case c = make_case(&cfg, 1, 16);
     char in[512], out[512];
     snprintf(in, sizeof in, "%s", tmp_path("in.safetensors"));
@@ -331,7 +331,7 @@ END_TEST
 
 START_TEST(unwritable_output_leaves_nothing)
 {
-    mi_miras_config cfg = preset_config("deltanet", 1);
+    mi_miras_config cfg = preset_at_chunk("deltanet", 1);
     layer_case c = make_case(&cfg, 1, 17);
     char in[512];
     snprintf(in, sizeof in, "%s", tmp_path("in.safetensors"));

@@ -7,6 +7,24 @@
 #define MIRAS_MODELS_COMPONENTS_H
 
 #include "models/models.h"
+#include "tensor/fields.h"
+
+/* A component's own parameters: a struct of the component's file, T, stored
+ * in the config's block for its axis (mi_miras_config.bias_params), declared
+ * by a field table over T and read back by copying the block into a T:
+ *
+ *   typedef struct { double p, abs_eps; } lp_params;
+ *   static const mi_field lp_fields[] = {
+ *       MI_FIELD_REAL_AT(lp_params, "p", p, "3", 1, INFINITY, MI_FIELD_HI_OPEN, "the exponent"),
+ *       …};
+ *   const mi_bias_kind mi_bias_lp = {…, MI_PARAMS(lp_params, lp_fields)};
+ *   … lp_params lp;
+ *     memcpy(&lp, &c->bias_params, sizeof lp);
+ *
+ * The keys are set like the config's own once the component is chosen. */
+#define MI_PARAMS(T, table)                                                                   \
+    .params = (table), .n_params = MI_FIELDS_COUNT(table),                                   \
+    .params_size = sizeof(T) + 0 * sizeof(char[sizeof(T) <= sizeof(mi_component_params) ? 1 : -1])
 
 struct mi_memory_kind {
     const char *name;
@@ -62,6 +80,10 @@ struct mi_bias_kind {
      * error above receive y = E_W(v_t) [N, n, dk] and k_t in place of v_t.
      * Needs a memory with encode. */
     bool encoding;
+    /* its own parameters in config.bias_params (MI_PARAMS; none: NULL, 0) */
+    const mi_field *params;
+    int n_params;
+    size_t params_size;
 };
 
 /* The retention gate keeps a state A from which the memory's weights are

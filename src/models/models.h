@@ -33,6 +33,15 @@
 #define MI_MEMORY_MAX_WEIGHTS 8
 
 /* ---------------------------------------------------------------- configuration */
+
+/* A component's own parameters (ℓp's p, Yaad's sign sharpness, …): storage
+ * that the component's field table reads and writes (components.h). They are
+ * set by key like any other, "p=4", once the component is chosen ("bias=lp"
+ * first); a component chosen without any has its defaults. */
+typedef union mi_component_params {
+    double real[8];
+    int64_t whole[8];
+} mi_component_params;
 typedef struct mi_miras_config {
     /* memory architecture */
     const char *memory;      /* "vector" | "matrix" | "mlp" */
@@ -43,11 +52,12 @@ typedef struct mi_miras_config {
     bool slot_norm;          /* lattice: φ, every slot read normalised (default true);
                                 false gives Lattice Remark A.2's linear memory */
     /* attentional bias */
-    const char *bias;        /* "dot" | "l2" | "lp" | "huber" | "huber-norm" | "yaad" | "robust" */
-    double p;                /* lp: the exponent (default 3) */
-    double sign_sharpness;   /* yaad: Sign(x) ≈ tanh(a·x), a (default 1; inf: exact sign) */
-    double abs_eps;          /* lp: |x| ≈ √(x² + ε), ε (default 1e-6) */
-    double robust_delta;     /* robust: the radius Δ of value shifts (default 0.1) */
+    const char *bias;        /* "dot" | "l2" | "lp" | "huber" | "huber-norm" | "yaad" | "robust" | …
+                                (components.c) */
+    mi_component_params bias_params; /* the bias's own (lp: p, abs_eps; yaad: sign_sharpness;
+                                        robust: robust_delta, abs_eps), by key */
+    const char *bias_params_for;     /* the bias whose parameters the block holds; another
+                                        (a bias assigned in C): its defaults are taken */
     /* retention gate */
     const char *retention;   /* "none" | "l2" | "kl" | "f-div" | "lq" | "elastic" |
                                 "elastic-ftrl" | "bregman" | … (components.c) */
@@ -121,8 +131,16 @@ mi_miras_config mi_miras_config_default(void);
 /* Sets one field from text, as on a command line: "memory=mlp", "p=3",
  * "memory.depth=3", "chunk=16". 0 or -1 with a message. */
 int mi_miras_config_set(mi_miras_config *c, const char *assignment);
-/* Its keys: name, type, default, range and a line of documentation each. */
+/* Its keys: name, type, default, range and a line of documentation each;
+ * the components' own keys are in their kinds' tables (components.h). */
 const mi_field *mi_miras_config_fields(int *count);
+/* The value of KEY (a config key or the chosen components') as text that
+ * mi_miras_config_set reads back: 0, or -1 with a message (unknown key,
+ * buf too small). */
+int mi_miras_config_get(const mi_miras_config *c, const char *key, char *buf, size_t n);
+/* Every key as mi_fields_describe writes them, the config's first, then each
+ * component's own under its name ("bias=lp:"); returns the length needed. */
+size_t mi_miras_config_describe(char *buf, size_t size);
 
 /* ---------------------------------------------------------------- components
  * The four axes of a MIRAS model, each a table of kinds; a config names them. */
@@ -218,7 +236,8 @@ typedef struct mi_gate_spec {
 typedef struct mi_preset {
     const char *name;
     const char *update;          /* the closed-form update rule, as in the papers */
-    mi_miras_config config;
+    const char *config;          /* its components and their parameters, KEY=VALUE
+                                    assignments to the defaults ("memory=mlp bias=lp") */
     mi_gate_spec eta, alpha, mu, delta;
     bool key_is_one_minus_alpha; /* HGRN2: k_t = 1 − α_t */
     bool no_out_gate;            /* no output gate, y = RMSNorm(o) W_out (lattice-dec) */
@@ -227,6 +246,8 @@ typedef struct mi_preset {
 
 const mi_preset *mi_preset_find(const char *name);
 const mi_preset *mi_preset_at(int i);
+/* The preset's config: the defaults with its assignments. 0, or -1 with a message. */
+int mi_preset_config(const mi_preset *p, mi_miras_config *out);
 
 /* ---------------------------------------------------------------- the layer block
  * The MIRAS layer of the papers (MIRAS "Architecture Backbone and Fast

@@ -222,7 +222,10 @@ int bench_layer(const bench_opts *o)
         for (int j = 0; j < nc; j++) {
             layer_case lc = {.o = o, .preset = mi_preset_find(variants[i]),
                              .batch = o->batch ? o->batch : LAYER_BATCH};
-            lc.config = lc.preset->config;
+            if (mi_preset_config(lc.preset, &lc.config) != 0) {
+                fprintf(stderr, "miras-bench: %s\n", mi_error());
+                return 2;
+            }
             lc.config.chunk = chunks[j];
             if (!strcmp(lc.config.memory, "lattice")) lc.config.slots = LAYER_HEAD_DIM;
             lc.T = o->seq_len ? o->seq_len : LAYER_SEQ_LEN;

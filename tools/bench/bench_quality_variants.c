@@ -88,7 +88,9 @@ static bool variant_mlp(const char *v)
     const mi_preset *p = variant_preset(v);
     if (!p) return false;
     const char *own = variant_override(v, "memory", mem, sizeof mem);
-    return !strcmp(own ? own : p->config.memory, "mlp");
+    mi_miras_config c;
+    if (!own && mi_preset_config(p, &c) != 0) return false;
+    return !strcmp(own ? own : c.memory, "mlp");
 }
 
 /* A rule's match: "*", "@miras", "@mlp" (the memory the variant really runs),

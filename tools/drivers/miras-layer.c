@@ -210,7 +210,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "\n");
         return 2;
     }
-    mi_miras_config cfg = preset ? preset->config : mi_miras_config_default();
+    mi_miras_config cfg = mi_miras_config_default();
+    if (preset && mi_preset_config(preset, &cfg) != 0) return usage_error(mi_error(), NULL);
     bool slots_set = false;  /* else the lattice memory gets one slot per key channel */
     for (int i = 0; i < n_sets; i++) {
         if (mi_miras_config_set(&cfg, sets[i]) != 0) return usage_error(mi_error(), NULL);

@@ -107,16 +107,18 @@ static void print_keys(void)
     struct { const char *title; const mi_field *(*fields)(int *); } groups[] = {
         {"the model (--set KEY=VALUE; the mixer is --model)", mi_lm_config_fields},
         {"a MIRAS preset's block", mi_miras_block_config_fields},
-        {"a MIRAS preset's components and training form", mi_miras_config_fields},
+        {"a MIRAS preset's components and training form (then each bias's own, once chosen)",
+         NULL},
         {"hope (--model hope)", mi_hope_config_fields},
     };
     for (size_t g = 0; g < sizeof groups / sizeof *groups; g++) {
-        int n;
-        const mi_field *f = groups[g].fields(&n);
-        size_t need = mi_fields_describe(f, n, NULL, 0);
+        int n = 0;
+        const mi_field *f = groups[g].fields ? groups[g].fields(&n) : NULL;
+        size_t need = f ? mi_fields_describe(f, n, NULL, 0) : mi_miras_config_describe(NULL, 0);
         char *text = malloc(need + 1);
         if (!text) die("out of memory");
-        mi_fields_describe(f, n, text, need + 1);
+        if (f) mi_fields_describe(f, n, text, need + 1);
+        else mi_miras_config_describe(text, need + 1);
         printf("%s%s:\n%s", g ? "\n" : "", groups[g].title, text);
         free(text);
     }

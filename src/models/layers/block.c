@@ -169,7 +169,7 @@ int mi_miras_block_config_preset(mi_miras_block_config *c, const char *preset)
         mi_error_set("miras block: unknown preset '%s' (known: %s)", name, known);
         return -1;
     }
-    c->miras = p->config;
+    if (mi_preset_config(p, &c->miras) != 0) return -1;
     c->eta = p->eta;
     c->alpha = p->alpha;
     c->mu = p->mu;

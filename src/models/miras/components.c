@@ -1,54 +1,64 @@
 /* The component tables: every memory, attentional bias, retention gate and
  * learning algorithm a configuration can name. A new component is one file defining its kind
- * plus one line here. */
+ * (with its own parameters, if any: components.h) plus one line here. */
 #include <string.h>
 
 #include "components.h"
 
-#define DECLARE(type, name) extern const type name;
-DECLARE(mi_memory_kind, mi_memory_vector)
-DECLARE(mi_memory_kind, mi_memory_matrix)
-DECLARE(mi_memory_kind, mi_memory_mlp)
-DECLARE(mi_bias_kind, mi_bias_dot)
-DECLARE(mi_bias_kind, mi_bias_l2)
-DECLARE(mi_bias_kind, mi_bias_lp)
-DECLARE(mi_bias_kind, mi_bias_huber)
-DECLARE(mi_bias_kind, mi_bias_huber_norm)
-DECLARE(mi_bias_kind, mi_bias_yaad)
-DECLARE(mi_bias_kind, mi_bias_robust)
-DECLARE(mi_bias_kind, mi_bias_logcosh)
-DECLARE(mi_retention_kind, mi_retention_none)
-DECLARE(mi_retention_kind, mi_retention_l2)
-DECLARE(mi_retention_kind, mi_retention_kl)
-DECLARE(mi_retention_kind, mi_retention_fdiv)
-DECLARE(mi_retention_kind, mi_retention_lq)
-DECLARE(mi_retention_kind, mi_retention_elastic)
-DECLARE(mi_retention_kind, mi_retention_elastic_ftrl)
-DECLARE(mi_retention_kind, mi_retention_bregman)
-DECLARE(mi_memory_kind, mi_memory_lattice)
-DECLARE(mi_bias_kind, mi_bias_lattice_dec)
-DECLARE(mi_bias_kind, mi_bias_lattice_enc)
-DECLARE(mi_bias_kind, mi_bias_lattice_sim)
-DECLARE(mi_retention_kind, mi_retention_sphere)
-DECLARE(mi_retention_kind, mi_retention_sphere_forget)
-DECLARE(mi_retention_kind, mi_retention_l1)
-DECLARE(mi_algorithm_kind, mi_algorithm_gd)
-DECLARE(mi_algorithm_kind, mi_algorithm_momentum)
-DECLARE(mi_algorithm_kind, mi_algorithm_implicit)
-DECLARE(mi_algorithm_kind, mi_algorithm_multistep)
+/* One line per component: NAME stands for the kind mi_<axis>_NAME that its
+ * file defines (bias/lp.c: mi_bias_lp), in the order the tables list them. */
+#define MEMORIES(X) \
+    X(vector)       \
+    X(matrix)       \
+    X(mlp)          \
+    X(lattice)
+#define BIASES(X)   \
+    X(dot)          \
+    X(l2)           \
+    X(lp)           \
+    X(huber)        \
+    X(huber_norm)   \
+    X(yaad)         \
+    X(robust)       \
+    X(lattice_dec)  \
+    X(lattice_enc)  \
+    X(lattice_sim)  \
+    X(logcosh)
+#define RETENTIONS(X)   \
+    X(none)             \
+    X(l2)               \
+    X(kl)               \
+    X(fdiv)             \
+    X(lq)               \
+    X(elastic)          \
+    X(elastic_ftrl)     \
+    X(bregman)          \
+    X(sphere)           \
+    X(sphere_forget)    \
+    X(l1)
+#define ALGORITHMS(X) \
+    X(gd)             \
+    X(momentum)       \
+    X(implicit)       \
+    X(multistep)
 
-static const mi_memory_kind *const memories[] = {&mi_memory_vector, &mi_memory_matrix,
-                                                 &mi_memory_mlp, &mi_memory_lattice};
-static const mi_bias_kind *const biases[] = {&mi_bias_dot,   &mi_bias_l2,         &mi_bias_lp,
-                                             &mi_bias_huber, &mi_bias_huber_norm, &mi_bias_yaad,
-                                             &mi_bias_robust, &mi_bias_lattice_dec,
-                                             &mi_bias_lattice_enc, &mi_bias_lattice_sim, &mi_bias_logcosh};
-static const mi_retention_kind *const retentions[] = {
-    &mi_retention_none, &mi_retention_l2,           &mi_retention_kl,     &mi_retention_fdiv,
-    &mi_retention_lq,   &mi_retention_elastic,      &mi_retention_elastic_ftrl,
-    &mi_retention_bregman, &mi_retention_sphere, &mi_retention_sphere_forget, &mi_retention_l1};
-static const mi_algorithm_kind *const algorithms[] = {
-    &mi_algorithm_gd, &mi_algorithm_momentum, &mi_algorithm_implicit, &mi_algorithm_multistep};
+#define DECLARE_MEMORY(n) extern const mi_memory_kind mi_memory_##n;
+#define DECLARE_BIAS(n) extern const mi_bias_kind mi_bias_##n;
+#define DECLARE_RETENTION(n) extern const mi_retention_kind mi_retention_##n;
+#define DECLARE_ALGORITHM(n) extern const mi_algorithm_kind mi_algorithm_##n;
+MEMORIES(DECLARE_MEMORY)
+BIASES(DECLARE_BIAS)
+RETENTIONS(DECLARE_RETENTION)
+ALGORITHMS(DECLARE_ALGORITHM)
+
+#define MEMORY_ENTRY(n) &mi_memory_##n,
+#define BIAS_ENTRY(n) &mi_bias_##n,
+#define RETENTION_ENTRY(n) &mi_retention_##n,
+#define ALGORITHM_ENTRY(n) &mi_algorithm_##n,
+static const mi_memory_kind *const memories[] = {MEMORIES(MEMORY_ENTRY)};
+static const mi_bias_kind *const biases[] = {BIASES(BIAS_ENTRY)};
+static const mi_retention_kind *const retentions[] = {RETENTIONS(RETENTION_ENTRY)};
+static const mi_algorithm_kind *const algorithms[] = {ALGORITHMS(ALGORITHM_ENTRY)};
 
 #define COUNT(a) ((int)(sizeof(a) / sizeof(a[0])))
 #define FINDER(type, fn, table)                                       \

@@ -1,5 +1,6 @@
 /* Configuration: defaults, text assignments ("p=3"), and validation. */
 #include <errno.h>
+#include <stdio.h>
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
@@ -26,7 +27,7 @@ static const char *const forms[] = {"auto", "exact", "minibatch", NULL};
 #define POSITIVE (MI_FIELD_LO_OPEN | MI_FIELD_HI_OPEN)
 /* The four components' parameters and the training form, in the order of
  * mi_miras_config; the component names come from their tables
- * (components.c). */
+ * (components.c). A bias's own parameters are in its file (MI_PARAMS). */
 static const mi_field miras_fields[] = {
     MI_FIELD_NAME_AT(C, "memory", memory, "matrix", memory_name_at, "the memory"),
     MI_FIELD_INT_AT(C, "memory.depth", mlp_depth, "2", 1, 1024, "layers of the MLP memory"),
@@ -37,13 +38,6 @@ static const mi_field miras_fields[] = {
     MI_FIELD_BOOL_AT(C, "memory.slot_norm", slot_norm, "true",
                      "lattice: every slot read normalised (false: the linear memory)"),
     MI_FIELD_NAME_AT(C, "bias", bias, "l2", bias_name_at, "the attentional bias"),
-    MI_FIELD_REAL_AT(C, "p", p, "3", 1, INFINITY, MI_FIELD_HI_OPEN, "lp: the exponent"),
-    MI_FIELD_REAL_AT(C, "sign_sharpness", sign_sharpness, "1", 0, INFINITY, MI_FIELD_LO_OPEN,
-                     "yaad: Sign(x) = tanh(a x), a (inf: the exact sign)"),
-    MI_FIELD_REAL_AT(C, "abs_eps", abs_eps, "1e-6", 0, INFINITY, POSITIVE,
-                     "lp: |x| = sqrt(x^2 + eps)"),
-    MI_FIELD_REAL_AT(C, "robust_delta", robust_delta, "0.1", 0, INFINITY, MI_FIELD_HI_OPEN,
-                     "robust: the radius of the value shifts"),
     MI_FIELD_NAME_AT(C, "retention", retention, "l2", retention_name_at, "the retention gate"),
     MI_FIELD_REAL_AT(C, "q", q, "4", 1, INFINITY, POSITIVE, "lq: the exponent"),
     MI_FIELD_CHOICE_AT(C, "lq_form", lq_form, "frobenius", lq_forms,
@@ -86,17 +80,92 @@ const mi_field *mi_miras_config_fields(int *count)
     return miras_fields;
 }
 
+/* The chosen bias's parameters: the block if it holds that bias's, else its
+ * defaults (a bias assigned in C, or one just chosen). */
+static void bias_block(mi_miras_config *c)
+{
+    const mi_bias_kind *b = mi_bias_find(c->bias);
+    if (!b || (c->bias_params_for && !strcmp(c->bias_params_for, b->name))) return;
+    memset(&c->bias_params, 0, sizeof c->bias_params);
+    if (b->params) mi_fields_defaults(b->params, b->n_params, &c->bias_params);
+    c->bias_params_for = b->name;
+}
+
 mi_miras_config mi_miras_config_default(void)
 {
     mi_miras_config c;
     memset(&c, 0, sizeof c);
     mi_fields_defaults(miras_fields, N_FIELDS, &c);  /* the table's own defaults: cannot fail */
+    bias_block(&c);
     return c;
+}
+
+/* The bias (other than the chosen one) that has KEY, or NULL. */
+static const mi_bias_kind *bias_with_key(const char *key, const char *chosen)
+{
+    for (int i = 0; mi_bias_at(i); i++) {
+        const mi_bias_kind *b = mi_bias_at(i);
+        if (b->params && strcmp(b->name, chosen ? chosen : "") &&
+            mi_fields_find(b->params, b->n_params, key))
+            return b;
+    }
+    return NULL;
 }
 
 int mi_miras_config_set(mi_miras_config *c, const char *assignment)
 {
-    return mi_fields_set(miras_fields, N_FIELDS, c, "config", assignment);
+    const char *eq = assignment ? strchr(assignment, '=') : NULL;
+    char key[64];
+    if (eq && (size_t)(eq - assignment) < sizeof key) {
+        memcpy(key, assignment, (size_t)(eq - assignment));
+        key[eq - assignment] = 0;
+        const mi_bias_kind *b = mi_bias_find(c->bias);
+        if (!mi_fields_find(miras_fields, N_FIELDS, key)) {
+            if (b && b->params && mi_fields_find(b->params, b->n_params, key)) {
+                bias_block(c);
+                return mi_fields_set(b->params, b->n_params, &c->bias_params, "config",
+                                     assignment);
+            }
+            const mi_bias_kind *owner = bias_with_key(key, c->bias);
+            if (owner)
+                return mi_error_set("config: %s is a parameter of bias %s, not of the chosen "
+                                    "bias '%s' (set bias=%s first)", key, owner->name,
+                                    c->bias ? c->bias : "(none)", owner->name), -1;
+        }
+    }
+    if (mi_fields_set(miras_fields, N_FIELDS, c, "config", assignment) != 0) return -1;
+    bias_block(c);  /* a bias just chosen: its defaults */
+    return 0;
+}
+
+int mi_miras_config_get(const mi_miras_config *c, const char *key, char *buf, size_t n)
+{
+    const mi_field *f = mi_fields_find(miras_fields, N_FIELDS, key);
+    if (f) return mi_field_format(f, c, buf, n);
+    const mi_bias_kind *b = mi_bias_find(c->bias);
+    mi_miras_config own = *c;
+    bias_block(&own);
+    if (b && b->params && (f = mi_fields_find(b->params, b->n_params, key)))
+        return mi_field_format(f, &own.bias_params, buf, n);
+    return mi_error_set("config: no key '%s' in the config or its bias '%s'", key ? key : "(null)",
+                        c->bias ? c->bias : "(none)"), -1;
+}
+
+size_t mi_miras_config_describe(char *buf, size_t size)
+{
+    size_t len = mi_fields_describe(miras_fields, N_FIELDS, buf, size);
+    for (int i = 0; mi_bias_at(i); i++) {
+        const mi_bias_kind *b = mi_bias_at(i);
+        if (!b->params) continue;
+        char *at = buf && len < size ? buf + len : NULL;
+        size_t room = at ? size - len : 0;
+        int head = snprintf(at, room, "bias=%s:\n", b->name);
+        len += head > 0 ? (size_t)head : 0;
+        at = buf && len < size ? buf + len : NULL;
+        room = at ? size - len : 0;
+        len += mi_fields_describe(b->params, b->n_params, at, room);
+    }
+    return len;
 }
 
 int mi_miras_writes(const mi_miras *m)
@@ -108,6 +177,8 @@ int mi_miras_init(mi_miras *m, const mi_miras_config *c)
 {
     memset(m, 0, sizeof *m);
     m->config = *c;
+    bias_block(&m->config);
+    c = &m->config;
     m->memory = mi_memory_find(c->memory);
     m->bias = mi_bias_find(c->bias);
     m->retention = mi_retention_find(c->retention);
@@ -117,6 +188,12 @@ int mi_miras_init(mi_miras *m, const mi_miras_config *c)
     if (!m->retention) return mi_error_set("miras: unknown retention gate '%s'", c->retention ? c->retention : "(null)"), -1;
     if (!m->algorithm) return mi_error_set("miras: unknown learning algorithm '%s'", c->algorithm ? c->algorithm : "(null)"), -1;
     if (mi_fields_check(miras_fields, N_FIELDS, c, "miras") != 0) return -1;
+    if (m->bias->params &&
+        mi_fields_check(m->bias->params, m->bias->n_params, &c->bias_params, "miras") != 0) {
+        char why[256];
+        snprintf(why, sizeof why, "%s", mi_error());
+        return mi_error_set("%s (bias %s)", why, m->bias->name), -1;
+    }
     if (m->bias->encoding && !m->memory->encode)
         return mi_error_set("miras: attentional bias '%s' is an encoding objective (it compares "
                             "the memory's encoding of v with k) and needs a memory that encodes "

@@ -61,27 +61,6 @@
 
 #include "models.h"
 
-/* Every config field spelled out, so a preset never depends on what a
- * zeroed field would mean; the defaults are mi_miras_config_default()'s
- * (CONFIG_KL: with a simplex scale other than 1; CONFIG_KEYS: α on the key
- * axis, hgrn2). */
-#define CONFIG(mem, bias_, ret, algo, decay_first_, steps_) \
-    CONFIG_FULL(mem, bias_, ret, algo, decay_first_, steps_, 1, false)
-#define CONFIG_KL(mem, bias_, ret, algo, decay_first_, steps_, kl_scale_) \
-    CONFIG_FULL(mem, bias_, ret, algo, decay_first_, steps_, kl_scale_, false)
-#define CONFIG_KEYS(mem, bias_, ret, algo, decay_first_, steps_) \
-    CONFIG_FULL(mem, bias_, ret, algo, decay_first_, steps_, 1, true)
-#define CONFIG_FULL(mem, bias_, ret, algo, decay_first_, steps_, kl_scale_, alpha_on_keys_)  \
-    {                                                                                       \
-        .memory = mem, .mlp_depth = 2, .mlp_expansion = 4, .slots = 64, .slot_norm = true,  \
-        .bias = bias_, .p = 3,                                                              \
-        .sign_sharpness = 1, .abs_eps = 1e-6, .robust_delta = 0.1, .retention = ret,      \
-        .q = 4, .lq_form = MI_LQ_FROBENIUS, .lq_eps = 1e-6, .kl_scale = kl_scale_,          \
-        .l1_gamma = 1e-3, .l1_threshold = MI_L1_SCALED, .decay_first = decay_first_,        \
-        .alpha_on_keys = alpha_on_keys_,                                                    \
-        .algorithm = algo, .steps = steps_, .chunk = 1, .closed_form = true,                \
-    }
-
 #define CONST(x) {MI_GATE_CONST, (x), 0}
 #define HEAD(x) {MI_GATE_HEAD, (x), 0}
 #define CHANNEL(x) {MI_GATE_CHANNEL, (x), 0}
@@ -95,19 +74,19 @@ static const mi_preset presets[] = {
     /* Linear attention (Katharopoulos et al.; MIRAS table "LA"): dot bias, no
      * retention, η ≡ 1. y = (Q Kᵀ ⊙ causal mask) V. */
     {.name = "linear-attention", .update = "M_t = M_{t-1} + v_t k_t^T",
-     .config = CONFIG("matrix", "dot", "none", "gd", false, 2),
+     .config = "memory=matrix bias=dot retention=none algorithm=gd",
      .eta = CONST(1), .alpha = UNUSED, .mu = UNUSED, .delta = UNUSED},
     /* RetNet (MIRAS §"RNNs with Hebbian Rule", α a learnable constant). */
     {.name = "retnet", .update = "M_t = gamma M_{t-1} + v_t k_t^T",
-     .config = CONFIG("matrix", "dot", "l2", "gd", false, 2),
+     .config = "memory=matrix bias=dot retention=l2 algorithm=gd",
      .eta = CONST(1), .alpha = CONST(0.96875), .mu = UNUSED, .delta = UNUSED},
     /* Mamba2 (MIRAS table "Mamba"): a data-dependent scalar decay per head. */
     {.name = "mamba2", .update = "M_t = alpha_t M_{t-1} + v_t k_t^T",
-     .config = CONFIG("matrix", "dot", "l2", "gd", false, 2),
+     .config = "memory=matrix bias=dot retention=l2 algorithm=gd",
      .eta = CONST(1), .alpha = HEAD(KEEP), .mu = UNUSED, .delta = UNUSED},
     /* GLA (MIRAS table): a data-dependent decay per channel. */
     {.name = "gla", .update = "M_t = Diag(alpha_t) M_{t-1} + v_t k_t^T",
-     .config = CONFIG("matrix", "dot", "l2", "gd", false, 2),
+     .config = "memory=matrix bias=dot retention=l2 algorithm=gd",
      .eta = CONST(1), .alpha = CHANNEL(KEEP), .mu = UNUSED, .delta = UNUSED},
     /* HGRN2 (MIRAS table): GLA whose key is 1 − α_t (needs dk = dv), the
      * decay on the key axis as in HGRN2 (see above). The decay also sets the
@@ -119,22 +98,22 @@ static const mi_preset presets[] = {
      * σ. HGRN2's own output, the normalised read alone (`out_gate=false`,
      * RMSNorm(o) W_out), gives 0.987, 0.989, 0.996 and LM 2.066. */
     {.name = "hgrn2", .update = "M_t = M_{t-1} Diag(alpha_t) + v_t (1 - alpha_t)^T",
-     .config = CONFIG_KEYS("matrix", "dot", "l2", "gd", false, 2),
+     .config = "memory=matrix bias=dot retention=l2 algorithm=gd alpha_on_keys=true",
      .eta = CONST(1), .alpha = CHANNEL(0.9), .mu = UNUSED, .delta = UNUSED,
      .key_is_one_minus_alpha = true, .out_gate_sigmoid = true},
     /* DeltaNet (MIRAS §"RNNs with Delta Rule"): ℓ2 bias, GD with η = β_t. */
     {.name = "deltanet", .update = "M_t = M_{t-1}(I - beta_t k_t k_t^T) + beta_t v_t k_t^T",
-     .config = CONFIG("matrix", "l2", "none", "gd", false, 2),
+     .config = "memory=matrix bias=l2 retention=none algorithm=gd",
      .eta = HEAD(BETA), .alpha = UNUSED, .mu = UNUSED, .delta = UNUSED},
     /* Gated DeltaNet: the gradient is taken at α_t M_{t-1} (decay_first). */
     {.name = "gated-deltanet",
      .update = "M_t = alpha_t M_{t-1}(I - beta_t k_t k_t^T) + beta_t v_t k_t^T",
-     .config = CONFIG("matrix", "l2", "l2", "gd", true, 2),
+     .config = "memory=matrix bias=l2 retention=l2 algorithm=gd decay_first=true",
      .eta = HEAD(BETA), .alpha = HEAD(KEEP), .mu = UNUSED, .delta = UNUSED},
     /* RWKV-7 as the MIRAS table writes it, α per value channel (see above). */
     {.name = "rwkv7",
      .update = "M_t = Diag(alpha_t) M_{t-1}(I - beta_t k_t k_t^T) + beta_t v_t k_t^T",
-     .config = CONFIG("matrix", "l2", "l2", "gd", true, 2),
+     .config = "memory=matrix bias=l2 retention=l2 algorithm=gd decay_first=true",
      .eta = HEAD(BETA), .alpha = CHANNEL(KEEP), .mu = UNUSED, .delta = UNUSED},
     /* DeltaProduct (MIRAS table, "MGD"): n = 2 delta steps per token; k, v, β
      * have n positions per token, α is given at the first one. */
@@ -142,18 +121,18 @@ static const mi_preset presets[] = {
      .update = "M_t = alpha_t M_{t-1} prod_{i=1..n}(I - beta_{t,i} k_{t,i} k_{t,i}^T) + "
                "sum_{j=1..n} beta_{t,j} v_{t,j} k_{t,j}^T prod_{i=j+1..n}(I - beta_{t,i} "
                "k_{t,i} k_{t,i}^T)",
-     .config = CONFIG("matrix", "l2", "l2", "multistep", true, 2),
+     .config = "memory=matrix bias=l2 retention=l2 algorithm=multistep decay_first=true",
      .eta = HEAD(BETA), .alpha = HEAD(KEEP), .mu = UNUSED, .delta = UNUSED},
     /* Longhorn (MIRAS table): implicit GD, the closed-form proximal step;
      * row i of M takes eps_i = β_i / (1 + β_i kᵀk). */
     {.name = "longhorn",
      .update = "M_t = M_{t-1} - Diag(eps_t)(M_{t-1} k_t - v_t) k_t^T, "
                "eps_t = beta_t / (1 + beta_t k_t^T k_t)",
-     .config = CONFIG("matrix", "l2", "none", "implicit", false, 2),
+     .config = "memory=matrix bias=l2 retention=none algorithm=implicit",
      .eta = CHANNEL(BETA), .alpha = UNUSED, .mu = UNUSED, .delta = UNUSED},
     /* TTT-Linear (MIRAS table): one GD step on ½‖M k − v‖². */
     {.name = "ttt-linear", .update = "M_t = M_{t-1} - eta_t (M_{t-1} k_t - v_t) k_t^T",
-     .config = CONFIG("matrix", "l2", "none", "gd", false, 2),
+     .config = "memory=matrix bias=l2 retention=none algorithm=gd",
      .eta = HEAD(BETA), .alpha = UNUSED, .mu = UNUSED, .delta = UNUSED},
     /* TTT-MLP (MIRAS table): the 2-layer MLP memory, plain GD. η starts at
      * 0.03 and is bounded by 0.06 (η_t = 0.06 σ(·)): with no momentum and no
@@ -162,7 +141,7 @@ static const mi_preset presets[] = {
      * and reaches 0.9995/0.998 here; the bound keeps the byte LM (d 128, 200
      * steps) at 2.151, where η 0.035 bounded by 0.07 gave 2.272. */
     {.name = "ttt-mlp", .update = "W_t = W_{t-1} - eta_t grad l2(W_{t-1}; k_t, v_t)",
-     .config = CONFIG("mlp", "l2", "none", "gd", false, 2),
+     .config = "memory=mlp bias=l2 retention=none algorithm=gd",
      .eta = {MI_GATE_HEAD, 0.03, 0.06}, .alpha = UNUSED, .mu = UNUSED, .delta = UNUSED},
     /* Titans-LMM (MIRAS table; Titans' "past surprise"): GD with momentum
      * (the surprise S) and the ℓ2 forget gate. η 0.005 and μ 0.5 at init: on
@@ -173,7 +152,7 @@ static const mi_preset presets[] = {
     {.name = "titans",
      .update = "S_t = mu_t S_{t-1} - eta_t grad l2(W_{t-1}; k_t, v_t), "
                "W_t = alpha_t W_{t-1} + S_t",
-     .config = CONFIG("mlp", "l2", "l2", "momentum", false, 2),
+     .config = "memory=mlp bias=l2 retention=l2 algorithm=momentum",
      .eta = HEAD(0.005), .alpha = HEAD(KEEP), .mu = HEAD(0.5), .delta = UNUSED},
     /* Moneta, (p, q) = (3, 4) (MIRAS eq:q-norm, "MIRAS's Variants"): ℓp
      * bias with smooth sign and abs, ℓq normalisation in the Frobenius form
@@ -190,14 +169,14 @@ static const mi_preset presets[] = {
     {.name = "moneta",
      .update = "A_t = alpha_t A_{t-1} - eta_t grad lp(W_{t-1}; k_t, v_t), "
                "W_t = A_t / ||A_t||^((q-2)/q), p = 3, q = 4",
-     .config = CONFIG("mlp", "lp", "lq", "gd", false, 2),
+     .config = "memory=mlp bias=lp retention=lq algorithm=gd",
      .eta = {MI_GATE_HEAD, 0.007, 0.014}, .alpha = {MI_GATE_HEAD, KEEP, 0.2}, .mu = UNUSED, .delta = UNUSED},
     /* Yaad (MIRAS eq:huber-loss and §"MIRAS's Variants"): ℓ2 step when the
      * error is within δ_t, δ_t times an ℓ1 step otherwise; ℓ2 forget gate. */
     {.name = "yaad",
      .update = "W_t = alpha_t W_{t-1} - eta_t (grad l2 if ||M(k_t) - v_t|| <= delta_t, "
                "else delta_t grad l1)(W_{t-1}; k_t, v_t)",
-     .config = CONFIG("mlp", "yaad", "l2", "gd", false, 2),
+     .config = "memory=mlp bias=yaad retention=l2 algorithm=gd",
      .eta = HEAD(LR_DEEP), .alpha = HEAD(KEEP), .mu = UNUSED, .delta = HEAD(1)},
     /* Memora (MIRAS eq:xmodel, "MIRAS's Variants"): KL retention, the
      * weights on a scaled simplex, the state kept in the log domain. The
@@ -215,7 +194,7 @@ static const mi_preset presets[] = {
      * 2000), and channel-wise η makes MQAR's inner loop chaotic (0.042). */
     {.name = "memora",
      .update = "W_t = c Softmax(alpha_t log W_{t-1} - eta_t grad l2(W_{t-1}; k_t, v_t))",
-     .config = CONFIG_KL("mlp", "l2", "kl", "gd", false, 2, 16),
+     .config = "memory=mlp bias=l2 retention=kl algorithm=gd kl_scale=16",
      .eta = HEAD(0.005), .alpha = HEAD(KEEP), .mu = UNUSED, .delta = UNUSED},
     /* Lattice (Lattice §2, the orthogonal state recurrence, Eq. 10): m slots
      * s_i (memory "lattice", S ∈ R^{d×m} stored as Sᵀ, dk = m = config slots),
@@ -236,20 +215,20 @@ static const mi_preset presets[] = {
     {.name = "lattice-dec",
      .update = "S_t = P_C(alpha_t S_{t-1} - eta_t e_t^T x_1 [P(s_1)/||s_1||, ..., "
                "P(s_m)/||s_m||] . k_t^T), e_t = phi(S_{t-1}) k_t - v_t, y_t = phi(S_t) q_t",
-     .config = CONFIG("lattice", "lattice-dec", "sphere-forget", "gd", false, 2),
+     .config = "memory=lattice bias=lattice-dec retention=sphere-forget algorithm=gd",
      .eta = HEAD(BETA), .alpha = HEAD(KEEP), .mu = UNUSED, .delta = UNUSED,
      .no_out_gate = true},
     /* Encoding form (Eq. 6–7): the code φ(S)ᵀ v_t regresses on k_t. */
     {.name = "lattice-enc",
      .update = "S_t = P_C(alpha_t S_{t-1} - eta_t v_t^T x_1 [P(s_1)/||s_1||, ..., "
                "P(s_m)/||s_m||] . e_t^T), e_t = phi(S_{t-1})^T v_t - k_t, y_t = phi(S_t) q_t",
-     .config = CONFIG("lattice", "lattice-enc", "sphere-forget", "gd", false, 2),
+     .config = "memory=lattice bias=lattice-enc retention=sphere-forget algorithm=gd",
      .eta = HEAD(BETA), .alpha = HEAD(KEEP), .mu = UNUSED, .delta = UNUSED},
     /* Similarity form (Eq. 8–9): maximise ⟨φ(S)ᵀ v_t, k_t⟩. */
     {.name = "lattice-sim",
      .update = "S_t = P_C(alpha_t S_{t-1} + eta_t v_t^T x_1 [P(s_1)/||s_1||, ..., "
                "P(s_m)/||s_m||] . k_t^T), y_t = phi(S_t) q_t",
-     .config = CONFIG("lattice", "lattice-sim", "sphere-forget", "gd", false, 2),
+     .config = "memory=lattice bias=lattice-sim retention=sphere-forget algorithm=gd",
      .eta = HEAD(BETA), .alpha = HEAD(KEEP), .mu = UNUSED, .delta = UNUSED},
 };
 
@@ -258,6 +237,22 @@ static const mi_preset presets[] = {
 const mi_preset *mi_preset_at(int i)
 {
     return i >= 0 && i < N_PRESETS ? &presets[i] : NULL;
+}
+
+int mi_preset_config(const mi_preset *p, mi_miras_config *out)
+{
+    *out = mi_miras_config_default();
+    if (!p || !p->config) return mi_error_set("preset: no config"), -1;
+    for (const char *a = p->config; *a;) {
+        size_t n = strcspn(a, " ");
+        char one[64];
+        if (n >= sizeof one) return mi_error_set("preset %s: '%.*s' is too long", p->name, (int)n, a), -1;
+        memcpy(one, a, n);
+        one[n] = 0;
+        if (n && mi_miras_config_set(out, one) != 0) return -1;
+        a += n + (a[n] == ' ');
+    }
+    return 0;
 }
 
 const mi_preset *mi_preset_find(const char *name)

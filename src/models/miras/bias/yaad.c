@@ -34,8 +34,25 @@
  * ([N, n, dv]) switches and scales each channel with its own threshold
  * against the same error norm. */
 #include <math.h>
+#include <string.h>
 
 #include "components.h"
+
+typedef struct yaad_params {
+    double sign_sharpness;
+} yaad_params;
+
+static const mi_field yaad_fields[] = {
+    MI_FIELD_REAL_AT(yaad_params, "sign_sharpness", sign_sharpness, "1", 0, INFINITY,
+                     MI_FIELD_LO_OPEN, "yaad: Sign(x) = tanh(a x), a (inf: the exact sign)"),
+};
+
+static double sign_sharpness(const mi_miras_config *c)
+{
+    yaad_params y;
+    memcpy(&y, &c->bias_params, sizeof y);
+    return y.sign_sharpness;
+}
 
 static mi_tensor *per_channel(mi_tensor *delta, const mi_tensor *e)
 {
@@ -50,7 +67,7 @@ static mi_tensor *switch_mask(mi_tensor *e, mi_tensor *d)
 
 static mi_tensor *yaad_loss(const mi_miras_config *c, mi_tensor *y, mi_tensor *v, mi_tensor *delta)
 {
-    double a = c->sign_sharpness;
+    double a = sign_sharpness(c);
     mi_tensor *e = mi_sub(y, v), *d = per_channel(delta, e);
     mi_tensor *smooth_l1;
     if (isinf(a)) {
@@ -68,7 +85,7 @@ static mi_tensor *yaad_loss(const mi_miras_config *c, mi_tensor *y, mi_tensor *v
 static mi_tensor *yaad_error(const mi_miras_config *c, mi_tensor *y, mi_tensor *v, mi_tensor *delta)
 {
     mi_tensor *e = mi_sub(y, v), *d = per_channel(delta, e);
-    double a = c->sign_sharpness;
+    double a = sign_sharpness(c);
     mi_tensor *sign = isinf(a) ? mi_sign(e) : mi_smooth_sign(e, a);
     return mi_where(switch_mask(e, d), e, mi_mul(d, sign));
 }
@@ -77,4 +94,5 @@ const mi_bias_kind mi_bias_yaad = {
     .name = "yaad", .formula = "l = m/2 ||e||^2 + (1-m) delta (sum_j logcosh(a e_j)/a - delta/2), "
                                "m = [||e|| <= delta]",
     .loss = yaad_loss, .error = yaad_error, .needs_delta = true,
+    MI_PARAMS(yaad_params, yaad_fields),
 };
