@@ -6,41 +6,46 @@
 #include "components.h"
 
 /* One line per component: NAME stands for the kind mi_<axis>_NAME that its
- * file defines (bias/lp.c: mi_bias_lp), in the order the tables list them. */
-#define MEMORIES(X) \
-    X(vector)       \
-    X(matrix)       \
-    X(mlp)          \
-    X(lattice)
-#define BIASES(X)   \
-    X(dot)          \
-    X(l2)           \
-    X(lp)           \
-    X(huber)        \
-    X(huber_norm)   \
-    X(yaad)         \
-    X(robust)       \
-    X(lattice_dec)  \
-    X(lattice_enc)  \
-    X(lattice_sim)  \
-    X(logcosh)
-#define RETENTIONS(X)   \
-    X(none)             \
-    X(l2)               \
-    X(kl)               \
-    X(fdiv)             \
-    X(lq)               \
-    X(elastic)          \
-    X(elastic_ftrl)     \
-    X(bregman)          \
-    X(sphere)           \
-    X(sphere_forget)    \
-    X(l1)
+ * file defines (bias/lp.c: mi_bias_lp), in the order the tables list them;
+ * each list ends with a comment line, so that a new entry is one new line. */
+#define MEMORIES(X)   \
+    X(vector)         \
+    X(matrix)         \
+    X(mlp)            \
+    X(lattice)        \
+    /* (a new line above this one) */
+#define BIASES(X)     \
+    X(dot)            \
+    X(l2)             \
+    X(lp)             \
+    X(huber)          \
+    X(huber_norm)     \
+    X(yaad)           \
+    X(robust)         \
+    X(lattice_dec)    \
+    X(lattice_enc)    \
+    X(lattice_sim)    \
+    X(logcosh)        \
+    /* (a new line above this one) */
+#define RETENTIONS(X) \
+    X(none)           \
+    X(l2)             \
+    X(kl)             \
+    X(fdiv)           \
+    X(lq)             \
+    X(elastic)        \
+    X(elastic_ftrl)   \
+    X(bregman)        \
+    X(sphere)         \
+    X(sphere_forget)  \
+    X(l1)             \
+    /* (a new line above this one) */
 #define ALGORITHMS(X) \
     X(gd)             \
     X(momentum)       \
     X(implicit)       \
-    X(multistep)
+    X(multistep)      \
+    /* (a new line above this one) */
 
 #define DECLARE_MEMORY(n) extern const mi_memory_kind mi_memory_##n;
 #define DECLARE_BIAS(n) extern const mi_bias_kind mi_bias_##n;
