@@ -329,6 +329,20 @@ static void json_string(const char *s)
     putchar('"');
 }
 
+/* Between parallel regions a libgomp worker spins GOMP_SPINCOUNT times, then
+ * sleeps (OMP_WAIT_POLICY=passive: at once); a sleeping worker costs a
+ * wake-up at the next region, which on this machine kind doubles a MIRAS
+ * training step (docs/bench.md), while a spinning one takes the core from
+ * other work. Every layer and train line says which the run had. */
+const char *omp_wait_text(void)
+{
+    static char text[160];
+    const char *p = getenv("OMP_WAIT_POLICY"), *s = getenv("GOMP_SPINCOUNT");
+    snprintf(text, sizeof text, "OMP_WAIT_POLICY=%.40s GOMP_SPINCOUNT=%.40s",
+             p && *p ? p : "(unset)", s && *s ? s : "(unset)");
+    return text;
+}
+
 /* One JSON line per layer or train case: the timing and tokens/s, or
  * "skipped"/"error" with the reason. */
 void print_case_json(const result *r)
@@ -337,7 +351,9 @@ void print_case_json(const result *r)
     json_string(r->name);
     printf(",\"config\":");
     json_string(r->config);
-    printf(",\"threads\":%d,", r->threads);
+    printf(",\"threads\":%d,\"omp_wait\":", r->threads);
+    json_string(omp_wait_text());
+    printf(",");
     bool ran = !r->failed && !r->note[0];
     if (ran) {
         printf("\"median_ms\":%.6g,\"min_ms\":%.6g,\"max_ms\":%.6g,\"reps\":%d,\"inner\":%d,"
@@ -398,7 +414,8 @@ void print_case_table(int first, const char *unit)
     printf("median/min/max per %s over the timed repetitions after two warm-ups; tokens/s = "
            "B*T / median;\npeak RSS = getrusage of the case's own process (each case runs in a "
            "fresh child); faults = minor page\nfaults per %s and sys = system share of the CPU "
-           "time, over the timed repetitions.\n", unit, unit);
+           "time, over the timed repetitions; OpenMP waiting: %s.\n", unit, unit,
+           omp_wait_text());
 }
 
 /* Splits a comma list into at most max names (pointers into buf). */

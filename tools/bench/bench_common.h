@@ -116,6 +116,9 @@ bool over_budget(result *r, long est_kb, const bench_opts *o, const char *from);
 void print_case_json(const result *r);
 /* The table of layer or train cases from results[first] on. */
 void print_case_table(int first, const char *unit);
+/* The OpenMP waiting this run had, as libgomp read it at start-up:
+ * "OMP_WAIT_POLICY=passive GOMP_SPINCOUNT=(unset)". */
+const char *omp_wait_text(void);
 /* The cases from results[first] on that have a speed or memory target
  * (bench_targets.c): met or missed, and by how much. */
 void print_targets(int first);

@@ -1,8 +1,9 @@
 /* The engine's speed and memory targets, for miras-bench layer and train:
- * medians in ms and peak RSS on this machine kind (2 cores, 2 threads,
- * OMP_WAIT_POLICY=passive), at the benchmarks' default sizes (layer B=4,
- * T=512 for every chunk, the per-token one included: --seq-len 512; train
- * B=16, T=256). They ask for 3-10x the same models in PyTorch 1.13 eager
+ * medians in ms and peak RSS on this machine kind (2 cores, 2 threads), at
+ * the benchmarks' default sizes (layer B=4, T=512 for every chunk, the
+ * per-token one included: --seq-len 512; train B=16, T=256). The OpenMP
+ * waiting the run had decides whether many are met (docs/bench.md, "OpenMP
+ * waiting"); the table's footer names it. They ask for 3-10x the same models in PyTorch 1.13 eager
  * and half its memory (set from PyTorch measured beside the framework in
  * one run). A case that ran at another size or thread count is
  * reported as not comparable. */
