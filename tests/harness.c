@@ -1,3 +1,4 @@
+#include <stdarg.h>
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -128,6 +129,16 @@ int64_t gradcheck_params(const char *what, mi_check_fn f, void *ctx, mi_tensor *
 void config_set(mi_miras_config *c, const char *assignment)
 {
     ck_assert_msg(mi_miras_config_set(c, assignment) == 0, "%s: %s", assignment, mi_error());
+}
+
+void config_setf(mi_miras_config *c, const char *fmt, ...)
+{
+    char kv[128];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(kv, sizeof kv, fmt, ap);
+    va_end(ap);
+    config_set(c, kv);
 }
 
 double config_real(const mi_miras_config *c, const char *key)

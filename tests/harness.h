@@ -52,6 +52,7 @@ int64_t gradcheck_params(const char *what, mi_check_fn f, void *ctx, mi_tensor *
  * the message when refused; and a real key's value (a bias's own
  * parameters are in its block, read by key). */
 void config_set(mi_miras_config *c, const char *assignment);
+void config_setf(mi_miras_config *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 double config_real(const mi_miras_config *c, const char *key);
 /* A preset's config (mi_preset_config), failing the test if it has none. */
 mi_miras_config preset_config(const mi_preset *p);

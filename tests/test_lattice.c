@@ -186,8 +186,10 @@ static mi_tensor *run_config(const mi_miras_config *c, const seqs *s, mi_tensor 
 static void expect_reference(const seqs *s, ref_opts o, bool closed, double tol)
 {
     mi_miras_config c = lattice_config(o.f, o.r, o.phi, o.chunk, closed);
-    c.l1_gamma = o.tau;
-    c.l1_threshold = o.constant ? MI_L1_CONSTANT : MI_L1_SCALED;
+    if (mi_retention_find(c.retention)->params) {  /* l1: the threshold */
+        config_setf(&c, "l1_gamma=%.17g", o.tau);
+        config_set(&c, o.constant ? "l1_threshold=constant" : "l1_threshold=scaled");
+    }
     mi_tensor *final;
     mi_tensor *y = run_config(&c, s, &final);
     double *want = malloc(sizeof(double) * N * (size_t)s->t * D);
@@ -447,8 +449,8 @@ START_TEST(l1_prox_eq17)
                                                     .chunk = chunk, .tau = lambda,
                                                     .constant = constant}, closed, 1e-10);
         mi_miras_config c = lattice_config(DEC, RET_L1, true, 1, true);
-        c.l1_gamma = constant ? 0.3 : 0.5;
-        c.l1_threshold = constant ? MI_L1_CONSTANT : MI_L1_SCALED;
+        config_set(&c, constant ? "l1_gamma=0.3" : "l1_gamma=0.5");
+        config_set(&c, constant ? "l1_threshold=constant" : "l1_threshold=scaled");
         mi_tensor *final;
         run_config(&c, &s, &final);
         int zeros = 0;

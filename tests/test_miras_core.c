@@ -238,9 +238,14 @@ START_TEST(bad_configurations_are_reported)
     ck_assert_double_eq(config_real(&m.config, "p"), 3);
     mi_error_clear();
     c = mi_miras_config_default();
-    c.q = 1;
-    ck_assert_int_eq(mi_miras_init(&m, &c), -1);
+    config_set(&c, "retention=lq");
+    ck_assert_int_eq(mi_miras_config_set(&c, "q=1"), -1);
     ck_assert_error_has("q must be > 1");
+    mi_error_clear();
+    /* a retention's parameter for another retention: refused, naming its owner */
+    c = mi_miras_config_default();
+    ck_assert_int_eq(mi_miras_config_set(&c, "q=3"), -1);
+    ck_assert_error_has("q is a parameter of retention lq, not of the chosen retention 'l2'");
     mi_error_clear();
     ck_assert_int_eq(mi_miras_config_set(&c, "bias=nope"), -1);
     ck_assert_error_has("unknown bias 'nope'");

@@ -26,14 +26,48 @@ static mi_miras_config config_for(const ret_case *rc, const char *memory, int ch
     snprintf(kv, sizeof kv, "bias=%s", rc->bias);
     config_set(&c, kv);
     c.kl_scale = rc->c ? rc->c : 1;
-    c.q = rc->q ? rc->q : 4;
-    c.l1_gamma = rc->gamma;
-    c.l1_threshold = rc->l1_threshold;
-    c.lq_form = rc->lq_form;
+    if (!strcmp(rc->retention, "lq")) {
+        config_setf(&c, "q=%.17g", rc->q ? rc->q : 4);
+        config_set(&c, rc->lq_form == MI_LQ_PAPER ? "lq_form=paper" : "lq_form=frobenius");
+    }
+    if (mi_retention_find(rc->retention)->params == mi_l1_fields) {
+        config_setf(&c, "l1_gamma=%.17g", rc->gamma);
+        config_set(&c, rc->l1_threshold == MI_L1_CONSTANT ? "l1_threshold=constant"
+                                                          : "l1_threshold=scaled");
+    }
     if (!strcmp(rc->bias, "lp")) config_set(&c, "abs_eps=1e-30"); /* the paper's exact Sign(e)|e|^(p−1) */
     c.chunk = chunk;
     c.closed_form = closed;
     return c;
+}
+
+/* The retention's own parameters, read back by key (the defaults where the
+ * chosen retention has none of them). */
+typedef struct ret_params {
+    double q, lq_eps, l1_gamma;
+    int lq_form, l1_threshold;
+} ret_params;
+
+static ret_params params_of(const mi_miras_config *c)
+{
+    ret_params p = {4, 1e-6, 1e-3, MI_LQ_FROBENIUS, MI_L1_SCALED};
+    if (!strcmp(c->retention, "lq")) {
+        char form[32];
+        p.q = config_real(c, "q");
+        p.lq_eps = config_real(c, "lq_eps");
+        ck_assert_int_eq(mi_miras_config_get(c, "lq_form", form, sizeof form), 0);
+        p.lq_form = strcmp(form, "paper") ? MI_LQ_FROBENIUS : MI_LQ_PAPER;
+    }
+    if (mi_retention_find(c->retention)->params == mi_l1_fields) {
+        mi_l1_params l;
+        char text[32];
+        ck_assert_int_eq(mi_miras_config_get(c, "l1_threshold", text, sizeof text), 0);
+        l.gamma = config_real(c, "l1_gamma");
+        l.threshold = strcmp(text, "constant") ? MI_L1_SCALED : MI_L1_CONSTANT;
+        p.l1_gamma = l.gamma;
+        p.l1_threshold = l.threshold;
+    }
+    return p;
 }
 
 /* ------------------------------------------------------------ plain-C pieces */
@@ -75,8 +109,9 @@ static void row_softmax(mat L, double c, mat W)
  * paper's A / (‖A‖_q^q + ε)^((q−2)/q), ε = lq_eps */
 static void lq_normalize(const mi_miras_config *c, mat A, mat W)
 {
-    double q = c->q, s = c->lq_eps;
-    bool fro = c->lq_form == MI_LQ_FROBENIUS;
+    ret_params p = params_of(c);
+    double q = p.q, s = p.lq_eps;
+    bool fro = p.lq_form == MI_LQ_FROBENIUS;
     for (int i = 0; i < D; i++)
         for (int j = 0; j < D; j++) s += fro ? A[i][j] * A[i][j] : pow(fabs(A[i][j]), q);
     double scale = fro ? pow(s, -(q - 2) / (2 * q)) : pow(s, -(q - 2) / q);
@@ -88,8 +123,9 @@ static void lq_normalize(const mi_miras_config *c, mat A, mat W)
  * A_0 = W_0 (‖W_0‖_F² + ε)^(r/(2(1−r))), r = (q−2)/q; the paper's A_0 = W_0. */
 static void lq_init(const mi_miras_config *c, mat A)
 {
-    if (c->lq_form != MI_LQ_FROBENIUS) return;
-    double s = c->lq_eps, r = (c->q - 2) / c->q;
+    ret_params p = params_of(c);
+    if (p.lq_form != MI_LQ_FROBENIUS) return;
+    double s = p.lq_eps, r = (p.q - 2) / p.q;
     for (int i = 0; i < D; i++)
         for (int j = 0; j < D; j++) s += A[i][j] * A[i][j];
     double f = pow(s, r / (2 * (1 - r)));
@@ -100,7 +136,8 @@ static void lq_init(const mi_miras_config *c, mat A)
 /* The ℓ1 threshold after a step of size eta: γ η (scaled) or γ (constant) */
 static double l1_tau(const mi_miras_config *c, double eta)
 {
-    return c->l1_threshold == MI_L1_CONSTANT ? c->l1_gamma : c->l1_gamma * eta;
+    ret_params p = params_of(c);
+    return p.l1_threshold == MI_L1_CONSTANT ? p.l1_gamma : p.l1_gamma * eta;
 }
 
 /* S_γ(z), keeping the smallest distance of |z| from the kink at γ */
@@ -230,8 +267,9 @@ static void ref_init(chunk_ref *r, mat W0, mat A)
         lse = log(lse);
         for (int j = 0; j < D; j++) {
             if (!strcmp(c->retention, "kl")) A[i][j] = log(c->kl_scale) + W0[i][j] - lse;
-            else if (!strcmp(c->retention, "elastic-ftrl") && c->l1_threshold == MI_L1_CONSTANT) {
-                A[i][j] = W0[i][j] + c->l1_gamma * sgn(W0[i][j]);
+            else if (!strcmp(c->retention, "elastic-ftrl") &&
+                     params_of(c).l1_threshold == MI_L1_CONSTANT) {
+                A[i][j] = W0[i][j] + params_of(c).l1_gamma * sgn(W0[i][j]);
                 if (fabs(W0[i][j]) < r->margin) r->margin = fabs(W0[i][j]);
             } else A[i][j] = W0[i][j];
         }
@@ -248,7 +286,7 @@ static void ref_read(chunk_ref *r, mat A, mat W)
         for (int j = 0; j < D; j++) {
             if (!strcmp(ret, "elastic") || !strcmp(ret, "l1")) W[i][j] = A[i][j];
             else if (!strcmp(ret, "elastic-ftrl"))
-                W[i][j] = r->eta == 0 && r->c->l1_threshold != MI_L1_CONSTANT
+                W[i][j] = r->eta == 0 && params_of(r->c).l1_threshold != MI_L1_CONSTANT
                               ? A[i][j] /* nothing written: no threshold */
                               : soft_threshold(A[i][j], l1_tau(r->c, r->eta), &r->margin);
             else if (!strcmp(ret, "bregman")) W[i][j] = sigmoid(A[i][j]);
@@ -353,8 +391,8 @@ START_TEST(per_token_is_the_papers_rule)
             else if (!strcmp(ret, "elastic-ftrl")) paper_ftrl(&c, &s, want);
             else paper_bregman(&c, &s, want);
             char what[96];
-            snprintf(what, sizeof what, "%s %s q=%g form %d/%d closed %d", ret, rc->bias, c.q,
-                     c.lq_form, c.l1_threshold, closed);
+            snprintf(what, sizeof what, "%s %s q=%g form %d/%d closed %d", ret, rc->bias, params_of(&c).q,
+                     params_of(&c).lq_form, params_of(&c).l1_threshold, closed);
             assert_equal(y, want, 1e-12, what);
         }
 }
@@ -377,7 +415,8 @@ START_TEST(chunked_is_the_chunk_rule)
                 ref_chunked(&ref, &s, chunks[bi], want);
                 char what[96];
                 snprintf(what, sizeof what, "%s q=%g form %d/%d chunk %d closed %d",
-                         rc->retention, c.q, c.lq_form, c.l1_threshold, chunks[bi], closed);
+                         rc->retention, params_of(&c).q, params_of(&c).lq_form,
+                         params_of(&c).l1_threshold, chunks[bi], closed);
                 assert_equal(y, want, 1e-12, what);
                 if (ref.lag && chunks[bi] > 1) {
                     /* the lag token is in effect: without it the outputs differ */
@@ -438,7 +477,8 @@ START_TEST(gradcheck_through_the_layer)
                     mi_requires_grad(in[i], i != 4 || g.m.retention->uses_alpha);
                 mi_gradcheck_result res = mi_gradcheck(layer_fn, &g, in, 6, NULL);
                 ck_assert_msg(res.ok, "%s q=%g form %d/%d chunk %d closed %d: %s", rc->retention,
-                              c.q, c.lq_form, c.l1_threshold, chunk, closed, res.message);
+                              params_of(&c).q, params_of(&c).lq_form, params_of(&c).l1_threshold, chunk,
+                              closed, res.message);
             }
 }
 END_TEST
@@ -565,20 +605,21 @@ START_TEST(lq_norms_on_matrix_and_vector)
         for (int vec = 0; vec < 2; vec++) {
             ret_case rc = {"lq", "l2", 0, 4, 0, form, 0};
             mi_miras_config c = config_for(&rc, vec ? "vector" : "matrix", 1, true);
-            c.lq_eps = 0; /* the exact norms */
+            config_set(&c, "lq_eps=0"); /* the exact norms */
+            double q = config_real(&c, "q");
             mi_tensor *a = vec ? mi_randn(&r, MI_F64, MI_SHAPE(N, 2, D), 0, 1)
                                : mi_randn(&r, MI_F64, MI_SHAPE(N, 2, D, D), 0, 1);
             mi_tensor *w = lq->read(&c, a, NULL);
             ck_assert_ptr_nonnull(w);
             int64_t per = vec ? D : D * D;
             for (int64_t b = 0; b < a->numel / per; b++) {
-                double sa = 0, sw = 0, pw = form == MI_LQ_FROBENIUS ? 2 : c.q;
+                double sa = 0, sw = 0, pw = form == MI_LQ_FROBENIUS ? 2 : q;
                 for (int64_t i = 0; i < per; i++) {
                     sa += pow(fabs(mi_get(a, b * per + i)), pw);
                     sw += pow(fabs(mi_get(w, b * per + i)), pw);
                 }
                 double na = pow(sa, 1 / pw), nw = pow(sw, 1 / pw);
-                double want = form == MI_LQ_FROBENIUS ? pow(na, 2 / c.q) : pow(na, 3 - c.q);
+                double want = form == MI_LQ_FROBENIUS ? pow(na, 2 / q) : pow(na, 3 - q);
                 ck_assert_close(nw, want, 1e-12 * want);
             }
             /* and the layer runs on it */
@@ -651,7 +692,7 @@ START_TEST(moneta_forms_are_their_equations)
             for (int closed = 0; closed < 2; closed++) {
                 ret_case rc = {"lq", "lp", 0, qs[qi], 0, form, 0};
                 mi_miras_config c = config_for(&rc, "matrix", 1, closed);
-                c.lq_eps = 0; /* the exact norms */
+                config_set(&c, "lq_eps=0"); /* the exact norms */
                 mi_tensor *y = run_layer(&c, &s, s.w0, NULL, NULL);
                 char what[64];
                 snprintf(what, sizeof what, "lq_form=%s q=%g closed %d",
@@ -671,13 +712,14 @@ END_TEST
 START_TEST(lq_form_frobenius_and_its_alias)
 {
     mi_miras_config c = mi_miras_config_default();
-    ck_assert_int_eq(c.lq_form, MI_LQ_FROBENIUS);
+    config_set(&c, "retention=lq");
+    ck_assert_int_eq(params_of(&c).lq_form, MI_LQ_FROBENIUS);
     const char *frobenius[] = {"lq_form=frobenius", "lq_form=spec"};
     for (int i = 0; i < 2; i++) {
         ck_assert_int_eq(mi_miras_config_set(&c, "lq_form=paper"), 0);
-        ck_assert_int_eq(c.lq_form, MI_LQ_PAPER);
+        ck_assert_int_eq(params_of(&c).lq_form, MI_LQ_PAPER);
         ck_assert_int_eq(mi_miras_config_set(&c, frobenius[i]), 0);
-        ck_assert_msg(c.lq_form == MI_LQ_FROBENIUS, "%s", frobenius[i]);
+        ck_assert_msg(params_of(&c).lq_form == MI_LQ_FROBENIUS, "%s", frobenius[i]);
     }
 }
 END_TEST
@@ -695,22 +737,27 @@ START_TEST(bad_parameters_are_reported)
         {"l1_gamma", -0.1, "l1_gamma must be >= 0"},
         {"kl_scale", 0, "kl_scale must be > 0"},
         {"kl_scale", -1, "kl_scale must be > 0"},
-        {"lq_form", 7, "miras: lq_form must be 'frobenius' or 'paper', got 7"},
+        {"lq_form", 7, "lq_form must be 'frobenius' or 'paper', got '7'"},
     };
     for (int i = 0; i < 6; i++) {
         mi_miras_config c = mi_miras_config_default();
-        c.retention = !strcmp(bad[i].field, "q") || !strcmp(bad[i].field, "lq_form") ? "lq"
-                      : !strcmp(bad[i].field, "kl_scale")                          ? "kl"
-                                                                                     : "elastic";
-        if (!strcmp(bad[i].field, "q")) c.q = bad[i].value;
-        if (!strcmp(bad[i].field, "l1_gamma")) c.l1_gamma = bad[i].value;
-        if (!strcmp(bad[i].field, "kl_scale")) c.kl_scale = bad[i].value;
-        if (!strcmp(bad[i].field, "lq_form")) c.lq_form = (int)bad[i].value;
-        ck_assert_int_eq(mi_miras_init(&m, &c), -1);
+        config_set(&c, !strcmp(bad[i].field, "q") || !strcmp(bad[i].field, "lq_form")
+                           ? "retention=lq"
+                       : !strcmp(bad[i].field, "kl_scale") ? "retention=kl"
+                                                           : "retention=elastic");
+        if (!strcmp(bad[i].field, "kl_scale")) { /* a config field: set in C, checked by init */
+            c.kl_scale = bad[i].value;
+            ck_assert_int_eq(mi_miras_init(&m, &c), -1);
+        } else { /* a retention's own: refused when set */
+            char kv[64];
+            snprintf(kv, sizeof kv, "%s=%g", bad[i].field, bad[i].value);
+            ck_assert_int_eq(mi_miras_config_set(&c, kv), -1);
+        }
         ck_assert_error_has(bad[i].message);
         mi_error_clear();
     }
     mi_miras_config c = mi_miras_config_default();
+    config_set(&c, "retention=lq");
     ck_assert_int_eq(mi_miras_config_set(&c, "lq_form=fro"), -1);
     ck_assert_error_has("lq_form must be 'frobenius' or 'paper'");
     mi_error_clear();

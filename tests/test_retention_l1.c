@@ -119,8 +119,8 @@ static mi_miras_config l1_config(const char *retention, double gamma, bool const
     c.memory = "matrix";
     c.bias = "l2";
     c.retention = retention;
-    c.l1_gamma = gamma;
-    c.l1_threshold = constant ? MI_L1_CONSTANT : MI_L1_SCALED;
+    config_setf(&c, "l1_gamma=%.17g", gamma);
+    config_set(&c, constant ? "l1_threshold=constant" : "l1_threshold=scaled");
     c.chunk = chunk;
     c.closed_form = closed;
     return c;
@@ -134,7 +134,7 @@ static void expect(const mi_miras_config *c, const seqs *s, const double *want,
     mi_tensor *y = run_layer(c, s, s->w0, NULL, NULL);
     char what[96];
     snprintf(what, sizeof what, "%s %s closed %d %s", c->retention,
-             c->l1_threshold == MI_L1_CONSTANT ? "constant" : "scaled", c->closed_form,
+             mi_l1_params_of(c).threshold == MI_L1_CONSTANT ? "constant" : "scaled", c->closed_form,
              channel ? "per channel" : "per head");
     assert_equal(y, want, 1e-12, what);
     ck_assert_msg(log->zeros > 0 && log->zeros < log->entries, "%s: %d zeros of %d", what,
@@ -324,26 +324,32 @@ END_TEST
 START_TEST(l1_threshold_key)
 {
     mi_miras_config c = mi_miras_config_default();
-    ck_assert_int_eq(c.l1_threshold, MI_L1_SCALED);
+    config_set(&c, "retention=elastic");
+    ck_assert_int_eq(mi_l1_params_of(&c).threshold, MI_L1_SCALED);
     ck_assert_int_eq(mi_miras_config_set(&c, "l1_threshold=constant"), 0);
-    ck_assert_int_eq(c.l1_threshold, MI_L1_CONSTANT);
+    ck_assert_int_eq(mi_l1_params_of(&c).threshold, MI_L1_CONSTANT);
     ck_assert_int_eq(mi_miras_config_set(&c, "l1_threshold=scaled"), 0);
-    ck_assert_int_eq(c.l1_threshold, MI_L1_SCALED);
+    ck_assert_int_eq(mi_l1_params_of(&c).threshold, MI_L1_SCALED);
     ck_assert_int_eq(mi_miras_config_set(&c, "l1_threshold=eta"), -1);
     ck_assert_error_has("l1_threshold must be 'scaled' or 'constant'");
     ck_assert_error_has("got 'eta'");
     mi_error_clear();
-    ck_assert_int_eq(c.l1_threshold, MI_L1_SCALED);
+    ck_assert_int_eq(mi_l1_params_of(&c).threshold, MI_L1_SCALED);
+    /* the three l1 retentions share the keys, and keep them from one to the other
+     * only through the text: a retention chosen by key gets its defaults */
+    config_set(&c, "l1_gamma=0.25");
+    config_set(&c, "retention=l1");
+    ck_assert_double_eq(mi_l1_params_of(&c).gamma, 1e-3);
+    config_set(&c, "l1_gamma=0.25");
+    ck_assert_double_eq(config_real(&c, "l1_gamma"), 0.25);
     /* the key is listed where an unknown one is reported */
     ck_assert_int_eq(mi_miras_config_set(&c, "l1_form=scaled"), -1);
-    ck_assert_error_has("l1_gamma, l1_threshold,");
+    ck_assert_error_has("config: unknown key 'l1_form'");
     mi_error_clear();
-    /* a value set in C that is neither form */
-    c.retention = "elastic";
-    c.l1_threshold = 2;
-    mi_miras m;
-    ck_assert_int_eq(mi_miras_init(&m, &c), -1);
-    ck_assert_error_has("miras: l1_threshold must be 'scaled' or 'constant', got 2");
+    /* and is the retention's: with another it is refused */
+    config_set(&c, "retention=l2");
+    ck_assert_int_eq(mi_miras_config_set(&c, "l1_threshold=constant"), -1);
+    ck_assert_error_has("l1_threshold is a parameter of retention");
     mi_error_clear();
 }
 END_TEST

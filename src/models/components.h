@@ -10,8 +10,8 @@
 #include "tensor/fields.h"
 
 /* A component's own parameters: a struct of the component's file, T, stored
- * in the config's block for its axis (mi_miras_config.bias_params), declared
- * by a field table over T and read back by copying the block into a T:
+ * in the config's block for its axis (mi_miras_config.bias_params or
+ * retention_params), declared by a field table over T and read back by copying the block into a T:
  *
  *   typedef struct { double p, abs_eps; } lp_params;
  *   static const mi_field lp_fields[] = {
@@ -119,6 +119,10 @@ struct mi_retention_kind {
     mi_tensor *(*boundary_split)(const mi_miras_config *c, mi_tensor *carried, mi_tensor *a);
     bool uses_alpha;   /* false: α ≡ 1 (no forgetting) */
     bool lag_token;    /* each chunk's first token runs alone (MIRAS "Parallelizable Training") */
+    /* its own parameters in config.retention_params (MI_PARAMS; none: NULL, 0) */
+    const mi_field *params;
+    int n_params;
+    size_t params_size;
 };
 
 /* The learning algorithm (MIRAS "Memory Learning Algorithm"): how a write
@@ -143,8 +147,17 @@ struct mi_algorithm_kind {
 
 /* The ℓ1 retentions' soft threshold S_τ(x) = sign(x) max(|x| − τ, 0), with τ
  * = l1_gamma · eta for MI_L1_SCALED (eta as read's; NULL: τ = 0) or l1_gamma
- * for MI_L1_CONSTANT (retention_l1.c). */
+ * for MI_L1_CONSTANT (retention/l1.c). */
 mi_tensor *mi_l1_prox(const mi_miras_config *c, mi_tensor *x, mi_tensor *eta);
+/* The ℓ1 retentions' parameters, shared by l1, elastic and elastic-ftrl
+ * (retention/l1.c): the weight λ (l1_gamma) and the threshold's form
+ * (l1_threshold: MI_L1_SCALED, λ η_t, or MI_L1_CONSTANT, λ). */
+typedef struct mi_l1_params {
+    double gamma;
+    int threshold;
+} mi_l1_params;
+extern const mi_field mi_l1_fields[2];
+mi_l1_params mi_l1_params_of(const mi_miras_config *c);
 
 const mi_memory_kind *mi_memory_find(const char *name);
 const mi_bias_kind *mi_bias_find(const char *name);

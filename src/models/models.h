@@ -61,10 +61,10 @@ typedef struct mi_miras_config {
     /* retention gate */
     const char *retention;   /* "none" | "l2" | "kl" | "f-div" | "lq" | "elastic" |
                                 "elastic-ftrl" | "bregman" | … (components.c) */
-    double q;                /* lq: the exponent (default 4) */
-    int lq_form;             /* lq: MI_LQ_FROBENIUS (default) or MI_LQ_PAPER, see ops.h */
-    double lq_eps;           /* lq: added to the norm's power sum, bounding the read's
-                                derivative where A → 0 (default 1e-6; 0: the exact norm) */
+    mi_component_params retention_params; /* the retention's own (lq: q, lq_form, lq_eps;
+                                             f-div: f_div; l1, elastic, elastic-ftrl:
+                                             l1_gamma, l1_threshold), by key */
+    const char *retention_params_for;     /* as bias_params_for */
     double kl_scale;         /* kl, f-div: the simplex scale c (default 1) */
     bool kl_scale_learn;     /* kl: c is learned, one per head, c = kl_scale · exp(s) with s
                                 an outer parameter starting at 0 (the layer block's
@@ -75,11 +75,6 @@ typedef struct mi_miras_config {
     mi_tensor *kl_scale_t;   /* kl: the simplex scale of each sequence, [N] (NULL: kl_scale);
                                 not a key: set per call by whoever learns c (the layer
                                 block, on a copy of its config) */
-    int f_div;               /* f-div: g, the inverse of f' (MI_F_DIV_*, default exp: KL) */
-    double l1_gamma;         /* l1, elastic, elastic-ftrl: the ℓ1 weight λ of the soft
-                                threshold (default 1e-3) */
-    int l1_threshold;        /* l1, elastic, elastic-ftrl: MI_L1_SCALED (default), the
-                                threshold λ·η_t of the papers, or MI_L1_CONSTANT, λ */
     bool decay_first;        /* l2: take the gradient at α ⊙ W_{t-1} (gated DeltaNet, RWKV-7) */
     bool alpha_on_keys;      /* matrix: a channel-wise α decays the key axis, A_{t-1} Diag(α_t)
                                 (HGRN2), not the value rows, Diag(α_t) A_{t-1} (default false) */

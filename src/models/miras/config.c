@@ -15,11 +15,7 @@ static const char *retention_name_at(int i) { const mi_retention_kind *k = mi_re
 
 static const char *algorithm_name_at(int i) { const mi_algorithm_kind *k = mi_algorithm_at(i); return k ? k->name : NULL; }
 
-/* Index = the enum's value (ops.h, models.h). "spec", the Frobenius form's
- * earlier name, still reads (older checkpoints' overrides). */
-static const char *const lq_forms[] = {"frobenius|spec", "paper", NULL};
-static const char *const f_divs[] = {"exp", "inverse", "inverse-square", NULL};
-static const char *const l1_thresholds[] = {"scaled", "constant", NULL};
+/* Index = the enum's value (models.h). */
 static const char *const forms[] = {"auto", "exact", "minibatch", NULL};
 
 #define C mi_miras_config
@@ -27,7 +23,8 @@ static const char *const forms[] = {"auto", "exact", "minibatch", NULL};
 #define POSITIVE (MI_FIELD_LO_OPEN | MI_FIELD_HI_OPEN)
 /* The four components' parameters and the training form, in the order of
  * mi_miras_config; the component names come from their tables
- * (components.c). A bias's own parameters are in its file (MI_PARAMS). */
+ * (components.c). A bias's or a retention's own parameters are in its file
+ * (MI_PARAMS). */
 static const mi_field miras_fields[] = {
     MI_FIELD_NAME_AT(C, "memory", memory, "matrix", memory_name_at, "the memory"),
     MI_FIELD_INT_AT(C, "memory.depth", mlp_depth, "2", 1, 1024, "layers of the MLP memory"),
@@ -39,23 +36,12 @@ static const mi_field miras_fields[] = {
                      "lattice: every slot read normalised (false: the linear memory)"),
     MI_FIELD_NAME_AT(C, "bias", bias, "l2", bias_name_at, "the attentional bias"),
     MI_FIELD_NAME_AT(C, "retention", retention, "l2", retention_name_at, "the retention gate"),
-    MI_FIELD_REAL_AT(C, "q", q, "4", 1, INFINITY, POSITIVE, "lq: the exponent"),
-    MI_FIELD_CHOICE_AT(C, "lq_form", lq_form, "frobenius", lq_forms,
-                       "lq: A/(|A|_F^2 + eps)^((q-2)/(2q)) or MIRAS eq:q-norm, A/|A|_q^(q-2)"),
-    MI_FIELD_REAL_AT(C, "lq_eps", lq_eps, "1e-6", 0, INFINITY, MI_FIELD_HI_OPEN,
-                     "lq: added to the norm's power sum (0: the exact norm)"),
     MI_FIELD_REAL_AT(C, "kl_scale", kl_scale, "1", 0, INFINITY, POSITIVE,
                      "kl, f-div: the simplex scale c"),
     MI_FIELD_BOOL_AT(C, "kl_scale_learn", kl_scale_learn, "false",
                      "kl: c learned per head, kl_scale exp(s)"),
     MI_FIELD_REAL_AT(C, "kl_init_sd", kl_init_sd, "0", 0, INFINITY, MI_FIELD_HI_OPEN,
                      "kl: the initial logits' spread (0: the memory's own init)"),
-    MI_FIELD_CHOICE_AT(C, "f_div", f_div, "exp", f_divs,
-                       "f-div: g, the inverse of f' (exp: KL)"),
-    MI_FIELD_REAL_AT(C, "l1_gamma", l1_gamma, "1e-3", 0, INFINITY, MI_FIELD_HI_OPEN,
-                     "l1, elastic: the l1 weight"),
-    MI_FIELD_CHOICE_AT(C, "l1_threshold", l1_threshold, "scaled", l1_thresholds,
-                       "l1, elastic: the threshold l1_gamma eta_t or l1_gamma"),
     MI_FIELD_BOOL_AT(C, "decay_first", decay_first, "false",
                      "l2: the gradient at alpha W (gated DeltaNet, RWKV-7)"),
     MI_FIELD_BOOL_AT(C, "alpha_on_keys", alpha_on_keys, "false",
@@ -80,15 +66,57 @@ const mi_field *mi_miras_config_fields(int *count)
     return miras_fields;
 }
 
-/* The chosen bias's parameters: the block if it holds that bias's, else its
- * defaults (a bias assigned in C, or one just chosen). */
-static void bias_block(mi_miras_config *c)
+/* The two axes whose components have parameters of their own: the chosen
+ * component's field table, and its block in the config with the name of the
+ * component whose parameters it holds. */
+typedef struct params_axis {
+    const char *what;
+    const char *name;             /* the chosen component, or NULL */
+    const mi_field *params;
+    int n_params;
+    mi_component_params *block;
+    const char **block_for;
+} params_axis;
+
+static int axes_of(mi_miras_config *c, params_axis *ax)
 {
     const mi_bias_kind *b = mi_bias_find(c->bias);
-    if (!b || (c->bias_params_for && !strcmp(c->bias_params_for, b->name))) return;
-    memset(&c->bias_params, 0, sizeof c->bias_params);
-    if (b->params) mi_fields_defaults(b->params, b->n_params, &c->bias_params);
-    c->bias_params_for = b->name;
+    const mi_retention_kind *r = mi_retention_find(c->retention);
+    ax[0] = (params_axis){"bias", b ? b->name : NULL, b ? b->params : NULL, b ? b->n_params : 0,
+                          &c->bias_params, &c->bias_params_for};
+    ax[1] = (params_axis){"retention", r ? r->name : NULL, r ? r->params : NULL,
+                          r ? r->n_params : 0, &c->retention_params, &c->retention_params_for};
+    return 2;
+}
+
+/* The component of axis i (0 bias, 1 retention) at table index j: its name and
+ * parameters, or false past the end. */
+static bool component_at(int i, int j, const char **name, const mi_field **params, int *n)
+{
+    if (i == 0) {
+        const mi_bias_kind *b = mi_bias_at(j);
+        if (!b) return false;
+        *name = b->name, *params = b->params, *n = b->n_params;
+    } else {
+        const mi_retention_kind *r = mi_retention_at(j);
+        if (!r) return false;
+        *name = r->name, *params = r->params, *n = r->n_params;
+    }
+    return true;
+}
+
+/* Each chosen component's parameters: its block if the block holds that
+ * component's, else its defaults (a component assigned in C, or one just
+ * chosen). */
+static void own_blocks(mi_miras_config *c)
+{
+    params_axis ax[2];
+    for (int i = 0, n = axes_of(c, ax); i < n; i++) {
+        if (!ax[i].name || (*ax[i].block_for && !strcmp(*ax[i].block_for, ax[i].name))) continue;
+        memset(ax[i].block, 0, sizeof *ax[i].block);
+        if (ax[i].params) mi_fields_defaults(ax[i].params, ax[i].n_params, ax[i].block);
+        *ax[i].block_for = ax[i].name;
+    }
 }
 
 mi_miras_config mi_miras_config_default(void)
@@ -96,45 +124,41 @@ mi_miras_config mi_miras_config_default(void)
     mi_miras_config c;
     memset(&c, 0, sizeof c);
     mi_fields_defaults(miras_fields, N_FIELDS, &c);  /* the table's own defaults: cannot fail */
-    bias_block(&c);
+    own_blocks(&c);
     return c;
-}
-
-/* The bias (other than the chosen one) that has KEY, or NULL. */
-static const mi_bias_kind *bias_with_key(const char *key, const char *chosen)
-{
-    for (int i = 0; mi_bias_at(i); i++) {
-        const mi_bias_kind *b = mi_bias_at(i);
-        if (b->params && strcmp(b->name, chosen ? chosen : "") &&
-            mi_fields_find(b->params, b->n_params, key))
-            return b;
-    }
-    return NULL;
 }
 
 int mi_miras_config_set(mi_miras_config *c, const char *assignment)
 {
     const char *eq = assignment ? strchr(assignment, '=') : NULL;
-    char key[64];
+    char key[64] = "";
     if (eq && (size_t)(eq - assignment) < sizeof key) {
         memcpy(key, assignment, (size_t)(eq - assignment));
         key[eq - assignment] = 0;
-        const mi_bias_kind *b = mi_bias_find(c->bias);
-        if (!mi_fields_find(miras_fields, N_FIELDS, key)) {
-            if (b && b->params && mi_fields_find(b->params, b->n_params, key)) {
-                bias_block(c);
-                return mi_fields_set(b->params, b->n_params, &c->bias_params, "config",
+    }
+    if (key[0] && !mi_fields_find(miras_fields, N_FIELDS, key)) {
+        own_blocks(c);
+        params_axis ax[2];
+        int n = axes_of(c, ax);
+        for (int i = 0; i < n; i++)
+            if (ax[i].params && mi_fields_find(ax[i].params, ax[i].n_params, key))
+                return mi_fields_set(ax[i].params, ax[i].n_params, ax[i].block, "config",
                                      assignment);
-            }
-            const mi_bias_kind *owner = bias_with_key(key, c->bias);
-            if (owner)
-                return mi_error_set("config: %s is a parameter of bias %s, not of the chosen "
-                                    "bias '%s' (set bias=%s first)", key, owner->name,
-                                    c->bias ? c->bias : "(none)", owner->name), -1;
+        /* another component's: say whose */
+        for (int i = 0; i < n; i++) {
+            const char *name;
+            const mi_field *params;
+            int np;
+            for (int j = 0; component_at(i, j, &name, &params, &np); j++)
+                if (params && mi_fields_find(params, np, key))
+                    return mi_error_set("config: %s is a parameter of %s %s, not of the chosen "
+                                        "%s '%s' (set %s=%s first)", key, ax[i].what, name,
+                                        ax[i].what, ax[i].name ? ax[i].name : "(none)",
+                                        ax[i].what, name), -1;
         }
     }
     if (mi_fields_set(miras_fields, N_FIELDS, c, "config", assignment) != 0) return -1;
-    bias_block(c);  /* a bias just chosen: its defaults */
+    own_blocks(c);  /* a component just chosen: its defaults */
     return 0;
 }
 
@@ -142,28 +166,33 @@ int mi_miras_config_get(const mi_miras_config *c, const char *key, char *buf, si
 {
     const mi_field *f = mi_fields_find(miras_fields, N_FIELDS, key);
     if (f) return mi_field_format(f, c, buf, n);
-    const mi_bias_kind *b = mi_bias_find(c->bias);
     mi_miras_config own = *c;
-    bias_block(&own);
-    if (b && b->params && (f = mi_fields_find(b->params, b->n_params, key)))
-        return mi_field_format(f, &own.bias_params, buf, n);
-    return mi_error_set("config: no key '%s' in the config or its bias '%s'", key ? key : "(null)",
-                        c->bias ? c->bias : "(none)"), -1;
+    own_blocks(&own);
+    params_axis ax[2];
+    for (int i = 0, na = axes_of(&own, ax); i < na; i++)
+        if (ax[i].params && (f = mi_fields_find(ax[i].params, ax[i].n_params, key)))
+            return mi_field_format(f, ax[i].block, buf, n);
+    return mi_error_set("config: no key '%s' in the config, its bias '%s' or its retention '%s'",
+                        key ? key : "(null)", c->bias ? c->bias : "(none)",
+                        c->retention ? c->retention : "(none)"), -1;
 }
 
 size_t mi_miras_config_describe(char *buf, size_t size)
 {
     size_t len = mi_fields_describe(miras_fields, N_FIELDS, buf, size);
-    for (int i = 0; mi_bias_at(i); i++) {
-        const mi_bias_kind *b = mi_bias_at(i);
-        if (!b->params) continue;
-        char *at = buf && len < size ? buf + len : NULL;
-        size_t room = at ? size - len : 0;
-        int head = snprintf(at, room, "bias=%s:\n", b->name);
-        len += head > 0 ? (size_t)head : 0;
-        at = buf && len < size ? buf + len : NULL;
-        room = at ? size - len : 0;
-        len += mi_fields_describe(b->params, b->n_params, at, room);
+    static const char *const what[] = {"bias", "retention"};
+    for (int i = 0; i < 2; i++) {
+        const char *name;
+        const mi_field *params;
+        int np;
+        for (int j = 0; component_at(i, j, &name, &params, &np); j++) {
+            if (!params) continue;
+            char *at = buf && len < size ? buf + len : NULL;
+            int head = snprintf(at, at ? size - len : 0, "%s=%s:\n", what[i], name);
+            len += head > 0 ? (size_t)head : 0;
+            at = buf && len < size ? buf + len : NULL;
+            len += mi_fields_describe(params, np, at, at ? size - len : 0);
+        }
     }
     return len;
 }
@@ -177,7 +206,7 @@ int mi_miras_init(mi_miras *m, const mi_miras_config *c)
 {
     memset(m, 0, sizeof *m);
     m->config = *c;
-    bias_block(&m->config);
+    own_blocks(&m->config);
     c = &m->config;
     m->memory = mi_memory_find(c->memory);
     m->bias = mi_bias_find(c->bias);
@@ -189,11 +218,11 @@ int mi_miras_init(mi_miras *m, const mi_miras_config *c)
     if (!m->algorithm) return mi_error_set("miras: unknown learning algorithm '%s'", c->algorithm ? c->algorithm : "(null)"), -1;
     if (mi_fields_check(miras_fields, N_FIELDS, c, "miras") != 0) return -1;
     if (m->bias->params &&
-        mi_fields_check(m->bias->params, m->bias->n_params, &c->bias_params, "miras") != 0) {
-        char why[256];
-        snprintf(why, sizeof why, "%s", mi_error());
-        return mi_error_set("%s (bias %s)", why, m->bias->name), -1;
-    }
+        mi_fields_check(m->bias->params, m->bias->n_params, &c->bias_params, "miras") != 0)
+        return -1;
+    if (m->retention->params && mi_fields_check(m->retention->params, m->retention->n_params,
+                                                &c->retention_params, "miras") != 0)
+        return -1;
     if (m->bias->encoding && !m->memory->encode)
         return mi_error_set("miras: attentional bias '%s' is an encoding objective (it compares "
                             "the memory's encoding of v with k) and needs a memory that encodes "

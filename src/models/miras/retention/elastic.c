@@ -24,5 +24,5 @@ static mi_tensor *elastic_boundary(const mi_miras_config *c, mi_tensor *w, mi_te
 
 const mi_retention_kind mi_retention_elastic = {
     .name = "elastic", .formula = "W_t = S_tau(alpha_t W_{t-1} - eta_t grad), tau = gamma eta_t",
-    .boundary = elastic_boundary, .uses_alpha = true,
+    .boundary = elastic_boundary, .uses_alpha = true, MI_PARAMS(mi_l1_params, mi_l1_fields),
 };

@@ -32,8 +32,9 @@
 
 static mi_tensor *ftrl_init(const mi_miras_config *c, mi_tensor *w0)
 {
-    if (c->l1_threshold != MI_L1_CONSTANT) return w0;
-    return mi_add(w0, mi_mul_scalar(mi_sign(w0), c->l1_gamma));
+    mi_l1_params p = mi_l1_params_of(c);
+    if (p.threshold != MI_L1_CONSTANT) return w0;
+    return mi_add(w0, mi_mul_scalar(mi_sign(w0), p.gamma));
 }
 
 static mi_tensor *ftrl_read(const mi_miras_config *c, mi_tensor *z, mi_tensor *eta)
@@ -45,4 +46,5 @@ const mi_retention_kind mi_retention_elastic_ftrl = {
     .name = "elastic-ftrl",
     .formula = "Z_t = alpha_t Z_{t-1} - eta_t grad, W_t = S_tau(Z_t), tau = gamma eta_t",
     .init = ftrl_init, .read = ftrl_read, .uses_alpha = true,
+    MI_PARAMS(mi_l1_params, mi_l1_fields),
 };

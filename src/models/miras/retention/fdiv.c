@@ -77,6 +77,18 @@
 
 #include "components.h"
 
+typedef struct fdiv_params {
+    int g;  /* MI_F_DIV_* (models.h) */
+} fdiv_params;
+
+/* Index = the enum's value (models.h). */
+static const char *const f_divs[] = {"exp", "inverse", "inverse-square", NULL};
+
+static const mi_field fdiv_fields[] = {
+    MI_FIELD_CHOICE_AT(fdiv_params, "f_div", g, "exp", f_divs,
+                       "f-div: g, the inverse of f' (exp: KL)"),
+};
+
 enum { SOLVER_ROUNDS = 64 }; /* at most; a few in practice */
 
 static mi_tensor *fdiv_init(const mi_miras_config *c, mi_tensor *w0)
@@ -91,9 +103,16 @@ static mi_tensor *fdiv_read(const mi_miras_config *c, mi_tensor *l, mi_tensor *e
     return mi_mul_scalar(mi_softmax(l, -1), c->kl_scale);
 }
 
+static int g_of(const mi_miras_config *c)
+{
+    fdiv_params p;
+    memcpy(&p, &c->retention_params, sizeof p);
+    return p.g;
+}
+
 static double power_of(const mi_miras_config *c)
 {
-    return c->f_div == MI_F_DIV_INVERSE ? 1 : 2;
+    return g_of(c) == MI_F_DIV_INVERSE ? 1 : 2;
 }
 
 /* log(P_j y_j^(−p)) = D_j − p log(s + Δ_j) */
@@ -207,7 +226,7 @@ static int solve_rows(mi_tensor *d, mi_tensor *u, double p, double log_target, m
 static mi_tensor *fdiv_logits(const mi_miras_config *c, mi_tensor *d, mi_tensor *l)
 {
     /* exp: W = exp(D) exp(U − ζ) = c · softmax(D + U), ζ = logsumexp(D + U) − log c */
-    if (c->f_div == MI_F_DIV_EXP) return l;
+    if (g_of(c) == MI_F_DIV_EXP) return l;
     /* nothing written (the read right after a boundary): g(−ζ) is one number per row */
     if (d == l) return l;
     double p = power_of(c), log_target = log(c->kl_scale) - p * log(p);
@@ -235,5 +254,5 @@ const mi_retention_kind mi_retention_fdiv = {
     .formula = "W_t = W_{t-1}^alpha_t * g(-zeta_t - eta_t grad), rows summing to c",
     .init = fdiv_init, .read = fdiv_read,
     .read_split = fdiv_read_split, .boundary_split = fdiv_boundary_split,
-    .uses_alpha = true, .lag_token = true,
+    .uses_alpha = true, .lag_token = true, MI_PARAMS(fdiv_params, fdiv_fields),
 };

@@ -28,41 +28,71 @@
  * step; docs/quality.md). The paper's form keeps A_0 = W_0 (its scaling is
  * not a power of ‖A‖ that this inverts for every q). */
 #include <math.h>
+#include <string.h>
 
 #include "components.h"
+
+typedef struct lq_params {
+    double q;
+    int form;  /* MI_LQ_FROBENIUS or MI_LQ_PAPER (ops.h) */
+    double eps;
+} lq_params;
+
+/* Index = the enum's value (ops.h). "spec", the Frobenius form's earlier
+ * name, still reads (older checkpoints' overrides). */
+static const char *const lq_forms[] = {"frobenius|spec", "paper", NULL};
+
+static const mi_field lq_fields[] = {
+    MI_FIELD_REAL_AT(lq_params, "q", q, "4", 1, INFINITY, MI_FIELD_LO_OPEN | MI_FIELD_HI_OPEN,
+                     "lq: the exponent"),
+    MI_FIELD_CHOICE_AT(lq_params, "lq_form", form, "frobenius", lq_forms,
+                       "lq: A/(|A|_F^2 + eps)^((q-2)/(2q)) or MIRAS eq:q-norm, A/|A|_q^(q-2)"),
+    MI_FIELD_REAL_AT(lq_params, "lq_eps", eps, "1e-6", 0, INFINITY, MI_FIELD_HI_OPEN,
+                     "lq: added to the norm's power sum (0: the exact norm)"),
+};
+
+static lq_params params(const mi_miras_config *c)
+{
+    lq_params p;
+    memcpy(&p, &c->retention_params, sizeof p);
+    return p;
+}
 
 /* [N, n, w…] → [N, n, 1, Π w] so that the ℓq step sees one matrix per weight. */
 static mi_tensor *lq_read(const mi_miras_config *c, mi_tensor *a, mi_tensor *eta)
 {
     if (!a) return NULL;
+    lq_params p = params(c);
     mi_tensor *flat = mi_reshape(a, 4, (const int64_t[]){a->shape[0], a->shape[1], 1, -1});
-    return mi_reshape(mi_lq_normalize(flat, c->q, c->lq_form, c->lq_eps), a->rank, a->shape);
+    return mi_reshape(mi_lq_normalize(flat, p.q, p.form, p.eps), a->rank, a->shape);
 }
 
 static mi_tensor *lq_init(const mi_miras_config *c, mi_tensor *w0)
 {
-    if (!w0 || c->lq_form != MI_LQ_FROBENIUS) return w0;
-    double r = (c->q - 2) / c->q;
+    lq_params p = params(c);
+    if (!w0 || p.form != MI_LQ_FROBENIUS) return w0;
+    double r = (p.q - 2) / p.q;
     uint32_t axes = 0;
     for (int d = 2; d < w0->rank; d++) axes |= 1u << d;
     mi_tensor *sq = mi_sum_axes(mi_square(w0), axes, true);
-    return mi_mul(w0, mi_pow_scalar(mi_add_scalar(sq, c->lq_eps), r / (2 * (1 - r))));
+    return mi_mul(w0, mi_pow_scalar(mi_add_scalar(sq, p.eps), r / (2 * (1 - r))));
 }
 
 /* The Frobenius form only scales each whole weight, W = s·A with
  * s = (‖A‖_F² + ε)^(−r/2): a chunk reads it from the gradients' factors. */
 static bool lq_read_is_scale(const mi_miras_config *c)
 {
-    return c->lq_form == MI_LQ_FROBENIUS;
+    return params(c).form == MI_LQ_FROBENIUS;
 }
 
 static mi_tensor *lq_read_scale(const mi_miras_config *c, mi_tensor *sq_norm)
 {
-    return mi_pow_scalar(mi_add_scalar(sq_norm, c->lq_eps), -(c->q - 2) / (2 * c->q));
+    lq_params p = params(c);
+    return mi_pow_scalar(mi_add_scalar(sq_norm, p.eps), -(p.q - 2) / (2 * p.q));
 }
 
 const mi_retention_kind mi_retention_lq = {
     .name = "lq", .formula = "A_t = alpha_t A_{t-1} - eta_t grad, W_t = A_t / ||A_t||^r",
     .init = lq_init, .read = lq_read, .read_is_scale = lq_read_is_scale,
-    .read_scale = lq_read_scale, .uses_alpha = true,
+    .read_scale = lq_read_scale, .uses_alpha = true, MI_PARAMS(lq_params, lq_fields),
 };
