@@ -5,6 +5,7 @@
 #define MIRAS_EXTEND_H
 
 #include "miras.h"
+#include "autograd/op.h"
 #include "models/components.h"
 
 #endif

@@ -23,3 +23,14 @@ mkdir "$stage/user" && cp examples/tutorial_hebbian_delta.c "$stage/user/"
 cc -Wall -o "$stage/user/tutorial" "$stage/user/tutorial_hebbian_delta.c" $flags
 LD_LIBRARY_PATH=$(pc_flags --variable=libdir) "$stage/user/tutorial"
 echo "test_install: the staged install builds and runs a program of its own"
+
+# The op descriptor is for op authors: miras/extend.h has it, miras.h does not.
+printf '#include <%s>\nint main(void) { return (int)sizeof(mi_op); }\n' extend.h \
+  > "$stage/user/author.c"
+cc -fsyntax-only "$stage/user/author.c" $(pc_flags --cflags)
+sed 's/extend.h/miras.h/' "$stage/user/author.c" > "$stage/user/user.c"
+if cc -fsyntax-only "$stage/user/user.c" $(pc_flags --cflags) 2>/dev/null; then
+  echo "test_install: miras.h shows the op descriptor (mi_op), which is extend.h's" >&2
+  exit 1
+fi
+echo "test_install: mi_op is extend.h's, not miras.h's"

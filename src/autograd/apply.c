@@ -1,7 +1,7 @@
 /* The one path every op call takes: check, allocate, compute, record. */
 #include <string.h>
 
-#include "autograd.h"
+#include "op.h"
 #include "node_private.h"
 
 static _Thread_local bool recording = true;

@@ -7,7 +7,7 @@
 #include <omp.h>
 #endif
 
-#include "autograd.h"
+#include "op.h"
 
 static const char *const names[MI_BACKEND_COUNT] = {"ref", "blas", "dnnl", "own"};
 static unsigned allowed = MI_BACKEND_ALL;

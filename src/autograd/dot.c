@@ -2,7 +2,7 @@
  * edges labelled with their shapes, leaves as ellipses. */
 #include <stdlib.h>
 
-#include "autograd.h"
+#include "op.h"
 
 static void tensor_label(char *buf, size_t n, const mi_tensor *t)
 {

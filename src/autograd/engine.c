@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "autograd.h"
+#include "op.h"
 #include "node_private.h"
 #include "tensor_private.h"
 

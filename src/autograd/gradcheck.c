@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "autograd.h"
+#include "op.h"
 
 #define MAX_OUT 16
 

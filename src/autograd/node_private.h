@@ -6,7 +6,7 @@
 
 #include <stdint.h>
 
-#include "autograd.h"
+#include "op.h"
 
 typedef struct mi_node_full {
     mi_node pub;     /* first: a mi_node * is its mi_node_full * */

@@ -2,7 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "miras.h"
+#include "extend.h"
 
 #ifndef MIRAS_VERSION
 #define MIRAS_VERSION "unknown"
