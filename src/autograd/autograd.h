@@ -14,7 +14,8 @@
 typedef struct mi_op mi_op;
 typedef struct mi_attrs mi_attrs;
 
-/* Kernel providers. REF is plain C and the ground truth; the others are
+/* ---------------------------------------------------------------- backends
+ * Kernel providers. REF is plain C and the ground truth; the others are
  * optional per op (NULL = not provided). */
 typedef enum mi_backend {
     MI_BACKEND_REF = 0,  /* reference loops, f32 and f64 */
@@ -24,8 +25,8 @@ typedef enum mi_backend {
     MI_BACKEND_COUNT = 4
 } mi_backend;
 #define MI_BACKEND_ALL ((1u << MI_BACKEND_COUNT) - 1u)
-/* ---------------------------------------------------------------- backends
- * Which backends may run: a mask of (1u << MI_BACKEND_x); REF is always
+
+/* Which backends may run: a mask of (1u << MI_BACKEND_x); REF is always
  * allowed. The environment variable MIRAS_BACKEND sets it at start-up:
  * "ref", "blas", "dnnl", "own" (REF plus that one), a comma list, or "all"
  * (the default). */
