@@ -76,91 +76,58 @@ static int64_t prod(const int64_t *s, int n)
     return p;
 }
 
-/* REDUCE_PASS(fname, T, INIT, STEP, FINISH) defines one pass
- *   y[o] = FINISH over  A = INIT; for each x reduced into o: STEP
- * where STEP updates the double A from the double x, C is y[o]'s value on
- * entry when CEN is 1 (the centre of a second pass: logsumexp's max, norm's scale) and s a
- * parameter. Stride-1 reduced runs are summed as contiguous loops; stride-1
- * kept runs are done in blocks of RED_BLOCK accumulators, so that every
- * layout reads x in contiguous runs. */
-#define RED_BLOCK 256
-#define REDUCE_PASS(fname, T, CEN, INIT, STEP, FINISH)                                   \
-    static void fname(const red_plan *pl, const T *X, T *Y, double s)                  \
-    {                                                                                  \
-        typedef T scalar_t;                                                            \
-        (void)(scalar_t)0;                                                             \
-        (void)s;                                                                       \
-        int64_t ki[MI_MAX_RANK] = {0}, kb = 0;                                         \
-        if (pl->inner_reduced) {                                                       \
-            int64_t L = pl->rs[pl->nr - 1], nouter = prod(pl->rs, pl->nr - 1);         \
-            int64_t nout = prod(pl->ks, pl->nk);                                       \
-            for (int64_t o = 0; o < nout; o++) {                                       \
-                const double C = CEN ? (double)Y[o] : 0.0;                             \
-                (void)C;                                                               \
-                double A = (INIT);                                                     \
-                int64_t ri[MI_MAX_RANK] = {0}, rb = 0;                                 \
-                for (int64_t q = 0; q < nouter; q++) {                                 \
-                    const T *p = X + kb + rb;                                          \
-                    for (int64_t j = 0; j < L; j++) {                                  \
-                        double x = (double)p[j];                                       \
-                        STEP;                                                          \
-                    }                                                                  \
-                    odo_next(ri, &rb, pl->rs, pl->rst, pl->nr - 1);                    \
-                }                                                                      \
-                Y[o] = (T)(FINISH);                                                    \
-                odo_next(ki, &kb, pl->ks, pl->kst, pl->nk);                            \
-            }                                                                          \
-            return;                                                                    \
-        }                                                                              \
-        int64_t L = pl->ks[pl->nk - 1], nrows = prod(pl->ks, pl->nk - 1);              \
-        int64_t nred = prod(pl->rs, pl->nr);                                           \
-        for (int64_t row = 0; row < nrows; row++) {                                    \
-            for (int64_t j0 = 0; j0 < L; j0 += RED_BLOCK) {                            \
-                int64_t nb = L - j0 < RED_BLOCK ? L - j0 : RED_BLOCK;                  \
-                double acc[RED_BLOCK], cen[RED_BLOCK];                                 \
-                T *y = Y + row * L + j0;                                               \
-                for (int64_t j = 0; j < nb; j++) {                                     \
-                    acc[j] = (INIT);                                                   \
-                    cen[j] = CEN ? (double)y[j] : 0.0;                                 \
-                }                                                                      \
-                int64_t ri[MI_MAX_RANK] = {0}, rb = 0;                                 \
-                for (int64_t q = 0; q < nred; q++) {                                   \
-                    const T *p = X + kb + rb + j0;                                     \
-                    for (int64_t j = 0; j < nb; j++) {                                 \
-                        double A = acc[j], x = (double)p[j];                           \
-                        const double C = cen[j];                                       \
-                        (void)C;                                                       \
-                        STEP;                                                          \
-                        acc[j] = A;                                                    \
-                    }                                                                  \
-                    odo_next(ri, &rb, pl->rs, pl->rst, pl->nr);                        \
-                }                                                                      \
-                for (int64_t j = 0; j < nb; j++) {                                     \
-                    double A = acc[j];                                                 \
-                    const double C = cen[j];                                           \
-                    (void)C;                                                           \
-                    y[j] = (T)(FINISH);                                                \
-                }                                                                      \
-            }                                                                          \
-            odo_next(ki, &kb, pl->ks, pl->kst, pl->nk - 1);                            \
-        }                                                                              \
-    }
-
-/* The passes, for T in {float, double}. Max keeps a NaN once seen. The
- * general p-norm is scaled by C = max|x| (a first pass) against overflow. */
-#define REDUCE_PASSES(T, sfx)                                                           \
-    REDUCE_PASS(pass_sum_##sfx, T, 0, 0.0, A += x, A)                                  \
-    REDUCE_PASS(pass_mean_##sfx, T, 0, 0.0, A += x, A / s)                             \
-    REDUCE_PASS(pass_max_##sfx, T, 0, -INFINITY, if (x > A || x != x) A = x, A)        \
-    REDUCE_PASS(pass_maxabs_##sfx, T, 0, 0.0, if (fabs(x) > A || x != x) A = fabs(x), A) \
-    REDUCE_PASS(pass_sumexp_##sfx, T, 1, 0.0, A += (double)F(exp)((scalar_t)(x - C)),  \
-                isinf(C) ? C : C + log(A))                                             \
-    REDUCE_PASS(pass_norm1_##sfx, T, 0, 0.0, A += fabs(x), A)                          \
-    REDUCE_PASS(pass_norm2_##sfx, T, 0, 0.0, A += x * x, sqrt(A))                      \
-    REDUCE_PASS(pass_normp_##sfx, T, 1, 0.0, A += pow(fabs(x) / C, s),                 \
-                (C == 0 || isinf(C)) ? C : C * pow(A, 1.0 / s))
-REDUCE_PASSES(float, f32)
-REDUCE_PASSES(double, f64)
+/* ---------------------------------------------------------------- the passes
+ * A pass (reduce_impl.h, per dtype) computes
+ *   y[o] = finish(A, C, s)  over  A = init; for each x reduced into o: A = step(A, x, C, s)
+ * in double, C being y[o]'s value on entry for a second pass (cen) and s a
+ * parameter:
+ *   sum      A = Σ x                                 (init 0)
+ *   mean     A = Σ x, then A / s (s = the count)     (init 0)
+ *   max      A = max x, keeping a NaN once seen      (init −∞)
+ *   maxabs   A = max |x|, keeping a NaN once seen    (init 0)
+ *   sumexp   A = Σ exp(x − C), then C + log A        (C = max x; C itself when ±∞)
+ *   norm1    A = Σ |x|
+ *   norm2    A = Σ x², then √A
+ *   normp    A = Σ (|x| / C)^s, then C · A^(1/s)     (C = max|x| against overflow;
+ *                                                     C itself when 0 or ∞)
+ * The step and finish functions are always inlined (the passes pass them
+ * as constants). */
+#define RED_BLOCK 256 /* kept stride-1 outputs accumulated at once */
+typedef double (*red_step_fn)(double A, double x, double C, double s);
+typedef double (*red_finish_fn)(double A, double C, double s);
+static inline double red_add(double A, double x, double C, double s) { return A + x; }
+static inline double red_max(double A, double x, double C, double s)
+{
+    return x > A || x != x ? x : A;
+}
+static inline double red_maxabs(double A, double x, double C, double s)
+{
+    return fabs(x) > A || x != x ? fabs(x) : A;
+}
+static inline double red_add_abs(double A, double x, double C, double s) { return A + fabs(x); }
+static inline double red_add_sq(double A, double x, double C, double s) { return A + x * x; }
+static inline double red_add_powabs(double A, double x, double C, double s)
+{
+    return A + pow(fabs(x) / C, s);
+}
+static inline double red_same(double A, double C, double s) { return A; }
+static inline double red_div_s(double A, double C, double s) { return A / s; }
+static inline double red_sqrt(double A, double C, double s) { return sqrt(A); }
+static inline double red_lse(double A, double C, double s) { return isinf(C) ? C : C + log(A); }
+static inline double red_normp(double A, double C, double s)
+{
+    return (C == 0 || isinf(C)) ? C : C * pow(A, 1.0 / s);
+}
+#define RED_T float
+#define RED_NAME(x) x##_f32
+#include "reduce_impl.h"
+#undef RED_T
+#undef RED_NAME
+#define RED_T double
+#define RED_NAME(x) x##_f64
+#include "reduce_impl.h"
+#undef RED_T
+#undef RED_NAME
 
 /* ---------------------------------------------------------------- shape rules */
 static void keepdim_shape(const mi_tensor *x, uint32_t axes, int64_t *shape)

@@ -296,42 +296,19 @@ mi_tensor *mi_attention_mask(mi_dtype dt, int64_t t, int64_t s, bool causal, int
  * q [..., T, D], k [..., S, D], v [..., S, Dv] → [..., T, Dv], sc = 1/√D:
  *   P = softmax(sc·q kᵀ + mask),  y = P v   (mask: attention_mask(causal, window))
  *   dv = Pᵀ g,  dS = P ⊙ (g vᵀ − Σ_s (g vᵀ) ⊙ P),  dq = sc·dS k,  dk = sc·dSᵀ q
- * The forward kernel is one pass with an online softmax (no T×S buffer); the
- * vjp recomputes P with ops. Every query row must keep at least one key. */
-#define ATTENTION_BODY                                                             \
-    int rk = in[0]->rank;                                                          \
-    int64_t nt = in[0]->shape[rk - 2], d = in[0]->shape[rk - 1];                   \
-    int64_t ns = in[1]->shape[rk - 2], dv = in[2]->shape[rk - 1];                  \
-    int64_t lead = nt ? in[0]->numel / (nt * d) : 0, w = a->window;                \
-    T sc = (T)(1.0 / sqrt((double)d));                                             \
-    for (int64_t l = 0; l < lead; l++) {                                           \
-        const T *Q = (const T *)in[0]->data + l * nt * d;                          \
-        const T *K = (const T *)in[1]->data + l * ns * d;                          \
-        const T *V = (const T *)in[2]->data + l * ns * dv;                         \
-        for (int64_t t = 0; t < nt; t++) {                                         \
-            T *y = (T *)o->data + (l * nt + t) * dv;                               \
-            T m = (T)-INFINITY, z = 0; /* running max and normaliser */            \
-            int64_t lo = w > 0 && t - w + 1 > 0 ? t - w + 1 : 0;                   \
-            int64_t hi = a->causal && t < ns - 1 ? t : ns - 1;                     \
-            for (int64_t e = 0; e < dv; e++) y[e] = 0;                             \
-            for (int64_t s = lo; s <= hi; s++) {                                   \
-                T dot = 0;                                                         \
-                for (int64_t e = 0; e < d; e++) dot += Q[t * d + e] * K[s * d + e]; \
-                dot *= sc;                                                         \
-                if (dot > m) { /* rescale what is summed so far to the new max */  \
-                    T c = F(exp)(m - dot);                                         \
-                    z *= c;                                                        \
-                    for (int64_t e = 0; e < dv; e++) y[e] *= c;                    \
-                    m = dot;                                                       \
-                }                                                                  \
-                T p = F(exp)(dot - m);                                             \
-                z += p;                                                            \
-                for (int64_t e = 0; e < dv; e++) y[e] += p * V[s * dv + e];        \
-            }                                                                      \
-            for (int64_t e = 0; e < dv; e++) y[e] /= z;                            \
-        }                                                                          \
-    }
-NN_KERNELS(attention, ATTENTION_BODY)
+ * The forward kernel (attention_impl.h, per dtype) is one pass with an
+ * online softmax (no T×S buffer); the vjp recomputes P with ops. Every query
+ * row must keep at least one key. */
+#define ATT_T float
+#define ATT_NAME(x) x##_f32
+#include "attention_impl.h"
+#undef ATT_T
+#undef ATT_NAME
+#define ATT_T double
+#define ATT_NAME(x) x##_f64
+#include "attention_impl.h"
+#undef ATT_T
+#undef ATT_NAME
 
 static int attention_shape(mi_tensor *const *in, int n, const mi_attrs *a, mi_dtype *dt,
                            int *rank, int64_t *shape)

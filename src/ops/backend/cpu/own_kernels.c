@@ -303,64 +303,44 @@ static void erun_all(const ectx *k, int64_t numel, own_range_fn range)
 }
 
 /* ---------------------------------------------------------------- binary ops
- * OWN_BINARY(name, EXPR): own_<name>_f32 computes Y = EXPR of x (input 0)
- * and y (input 1), broadcasting, with the expression of binary.c. Each run
- * is one of three vectorised loops: both contiguous, or one side repeated
- * (scalar operand, row or column broadcast). */
-#define OWN_BINARY(name, EXPR)                                                                 \
-    static inline void name##_run(float *restrict Y, const float *restrict A,                 \
-                                  const float *restrict B, const float *C, int64_t sa,         \
-                                  int64_t sb, int64_t sc, int64_t n)                           \
-    {                                                                                          \
-        (void)C, (void)sc;                                                                     \
-        if (sa && sb) {                                                                        \
-            for (int64_t i = 0; i < n; i++) {                                                  \
-                float x = A[i], y = B[i];                                                      \
-                Y[i] = (float)(EXPR);                                                          \
-            }                                                                                  \
-        } else if (sa) {                                                                       \
-            const float y = B[0];                                                              \
-            for (int64_t i = 0; i < n; i++) {                                                  \
-                float x = A[i];                                                                \
-                Y[i] = (float)(EXPR);                                                          \
-            }                                                                                  \
-        } else if (sb) {                                                                       \
-            const float x = A[0];                                                              \
-            for (int64_t i = 0; i < n; i++) {                                                  \
-                float y = B[i];                                                                \
-                Y[i] = (float)(EXPR);                                                          \
-            }                                                                                  \
-        } else {                                                                               \
-            const float x = A[0], y = B[0], v = (float)(EXPR);                                 \
-            for (int64_t i = 0; i < n; i++) Y[i] = v;                                          \
-        }                                                                                      \
-    }                                                                                          \
-    static void name##_range(const void *c, int64_t e0, int64_t e1)                            \
-    {                                                                                          \
-        ewalk(c, e0, e1, name##_run);                                                          \
-    }                                                                                          \
-    void own_##name##_f32(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a)               \
-    {                                                                                          \
-        (void)a;                                                                               \
-        eplan p;                                                                               \
-        eplan_build(&p, o, in, 2);                                                             \
-        ectx k = {.p = &p, .y = o->data, .x = {in[0]->data, in[1]->data}};                     \
-        erun_all(&k, o->numel, name##_range);                                                  \
-    }
-
+ * own_<op>_f32 computes Y = BIN_EXPR(x, y) of x (input 0) and y (input 1),
+ * broadcasting, with the expression of binary.c (own_binary_impl.h, once
+ * per op; it #undefs BIN_OP and BIN_EXPR after each). */
 /* ORD(x, y): neither is a NaN (an IEEE comparison is then false). */
 #define ORD(x, y) (!(f_nan(x) | f_nan(y)))
-OWN_BINARY(add, x + y)
-OWN_BINARY(sub, x - y)
-OWN_BINARY(mul, x *y)
-OWN_BINARY(div, x / y)
-OWN_BINARY(maximum, ORD(x, y) && x >= y ? x : y)
-OWN_BINARY(minimum, ORD(x, y) && x <= y ? x : y)
-OWN_BINARY(gt, ORD(x, y) && x > y ? 1 : 0)
-OWN_BINARY(ge, ORD(x, y) && x >= y ? 1 : 0)
-OWN_BINARY(lt, ORD(x, y) && x < y ? 1 : 0)
-OWN_BINARY(le, ORD(x, y) && x <= y ? 1 : 0)
-OWN_BINARY(eq, ORD(x, y) && x == y ? 1 : 0)
+#define BIN_OP add
+#define BIN_EXPR(x, y) x + y
+#include "own_binary_impl.h"
+#define BIN_OP sub
+#define BIN_EXPR(x, y) x - y
+#include "own_binary_impl.h"
+#define BIN_OP mul
+#define BIN_EXPR(x, y) x * y
+#include "own_binary_impl.h"
+#define BIN_OP div
+#define BIN_EXPR(x, y) x / y
+#include "own_binary_impl.h"
+#define BIN_OP maximum
+#define BIN_EXPR(x, y) ORD(x, y) && x >= y ? x : y
+#include "own_binary_impl.h"
+#define BIN_OP minimum
+#define BIN_EXPR(x, y) ORD(x, y) && x <= y ? x : y
+#include "own_binary_impl.h"
+#define BIN_OP gt
+#define BIN_EXPR(x, y) ORD(x, y) && x > y ? 1 : 0
+#include "own_binary_impl.h"
+#define BIN_OP ge
+#define BIN_EXPR(x, y) ORD(x, y) && x >= y ? 1 : 0
+#include "own_binary_impl.h"
+#define BIN_OP lt
+#define BIN_EXPR(x, y) ORD(x, y) && x < y ? 1 : 0
+#include "own_binary_impl.h"
+#define BIN_OP le
+#define BIN_EXPR(x, y) ORD(x, y) && x <= y ? 1 : 0
+#include "own_binary_impl.h"
+#define BIN_OP eq
+#define BIN_EXPR(x, y) ORD(x, y) && x == y ? 1 : 0
+#include "own_binary_impl.h"
 
 /* ---------------------------------------------------------------- where
  * Y = cond != 0 ? a : b, broadcasting all three: the all-contiguous run
