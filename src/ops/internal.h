@@ -174,22 +174,6 @@ static inline void bcast_next(bcast *b)
 /* ANY_KERNEL(fn): one dtype-agnostic kernel (it copies element bytes) in both slots. */
 #define ANY_KERNEL(fn) .kernel = {{fn, fn}}
 
-/* NN_KERNELS(name, BODY) (nn.c, sequence.c) defines name_f32 and name_f64
- * running BODY, which reads `o`, `in` and `a`, and uses the element type T
- * and F(fn) (expf or exp). */
-#define NN_KERNEL_T(fname, TYPE, ...)                                         \
-    static void fname(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a)  \
-    {                                                                         \
-        typedef TYPE T;                                                       \
-        typedef TYPE scalar_t;                                                \
-        (void)(scalar_t)0;                                                    \
-        (void)a;                                                              \
-        __VA_ARGS__                                                           \
-    }
-#define NN_KERNELS(name, ...)                          \
-    NN_KERNEL_T(name##_f32, float, __VA_ARGS__)        \
-    NN_KERNEL_T(name##_f64, double, __VA_ARGS__)
-
 /* ---------------------------------------------------------------- examples
  * Inputs for the registry-driven gradient checks: f64, requires_grad. */
 mi_tensor *ex_normal(mi_rng *r, int rank, const int64_t *shape);

@@ -70,31 +70,23 @@ static int check_targets(const char *op, const mi_tensor *t, int64_t classes, in
     return 0;
 }
 
+/* The REF kernels, per dtype (nn_impl.h); the math of each is stated there
+ * and at its op below. NORM_* selects the normalisation in norm_rows. */
+enum { NORM_LAYER, NORM_RMS, NORM_L2 };
+#define NN_T float
+#define NN_NAME(x) x##_f32
+#include "nn_impl.h"
+#undef NN_T
+#undef NN_NAME
+#define NN_T double
+#define NN_NAME(x) x##_f64
+#include "nn_impl.h"
+#undef NN_T
+#undef NN_NAME
+
 /* ================================================================ softmax
  * y = softmax(x) along attrs.axis: y_i = e^(x_i − m) / Σ_j e^(x_j − m), m = max x.
  * dx = y ⊙ (g − Σ g ⊙ y) */
-#define SOFTMAX_BODY(LOG)                                                          \
-    int64_t outer, n, inner;                                                       \
-    axis_split(in[0], a->axis < 0 ? a->axis + in[0]->rank : a->axis, &outer, &n,   \
-               &inner);                                                            \
-    const T *X = in[0]->data;                                                      \
-    T *Y = o->data;                                                                \
-    for (int64_t p = 0; p < outer; p++)                                            \
-        for (int64_t q = 0; q < inner; q++) {                                      \
-            const T *x = X + p * n * inner + q;                                    \
-            T *y = Y + p * n * inner + q;                                          \
-            T m = x[0], s = 0;                                                     \
-            for (int64_t i = 1; i < n; i++)                                        \
-                if (x[i * inner] > m) m = x[i * inner];                            \
-            for (int64_t i = 0; i < n; i++) s += F(exp)(x[i * inner] - m);         \
-            T ls = F(log)(s), rs = 1 / s;                                          \
-            for (int64_t i = 0; i < n; i++)                                        \
-                y[i * inner] = LOG ? x[i * inner] - m - ls                         \
-                                   : F(exp)(x[i * inner] - m) * rs;                \
-        }
-NN_KERNELS(softmax, SOFTMAX_BODY(0))
-NN_KERNELS(log_softmax, SOFTMAX_BODY(1))
-
 static int softmax_like_shape(const char *op, mi_tensor *const *in, const mi_attrs *a,
                               mi_dtype *dt, int *rank, int64_t *shape)
 {
@@ -157,25 +149,6 @@ mi_tensor *mi_log_softmax(mi_tensor *x, int axis)
  *   L = (1/n) Σ_{r: t_r ≠ ignore} (logsumexp(x_r) − x_{r,t_r}),  n = #counted rows
  * (L = 0 when every row is ignored).
  *   dx = (softmax(x) ⊙ mask − one_hot(t)) · g / max(n, 1),  mask_r = [t_r ≠ ignore] */
-#define CROSS_ENTROPY_BODY                                                         \
-    const mi_tensor *t = in[1];                                                    \
-    int64_t nr = in[0]->shape[0], nc = in[0]->shape[1], count = 0;                 \
-    const T *X = in[0]->data;                                                      \
-    T total = 0;                                                                   \
-    for (int64_t r = 0; r < nr; r++) {                                             \
-        int64_t c = index_at(t, r);                                                \
-        if (c == a->index) continue;                                               \
-        const T *x = X + r * nc;                                                   \
-        T m = x[0], s = 0;                                                         \
-        for (int64_t j = 1; j < nc; j++)                                           \
-            if (x[j] > m) m = x[j];                                                \
-        for (int64_t j = 0; j < nc; j++) s += F(exp)(x[j] - m);                    \
-        total += m + F(log)(s) - x[c];                                             \
-        count++;                                                                   \
-    }                                                                              \
-    ((T *)o->data)[0] = count ? total / (T)count : 0;
-NN_KERNELS(cross_entropy, CROSS_ENTROPY_BODY)
-
 static int cross_entropy_shape(mi_tensor *const *in, int n, const mi_attrs *a, mi_dtype *dt,
                                int *rank, int64_t *shape)
 {
@@ -253,16 +226,6 @@ mi_tensor *mi_cross_entropy(mi_tensor *logits, mi_tensor *targets, int64_t ignor
  * t = ignore_index all 0. Attributes: attrs.index = C (classes),
  * attrs.stop = ignore_index, attrs.rank = the output dtype (an mi_dtype,
  * MI_F32 or MI_F64). No gradient. */
-#define ONE_HOT_BODY                                                               \
-    int64_t nc = a->index;                                                         \
-    T *Y = o->data;                                                                \
-    memset(Y, 0, sizeof(T) * (size_t)o->numel);                                    \
-    for (int64_t r = 0; r < in[0]->numel; r++) {                                   \
-        int64_t c = index_at(in[0], r);                                            \
-        if (c != a->stop) Y[r * nc + c] = 1;                                       \
-    }
-NN_KERNELS(one_hot, ONE_HOT_BODY)
-
 static int one_hot_shape(mi_tensor *const *in, int n, const mi_attrs *a, mi_dtype *dt, int *rank,
                          int64_t *shape)
 {
@@ -323,28 +286,6 @@ mi_tensor *mi_one_hot(mi_tensor *targets, int64_t classes, int64_t ignore_index,
  *   l2_normalize  y = x·r,        r = 1/√(Σx² + eps)
  *                 dx = r·(g − y·Σ(g ⊙ y))
  * The vjps recompute r from x with ops; y is the recorded output. */
-enum { NORM_LAYER, NORM_RMS, NORM_L2 };
-#define NORM_BODY(KIND)                                                            \
-    int64_t d = in[0]->shape[in[0]->rank - 1], rows = d ? o->numel / d : 0;        \
-    const T *X = in[0]->data;                                                      \
-    T *Y = o->data;                                                                \
-    for (int64_t r = 0; r < rows; r++) {                                           \
-        const T *x = X + r * d;                                                    \
-        T *y = Y + r * d;                                                          \
-        T mu = 0, ss = 0;                                                          \
-        if (KIND == NORM_LAYER) {                                                  \
-            for (int64_t j = 0; j < d; j++) mu += x[j];                            \
-            mu /= (T)d;                                                            \
-        }                                                                          \
-        for (int64_t j = 0; j < d; j++) ss += (x[j] - mu) * (x[j] - mu);           \
-        if (KIND != NORM_L2) ss /= (T)d;                                           \
-        T rs = 1 / F(sqrt)(ss + (T)a->eps);                                        \
-        for (int64_t j = 0; j < d; j++) y[j] = (x[j] - mu) * rs;                   \
-    }
-NN_KERNELS(layer_norm, NORM_BODY(NORM_LAYER))
-NN_KERNELS(rms_norm, NORM_BODY(NORM_RMS))
-NN_KERNELS(l2_normalize, NORM_BODY(NORM_L2))
-
 static int norm_shape(const char *op, mi_tensor *const *in, const mi_attrs *a, mi_dtype *dt,
                       int *rank, int64_t *shape)
 {
@@ -482,23 +423,6 @@ static int grad_pair_shape(const char *op, mi_tensor *const *in, mi_dtype *dt, i
  * y = softmax output, g its gradient, along attrs.axis:
  *   dx = y ⊙ (g − s),  s = Σ g ⊙ y
  *   d/dy = h ⊙ (g − s) − (Σ h ⊙ y)·g,  d/dg = softmax_backward(y, h) */
-#define SOFTMAX_BWD_BODY                                                           \
-    int64_t outer, n, inner;                                                       \
-    axis_split(in[0], a->axis < 0 ? a->axis + in[0]->rank : a->axis, &outer, &n,   \
-               &inner);                                                            \
-    const T *Y = in[0]->data, *G = in[1]->data;                                    \
-    T *D = o->data;                                                                \
-    for (int64_t p = 0; p < outer; p++)                                            \
-        for (int64_t q = 0; q < inner; q++) {                                      \
-            int64_t base = p * n * inner + q;                                      \
-            T s = 0;                                                               \
-            for (int64_t i = 0; i < n; i++)                                        \
-                s += G[base + i * inner] * Y[base + i * inner];                    \
-            for (int64_t i = 0; i < n; i++)                                        \
-                D[base + i * inner] = Y[base + i * inner] * (G[base + i * inner] - s); \
-        }
-NN_KERNELS(softmax_backward, SOFTMAX_BWD_BODY)
-
 static int softmax_backward_shape(mi_tensor *const *in, int n, const mi_attrs *a, mi_dtype *dt,
                                   int *rank, int64_t *shape)
 {
@@ -536,27 +460,6 @@ mi_tensor *mi_softmax_backward(mi_tensor *y, mi_tensor *g, int axis)
  *   d/dg = layer_norm_backward(x, h)  (the Jacobian is symmetric)
  *   d/dx = −r·(m·lnb(x, h) + mean(h ⊙ y)·f + r·y·(mean(h ⊙ (g − mean g)) − m·mean(h ⊙ y)))
  * (the chain through y gives the first two terms, through r the last). */
-#define LAYER_NORM_BWD_BODY                                                        \
-    int64_t d = in[0]->shape[in[0]->rank - 1], rows = d ? o->numel / d : 0;        \
-    const T *X = in[0]->data, *G = in[1]->data;                                    \
-    T *D = o->data;                                                                \
-    for (int64_t r = 0; r < rows; r++) {                                           \
-        const T *x = X + r * d, *g = G + r * d;                                    \
-        T mu = 0, ss = 0, sg = 0, sgy = 0;                                         \
-        for (int64_t j = 0; j < d; j++) mu += x[j];                                \
-        mu /= (T)d;                                                                \
-        for (int64_t j = 0; j < d; j++) ss += (x[j] - mu) * (x[j] - mu);           \
-        T rs = 1 / F(sqrt)(ss / (T)d + (T)a->eps);                                 \
-        for (int64_t j = 0; j < d; j++) {                                          \
-            sg += g[j];                                                            \
-            sgy += g[j] * ((x[j] - mu) * rs);                                      \
-        }                                                                          \
-        T mg = sg / (T)d, mgy = sgy / (T)d;                                        \
-        for (int64_t j = 0; j < d; j++)                                            \
-            D[r * d + j] = rs * (g[j] - mg - (x[j] - mu) * rs * mgy);              \
-    }
-NN_KERNELS(layer_norm_backward, LAYER_NORM_BWD_BODY)
-
 static int layer_norm_backward_shape(mi_tensor *const *in, int n, const mi_attrs *a,
                                      mi_dtype *dt, int *rank, int64_t *shape)
 {

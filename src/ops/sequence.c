@@ -7,27 +7,24 @@
 
 #define SHAPE(buf, t) mi_shape_str(buf, sizeof buf, (t)->rank, (t)->shape)
 
+/* The REF kernels of conv1d_causal, its weight gradient, rope and the
+ * attention mask, per dtype (sequence_impl.h; attention's further down, in
+ * attention_impl.h). The math of each is stated there and at its op below. */
+#define SEQ_T float
+#define SEQ_NAME(x) x##_f32
+#include "sequence_impl.h"
+#undef SEQ_T
+#undef SEQ_NAME
+#define SEQ_T double
+#define SEQ_NAME(x) x##_f64
+#include "sequence_impl.h"
+#undef SEQ_T
+#undef SEQ_NAME
+
 /* ================================================================ conv1d_causal
  * Depthwise causal convolution, x [B, T, C], w [C, K]:
  *   y[b,t,c] = Σ_j w[c,j]·x[b, t−K+1+j, c]   (x = 0 before t = 0)
  *   dx = flip_T(conv1d_causal(flip_T(g), w)),  dw = conv1d_causal_wgrad(g, x, K) */
-#define CONV_BODY                                                                  \
-    int64_t nb = in[0]->shape[0], nt = in[0]->shape[1], nc = in[0]->shape[2];      \
-    int64_t k = in[1]->shape[1];                                                   \
-    const T *X = in[0]->data, *W = in[1]->data;                                    \
-    T *Y = o->data;                                                                \
-    for (int64_t b = 0; b < nb; b++)                                               \
-        for (int64_t t = 0; t < nt; t++)                                           \
-            for (int64_t c = 0; c < nc; c++) {                                     \
-                T s = 0;                                                           \
-                for (int64_t j = 0; j < k; j++) {                                  \
-                    int64_t u = t - k + 1 + j;                                     \
-                    if (u >= 0) s += W[c * k + j] * X[(b * nt + u) * nc + c];      \
-                }                                                                  \
-                Y[(b * nt + t) * nc + c] = s;                                      \
-            }
-NN_KERNELS(conv1d_causal, CONV_BODY)
-
 static int conv1d_causal_shape(mi_tensor *const *in, int n, const mi_attrs *a, mi_dtype *dt,
                                int *rank, int64_t *shape)
 {
@@ -99,21 +96,6 @@ static mi_backend select_own(mi_tensor *const *in, int n, const mi_attrs *a, con
  *   dw[c,j] = Σ_{b,t} g[b,t,c]·x[b, t−K+1+j, c]
  * Bilinear; with upstream H [C, K]:
  *   d/dg = conv1d_causal(x, H),  d/dx = flip_T(conv1d_causal(flip_T(g), H)) */
-#define WGRAD_BODY                                                                 \
-    int64_t nb = in[0]->shape[0], nt = in[0]->shape[1], nc = in[0]->shape[2];      \
-    int64_t k = a->index;                                                          \
-    const T *G = in[0]->data, *X = in[1]->data;                                    \
-    T *D = o->data;                                                                \
-    for (int64_t c = 0; c < nc; c++)                                               \
-        for (int64_t j = 0; j < k; j++) {                                          \
-            T s = 0;                                                               \
-            for (int64_t b = 0; b < nb; b++)                                       \
-                for (int64_t t = k - 1 - j > 0 ? k - 1 - j : 0; t < nt; t++)       \
-                    s += G[(b * nt + t) * nc + c] * X[(b * nt + t - k + 1 + j) * nc + c]; \
-            D[c * k + j] = s;                                                      \
-        }
-NN_KERNELS(conv1d_causal_wgrad, WGRAD_BODY)
-
 static int conv1d_causal_wgrad_shape(mi_tensor *const *in, int n, const mi_attrs *a, mi_dtype *dt,
                                      int *rank, int64_t *shape)
 {
@@ -169,26 +151,6 @@ mi_tensor *mi_conv1d_causal_wgrad(mi_tensor *g, mi_tensor *x, int64_t k)
  *   y_{i+h} = x_i sin θ + x_{i+h} cos θ
  * A rotation: dx = rope(g) with the inverse flag flipped. The angles are
  * computed in double for both dtypes (t·freq loses digits in float at long T). */
-#define ROPE_BODY                                                                  \
-    int rk = in[0]->rank;                                                          \
-    int64_t nt = in[0]->shape[rk - 2], d = in[0]->shape[rk - 1], h = d / 2;        \
-    int64_t lead = o->numel / (nt * d);                                            \
-    const T *X = in[0]->data;                                                      \
-    T *Y = o->data;                                                                \
-    for (int64_t t = 0; t < nt; t++)                                               \
-        for (int64_t i = 0; i < h; i++) {                                          \
-            double th = (double)t * pow(a->p, -2.0 * (double)i / (double)d);       \
-            T cs = (T)cos(th), sn = (T)(a->reverse ? -sin(th) : sin(th));          \
-            for (int64_t l = 0; l < lead; l++) {                                   \
-                const T *x = X + (l * nt + t) * d;                                 \
-                T *y = Y + (l * nt + t) * d;                                       \
-                T x0 = x[i], x1 = x[i + h];                                        \
-                y[i] = x0 * cs - x1 * sn;                                          \
-                y[i + h] = x0 * sn + x1 * cs;                                      \
-            }                                                                      \
-        }
-NN_KERNELS(rope, ROPE_BODY)
-
 static int rope_shape(mi_tensor *const *in, int n, const mi_attrs *a, mi_dtype *dt, int *rank,
                       int64_t *shape)
 {
@@ -238,16 +200,6 @@ mi_tensor *mi_rope(mi_tensor *x, double base, bool inverse)
  * One input, used only for its dtype and its [T, S] shape; attrs.causal,
  * attrs.window. out[t,s] = −inf when (causal and s > t) or (window > 0 and
  * s ≤ t − window), else 0. No gradient. */
-#define MASK_BODY                                                                  \
-    int64_t nt = o->shape[0], ns = o->shape[1];                                    \
-    T *Y = o->data;                                                                \
-    for (int64_t t = 0; t < nt; t++)                                               \
-        for (int64_t s = 0; s < ns; s++) {                                         \
-            bool masked = (a->causal && s > t) || (a->window > 0 && s <= t - a->window); \
-            Y[t * ns + s] = masked ? (T)-INFINITY : 0;                             \
-        }
-NN_KERNELS(attention_mask, MASK_BODY)
-
 static int attention_mask_shape(mi_tensor *const *in, int n, const mi_attrs *a, mi_dtype *dt,
                                 int *rank, int64_t *shape)
 {
