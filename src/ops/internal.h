@@ -122,52 +122,54 @@ static inline void bcast_next(bcast *b)
  * UNARY_KERNELS(name, EXPR) defines name_f32 and name_f64 computing
  * y[i] = EXPR, where EXPR reads `x` (the element, of type T) and `a` (attrs)
  * and calls F(fn) for the dtype's libm function (F(exp) → expf / exp);
- * scalar_t is the element type. */
-#define UNARY_KERNEL_T(fname, T, EXPR)                                         \
-    static void fname(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a)   \
-    {                                                                          \
-        (void)a;                                                               \
-        typedef T scalar_t;                                                    \
-        (void)(scalar_t)0;                                                     \
-        const T *X = in[0]->data;                                              \
-        T *Y = o->data;                                                        \
-        for (int64_t i = 0; i < o->numel; i++) {                               \
-            T x = X[i];                                                        \
-            Y[i] = (T)(EXPR);                                                  \
-        }                                                                      \
-    }
-#define F(fn) _Generic((scalar_t)0, float: fn##f, double: fn)
-#define UNARY_KERNELS(name, EXPR)                   \
-    UNARY_KERNEL_T(name##_f32, float, EXPR)         \
-    UNARY_KERNEL_T(name##_f64, double, EXPR)
+ * scalar_t is the element type. BINARY_KERNELS(name, EXPR): y = EXPR of `x`
+ * (input 0) and `y` (input 1), broadcasting. The loops are functions in
+ * elementwise_impl.h, per dtype; each macro defines only the element
+ * function (name_el_f32, name_el_f64: the one-line EXPR) and the one-line
+ * kernel that hands it to the loop. */
+#define EW_T float
+#define EW_NAME(x) x##_f32
+#include "elementwise_impl.h"
+#undef EW_T
+#undef EW_NAME
+#define EW_T double
+#define EW_NAME(x) x##_f64
+#include "elementwise_impl.h"
+#undef EW_T
+#undef EW_NAME
 
-/* BINARY_KERNELS(name, EXPR): y = EXPR of `x` (input 0) and `y` (input 1),
- * broadcasting. */
-#define BINARY_KERNEL_T(fname, T, EXPR)                                        \
-    static void fname(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a)   \
-    {                                                                          \
-        (void)a;                                                               \
-        typedef T scalar_t;                                                    \
-        (void)(scalar_t)0;                                                     \
-        const T *A = in[0]->data, *B = in[1]->data;                            \
-        T *Y = o->data;                                                        \
-        if (mi_same_shape(in[0], o) && mi_same_shape(in[1], o)) {              \
-            for (int64_t i = 0; i < o->numel; i++) {                           \
-                T x = A[i], y = B[i];                                          \
-                Y[i] = (T)(EXPR);                                              \
-            }                                                                  \
-            return;                                                            \
-        }                                                                      \
-        bcast w;                                                               \
-        bcast_init(&w, o, in, 2);                                              \
-        for (int64_t i = 0; i < o->numel; i++, bcast_next(&w)) {               \
-            T x = A[w.off[0]], y = B[w.off[1]];                                \
-            Y[i] = (T)(EXPR);                                                  \
-        }                                                                      \
+#define F(fn) _Generic((scalar_t)0, float: fn##f, double: fn)
+#define UNARY_KERNEL_T(name, T, sfx, EXPR)                                                    \
+    static inline T name##_el##sfx(T x, const mi_attrs *a)                                   \
+    {                                                                                        \
+        typedef T scalar_t;                                                                  \
+        (void)(scalar_t)0;                                                                   \
+        (void)a;                                                                             \
+        return (T)(EXPR);                                                                    \
+    }                                                                                        \
+    static void name##sfx(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a)             \
+    {                                                                                        \
+        unary_map##sfx(o, in, a, name##_el##sfx);                                            \
+    }
+#define UNARY_KERNELS(name, EXPR)                   \
+    UNARY_KERNEL_T(name, float, _f32, EXPR)         \
+    UNARY_KERNEL_T(name, double, _f64, EXPR)
+
+#define BINARY_KERNEL_T(name, T, sfx, EXPR)                                                   \
+    static inline T name##_el##sfx(T x, T y)                                                 \
+    {                                                                                        \
+        typedef T scalar_t;                                                                  \
+        (void)(scalar_t)0;                                                                   \
+        return (T)(EXPR);                                                                    \
+    }                                                                                        \
+    static void name##sfx(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a)             \
+    {                                                                                        \
+        (void)a;                                                                             \
+        binary_map##sfx(o, in, name##_el##sfx);                                              \
     }
 #define BINARY_KERNELS(name, EXPR)                  \
-    BINARY_KERNEL_T(name##_f32, float, EXPR)        \
-    BINARY_KERNEL_T(name##_f64, double, EXPR)
+    BINARY_KERNEL_T(name, float, _f32, EXPR)        \
+    BINARY_KERNEL_T(name, double, _f64, EXPR)
 
 #define KERNELS(name) .kernel = {{name##_f32, name##_f64}}
 
