@@ -104,19 +104,17 @@ const mi_op mi_op_minimum = {.name = "minimum", .formula = "min(a, b)", .arity =
 mi_tensor *mi_minimum(mi_tensor *a, mi_tensor *b) { return RUN(&mi_op_minimum, NULL, a, b); }
 
 /* ---------------------------------------------------------------- where */
-#define WHERE_KERNEL_T(fname, T)                                               \
-    static void fname(mi_tensor *o, mi_tensor *const *in, const mi_attrs *at)  \
-    {                                                                          \
-        (void)at;                                                              \
-        const T *C = in[0]->data, *A = in[1]->data, *B = in[2]->data;          \
-        T *Y = o->data;                                                        \
-        bcast w;                                                               \
-        bcast_init(&w, o, in, 3);                                              \
-        for (int64_t i = 0; i < o->numel; i++, bcast_next(&w))                 \
-            Y[i] = C[w.off[0]] != 0 ? A[w.off[1]] : B[w.off[2]];               \
-    }
-WHERE_KERNEL_T(where_f32, float)
-WHERE_KERNEL_T(where_f64, double)
+/* The loop is where_map in elementwise_impl.h, per dtype. */
+static void where_f32(mi_tensor *o, mi_tensor *const *in, const mi_attrs *at)
+{
+    (void)at;
+    where_map_f32(o, in);
+}
+static void where_f64(mi_tensor *o, mi_tensor *const *in, const mi_attrs *at)
+{
+    (void)at;
+    where_map_f64(o, in);
+}
 static int where_shape(mi_tensor *const *in, int n, const mi_attrs *a, mi_dtype *dt, int *rank,
                        int64_t *shape)
 {

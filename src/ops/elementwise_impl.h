@@ -39,3 +39,27 @@ EW_NAME(binary_map)(mi_tensor *o, mi_tensor *const *in, EW_T (*el)(EW_T x, EW_T 
         Y[i] = el(x, y);
     }
 }
+
+/* unary.c's GRAD_KERNELS: y[i] = el(x[i], g[i]), x = input 0 and g = input 1
+ * of the same shape. */
+static inline __attribute__((always_inline)) void
+EW_NAME(grad_map)(mi_tensor *o, mi_tensor *const *in, EW_T (*el)(EW_T x, EW_T g))
+{
+    const EW_T *X = in[0]->data, *G = in[1]->data;
+    EW_T *Y = o->data;
+    for (int64_t i = 0; i < o->numel; i++) {
+        EW_T x = X[i], g = G[i];
+        Y[i] = el(x, g);
+    }
+}
+
+/* binary.c's where: y = cond != 0 ? a : b, broadcasting all three. */
+static inline void EW_NAME(where_map)(mi_tensor *o, mi_tensor *const *in)
+{
+    const EW_T *C = in[0]->data, *A = in[1]->data, *B = in[2]->data;
+    EW_T *Y = o->data;
+    bcast w;
+    bcast_init(&w, o, in, 3);
+    for (int64_t i = 0; i < o->numel; i++, bcast_next(&w))
+        Y[i] = C[w.off[0]] != 0 ? A[w.off[1]] : B[w.off[2]];
+}

@@ -458,23 +458,25 @@ static int grad_shape(const char *op, mi_tensor *const *in, mi_dtype *dt, int *r
         return grad_shape(#name, in, dt, rank, shape);                                     \
     }
 
-/* GRAD_KERNELS(name, EXPR): y[i] = EXPR of x = in[0][i] and g = in[1][i]. */
-#define GRAD_KERNEL_T(fname, T, EXPR)                                          \
-    static void fname(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a)   \
+/* GRAD_KERNELS(name, EXPR): y[i] = EXPR of x = in[0][i] and g = in[1][i]. The
+ * loop is grad_map in elementwise_impl.h, per dtype; this defines the element
+ * function (name_el_f32, name_el_f64: the one-line EXPR) and the one-line
+ * kernel that hands it to the loop. */
+#define GRAD_KERNEL_T(name, T, sfx, EXPR)                                      \
+    static inline T name##_el##sfx(T x, T g)                                   \
     {                                                                          \
-        (void)a;                                                               \
         typedef T scalar_t;                                                    \
         (void)(scalar_t)0;                                                     \
-        const T *X = in[0]->data, *G = in[1]->data;                            \
-        T *Y = o->data;                                                        \
-        for (int64_t i = 0; i < o->numel; i++) {                               \
-            T x = X[i], g = G[i];                                              \
-            Y[i] = (T)(EXPR);                                                  \
-        }                                                                      \
+        return (T)(EXPR);                                                      \
+    }                                                                          \
+    static void name##sfx(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a) \
+    {                                                                          \
+        (void)a;                                                               \
+        grad_map##sfx(o, in, name##_el##sfx);                                  \
     }
 #define GRAD_KERNELS(name, EXPR)                    \
-    GRAD_KERNEL_T(name##_f32, float, EXPR)          \
-    GRAD_KERNEL_T(name##_f64, double, EXPR)
+    GRAD_KERNEL_T(name, float, _f32, EXPR)          \
+    GRAD_KERNEL_T(name, double, _f64, EXPR)
 
 /* σ(x) as the sigmoid op computes it, per dtype. */
 static inline float sigmoid_of_f(float x)
