@@ -35,36 +35,33 @@ static int scan1_shape(const char *op, mi_tensor *const *in, const mi_attrs *a, 
     return 0;
 }
 
-/* y_t = y_{t∓1} OP x_t, y_first = x_first (OP is + or *). */
-#define CUMULATE_KERNEL_T(fname, T, OP)                                       \
-    static void fname(mi_tensor *o, mi_tensor *const *in, const mi_attrs *at) \
-    {                                                                         \
-        int64_t outer, len, inner;                                            \
-        split_axis(o, attr_axis(at, o->rank), &outer, &len, &inner);          \
-        const T *X = in[0]->data;                                             \
-        T *Y = o->data;                                                       \
-        for (int64_t b = 0; b < outer; b++) {                                 \
-            const T *x = X + b * len * inner;                                 \
-            T *y = Y + b * len * inner;                                       \
-            for (int64_t s = 0; s < len; s++) {                               \
-                int64_t t = at->reverse ? len - 1 - s : s;                    \
-                const T *xt = x + t * inner;                                  \
-                T *yt = y + t * inner;                                        \
-                if (s == 0) {                                                 \
-                    for (int64_t i = 0; i < inner; i++) yt[i] = xt[i];        \
-                    continue;                                                 \
-                }                                                             \
-                const T *yp = at->reverse ? yt + inner : yt - inner;          \
-                for (int64_t i = 0; i < inner; i++) yt[i] = yp[i] OP xt[i];   \
-            }                                                                 \
-        }                                                                     \
+/* a's strides in x's frame: 0 along the axes a broadcasts over. */
+static void bcast_strides(const mi_tensor *a, const mi_tensor *x, int64_t *st)
+{
+    int64_t own[MI_MAX_RANK];
+    mi_strides(a->rank, a->shape, own);
+    for (int d = 0; d < x->rank; d++) {
+        int da = d - (x->rank - a->rank);
+        st[d] = (da < 0 || a->shape[da] == 1) ? 0 : own[da];
     }
+}
+
+/* The kernels of cumsum, cumprod, linear_scan and linear_scan_from, per
+ * dtype (scan_impl.h). */
+#define SCAN_T float
+#define SCAN_NAME(x) x##_f32
+#include "scan_impl.h"
+#undef SCAN_T
+#undef SCAN_NAME
+#define SCAN_T double
+#define SCAN_NAME(x) x##_f64
+#include "scan_impl.h"
+#undef SCAN_T
+#undef SCAN_NAME
 
 /* ---------------------------------------------------------------- cumsum
  * y_t = Σ_{s ≤ t} x_s (reverse: Σ_{s ≥ t} x_s).
  * vjp: ∂L/∂x_s = Σ_{t ≥ s} g_t, the cumsum of g in the opposite direction. */
-CUMULATE_KERNEL_T(cumsum_f32, float, +)
-CUMULATE_KERNEL_T(cumsum_f64, double, +)
 static int cumsum_shape(mi_tensor *const *in, int n, const mi_attrs *a, mi_dtype *dt, int *rank,
                         int64_t *shape)
 {
@@ -103,8 +100,6 @@ mi_tensor *mi_cumsum(mi_tensor *x, int axis, bool reverse)
  * vjp: ∂y_t/∂x_s = y_t / x_s for t ≥ s, so ∂L/∂x = revcumsum(g ⊙ y) / x.
  * This closed form needs x ≠ 0 everywhere (a zero makes it 0/0); the
  * examples keep |x| in [0.5, 1.5]. */
-CUMULATE_KERNEL_T(cumprod_f32, float, *)
-CUMULATE_KERNEL_T(cumprod_f64, double, *)
 static int cumprod_shape(mi_tensor *const *in, int n, const mi_attrs *a, mi_dtype *dt, int *rank,
                          int64_t *shape)
 {
@@ -157,29 +152,6 @@ mi_tensor *mi_cumprod(mi_tensor *x, int axis, bool reverse)
  *   ∂L/∂a_t = λ_t ⊙ h_{t−1}   (h_{−1} = 0; the engine sums it to a's shape)
  * a_next at the scan's first step multiplies the zero start state, so the
  * zero that pad puts there never matters. */
-
-/* a's strides in x's frame: 0 along the axes a broadcasts over. */
-static void bcast_strides(const mi_tensor *a, const mi_tensor *x, int64_t *st)
-{
-    int64_t own[MI_MAX_RANK];
-    mi_strides(a->rank, a->shape, own);
-    for (int d = 0; d < x->rank; d++) {
-        int da = d - (x->rank - a->rank);
-        st[d] = (da < 0 || a->shape[da] == 1) ? 0 : own[da];
-    }
-}
-
-/* The kernels, per dtype (scan_impl.h). */
-#define SCAN_T float
-#define SCAN_NAME(x) x##_f32
-#include "scan_impl.h"
-#undef SCAN_T
-#undef SCAN_NAME
-#define SCAN_T double
-#define SCAN_NAME(x) x##_f64
-#include "scan_impl.h"
-#undef SCAN_T
-#undef SCAN_NAME
 
 /* Shape rule of linear_scan (n = 2) and linear_scan_from (n = 3): float
  * inputs, a broadcasting to x, a valid axis, and h0 broadcasting to x's

@@ -1,7 +1,46 @@
-/* linear_scan's kernels, written once and included by scan.c per dtype, with
- * SCAN_T the element type and SCAN_NAME(x) the name x with the dtype's
- * suffix (split_axis, bcast_strides and attr_axis come from scan.c). Not a
- * header of its own: no guard. */
+/* The kernels of cumsum, cumprod and linear_scan, written once and included
+ * by scan.c per dtype, with SCAN_T the element type and SCAN_NAME(x) the name
+ * x with the dtype's suffix (split_axis, bcast_strides and attr_axis come
+ * from scan.c). Each op's vjp is stated at the op in scan.c. Not a header of
+ * its own: no guard. */
+
+/* y_t = y_{t∓1} OP x_t, y_first = x_first, along attrs.axis (attrs.reverse:
+ * from the end); OP is * when prod, else +. */
+static inline __attribute__((always_inline)) void
+SCAN_NAME(cumulate)(mi_tensor *o, mi_tensor *const *in, const mi_attrs *at, bool prod)
+{
+    int64_t outer, len, inner;
+    split_axis(o, attr_axis(at, o->rank), &outer, &len, &inner);
+    const SCAN_T *X = in[0]->data;
+    SCAN_T *Y = o->data;
+    for (int64_t b = 0; b < outer; b++) {
+        const SCAN_T *x = X + b * len * inner;
+        SCAN_T *y = Y + b * len * inner;
+        for (int64_t s = 0; s < len; s++) {
+            int64_t t = at->reverse ? len - 1 - s : s;
+            const SCAN_T *xt = x + t * inner;
+            SCAN_T *yt = y + t * inner;
+            if (s == 0) {
+                for (int64_t i = 0; i < inner; i++) yt[i] = xt[i];
+                continue;
+            }
+            const SCAN_T *yp = at->reverse ? yt + inner : yt - inner;
+            for (int64_t i = 0; i < inner; i++) yt[i] = prod ? yp[i] * xt[i] : yp[i] + xt[i];
+        }
+    }
+}
+
+/* y_t = Σ_{s ≤ t} x_s (reverse: Σ_{s ≥ t} x_s). */
+static void SCAN_NAME(cumsum)(mi_tensor *o, mi_tensor *const *in, const mi_attrs *at)
+{
+    SCAN_NAME(cumulate)(o, in, at, false);
+}
+
+/* y_t = Π_{s ≤ t} x_s (reverse: Π_{s ≥ t} x_s). */
+static void SCAN_NAME(cumprod)(mi_tensor *o, mi_tensor *const *in, const mi_attrs *at)
+{
+    SCAN_NAME(cumulate)(o, in, at, true);
+}
 
 /* One kernel body for linear_scan and linear_scan_from: th NULL starts
  * from zero (h_first = x_first, no multiply, the bits linear_scan always
