@@ -180,26 +180,7 @@ mi_tensor *mi_matmul(mi_tensor *a, mi_tensor *b) { return mi_matmul_t(a, b, fals
  * y[..., i, j] = a[..., i] · b[..., j];
  * da[..., i] = Σ_j g[..., i, j] b[..., j] = (g · b[..., :, None])[..., i, 0]
  * db[..., j] = Σ_i g[..., i, j] a[..., i] = (gᵀ · a[..., :, None])[..., j, 0] */
-#define OUTER_KERNEL_T(fname, T)                                                         \
-    static void fname(mi_tensor *o, mi_tensor *const *in, const mi_attrs *at)            \
-    {                                                                                    \
-        (void)at;                                                                        \
-        int nb = o->rank - 2;                                                            \
-        int64_t M = o->shape[nb], N = o->shape[nb + 1];                                  \
-        int64_t sa[MI_MAX_RANK], sb[MI_MAX_RANK], idx[MI_MAX_RANK] = {0}, oa = 0, ob = 0; \
-        batch_strides(in[0], 1, nb, M, sa);                                              \
-        batch_strides(in[1], 1, nb, N, sb);                                              \
-        int64_t nbatch = mi_shape_numel(nb, o->shape);                                   \
-        T *Y = o->data;                                                                  \
-        for (int64_t q = 0; q < nbatch; q++) {                                           \
-            const T *A = (const T *)in[0]->data + oa, *B = (const T *)in[1]->data + ob;  \
-            for (int64_t i = 0; i < M; i++)                                              \
-                for (int64_t j = 0; j < N; j++) *Y++ = A[i] * B[j];                      \
-            batch_next(idx, o->shape, nb, sa, sb, &oa, &ob);                             \
-        }                                                                                \
-    }
-OUTER_KERNEL_T(outer_f32, float)
-OUTER_KERNEL_T(outer_f64, double)
+/* The kernel is outer in matmul_impl.h, per dtype. */
 
 static int outer_shape(mi_tensor *const *in, int n, const mi_attrs *at, mi_dtype *dt, int *rank,
                        int64_t *shape)
@@ -423,28 +404,7 @@ mi_tensor *mi_tri_solve(mi_tensor *l, mi_tensor *b, bool trans)
  * write the product to a tensor of its own first. in = (A, B, C), s =
  * attrs.scalar. dC = dY (un-broadcast by the engine); dA, dB are matmul's
  * times s. */
-#define MATMUL_ACC_KERNEL_T(fname, T)                                                     \
-    static void fname(mi_tensor *o, mi_tensor *const *in, const mi_attrs *at)             \
-    {                                                                                     \
-        gemm_geom g;                                                                      \
-        gemm_geom_matmul(&g, o, in, at);                                                  \
-        matmul_acc_fill(o, in[2]);                                                        \
-        for (int64_t q = 0; q < g.nbatch; q++) {                                          \
-            const T *A = (const T *)in[0]->data + gemm_batch_offset(&g, g.sa, q);         \
-            const T *B = (const T *)in[1]->data + gemm_batch_offset(&g, g.sb, q);         \
-            T *C = (T *)o->data + q * g.M * g.N;                                          \
-            for (int64_t i = 0; i < g.M; i++)                                             \
-                for (int64_t j = 0; j < g.N; j++) {                                       \
-                    T acc = 0;                                                            \
-                    for (int64_t k = 0; k < g.K; k++)                                     \
-                        acc += (g.ta ? A[k * g.M + i] : A[i * g.K + k]) *                 \
-                               (g.tb ? B[j * g.K + k] : B[k * g.N + j]);                  \
-                    C[i * g.N + j] += (T)at->scalar * acc;                                \
-                }                                                                         \
-        }                                                                                 \
-    }
-MATMUL_ACC_KERNEL_T(matmul_acc_f32, float)
-MATMUL_ACC_KERNEL_T(matmul_acc_f64, double)
+/* The kernel is matmul_acc in matmul_impl.h, per dtype. */
 
 static int matmul_acc_shape(mi_tensor *const *in, int n, const mi_attrs *at, mi_dtype *dt,
                             int *rank, int64_t *shape)

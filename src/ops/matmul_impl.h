@@ -1,6 +1,7 @@
-/* matmul's REF kernel, written once and included by linalg.c per dtype, with
- * MM_T the element type and MM_NAME(x) the name x with the dtype's suffix.
- * Not a header of its own: no guard. */
+/* The REF kernels of matmul, outer and matmul_acc, written once and included
+ * by linalg.c per dtype, with MM_T the element type and MM_NAME(x) the name x
+ * with the dtype's suffix. Each op's vjp is stated at the op in linalg.c. Not
+ * a header of its own: no guard. */
 static void MM_NAME(matmul)(mi_tensor *o, mi_tensor *const *in, const mi_attrs *at)
 {
     const mi_tensor *a = in[0], *b = in[1];
@@ -37,5 +38,46 @@ static void MM_NAME(matmul)(mi_tensor *o, mi_tensor *const *in, const mi_attrs *
                 }
         }
         batch_next(idx, o->shape, nb, sa, sb, &oa, &ob);
+    }
+}
+
+/* y[..., i, j] = a[..., i] · b[..., j] */
+static void MM_NAME(outer)(mi_tensor *o, mi_tensor *const *in, const mi_attrs *at)
+{
+    (void)at;
+    int nb = o->rank - 2;
+    int64_t M = o->shape[nb], N = o->shape[nb + 1];
+    int64_t sa[MI_MAX_RANK], sb[MI_MAX_RANK], idx[MI_MAX_RANK] = {0}, oa = 0, ob = 0;
+    batch_strides(in[0], 1, nb, M, sa);
+    batch_strides(in[1], 1, nb, N, sb);
+    int64_t nbatch = mi_shape_numel(nb, o->shape);
+    MM_T *Y = o->data;
+    for (int64_t q = 0; q < nbatch; q++) {
+        const MM_T *A = (const MM_T *)in[0]->data + oa, *B = (const MM_T *)in[1]->data + ob;
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t j = 0; j < N; j++) *Y++ = A[i] * B[j];
+        batch_next(idx, o->shape, nb, sa, sb, &oa, &ob);
+    }
+}
+
+/* Y = C + s · op(A) op(B), C broadcast to the product's shape; in = (A, B, C),
+ * s = attrs.scalar. */
+static void MM_NAME(matmul_acc)(mi_tensor *o, mi_tensor *const *in, const mi_attrs *at)
+{
+    gemm_geom g;
+    gemm_geom_matmul(&g, o, in, at);
+    matmul_acc_fill(o, in[2]);
+    for (int64_t q = 0; q < g.nbatch; q++) {
+        const MM_T *A = (const MM_T *)in[0]->data + gemm_batch_offset(&g, g.sa, q);
+        const MM_T *B = (const MM_T *)in[1]->data + gemm_batch_offset(&g, g.sb, q);
+        MM_T *C = (MM_T *)o->data + q * g.M * g.N;
+        for (int64_t i = 0; i < g.M; i++)
+            for (int64_t j = 0; j < g.N; j++) {
+                MM_T acc = 0;
+                for (int64_t k = 0; k < g.K; k++)
+                    acc += (g.ta ? A[k * g.M + i] : A[i * g.K + k]) *
+                           (g.tb ? B[j * g.K + k] : B[k * g.N + j]);
+                C[i * g.N + j] += (MM_T)at->scalar * acc;
+            }
     }
 }
