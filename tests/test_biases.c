@@ -712,6 +712,11 @@ START_TEST(bad_parameters_are_reported)
     mi_error_clear();
     ck_assert_int_eq(mi_miras_config_set(&c, "robust_delta=0.2"), 0);
     ck_assert_double_eq(config_real(&c, "robust_delta"), 0.2);
+    /* an unknown key's message lists the chosen components' own keys too */
+    ck_assert_int_eq(mi_miras_config_set(&c, "robust_radius=0.2"), -1);
+    ck_assert_error_has("unknown key 'robust_radius'");
+    ck_assert_error_has("; bias robust: robust_delta, abs_eps");
+    mi_error_clear();
     for (int i = 0; i < 7; i++)
         ck_assert_msg(mi_bias_at(i) != NULL, "bias %d of the table is not defined", i);
 }

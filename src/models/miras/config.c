@@ -128,6 +128,24 @@ mi_miras_config mi_miras_config_default(void)
     return c;
 }
 
+/* An unknown key's message (the config's keys) gets the chosen components'
+ * own keys too: "...; bias lp: p, abs_eps". */
+static void unknown_key_hint(mi_miras_config *c)
+{
+    char text[1024];
+    size_t n = (size_t)snprintf(text, sizeof text, "%s", mi_error());
+    params_axis ax[2];
+    for (int i = 0, na = axes_of(c, ax); i < na && n < sizeof text; i++) {
+        if (!ax[i].params) continue;
+        n += (size_t)snprintf(text + n, sizeof text - n, "; %s %s:", ax[i].what, ax[i].name);
+        for (int k = 0; k < ax[i].n_params && n < sizeof text; k++)
+            n += (size_t)snprintf(text + n, sizeof text - n, "%s %s", k ? "," : "",
+                                  ax[i].params[k].key);
+    }
+    mi_error_clear(); /* the first message stays until cleared: replace it */
+    mi_error_set("%s", text);
+}
+
 int mi_miras_config_set(mi_miras_config *c, const char *assignment)
 {
     const char *eq = assignment ? strchr(assignment, '=') : NULL;
@@ -157,7 +175,10 @@ int mi_miras_config_set(mi_miras_config *c, const char *assignment)
                                         ax[i].what, name), -1;
         }
     }
-    if (mi_fields_set(miras_fields, N_FIELDS, c, "config", assignment) != 0) return -1;
+    if (mi_fields_set(miras_fields, N_FIELDS, c, "config", assignment) != 0) {
+        if (key[0] && !mi_fields_find(miras_fields, N_FIELDS, key)) unknown_key_hint(c);
+        return -1;
+    }
     own_blocks(c);  /* a component just chosen: its defaults */
     return 0;
 }
