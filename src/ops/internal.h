@@ -155,8 +155,11 @@ static inline void bcast_next(bcast *b)
     UNARY_KERNEL_T(name, float, _f32, EXPR)         \
     UNARY_KERNEL_T(name, double, _f64, EXPR)
 
-#define BINARY_KERNEL_T(name, T, sfx, EXPR)                                                   \
-    static inline T name##_el##sfx(T x, T y)                                                 \
+/* An op of two inputs element by element: the element function name_el
+ * (of x and the second input, named y2 in EXPR) and the one-line kernel that
+ * hands it to map (binary_map here; unary.c's gradients use grad_map). */
+#define PAIR_KERNEL_T(name, T, sfx, y2, map, EXPR)                                            \
+    static inline T name##_el##sfx(T x, T y2)                                                \
     {                                                                                        \
         typedef T scalar_t;                                                                  \
         (void)(scalar_t)0;                                                                   \
@@ -165,8 +168,9 @@ static inline void bcast_next(bcast *b)
     static void name##sfx(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a)             \
     {                                                                                        \
         (void)a;                                                                             \
-        binary_map##sfx(o, in, name##_el##sfx);                                              \
+        map##sfx(o, in, name##_el##sfx);                                                     \
     }
+#define BINARY_KERNEL_T(name, T, sfx, EXPR) PAIR_KERNEL_T(name, T, sfx, y, binary_map, EXPR)
 #define BINARY_KERNELS(name, EXPR)                  \
     BINARY_KERNEL_T(name, float, _f32, EXPR)        \
     BINARY_KERNEL_T(name, double, _f64, EXPR)

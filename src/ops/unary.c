@@ -459,21 +459,10 @@ static int grad_shape(const char *op, mi_tensor *const *in, mi_dtype *dt, int *r
     }
 
 /* GRAD_KERNELS(name, EXPR): y[i] = EXPR of x = in[0][i] and g = in[1][i]. The
- * loop is grad_map in elementwise_impl.h, per dtype; this defines the element
- * function (name_el_f32, name_el_f64: the one-line EXPR) and the one-line
- * kernel that hands it to the loop. */
-#define GRAD_KERNEL_T(name, T, sfx, EXPR)                                      \
-    static inline T name##_el##sfx(T x, T g)                                   \
-    {                                                                          \
-        typedef T scalar_t;                                                    \
-        (void)(scalar_t)0;                                                     \
-        return (T)(EXPR);                                                      \
-    }                                                                          \
-    static void name##sfx(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a) \
-    {                                                                          \
-        (void)a;                                                               \
-        grad_map##sfx(o, in, name##_el##sfx);                                  \
-    }
+ * loop is grad_map in elementwise_impl.h, per dtype; PAIR_KERNEL_T (internal.h)
+ * defines the element function (name_el_f32, name_el_f64: the one-line EXPR)
+ * and the one-line kernel that hands it to the loop. */
+#define GRAD_KERNEL_T(name, T, sfx, EXPR) PAIR_KERNEL_T(name, T, sfx, g, grad_map, EXPR)
 #define GRAD_KERNELS(name, EXPR)                    \
     GRAD_KERNEL_T(name, float, _f32, EXPR)          \
     GRAD_KERNEL_T(name, double, _f64, EXPR)
