@@ -11,7 +11,9 @@
  * for the ungated-read variant (decay_first false). The mini-batch rule at
  * the same b differs from b = 1 (so the comparison can fail), form=exact
  * refuses a model with no exact form, and the token-by-token step equals
- * the chunked forward. */
+ * the chunked forward. form=auto runs a small state (dk·dv ≤ 48²) through
+ * the fused per-token scan, a larger one through the chunkwise form;
+ * form=exact always through the latter. */
 #include <stdio.h>
 
 #include "harness.h"
@@ -243,6 +245,45 @@ START_TEST(step_equals_exact_forward)
 }
 END_TEST
 
+/* Whether the op named `name` is within `depth` recorded steps of t. */
+static bool computed_by(const mi_tensor *t, const char *name, int depth)
+{
+    if (!t || !t->node || depth < 0) return false;
+    if (!strcmp(t->node->op->name, name)) return true;
+    for (int i = 0; i < t->node->n_inputs; i++)
+        if (computed_by(t->node->inputs[i], name, depth - 1)) return true;
+    return false;
+}
+
+/* Whether gated DeltaNet at chunk 16 with heads of d ran the fused scan. */
+static bool ran_the_scan(int64_t d, int form)
+{
+    mi_miras_config cfg = preset_config(mi_preset_find("gated-deltanet"));
+    cfg.chunk = 16;
+    cfg.form = form;
+    mi_miras m;
+    ck_assert_int_eq(mi_miras_init(&m, &cfg), 0);
+    mi_rng r;
+    mi_rng_seed(&r, 7);
+    mi_tensor *x = mi_randn(&r, MI_F64, MI_SHAPE(1, 20, d), 0, 0.1);
+    x->requires_grad = true;
+    mi_tensor *w0 = mi_zeros(MI_F64, MI_SHAPE(d, d));
+    mi_miras_gates g = {.eta = mi_full(MI_F64, MI_SHAPE(1, 20), 0.5),
+                        .alpha = mi_full(MI_F64, MI_SHAPE(1, 20), 0.9)};
+    mi_tensor *y = mi_miras_forward(&m, x, x, x, &g, &w0, NULL);
+    ck_assert_msg(y != NULL, "%s", mi_error());
+    return computed_by(y, "delta_scan", 3);
+}
+
+START_TEST(auto_runs_small_states_through_the_scan)
+{
+    ck_assert(ran_the_scan(4, MI_FORM_AUTO));
+    ck_assert(ran_the_scan(48, MI_FORM_AUTO));
+    ck_assert(!ran_the_scan(49, MI_FORM_AUTO));
+    ck_assert(!ran_the_scan(4, MI_FORM_EXACT));
+}
+END_TEST
+
 START_TEST(form_key_and_errors)
 {
     mi_miras_config c = preset_config(mi_preset_find("titans"));
@@ -300,6 +341,7 @@ Suite *make_suite(void)
     tcase_add_loop_test(tc, step_equals_exact_forward, 0, N_CASES);
     tcase_add_loop_test(tc, f32_with_strong_decay, 0, 2);
     tcase_add_test(tc, form_key_and_errors);
+    tcase_add_test(tc, auto_runs_small_states_through_the_scan);
     suite_add_tcase(s, tc);
     return s;
 }

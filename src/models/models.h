@@ -94,8 +94,12 @@ typedef struct mi_miras_config {
 
 /* The chunked training form (config key `form`), for chunk b > 1:
  *   MI_FORM_AUTO       the exact chunkwise form where the model has one, the
- *                      mini-batch rule elsewhere (default)
- *   MI_FORM_EXACT      the exact form, an error where the model has none
+ *                      mini-batch rule elsewhere (default); where the state
+ *                      is small (dk·dv ≤ 2304, e.g. heads of 32 or 48) the
+ *                      exact form runs as the fused per-token scan, the same
+ *                      recurrence (to rounding), faster there and with less
+ *                      memory than chunks
+ *   MI_FORM_EXACT      the exact chunkwise form, an error where the model has none
  *   MI_FORM_MINIBATCH  the mini-batch rule (MIRAS "Parallelizable Training"):
  *                      every token of a chunk takes its gradient at the
  *                      chunk's start state, a different model from b = 1

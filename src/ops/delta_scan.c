@@ -33,12 +33,14 @@
  * Gradients of gradients are not provided: delta_scan_backward is marked
  * non-differentiable, and delta_scan's vjp under create_graph fails with a
  * message (the composed per-token ops, e.g. the recurrence's
- * materialize=true, differentiate to any order). */
-#include "internal.h"
-
-#ifdef _OPENMP
-#include <omp.h>
-#endif
+ * materialize=true, differentiate to any order).
+ *
+ * Kernels: REF in f32 and f64 (delta_scan_impl.h compiled here), and OWN f32,
+ * the same loops built with -O3 -ffast-math -march=native
+ * (backend/cpu/own_delta_scan.c: the dot products' sums reassociated and
+ * fused into FMAs, a few ulp from REF). */
+#include "delta_scan_loops.h"
+#include "own_delta_scan.h"
 
 #define DS_IN 6
 
@@ -101,58 +103,6 @@ static int delta_scan_shape(mi_tensor *const *in, int n, const mi_attrs *at, mi_
     return 0;
 }
 
-/* The inner loops over dk are vectorised (OpenMP simd: the dot products'
- * sums are reassociated, within rounding of the sequential order). */
-#define DS_PRAGMA(x) _Pragma(#x)
-#define DS_SIMD(clauses) DS_PRAGMA(omp simd clauses)
-
-/* A gate's value for row i of token nt: one per head (width 1) or one per
- * value row (width dv); ρ of the rule from α. */
-#define DS_GATE(G, nt, w, i) ((G)[(nt) * (w) + ((w) > 1 ? (i) : 0)])
-#define DS_RHO(T_, rule, alpha)                          \
-    ((rule) == MI_DELTA_RULE_DELTA         ? (T_)1       \
-     : (rule) == MI_DELTA_RULE_DECAY_FIRST ? (alpha)     \
-                                           : (T_)0)
-
-/* One step S ← α S + u kᵀ, u = β (v − ρ S k), from S_prev into S (they may
- * be the same buffer: each row reads only itself); p (dv) gets S_prev k. */
-#define DS_STEP(T_, S, Sp, p, kt, vt, B, A, nt, bw, aw, rule, dv, dk)            \
-    for (int64_t i = 0; i < (dv); i++) {                                         \
-        const T_ *row = (Sp) + i * (dk);                                         \
-        T_ acc = 0;                                                              \
-        DS_SIMD(reduction(+ : acc))                                              \
-        for (int64_t j = 0; j < (dk); j++) acc += row[j] * (kt)[j];              \
-        (p)[i] = acc;                                                            \
-        T_ beta = DS_GATE(B, nt, bw, i), alpha = DS_GATE(A, nt, aw, i);          \
-        T_ u = beta * ((vt)[i] - DS_RHO(T_, rule, alpha) * acc);                 \
-        T_ *dst = (S) + i * (dk);                                                \
-        DS_SIMD()                                                                \
-        for (int64_t j = 0; j < (dk); j++) dst[j] = alpha * row[j] + u * (kt)[j]; \
-    }
-
-/* Threads for a call: the sequences run in parallel (each on one thread,
- * so the result does not depend on the thread count) once the call has
- * ~64k multiply-adds; none inside another parallel region. */
-static int ds_threads(int64_t n_seq, int64_t work)
-{
-    int nt = 1;
-#ifdef _OPENMP
-    if (!omp_in_parallel() && work >= (1 << 16)) nt = omp_get_max_threads();
-#endif
-    return nt > n_seq ? (int)(n_seq > 0 ? n_seq : 1) : nt;
-}
-
-static int ds_thread(void)
-{
-#ifdef _OPENMP
-    return omp_get_thread_num();
-#else
-    return 0;
-#endif
-}
-
-/* The widths of β and α: 1 ([N, T]) or dv ([N, T, dv]). */
-static int64_t gate_width(const mi_tensor *g) { return g->rank == 3 ? g->shape[2] : 1; }
 
 
 
@@ -187,7 +137,8 @@ static int delta_scan_backward_shape(mi_tensor *const *in, int n, const mi_attrs
     return 0;
 }
 
-/* The kernels, per dtype (delta_scan_impl.h). */
+/* The REF kernels, per dtype (delta_scan_impl.h). */
+#define DS_KERNEL static
 #define DS_T float
 #define DS_NAME(x) x##_f32
 #include "delta_scan_impl.h"
@@ -281,14 +232,16 @@ const mi_op mi_op_delta_scan = {
     .name = "delta_scan",
     .formula = "S_t = a_t S_{t-1} + b_t (v_t - rho_t S_{t-1} k_t) k_t^T, y_t = S_t q_t",
     .arity = DS_IN, .flags = MI_OP_NO_GRADGRAD, .shape = delta_scan_shape,
-    KERNELS(delta_scan), .vjp = delta_scan_vjp, .vjp_all = delta_scan_vjp_all,
+    KERNELS(delta_scan), .kernel[MI_BACKEND_OWN][MI_F32] = own_delta_scan_f32,
+    .vjp = delta_scan_vjp, .vjp_all = delta_scan_vjp_all,
     .examples = ex_delta_scan};
 
 const mi_op mi_op_delta_scan_backward = {
     .name = "delta_scan_backward",
     .formula = "the reverse-time scan of delta_scan's vjp (packed gradients)",
     .arity = DS_IN + 1, .flags = MI_OP_NONDIFF, .shape = delta_scan_backward_shape,
-    KERNELS(delta_scan_backward), .examples = ex_delta_scan_backward};
+    KERNELS(delta_scan_backward),
+    .kernel[MI_BACKEND_OWN][MI_F32] = own_delta_scan_backward_f32, .examples = ex_delta_scan_backward};
 
 mi_tensor *mi_delta_scan_packed(mi_tensor *s0, mi_tensor *q, mi_tensor *k, mi_tensor *v,
                                 mi_tensor *beta, mi_tensor *alpha, mi_delta_rule rule)

@@ -1,12 +1,13 @@
-/* delta_scan's kernels, written once and included by delta_scan.c per dtype,
- * with DS_T the element type and DS_NAME(x) the name x with the dtype's
- * suffix. The math is stated in delta_scan.c's top comment; DS_STEP,
- * DS_GATE, DS_RHO and the OpenMP helpers come from there. Not a header of
- * its own: no guard. */
+/* delta_scan's kernels, written once and included per dtype and backend (by
+ * delta_scan.c for REF, by backend/cpu/own_delta_scan.c for OWN f32), with
+ * DS_T the element type, DS_NAME(x) the kernel's name and DS_KERNEL its
+ * linkage (static, or empty for OWN's). The math is stated in delta_scan.c's
+ * top comment; DS_STEP, DS_GATE, DS_RHO and the OpenMP helpers come from
+ * delta_scan_loops.h. Not a header of its own: no guard. */
 
 /* Forward: per sequence, S_t from S_{t−1} (DS_STEP), then y_t = S_t q_t;
  * the output packs y [T, dv] and S_T [dv, dk]. */
-static void DS_NAME(delta_scan)(mi_tensor *o, mi_tensor *const *in, const mi_attrs *at)
+DS_KERNEL void DS_NAME(delta_scan)(mi_tensor *o, mi_tensor *const *in, const mi_attrs *at)
 {
     int64_t N = in[0]->shape[0], dv = in[0]->shape[1], dk = in[0]->shape[2];
     int64_t T = in[2]->shape[1], width = T * dv + dv * dk;
@@ -36,7 +37,7 @@ static void DS_NAME(delta_scan)(mi_tensor *o, mi_tensor *const *in, const mi_att
 
 /* Backward: recompute S_0..S_T into scope scratch, then walk back carrying
  * G = ∂L/∂S_t (the packed output's layout is grad_width's). */
-static void DS_NAME(delta_scan_backward)(mi_tensor *o, mi_tensor *const *in, const mi_attrs *at)
+DS_KERNEL void DS_NAME(delta_scan_backward)(mi_tensor *o, mi_tensor *const *in, const mi_attrs *at)
 {
     int64_t N = in[0]->shape[0], dv = in[0]->shape[1], dk = in[0]->shape[2];
     int64_t T = in[2]->shape[1], gw = T * dv + dv * dk, ow = o->shape[1];

@@ -582,7 +582,7 @@ mi_tensor *mi_miras_forward(const mi_miras *m, mi_tensor *q, mi_tensor *k, mi_te
     run r = {.m = m, .c = &m->config};
     if (init_run(&r, w0, n_seq, k->shape[2], v->shape[2], v->dtype) != 0) return NULL;
     mi_delta_rule rule;
-    if (m->config.chunk == 1 && delta_fused_rule(m, gates, &rule)) {
+    if (delta_fused_choose(m, gates, k->shape[2], v->shape[2], &rule)) {
         mi_tensor *y = delta_fused_scan(m, rule, &r.a[0], q, k, v, gates);
         if (y && final_state) final_state[0] = r.a[0];
         return y;

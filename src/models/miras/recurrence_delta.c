@@ -233,6 +233,27 @@ bool delta_fused_rule(const mi_miras *m, const mi_miras_gates *gt, mi_delta_rule
     return true;
 }
 
+/* The exact chunkwise form and the per-token scan compute the same
+ * recurrence; which is faster depends on the state's size. One BENCH layer
+ * of gated DeltaNet (B 4, H 4, T 512, forward + backward, one thread),
+ * per-token scan against chunks of 16 / 64, ms: heads of 16: 4.6 against
+ * 6.8 / 8.1 (the scan's REF loops); of 32: 8.5 (OWN loops) against 11.7 /
+ * 12.5; of 48 and 64 the scan's REF loops took 25.7 and 44.0 against 17.2
+ * and 21.5, and the OWN loops are about 1.5 times faster than REF, so even
+ * near 48 and behind at 64. The scan also keeps only its inputs and output
+ * for the backward (34 against 74 MB at heads of 32). */
+#define DELTA_SCAN_MAX_STATE (48 * 48)
+
+bool delta_fused_choose(const mi_miras *m, const mi_miras_gates *gt, int64_t dk, int64_t dv,
+                        mi_delta_rule *rule)
+{
+    const mi_miras_config *c = &m->config;
+    if (c->chunk > 1 && (c->form != MI_FORM_AUTO || dk * dv > DELTA_SCAN_MAX_STATE ||
+                         delta_exact_missing(m) || m->algorithm->multistep))
+        return false;
+    return delta_fused_rule(m, gt, rule);
+}
+
 /* The tokens of q, k, v and the gates from the state *a [N, 1, dv, dk],
  * which is replaced by the state after the last token; y [N, T, dv]. */
 mi_tensor *delta_fused_scan(const mi_miras *m, mi_delta_rule rule, mi_tensor **a, mi_tensor *q,

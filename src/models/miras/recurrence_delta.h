@@ -33,6 +33,13 @@ int delta_chunk_wy(mi_tensor **state, mi_tensor *q, mi_tensor *k, mi_tensor *v, 
  * rule), given its gates. */
 bool delta_fused_rule(const mi_miras *m, const mi_miras_gates *gt, mi_delta_rule *rule);
 
+/* Whether a sequence runs as the fused delta_scan op (and which rule): at
+ * chunk 1 wherever delta_fused_rule says so, and with form=auto at any chunk
+ * where the exact form applies and the state has at most
+ * DELTA_SCAN_MAX_STATE entries (dk·dv). */
+bool delta_fused_choose(const mi_miras *m, const mi_miras_gates *gt, int64_t dk, int64_t dv,
+                        mi_delta_rule *rule);
+
 /* The tokens of q, k, v and the gates through delta_scan from the state *a
  * [N, 1, dv, dk], which is replaced by the state after the last token;
  * y [N, T, dv], or NULL with a message. */

@@ -1,0 +1,70 @@
+/* The loops delta_scan's kernels share (delta_scan_impl.h, included per
+ * dtype by delta_scan.c for REF and by backend/cpu/own_delta_scan.c for the
+ * OWN f32 kernel, which the same loops compiled with -O3 -ffast-math
+ * -march=native): a gate's value, ρ of the rule, one step of the
+ * recurrence, and the thread count. Private to ops/. */
+#ifndef MIRAS_DELTA_SCAN_LOOPS_H
+#define MIRAS_DELTA_SCAN_LOOPS_H
+
+#include <string.h>
+
+#include "internal.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+/* The inner loops over dk are vectorised (OpenMP simd: the dot products'
+ * sums are reassociated, within rounding of the sequential order). */
+#define DS_PRAGMA(x) _Pragma(#x)
+#define DS_SIMD(clauses) DS_PRAGMA(omp simd clauses)
+
+/* A gate's value for row i of token nt: one per head (width 1) or one per
+ * value row (width dv); ρ of the rule from α. */
+#define DS_GATE(G, nt, w, i) ((G)[(nt) * (w) + ((w) > 1 ? (i) : 0)])
+#define DS_RHO(T_, rule, alpha)                          \
+    ((rule) == MI_DELTA_RULE_DELTA         ? (T_)1       \
+     : (rule) == MI_DELTA_RULE_DECAY_FIRST ? (alpha)     \
+                                           : (T_)0)
+
+/* One step S ← α S + u kᵀ, u = β (v − ρ S k), from S_prev into S (they may
+ * be the same buffer: each row reads only itself); p (dv) gets S_prev k. */
+#define DS_STEP(T_, S, Sp, p, kt, vt, B, A, nt, bw, aw, rule, dv, dk)            \
+    for (int64_t i = 0; i < (dv); i++) {                                         \
+        const T_ *row = (Sp) + i * (dk);                                         \
+        T_ acc = 0;                                                              \
+        DS_SIMD(reduction(+ : acc))                                              \
+        for (int64_t j = 0; j < (dk); j++) acc += row[j] * (kt)[j];              \
+        (p)[i] = acc;                                                            \
+        T_ beta = DS_GATE(B, nt, bw, i), alpha = DS_GATE(A, nt, aw, i);          \
+        T_ u = beta * ((vt)[i] - DS_RHO(T_, rule, alpha) * acc);                 \
+        T_ *dst = (S) + i * (dk);                                                \
+        DS_SIMD()                                                                \
+        for (int64_t j = 0; j < (dk); j++) dst[j] = alpha * row[j] + u * (kt)[j]; \
+    }
+
+/* Threads for a call: the sequences run in parallel (each on one thread,
+ * so the result does not depend on the thread count) once the call has
+ * ~64k multiply-adds; none inside another parallel region. */
+static inline int ds_threads(int64_t n_seq, int64_t work)
+{
+    int nt = 1;
+#ifdef _OPENMP
+    if (!omp_in_parallel() && work >= (1 << 16)) nt = omp_get_max_threads();
+#endif
+    return nt > n_seq ? (int)(n_seq > 0 ? n_seq : 1) : nt;
+}
+
+static inline int ds_thread(void)
+{
+#ifdef _OPENMP
+    return omp_get_thread_num();
+#else
+    return 0;
+#endif
+}
+
+/* The widths of β and α: 1 ([N, T]) or dv ([N, T, dv]). */
+static inline int64_t gate_width(const mi_tensor *g) { return g->rank == 3 ? g->shape[2] : 1; }
+
+#endif
