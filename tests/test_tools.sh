@@ -131,6 +131,12 @@ check "accum: stop at 10 + resume gives the same checkpoint" \
 check "train --accum not dividing --batch -> exit 2" status 2 "--accum \(3\) must divide" \
   "$train" --data "$tmp/small.txt" "${tiny[@]}" --accum 3
 
+# --recompute: every block recomputed in the backward, the same training bit for bit
+"$train" "${common[@]}" --steps 20 --recompute --out "$tmp/recompute" >/dev/null 2>&1
+check "recompute == keeping the activations (identical log.csv and checkpoint)" bash -c \
+  "cmp -s '$tmp/recompute/log.csv' '$tmp/noaccum/log.csv' && \
+   cmp -s '$tmp/recompute/ckpt.safetensors' '$tmp/noaccum/ckpt.safetensors'"
+
 # ------------------------------------------------------------------ gradient norm and clipping
 grad_norm_ok() { # grad_norm_ok LOG ROWS: the header, and grad_norm finite and > 0 on ROWS rows
   python3 - "$1" "$2" <<'EOF'

@@ -6,6 +6,16 @@
 
 static _Thread_local bool recording = true;
 static uint64_t next_seq = 1; /* shared by all threads; only orders nodes */
+static _Thread_local mi_input_hook input_hook;
+static _Thread_local void *input_hook_ctx;
+
+void mi_input_hook_set(mi_input_hook hook, void *ctx, mi_input_hook *was, void **was_ctx)
+{
+    if (was) *was = input_hook;
+    if (was_ctx) *was_ctx = input_hook_ctx;
+    input_hook = hook;
+    input_hook_ctx = ctx;
+}
 
 bool mi_grad_enabled(void) { return recording; }
 
@@ -48,6 +58,10 @@ mi_tensor *mi_apply(const mi_op *op, mi_tensor *const *in, int n, const mi_attrs
             mi_error_set("%s: input %d is NULL", op->name, i); /* kept only if first */
             return NULL;
         }
+    if (input_hook)
+        for (int i = 0; i < n; i++)
+            if (in[i]->requires_grad && input_is_diff(op, in, i) && !(op->flags & MI_OP_NONDIFF))
+                input_hook(input_hook_ctx, in[i]);
     mi_dtype float_dt = MI_F32;
     int first_float = -1;
     for (int i = 0; i < n; i++) {
@@ -92,6 +106,12 @@ mi_tensor *mi_apply(const mi_op *op, mi_tensor *const *in, int n, const mi_attrs
     bool any = false;
     for (int i = 0; i < n; i++) any |= in[i]->requires_grad && input_is_diff(op, in, i);
     if (!any) return out;
+    return mi_node_record(op, in, n, a, out) ? out : NULL;
+}
+
+mi_node *mi_node_record(const mi_op *op, mi_tensor *const *in, int n, const mi_attrs *a,
+                        mi_tensor *out)
+{
     /* the engine's scratch after the public fields (node_private.h) */
     mi_node *node = mi_scope_alloc(mi_scope_current(), sizeof(mi_node_full));
     if (!node) return NULL;
@@ -104,7 +124,7 @@ mi_tensor *mi_apply(const mi_op *op, mi_tensor *const *in, int n, const mi_attrs
     node->seq = __atomic_fetch_add(&next_seq, 1, __ATOMIC_RELAXED);
     out->node = node;
     out->requires_grad = true;
-    return out;
+    return node;
 }
 
 bool mi_node_input_is_diff(const mi_node *node, int i)

@@ -132,7 +132,9 @@ static mi_tensor *unbroadcast(mi_tensor *g, const mi_tensor *like)
  * are kept to the end (keep == pass). The caller's tensors, the graph and
  * what the pass returns are never released. */
 typedef struct release {
-    uint64_t pass; /* the tracking pass; 0: release nothing */
+    uint64_t pass;       /* the tracking pass; 0: release nothing */
+    bool nested;         /* inside another pass (a checkpoint's backward) */
+    mi_track_mark outer; /* ... whose tracking comes back at the end */
 } release;
 
 static _Thread_local uint64_t release_id;
@@ -163,19 +165,39 @@ static void release_unheld(const release *r)
 }
 
 /* Starts releasing for a pass (none when it records): tracks the tensors it
- * creates and marks the requested inputs, whose slots stay. */
+ * creates and marks the requested inputs, whose slots stay. A pass inside
+ * another (the backward of a checkpoint, run from its vjp) lists its
+ * tensors after the outer pass's and releases only its own. */
 static release release_begin(bool create_graph, mi_tensor *const *inputs, int n_in)
 {
     release r = {0};
     if (create_graph) return r;
-    uint64_t id = ++release_id, outer = mi_tensor_track(id);
-    if (outer) { /* a pass inside a pass: only the outer one releases */
-        mi_tensor_track(outer);
-        return r;
-    }
-    r.pass = id;
+    r.pass = ++release_id;
+    r.nested = mi_tensor_tracking() != 0;
+    if (r.nested) r.outer = mi_tensor_track_push(r.pass);
+    else mi_tensor_track(r.pass);
     for (int j = 0; j < n_in; j++) TP(inputs[j])->keep = r.pass;
     return r;
+}
+
+/* Ends the pass's tracking. What a nested pass returns and created goes to
+ * the outer pass, which releases it once nothing holds it (this pass's
+ * slots are gone). */
+static void release_end(const release *r, mi_tensor *const *grads, int n)
+{
+    if (!r->pass) return;
+    if (!r->nested) {
+        mi_tensor_track(0);
+        return;
+    }
+    mi_tensor_track_pop(r->outer);
+    for (int j = 0; j < n; j++) {
+        mi_tensor *o = grads[j] ? mi_tensor_owner(grads[j]) : NULL;
+        if (o && TP(o)->pass == r->pass) {
+            TP(o)->uses = 0;
+            mi_tensor_track_adopt(o);
+        }
+    }
 }
 
 /* After node nd has run its output's gradient goes, unless it is asked for. */
@@ -292,7 +314,7 @@ int mi_grad(mi_tensor *const *outputs, mi_tensor *const *grad_outputs, int n_out
         }
     }
     mi_set_grad_enabled(was);
-    if (r.pass) mi_tensor_track(0);
+    release_end(&r, grads, rc == 0 ? n_in : 0);
     clear_gacc(outputs, n_out, &order);
     free(order.v);
     return rc;

@@ -23,6 +23,7 @@ typedef struct mi_attrs {
     int64_t index;                 /* ignore index (cross entropy), one-hot classes */
     double scalar;                 /* scalar operand: add_scalar, mul_scalar, pow exponent */
     double p, eps, lo, hi;         /* norms, clamps, smooth functions */
+    const void *data;              /* an op's own data (mi_checkpoint: its closure) */
 } mi_attrs;
 
 typedef struct mi_op mi_op;
@@ -98,6 +99,19 @@ mi_backend mi_backend_last(void);
  * runs the kernel and records a node when recording is on and an input
  * requires grad. NULL inputs propagate (NULL result, first message kept). */
 mi_tensor *mi_apply(const mi_op *op, mi_tensor *const *in, int n, const mi_attrs *a);
+
+/* Records a node of op for out, computed from in (mi_apply's last step; also
+ * for an op whose output no kernel computes, as mi_checkpoint's). NULL when out
+ * of memory. */
+mi_node *mi_node_record(const mi_op *op, mi_tensor *const *in, int n, const mi_attrs *a,
+                        mi_tensor *out);
+
+/* Called by mi_apply for every input that requires grad and that the op
+ * differentiates, before anything else, recording or not (mi_checkpoint
+ * finds the leaves its function uses with it). One per thread; set returns
+ * the one before in *was, *was_ctx. */
+typedef void (*mi_input_hook)(void *ctx, mi_tensor *t);
+void mi_input_hook_set(mi_input_hook hook, void *ctx, mi_input_hook *was, void **was_ctx);
 
 /* Whether gradient flows into input i of a recorded node. */
 bool mi_node_input_is_diff(const mi_node *node, int i);

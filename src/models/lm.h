@@ -199,6 +199,11 @@ typedef struct mi_lm {
     mi_tensor *lm_head;     /* [D, V]; NULL when tied */
     int n_params;
     mi_named_tensor *params;
+    /* Recompute each block in the backward instead of keeping its
+     * activations (mi_checkpoint): a training step keeps the blocks' inputs
+     * and one block's activations at a time, and runs every block's forward
+     * twice. The same gradients. Default false; set it after mi_lm_init. */
+    bool checkpoint_blocks;
 } mi_lm;
 
 /* Checks the config, makes every block's mixer and the parameters in

@@ -137,6 +137,22 @@ mi_tensor *mi_cms_scan_backward(mi_tensor *u, mi_tensor *v, mi_tensor *eta, mi_t
                                 mi_tensor *w2, mi_tensor *g, int64_t chunk, bool lms, double eps,
                                 double hidden_eps);
 
+/* ---------------------------------------------------------------- checkpoint
+ * y = fn(ctx, in, n_in) without keeping fn's activations for the backward
+ * (activation checkpointing, torch.utils.checkpoint): the forward runs fn
+ * with recording off and gives back the storage of everything it made but
+ * y; the backward runs fn again, recording, and differentiates that run. So
+ * a training step keeps y and the inputs, not what fn computed, and runs fn
+ * twice. The leaves fn uses that require grad (its parameters) get their
+ * gradients as inputs do. fn must compute the same thing both times (no
+ * random draws, no state it changes), must not keep the tensors it makes,
+ * and ctx must live until the backward. Up to MI_MAX_INPUTS − 1 inputs; a
+ * tensor with autograd history that fn uses must be one of them (else
+ * NULL with a message). With recording off it is fn(ctx, in, n_in). First-
+ * order gradients only: its vjp under create_graph fails with a message. */
+typedef mi_tensor *(*mi_checkpoint_fn)(void *ctx, mi_tensor *const *in, int n_in);
+mi_tensor *mi_checkpoint(mi_checkpoint_fn fn, void *ctx, mi_tensor *const *in, int n_in);
+
 /* ---------------------------------------------------------------- shape */
 mi_tensor *mi_reshape(mi_tensor *x, int rank, const int64_t *shape); /* a view; one dim may be -1 */
 mi_tensor *mi_transpose(mi_tensor *x, int axis0, int axis1);

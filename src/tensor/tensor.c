@@ -34,22 +34,47 @@ void mi_strides(int rank, const int64_t *shape, int64_t *strides)
 static _Thread_local uint64_t track_pass;
 static _Thread_local mi_tensor **tracked;
 static _Thread_local size_t n_tracked, cap_tracked;
+static _Thread_local size_t track_base; /* the current pass's entries start here */
 
 uint64_t mi_tensor_track(uint64_t pass)
 {
     uint64_t was = track_pass;
     track_pass = pass;
-    n_tracked = 0; /* the list keeps its capacity: the next pass needs as much */
+    n_tracked = track_base = 0; /* the list keeps its capacity: the next pass needs as much */
     return was;
+}
+
+uint64_t mi_tensor_tracking(void) { return track_pass; }
+
+mi_track_mark mi_tensor_track_push(uint64_t pass)
+{
+    mi_track_mark outer = {.pass = track_pass, .base = track_base};
+    track_pass = pass;
+    track_base = n_tracked;
+    return outer;
+}
+
+void mi_tensor_track_pop(mi_track_mark outer)
+{
+    n_tracked = track_base;
+    track_pass = outer.pass;
+    track_base = outer.base;
 }
 
 mi_tensor *const *mi_tensor_tracked(size_t *n)
 {
-    *n = n_tracked;
-    return tracked;
+    *n = n_tracked - track_base;
+    return tracked + track_base;
 }
 
-void mi_tensor_tracked_clear(void) { n_tracked = 0; }
+void mi_tensor_tracked_clear(void) { n_tracked = track_base; }
+
+static void track(mi_tensor *t);
+
+void mi_tensor_track_adopt(mi_tensor *t)
+{
+    if (track_pass && t) track(t);
+}
 
 /* A tensor that cannot be listed is never released: tracking is an
  * optimisation, so running out of memory here only costs memory. */

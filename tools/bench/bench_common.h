@@ -23,6 +23,7 @@ typedef struct bench_opts {
     double budget_s;       /* no new repetition after this long */
     double max_rss_gb;     /* cases estimated above this are skipped */
     const char *data;      /* train: the text file */
+    bool recompute;        /* train: recompute each block in the backward */
 } bench_opts;
 
 /* ================================================================ timing */

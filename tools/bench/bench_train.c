@@ -123,6 +123,7 @@ static void train_child(const void *ctx, result *out)
         note_error(out, "model");
         goto done;
     }
+    s.lm.checkpoint_blocks = o->recompute;
     int n;
     const mi_named_tensor *named = mi_lm_params(&s.lm, &n);
     mi_tensor **params = mi_scope_alloc(model, sizeof *params * (size_t)n);
@@ -248,8 +249,9 @@ int bench_train(const bench_opts *o)
         if (!strcmp(spec, "hope"))
             snprintf(chunk, sizeof chunk, " chunk=%d memory_chunk=%d", TRAIN_CHUNK, TRAIN_CHUNK);
         snprintf(r->config, sizeof r->config, "mixer %s%s; vocab 256 d_model 128 layers 4 "
-                 "heads 4 SwiGLU 384; B=%lld T=%lld; AdamW lr 1e-3 wd 0.1; f32; %s",
-                 spec, chunk, (long long)tc.batch, (long long)tc.T, data_txt);
+                 "heads 4 SwiGLU 384; B=%lld T=%lld; AdamW lr 1e-3 wd 0.1; f32; %s%s",
+                 spec, chunk, (long long)tc.batch, (long long)tc.T, data_txt,
+                 o->recompute ? "; blocks recomputed in the backward" : "");
         r->threads = o->threads;
         r->raw = -1;
         r->loss = NAN;

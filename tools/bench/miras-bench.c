@@ -84,6 +84,9 @@ static void usage(FILE *f)
         "recurrence, the\n                    slow reference) runs at T = %d unless --seq-len "
         "is given\n"
         "train only:\n"
+        "  --recompute       recompute each block in the backward instead of keeping its\n"
+        "                    activations (mi_lm's checkpoint_blocks): less memory, one more\n"
+        "                    forward a step; the config says so\n"
         "  --data PATH       the text (default: ../shared/data/" TEXT_NAME " next to the "
         "checkout\n                    holding this executable, or in the working directory; "
         "generated\n                    bytes when absent, said so in the config)\n"
@@ -135,6 +138,9 @@ int main(int argc, char **argv)
             return 0;
         } else if (strcmp(a, "--json-only") == 0) {
             o.json_only = true;
+            continue;
+        } else if (strcmp(a, "--recompute") == 0) {
+            o.recompute = true;
             continue;
         } else if (!strcmp(a, "--check") || !strcmp(a, "--quick")) {
             if (!strcmp(a, "--check")) quality.check = true;

@@ -55,6 +55,9 @@ static void usage(void)
 "  --accum N          gradient accumulation: each step forwards the batch as N\n"
 "                     micro-batches of batch/N sequences and sums their gradients\n"
 "                     (the same update, about 1/N of the activation memory) (1)\n"
+"  --recompute        recompute each block in the backward instead of keeping\n"
+"                     its activations (the same gradients; about one more\n"
+"                     forward a step, a block's activations instead of all)\n"
 "  --optim NAME       sgd adam adamw muon precond_momentum delta_momentum\n"
 "                     deep_momentum l2_gd  (adamw)\n"
 "  --lr X             peak learning rate (the optimizer's default: adamw 1e-3)\n"
@@ -129,7 +132,7 @@ typedef struct options {
     const char *out, *resume;
     int threads;
     int64_t stop_at;
-    bool steps_given, save_every_rank;
+    bool steps_given, save_every_rank, recompute;
     double comm_timeout;
     int64_t bucket_kb;
 } options;
@@ -157,12 +160,12 @@ static void parse(int argc, char **argv, options *o)
     *rc = run_config_default(task_from_name(task));
     const char *allowed_on_resume[] = {"--steps", "--stop-at", "--out", "--data", "--threads",
                                        "--resume", "--comm-timeout", "--save-every-rank",
-                                       "--bucket-kb"};
+                                       "--bucket-kb", "--recompute"};
     const char *restricted = NULL;
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
         bool ok = false;
-        for (int k = 0; k < 9; k++) ok |= !strcmp(arg, allowed_on_resume[k]);
+        for (int k = 0; k < 10; k++) ok |= !strcmp(arg, allowed_on_resume[k]);
         if (!ok && !restricted) restricted = arg;
         if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) usage(), exit(0);
         else if (!strcmp(arg, "--keys")) print_keys(), exit(0);
@@ -202,6 +205,7 @@ static void parse(int argc, char **argv, options *o)
         else if (opt_is(argc, argv, &i, "--comm-timeout", &v))
             o->comm_timeout = parse_real(arg, v, 0.001, 1e6);
         else if (opt_is(argc, argv, &i, "--save-every-rank", NULL)) o->save_every_rank = true;
+        else if (opt_is(argc, argv, &i, "--recompute", NULL)) o->recompute = true;
         else if (opt_is(argc, argv, &i, "--bucket-kb", &v))
             o->bucket_kb = parse_int(arg, v, 1, 1 << 20);
         else die_usage("unknown option '%s'", arg);
@@ -419,6 +423,7 @@ int main(int argc, char **argv)
         die_usage("%s", mi_error());
     }
     if (o.resume && ckpt_restore(&ck, &lm, msg, sizeof msg) != 0) die("%s", msg);
+    lm.checkpoint_blocks = o.recompute;
     bool *decay = mi_scope_alloc(keep, sizeof(bool) * (size_t)lm.n_params);
     mi_tensor **params = mi_scope_alloc(keep, sizeof(mi_tensor *) * (size_t)lm.n_params);
     mi_optim *opt = make_optimizer(&lm, rc, decay, params);

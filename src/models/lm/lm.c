@@ -179,6 +179,28 @@ static int check_tokens(const mi_lm *lm, const char *what, const mi_tensor *t)
     return 0;
 }
 
+/* Block l: x + mixer(RMSNorm(x)), then x + SwiGLU(RMSNorm(x)). */
+static mi_tensor *block_forward(const mi_lm *lm, const mi_lm_block *b, mi_tensor *x)
+{
+    if (b->mixer.residual_inside) x = b->mixer.forward(b->mixer.self, x);
+    else x = mi_add(x, b->mixer.forward(b->mixer.self, rms(lm, x, b->mixer_norm)));
+    mi_tensor *u = rms(lm, x, b->mlp_norm);
+    mi_tensor *hidden = mi_mul(mi_silu(mi_matmul(u, b->w_gate)), mi_matmul(u, b->w_up));
+    return mi_add(x, mi_matmul(hidden, b->w_down));
+}
+
+typedef struct block_call {
+    const mi_lm *lm;
+    const mi_lm_block *block;
+} block_call;
+
+static mi_tensor *block_checkpointed(void *ctx, mi_tensor *const *in, int n_in)
+{
+    (void)n_in;
+    const block_call *c = ctx;
+    return block_forward(c->lm, c->block, in[0]);
+}
+
 mi_tensor *mi_lm_forward(const mi_lm *lm, mi_tensor *tokens)
 {
     if (!lm || !lm->embeddings) {
@@ -187,15 +209,14 @@ mi_tensor *mi_lm_forward(const mi_lm *lm, mi_tensor *tokens)
     }
     if (check_tokens(lm, "tokens", tokens) != 0) return NULL;
     mi_tensor *x = mi_embedding(lm->embeddings, tokens);            /* [B, T, D] */
+    bool recompute = lm->checkpoint_blocks && mi_grad_enabled();
     for (int l = 0; l < lm->config.layers && x; l++) {
-        const mi_lm_block *b = &lm->blocks[l];
-        if (b->mixer.residual_inside)
-            x = b->mixer.forward(b->mixer.self, x);
-        else
-            x = mi_add(x, b->mixer.forward(b->mixer.self, rms(lm, x, b->mixer_norm)));
-        mi_tensor *u = rms(lm, x, b->mlp_norm);
-        mi_tensor *hidden = mi_mul(mi_silu(mi_matmul(u, b->w_gate)), mi_matmul(u, b->w_up));
-        x = mi_add(x, mi_matmul(hidden, b->w_down));
+        block_call *call = recompute ? mi_scope_alloc(mi_scope_current(), sizeof *call) : NULL;
+        if (!recompute) x = block_forward(lm, &lm->blocks[l], x);
+        else if (call) {
+            *call = (block_call){.lm = lm, .block = &lm->blocks[l]};
+            x = mi_checkpoint(block_checkpointed, call, &x, 1);
+        } else x = NULL;
     }
     x = rms(lm, x, lm->final_norm);
     mi_tensor *logits = lm->lm_head ? mi_matmul(x, lm->lm_head)
