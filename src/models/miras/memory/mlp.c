@@ -44,7 +44,6 @@
 #include "components.h"
 
 #define MLP_LN_EPS 1e-5
-#define INV_SQRT_2PI 0.39894228040143267794
 
 static int mlp_shapes(const mi_miras_config *c, int64_t dk, int64_t dv, int *n, int *ranks,
                       int64_t (*shapes)[MI_MAX_RANK])
@@ -108,14 +107,6 @@ static mi_tensor *mlp_forward(const mi_miras_config *c, mi_tensor *const *w, mi_
     return mi_add(x, mi_layer_norm(apply(w[0], u), MLP_LN_EPS));
 }
 
-/* σ'(a) = Φ(a) + a φ(a), Φ(a) = ½(1 + erf(a/√2)), φ(a) = e^(−a²/2)/√(2π) */
-static mi_tensor *gelu_prime(mi_tensor *a)
-{
-    mi_tensor *Phi = mi_add_scalar(mi_mul_scalar(mi_erf(mi_mul_scalar(a, M_SQRT1_2)), 0.5), 0.5);
-    mi_tensor *phi = mi_mul_scalar(mi_exp(mi_mul_scalar(mi_square(a), -0.5)), INV_SQRT_2PI);
-    return mi_add(Phi, mi_mul(a, phi));
-}
-
 /* The factors of the per-token gradients: ∂ℓ_t/∂W_{l+1} = δ_{l+1} u_{l+1}ᵀ with
  * delta[l] [N, n, out] and u[l] [N, n, in] (the layer's output-side error and input). */
 static int mlp_grad_factors(const mi_miras_config *c, mi_tensor *const *w, mi_tensor *x,
@@ -133,17 +124,16 @@ static int mlp_grad_factors(const mi_miras_config *c, mi_tensor *const *w, mi_te
         a[l] = apply(w[l], u[l]);
         if (l > 0) u[l - 1] = mi_gelu(a[l]);
     }
-    /* LN backward: δ_1 = r (e − mean(e) − ẑ mean(e ⊙ ẑ)), r = 1/√(var(a_1) + eps) */
-    mi_tensor *ac = mi_sub(a[0], mi_mean(a[0], -1, true));
-    mi_tensor *r = mi_rsqrt(mi_add_scalar(mi_mean(mi_square(ac), -1, true), MLP_LN_EPS));
-    mi_tensor *zhat = mi_mul(ac, r);
-    mi_tensor *delta = mi_mul(r, mi_sub(mi_sub(e, mi_mean(e, -1, true)),
-                                        mi_mul(zhat, mi_mean(mi_mul(e, zhat), -1, true))));
+    /* LN backward: δ_1 = r (e − mean(e) − ẑ mean(e ⊙ ẑ)), r = 1/√(var(a_1) + eps),
+     * as the fused layer_norm_backward op (differentiable, so the outer loop
+     * trains through it; one saved tensor where the composed form kept ten) */
+    mi_tensor *delta = mi_layer_norm_backward(a[0], e, MLP_LN_EPS);
     for (int l = 0; l < depth; l++) {
         if (!(dl[l] = delta) || !u[l]) return -1;
         if (l + 1 < depth) {
-            /* δ_{l+2} = σ'(a_{l+2}) ⊙ W_{l+1}ᵀ δ_{l+1} */
-            delta = mi_mul(gelu_prime(a[l + 1]), apply_t(w[l], delta));
+            /* δ_{l+2} = σ'(a_{l+2}) ⊙ W_{l+1}ᵀ δ_{l+1}, σ'(a) = Φ(a) + a φ(a): the
+             * fused gelu_backward op */
+            delta = mi_gelu_backward(a[l + 1], apply_t(w[l], delta));
         }
     }
     return 0;
