@@ -149,6 +149,31 @@ START_TEST(permute_rank4)
 }
 END_TEST
 
+/* Permutations that keep trailing axes in place (copied in runs) and ones
+ * that do not, against the index formula y[j] = x[i], j_d = i_{perm[d]}. */
+START_TEST(permute_runs_and_elements)
+{
+    const int64_t s[4] = {2, 3, 4, 5};
+    static const int perms[][4] = {{0, 1, 2, 3}, {1, 0, 2, 3}, {0, 2, 1, 3}, {2, 1, 0, 3},
+                                   {0, 1, 3, 2}, {3, 2, 1, 0}, {1, 2, 0, 3}};
+    mi_tensor *x = iota(4, s, false);
+    for (size_t p = 0; p < sizeof perms / sizeof perms[0]; p++) {
+        mi_tensor *y = mi_permute(x, perms[p]);
+        ck_assert_ptr_nonnull(y);
+        int64_t i[4], ys[4];
+        for (int d = 0; d < 4; d++) ys[d] = s[perms[p][d]];
+        for (int64_t xo = 0; xo < x->numel; xo++) {
+            int64_t rem = xo;
+            for (int d = 3; d >= 0; d--) i[d] = rem % s[d], rem /= s[d];
+            int64_t yo = 0;
+            for (int d = 0; d < 4; d++) yo = yo * ys[d] + i[perms[p][d]];
+            ck_assert_msg(mi_get(y, yo) == mi_get(x, xo), "perm %zu: y[%lld] != x[%lld]", p,
+                          (long long)yo, (long long)xo);
+        }
+    }
+}
+END_TEST
+
 START_TEST(permute_errors)
 {
     mi_tensor *x = iota(MI_SHAPE(2, 3, 4), false);
@@ -521,6 +546,7 @@ Suite *make_suite(void)
     tcase_add_test(tc, unsqueeze_squeeze);
     tcase_add_test(tc, broadcast_to_values);
     tcase_add_test(tc, permute_rank4);
+    tcase_add_test(tc, permute_runs_and_elements);
     tcase_add_test(tc, permute_errors);
     tcase_add_test(tc, slice_values);
     tcase_add_test(tc, leading_slice_is_a_view);

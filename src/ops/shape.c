@@ -233,18 +233,29 @@ static int permute_shape(mi_tensor *const *in, int n, const mi_attrs *a, mi_dtyp
     *rank = x->rank;
     return 0;
 }
+/* The trailing axes that keep their place (perm[d] = d for d ≥ keep) are
+ * contiguous in x and y alike, so y is written in runs of their size (the
+ * head split [B, T, H, hd] → [B, H, T, hd] copies rows of hd), the outer
+ * axes walked by an index odometer. */
 static void permute_k(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a)
 {
     const mi_tensor *x = in[0];
     size_t es = mi_dtype_size(o->dtype);
     const char *X = x->data;
     char *Y = o->data;
+    int keep = o->rank;
+    while (keep > 0 && a->shape[keep - 1] == keep - 1) keep--;
+    int64_t run = 1;
+    for (int d = keep; d < o->rank; d++) run *= o->shape[d];
+    if (run == 0) return;
+    size_t bytes = (size_t)run * es;
     int64_t xs[MI_MAX_RANK], st[MI_MAX_RANK], idx[MI_MAX_RANK] = {0}, off = 0;
     mi_strides(x->rank, x->shape, xs);
-    for (int d = 0; d < o->rank; d++) st[d] = xs[a->shape[d]];
-    for (int64_t i = 0; i < o->numel; i++) {
-        copy_elem(Y + (size_t)i * es, X + (size_t)off * es, es);
-        for (int d = o->rank - 1; d >= 0; d--) {
+    for (int d = 0; d < keep; d++) st[d] = xs[a->shape[d]];
+    for (int64_t i = 0, n = o->numel / run; i < n; i++) {
+        if (run == 1) copy_elem(Y + (size_t)i * es, X + (size_t)off * es, es);
+        else memcpy(Y + (size_t)i * bytes, X + (size_t)off * es, bytes);
+        for (int d = keep - 1; d >= 0; d--) {
             off += st[d];
             if (++idx[d] < o->shape[d]) break;
             off -= st[d] * o->shape[d];
@@ -264,8 +275,10 @@ static int ex_permute(mi_rng *r, int v, mi_tensor **in, mi_attrs *a)
         {3, {2, 3, 4}, {.rank = 3, .shape = {2, 0, 1}}},
         {4, {2, 1, 3, 2}, {.rank = 4, .shape = {3, 1, 0, 2}}},
         {2, {3, 5}, {.rank = 2, .shape = {1, 0}}},
+        {4, {2, 3, 2, 4}, {.rank = 4, .shape = {0, 2, 1, 3}}}, /* runs of 4 */
+        {3, {2, 3, 4}, {.rank = 3, .shape = {0, 1, 2}}},       /* one run */
     };
-    return ex_one(r, v, in, a, c, 3);
+    return ex_one(r, v, in, a, c, 5);
 }
 const mi_op mi_op_permute = {.name = "permute", .formula = "y.shape[d] = x.shape[perm[d]]",
                              .arity = 1, .shape = permute_shape, ANY_KERNEL(permute_k),
