@@ -232,11 +232,232 @@ START_TEST(op_equals_composed_ops)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- gradcheck */
+typedef struct scan_ctx {
+    mi_mlp_scan_rule rule;
+} scan_ctx;
+
+static int call_scan(mi_tensor *const *in, int n, mi_tensor **out, void *c)
+{
+    (void)n;
+    const scan_ctx *sc = c;
+    mi_tensor *p = mi_mlp_scan_packed(in[0], in[1], in[2], in[3], in[4], &sc->rule);
+    out[0] = p;
+    return p ? 1 : -1;
+}
+
+/* _i: the variants; yaad's δ either 0.02 or 50 per token, far from the error
+ * norms, so that no finite difference crosses the switch. */
+START_TEST(op_gradcheck)
+{
+    const variant *vr = &variants[_i];
+    char name[64];
+    variant_name(vr, name, sizeof name);
+    enum { GN = 2, GT = 5, GD = 3, GH = 4 };
+    mi_rng r;
+    mi_rng_seed(&r, 90u + (unsigned)_i);
+    int64_t P = (vr->momentum ? 4 : 2) * GD * GH;
+    mi_tensor *in[5];
+    in[0] = leaf(mi_randn(&r, MI_F64, MI_SHAPE(GN, P), 0, 0.5));
+    in[1] = leaf(mi_randn(&r, MI_F64, MI_SHAPE(GN, GT, GD), 0, 1));
+    in[2] = leaf(mi_randn(&r, MI_F64, MI_SHAPE(GN, GT, GD), 0, 1));
+    in[3] = leaf(mi_randn(&r, MI_F64, MI_SHAPE(GN, GT, GD), 0, 1));
+    in[4] = leaf(mi_rand(&r, MI_F64, MI_SHAPE(GN, GT, 4), 0, 1));
+    double lo[3] = {0.05, vr->alpha ? 0.5 : 1, 0.2}, hi[3] = {0.3, 1, 0.8};
+    for (int64_t i = 0; i < in[4]->numel; i++) {
+        double u = mi_get(in[4], i);
+        int c = (int)(i % 4);
+        mi_set(in[4], i, c == 3 ? (u < 0.5 ? 0.02 : 50) : lo[c] + (hi[c] - lo[c]) * u);
+    }
+    scan_ctx sc = {rule_of(vr)};
+    mi_gradcheck_opts o = MI_GRADCHECK_DEFAULTS;
+    o.quiet = true;
+    mi_gradcheck_result g = mi_gradcheck(call_scan, &sc, in, 5, &o);
+    printf("mlp_scan %-28s gradcheck: %lld entries, max abs err %.2e\n", name,
+           (long long)g.entries, g.max_abs_err);
+    ck_assert_msg(g.ok, "%s: %s", name, g.message);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- in the recurrence */
+enum { T_LAYER = 11, LD = 8 };
+
+static const struct { const char *name, *set; } presets[] = {
+    {"titans", NULL},
+    {"titans", "retention=none"},
+    {"yaad", NULL},
+    {"yaad", "sign_sharpness=inf"},
+    {"yaad", "algorithm=momentum"},
+    {"ttt-mlp", NULL},
+    {"titans", "decay_first=true"}, /* the composed path on both sides */
+};
+#define N_PRESETS ((int)(sizeof presets / sizeof presets[0]))
+
+/* A per-head gate [2, T] in [lo, hi), or NULL where the component has none. */
+static mi_tensor *layer_gate(mi_rng *r, bool used, double lo, double hi)
+{
+    return used ? leaf(mi_rand(r, MI_F64, MI_SHAPE(2, T_LAYER), lo, hi)) : NULL;
+}
+
+/* x: q, k, v, W1_0, W2_0, η, α, μ, δ (gates NULL where unused); y, W1_T, W2_T
+ * and the gradients wrt the non-NULL inputs. Returns the count. */
+static int layer_results(const mi_miras_config *cfg, mi_tensor *const *x, mi_tensor *const *g,
+                         mi_tensor **out)
+{
+    mi_miras m;
+    ck_assert_msg(mi_miras_init(&m, cfg) == 0, "%s", mi_error());
+    mi_miras_gates gt = {.eta = x[5], .alpha = x[6], .mu = x[7], .delta = x[8]};
+    mi_tensor *s[MI_MEMORY_MAX_WEIGHTS];
+    mi_tensor *y = mi_miras_forward(&m, x[0], x[1], x[2], &gt, &x[3], s);
+    ck_assert_msg(y != NULL, "%s", mi_error());
+    out[0] = y, out[1] = s[0], out[2] = s[1];
+    mi_tensor *outs[3] = {y, s[0], s[1]}, *wrt[9];
+    int n_in = 0;
+    for (int i = 0; i < 9; i++)
+        if (x[i]) wrt[n_in++] = x[i];
+    ck_assert_msg(mi_grad(outs, g, 3, wrt, n_in, false, out + 3) == 0, "%s", mi_error());
+    return 3 + n_in;
+}
+
+START_TEST(chunk1_equals_composed_path)
+{
+    const mi_preset *p = mi_preset_find(presets[_i].name);
+    ck_assert_ptr_nonnull(p);
+    mi_miras_config cfg = preset_config(p);
+    if (presets[_i].set) config_set(&cfg, presets[_i].set);
+    cfg.chunk = 1;
+    mi_miras m;
+    ck_assert_msg(mi_miras_init(&m, &cfg) == 0, "%s", mi_error());
+    int64_t h = (int64_t)cfg.mlp_expansion * LD;
+    mi_rng r;
+    mi_rng_seed(&r, 700u + (unsigned)_i);
+    mi_tensor *x[9];
+    x[0] = leaf(mi_randn(&r, MI_F64, MI_SHAPE(2, T_LAYER, LD), 0, 1));
+    x[1] = leaf(mi_randn(&r, MI_F64, MI_SHAPE(2, T_LAYER, LD), 0, 1));
+    x[2] = leaf(mi_randn(&r, MI_F64, MI_SHAPE(2, T_LAYER, LD), 0, 1));
+    x[3] = leaf(mi_randn(&r, MI_F64, MI_SHAPE(LD, h), 0, 1 / sqrt((double)h)));
+    x[4] = leaf(mi_randn(&r, MI_F64, MI_SHAPE(h, LD), 0, 1 / sqrt((double)LD)));
+    x[5] = layer_gate(&r, true, 0.01, 0.1);
+    x[6] = layer_gate(&r, m.retention->uses_alpha, 0.6, 0.99);
+    x[7] = layer_gate(&r, m.algorithm->uses_mu, 0.3, 0.7);
+    /* δ around the error norms (≈ 3–5 here): both branches of yaad's switch */
+    x[8] = layer_gate(&r, m.bias->needs_delta, 2, 6);
+    mi_tensor *g[3] = {mi_randn(&r, MI_F64, MI_SHAPE(2, T_LAYER, LD), 0, 1),
+                       mi_randn(&r, MI_F64, 4, (int64_t[]){2, 1, LD, h}, 0, 1),
+                       mi_randn(&r, MI_F64, 4, (int64_t[]){2, 1, h, LD}, 0, 1)};
+    mi_tensor *ref[12], *got[12];
+    mi_miras_config slow = cfg;
+    slow.materialize = true;
+    int n = layer_results(&slow, x, g, ref);
+    ck_assert_int_eq(layer_results(&cfg, x, g, got), n);
+    int worst = 0;
+    double e = max_rel_err(got, ref, n, &worst);
+    printf("chunk 1 %-8s %-20s: max error %.2e (result %d)\n", presets[_i].name,
+           presets[_i].set ? presets[_i].set : "", e, worst);
+    ck_assert_msg(e <= 1e-12, "%s %s: result %d differs by %.3g", presets[_i].name,
+                  presets[_i].set ? presets[_i].set : "", worst, e);
+
+    /* the one-token step of generation, token after token, equals the forward */
+    mi_miras_state st;
+    ck_assert_msg(mi_miras_state_init(&m, &st, &x[3], 2, LD, LD, MI_F64) == 0, "%s", mi_error());
+    double es = 0;
+    for (int64_t t = 0; t < T_LAYER; t++) {
+        mi_tensor *gs[4];
+        for (int i = 0; i < 4; i++) gs[i] = x[5 + i] ? mi_slice(x[5 + i], 1, t, t + 1) : NULL;
+        mi_miras_gates gt = {.eta = gs[0], .alpha = gs[1], .mu = gs[2], .delta = gs[3]};
+        mi_tensor *yt = mi_miras_step(&m, &st, mi_slice(x[0], 1, t, t + 1),
+                                      mi_slice(x[1], 1, t, t + 1), mi_slice(x[2], 1, t, t + 1), &gt);
+        ck_assert_msg(yt != NULL, "%s", mi_error());
+        mi_tensor *want = mi_slice(ref[0], 1, t, t + 1);
+        for (int64_t j = 0; j < yt->numel; j++) {
+            double d = fabs(mi_get(yt, j) - mi_get(want, j));
+            if (d > es) es = d;
+        }
+    }
+    printf("step    %-8s %-20s: max error %.2e\n", presets[_i].name,
+           presets[_i].set ? presets[_i].set : "", es);
+    ck_assert_msg(es <= 1e-12, "%s: the step differs from the forward by %.3g",
+                  presets[_i].name, es);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- errors */
+START_TEST(bad_inputs_give_messages)
+{
+    variant vr = {true, false, true, 0};
+    inputs x;
+    make_inputs(&x, 4, &vr, 3);
+    mi_mlp_scan_rule rule = rule_of(&vr);
+    mi_tensor **in = x.in, *st[4];
+    mi_error_clear();
+    /* k with the wrong width */
+    mi_tensor *k_bad = mi_zeros(MI_F64, MI_SHAPE(N, 4, D + 1));
+    ck_assert_ptr_null(mi_mlp_scan(in, in[4], k_bad, in[6], x.gates, &rule, st));
+    ck_assert_error_has("mlp_scan: shapes do not fit");
+    ck_assert_error_has("[2,4,9]");
+    /* gates must be [N, T, 4] */
+    mi_error_clear();
+    mi_tensor *g_bad = mi_zeros(MI_F64, MI_SHAPE(N, 4, 3));
+    ck_assert_ptr_null(mi_mlp_scan(in, in[4], in[5], in[6], g_bad, &rule, st));
+    ck_assert_error_has("gates [2,4,3]");
+    /* T differs between q and v */
+    mi_error_clear();
+    mi_tensor *v_bad = mi_zeros(MI_F64, MI_SHAPE(N, 5, D));
+    ck_assert_ptr_null(mi_mlp_scan(in, in[4], in[5], v_bad, x.gates, &rule, st));
+    ck_assert_error_has("mlp_scan");
+    /* a packed state whose size is not 4·d·h (momentum) */
+    mi_error_clear();
+    mi_tensor *w_bad = mi_zeros(MI_F64, MI_SHAPE(N, 4 * D * HID + 1));
+    ck_assert_ptr_null(mi_mlp_scan_packed(w_bad, in[4], in[5], in[6], x.gates, &rule));
+    ck_assert_error_has("P = 4");
+    /* momentum needs S1, S2 */
+    mi_error_clear();
+    mi_tensor *no_s[4] = {in[0], in[1], NULL, NULL};
+    ck_assert_ptr_null(mi_mlp_scan(no_s, in[4], in[5], in[6], x.gates, &rule, st));
+    ck_assert_error_has("state tensor 2 is NULL");
+    /* dtype */
+    mi_error_clear();
+    mi_tensor *q32 = mi_tensor_to(in[4], MI_F32);
+    ck_assert_ptr_null(mi_mlp_scan(in, q32, in[5], in[6], x.gates, &rule, st));
+    ck_assert_error_has("dtype");
+    /* yaad's sharpness */
+    mi_error_clear();
+    mi_mlp_scan_rule bad_rule = {.yaad = true, .sign_sharpness = 0};
+    mi_tensor *w2[2] = {in[0], in[1]};
+    ck_assert_ptr_null(mi_mlp_scan(w2, in[4], in[5], in[6], x.gates, &bad_rule, st));
+    ck_assert_error_has("sharpness");
+    /* NULL propagates */
+    mi_error_clear();
+    ck_assert_ptr_null(mi_mlp_scan(in, NULL, in[5], in[6], x.gates, &rule, st));
+    ck_assert_error_has("mlp_scan");
+    /* the backward op checks g */
+    mi_error_clear();
+    mi_tensor *packed = mi_concat((mi_tensor *[]){mi_reshape(in[0], 2, (int64_t[]){N, -1}),
+                                                  mi_reshape(in[1], 2, (int64_t[]){N, -1}),
+                                                  mi_reshape(in[2], 2, (int64_t[]){N, -1}),
+                                                  mi_reshape(in[3], 2, (int64_t[]){N, -1})},
+                                  4, 1);
+    ck_assert_ptr_null(mi_mlp_scan_backward(packed, in[4], in[5], in[6], x.gates,
+                                            mi_zeros(MI_F64, MI_SHAPE(N, 7)), &rule));
+    ck_assert_error_has("mlp_scan_backward: g [2,7]");
+    /* no second derivatives: a message, not a wrong answer */
+    mi_error_clear();
+    mi_tensor *y = mi_mlp_scan(in, in[4], in[5], in[6], x.gates, &rule, st);
+    ck_assert_ptr_nonnull(y);
+    mi_tensor *loss = mi_sum(mi_square(y), MI_ALL, false), *g = NULL;
+    ck_assert_int_ne(mi_grad(&loss, NULL, 1, &in[5], 1, true, &g), 0);
+    ck_assert_error_has("no second derivatives");
+}
+END_TEST
+
 Suite *make_suite(void)
 {
     Suite *s = suite_create("mlp_scan");
     TCase *tc = tcase_slow("mlp_scan");
     tcase_add_loop_test(tc, op_equals_composed_ops, 0, N_VARIANTS);
+    tcase_add_loop_test(tc, op_gradcheck, 0, N_VARIANTS);
+    tcase_add_loop_test(tc, chunk1_equals_composed_path, 0, N_PRESETS);
+    tcase_add_test(tc, bad_inputs_give_messages);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -260,19 +260,17 @@ static mi_tensor *mlp_scan_vjp(const mi_node *nd, int i, mi_tensor *g)
 
 /* Small sizes: gd and momentum, ℓ2 and yaad (a smooth sign, and the exact
  * one), T = 1 (the generation step). Gates well inside their ranges; yaad's
- * δ around the error norms so that both branches occur, and kept away from
- * the switch by the examples' sizes (a finite difference across it would
- * not be a derivative). */
+ * δ either 0.02 or 50 per token, far below or above the error norms (≈ 1–3),
+ * so that both branches occur and no finite difference crosses the switch
+ * (it would not be a derivative). */
 static int ex_mlp_scan(mi_rng *r, int variant, mi_tensor **in, mi_attrs *a)
 {
     int64_t N = 2, T = 4, d = 3, h = 4;
-    double dlo = 1, dhi = 1;
     switch (variant) {
     case 0: a->index = 0; break;
     case 1: a->index = MI_MLP_SCAN_MOMENTUM; break;
-    case 2: a->index = MI_MLP_SCAN_YAAD, a->p = 1.5, dlo = 0.2, dhi = 3; break;
-    case 3: a->index = MI_MLP_SCAN_MOMENTUM | MI_MLP_SCAN_YAAD, a->p = INFINITY, dlo = 0.2,
-            dhi = 3; break;
+    case 2: a->index = MI_MLP_SCAN_YAAD, a->p = 1.5; break;
+    case 3: a->index = MI_MLP_SCAN_MOMENTUM | MI_MLP_SCAN_YAAD, a->p = INFINITY; break;
     case 4: a->index = MI_MLP_SCAN_MOMENTUM, N = 1, T = 1, d = 2, h = 3; break;
     default: return 0;
     }
@@ -284,10 +282,11 @@ static int ex_mlp_scan(mi_rng *r, int variant, mi_tensor **in, mi_attrs *a)
     /* η, α, μ, δ */
     mi_tensor *g = ex_uniform(r, MI_SHAPE(N, T, MS_GATES), 0, 1);
     if (!g) return 0;
-    double lo[MS_GATES] = {0.05, 0.6, 0.2, dlo}, hi[MS_GATES] = {0.3, 1.0, 0.8, dhi};
+    double lo[MS_GATES - 1] = {0.05, 0.6, 0.2}, hi[MS_GATES - 1] = {0.3, 1.0, 0.8};
     for (int64_t i = 0; i < g->numel; i++) {
         int c = (int)(i % MS_GATES);
-        mi_set(g, i, lo[c] + (hi[c] - lo[c]) * mi_get(g, i));
+        double u = mi_get(g, i);
+        mi_set(g, i, c == 3 ? (u < 0.5 ? 0.02 : 50) : lo[c] + (hi[c] - lo[c]) * u);
     }
     in[4] = g;
     return MS_IN;
