@@ -415,6 +415,15 @@ START_TEST(bad_inputs_give_messages)
     mi_tensor *no_s[4] = {in[0], in[1], NULL, NULL};
     ck_assert_ptr_null(mi_mlp_scan(no_s, in[4], in[5], in[6], x.gates, &rule, st));
     ck_assert_error_has("state tensor 2 is NULL");
+    /* W2 with another hidden width than W1 */
+    mi_error_clear();
+    mi_tensor *w_odd[4] = {in[0], mi_zeros(MI_F64, MI_SHAPE(N, HID + 1, D)), in[2], in[3]};
+    ck_assert_ptr_null(mi_mlp_scan(w_odd, in[4], in[5], in[6], x.gates, &rule, st));
+    ck_assert_error_has("state tensor 1 is [2,13,8]");
+    /* no rule */
+    mi_error_clear();
+    ck_assert_ptr_null(mi_mlp_scan(in, in[4], in[5], in[6], x.gates, NULL, st));
+    ck_assert_error_has("NULL rule");
     /* dtype */
     mi_error_clear();
     mi_tensor *q32 = mi_tensor_to(in[4], MI_F32);

@@ -322,9 +322,16 @@ static mi_attrs ms_attrs(const mi_mlp_scan_rule *rule)
     return at;
 }
 
+static bool ms_rule_given(const mi_mlp_scan_rule *rule)
+{
+    if (!rule) mi_error_set("mlp_scan: NULL rule");
+    return rule != NULL;
+}
+
 mi_tensor *mi_mlp_scan_packed(mi_tensor *state0, mi_tensor *q, mi_tensor *k, mi_tensor *v,
                               mi_tensor *gates, const mi_mlp_scan_rule *rule)
 {
+    if (!ms_rule_given(rule)) return NULL;
     mi_attrs at = ms_attrs(rule);
     return RUN(&mi_op_mlp_scan, &at, state0, q, k, v, gates);
 }
@@ -332,6 +339,7 @@ mi_tensor *mi_mlp_scan_packed(mi_tensor *state0, mi_tensor *q, mi_tensor *k, mi_
 mi_tensor *mi_mlp_scan_backward(mi_tensor *state0, mi_tensor *q, mi_tensor *k, mi_tensor *v,
                                 mi_tensor *gates, mi_tensor *g, const mi_mlp_scan_rule *rule)
 {
+    if (!ms_rule_given(rule)) return NULL;
     mi_attrs at = ms_attrs(rule);
     return RUN(&mi_op_mlp_scan_backward, &at, state0, q, k, v, gates, g);
 }
@@ -339,17 +347,22 @@ mi_tensor *mi_mlp_scan_backward(mi_tensor *state0, mi_tensor *q, mi_tensor *k, m
 mi_tensor *mi_mlp_scan(mi_tensor *const *state0, mi_tensor *q, mi_tensor *k, mi_tensor *v,
                        mi_tensor *gates, const mi_mlp_scan_rule *rule, mi_tensor **state)
 {
+    if (!ms_rule_given(rule)) return NULL;
     int n = rule->momentum ? 4 : 2;
     mi_tensor *flat[4];
     for (int i = 0; i < n; i++) {
-        if (!state0[i] || state0[i]->rank < 1) {
-            mi_error_set("mlp_scan: state tensor %d is %s; W1 [N,d,h], W2 [N,h,d]%s", i,
-                         state0[i] ? "a scalar" : "NULL",
+        /* every part [N, ...] with d·h elements per sequence, as W1 */
+        const mi_tensor *w = state0[i], *w1 = state0[0];
+        if (!w || w->rank < 1 || w->shape[0] < 1 || w->shape[0] != w1->shape[0] ||
+            w->numel != w1->numel) {
+            char s[96];
+            mi_error_set("mlp_scan: state tensor %d is %s; W1 [N,d,h], W2 [N,h,d]%s: each "
+                         "[N, ...] with d·h elements per sequence", i,
+                         w ? mi_shape_str(s, sizeof s, w->rank, w->shape) : "NULL",
                          rule->momentum ? ", S1, S2 as W1, W2" : "");
             return NULL;
         }
-        if (!(flat[i] = mi_reshape(state0[i], 2, (int64_t[]){state0[i]->shape[0], -1})))
-            return NULL;
+        if (!(flat[i] = mi_reshape(state0[i], 2, (int64_t[]){w->shape[0], -1}))) return NULL;
     }
     mi_tensor *packed = mi_mlp_scan_packed(mi_concat(flat, n, 1), q, k, v, gates, rule);
     if (!packed) return NULL;
