@@ -40,7 +40,7 @@ static const variant variants[] = {
 #define N_VARIANTS ((int)(sizeof variants / sizeof variants[0]))
 
 typedef struct inputs {
-    mi_tensor *in[7]; /* W1, W2, S1, S2, q, k, v; then gates at [7] via gates */
+    mi_tensor *in[7]; /* W1, W2, S1, S2, q, k, v */
     mi_tensor *gates;
     mi_tensor *gy, *gw[4];
     int64_t T;
@@ -366,7 +366,8 @@ START_TEST(chunk1_equals_composed_path)
         for (int i = 0; i < 4; i++) gs[i] = x[5 + i] ? mi_slice(x[5 + i], 1, t, t + 1) : NULL;
         mi_miras_gates gt = {.eta = gs[0], .alpha = gs[1], .mu = gs[2], .delta = gs[3]};
         mi_tensor *yt = mi_miras_step(&m, &st, mi_slice(x[0], 1, t, t + 1),
-                                      mi_slice(x[1], 1, t, t + 1), mi_slice(x[2], 1, t, t + 1), &gt);
+                                      mi_slice(x[1], 1, t, t + 1), mi_slice(x[2], 1, t, t + 1),
+                                      &gt);
         ck_assert_msg(yt != NULL, "%s", mi_error());
         mi_tensor *want = mi_slice(ref[0], 1, t, t + 1);
         for (int64_t j = 0; j < yt->numel; j++) {

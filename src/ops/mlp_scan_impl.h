@@ -208,7 +208,8 @@ static void MS(add_outer)(MS_T *G, int64_t rows, int64_t cols, const MS_T *a0, c
  *           mv = W1ᵀ δ1: J1 = δ1 gmᵀ, gδ1 += W1 gm;
  *           δ1 = r (e − ē − ẑ ρ), ρ = mean(e ⊙ ẑ), κ = mean(gδ1 ⊙ ẑ):
  *             ge = LN'ᵀ gδ1, gẑ = −r (ρ gδ1 + κ e), gr = ⟨gδ1, δ1⟩ / r;
- *           e from y − v (bias): gdiff, gv = −gdiff, gδ (yaad); y = k + ẑ: gẑ += gdiff, gk += gdiff;
+ *           e from y − v (bias): gdiff, gv = −gdiff, gδ (yaad);
+ *           y = k + ẑ: gẑ += gdiff, gk += gdiff;
  *           gz = LN'ᵀ gẑ − gr r² ẑ / d (∂r/∂z = −r² ẑ / d);
  *           J1 += gz sᵀ, gs += W1ᵀ gz, ga += gs ⊙ gp, J2 = ga kᵀ, gk += W2ᵀ ga
  *   G ← α G + J. */
