@@ -5,10 +5,12 @@
  *   and add; y, the final state and the gradients of a random projection of
  *   both with respect to every input, for gd and momentum, the ℓ2 bias and
  *   yaad (smooth and exact sign, tokens on both sides of the switch), α ≡ 1
- *   and a general α, ragged T, N > 1;
+ *   and a general α, the gradient at W or at α W (decay_first), ragged T,
+ *   N > 1;
  * - it passes the framework's f64 gradcheck;
  * - the recurrence's chunk 1 path (which now runs it) equals the composed
- *   path (materialize=true) for the titans, yaad and ttt-mlp presets, and the
+ *   path (materialize=true) for the titans, yaad and ttt-mlp presets (and
+ *   variants: no retention, the exact sign, momentum, decay_first), and the
  *   one-token step of generation equals the sequence forward;
  * - bad shapes and dtypes give messages, not aborts, and a second derivative
  *   is refused with a message. */
@@ -26,16 +28,19 @@ static mi_tensor *leaf(mi_tensor *t)
     return t;
 }
 
-/* The variants: algorithm × bias × α. */
+/* The variants: algorithm × bias × α (× decay_first: the gradient at α W). */
 typedef struct variant {
     bool momentum, yaad, alpha;
     double sharp; /* yaad's a */
+    bool decay_first;
 } variant;
 
 static const variant variants[] = {
-    {false, false, false, 0},       {false, false, true, 0},   {true, false, false, 0},
-    {true, false, true, 0},         {false, true, true, 1.5},  {true, true, true, 1.5},
-    {false, true, false, INFINITY}, {true, true, true, INFINITY},
+    {false, false, false, 0, false},       {false, false, true, 0, false},
+    {true, false, false, 0, false},        {true, false, true, 0, false},
+    {false, true, true, 1.5, false},       {true, true, true, 1.5, false},
+    {false, true, false, INFINITY, false}, {true, true, true, INFINITY, false},
+    {false, false, true, 0, true},         {true, true, true, 1.5, true},
 };
 #define N_VARIANTS ((int)(sizeof variants / sizeof variants[0]))
 
@@ -120,8 +125,11 @@ static mi_tensor *composed(const inputs *x, const variant *vr, mi_tensor **state
         mi_tensor *v = mi_slice(x->in[6], 1, t, t + 1);
         mi_tensor *eta = gate_at(x->gates, t, 0), *alpha = gate_at(x->gates, t, 1);
         mi_tensor *mu = gate_at(x->gates, t, 2), *delta = gate_at(x->gates, t, 3);
-        mi_tensor *loss = bias_loss(vr, mlp_read(W[0], W[1], k), v, delta), *g[2];
-        ck_assert_msg(mi_grad(&loss, NULL, 1, W, 2, true, g) == 0, "%s", mi_error());
+        /* the gradient's point: W, or α W with decay_first */
+        mi_tensor *at[2] = {W[0], W[1]};
+        if (vr->decay_first) at[0] = mi_mul(alpha, W[0]), at[1] = mi_mul(alpha, W[1]);
+        mi_tensor *loss = bias_loss(vr, mlp_read(at[0], at[1], k), v, delta), *g[2];
+        ck_assert_msg(mi_grad(&loss, NULL, 1, at, 2, true, g) == 0, "%s", mi_error());
         for (int l = 0; l < 2; l++) {
             mi_tensor *step = mi_neg(mi_mul(eta, g[l]));
             if (vr->momentum) step = S[l] = mi_add(mi_mul(mu, S[l]), step);
@@ -136,7 +144,7 @@ static mi_tensor *composed(const inputs *x, const variant *vr, mi_tensor **state
 static mi_mlp_scan_rule rule_of(const variant *vr)
 {
     return (mi_mlp_scan_rule){.momentum = vr->momentum, .yaad = vr->yaad,
-                              .sign_sharpness = vr->sharp};
+                              .decay_first = vr->decay_first, .sign_sharpness = vr->sharp};
 }
 
 /* The gates the op reads: α ≡ 1 without retention. */
@@ -200,9 +208,9 @@ static const int64_t lengths[] = {1, 7, 10};
 
 static const char *variant_name(const variant *vr, char *buf, size_t n)
 {
-    snprintf(buf, n, "%s %s%s%s", vr->momentum ? "momentum" : "gd",
+    snprintf(buf, n, "%s %s%s%s%s", vr->momentum ? "momentum" : "gd",
              vr->yaad ? "yaad" : "l2", vr->yaad ? (isinf(vr->sharp) ? "(sign)" : "(tanh)") : "",
-             vr->alpha ? " alpha" : " alpha=1");
+             vr->alpha ? " alpha" : " alpha=1", vr->decay_first ? " decay_first" : "");
     return buf;
 }
 
@@ -220,7 +228,7 @@ START_TEST(op_equals_composed_ops)
         ck_assert_int_eq(results(&x, vr, true, got), n);
         int worst = 0;
         double e = max_rel_err(got, ref, n, &worst);
-        printf("mlp_scan %-28s T %2lld: max error %.2e (result %d, at a value %.3g)\n", name,
+        printf("mlp_scan %-40s T %2lld: max error %.2e (result %d, at a value %.3g)\n", name,
                (long long)x.T, e, worst, worst_ref);
         ck_assert_msg(e <= 1e-12, "%s T %lld: result %d differs by %.3g", name, (long long)x.T,
                       worst, e);
@@ -273,7 +281,7 @@ START_TEST(op_gradcheck)
     mi_gradcheck_opts o = MI_GRADCHECK_DEFAULTS;
     o.quiet = true;
     mi_gradcheck_result g = mi_gradcheck(call_scan, &sc, in, 5, &o);
-    printf("mlp_scan %-28s gradcheck: %lld entries, max abs err %.2e\n", name,
+    printf("mlp_scan %-40s gradcheck: %lld entries, max abs err %.2e\n", name,
            (long long)g.entries, g.max_abs_err);
     ck_assert_msg(g.ok, "%s: %s", name, g.message);
 }
@@ -289,7 +297,8 @@ static const struct { const char *name, *set; } presets[] = {
     {"yaad", "sign_sharpness=inf"},
     {"yaad", "algorithm=momentum"},
     {"ttt-mlp", NULL},
-    {"titans", "decay_first=true"}, /* the composed path on both sides */
+    {"titans", "decay_first=true"},
+    {"yaad", "decay_first=true"},
 };
 #define N_PRESETS ((int)(sizeof presets / sizeof presets[0]))
 
@@ -385,7 +394,7 @@ END_TEST
 /* ---------------------------------------------------------------- errors */
 START_TEST(bad_inputs_give_messages)
 {
-    variant vr = {true, false, true, 0};
+    variant vr = {.momentum = true, .alpha = true};
     inputs x;
     make_inputs(&x, 4, &vr, 3);
     mi_mlp_scan_rule rule = rule_of(&vr);

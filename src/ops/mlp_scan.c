@@ -13,7 +13,8 @@
  *         yaad (MIRAS eq:huber-loss): e = y − v if ‖y − v‖₂ ≤ δ_t, else
  *         δ_t tanh(a (y − v)) (a = attrs.p, the sign's sharpness; a = ∞: the
  *         exact sign, derivative 0; the switch passes no derivative)
- *   g_t = ∂ℓ/∂W at W_{t−1} (mlp.c's closed form):
+ *   g_t = ∂ℓ/∂W at W_{t−1} (mlp.c's closed form), or with decay_first at
+ *         α_t W_{t−1} (recurrence.c's header; e and g_t then read c W, c = α_t):
  *         δ1 = r (e − mean(e) − ẑ mean(e ⊙ ẑ)),  ∂ℓ/∂W1 = δ1 sᵀ,
  *         δ2 = gelu'(a) ⊙ W1ᵀ δ1,                 ∂ℓ/∂W2 = δ2 kᵀ
  *         (a = W2 k, s = gelu(a), ẑ = LN(W1 s), r = 1/√(var(W1 s) + eps))
@@ -25,7 +26,8 @@
  * q, k, v [N, T, d]; gates [N, T, 4] = (η, α, μ, δ) per head and token (α ≡ 1
  * for no retention; μ read with momentum, δ with yaad, else ignored, their
  * gradients 0). Attributes (mi_attrs has no fields named for them): index =
- * the flags MI_MLP_SCAN_MOMENTUM | MI_MLP_SCAN_YAAD, p = a. One output,
+ * the flags MI_MLP_SCAN_MOMENTUM | MI_MLP_SCAN_YAAD | MI_MLP_SCAN_DECAY_FIRST,
+ * p = a. One output,
  * packed [N, T·d + P]: y [N, T, d] then the final state as state0
  * (mi_mlp_scan packs and splits).
  *
@@ -64,7 +66,7 @@ static const char *const ms_names[MS_IN + 1] = {"state0", "q", "k", "v", "gates"
 
 typedef struct ms_dims {
     int64_t N, T, d, h, m, P; /* m = 2·d·h: one copy of (W1, W2) */
-    bool momentum, yaad;
+    bool momentum, yaad, decay_first;
     double sharp;
 } ms_dims;
 
@@ -72,7 +74,8 @@ static ms_dims ms_dims_of(mi_tensor *const *in, const mi_attrs *at)
 {
     ms_dims k = {.N = in[0]->shape[0], .T = in[2]->shape[1], .d = in[2]->shape[2],
                  .P = in[0]->shape[1], .momentum = at->index & MI_MLP_SCAN_MOMENTUM,
-                 .yaad = at->index & MI_MLP_SCAN_YAAD, .sharp = at->p};
+                 .yaad = at->index & MI_MLP_SCAN_YAAD,
+                 .decay_first = at->index & MI_MLP_SCAN_DECAY_FIRST, .sharp = at->p};
     k.m = k.momentum ? k.P / 2 : k.P;
     k.h = k.m / (2 * k.d);
     return k;
@@ -91,9 +94,10 @@ static int ms_check(const char *op, mi_tensor *const *in, int n, const mi_attrs 
             mi_error_set("%s: %s %s and state0 %s differ in dtype", op, ms_names[i], s[i], s[0]);
             return -1;
         }
-    if (at->index < 0 || at->index > (MI_MLP_SCAN_MOMENTUM | MI_MLP_SCAN_YAAD)) {
-        mi_error_set("%s: flags %lld are not a combination of momentum (1) and yaad (2)", op,
-                     (long long)at->index);
+    if (at->index < 0 ||
+        at->index > (MI_MLP_SCAN_MOMENTUM | MI_MLP_SCAN_YAAD | MI_MLP_SCAN_DECAY_FIRST)) {
+        mi_error_set("%s: flags %lld are not a combination of momentum (1), yaad (2) and "
+                     "decay_first (4)", op, (long long)at->index);
         return -1;
     }
     if ((at->index & MI_MLP_SCAN_YAAD) && !(at->p > 0)) {
@@ -228,7 +232,9 @@ static mi_tensor *ms_grad_part(mi_tensor *packed, mi_tensor *const *in, int i)
 static mi_mlp_scan_rule ms_rule_of(const mi_attrs *at)
 {
     return (mi_mlp_scan_rule){.momentum = at->index & MI_MLP_SCAN_MOMENTUM,
-                              .yaad = at->index & MI_MLP_SCAN_YAAD, .sign_sharpness = at->p};
+                              .yaad = at->index & MI_MLP_SCAN_YAAD,
+                              .decay_first = at->index & MI_MLP_SCAN_DECAY_FIRST,
+                              .sign_sharpness = at->p};
 }
 
 static mi_tensor *ms_backward(const mi_node *nd, mi_tensor *g)
@@ -259,7 +265,7 @@ static mi_tensor *mlp_scan_vjp(const mi_node *nd, int i, mi_tensor *g)
 }
 
 /* Small sizes: gd and momentum, ℓ2 and yaad (a smooth sign, and the exact
- * one), T = 1 (the generation step). Gates well inside their ranges; yaad's
+ * one), decay_first, T = 1 (the generation step). Gates well inside their ranges; yaad's
  * δ either 0.02 or 50 per token, far below or above the error norms (≈ 1–3),
  * so that both branches occur and no finite difference crosses the switch
  * (it would not be a derivative). */
@@ -272,6 +278,8 @@ static int ex_mlp_scan(mi_rng *r, int variant, mi_tensor **in, mi_attrs *a)
     case 2: a->index = MI_MLP_SCAN_YAAD, a->p = 1.5; break;
     case 3: a->index = MI_MLP_SCAN_MOMENTUM | MI_MLP_SCAN_YAAD, a->p = INFINITY; break;
     case 4: a->index = MI_MLP_SCAN_MOMENTUM, N = 1, T = 1, d = 2, h = 3; break;
+    case 5: a->index = MI_MLP_SCAN_DECAY_FIRST | MI_MLP_SCAN_YAAD, a->p = 2; break;
+    case 6: a->index = MI_MLP_SCAN_DECAY_FIRST | MI_MLP_SCAN_MOMENTUM; break;
     default: return 0;
     }
     int64_t copies = a->index & MI_MLP_SCAN_MOMENTUM ? 4 : 2;
@@ -317,7 +325,8 @@ const mi_op mi_op_mlp_scan_backward = {
 static mi_attrs ms_attrs(const mi_mlp_scan_rule *rule)
 {
     mi_attrs at = {.index = (rule->momentum ? MI_MLP_SCAN_MOMENTUM : 0) |
-                            (rule->yaad ? MI_MLP_SCAN_YAAD : 0),
+                            (rule->yaad ? MI_MLP_SCAN_YAAD : 0) |
+                            (rule->decay_first ? MI_MLP_SCAN_DECAY_FIRST : 0),
                    .p = rule->yaad ? rule->sign_sharpness : 0};
     return at;
 }

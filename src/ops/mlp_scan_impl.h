@@ -5,11 +5,12 @@
  * dimensions (ms_dims), the flags and the OpenMP helpers come from there.
  * Not a header of its own: no guard. */
 
-/* y = op(A) x (+ y with acc), A [rows, cols] row-major; op(A) = Aᵀ with trans. */
-static void MS(mv)(bool trans, int64_t rows, int64_t cols, const MS_T *A, const MS_T *x,
+/* y = c op(A) x (+ y with acc), A [rows, cols] row-major; op(A) = Aᵀ with
+ * trans. c scales the weights read at c W (decay_first: c = α_t). */
+static void MS(mv)(bool trans, int64_t rows, int64_t cols, MS_T c, const MS_T *A, const MS_T *x,
                    bool acc, MS_T *y)
 {
-    MS_GEMV(CblasRowMajor, trans ? CblasTrans : CblasNoTrans, (int)rows, (int)cols, 1, A,
+    MS_GEMV(CblasRowMajor, trans ? CblasTrans : CblasNoTrans, (int)rows, (int)cols, c, A,
             (int)cols, x, 1, acc ? 1 : 0, y, 1);
 }
 
@@ -44,19 +45,19 @@ static void MS(ln_back)(int64_t d, const MS_T *g, const MS_T *zh, MS_T r, MS_T *
     for (int64_t i = 0; i < d; i++) out[i] = r * (g[i] - gm - zh[i] * gz);
 }
 
-/* The read y = M_W(x) = x + LN(W1 gelu(W2 x)) (MIRAS "MIRAS's Variants",
- * Titans' deep memory; mlp.c) into x's act. */
-static void MS(read)(const ms_dims *k, const MS_T *W, const MS_T *x, const MS(act) *o)
+/* The read y = M_{cW}(x) = x + LN(c W1 gelu(c W2 x)) (MIRAS "MIRAS's
+ * Variants", Titans' deep memory; mlp.c) into x's act. */
+static void MS(read)(const ms_dims *k, const MS_T *W, MS_T c, const MS_T *x, const MS(act) *o)
 {
     int64_t d = k->d, h = k->h;
     const MS_T *W1 = W, *W2 = W + d * h;
-    MS(mv)(false, h, d, W2, x, false, o->a);
+    MS(mv)(false, h, d, c, W2, x, false, o->a);
     for (int64_t j = 0; j < h; j++) {
         MS_T a = o->a[j], Phi = (MS_T)0.5 * (1 + MS_ERF(a * (MS_T)M_SQRT1_2));
         o->s[j] = a * Phi;
         o->gp[j] = Phi + a * (MS_T)MS_INV_SQRT_2PI * MS_EXP((MS_T)-0.5 * a * a);
     }
-    MS(mv)(false, d, h, W1, o->s, false, o->zh);
+    MS(mv)(false, d, h, c, W1, o->s, false, o->zh);
     MS_T mean = 0, var = 0;
     for (int64_t i = 0; i < d; i++) mean += o->zh[i];
     mean /= (MS_T)d;
@@ -72,15 +73,17 @@ static void MS(read)(const ms_dims *k, const MS_T *W, const MS_T *x, const MS(ac
     }
 }
 
-/* The inner gradient's factors at W on token (k, v) with threshold δ:
+/* The inner gradient's factors at c W (c = α_t with decay_first, else 1) on
+ * token (k, v) with threshold δ:
  *   e  = y − v (ℓ2, MIRAS Eq. 4), or for yaad (MIRAS eq:huber-loss)
  *        e = y − v if ‖y − v‖ ≤ δ, else δ tanh(a (y − v)) (a = ∞: δ sign(y − v))
  *   δ1 = LN'ᵀ e,  δ2 = gelu'(a) ⊙ W1ᵀ δ1  (∂ℓ/∂W1 = δ1 sᵀ, ∂ℓ/∂W2 = δ2 kᵀ) */
 static void MS(inner)(const ms_dims *k, const MS_T *W, const MS_T *x, const MS_T *v,
-                      MS_T delta, const MS(act) *o)
+                      const MS_T *gate, const MS(act) *o)
 {
     int64_t d = k->d, h = k->h;
-    MS(read)(k, W, x, o);
+    MS_T delta = gate[3], c = k->decay_first ? gate[1] : 1;
+    MS(read)(k, W, c, x, o);
     MS_T nrm = 0;
     for (int64_t i = 0; i < d; i++) {
         o->e[i] = o->y[i] - v[i];
@@ -93,14 +96,15 @@ static void MS(inner)(const ms_dims *k, const MS_T *W, const MS_T *x, const MS_T
             o->e[i] = delta * (isinf(k->sharp) ? (MS_T)((o->e[i] > 0) - (o->e[i] < 0))
                                                : MS_TANH((MS_T)k->sharp * o->e[i]));
     MS(ln_back)(d, o->e, o->zh, *o->r, o->dl1);
-    MS(mv)(true, d, h, W, o->dl1, false, o->mv);
+    MS(mv)(true, d, h, c, W, o->dl1, false, o->mv);
     for (int64_t j = 0; j < h; j++) o->dl2[j] = o->gp[j] * o->mv[j];
 }
 
 /* The write of one token, in place (MIRAS Eq. 3; Titans §3.1 with momentum):
  *   gd:       W ← α W − η g
  *   momentum: S ← μ S − η g,  W ← α W + S
- * with g = (δ1 sᵀ, δ2 kᵀ) from inner's act. */
+ * with g = (δ1 sᵀ, δ2 kᵀ) from inner's act (taken at α W with decay_first,
+ * gated DeltaNet's order). */
 static void MS(step)(const ms_dims *k, MS_T *state, const MS_T *x, const MS_T *gate,
                      const MS(act) *o)
 {
@@ -154,9 +158,9 @@ static void MS(mlp_scan)(mi_tensor *o, mi_tensor *const *in, const mi_attrs *at)
         for (int64_t t = 0; t < T; t++) {
             int64_t nt = n * T + t;
             const MS_T *gate = Gt + nt * MS_GATES;
-            MS(inner)(&k, state, K + nt * d, V + nt * d, gate[3], &x);
+            MS(inner)(&k, state, K + nt * d, V + nt * d, gate, &x);
             MS(step)(&k, state, K + nt * d, gate, &x);
-            MS(read)(&k, state, Q + nt * d, &x);
+            MS(read)(&k, state, 1, Q + nt * d, &x);
             memcpy(Y + t * d, x.y, sizeof(MS_T) * (size_t)d);
         }
     }
@@ -178,20 +182,38 @@ static MS_T *MS(work_carve)(MS(work) *w, MS_T *p, const ms_dims *k)
     return p;
 }
 
-/* G_l += Σ_p a_p b_pᵀ over the rank-one pairs given (b NULL: none). */
-static void MS(add_outer)(MS_T *G, int64_t rows, int64_t cols, const MS_T *a0, const MS_T *b0,
-                          const MS_T *a1, const MS_T *b1)
+/* G += a bᵀ, G [rows, cols]. */
+static void MS(add_outer)(MS_T *G, int64_t rows, int64_t cols, const MS_T *a, const MS_T *b)
 {
     for (int64_t i = 0; i < rows; i++) {
+        MS_T *g = G + i * cols, ai = a[i];
+        MS_PRAGMA(omp simd)
+        for (int64_t j = 0; j < cols; j++) g[j] += ai * b[j];
+    }
+}
+
+/* One layer's ∂L/∂W_{t−1} from G = ∂L/∂W_t (W_t = α W_{t−1} + …) and
+ * J = a0 b0ᵀ + a1 b1ᵀ = ∂L/∂(c W_{t−1}) through the inner gradient, in place:
+ *   G ← α G + c J;  adds ⟨G, W_{t−1}⟩ (before the update) to *gw and
+ *   ⟨J, W_{t−1}⟩ to *jw (α's terms). a1 NULL: J = a0 b0ᵀ. */
+static void MS(fold)(MS_T *G, const MS_T *Wp, int64_t rows, int64_t cols, MS_T alpha, MS_T c,
+                     const MS_T *a0, const MS_T *b0, const MS_T *a1, const MS_T *b1, MS_T *gw,
+                     MS_T *jw)
+{
+    MS_T sg = 0, sj = 0;
+    if (!a1) b1 = b0; /* with a1_i = 0 */
+    for (int64_t i = 0; i < rows; i++) {
         MS_T *g = G + i * cols, c0 = a0[i], c1 = a1 ? a1[i] : 0;
-        if (a1) {
-            MS_PRAGMA(omp simd)
-            for (int64_t j = 0; j < cols; j++) g[j] += c0 * b0[j] + c1 * b1[j];
-        } else {
-            MS_PRAGMA(omp simd)
-            for (int64_t j = 0; j < cols; j++) g[j] += c0 * b0[j];
+        const MS_T *w = Wp + i * cols;
+        MS_PRAGMA(omp simd reduction(+ : sg, sj))
+        for (int64_t j = 0; j < cols; j++) {
+            MS_T J = c0 * b0[j] + c1 * b1[j];
+            sg += g[j] * w[j];
+            sj += J * w[j];
+            g[j] = alpha * g[j] + c * J;
         }
     }
+    *gw += sg, *jw += sj;
 }
 
 /* The vjp of token t, with Wp = W_{t−1} (and S_{t−1}) its inner act ik (at Wp
@@ -221,25 +243,26 @@ static void MS(token_backward)(const ms_dims *k, const MS_T *Wp, const MS_T *Wt,
 {
     int64_t d = k->d, h = k->h, dh = d * h, m = 2 * dh;
     MS_T eta = gate[0], alpha = gate[1], mu = gate[2], delta = gate[3];
+    MS_T c = k->decay_first ? alpha : 1; /* the inner gradient at c W_{t−1} */
     /* the read y_t = M_{W_t}(q_t) */
-    MS(read)(k, Wt, q, ra);
+    MS(read)(k, Wt, 1, q, ra);
     MS(ln_back)(d, gy, ra->zh, *ra->r, w->gz);
-    MS(mv)(true, d, h, Wt, w->gz, false, w->gs);
+    MS(mv)(true, d, h, 1, Wt, w->gz, false, w->gs);
     for (int64_t j = 0; j < h; j++) w->ga[j] = w->gs[j] * ra->gp[j];
-    MS(add_outer)(G, d, h, w->gz, ra->s, NULL, NULL);
-    MS(add_outer)(G + dh, h, d, w->ga, q, NULL, NULL);
+    MS(add_outer)(G, d, h, w->gz, ra->s);
+    MS(add_outer)(G + dh, h, d, w->ga, q);
     memcpy(gq, gy, sizeof(MS_T) * (size_t)d);
-    MS(mv)(true, h, d, Wt + dh, w->ga, true, gq);
+    MS(mv)(true, h, d, 1, Wt + dh, w->ga, true, gq);
     /* the write: G̃ (H + G with momentum, in H) */
     MS_T *Gs = G;
     if (k->momentum) {
         for (int64_t i = 0; i < m; i++) H[i] += G[i];
         Gs = H;
     }
-    MS(mv)(false, d, h, Gs, ik->s, false, w->u1);       /* G̃1 s */
-    MS(mv)(false, h, d, Gs + dh, kt, false, w->u2);      /* G̃2 k */
-    MS(mv)(true, d, h, Gs, ik->dl1, false, w->gs);       /* G̃1ᵀ δ1 */
-    MS(mv)(true, h, d, Gs + dh, ik->dl2, false, w->w2);  /* G̃2ᵀ δ2 */
+    MS(mv)(false, d, h, 1, Gs, ik->s, false, w->u1);       /* G̃1 s */
+    MS(mv)(false, h, d, 1, Gs + dh, kt, false, w->u2);      /* G̃2 k */
+    MS(mv)(true, d, h, 1, Gs, ik->dl1, false, w->gs);       /* G̃1ᵀ δ1 */
+    MS(mv)(true, h, d, 1, Gs + dh, ik->dl2, false, w->w2);  /* G̃2ᵀ δ2 */
     MS_T ge = 0;
     for (int64_t i = 0; i < d; i++) ge += ik->dl1[i] * w->u1[i];
     for (int64_t j = 0; j < h; j++) ge += ik->dl2[j] * w->u2[j];
@@ -255,7 +278,7 @@ static void MS(token_backward)(const ms_dims *k, const MS_T *Wp, const MS_T *Wt,
         w->ga[j] = gdl2 * ik->mv[j] * (MS_T)MS_INV_SQRT_2PI * MS_EXP((MS_T)-0.5 * a * a) *
                    (2 - a * a);
     }
-    MS(mv)(false, d, h, Wp, w->gm, true, w->gam); /* gδ1 += W1 gm */
+    MS(mv)(false, d, h, c, Wp, w->gm, true, w->gam); /* gδ1 += c W1 gm */
     /* through δ1 = r (e − ē − ẑ ρ) */
     MS_T r = *ik->r, rho = 0, kap = 0, gr = 0;
     for (int64_t i = 0; i < d; i++) {
@@ -288,12 +311,15 @@ static void MS(token_backward)(const ms_dims *k, const MS_T *Wp, const MS_T *Wt,
     }
     MS(ln_back)(d, w->gzh, ik->zh, r, w->gz);
     for (int64_t i = 0; i < d; i++) w->gz[i] -= gr * r * r * ik->zh[i] / (MS_T)d;
-    MS(mv)(true, d, h, Wp, w->gz, true, w->gs); /* gs += W1ᵀ gz */
+    MS(mv)(true, d, h, c, Wp, w->gz, true, w->gs); /* gs += c W1ᵀ gz */
     for (int64_t j = 0; j < h; j++) w->ga[j] += w->gs[j] * ik->gp[j];
-    MS(mv)(true, h, d, Wp + dh, w->ga, true, gk); /* gk += W2ᵀ ga */
-    /* gα, gμ, then G ← α G + J, H ← μ G̃ */
-    MS_T galpha = 0, gmu = 0;
-    for (int64_t i = 0; i < m; i++) galpha += G[i] * Wp[i];
+    MS(mv)(true, h, d, c, Wp + dh, w->ga, true, gk); /* gk += c W2ᵀ ga */
+    /* G ← α G + c J with gα = ⟨G, W_{t−1}⟩ (+ ⟨J, W_{t−1}⟩ with decay_first),
+     * then gμ and H ← μ G̃ */
+    MS_T galpha = 0, jw = 0, gmu = 0;
+    MS(fold)(G, Wp, d, h, alpha, c, ik->dl1, w->gm, w->gz, ik->s, &galpha, &jw);
+    MS(fold)(G + dh, Wp + dh, h, d, alpha, c, w->ga, kt, NULL, NULL, &galpha, &jw);
+    if (k->decay_first) galpha += jw;
     if (k->momentum) {
         const MS_T *Sp = Wp + m;
         for (int64_t i = 0; i < m; i++) {
@@ -303,9 +329,6 @@ static void MS(token_backward)(const ms_dims *k, const MS_T *Wp, const MS_T *Wt,
     }
     ggate[1] = galpha;
     ggate[2] = gmu;
-    for (int64_t i = 0; i < m; i++) G[i] *= alpha;
-    MS(add_outer)(G, d, h, ik->dl1, w->gm, w->gz, ik->s);
-    MS(add_outer)(G + dh, h, d, w->ga, kt, NULL, NULL);
 }
 
 /* Backward: per sequence, the forward's writes again keeping the state
@@ -348,7 +371,7 @@ static void MS(mlp_scan_backward)(mi_tensor *o, mi_tensor *const *in, const mi_a
             int64_t nt = n * T + t;
             if (t % K == 0) memcpy(cp + t / K * P, seg, sizeof(MS_T) * (size_t)P);
             MS(act_carve)(&ik, acts, &k);
-            MS(inner)(&k, seg, Kx + nt * d, V + nt * d, Gt[nt * MS_GATES + 3], &ik);
+            MS(inner)(&k, seg, Kx + nt * d, V + nt * d, Gt + nt * MS_GATES, &ik);
             MS(step)(&k, seg, Kx + nt * d, Gt + nt * MS_GATES, &ik);
         }
         /* ∂L/∂ the final state: G (W, in the output's gstate slot) and H (S) */
@@ -361,7 +384,7 @@ static void MS(mlp_scan_backward)(mi_tensor *o, mi_tensor *const *in, const mi_a
                 int64_t nt = n * T + t, j = t - t0;
                 MS_T *st = seg + j * P;
                 MS(act_carve)(&ik, acts + j * na, &k);
-                MS(inner)(&k, st, Kx + nt * d, V + nt * d, Gt[nt * MS_GATES + 3], &ik);
+                MS(inner)(&k, st, Kx + nt * d, V + nt * d, Gt + nt * MS_GATES, &ik);
                 memcpy(st + P, st, sizeof(MS_T) * (size_t)P);
                 MS(step)(&k, st + P, Kx + nt * d, Gt + nt * MS_GATES, &ik);
             }

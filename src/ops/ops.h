@@ -140,7 +140,8 @@ mi_tensor *mi_cms_scan_backward(mi_tensor *u, mi_tensor *v, mi_tensor *eta, mi_t
 /* ---------------------------------------------------------------- mlp_scan
  * The MLP memory's per-token recurrence over a sequence (depth 2, d = dk =
  * dv, read after write), M_W(x) = x + LN(W1 gelu(W2 x)):
- *   g_t = ∇_W ℓ(M_W(k_t); v_t) at W_{t−1} (ℓ2: ½‖y − v‖²; yaad: the ℓ2/ℓ1 switch
+ *   g_t = ∇_W ℓ(M_W(k_t); v_t) at W_{t−1} or, decay_first, at α_t W_{t−1}
+ *         (ℓ2: ½‖y − v‖²; yaad: the ℓ2/ℓ1 switch
  *         at δ_t with Sign ≈ tanh(a·), a = sign_sharpness, ∞: the exact sign)
  *   gd:  W_t = α_t W_{t−1} − η_t g_t;  momentum: S_t = μ_t S_{t−1} − η_t g_t,
  *        W_t = α_t W_{t−1} + S_t
@@ -151,10 +152,11 @@ mi_tensor *mi_cms_scan_backward(mi_tensor *u, mi_tensor *v, mi_tensor *eta, mi_t
  * where unused). Returns y [N, T, d] and the final state in state (2 or 4
  * tensors shaped as state0; state may be NULL). First-order gradients only
  * (a fused reverse scan). */
-enum { MI_MLP_SCAN_MOMENTUM = 1, MI_MLP_SCAN_YAAD = 2 };
+enum { MI_MLP_SCAN_MOMENTUM = 1, MI_MLP_SCAN_YAAD = 2, MI_MLP_SCAN_DECAY_FIRST = 4 };
 typedef struct mi_mlp_scan_rule {
-    bool momentum; /* else gd */
-    bool yaad;     /* else the ℓ2 bias */
+    bool momentum;    /* else gd */
+    bool yaad;        /* else the ℓ2 bias */
+    bool decay_first; /* g_t at α_t W_{t−1} (gated DeltaNet's order), else at W_{t−1} */
     double sign_sharpness;
 } mi_mlp_scan_rule;
 mi_tensor *mi_mlp_scan(mi_tensor *const *state0, mi_tensor *q, mi_tensor *k, mi_tensor *v,

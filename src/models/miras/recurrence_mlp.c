@@ -6,10 +6,10 @@
  *   W_t = α_t W_{t−1} − η_t g_t                             (gd)
  *   S_t = μ_t S_{t−1} − η_t g_t,  W_t = α_t W_{t−1} + S_t    (momentum, Titans §3.1)
  *   y_t = M_{W_t}(q_t)
- * with α ≡ 1 for retention none (recurrence.c's header, the op's in
- * ops/mlp_scan.c). decay_first (the gradient at α_t W_{t−1}), channel-wise
- * gates, other depths and every other component keep the composed path, and
- * so does materialize=true (the tests' reference). Not differentiable twice. */
+ * with α ≡ 1 for retention none, and with decay_first g_t at α_t W_{t−1}
+ * (recurrence.c's header, the op's in ops/mlp_scan.c). Channel-wise gates,
+ * other depths and every other component keep the composed path, and so does
+ * materialize=true (the tests' reference). Not differentiable twice. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,8 +18,9 @@
 bool mlp_fused_rule(const mi_miras *m, const mi_miras_gates *gt, mi_mlp_scan_rule *rule)
 {
     const mi_miras_config *c = &m->config;
-    bool yaad = !strcmp(m->bias->name, "yaad"), momentum = !strcmp(m->algorithm->name, "momentum");
-    if (c->materialize || c->decay_first || strcmp(m->memory->name, "mlp") || c->mlp_depth != 2 ||
+    bool yaad = !strcmp(m->bias->name, "yaad");
+    bool momentum = !strcmp(m->algorithm->name, "momentum");
+    if (c->materialize || strcmp(m->memory->name, "mlp") || c->mlp_depth != 2 ||
         (!yaad && strcmp(m->bias->name, "l2")) ||
         (strcmp(m->retention->name, "none") && strcmp(m->retention->name, "l2")) ||
         (!momentum && strcmp(m->algorithm->name, "gd")))
@@ -34,7 +35,8 @@ bool mlp_fused_rule(const mi_miras *m, const mi_miras_gates *gt, mi_mlp_scan_rul
         if (mi_miras_config_get(c, "sign_sharpness", text, sizeof text) != 0) return false;
         sharpness = strtod(text, NULL);
     }
-    *rule = (mi_mlp_scan_rule){.momentum = momentum, .yaad = yaad, .sign_sharpness = sharpness};
+    *rule = (mi_mlp_scan_rule){.momentum = momentum, .yaad = yaad,
+                               .decay_first = c->decay_first, .sign_sharpness = sharpness};
     return true;
 }
 
