@@ -132,7 +132,8 @@ static void MS(step)(const ms_dims *k, MS_T *state, const MS_T *x, const MS_T *g
 }
 
 /* Forward: per sequence, the state in the output's slot; per token the
- * inner gradient at W_{t−1}, the write, then y_t = M_{W_t}(q_t). */
+ * inner gradient at W_{t−1} (α_t W_{t−1} with decay_first), the write, then
+ * y_t = M_{W_t}(q_t). */
 static void MS(mlp_scan)(mi_tensor *o, mi_tensor *const *in, const mi_attrs *at)
 {
     ms_dims k = ms_dims_of(in, at);
@@ -169,14 +170,16 @@ static void MS(mlp_scan)(mi_tensor *o, mi_tensor *const *in, const mi_attrs *at)
 
 /* One thread's work vectors for the backward of a token. */
 typedef struct MS(work) {
-    MS_T *gz, *gam, *gzh, *u1, *w2, *gd; /* [d] */
-    MS_T *gs, *ga, *u2, *gm;             /* [h] */
+    MS_T *gz, *gdl1, *gzh, *ge; /* [d] ∂L/∂ of W1 s, δ1, ẑ, e */
+    MS_T *g1s, *g2d;            /* [d] G̃1 s, G̃2ᵀ δ2 */
+    MS_T *gs, *ga, *gm;         /* [h] ∂L/∂ of s, a, mv */
+    MS_T *g2k;                  /* [h] G̃2 k */
 } MS(work);
 
 static MS_T *MS(work_carve)(MS(work) *w, MS_T *p, const ms_dims *k)
 {
-    MS_T **nd[] = {&w->gz, &w->gam, &w->gzh, &w->u1, &w->w2, &w->gd};
-    MS_T **nh[] = {&w->gs, &w->ga, &w->u2, &w->gm};
+    MS_T **nd[] = {&w->gz, &w->gdl1, &w->gzh, &w->ge, &w->g1s, &w->g2d};
+    MS_T **nh[] = {&w->gs, &w->ga, &w->gm, &w->g2k};
     for (size_t i = 0; i < 6; i++, p += k->d) *nd[i] = p;
     for (size_t i = 0; i < 4; i++, p += k->h) *nh[i] = p;
     return p;
@@ -259,55 +262,55 @@ static void MS(token_backward)(const ms_dims *k, const MS_T *Wp, const MS_T *Wt,
         for (int64_t i = 0; i < m; i++) H[i] += G[i];
         Gs = H;
     }
-    MS(mv)(false, d, h, 1, Gs, ik->s, false, w->u1);       /* G̃1 s */
-    MS(mv)(false, h, d, 1, Gs + dh, kt, false, w->u2);      /* G̃2 k */
+    MS(mv)(false, d, h, 1, Gs, ik->s, false, w->g1s);       /* G̃1 s */
+    MS(mv)(false, h, d, 1, Gs + dh, kt, false, w->g2k);      /* G̃2 k */
     MS(mv)(true, d, h, 1, Gs, ik->dl1, false, w->gs);       /* G̃1ᵀ δ1 */
-    MS(mv)(true, h, d, 1, Gs + dh, ik->dl2, false, w->w2);  /* G̃2ᵀ δ2 */
-    MS_T ge = 0;
-    for (int64_t i = 0; i < d; i++) ge += ik->dl1[i] * w->u1[i];
-    for (int64_t j = 0; j < h; j++) ge += ik->dl2[j] * w->u2[j];
-    ggate[0] = -ge;
+    MS(mv)(true, h, d, 1, Gs + dh, ik->dl2, false, w->g2d);  /* G̃2ᵀ δ2 */
+    MS_T gw = 0; /* ⟨G̃, g⟩ */
+    for (int64_t i = 0; i < d; i++) gw += ik->dl1[i] * w->g1s[i];
+    for (int64_t j = 0; j < h; j++) gw += ik->dl2[j] * w->g2k[j];
+    ggate[0] = -gw;
     for (int64_t i = 0; i < d; i++) {
-        w->gam[i] = -eta * w->u1[i];
-        gk[i] = -eta * w->w2[i];
+        w->gdl1[i] = -eta * w->g1s[i];
+        gk[i] = -eta * w->g2d[i];
     }
     for (int64_t j = 0; j < h; j++) {
-        MS_T gdl2 = -eta * w->u2[j], a = ik->a[j];
+        MS_T gdl2 = -eta * w->g2k[j], a = ik->a[j];
         w->gs[j] *= -eta;
         w->gm[j] = gdl2 * ik->gp[j];
         w->ga[j] = gdl2 * ik->mv[j] * (MS_T)MS_INV_SQRT_2PI * MS_EXP((MS_T)-0.5 * a * a) *
                    (2 - a * a);
     }
-    MS(mv)(false, d, h, c, Wp, w->gm, true, w->gam); /* gδ1 += c W1 gm */
+    MS(mv)(false, d, h, c, Wp, w->gm, true, w->gdl1); /* gδ1 += c W1 gm */
     /* through δ1 = r (e − ē − ẑ ρ) */
     MS_T r = *ik->r, rho = 0, kap = 0, gr = 0;
     for (int64_t i = 0; i < d; i++) {
         rho += ik->e[i] * ik->zh[i];
-        kap += w->gam[i] * ik->zh[i];
-        gr += w->gam[i] * ik->dl1[i];
+        kap += w->gdl1[i] * ik->zh[i];
+        gr += w->gdl1[i] * ik->dl1[i];
     }
     rho /= (MS_T)d, kap /= (MS_T)d, gr /= r;
-    MS(ln_back)(d, w->gam, ik->zh, r, w->gd); /* ge */
-    /* e from y − v: gdiff into gd */
+    MS(ln_back)(d, w->gdl1, ik->zh, r, w->ge);
+    /* e from y − v: ∂L/∂(y − v) into ge */
     MS_T gdelta = 0;
     if (*ik->sw == 0) {
         for (int64_t i = 0; i < d; i++) {
             MS_T diff = ik->y[i] - v[i];
             if (isinf(k->sharp)) {
-                gdelta += w->gd[i] * (MS_T)((diff > 0) - (diff < 0));
-                w->gd[i] = 0;
+                gdelta += w->ge[i] * (MS_T)((diff > 0) - (diff < 0));
+                w->ge[i] = 0;
             } else {
                 MS_T th = MS_TANH((MS_T)k->sharp * diff);
-                gdelta += w->gd[i] * th;
-                w->gd[i] *= delta * (MS_T)k->sharp * (1 - th * th);
+                gdelta += w->ge[i] * th;
+                w->ge[i] *= delta * (MS_T)k->sharp * (1 - th * th);
             }
         }
     }
     ggate[3] = gdelta;
     for (int64_t i = 0; i < d; i++) {
-        gv[i] = -w->gd[i];
-        gk[i] += w->gd[i];
-        w->gzh[i] = w->gd[i] - r * (rho * w->gam[i] + kap * ik->e[i]);
+        gv[i] = -w->ge[i];
+        gk[i] += w->ge[i];
+        w->gzh[i] = w->ge[i] - r * (rho * w->gdl1[i] + kap * ik->e[i]);
     }
     MS(ln_back)(d, w->gzh, ik->zh, r, w->gz);
     for (int64_t i = 0; i < d; i++) w->gz[i] -= gr * r * r * ik->zh[i] / (MS_T)d;
