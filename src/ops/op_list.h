@@ -44,3 +44,5 @@ MI_OP(delta_scan) MI_OP(delta_scan_backward)
 MI_OP(matmul_acc)
 /* cms_scan.c (appended) */
 MI_OP(cms_scan) MI_OP(cms_scan_backward)
+/* mlp_scan.c (appended) */
+MI_OP(mlp_scan) MI_OP(mlp_scan_backward)

@@ -137,6 +137,39 @@ mi_tensor *mi_cms_scan_backward(mi_tensor *u, mi_tensor *v, mi_tensor *eta, mi_t
                                 mi_tensor *w2, mi_tensor *g, int64_t chunk, bool lms, double eps,
                                 double hidden_eps);
 
+/* ---------------------------------------------------------------- mlp_scan
+ * The MLP memory's per-token recurrence over a sequence (depth 2, d = dk =
+ * dv, read after write), M_W(x) = x + LN(W1 gelu(W2 x)):
+ *   g_t = ∇_W ℓ(M_W(k_t); v_t) at W_{t−1} or, decay_first, at α_t W_{t−1}
+ *         (ℓ2: ½‖y − v‖²; yaad: the ℓ2/ℓ1 switch
+ *         at δ_t with Sign ≈ tanh(a·), a = sign_sharpness, ∞: the exact sign)
+ *   gd:  W_t = α_t W_{t−1} − η_t g_t;  momentum: S_t = μ_t S_{t−1} − η_t g_t,
+ *        W_t = α_t W_{t−1} + S_t
+ *   y_t = M_{W_t}(q_t)
+ * state0: W1 [N, d, h], W2 [N, h, d] (then S1, S2 of the same shapes with
+ * momentum; any shape [N, ...] with those elements); q, k, v [N, T, d];
+ * gates [N, T, 4] = (η, α, μ, δ) (α ≡ 1: no retention; μ and δ ignored
+ * where unused). Returns y [N, T, d] and the final state in state (2 or 4
+ * tensors shaped as state0; state may be NULL). First-order gradients only
+ * (a fused reverse scan). */
+enum { MI_MLP_SCAN_MOMENTUM = 1, MI_MLP_SCAN_YAAD = 2, MI_MLP_SCAN_DECAY_FIRST = 4 };
+typedef struct mi_mlp_scan_rule {
+    bool momentum;    /* else gd */
+    bool yaad;        /* else the ℓ2 bias */
+    bool decay_first; /* g_t at α_t W_{t−1} (gated DeltaNet's order), else at W_{t−1} */
+    double sign_sharpness;
+} mi_mlp_scan_rule;
+mi_tensor *mi_mlp_scan(mi_tensor *const *state0, mi_tensor *q, mi_tensor *k, mi_tensor *v,
+                       mi_tensor *gates, const mi_mlp_scan_rule *rule, mi_tensor **state);
+/* The op itself: state0 packed [N, P] (W1, W2 (, S1, S2) flattened, P =
+ * 2·d·h, ×2 with momentum) → y and the final state packed [N, T·d + P]. */
+mi_tensor *mi_mlp_scan_packed(mi_tensor *state0, mi_tensor *q, mi_tensor *k, mi_tensor *v,
+                              mi_tensor *gates, const mi_mlp_scan_rule *rule);
+/* Its vjp: g [N, T·d + P] → the gradients of state0, q, k, v, gates packed in
+ * that order, [N, P + 3·T·d + 4·T]. */
+mi_tensor *mi_mlp_scan_backward(mi_tensor *state0, mi_tensor *q, mi_tensor *k, mi_tensor *v,
+                                mi_tensor *gates, mi_tensor *g, const mi_mlp_scan_rule *rule);
+
 /* ---------------------------------------------------------------- checkpoint
  * y = fn(ctx, in, n_in) without keeping fn's activations for the backward
  * (activation checkpointing, torch.utils.checkpoint): the forward runs fn

@@ -40,6 +40,7 @@
 
 #include "components.h"
 #include "recurrence_delta.h"
+#include "recurrence_mlp.h"
 
 typedef struct run {
     const mi_miras *m;
@@ -587,6 +588,12 @@ mi_tensor *mi_miras_forward(const mi_miras *m, mi_tensor *q, mi_tensor *k, mi_te
         if (y && final_state) final_state[0] = r.a[0];
         return y;
     }
+    mi_mlp_scan_rule mlp_rule;
+    if (m->config.chunk == 1 && mlp_fused_rule(m, gates, &mlp_rule)) {
+        mi_tensor *y = mlp_fused_scan(m, &mlp_rule, r.a, r.s, q, k, v, gates);
+        for (int i = 0; y && final_state && i < r.nw; i++) final_state[i] = r.a[i];
+        return y;
+    }
 
     int64_t tokens = positions / steps, chunk = m->config.chunk;
     int64_t n_chunks = (tokens + chunk - 1) / chunk;
@@ -741,6 +748,15 @@ mi_tensor *mi_miras_step(const mi_miras *m, mi_miras_state *st, mi_tensor *q, mi
         mi_tensor *y = delta_fused_scan(m, rule, &st->a[0], q, k, v, gates);
         if (!y) return NULL;
         st->a_grad[0] = st->a[0];
+        st->eta = gates->eta;
+        st->tokens++;
+        return y;
+    }
+    mi_mlp_scan_rule mlp_rule;
+    if (b == 1 && mlp_fused_rule(m, gates, &mlp_rule)) {
+        mi_tensor *y = mlp_fused_scan(m, &mlp_rule, st->a, st->s, q, k, v, gates);
+        if (!y) return NULL;
+        for (int i = 0; i < st->nw; i++) st->a_grad[i] = st->a[i];
         st->eta = gates->eta;
         st->tokens++;
         return y;

@@ -1,0 +1,387 @@
+/* mlp_scan: the MLP memory's per-token recurrence (chunk b = 1, and the
+ * one-token step of generation) as one op over the whole sequence, in place
+ * of the ~40 small ops a token records when composed; the MLP-memory
+ * counterpart of delta_scan.
+ *
+ * The memory of depth 2 (MIRAS "MIRAS's Variants"; Titans' deep memory;
+ * models/miras/memory/mlp.c), with W = (W1 [d, h], W2 [h, d]) and d = dk = dv:
+ *   M_W(x) = x + LN(W1 gelu(W2 x))      (gelu in its exact erf form, LN with
+ *                                         no affine and eps 1e-5)
+ * Per sequence, from W_0 (and S_0), for t = 1..T (read after write):
+ *   e_t = ∂ℓ/∂y at y = M_{W_{t−1}}(k_t) against v_t:
+ *         ℓ2 (MIRAS Eq. 4):  e = y − v
+ *         yaad (MIRAS eq:huber-loss): e = y − v if ‖y − v‖₂ ≤ δ_t, else
+ *         δ_t tanh(a (y − v)) (a = attrs.p, the sign's sharpness; a = ∞: the
+ *         exact sign, derivative 0; the switch passes no derivative)
+ *   g_t = ∂ℓ/∂W at W_{t−1} (mlp.c's closed form), or with decay_first at
+ *         α_t W_{t−1} (recurrence.c's header; e and g_t then read c W, c = α_t):
+ *         δ1 = r (e − mean(e) − ẑ mean(e ⊙ ẑ)),  ∂ℓ/∂W1 = δ1 sᵀ,
+ *         δ2 = gelu'(a) ⊙ W1ᵀ δ1,                 ∂ℓ/∂W2 = δ2 kᵀ
+ *         (a = W2 k, s = gelu(a), ẑ = LN(W1 s), r = 1/√(var(W1 s) + eps))
+ *   gd (MIRAS Eq. 3):        W_t = α_t W_{t−1} − η_t g_t
+ *   momentum (Titans §3.1):  S_t = μ_t S_{t−1} − η_t g_t,  W_t = α_t W_{t−1} + S_t
+ *   y_t = M_{W_t}(q_t)
+ * Inputs: state0 [N, P], the packed state W1, W2 (then S1, S2 with
+ * momentum), each row-major, P = 2·d·h (×2 with momentum), h from P;
+ * q, k, v [N, T, d]; gates [N, T, 4] = (η, α, μ, δ) per head and token (α ≡ 1
+ * for no retention; μ read with momentum, δ with yaad, else ignored, their
+ * gradients 0). Attributes (mi_attrs has no fields named for them): index =
+ * the flags MI_MLP_SCAN_MOMENTUM | MI_MLP_SCAN_YAAD | MI_MLP_SCAN_DECAY_FIRST,
+ * p = a. One output,
+ * packed [N, T·d + P]: y [N, T, d] then the final state as state0
+ * (mi_mlp_scan packs and splits).
+ *
+ * vjp: the fused op mlp_scan_backward, a reverse-time scan carrying
+ * G = ∂L/∂W_t and H = ∂L/∂S_t, through the write's Hessian-vector products
+ * (the LN, GELU and bias terms; each written out above token_backward in
+ * mlp_scan_impl.h). The forward keeps nothing beyond its output: the
+ * backward reruns the writes keeping the state before every K-th token
+ * (K = ⌈√T⌉), then recomputes one segment of K states at a time from its
+ * checkpoint, in scratch from the current scope (released on return):
+ * ⌈T/K⌉ + K + 1 state copies a thread, not one per token (T = 512: 47).
+ * Each sequence runs on one thread (the result does not depend on the thread
+ * count), its matrix-vector products on OpenBLAS (GEMV).
+ *
+ * Gradients of gradients are not provided: mlp_scan_backward is
+ * non-differentiable and the vjp under create_graph fails with a message (the
+ * composed recurrence, materialize=true, differentiates to any order). */
+#include <cblas.h>
+#include <limits.h>
+
+#include "internal.h"
+#include "blas.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#define MS_IN 5
+#define MS_GATES 4
+#define MS_LN_EPS 1e-5
+#define MS_INV_SQRT_2PI 0.39894228040143267794
+#define MS_PRAGMA_(x) _Pragma(#x)
+#define MS_PRAGMA(x) MS_PRAGMA_(x)
+
+static const char *const ms_names[MS_IN + 1] = {"state0", "q", "k", "v", "gates", "g"};
+
+typedef struct ms_dims {
+    int64_t N, T, d, h, m, P; /* m = 2·d·h: one copy of (W1, W2) */
+    bool momentum, yaad, decay_first;
+    double sharp;
+} ms_dims;
+
+static ms_dims ms_dims_of(mi_tensor *const *in, const mi_attrs *at)
+{
+    ms_dims k = {.N = in[0]->shape[0], .T = in[2]->shape[1], .d = in[2]->shape[2],
+                 .P = in[0]->shape[1], .momentum = at->index & MI_MLP_SCAN_MOMENTUM,
+                 .yaad = at->index & MI_MLP_SCAN_YAAD,
+                 .decay_first = at->index & MI_MLP_SCAN_DECAY_FIRST, .sharp = at->p};
+    k.m = k.momentum ? k.P / 2 : k.P;
+    k.h = k.m / (2 * k.d);
+    return k;
+}
+
+/* Checks the five inputs (and, for the backward op, g) and the attributes. */
+static int ms_check(const char *op, mi_tensor *const *in, int n, const mi_attrs *at)
+{
+    char s[MS_IN + 1][96];
+    for (int i = 0; i < n; i++) {
+        if (require_float(op, in, i) != 0) return -1;
+        mi_shape_str(s[i], sizeof s[i], in[i]->rank, in[i]->shape);
+    }
+    for (int i = 1; i < n; i++)
+        if (in[i]->dtype != in[0]->dtype) {
+            mi_error_set("%s: %s %s and state0 %s differ in dtype", op, ms_names[i], s[i], s[0]);
+            return -1;
+        }
+    if (at->index < 0 ||
+        at->index > (MI_MLP_SCAN_MOMENTUM | MI_MLP_SCAN_YAAD | MI_MLP_SCAN_DECAY_FIRST)) {
+        mi_error_set("%s: flags %lld are not a combination of momentum (1), yaad (2) and "
+                     "decay_first (4)", op, (long long)at->index);
+        return -1;
+    }
+    if ((at->index & MI_MLP_SCAN_YAAD) && !(at->p > 0)) {
+        mi_error_set("%s: yaad's sign sharpness must be > 0 (inf: the exact sign), got %g", op,
+                     at->p);
+        return -1;
+    }
+    const mi_tensor *w = in[0], *q = in[1], *k = in[2], *v = in[3], *g = in[4];
+    if (w->rank != 2 || q->rank != 3 || k->rank != 3 || v->rank != 3 || g->rank != 3 ||
+        (n > MS_IN && in[MS_IN]->rank != 2)) {
+        mi_error_set("%s: ranks: state0 %s must be [N,P], q %s, k %s and v %s [N,T,d], gates %s "
+                     "[N,T,4]%s", op, s[0], s[1], s[2], s[3], s[4],
+                     n > MS_IN ? ", g [N,T*d+P]" : "");
+        return -1;
+    }
+    int64_t N = w->shape[0], T = k->shape[1], d = k->shape[2], P = w->shape[1];
+    int copies = (at->index & MI_MLP_SCAN_MOMENTUM) ? 4 : 2; /* W1, W2 (, S1, S2) */
+    bool ok = q->shape[0] == N && k->shape[0] == N && v->shape[0] == N && g->shape[0] == N &&
+              q->shape[1] == T && v->shape[1] == T && g->shape[1] == T && q->shape[2] == d &&
+              v->shape[2] == d && g->shape[2] == MS_GATES && d >= 1 && T >= 1 &&
+              P % (copies * d) == 0 && P >= copies * d;
+    if (!ok) {
+        mi_error_set("%s: shapes do not fit: state0 %s [N,P] with P = %d·d·h, q %s, k %s and v "
+                     "%s [N,T,d] (dk == dv), gates %s [N,T,4]", op, s[0], copies, s[1], s[2],
+                     s[3], s[4]);
+        return -1;
+    }
+    if (d > INT_MAX / 2 || P / d > INT_MAX / 2) {
+        mi_error_set("%s: d and h must fit an int: state0 %s, k %s", op, s[0], s[2]);
+        return -1;
+    }
+    if (n > MS_IN && (in[MS_IN]->shape[0] != N || in[MS_IN]->shape[1] != T * d + P)) {
+        mi_error_set("%s: g %s must be [%lld,%lld] (mlp_scan's output)", op, s[MS_IN],
+                     (long long)N, (long long)(T * d + P));
+        return -1;
+    }
+    return 0;
+}
+
+static int mlp_scan_shape(mi_tensor *const *in, int n, const mi_attrs *at, mi_dtype *dt,
+                          int *rank, int64_t *shape)
+{
+    if (ms_check("mlp_scan", in, n, at) != 0) return -1;
+    *rank = 2;
+    shape[0] = in[0]->shape[0];
+    shape[1] = in[2]->shape[1] * in[2]->shape[2] + in[0]->shape[1];
+    *dt = in[0]->dtype;
+    return 0;
+}
+
+/* Packed gradients per sequence: gstate [P], gq, gk, gv [T·d], ggates [T·4]. */
+static int mlp_scan_backward_shape(mi_tensor *const *in, int n, const mi_attrs *at, mi_dtype *dt,
+                                   int *rank, int64_t *shape)
+{
+    if (ms_check("mlp_scan_backward", in, n, at) != 0) return -1;
+    int64_t T = in[2]->shape[1], d = in[2]->shape[2];
+    *rank = 2;
+    shape[0] = in[0]->shape[0];
+    shape[1] = in[0]->shape[1] + 3 * T * d + T * MS_GATES;
+    *dt = in[0]->dtype;
+    return 0;
+}
+
+/* Threads for a call: the sequences in parallel (one each) once the call
+ * has ~64k multiply-adds; none inside another parallel region. */
+static int ms_threads(int64_t n_seq, int64_t work)
+{
+    int nt = 1;
+#ifdef _OPENMP
+    if (!omp_in_parallel() && work >= (1 << 16)) nt = omp_get_max_threads();
+#endif
+    return nt > n_seq ? (int)(n_seq > 0 ? n_seq : 1) : nt;
+}
+
+static int ms_thread(void)
+{
+#ifdef _OPENMP
+    return omp_get_thread_num();
+#else
+    return 0;
+#endif
+}
+
+/* K = ⌈√T⌉: the tokens between two checkpoints of the backward. */
+static int64_t ms_segment(int64_t T)
+{
+    int64_t k = 1;
+    while (k * k < T) k++;
+    return k;
+}
+
+/* The elements of one act and of one thread's backward work vectors
+ * (mlp_scan_impl.h's act and work). */
+static int64_t ms_act_elems(const ms_dims *k) { return 5 * k->h + 4 * k->d + 2; }
+static int64_t ms_work_elems(const ms_dims *k) { return 6 * k->d + 4 * k->h; }
+
+#define MS_T float
+#define MS(x) x##_f32
+#define MS_GEMV cblas_sgemv
+#define MS_ERF erff
+#define MS_EXP expf
+#define MS_TANH tanhf
+#define MS_SQRT sqrtf
+#include "mlp_scan_impl.h"
+#undef MS_T
+#undef MS
+#undef MS_GEMV
+#undef MS_ERF
+#undef MS_EXP
+#undef MS_TANH
+#undef MS_SQRT
+#define MS_T double
+#define MS(x) x##_f64
+#define MS_GEMV cblas_dgemv
+#define MS_ERF erf
+#define MS_EXP exp
+#define MS_TANH tanh
+#define MS_SQRT sqrt
+#include "mlp_scan_impl.h"
+
+/* Input i's gradient in mlp_scan_backward's packed output, in i's shape. */
+static mi_tensor *ms_grad_part(mi_tensor *packed, mi_tensor *const *in, int i)
+{
+    int64_t T = in[2]->shape[1], d = in[2]->shape[2];
+    int64_t width[MS_IN] = {in[0]->shape[1], T * d, T * d, T * d, T * MS_GATES};
+    int64_t start = 0;
+    for (int j = 0; j < i; j++) start += width[j];
+    mi_tensor *part = mi_slice(packed, 1, start, start + width[i]);
+    return mi_reshape(part, in[i]->rank, in[i]->shape);
+}
+
+static mi_mlp_scan_rule ms_rule_of(const mi_attrs *at)
+{
+    return (mi_mlp_scan_rule){.momentum = at->index & MI_MLP_SCAN_MOMENTUM,
+                              .yaad = at->index & MI_MLP_SCAN_YAAD,
+                              .decay_first = at->index & MI_MLP_SCAN_DECAY_FIRST,
+                              .sign_sharpness = at->p};
+}
+
+static mi_tensor *ms_backward(const mi_node *nd, mi_tensor *g)
+{
+    if (mi_grad_enabled()) {
+        mi_error_set("mlp_scan: no second derivatives (create_graph): use the composed "
+                     "per-token ops (materialize=true) to differentiate twice");
+        return NULL;
+    }
+    mi_tensor *const *in = nd->inputs;
+    mi_mlp_scan_rule rule = ms_rule_of(&nd->attrs);
+    return mi_mlp_scan_backward(in[0], in[1], in[2], in[3], in[4], g, &rule);
+}
+
+static int mlp_scan_vjp_all(const mi_node *nd, mi_tensor *g, const bool *need, mi_tensor **grads)
+{
+    mi_tensor *packed = ms_backward(nd, g);
+    if (!packed) return -1;
+    for (int i = 0; i < MS_IN; i++)
+        if (need[i] && !(grads[i] = ms_grad_part(packed, nd->inputs, i))) return -1;
+    return 0;
+}
+
+static mi_tensor *mlp_scan_vjp(const mi_node *nd, int i, mi_tensor *g)
+{
+    mi_tensor *packed = ms_backward(nd, g);
+    return packed ? ms_grad_part(packed, nd->inputs, i) : NULL;
+}
+
+/* Small sizes: gd and momentum, ℓ2 and yaad (a smooth sign, and the exact
+ * one), decay_first, T = 1 (the generation step). Gates well inside their ranges; yaad's
+ * δ either 0.02 or 50 per token, far below or above the error norms (≈ 1–3),
+ * so that both branches occur and no finite difference crosses the switch
+ * (it would not be a derivative). */
+static int ex_mlp_scan(mi_rng *r, int variant, mi_tensor **in, mi_attrs *a)
+{
+    int64_t N = 2, T = 4, d = 3, h = 4;
+    switch (variant) {
+    case 0: a->index = 0; break;
+    case 1: a->index = MI_MLP_SCAN_MOMENTUM; break;
+    case 2: a->index = MI_MLP_SCAN_YAAD, a->p = 1.5; break;
+    case 3: a->index = MI_MLP_SCAN_MOMENTUM | MI_MLP_SCAN_YAAD, a->p = INFINITY; break;
+    case 4: a->index = MI_MLP_SCAN_MOMENTUM, N = 1, T = 1, d = 2, h = 3; break;
+    case 5: a->index = MI_MLP_SCAN_DECAY_FIRST | MI_MLP_SCAN_YAAD, a->p = 2; break;
+    case 6: a->index = MI_MLP_SCAN_DECAY_FIRST | MI_MLP_SCAN_MOMENTUM; break;
+    default: return 0;
+    }
+    int64_t copies = a->index & MI_MLP_SCAN_MOMENTUM ? 4 : 2;
+    in[0] = ex_uniform(r, MI_SHAPE(N, copies * d * h), -0.6, 0.6);
+    in[1] = ex_normal(r, MI_SHAPE(N, T, d));
+    in[2] = ex_normal(r, MI_SHAPE(N, T, d));
+    in[3] = ex_normal(r, MI_SHAPE(N, T, d));
+    /* η, α, μ, δ */
+    mi_tensor *g = ex_uniform(r, MI_SHAPE(N, T, MS_GATES), 0, 1);
+    if (!g) return 0;
+    double lo[MS_GATES - 1] = {0.05, 0.6, 0.2}, hi[MS_GATES - 1] = {0.3, 1.0, 0.8};
+    for (int64_t i = 0; i < g->numel; i++) {
+        int c = (int)(i % MS_GATES);
+        double u = mi_get(g, i);
+        mi_set(g, i, c == 3 ? (u < 0.5 ? 0.02 : 50) : lo[c] + (hi[c] - lo[c]) * u);
+    }
+    in[4] = g;
+    return MS_IN;
+}
+
+static int ex_mlp_scan_backward(mi_rng *r, int variant, mi_tensor **in, mi_attrs *a)
+{
+    int n = ex_mlp_scan(r, variant, in, a);
+    if (n == 0) return 0;
+    int64_t N = in[0]->shape[0], T = in[2]->shape[1], d = in[2]->shape[2];
+    in[MS_IN] = ex_normal(r, MI_SHAPE(N, T * d + in[0]->shape[1]));
+    return MS_IN + 1;
+}
+
+const mi_op mi_op_mlp_scan = {
+    .name = "mlp_scan",
+    .formula = "W_t = a_t W_{t-1} - eta_t grad l(M_{W_{t-1}}(k_t); v_t) (or with momentum), "
+               "y_t = M_{W_t}(q_t), M_W(x) = x + LN(W1 gelu(W2 x))",
+    .arity = MS_IN, .flags = MI_OP_NO_GRADGRAD, .shape = mlp_scan_shape, KERNELS(mlp_scan),
+    .vjp = mlp_scan_vjp, .vjp_all = mlp_scan_vjp_all, .examples = ex_mlp_scan};
+
+const mi_op mi_op_mlp_scan_backward = {
+    .name = "mlp_scan_backward",
+    .formula = "the reverse-time scan of mlp_scan's vjp (packed gradients)",
+    .arity = MS_IN + 1, .flags = MI_OP_NONDIFF, .shape = mlp_scan_backward_shape,
+    KERNELS(mlp_scan_backward), .examples = ex_mlp_scan_backward};
+
+static mi_attrs ms_attrs(const mi_mlp_scan_rule *rule)
+{
+    mi_attrs at = {.index = (rule->momentum ? MI_MLP_SCAN_MOMENTUM : 0) |
+                            (rule->yaad ? MI_MLP_SCAN_YAAD : 0) |
+                            (rule->decay_first ? MI_MLP_SCAN_DECAY_FIRST : 0),
+                   .p = rule->yaad ? rule->sign_sharpness : 0};
+    return at;
+}
+
+static bool ms_rule_given(const mi_mlp_scan_rule *rule)
+{
+    if (!rule) mi_error_set("mlp_scan: NULL rule");
+    return rule != NULL;
+}
+
+mi_tensor *mi_mlp_scan_packed(mi_tensor *state0, mi_tensor *q, mi_tensor *k, mi_tensor *v,
+                              mi_tensor *gates, const mi_mlp_scan_rule *rule)
+{
+    if (!ms_rule_given(rule)) return NULL;
+    mi_attrs at = ms_attrs(rule);
+    return RUN(&mi_op_mlp_scan, &at, state0, q, k, v, gates);
+}
+
+mi_tensor *mi_mlp_scan_backward(mi_tensor *state0, mi_tensor *q, mi_tensor *k, mi_tensor *v,
+                                mi_tensor *gates, mi_tensor *g, const mi_mlp_scan_rule *rule)
+{
+    if (!ms_rule_given(rule)) return NULL;
+    mi_attrs at = ms_attrs(rule);
+    return RUN(&mi_op_mlp_scan_backward, &at, state0, q, k, v, gates, g);
+}
+
+mi_tensor *mi_mlp_scan(mi_tensor *const *state0, mi_tensor *q, mi_tensor *k, mi_tensor *v,
+                       mi_tensor *gates, const mi_mlp_scan_rule *rule, mi_tensor **state)
+{
+    if (!ms_rule_given(rule)) return NULL;
+    int n = rule->momentum ? 4 : 2;
+    mi_tensor *flat[4];
+    for (int i = 0; i < n; i++) {
+        /* every part [N, ...] with d·h elements per sequence, as W1 */
+        const mi_tensor *w = state0[i], *w1 = state0[0];
+        if (!w || w->rank < 1 || w->shape[0] < 1 || w->shape[0] != w1->shape[0] ||
+            w->numel != w1->numel) {
+            char s[96];
+            mi_error_set("mlp_scan: state tensor %d is %s; W1 [N,d,h], W2 [N,h,d]%s: each "
+                         "[N, ...] with d·h elements per sequence", i,
+                         w ? mi_shape_str(s, sizeof s, w->rank, w->shape) : "NULL",
+                         rule->momentum ? ", S1, S2 as W1, W2" : "");
+            return NULL;
+        }
+        if (!(flat[i] = mi_reshape(state0[i], 2, (int64_t[]){w->shape[0], -1}))) return NULL;
+    }
+    mi_tensor *packed = mi_mlp_scan_packed(mi_concat(flat, n, 1), q, k, v, gates, rule);
+    if (!packed) return NULL;
+    int64_t N = k->shape[0], T = k->shape[1], d = k->shape[2], at = T * d;
+    for (int i = 0; state && i < n; i++) {
+        int64_t len = flat[i]->shape[1];
+        if (!(state[i] = mi_reshape(mi_slice(packed, 1, at, at + len), state0[i]->rank,
+                                    state0[i]->shape)))
+            return NULL;
+        at += len;
+    }
+    return mi_reshape(mi_slice(packed, 1, 0, T * d), 3, (int64_t[]){N, T, d});
+}

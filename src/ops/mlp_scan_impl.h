@@ -1,0 +1,406 @@
+/* mlp_scan's kernels, written once and included by mlp_scan.c per dtype,
+ * with MS_T the element type, MS(x) the name x with the dtype's suffix,
+ * MS_GEMV the cblas matrix-vector product, MS_ERF, MS_EXP, MS_TANH, MS_SQRT
+ * the libm functions. The math is stated in mlp_scan.c's top comment; the
+ * dimensions (ms_dims), the flags and the OpenMP helpers come from there.
+ * Not a header of its own: no guard. */
+
+/* y = c op(A) x (+ y with acc), A [rows, cols] row-major; op(A) = Aᵀ with
+ * trans. c scales the weights read at c W (decay_first: c = α_t). */
+static void MS(mv)(bool trans, int64_t rows, int64_t cols, MS_T c, const MS_T *A, const MS_T *x,
+                   bool acc, MS_T *y)
+{
+    MS_GEMV(CblasRowMajor, trans ? CblasTrans : CblasNoTrans, (int)rows, (int)cols, c, A,
+            (int)cols, x, 1, acc ? 1 : 0, y, 1);
+}
+
+/* One read of the memory and what its derivatives need: a = W2 x, s = gelu(a),
+ * gp = gelu'(a), ẑ = LN(W1 s), r = 1/√(var(W1 s) + eps), y = x + ẑ; and for
+ * the write at k the error e = ∂ℓ/∂y against v, the switch of yaad (sw = 1:
+ * the ℓ2 branch), δ1 = ∂ℓ/∂(W1 s), mv = W1ᵀ δ1, δ2 = gp ⊙ mv. */
+typedef struct MS(act) {
+    MS_T *a, *s, *gp, *mv, *dl2; /* [h] */
+    MS_T *zh, *y, *e, *dl1;      /* [d] */
+    MS_T *r, *sw;                /* [1] */
+} MS(act);
+
+static MS_T *MS(act_carve)(MS(act) *x, MS_T *p, const ms_dims *k)
+{
+    MS_T **nh[] = {&x->a, &x->s, &x->gp, &x->mv, &x->dl2};
+    MS_T **nd[] = {&x->zh, &x->y, &x->e, &x->dl1};
+    for (size_t i = 0; i < 5; i++, p += k->h) *nh[i] = p;
+    for (size_t i = 0; i < 4; i++, p += k->d) *nd[i] = p;
+    x->r = p++;
+    x->sw = p++;
+    return p;
+}
+
+/* out = r (g − mean(g) − ẑ mean(g ⊙ ẑ)): the vjp of ẑ = LN(z) (no affine),
+ * and, with g = e, δ1 of mlp.c's closed form. */
+static void MS(ln_back)(int64_t d, const MS_T *g, const MS_T *zh, MS_T r, MS_T *out)
+{
+    MS_T gm = 0, gz = 0;
+    for (int64_t i = 0; i < d; i++) gm += g[i], gz += g[i] * zh[i];
+    gm /= (MS_T)d, gz /= (MS_T)d;
+    for (int64_t i = 0; i < d; i++) out[i] = r * (g[i] - gm - zh[i] * gz);
+}
+
+/* The read y = M_{cW}(x) = x + LN(c W1 gelu(c W2 x)) (MIRAS "MIRAS's
+ * Variants", Titans' deep memory; mlp.c) into x's act. */
+static void MS(read)(const ms_dims *k, const MS_T *W, MS_T c, const MS_T *x, const MS(act) *o)
+{
+    int64_t d = k->d, h = k->h;
+    const MS_T *W1 = W, *W2 = W + d * h;
+    MS(mv)(false, h, d, c, W2, x, false, o->a);
+    for (int64_t j = 0; j < h; j++) {
+        MS_T a = o->a[j], Phi = (MS_T)0.5 * (1 + MS_ERF(a * (MS_T)M_SQRT1_2));
+        o->s[j] = a * Phi;
+        o->gp[j] = Phi + a * (MS_T)MS_INV_SQRT_2PI * MS_EXP((MS_T)-0.5 * a * a);
+    }
+    MS(mv)(false, d, h, c, W1, o->s, false, o->zh);
+    MS_T mean = 0, var = 0;
+    for (int64_t i = 0; i < d; i++) mean += o->zh[i];
+    mean /= (MS_T)d;
+    for (int64_t i = 0; i < d; i++) {
+        o->zh[i] -= mean;
+        var += o->zh[i] * o->zh[i];
+    }
+    MS_T r = 1 / MS_SQRT(var / (MS_T)d + (MS_T)MS_LN_EPS);
+    *o->r = r;
+    for (int64_t i = 0; i < d; i++) {
+        o->zh[i] *= r;
+        o->y[i] = x[i] + o->zh[i];
+    }
+}
+
+/* The inner gradient's factors at c W (c = α_t with decay_first, else 1) on
+ * token (k, v) with threshold δ:
+ *   e  = y − v (ℓ2, MIRAS Eq. 4), or for yaad (MIRAS eq:huber-loss)
+ *        e = y − v if ‖y − v‖ ≤ δ, else δ tanh(a (y − v)) (a = ∞: δ sign(y − v))
+ *   δ1 = LN'ᵀ e,  δ2 = gelu'(a) ⊙ W1ᵀ δ1  (∂ℓ/∂W1 = δ1 sᵀ, ∂ℓ/∂W2 = δ2 kᵀ) */
+static void MS(inner)(const ms_dims *k, const MS_T *W, const MS_T *x, const MS_T *v,
+                      const MS_T *gate, const MS(act) *o)
+{
+    int64_t d = k->d, h = k->h;
+    MS_T delta = gate[3], c = k->decay_first ? gate[1] : 1;
+    MS(read)(k, W, c, x, o);
+    MS_T nrm = 0;
+    for (int64_t i = 0; i < d; i++) {
+        o->e[i] = o->y[i] - v[i];
+        nrm += o->e[i] * o->e[i];
+    }
+    bool l2 = !k->yaad || MS_SQRT(nrm) <= delta;
+    *o->sw = l2 ? 1 : 0;
+    if (!l2)
+        for (int64_t i = 0; i < d; i++)
+            o->e[i] = delta * (isinf(k->sharp) ? (MS_T)((o->e[i] > 0) - (o->e[i] < 0))
+                                               : MS_TANH((MS_T)k->sharp * o->e[i]));
+    MS(ln_back)(d, o->e, o->zh, *o->r, o->dl1);
+    MS(mv)(true, d, h, c, W, o->dl1, false, o->mv);
+    for (int64_t j = 0; j < h; j++) o->dl2[j] = o->gp[j] * o->mv[j];
+}
+
+/* The write of one token, in place (MIRAS Eq. 3; Titans §3.1 with momentum):
+ *   gd:       W ← α W − η g
+ *   momentum: S ← μ S − η g,  W ← α W + S
+ * with g = (δ1 sᵀ, δ2 kᵀ) from inner's act (taken at α W with decay_first,
+ * gated DeltaNet's order). */
+static void MS(step)(const ms_dims *k, MS_T *state, const MS_T *x, const MS_T *gate,
+                     const MS(act) *o)
+{
+    int64_t d = k->d, h = k->h, m = 2 * d * h;
+    MS_T eta = gate[0], alpha = gate[1], mu = gate[2];
+    for (int64_t l = 0; l < 2; l++) {
+        int64_t rows = l == 0 ? d : h, cols = l == 0 ? h : d;
+        const MS_T *dl = l == 0 ? o->dl1 : o->dl2, *in = l == 0 ? o->s : x;
+        MS_T *W = state + l * d * h, *S = k->momentum ? W + m : NULL;
+        for (int64_t i = 0; i < rows; i++) {
+            MS_T c = eta * dl[i], *w = W + i * cols;
+            if (S) {
+                MS_T *s = S + i * cols;
+                MS_PRAGMA(omp simd)
+                for (int64_t j = 0; j < cols; j++) {
+                    s[j] = mu * s[j] - c * in[j];
+                    w[j] = alpha * w[j] + s[j];
+                }
+            } else {
+                MS_PRAGMA(omp simd)
+                for (int64_t j = 0; j < cols; j++) w[j] = alpha * w[j] - c * in[j];
+            }
+        }
+    }
+}
+
+/* Forward: per sequence, the state in the output's slot; per token the
+ * inner gradient at W_{t−1} (α_t W_{t−1} with decay_first), the write, then
+ * y_t = M_{W_t}(q_t). */
+static void MS(mlp_scan)(mi_tensor *o, mi_tensor *const *in, const mi_attrs *at)
+{
+    ms_dims k = ms_dims_of(in, at);
+    int64_t N = k.N, T = k.T, d = k.d, P = k.P, width = T * d + P;
+    const MS_T *W0 = in[0]->data, *Q = in[1]->data, *K = in[2]->data, *V = in[3]->data;
+    const MS_T *Gt = in[4]->data;
+    int64_t per = ms_act_elems(&k);
+    mi_scope *sc = mi_scope_current();
+    int n_thr = ms_threads(N, N * T * P);
+    size_t bytes = sizeof(MS_T) * (size_t)(per * n_thr);
+    MS_T *scratch = mi_scope_alloc(sc, bytes);
+    if (!scratch) { /* kernels cannot fail: zeros, never uninitialised memory */
+        memset(o->data, 0, sizeof(MS_T) * (size_t)o->numel);
+        return;
+    }
+    blas_single_thread_once();
+    MS_PRAGMA(omp parallel for num_threads(n_thr) schedule(static))
+    for (int64_t n = 0; n < N; n++) {
+        MS(act) x;
+        MS(act_carve)(&x, scratch + per * ms_thread(), &k);
+        MS_T *Y = (MS_T *)o->data + n * width, *state = Y + T * d;
+        memcpy(state, W0 + n * P, sizeof(MS_T) * (size_t)P);
+        for (int64_t t = 0; t < T; t++) {
+            int64_t nt = n * T + t;
+            const MS_T *gate = Gt + nt * MS_GATES;
+            MS(inner)(&k, state, K + nt * d, V + nt * d, gate, &x);
+            MS(step)(&k, state, K + nt * d, gate, &x);
+            MS(read)(&k, state, 1, Q + nt * d, &x);
+            memcpy(Y + t * d, x.y, sizeof(MS_T) * (size_t)d);
+        }
+    }
+    mi_scope_release(sc, scratch, bytes);
+}
+
+/* One thread's work vectors for the backward of a token. */
+typedef struct MS(work) {
+    MS_T *gz, *gdl1, *gzh, *ge; /* [d] ∂L/∂ of W1 s, δ1, ẑ, e */
+    MS_T *g1s, *g2d;            /* [d] G̃1 s, G̃2ᵀ δ2 */
+    MS_T *gs, *ga, *gm;         /* [h] ∂L/∂ of s, a, mv */
+    MS_T *g2k;                  /* [h] G̃2 k */
+} MS(work);
+
+static MS_T *MS(work_carve)(MS(work) *w, MS_T *p, const ms_dims *k)
+{
+    MS_T **nd[] = {&w->gz, &w->gdl1, &w->gzh, &w->ge, &w->g1s, &w->g2d};
+    MS_T **nh[] = {&w->gs, &w->ga, &w->gm, &w->g2k};
+    for (size_t i = 0; i < 6; i++, p += k->d) *nd[i] = p;
+    for (size_t i = 0; i < 4; i++, p += k->h) *nh[i] = p;
+    return p;
+}
+
+/* G += a bᵀ, G [rows, cols]. */
+static void MS(add_outer)(MS_T *G, int64_t rows, int64_t cols, const MS_T *a, const MS_T *b)
+{
+    for (int64_t i = 0; i < rows; i++) {
+        MS_T *g = G + i * cols, ai = a[i];
+        MS_PRAGMA(omp simd)
+        for (int64_t j = 0; j < cols; j++) g[j] += ai * b[j];
+    }
+}
+
+/* One layer's ∂L/∂W_{t−1} from G = ∂L/∂W_t (W_t = α W_{t−1} + …) and
+ * J = a0 b0ᵀ + a1 b1ᵀ = ∂L/∂(c W_{t−1}) through the inner gradient, in place:
+ *   G ← α G + c J;  adds ⟨G, W_{t−1}⟩ (before the update) to *gw and
+ *   ⟨J, W_{t−1}⟩ to *jw (α's terms). a1 NULL: J = a0 b0ᵀ. */
+static void MS(fold)(MS_T *G, const MS_T *Wp, int64_t rows, int64_t cols, MS_T alpha, MS_T c,
+                     const MS_T *a0, const MS_T *b0, const MS_T *a1, const MS_T *b1, MS_T *gw,
+                     MS_T *jw)
+{
+    MS_T sg = 0, sj = 0;
+    if (!a1) b1 = b0; /* with a1_i = 0 */
+    for (int64_t i = 0; i < rows; i++) {
+        MS_T *g = G + i * cols, c0 = a0[i], c1 = a1 ? a1[i] : 0;
+        const MS_T *w = Wp + i * cols;
+        MS_PRAGMA(omp simd reduction(+ : sg, sj))
+        for (int64_t j = 0; j < cols; j++) {
+            MS_T J = c0 * b0[j] + c1 * b1[j];
+            sg += g[j] * w[j];
+            sj += J * w[j];
+            g[j] = alpha * g[j] + c * J;
+        }
+    }
+    *gw += sg, *jw += sj;
+}
+
+/* The vjp of token t, with Wp = W_{t−1} (and S_{t−1}) its inner act ik (at Wp
+ * on k_t), W_t's read ra on q_t; on entry G = ∂L/∂W_t less the read's part,
+ * H = ∂L/∂S_t (momentum); on return ∂L/∂W_{t−1}, ∂L/∂S_{t−1}.
+ *   read:   gz = LN'ᵀ gy, G1 += gz sᵀ, ga = gelu'(a) ⊙ W1ᵀ gz, G2 += ga qᵀ,
+ *           gq = gy + W2ᵀ ga
+ *   write:  G̃ = G (gd) or H + G (momentum: ∂L/∂S_t, W_t = α W_{t−1} + S_t);
+ *           gα = ⟨G, W_{t−1}⟩, gμ = ⟨G̃, S_{t−1}⟩, gη = −⟨G̃, g⟩,
+ *           ∂L/∂g = −η G̃; H ← μ G̃
+ *   g = (δ1 sᵀ, δ2 kᵀ) at W_{t−1}: gδ1 = −η G̃1 s, gs = −η G̃1ᵀ δ1,
+ *           gδ2 = −η G̃2 k, gk = −η G̃2ᵀ δ2;
+ *           δ2 = gp ⊙ mv: gm = gδ2 ⊙ gp, ga = gδ2 ⊙ mv ⊙ gelu''(a), gelu'' = φ(a)(2 − a²);
+ *           mv = W1ᵀ δ1: J1 = δ1 gmᵀ, gδ1 += W1 gm;
+ *           δ1 = r (e − ē − ẑ ρ), ρ = mean(e ⊙ ẑ), κ = mean(gδ1 ⊙ ẑ):
+ *             ge = LN'ᵀ gδ1, gẑ = −r (ρ gδ1 + κ e), gr = ⟨gδ1, δ1⟩ / r;
+ *           e from y − v (bias): gdiff, gv = −gdiff, gδ (yaad);
+ *           y = k + ẑ: gẑ += gdiff, gk += gdiff;
+ *           gz = LN'ᵀ gẑ − gr r² ẑ / d (∂r/∂z = −r² ẑ / d);
+ *           J1 += gz sᵀ, gs += W1ᵀ gz, ga += gs ⊙ gp, J2 = ga kᵀ, gk += W2ᵀ ga
+ *   G ← α G + J. */
+static void MS(token_backward)(const ms_dims *k, const MS_T *Wp, const MS_T *Wt, MS_T *G,
+                               MS_T *H, const MS_T *q, const MS_T *kt, const MS_T *v,
+                               const MS_T *gate, const MS(act) *ik, const MS(act) *ra,
+                               const MS_T *gy, MS_T *gq, MS_T *gk, MS_T *gv, MS_T *ggate,
+                               const MS(work) *w)
+{
+    int64_t d = k->d, h = k->h, dh = d * h, m = 2 * dh;
+    MS_T eta = gate[0], alpha = gate[1], mu = gate[2], delta = gate[3];
+    MS_T c = k->decay_first ? alpha : 1; /* the inner gradient at c W_{t−1} */
+    /* the read y_t = M_{W_t}(q_t) */
+    MS(read)(k, Wt, 1, q, ra);
+    MS(ln_back)(d, gy, ra->zh, *ra->r, w->gz);
+    MS(mv)(true, d, h, 1, Wt, w->gz, false, w->gs);
+    for (int64_t j = 0; j < h; j++) w->ga[j] = w->gs[j] * ra->gp[j];
+    MS(add_outer)(G, d, h, w->gz, ra->s);
+    MS(add_outer)(G + dh, h, d, w->ga, q);
+    memcpy(gq, gy, sizeof(MS_T) * (size_t)d);
+    MS(mv)(true, h, d, 1, Wt + dh, w->ga, true, gq);
+    /* the write: G̃ (H + G with momentum, in H) */
+    MS_T *Gs = G;
+    if (k->momentum) {
+        for (int64_t i = 0; i < m; i++) H[i] += G[i];
+        Gs = H;
+    }
+    MS(mv)(false, d, h, 1, Gs, ik->s, false, w->g1s);       /* G̃1 s */
+    MS(mv)(false, h, d, 1, Gs + dh, kt, false, w->g2k);      /* G̃2 k */
+    MS(mv)(true, d, h, 1, Gs, ik->dl1, false, w->gs);       /* G̃1ᵀ δ1 */
+    MS(mv)(true, h, d, 1, Gs + dh, ik->dl2, false, w->g2d);  /* G̃2ᵀ δ2 */
+    MS_T gw = 0; /* ⟨G̃, g⟩ */
+    for (int64_t i = 0; i < d; i++) gw += ik->dl1[i] * w->g1s[i];
+    for (int64_t j = 0; j < h; j++) gw += ik->dl2[j] * w->g2k[j];
+    ggate[0] = -gw;
+    for (int64_t i = 0; i < d; i++) {
+        w->gdl1[i] = -eta * w->g1s[i];
+        gk[i] = -eta * w->g2d[i];
+    }
+    for (int64_t j = 0; j < h; j++) {
+        MS_T gdl2 = -eta * w->g2k[j], a = ik->a[j];
+        w->gs[j] *= -eta;
+        w->gm[j] = gdl2 * ik->gp[j];
+        w->ga[j] = gdl2 * ik->mv[j] * (MS_T)MS_INV_SQRT_2PI * MS_EXP((MS_T)-0.5 * a * a) *
+                   (2 - a * a);
+    }
+    MS(mv)(false, d, h, c, Wp, w->gm, true, w->gdl1); /* gδ1 += c W1 gm */
+    /* through δ1 = r (e − ē − ẑ ρ) */
+    MS_T r = *ik->r, rho = 0, kap = 0, gr = 0;
+    for (int64_t i = 0; i < d; i++) {
+        rho += ik->e[i] * ik->zh[i];
+        kap += w->gdl1[i] * ik->zh[i];
+        gr += w->gdl1[i] * ik->dl1[i];
+    }
+    rho /= (MS_T)d, kap /= (MS_T)d, gr /= r;
+    MS(ln_back)(d, w->gdl1, ik->zh, r, w->ge);
+    /* e from y − v: ∂L/∂(y − v) into ge */
+    MS_T gdelta = 0;
+    if (*ik->sw == 0) {
+        for (int64_t i = 0; i < d; i++) {
+            MS_T diff = ik->y[i] - v[i];
+            if (isinf(k->sharp)) {
+                gdelta += w->ge[i] * (MS_T)((diff > 0) - (diff < 0));
+                w->ge[i] = 0;
+            } else {
+                MS_T th = MS_TANH((MS_T)k->sharp * diff);
+                gdelta += w->ge[i] * th;
+                w->ge[i] *= delta * (MS_T)k->sharp * (1 - th * th);
+            }
+        }
+    }
+    ggate[3] = gdelta;
+    for (int64_t i = 0; i < d; i++) {
+        gv[i] = -w->ge[i];
+        gk[i] += w->ge[i];
+        w->gzh[i] = w->ge[i] - r * (rho * w->gdl1[i] + kap * ik->e[i]);
+    }
+    MS(ln_back)(d, w->gzh, ik->zh, r, w->gz);
+    for (int64_t i = 0; i < d; i++) w->gz[i] -= gr * r * r * ik->zh[i] / (MS_T)d;
+    MS(mv)(true, d, h, c, Wp, w->gz, true, w->gs); /* gs += c W1ᵀ gz */
+    for (int64_t j = 0; j < h; j++) w->ga[j] += w->gs[j] * ik->gp[j];
+    MS(mv)(true, h, d, c, Wp + dh, w->ga, true, gk); /* gk += c W2ᵀ ga */
+    /* G ← α G + c J with gα = ⟨G, W_{t−1}⟩ (+ ⟨J, W_{t−1}⟩ with decay_first),
+     * then gμ and H ← μ G̃ */
+    MS_T galpha = 0, jw = 0, gmu = 0;
+    MS(fold)(G, Wp, d, h, alpha, c, ik->dl1, w->gm, w->gz, ik->s, &galpha, &jw);
+    MS(fold)(G + dh, Wp + dh, h, d, alpha, c, w->ga, kt, NULL, NULL, &galpha, &jw);
+    if (k->decay_first) galpha += jw;
+    if (k->momentum) {
+        const MS_T *Sp = Wp + m;
+        for (int64_t i = 0; i < m; i++) {
+            gmu += H[i] * Sp[i];
+            H[i] *= mu;
+        }
+    }
+    ggate[1] = galpha;
+    ggate[2] = gmu;
+}
+
+/* Backward: per sequence, the forward's writes again keeping the state
+ * before every K-th token (K = ⌈√T⌉); then segment by segment from the last,
+ * the segment's states recomputed from its checkpoint (with each token's
+ * inner act) and its tokens run backwards through token_backward.
+ * ⌈T/K⌉ + K + 1 state copies a thread. The packed output per sequence is
+ * gstate [P], gq, gk, gv [T, d], ggates [T, 4]. */
+static void MS(mlp_scan_backward)(mi_tensor *o, mi_tensor *const *in, const mi_attrs *at)
+{
+    ms_dims k = ms_dims_of(in, at);
+    int64_t N = k.N, T = k.T, d = k.d, P = k.P, gw = T * d + P, ow = o->shape[1];
+    int64_t K = ms_segment(T), ncp = (T + K - 1) / K, na = ms_act_elems(&k);
+    const MS_T *W0 = in[0]->data, *Q = in[1]->data, *Kx = in[2]->data, *V = in[3]->data;
+    const MS_T *Gt = in[4]->data, *Gin = in[5]->data;
+    int64_t per = (ncp + K + 1) * P + (K + 1) * na + ms_work_elems(&k) + P;
+    mi_scope *sc = mi_scope_current();
+    int n_thr = ms_threads(N, 4 * N * T * P);
+    size_t bytes = sizeof(MS_T) * (size_t)(per * n_thr);
+    MS_T *scratch = mi_scope_alloc(sc, bytes);
+    if (!scratch) {
+        memset(o->data, 0, sizeof(MS_T) * (size_t)o->numel);
+        return;
+    }
+    blas_single_thread_once();
+    MS_PRAGMA(omp parallel for num_threads(n_thr) schedule(static))
+    for (int64_t n = 0; n < N; n++) {
+        MS_T *cp = scratch + per * ms_thread(), *seg = cp + ncp * P, *acts = seg + (K + 1) * P;
+        MS_T *H = acts + (K + 1) * na; /* ∂L/∂S_t (momentum) */
+        MS(work) w;
+        MS(act) ra, ik;
+        MS(work_carve)(&w, H + P, &k);
+        MS(act_carve)(&ra, acts + K * na, &k);
+        MS_T *out = (MS_T *)o->data + n * ow, *G = out;
+        MS_T *gQ = out + P, *gK = gQ + T * d, *gV = gK + T * d, *gG = gV + T * d;
+        const MS_T *gY = Gin + n * gw, *gEnd = gY + T * d;
+        /* the checkpoints */
+        memcpy(seg, W0 + n * P, sizeof(MS_T) * (size_t)P);
+        for (int64_t t = 0; t < T; t++) {
+            int64_t nt = n * T + t;
+            if (t % K == 0) memcpy(cp + t / K * P, seg, sizeof(MS_T) * (size_t)P);
+            MS(act_carve)(&ik, acts, &k);
+            MS(inner)(&k, seg, Kx + nt * d, V + nt * d, Gt + nt * MS_GATES, &ik);
+            MS(step)(&k, seg, Kx + nt * d, Gt + nt * MS_GATES, &ik);
+        }
+        /* ∂L/∂ the final state: G (W, in the output's gstate slot) and H (S) */
+        memcpy(G, gEnd, sizeof(MS_T) * (size_t)k.m);
+        if (k.momentum) memcpy(H, gEnd + k.m, sizeof(MS_T) * (size_t)k.m);
+        for (int64_t s = ncp - 1; s >= 0; s--) {
+            int64_t t0 = s * K, t1 = t0 + K < T ? t0 + K : T;
+            memcpy(seg, cp + s * P, sizeof(MS_T) * (size_t)P);
+            for (int64_t t = t0; t < t1; t++) {
+                int64_t nt = n * T + t, j = t - t0;
+                MS_T *st = seg + j * P;
+                MS(act_carve)(&ik, acts + j * na, &k);
+                MS(inner)(&k, st, Kx + nt * d, V + nt * d, Gt + nt * MS_GATES, &ik);
+                memcpy(st + P, st, sizeof(MS_T) * (size_t)P);
+                MS(step)(&k, st + P, Kx + nt * d, Gt + nt * MS_GATES, &ik);
+            }
+            for (int64_t t = t1 - 1; t >= t0; t--) {
+                int64_t nt = n * T + t, j = t - t0;
+                MS(act_carve)(&ik, acts + j * na, &k);
+                MS(token_backward)(&k, seg + j * P, seg + (j + 1) * P, G, H, Q + nt * d,
+                                   Kx + nt * d, V + nt * d, Gt + nt * MS_GATES, &ik, &ra,
+                                   gY + t * d, gQ + t * d, gK + t * d, gV + t * d,
+                                   gG + t * MS_GATES, &w);
+            }
+        }
+        if (k.momentum) memcpy(G + k.m, H, sizeof(MS_T) * (size_t)k.m);
+    }
+    mi_scope_release(sc, scratch, bytes);
+}
