@@ -212,12 +212,45 @@ static void release_node(const release *r, mi_node *nd)
     release_unheld(r);
 }
 
+/* Whether t's gradient slot holds a tensor this pass made and may change in
+ * place: its own storage (no view), held by that slot alone. */
+static bool own_gradient(const release *r, const mi_tensor *t)
+{
+    const mi_tensor *a = TP(t)->gacc;
+    return r->pass && a && !a->base && a->data && TP(a)->pass == r->pass && TP(a)->uses == 1;
+}
+
+/* acc += g, element by element (same shape and dtype) */
+static void add_into(mi_tensor *acc, const mi_tensor *g)
+{
+    int64_t n = acc->numel;
+    if (acc->dtype == MI_F32) {
+        float *a = acc->data;
+        const float *b = g->data;
+#pragma omp parallel for simd if (n >= (1 << 17)) schedule(static)
+        for (int64_t k = 0; k < n; k++) a[k] += b[k];
+    } else {
+        double *a = acc->data;
+        const double *b = g->data;
+#pragma omp parallel for simd if (n >= (1 << 17)) schedule(static)
+        for (int64_t k = 0; k < n; k++) a[k] += b[k];
+    }
+}
+
+/* Adds g to t's gradient slot: a new slot, an in-place sum where the slot's
+ * tensor is the pass's own (no new storage), else a recorded add. */
 static int accumulate(const release *r, mi_tensor *t, mi_tensor *g)
 {
     if (!g) return -1;
     if (!TP(t)->gacc) {
         TP(t)->gacc = g;
         hold(r, g);
+        return 0;
+    }
+    mi_tensor *acc = TP(t)->gacc;
+    if (own_gradient(r, t) && acc != g && mi_same_shape(acc, g) && acc->dtype == g->dtype &&
+        mi_dtype_is_float(g->dtype)) {
+        add_into(acc, g);
         return 0;
     }
     mi_tensor *sum = mi_apply(op_add, (mi_tensor *[]){TP(t)->gacc, g}, 2, NULL);
@@ -297,6 +330,13 @@ int mi_grad(mi_tensor *const *outputs, mi_tensor *const *grad_outputs, int n_out
         }
         for (int i = 0; g && i < nd->n_inputs && rc == 0; i++) {
             if (!need[i]) continue;
+            mi_tensor *in = nd->inputs[i];
+            if (nd->op->vjp_into && r.pass && (!TP(in)->gacc || own_gradient(&r, in))) {
+                if (!TP(in)->gacc && (rc = accumulate(&r, in, mi_zeros_like(in))) != 0) break;
+                if ((rc = nd->op->vjp_into(nd, i, g, TP(in)->gacc)) != 0 && !mi_error_pending())
+                    mi_error_set("grad: vjp of %s for input %d failed", nd->op->name, i);
+                continue;
+            }
             mi_tensor *gi = unbroadcast(nd->op->vjp_all ? all[i] : nd->op->vjp(nd, i, g),
                                         nd->inputs[i]);
             if (!gi && !mi_error_pending())

@@ -54,6 +54,12 @@ typedef mi_tensor *(*mi_vjp_fn)(const mi_node *node, int i, mi_tensor *g);
  * The engine prefers it to vjp; vjp stays, for one input. */
 typedef int (*mi_vjp_all_fn)(const mi_node *node, mi_tensor *g, const bool *need,
                              mi_tensor **grads);
+/* Adds the vjp for input i into acc, in place: acc has input i's shape and
+ * is a gradient the running backward pass made and alone holds. 0 or -1.
+ * Optional; the engine prefers it, when the pass records nothing, for an op
+ * whose vjp touches a part of its input (slice: the chunk, not a zero-padded
+ * copy of the whole input added to the whole gradient). */
+typedef int (*mi_vjp_into_fn)(const mi_node *node, int i, mi_tensor *g, mi_tensor *acc);
 /* Builds example inputs for the gradient-check suites (variant 0, 1, …);
  * returns the number of inputs, 0 when there are no more variants. Inputs to
  * check have requires_grad set; they are f64. */
@@ -81,6 +87,7 @@ struct mi_op {
     mi_kernel_fn kernel[MI_BACKEND_COUNT][2]; /* [backend][MI_F32, MI_F64] */
     mi_vjp_fn vjp;
     mi_vjp_all_fn vjp_all; /* optional: every input's vjp in one call */
+    mi_vjp_into_fn vjp_into; /* optional: a vjp added into the input's gradient in place */
     /* Which inputs can carry a gradient (bit i); 0 means all float inputs. */
     uint32_t diff_inputs;
     /* For MI_OP_VIEW: byte offset of the output inside input 0's data. */

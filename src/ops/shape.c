@@ -347,6 +347,30 @@ static mi_tensor *slice_vjp(const mi_node *n, int i, mi_tensor *g)
     int ax = ax_of(a, x->rank);
     return mi_pad(g, ax, a->start, x->shape[ax] - a->stop);
 }
+/* dx[..., start:stop, ...] += g, in place: a chunk's gradient costs the
+ * chunk, not a padded copy of the whole input added to the whole gradient */
+static int slice_vjp_into(const mi_node *n, int i, mi_tensor *g, mi_tensor *acc)
+{
+    (void)i;
+    const mi_attrs *a = &n->attrs;
+    int ax = ax_of(a, acc->rank);
+    int64_t outer, inner, dim = acc->shape[ax], len = g->shape[ax];
+    split_at(acc, ax, &outer, &inner);
+    int64_t run = len * inner;
+    for (int64_t k = 0; k < outer; k++) {
+        int64_t at = (k * dim + a->start) * inner, from = k * run;
+        if (acc->dtype == MI_F32) {
+            float *d = (float *)acc->data + at;
+            const float *s = (const float *)g->data + from;
+            for (int64_t j = 0; j < run; j++) d[j] += s[j];
+        } else {
+            double *d = (double *)acc->data + at;
+            const double *s = (const double *)g->data + from;
+            for (int64_t j = 0; j < run; j++) d[j] += s[j];
+        }
+    }
+    return 0;
+}
 static int ex_slice(mi_rng *r, int v, mi_tensor **in, mi_attrs *a)
 {
     static const ex_one_case c[] = {
@@ -358,7 +382,7 @@ static int ex_slice(mi_rng *r, int v, mi_tensor **in, mi_attrs *a)
 }
 const mi_op mi_op_slice = {.name = "slice", .formula = "y = x[..., start:stop, ...]", .arity = 1,
                            .shape = slice_shape, ANY_KERNEL(slice_k), .vjp = slice_vjp,
-                           .examples = ex_slice};
+                           .vjp_into = slice_vjp_into, .examples = ex_slice};
 /* ---------------------------------------------------------------- narrow
  * The same slice as a view: y = x[start:stop] along attrs.axis when every
  * axis before it has size 1, so the result is one contiguous run of x's
@@ -394,7 +418,8 @@ static int ex_narrow(mi_rng *r, int v, mi_tensor **in, mi_attrs *a)
 const mi_op mi_op_narrow = {.name = "narrow", .formula = "y = x[start:stop] (leading axis, a view)",
                             .arity = 1, .flags = MI_OP_VIEW, .shape = narrow_shape,
                             ANY_KERNEL(noop_kernel), .vjp = slice_vjp,
-                            .view_offset = narrow_offset, .examples = ex_narrow};
+                            .vjp_into = slice_vjp_into, .view_offset = narrow_offset,
+                            .examples = ex_narrow};
 
 /* Negative start/stop count from the end of the axis, as in Python. A view
  * (narrow) when the slice is contiguous, a copy (slice) otherwise. */
