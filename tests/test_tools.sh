@@ -106,25 +106,37 @@ check "resume: stopped between log rows (17), identical checkpoint and log.csv" 
    cmp -s '$tmp/full/log.csv' '$tmp/part17/log.csv'"
 
 # ------------------------------------------------------------------ gradient accumulation
-# --accum 4: the batch in four micro-batches, the same update up to float rounding
-# (every logged loss and norm within 1e-5 relative of the one-pass run), resumable.
-"$train" "${common[@]}" --steps 20 --accum 4 --out "$tmp/accum" >/dev/null 2>&1
-"$train" "${common[@]}" --steps 20 --out "$tmp/noaccum" >/dev/null 2>&1
-logs_close() { # logs_close A B: same rows, numbers within 1e-5 relative
+# --accum 4: the batch in four micro-batches, the same update up to float rounding,
+# resumable. The first step (the same parameters, sums in another order) agrees to 1e-6
+# relative, loss and gradient norm; over 20 steps the losses stay within 1e-5 (they
+# differ by ~1e-7) and each step's gradient norm within 1e-3: in f32 it moves by up to
+# 1e-4 from one summation order to the other after a few steps (measured with and
+# without accumulation, log every step: 2e-5 to 1e-4 at steps 14-17 in two builds of
+# two trees), while the losses do not.
+"$train" "${common[@]}" --steps 20 --log-every 1 --accum 4 --out "$tmp/accum" >/dev/null 2>&1
+"$train" "${common[@]}" --steps 20 --log-every 1 --out "$tmp/noaccum" >/dev/null 2>&1
+logs_close() { # logs_close A B: same rows; step 1 within 1e-6, losses 1e-5, norms 1e-3
   python3 - "$1" "$2" <<'EOF'
 import csv, sys
 a, b = (list(csv.reader(open(f))) for f in sys.argv[1:3])
-close = lambda u, v: u == v == "" or abs(float(u) - float(v)) <= 1e-5 * max(1, abs(float(v)))
-ok = len(a) == len(b) > 1 and a[0] == b[0] and all(
-    len(x) == len(y) and all(close(u, v) for u, v in zip(x, y)) for x, y in zip(a[1:], b[1:]))
-if not ok: print(f"  {a[-1]} vs {b[-1]}")
+def close(u, v, tol):
+    return u == v == "" or abs(float(u) - float(v)) <= tol * max(1, abs(float(v)))
+def row_ok(h, x, y):
+    first = x[0] == "1"
+    return len(x) == len(y) == len(h) and all(
+        close(u, v, 1e-6 if first else 1e-3 if name == "grad_norm" else 1e-5)
+        for name, u, v in zip(h, x, y))
+ok = len(a) == len(b) > 1 and a[0] == b[0] and all(row_ok(a[0], x, y) for x, y in zip(a[1:], b[1:]))
+if not ok: print(f"  {a[1]} vs {b[1]}; {a[-1]} vs {b[-1]}")
 sys.exit(0 if ok else 1)
 EOF
 }
-check "accum 4 == one pass (log.csv within 1e-5)" logs_close "$tmp/accum/log.csv" "$tmp/noaccum/log.csv"
+check "accum 4 == one pass (log.csv: step 1 within 1e-6, losses 1e-5, norms 1e-3)" \
+  logs_close "$tmp/accum/log.csv" "$tmp/noaccum/log.csv"
 check "accum: the checkpoint records train.accum" grep -aq '"train.accum":"4"' \
   "$tmp/accum/ckpt.safetensors"
-"$train" "${common[@]}" --steps 20 --accum 4 --out "$tmp/accum10" --stop-at 10 >/dev/null 2>&1
+"$train" "${common[@]}" --steps 20 --log-every 1 --accum 4 --out "$tmp/accum10" --stop-at 10 \
+  >/dev/null 2>&1
 "$train" --resume "$tmp/accum10/ckpt.safetensors" >/dev/null 2>&1
 check "accum: stop at 10 + resume gives the same checkpoint" \
   cmp -s "$tmp/accum/ckpt.safetensors" "$tmp/accum10/ckpt.safetensors"
@@ -132,7 +144,7 @@ check "train --accum not dividing --batch -> exit 2" status 2 "--accum \(3\) mus
   "$train" --data "$tmp/small.txt" "${tiny[@]}" --accum 3
 
 # --recompute: every block recomputed in the backward, the same training bit for bit
-"$train" "${common[@]}" --steps 20 --recompute --out "$tmp/recompute" >/dev/null 2>&1
+"$train" "${common[@]}" --steps 20 --log-every 1 --recompute --out "$tmp/recompute" >/dev/null 2>&1
 check "recompute == keeping the activations (identical log.csv and checkpoint)" bash -c \
   "cmp -s '$tmp/recompute/log.csv' '$tmp/noaccum/log.csv' && \
    cmp -s '$tmp/recompute/ckpt.safetensors' '$tmp/noaccum/ckpt.safetensors'"
