@@ -341,8 +341,9 @@ static mi_tensor *dgd_layer(mi_tensor *w, mi_nl_mlp_factor f, mi_tensor *eta, mi
     mi_tensor *beta = rule == MI_HOPE_EQ28 ? mi_ones(eta->dtype, MI_SHAPE(N, n)) : eta;
     mi_tensor *value = rule == MI_HOPE_EQ28 ? mi_neg(mi_mul(mi_unsqueeze(eta, -1), f.g))
                                             : mi_neg(f.g);            /* [N, n, out] */
-    mi_tensor *st = mi_broadcast_to(mi_reshape(w, MI_SHAPE(w->rank == 3 ? N : 1, 1, out, in)),
-                                    MI_SHAPE(N, 1, out, in));
+    /* a shared state [out, in] stays [1, 1, out, in]: the chunk form's products and sums
+       broadcast it over the sequences, so it is not copied N times */
+    mi_tensor *st = mi_reshape(w, MI_SHAPE(w->rank == 3 ? N : 1, 1, out, in));
     if (!st || delta_chunk_wy(&st, NULL, f.u, value, beta, alpha, false, 1, NULL) != 0)
         return NULL;
     return mi_reshape(st, MI_SHAPE(N, out, in));
