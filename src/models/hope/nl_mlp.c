@@ -35,10 +35,15 @@
 
 #include "models.h"
 
+mi_tensor *mi_nl_mlp_read_hidden(mi_tensor *w1, mi_tensor *s, bool residual, mi_tensor *x)
+{
+    mi_tensor *y = mi_matmul_t(s, w1, false, true);
+    return residual ? mi_add(x, y) : y;
+}
+
 mi_tensor *mi_nl_mlp_read(mi_tensor *w1, mi_tensor *w2, bool residual, mi_tensor *x)
 {
-    mi_tensor *y = mi_matmul_t(mi_gelu(mi_matmul_t(x, w2, false, true)), w1, false, true);
-    return residual ? mi_add(x, y) : y;
+    return mi_nl_mlp_read_hidden(w1, mi_gelu(mi_matmul_t(x, w2, false, true)), residual, x);
 }
 
 int mi_nl_mlp_step(mi_tensor *w1, mi_tensor *w2, bool residual, mi_tensor *x, mi_tensor *v,
@@ -74,17 +79,20 @@ static mi_tensor *left_factor(mi_tensor *g, mi_tensor *norm, bool lms)
     return lms ? mi_div(g, norm) : mi_mul(g, norm);
 }
 
+mi_nl_mlp_factor mi_nl_mlp_layer_factor(mi_tensor *g, mi_tensor *u, bool lms, double eps)
+{
+    mi_tensor *nu = mi_sqrt(mi_add_scalar(mi_sum(mi_square(u), -1, true), eps));
+    return (mi_nl_mlp_factor){left_factor(g, nu, lms), mi_div(u, nu)};
+}
+
 int mi_nl_mlp_factors(mi_tensor *w1, mi_tensor *w2, bool residual, mi_tensor *x, mi_tensor *v,
                       bool lms, double eps, double hidden_eps, mi_nl_mlp_factor f[2])
 {
     mi_tensor *a = mi_matmul_t(x, w2, false, true);                 /* [N, n, h] */
     mi_tensor *s = mi_gelu(a);
-    mi_tensor *m = mi_matmul_t(s, w1, false, true);
-    mi_tensor *e = mi_sub(residual ? mi_add(x, m) : m, v);
+    mi_tensor *e = mi_sub(mi_nl_mlp_read_hidden(w1, s, residual, x), v);
     mi_tensor *delta = mi_gelu_backward(a, mi_matmul(e, w1));      /* σ'(a) ⊙ W1ᵀ e */
-    mi_tensor *ns = mi_sqrt(mi_add_scalar(mi_sum(mi_square(s), -1, true), hidden_eps));
-    mi_tensor *nx = mi_sqrt(mi_add_scalar(mi_sum(mi_square(x), -1, true), eps));
-    f[0] = (mi_nl_mlp_factor){left_factor(e, ns, lms), mi_div(s, ns)};
-    f[1] = (mi_nl_mlp_factor){left_factor(delta, nx, lms), mi_div(x, nx)};
+    f[0] = mi_nl_mlp_layer_factor(e, s, lms, hidden_eps);
+    f[1] = mi_nl_mlp_layer_factor(delta, x, lms, eps);
     return f[0].g && f[0].u && f[1].g && f[1].u ? 0 : -1;
 }
