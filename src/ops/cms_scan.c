@@ -22,10 +22,13 @@
  * each term out; gelu'' = φ(a)(2 − a²)). The weights are not kept by the
  * forward: the backward reruns the scan keeping every token's activations
  * (a, s, gelu'(a), y, m, the rates: T·(4h + d + 4) numbers) and every K-th
- * chunk's weights (K = ⌈√n_chunks⌉), then recomputes one segment of K at a
- * time from its checkpoint by the steps alone, bit for bit the forward's,
- * into scratch from the current scope (released on return): ⌈n/K⌉ + K + 1
- * weight copies a thread, not one per chunk (T = 256, C = 1: 33, not 256).
+ * chunk's weights (K = ⌈√n_chunks⌉), into scratch from the current scope
+ * (released on return): ⌈n/K⌉ + 1 weight copies a thread (T = 256, C = 1:
+ * 17, not 256). A chunk's weights are never formed again: with its
+ * segment's checkpoint W and the m tokens' steps since, W_j = W − Pᵀ Z
+ * (P = c e or c δ, Z = s or u, from the kept acts), each product with W_j is
+ * one with W plus a rank-m correction (equal to rounding; at C = 1 this
+ * replaced a weight copy and two rank-1 updates per token).
  * Each sequence runs on one thread (so the result does not depend on the
  * thread count), its products on OpenBLAS (GEMM; GEMV and GER at one token a
  * chunk), or in the OWN f32 kernel on own_small_gemm.c's loops for chunks of
@@ -166,6 +169,12 @@ static int64_t cs_segment(int64_t n)
  * (cms_scan_impl.h's act and buf). */
 static int64_t cs_act_elems(int64_t n, int64_t d, int64_t h) { return n * (4 * h + d + 4); }
 static int64_t cs_buf_elems(int64_t C, int64_t d, int64_t h) { return C * (7 * h + 4 * d); }
+/* A segment's steps of m tokens, p1 [m, d] and p2 [m, h], and the [C, m]
+ * scratch of their corrections (cms_scan_impl.h's steps). */
+static int64_t cs_steps_elems(int64_t m, int64_t C, int64_t d, int64_t h)
+{
+    return m * (d + h) + C * m;
+}
 
 /* The elementwise parts, exact (libm's erf and exp): REF's f32 and f64. */
 #define CS_GELU_REF(T_, sfx, ERF, EXP)                                                         \

@@ -36,6 +36,23 @@ static void CS(mm)(bool ta, bool tb, int64_t M, int64_t N, int64_t K, CS_T alpha
             (int)N, (int)K, alpha, A, (int)lda, B, (int)ldb, beta, C, (int)ldc);
 }
 
+/* Y += alpha · X op(W_j), op(W) = W or Wᵀ (tw), for the weights W_j = W − Pᵀ Z a
+ * segment's first m steps left (P [m, rows of W], Z [m, columns]: the steps'
+ * p and their inputs): X op(W) and then the rank-m correction,
+ *   X W_j = X W − (X Pᵀ) Z,   X W_jᵀ = X Wᵀ − (X Zᵀ) P,
+ * so the backward never forms W_j (tmp: [n, m]). */
+static void CS(mm_steps)(bool tw, int64_t n, int64_t N, int64_t K, CS_T alpha, const CS_T *X,
+                         int64_t ldx, const CS_T *W, int64_t ldw, int64_t m, const CS_T *P,
+                         const CS_T *Z, CS_T *tmp, CS_T *Y, int64_t ldy)
+{
+    CS(mm)(false, tw, n, N, K, alpha, X, ldx, W, ldw, 1, Y, ldy);
+    if (m == 0) return;
+    /* tw: W is [N, K], P [m, N], Z [m, K]; else W is [K, N], P [m, K], Z [m, N] */
+    const CS_T *inner = tw ? Z : P, *outer = tw ? P : Z;
+    CS(mm)(false, true, n, m, K, 1, X, ldx, inner, K, 0, tmp, m);
+    CS(mm)(false, false, n, N, m, -alpha, tmp, m, outer, N, 1, Y, ldy);
+}
+
 /* A chunk's activations, kept per token: a = W2 u, s = gelu(a), gp = gelu'(a),
  * y = W1 s, m = W1ᵀ e, the rates c1, c2 and their denominators ns, nu. The
  * forward points them at one chunk's buffers (y at the output), the backward
@@ -152,8 +169,18 @@ static void CS(chunk_forward)(const cs_dims *k, CS_T *W1, CS_T *W2, const CS_T *
     CS(chunk_step)(k, W1, W2, U, n, x, b);
 }
 
-/* The vjp of one chunk read with W = (W1, W2), its act x as the forward left
- * it; G = (G1, G2) = ∂L/∂W_{j+1} on entry (zero after the last chunk) and
+/* The weights a chunk was read with, as its segment's checkpoint (W1, W2)
+ * and the m steps the segment took before it: W1_j = W1 − P1ᵀ S,
+ * W2_j = W2 − P2ᵀ U (P1 [m, d] = c1 e, P2 [m, h] = c2 δ, S [m, h], U [m, d]
+ * the tokens' hidden activations and inputs); tmp [C, m] scratch. */
+typedef struct CS(steps) {
+    const CS_T *W1, *W2, *P1, *P2, *S, *U;
+    int64_t m;
+    CS_T *tmp;
+} CS(steps);
+
+/* The vjp of one chunk read with W = (W1, W2) (w: its segment's checkpoint and
+ * steps), its act x as the forward left it; G = (G1, G2) = ∂L/∂W_{j+1} on entry (zero after the last chunk) and
  * ∂L/∂W_j on return; gy = ∂L/∂y of the chunk; writes gu, gv [n, d], geta [n].
  * Through the step (update):
  *   gp1 = −s G1ᵀ, gs = −p1 G1, gp2 = −u G2ᵀ, gu = −p2 G2,
@@ -164,12 +191,13 @@ static void CS(chunk_forward)(const cs_dims *k, CS_T *W1, CS_T *W2, const CS_T *
  *   ge += gm W1ᵀ, G1 += eᵀ gm, gv = −ge, gy += ge (e = y − v);
  * through the read y = W1 gelu(W2 u):
  *   gs += gy W1, G1 += gyᵀ s, ga += gs ⊙ gelu'(a), gu += ga W2, G2 += gaᵀ u. */
-static void CS(chunk_backward)(const cs_dims *k, const CS_T *W1, const CS_T *W2, CS_T *G1,
-                               CS_T *G2, const CS_T *U, const CS_T *V, int64_t n, bool update,
+static void CS(chunk_backward)(const cs_dims *k, const CS(steps) *w, CS_T *G1, CS_T *G2,
+                               const CS_T *U, const CS_T *V, int64_t n, bool update,
                                const CS(act) *x, const CS_T *gY, CS_T *gU, CS_T *gV,
                                CS_T *geta, CS(buf) *b)
 {
     int64_t d = k->d, h = k->h;
+    const CS_T *W1 = w->W1, *W2 = w->W2;
     /* eg = [e; gy] and gms = [gm; s] when the chunk updates, else gy and s alone */
     CS_T *gy = update ? b->eg + n * d : b->eg, *gs_s = update ? b->gms + n * h : b->gms;
     memcpy(gy, gY, sizeof(CS_T) * (size_t)(n * d));
@@ -210,17 +238,18 @@ static void CS(chunk_backward)(const cs_dims *k, const CS_T *W1, const CS_T *W2,
                 b->ga[t * h + j] *= gdl * m[j];
             }
         }
-        CS(mm)(false, true, n, d, h, 1, b->gms, h, W1, h, 1, b->ge, d); /* ge += gm W1ᵀ */
+        CS(mm_steps)(true, n, d, h, 1, b->gms, h, W1, h, w->m, w->P1, w->S, w->tmp, b->ge,
+                     d);                                                 /* ge += gm W1ᵀ */
         for (int64_t i = 0; i < n * d; i++) {
             gV[i] = -b->ge[i];
             gy[i] += b->ge[i];
         }
     }
     int64_t n2 = update ? 2 * n : n;
-    CS(mm)(false, false, n, h, d, 1, gy, d, W1, h, 1, b->gs, h);         /* gs += gy W1 */
+    CS(mm_steps)(false, n, h, d, 1, gy, d, W1, h, w->m, w->P1, w->S, w->tmp, b->gs, h); /* gs += gy W1 */
     CS(mm)(true, false, d, h, n2, 1, b->eg, d, b->gms, h, 1, G1, h);     /* G1 += eᵀ gm + gyᵀ s */
     for (int64_t i = 0; i < n * h; i++) b->ga[i] += b->gs[i] * x->gp[i];
-    CS(mm)(false, false, n, d, h, 1, b->ga, h, W2, d, 1, gU, d);         /* gu += ga W2 */
+    CS(mm_steps)(false, n, d, h, 1, b->ga, h, W2, d, w->m, w->P2, w->U, w->tmp, gU, d); /* gu += ga W2 */
     CS(mm)(true, false, h, d, n, 1, b->ga, h, U, d, 1, G2, d);           /* G2 += gaᵀ u */
 }
 
@@ -262,10 +291,10 @@ static void CS(cms_scan)(mi_tensor *o, mi_tensor *const *in, const mi_attrs *at)
 
 /* Per sequence: the forward again, keeping every token's act and the weights
  * of every K-th chunk (checkpoints, K = ⌈√n_chunks⌉); then segment by
- * segment from the last, the segment's weights are recomputed from its
- * checkpoint by the steps alone (the acts are kept: two products a chunk,
- * no read), and its chunks run backwards through chunk_backward.
- * ⌈n/K⌉ + K + 1 weight copies a thread. */
+ * segment from the last, the segment's steps p1 = c1 e, p2 = c2 δ are formed
+ * from the kept acts (no product), and its chunks run backwards through
+ * chunk_backward with the weights as checkpoint and steps (mm_steps): no
+ * weight copy but the ⌈n/K⌉ + 1 checkpoints a thread. */
 static void CS(cms_scan_backward)(mi_tensor *o, mi_tensor *const *in, const mi_attrs *at)
 {
     cs_dims k = cs_dims_of(in, at);
@@ -276,7 +305,8 @@ static void CS(cms_scan_backward)(mi_tensor *o, mi_tensor *const *in, const mi_a
     CS_T *gU = o->data, *gV = gU + B * T * d, *gEta = gV + B * T * d;
     CS_T *gW = gEta + B * T; /* gw1 [d, h] then gw2 [h, d] */
     int n_thr = cs_threads(B, 4 * B * T * wsz);
-    int64_t per = (ncp + K + 1) * wsz + cs_act_elems(T, d, h) + cs_buf_elems(C, d, h);
+    int64_t per = (ncp + 1) * wsz + cs_act_elems(T, d, h) + cs_buf_elems(C, d, h) +
+                  cs_steps_elems(K * C, C, d, h);
     mi_scope *sc = mi_scope_current();
     size_t bytes = sizeof(CS_T) * (size_t)(per * n_thr + B * wsz);
     CS_T *scratch = mi_scope_alloc(sc, bytes);
@@ -288,10 +318,11 @@ static void CS(cms_scan_backward)(mi_tensor *o, mi_tensor *const *in, const mi_a
     blas_single_thread_once();
     CS_PRAGMA(omp parallel for num_threads(n_thr) schedule(static))
     for (int64_t bi = 0; bi < B; bi++) {
-        CS_T *cp = scratch + per * cs_thread(), *seg = cp + ncp * wsz, *cur = seg + K * wsz;
+        CS_T *cp = scratch + per * cs_thread(), *cur = cp + ncp * wsz;
         CS(act) xs; /* the sequence's acts */
         CS(buf) buf;
-        CS(buf_carve)(&buf, CS(act_carve)(&xs, cur + wsz, T, d, h), C, d, h);
+        CS_T *P1 = CS(buf_carve)(&buf, CS(act_carve)(&xs, cur + wsz, T, d, h), C, d, h);
+        CS_T *P2 = P1 + K * C * d, *tmp = P2 + K * C * h;
         const CS_T *Ub = U + bi * T * d, *Vb = V + bi * T * d, *Eb = Eta + bi * T;
         CS_T *G1 = G_all + bi * wsz, *G2 = G1 + d * h;
         memcpy(cur, W10, sizeof(CS_T) * (size_t)(d * h));
@@ -307,20 +338,20 @@ static void CS(cms_scan_backward)(mi_tensor *o, mi_tensor *const *in, const mi_a
         }
         memset(G1, 0, sizeof(CS_T) * (size_t)wsz);
         for (int64_t s = ncp - 1; s >= 0; s--) {
-            int64_t j0 = s * K, j1 = j0 + K < n_chunks ? j0 + K : n_chunks;
-            memcpy(seg, cp + s * wsz, sizeof(CS_T) * (size_t)wsz);
+            int64_t j0 = s * K, j1 = j0 + K < n_chunks ? j0 + K : n_chunks, ts = j0 * C;
             for (int64_t j = j0; j + 1 < j1; j++) { /* full chunks: they update */
-                CS_T *w = seg + (j - j0 + 1) * wsz;
                 CS(act) x = CS(act_at)(&xs, j * C, d, h);
-                memcpy(w, w - wsz, sizeof(CS_T) * (size_t)wsz);
                 CS(chunk_p)(&k, Vb + j * C * d, C, &x, &buf);
-                CS(chunk_step)(&k, w, w + d * h, Ub + j * C * d, C, &x, &buf);
+                memcpy(P1 + (j - j0) * C * d, buf.p1, sizeof(CS_T) * (size_t)(C * d));
+                memcpy(P2 + (j - j0) * C * h, buf.p2, sizeof(CS_T) * (size_t)(C * h));
             }
+            CS(steps) w = {.W1 = cp + s * wsz, .W2 = cp + s * wsz + d * h, .P1 = P1, .P2 = P2,
+                           .S = xs.s + ts * h, .U = Ub + ts * d, .tmp = tmp};
             for (int64_t j = j1 - 1; j >= j0; j--) {
-                const CS_T *w = seg + (j - j0) * wsz;
                 int64_t t0 = j * C, n = t0 + C < T ? C : T - t0, bt = bi * T + t0;
                 CS(act) x = CS(act_at)(&xs, t0, d, h);
-                CS(chunk_backward)(&k, w, w + d * h, G1, G2, Ub + t0 * d, Vb + t0 * d, n,
+                w.m = t0 - ts;
+                CS(chunk_backward)(&k, &w, G1, G2, Ub + t0 * d, Vb + t0 * d, n,
                                    j + 1 < n_chunks, &x, GY + bt * d, gU + bt * d, gV + bt * d,
                                    gEta + bt, &buf);
             }
