@@ -32,7 +32,11 @@
  * Each sequence runs on one thread (so the result does not depend on the
  * thread count), its products on OpenBLAS (GEMM; GEMV and GER at one token a
  * chunk), or in the OWN f32 kernel on own_small_gemm.c's loops for chunks of
- * up to 8 tokens.
+ * up to 8 tokens. At C = 1 the forward (and the backward's rerun) takes a
+ * segment of tokens at once (cms_scan_impl.h's tokens_forward): W2 u for all
+ * of them as one product, each token's reads through the same rank-i
+ * corrections, and the weights stepped once per segment by two rank-n
+ * products instead of two rank-1 updates per token.
  *
  * Gradients of gradients are not provided: cms_scan_backward is
  * non-differentiable and the vjp under create_graph fails with a message (the
@@ -175,6 +179,8 @@ static int64_t cs_steps_elems(int64_t m, int64_t C, int64_t d, int64_t h)
 {
     return m * (d + h) + C * m;
 }
+/* tokens_forward's scratch for n tokens: p1, p2, gram, tmp. */
+static int64_t cs_tokens_elems(int64_t n, int64_t d, int64_t h) { return n * (d + h + n + 1); }
 
 /* The elementwise parts, exact (libm's erf and exp): REF's f32 and f64. */
 #define CS_GELU_REF(T_, sfx, ERF, EXP)                                                         \

@@ -127,15 +127,13 @@ static void CS(chunk_p)(const cs_dims *k, const CS_T *V, int64_t n, const CS(act
     }
 }
 
-/* After chunk_read: m = e W1 (e = y − v), the rates c1 = η/(‖s‖² + hidden_eps),
- * c2 = η/(‖u‖² + eps) (lms; else c = η) with ns, nu their denominators, then
- * chunk_p. */
-static void CS(chunk_terms)(const cs_dims *k, const CS_T *W1, const CS_T *U, const CS_T *V,
-                            const CS_T *eta, int64_t n, const CS(act) *x, CS(buf) *b)
+/* With e (in eg) and m set: the rates c1 = η/(‖s‖² + hidden_eps),
+ * c2 = η/(‖u‖² + eps) (lms; else c = η) with ns, nu their denominators,
+ * then chunk_p. */
+static void CS(chunk_rates)(const cs_dims *k, const CS_T *U, const CS_T *V, const CS_T *eta,
+                            int64_t n, const CS(act) *x, CS(buf) *b)
 {
     int64_t d = k->d, h = k->h;
-    for (int64_t i = 0; i < n * d; i++) b->eg[i] = x->y[i] - V[i];
-    CS(mm)(false, false, n, h, d, 1, b->eg, d, W1, h, 0, x->m, h);
     for (int64_t t = 0; t < n; t++) {
         const CS_T *st = x->s + t * h, *ut = U + t * d;
         CS_T ss = 0, uu = 0;
@@ -147,6 +145,16 @@ static void CS(chunk_terms)(const cs_dims *k, const CS_T *W1, const CS_T *U, con
         x->c2[t] = k->lms ? eta[t] / x->nu[t] : eta[t];
     }
     CS(chunk_p)(k, V, n, x, b);
+}
+
+/* After chunk_read: m = e W1 (e = y − v), then chunk_rates. */
+static void CS(chunk_terms)(const cs_dims *k, const CS_T *W1, const CS_T *U, const CS_T *V,
+                            const CS_T *eta, int64_t n, const CS(act) *x, CS(buf) *b)
+{
+    int64_t d = k->d, h = k->h;
+    for (int64_t i = 0; i < n * d; i++) b->eg[i] = x->y[i] - V[i];
+    CS(mm)(false, false, n, h, d, 1, b->eg, d, W1, h, 0, x->m, h);
+    CS(chunk_rates)(k, U, V, eta, n, x, b);
 }
 
 /* Eq. 31's step on the chunk, in place: W1 −= p1ᵀ s, W2 −= p2ᵀ u. */
@@ -167,6 +175,41 @@ static void CS(chunk_forward)(const cs_dims *k, CS_T *W1, CS_T *W2, const CS_T *
     if (!update) return;
     CS(chunk_terms)(k, W1, U, V, eta, n, x, b);
     CS(chunk_step)(k, W1, W2, U, n, x, b);
+}
+
+/* One-token chunks (C = 1), n of them from the weights W (updated in place
+ * at the end): the first n_up tokens step. Token i reads and steps with
+ * W_i = W − Pᵀ Z, the i steps before it (mm_steps), so that W itself
+ * changes once, by two rank-n_up products, and W2 u is one product for all
+ * n tokens:
+ *   a_i = (U W2ᵀ)_i − Σ_{j<i} (u_j·u_i) p2_j,   y_i = W1_i s_i,   m_i = W1_iᵀ e_i
+ * (equal to the per-token scan to rounding). sc: p1 [n, d], p2 [n, h],
+ * gram [n, n], tmp [n]. */
+static void CS(tokens_forward)(const cs_dims *k, CS_T *W1, CS_T *W2, const CS_T *U,
+                               const CS_T *V, const CS_T *eta, int64_t n, int64_t n_up,
+                               const CS(act) *x, CS(buf) *b, CS_T *sc)
+{
+    int64_t d = k->d, h = k->h;
+    CS_T *P1 = sc, *P2 = P1 + n * d, *gram = P2 + n * h, *tmp = gram + n * n;
+    CS(mm)(false, true, n, h, d, 1, U, d, W2, d, 0, x->a, h);             /* U W2ᵀ */
+    CS(mm)(false, true, n, n, d, 1, U, d, U, d, 0, gram, n);              /* U Uᵀ */
+    for (int64_t i = 0; i < n; i++) {
+        CS(act) xi = CS(act_at)(x, i, d, h);
+        if (i > 0) CS(mm)(false, false, 1, h, i, -1, gram + i * n, n, P2, h, 1, xi.a, h);
+        CS_GELU_PAIR(xi.a, xi.s, xi.gp, h);
+        memset(xi.y, 0, sizeof(CS_T) * (size_t)d);
+        CS(mm_steps)(true, 1, d, h, 1, xi.s, h, W1, h, i, P1, x->s, tmp, xi.y, d);
+        if (i >= n_up) continue;
+        for (int64_t j = 0; j < d; j++) b->eg[j] = xi.y[j] - V[i * d + j];
+        memset(xi.m, 0, sizeof(CS_T) * (size_t)h);
+        CS(mm_steps)(false, 1, h, d, 1, b->eg, d, W1, h, i, P1, x->s, tmp, xi.m, h);
+        CS(chunk_rates)(k, U + i * d, V + i * d, eta + i, 1, &xi, b);
+        memcpy(P1 + i * d, b->p1, sizeof(CS_T) * (size_t)d);
+        memcpy(P2 + i * h, b->p2, sizeof(CS_T) * (size_t)h);
+    }
+    if (n_up == 0) return;
+    CS(mm)(true, false, d, h, n_up, -1, P1, d, x->s, h, 1, W1, h);       /* W1 −= P1ᵀ S */
+    CS(mm)(true, false, h, d, n_up, -1, P2, h, U, d, 1, W2, d);          /* W2 −= P2ᵀ U */
 }
 
 /* The weights a chunk was read with, as its segment's checkpoint (W1, W2)
@@ -262,7 +305,10 @@ static void CS(cms_scan)(mi_tensor *o, mi_tensor *const *in, const mi_attrs *at)
     const CS_T *W10 = in[3]->data, *W20 = in[4]->data;
     CS_T *Y = o->data;
     int n_thr = cs_threads(B, B * T * wsz);
-    int64_t per = wsz + cs_act_elems(C, d, h) + cs_buf_elems(C, d, h); /* one thread's */
+    /* C = 1: tokens_forward over segments of L tokens, else chunk by chunk */
+    int64_t L = C == 1 ? cs_segment(T) : C;
+    int64_t per = wsz + cs_act_elems(L, d, h) + cs_buf_elems(C, d, h) +
+                  (C == 1 ? cs_tokens_elems(L, d, h) : 0); /* one thread's */
     mi_scope *sc = mi_scope_current();
     size_t bytes = sizeof(CS_T) * (size_t)(per * n_thr);
     CS_T *scratch = mi_scope_alloc(sc, bytes);
@@ -276,14 +322,18 @@ static void CS(cms_scan)(mi_tensor *o, mi_tensor *const *in, const mi_attrs *at)
         CS_T *W1 = scratch + per * cs_thread(), *W2 = W1 + d * h;
         CS(act) x;
         CS(buf) buf;
-        CS(buf_carve)(&buf, CS(act_carve)(&x, W1 + wsz, C, d, h), C, d, h);
+        CS_T *tsc = CS(buf_carve)(&buf, CS(act_carve)(&x, W1 + wsz, L, d, h), C, d, h);
         memcpy(W1, W10, sizeof(CS_T) * (size_t)(d * h));
         memcpy(W2, W20, sizeof(CS_T) * (size_t)(d * h));
-        for (int64_t t0 = 0; t0 < T; t0 += C) {
-            int64_t n = t0 + C < T ? C : T - t0, bt = bi * T + t0;
+        for (int64_t t0 = 0; t0 < T; t0 += L) {
+            int64_t n = t0 + L < T ? L : T - t0, bt = bi * T + t0;
             x.y = Y + bt * d; /* the read goes straight to the output */
-            CS(chunk_forward)(&k, W1, W2, U + bt * d, V + bt * d, Eta + bt, n, t0 + n < T, &x,
-                              &buf);
+            if (C == 1)
+                CS(tokens_forward)(&k, W1, W2, U + bt * d, V + bt * d, Eta + bt, n,
+                                   t0 + n < T ? n : n - 1, &x, &buf, tsc);
+            else
+                CS(chunk_forward)(&k, W1, W2, U + bt * d, V + bt * d, Eta + bt, n, t0 + n < T,
+                                  &x, &buf);
         }
     }
     mi_scope_release(sc, scratch, bytes);
@@ -306,7 +356,7 @@ static void CS(cms_scan_backward)(mi_tensor *o, mi_tensor *const *in, const mi_a
     CS_T *gW = gEta + B * T; /* gw1 [d, h] then gw2 [h, d] */
     int n_thr = cs_threads(B, 4 * B * T * wsz);
     int64_t per = (ncp + 1) * wsz + cs_act_elems(T, d, h) + cs_buf_elems(C, d, h) +
-                  cs_steps_elems(K * C, C, d, h);
+                  cs_steps_elems(K * C, C, d, h) + (C == 1 ? cs_tokens_elems(K, d, h) : 0);
     mi_scope *sc = mi_scope_current();
     size_t bytes = sizeof(CS_T) * (size_t)(per * n_thr + B * wsz);
     CS_T *scratch = mi_scope_alloc(sc, bytes);
@@ -322,19 +372,28 @@ static void CS(cms_scan_backward)(mi_tensor *o, mi_tensor *const *in, const mi_a
         CS(act) xs; /* the sequence's acts */
         CS(buf) buf;
         CS_T *P1 = CS(buf_carve)(&buf, CS(act_carve)(&xs, cur + wsz, T, d, h), C, d, h);
-        CS_T *P2 = P1 + K * C * d, *tmp = P2 + K * C * h;
+        CS_T *P2 = P1 + K * C * d, *tmp = P2 + K * C * h, *tsc = tmp + C * K * C;
         const CS_T *Ub = U + bi * T * d, *Vb = V + bi * T * d, *Eb = Eta + bi * T;
         CS_T *G1 = G_all + bi * wsz, *G2 = G1 + d * h;
         memcpy(cur, W10, sizeof(CS_T) * (size_t)(d * h));
         memcpy(cur + d * h, W20, sizeof(CS_T) * (size_t)(d * h));
         memcpy(cp, cur, sizeof(CS_T) * (size_t)wsz);
-        for (int64_t j = 0; j < n_chunks; j++) {
-            int64_t t0 = j * C, n = t0 + C < T ? C : T - t0;
+        for (int64_t j = 0; j < n_chunks;) {
+            int64_t t0 = j * C;
             CS(act) x = CS(act_at)(&xs, t0, d, h);
-            CS(chunk_forward)(&k, cur, cur + d * h, Ub + t0 * d, Vb + t0 * d, Eb + t0, n,
-                              j + 1 < n_chunks, &x, &buf);
-            if ((j + 1) % K == 0 && j + 1 < n_chunks)
-                memcpy(cp + (j + 1) / K * wsz, cur, sizeof(CS_T) * (size_t)wsz);
+            if (C == 1) { /* a segment's tokens at once */
+                int64_t n = j + K < n_chunks ? K : n_chunks - j;
+                CS(tokens_forward)(&k, cur, cur + d * h, Ub + t0 * d, Vb + t0 * d, Eb + t0, n,
+                                   j + n < n_chunks ? n : n - 1, &x, &buf, tsc);
+                j += n;
+            } else {
+                int64_t n = t0 + C < T ? C : T - t0;
+                CS(chunk_forward)(&k, cur, cur + d * h, Ub + t0 * d, Vb + t0 * d, Eb + t0, n,
+                                  j + 1 < n_chunks, &x, &buf);
+                j++;
+            }
+            if (j % K == 0 && j < n_chunks)
+                memcpy(cp + j / K * wsz, cur, sizeof(CS_T) * (size_t)wsz);
         }
         memset(G1, 0, sizeof(CS_T) * (size_t)wsz);
         for (int64_t s = ncp - 1; s >= 0; s--) {
