@@ -173,11 +173,13 @@ static int64_t cs_segment(int64_t n)
  * (cms_scan_impl.h's act and buf). */
 static int64_t cs_act_elems(int64_t n, int64_t d, int64_t h) { return n * (4 * h + d + 4); }
 static int64_t cs_buf_elems(int64_t C, int64_t d, int64_t h) { return C * (7 * h + 4 * d); }
-/* A segment's steps of m tokens, p1 [m, d] and p2 [m, h], and the [C, m]
- * scratch of their corrections (cms_scan_impl.h's steps). */
+/* A segment's steps of m tokens, p1 [m, d] and p2 [m, h], the [C, 2m]
+ * scratch of the corrections, its gradient terms A1 [2m, d], B1 [2m, h],
+ * A2 [m, h] and their products pre [m, 2d + 2h] (cms_scan_impl.h's steps,
+ * grad and grad_pre). */
 static int64_t cs_steps_elems(int64_t m, int64_t C, int64_t d, int64_t h)
 {
-    return m * (d + h) + C * m;
+    return m * (d + h) + 2 * C * m + m * (2 * d + 3 * h) + m * (2 * d + 2 * h);
 }
 /* tokens_forward's scratch for n tokens: p1, p2, gram, tmp. */
 static int64_t cs_tokens_elems(int64_t n, int64_t d, int64_t h) { return n * (d + h + n + 1); }

@@ -36,21 +36,24 @@ static void CS(mm)(bool ta, bool tb, int64_t M, int64_t N, int64_t K, CS_T alpha
             (int)N, (int)K, alpha, A, (int)lda, B, (int)ldb, beta, C, (int)ldc);
 }
 
-/* Y += alpha · X op(W_j), op(W) = W or Wᵀ (tw), for the weights W_j = W − Pᵀ Z a
- * segment's first m steps left (P [m, rows of W], Z [m, columns]: the steps'
- * p and their inputs): X op(W) and then the rank-m correction,
- *   X W_j = X W − (X Pᵀ) Z,   X W_jᵀ = X Wᵀ − (X Zᵀ) P,
- * so the backward never forms W_j (tmp: [n, m]). */
+/* Y = beta Y + alpha · X op(W + σ Pᵀ Z), op = identity or ᵀ (tw), for a
+ * matrix kept as W and m rank-one terms not yet added (P [m, rows of W], Z
+ * [m, columns]): the weights a segment's first m steps left (σ = −1: P the
+ * steps' p, Z their inputs) or a gradient with the terms of the chunks after
+ * (σ = 1). X op(W) and then the rank-m correction,
+ *   X (W + σ Pᵀ Z) = X W + σ (X Pᵀ) Z,   X (W + σ Pᵀ Z)ᵀ = X Wᵀ + σ (X Zᵀ) P,
+ * so neither is formed (tmp: [n, m]). */
 static void CS(mm_steps)(bool tw, int64_t n, int64_t N, int64_t K, CS_T alpha, const CS_T *X,
-                         int64_t ldx, const CS_T *W, int64_t ldw, int64_t m, const CS_T *P,
-                         const CS_T *Z, CS_T *tmp, CS_T *Y, int64_t ldy)
+                         int64_t ldx, const CS_T *W, int64_t ldw, CS_T beta, int64_t m,
+                         CS_T sigma, const CS_T *P, const CS_T *Z, CS_T *tmp, CS_T *Y,
+                         int64_t ldy)
 {
-    CS(mm)(false, tw, n, N, K, alpha, X, ldx, W, ldw, 1, Y, ldy);
+    if (W) CS(mm)(false, tw, n, N, K, alpha, X, ldx, W, ldw, beta, Y, ldy);
     if (m == 0) return;
     /* tw: W is [N, K], P [m, N], Z [m, K]; else W is [K, N], P [m, K], Z [m, N] */
     const CS_T *inner = tw ? Z : P, *outer = tw ? P : Z;
     CS(mm)(false, true, n, m, K, 1, X, ldx, inner, K, 0, tmp, m);
-    CS(mm)(false, false, n, N, m, -alpha, tmp, m, outer, N, 1, Y, ldy);
+    CS(mm)(false, false, n, N, m, sigma * alpha, tmp, m, outer, N, 1, Y, ldy);
 }
 
 /* A chunk's activations, kept per token: a = W2 u, s = gelu(a), gp = gelu'(a),
@@ -197,12 +200,10 @@ static void CS(tokens_forward)(const cs_dims *k, CS_T *W1, CS_T *W2, const CS_T 
         CS(act) xi = CS(act_at)(x, i, d, h);
         if (i > 0) CS(mm)(false, false, 1, h, i, -1, gram + i * n, n, P2, h, 1, xi.a, h);
         CS_GELU_PAIR(xi.a, xi.s, xi.gp, h);
-        memset(xi.y, 0, sizeof(CS_T) * (size_t)d);
-        CS(mm_steps)(true, 1, d, h, 1, xi.s, h, W1, h, i, P1, x->s, tmp, xi.y, d);
+        CS(mm_steps)(true, 1, d, h, 1, xi.s, h, W1, h, 0, i, -1, P1, x->s, tmp, xi.y, d);
         if (i >= n_up) continue;
         for (int64_t j = 0; j < d; j++) b->eg[j] = xi.y[j] - V[i * d + j];
-        memset(xi.m, 0, sizeof(CS_T) * (size_t)h);
-        CS(mm_steps)(false, 1, h, d, 1, b->eg, d, W1, h, i, P1, x->s, tmp, xi.m, h);
+        CS(mm_steps)(false, 1, h, d, 1, b->eg, d, W1, h, 0, i, -1, P1, x->s, tmp, xi.m, h);
         CS(chunk_rates)(k, U + i * d, V + i * d, eta + i, 1, &xi, b);
         memcpy(P1 + i * d, b->p1, sizeof(CS_T) * (size_t)d);
         memcpy(P2 + i * h, b->p2, sizeof(CS_T) * (size_t)h);
@@ -222,9 +223,47 @@ typedef struct CS(steps) {
     CS_T *tmp;
 } CS(steps);
 
+/* ∂L/∂W_{j+1} on entry to a chunk's backward as G1 [d, h], G2 [h, d] plus
+ * the terms of the later chunks of its segment not yet added, G1 + A1ᵀ B1,
+ * G2 + A2ᵀ B2 (r1, r2 rows: [e; gy] and [gm; s], ga and u); the chunk's own
+ * terms go to A1n, B1n, A2n (NULL: into G1, G2 at once). */
+typedef struct CS(grad) {
+    CS_T *G1, *G2;
+    const CS_T *A1, *B1, *A2, *B2;
+    int64_t r1, r2;
+    CS_T *A1n, *B1n, *A2n;
+    const CS_T *pre; /* one token's −s G1ᵀ, −p1 G1, −u G2ᵀ, −p2 G2 with G1, G2 (or NULL) */
+} CS(grad);
+
+/* For the n one-token chunks of a segment from token ts, with the gradient
+ * G1, G2 at its end: each token's −s G1ᵀ [d], −p1 G1 [h], −u G2ᵀ [h],
+ * −p2 G2 [d], side by side in pre (a row of 2d + 2h a token), as four
+ * products over all n tokens (p1, p2 [n, …] the segment's steps). */
+static void CS(grad_pre)(const cs_dims *k, const CS_T *G1, const CS_T *G2, const CS_T *U,
+                         const CS(act) *xs, int64_t ts, int64_t n, const CS_T *P1,
+                         const CS_T *P2, CS_T *pre)
+{
+    int64_t d = k->d, h = k->h, ld = 2 * d + 2 * h;
+    CS(mm)(false, true, n, d, h, -1, xs->s + ts * h, h, G1, h, 0, pre, ld);
+    CS(mm)(false, false, n, h, d, -1, P1, d, G1, h, 0, pre + d, ld);
+    CS(mm)(false, true, n, h, d, -1, U, d, G2, d, 0, pre + d + h, ld);
+    CS(mm)(false, false, n, d, h, -1, P2, h, G2, d, 0, pre + d + 2 * h, ld);
+}
+
+/* Y = −X op(G + A1ᵀ B1) for a gradient kept as G and r later terms (G NULL:
+ * Y holds −X op(G) already, the terms are added). */
+static void CS(mm_base)(bool tw, int64_t n, int64_t N, int64_t K, const CS_T *X, int64_t ldx,
+                        const CS_T *G, int64_t r, const CS_T *A, const CS_T *B, CS_T *tmp,
+                        CS_T *Y, int64_t ldy)
+{
+    CS(mm_steps)(tw, n, N, K, -1, X, ldx, G, tw ? K : N, 0, r, 1, A, B, tmp, Y, ldy);
+}
+
 /* The vjp of one chunk read with W = (W1, W2) (w: its segment's checkpoint and
- * steps), its act x as the forward left it; G = (G1, G2) = ∂L/∂W_{j+1} on entry (zero after the last chunk) and
- * ∂L/∂W_j on return; gy = ∂L/∂y of the chunk; writes gu, gv [n, d], geta [n].
+ * steps), its act x as the forward left it; G = (G1, G2) = ∂L/∂W_{j+1} on
+ * entry (zero after the last chunk; g: with its deferred terms) and ∂L/∂W_j
+ * on return (or its terms deferred); gy = ∂L/∂y of the chunk; writes gu, gv
+ * [n, d], geta [n].
  * Through the step (update):
  *   gp1 = −s G1ᵀ, gs = −p1 G1, gp2 = −u G2ᵀ, gu = −p2 G2,
  *   gc1 = ⟨gp1, e⟩, gc2 = ⟨gp2, δ⟩, ge = c1 gp1, gδ = c2 gp2,
@@ -234,7 +273,7 @@ typedef struct CS(steps) {
  *   ge += gm W1ᵀ, G1 += eᵀ gm, gv = −ge, gy += ge (e = y − v);
  * through the read y = W1 gelu(W2 u):
  *   gs += gy W1, G1 += gyᵀ s, ga += gs ⊙ gelu'(a), gu += ga W2, G2 += gaᵀ u. */
-static void CS(chunk_backward)(const cs_dims *k, const CS(steps) *w, CS_T *G1, CS_T *G2,
+static void CS(chunk_backward)(const cs_dims *k, const CS(steps) *w, const CS(grad) *g,
                                const CS_T *U, const CS_T *V, int64_t n, bool update,
                                const CS(act) *x, const CS_T *gY, CS_T *gU, CS_T *gV,
                                CS_T *geta, CS(buf) *b)
@@ -253,11 +292,21 @@ static void CS(chunk_backward)(const cs_dims *k, const CS(steps) *w, CS_T *G1, C
         memset(geta, 0, sizeof(CS_T) * (size_t)n);
     } else {
         CS(chunk_p)(k, V, n, x, b);
-        CS(mm)(false, true, n, d, h, -1, x->s, h, G1, h, 0, b->ge, d);   /* gp1 */
-        CS(mm)(false, false, n, h, d, -1, b->p1, d, G1, h, 0, b->gs, h); /* gs */
-        CS(mm)(false, true, n, h, d, -1, U, d, G2, d, 0, b->gd, h);      /* gp2 */
+        /* gp1 = −s G1ᵀ, gs = −p1 G1, gp2 = −u G2ᵀ, gu = −p2 G2: the products with
+           the base G taken here or before (pre: one token), then the later terms */
+        const CS_T *G1 = g->G1, *G2 = g->G2;
+        if (g->pre) {
+            memcpy(b->ge, g->pre, sizeof(CS_T) * (size_t)d);
+            memcpy(b->gs, g->pre + d, sizeof(CS_T) * (size_t)h);
+            memcpy(b->gd, g->pre + d + h, sizeof(CS_T) * (size_t)h);
+            memcpy(gU, g->pre + d + 2 * h, sizeof(CS_T) * (size_t)d);
+            G1 = G2 = NULL; /* no base product below: the corrections alone */
+        }
+        CS(mm_base)(true, n, d, h, x->s, h, G1, g->r1, g->A1, g->B1, w->tmp, b->ge, d);
+        CS(mm_base)(false, n, h, d, b->p1, d, G1, g->r1, g->A1, g->B1, w->tmp, b->gs, h);
+        CS(mm_base)(true, n, h, d, U, d, G2, g->r2, g->A2, g->B2, w->tmp, b->gd, h);
         CS_GELU_SECOND(x->a, b->ga, n * h);                              /* gelu''(a) */
-        CS(mm)(false, false, n, d, h, -1, b->p2, h, G2, d, 0, gU, d);    /* gu */
+        CS(mm_base)(false, n, d, h, b->p2, h, G2, g->r2, g->A2, g->B2, w->tmp, gU, d);
         for (int64_t t = 0; t < n; t++) {
             CS_T *ge = b->ge + t * d, *gd = b->gd + t * h, *gs = b->gs + t * h, *gu = gU + t * d;
             const CS_T *e = b->eg + t * d, *dl = b->dl + t * h, *m = x->m + t * h;
@@ -281,19 +330,27 @@ static void CS(chunk_backward)(const cs_dims *k, const CS(steps) *w, CS_T *G1, C
                 b->ga[t * h + j] *= gdl * m[j];
             }
         }
-        CS(mm_steps)(true, n, d, h, 1, b->gms, h, W1, h, w->m, w->P1, w->S, w->tmp, b->ge,
-                     d);                                                 /* ge += gm W1ᵀ */
+        CS(mm_steps)(true, n, d, h, 1, b->gms, h, W1, h, 1, w->m, -1, w->P1, w->S, w->tmp,
+                     b->ge, d);                                          /* ge += gm W1ᵀ */
         for (int64_t i = 0; i < n * d; i++) {
             gV[i] = -b->ge[i];
             gy[i] += b->ge[i];
         }
     }
     int64_t n2 = update ? 2 * n : n;
-    CS(mm_steps)(false, n, h, d, 1, gy, d, W1, h, w->m, w->P1, w->S, w->tmp, b->gs, h); /* gs += gy W1 */
-    CS(mm)(true, false, d, h, n2, 1, b->eg, d, b->gms, h, 1, G1, h);     /* G1 += eᵀ gm + gyᵀ s */
+    CS(mm_steps)(false, n, h, d, 1, gy, d, W1, h, 1, w->m, -1, w->P1, w->S, w->tmp, b->gs,
+                 h);                                                     /* gs += gy W1 */
     for (int64_t i = 0; i < n * h; i++) b->ga[i] += b->gs[i] * x->gp[i];
-    CS(mm_steps)(false, n, d, h, 1, b->ga, h, W2, d, w->m, w->P2, w->U, w->tmp, gU, d); /* gu += ga W2 */
-    CS(mm)(true, false, h, d, n, 1, b->ga, h, U, d, 1, G2, d);           /* G2 += gaᵀ u */
+    CS(mm_steps)(false, n, d, h, 1, b->ga, h, W2, d, 1, w->m, -1, w->P2, w->U, w->tmp, gU,
+                 d);                                                     /* gu += ga W2 */
+    if (g->A1n) { /* G1 += eᵀ gm + gyᵀ s, G2 += gaᵀ u, for the segment's end */
+        memcpy(g->A1n, b->eg, sizeof(CS_T) * (size_t)(n2 * d));
+        memcpy(g->B1n, b->gms, sizeof(CS_T) * (size_t)(n2 * h));
+        memcpy(g->A2n, b->ga, sizeof(CS_T) * (size_t)(n * h));
+    } else {
+        CS(mm)(true, false, d, h, n2, 1, b->eg, d, b->gms, h, 1, g->G1, h);
+        CS(mm)(true, false, h, d, n, 1, b->ga, h, U, d, 1, g->G2, d);
+    }
 }
 
 /* ---------------------------------------------------------------- the op's kernels */
@@ -372,7 +429,9 @@ static void CS(cms_scan_backward)(mi_tensor *o, mi_tensor *const *in, const mi_a
         CS(act) xs; /* the sequence's acts */
         CS(buf) buf;
         CS_T *P1 = CS(buf_carve)(&buf, CS(act_carve)(&xs, cur + wsz, T, d, h), C, d, h);
-        CS_T *P2 = P1 + K * C * d, *tmp = P2 + K * C * h, *tsc = tmp + C * K * C;
+        CS_T *P2 = P1 + K * C * d, *tmp = P2 + K * C * h, *A1 = tmp + 2 * C * K * C;
+        CS_T *B1 = A1 + 2 * K * C * d, *A2 = B1 + 2 * K * C * h, *pre = A2 + K * C * h;
+        CS_T *tsc = pre + K * (2 * d + 2 * h);
         const CS_T *Ub = U + bi * T * d, *Vb = V + bi * T * d, *Eb = Eta + bi * T;
         CS_T *G1 = G_all + bi * wsz, *G2 = G1 + d * h;
         memcpy(cur, W10, sizeof(CS_T) * (size_t)(d * h));
@@ -398,7 +457,7 @@ static void CS(cms_scan_backward)(mi_tensor *o, mi_tensor *const *in, const mi_a
         memset(G1, 0, sizeof(CS_T) * (size_t)wsz);
         for (int64_t s = ncp - 1; s >= 0; s--) {
             int64_t j0 = s * K, j1 = j0 + K < n_chunks ? j0 + K : n_chunks, ts = j0 * C;
-            for (int64_t j = j0; j + 1 < j1; j++) { /* full chunks: they update */
+            for (int64_t j = j0; j < j1 && j + 1 < n_chunks; j++) { /* the chunks that update */
                 CS(act) x = CS(act_at)(&xs, j * C, d, h);
                 CS(chunk_p)(&k, Vb + j * C * d, C, &x, &buf);
                 memcpy(P1 + (j - j0) * C * d, buf.p1, sizeof(CS_T) * (size_t)(C * d));
@@ -406,13 +465,33 @@ static void CS(cms_scan_backward)(mi_tensor *o, mi_tensor *const *in, const mi_a
             }
             CS(steps) w = {.W1 = cp + s * wsz, .W2 = cp + s * wsz + d * h, .P1 = P1, .P2 = P2,
                            .S = xs.s + ts * h, .U = Ub + ts * d, .tmp = tmp};
+            /* at C = 1 the segment's updating tokens keep their gradient terms
+               (A1, B1, A2 by token, B2 the inputs u) until its first token is done,
+               and the products with the gradient at the segment's end are taken
+               for all its tokens at once (pre); at larger C the corrections would
+               cost more than they save */
+            int64_t n_up = C > 1 ? 0 : j1 < n_chunks ? j1 - j0 : j1 - j0 - 1;
             for (int64_t j = j1 - 1; j >= j0; j--) {
-                int64_t t0 = j * C, n = t0 + C < T ? C : T - t0, bt = bi * T + t0;
+                /* after the sequence's last chunk (no step: its terms go in at once) */
+                if (n_up > 0 && j == j0 + n_up - 1)
+                    CS(grad_pre)(&k, G1, G2, Ub + ts * d, &xs, ts, n_up, P1, P2, pre);
+                int64_t t0 = j * C, n = t0 + C < T ? C : T - t0, bt = bi * T + t0, i = j - j0;
+                int64_t later = n_up - i - 1 > 0 ? n_up - i - 1 : 0;
                 CS(act) x = CS(act_at)(&xs, t0, d, h);
+                bool up = j + 1 < n_chunks;
+                CS(grad) g = {.G1 = G1, .G2 = G2, .A1 = A1 + 2 * (i + 1) * C * d,
+                              .B1 = B1 + 2 * (i + 1) * C * h, .A2 = A2 + (i + 1) * C * h,
+                              .B2 = Ub + (j + 1) * C * d, .r1 = 2 * C * later, .r2 = C * later,
+                              .A1n = n_up > 0 && up ? A1 + 2 * i * C * d : NULL,
+                              .B1n = B1 + 2 * i * C * h, .A2n = A2 + i * C * h,
+                              .pre = n_up > 0 && up ? pre + i * (2 * d + 2 * h) : NULL};
                 w.m = t0 - ts;
-                CS(chunk_backward)(&k, &w, G1, G2, Ub + t0 * d, Vb + t0 * d, n,
-                                   j + 1 < n_chunks, &x, GY + bt * d, gU + bt * d, gV + bt * d,
-                                   gEta + bt, &buf);
+                CS(chunk_backward)(&k, &w, &g, Ub + t0 * d, Vb + t0 * d, n, up, &x, GY + bt * d,
+                                   gU + bt * d, gV + bt * d, gEta + bt, &buf);
+            }
+            if (n_up > 0) {
+                CS(mm)(true, false, d, h, 2 * C * n_up, 1, A1, d, B1, h, 1, G1, h);
+                CS(mm)(true, false, h, d, C * n_up, 1, A2, h, Ub + ts * d, d, 1, G2, d);
             }
         }
     }
