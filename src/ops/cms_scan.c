@@ -36,7 +36,10 @@
  * segment of tokens at once (cms_scan_impl.h's tokens_forward): W2 u for all
  * of them as one product, each token's reads through the same rank-i
  * corrections, and the weights stepped once per segment by two rank-n
- * products instead of two rank-1 updates per token.
+ * products instead of two rank-1 updates per token; the backward likewise
+ * keeps the segment's terms of G (G + Aᵀ B) until its first token and takes
+ * the products with G for all its tokens at once (grad_pre), each token
+ * adding the later tokens' terms.
  *
  * Gradients of gradients are not provided: cms_scan_backward is
  * non-differentiable and the vjp under create_graph fails with a message (the
