@@ -27,6 +27,8 @@
 
 /* y = x + W1 gelu(W2 x) (residual; needs out == in) or W1 gelu(W2 x). */
 mi_tensor *mi_nl_mlp_read(mi_tensor *w1, mi_tensor *w2, bool residual, mi_tensor *x);
+/* The same from the hidden activations s = gelu(W2 x) [N, n, h]: x + W1 s or W1 s. */
+mi_tensor *mi_nl_mlp_read_hidden(mi_tensor *w1, mi_tensor *s, bool residual, mi_tensor *x);
 
 /* The hidden layer's regulariser in the normalised step below: ‖s‖² + 1. At
  * unit-variance pre-activations ‖s‖² ≈ 0.43·h (14 at h = 32), so this
@@ -57,6 +59,9 @@ typedef struct mi_nl_mlp_factor {
 } mi_nl_mlp_factor;
 int mi_nl_mlp_factors(mi_tensor *w1, mi_tensor *w2, bool residual, mi_tensor *x, mi_tensor *v,
                       bool lms, double eps, double hidden_eps, mi_nl_mlp_factor f[2]);
+/* One layer's factors from its gradient's left side g (e or δ, [N, n, out])
+ * and its input u ([N, n, in]), with that layer's eps: the g, û above. */
+mi_nl_mlp_factor mi_nl_mlp_layer_factor(mi_tensor *g, mi_tensor *u, bool lms, double eps);
 
 /* ---------------------------------------------------------------- continuum memory (cms.c) */
 #define MI_CMS_MAX_BLOCKS 8

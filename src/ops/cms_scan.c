@@ -22,14 +22,24 @@
  * each term out; gelu'' = φ(a)(2 − a²)). The weights are not kept by the
  * forward: the backward reruns the scan keeping every token's activations
  * (a, s, gelu'(a), y, m, the rates: T·(4h + d + 4) numbers) and every K-th
- * chunk's weights (K = ⌈√n_chunks⌉), then recomputes one segment of K at a
- * time from its checkpoint by the steps alone, bit for bit the forward's,
- * into scratch from the current scope (released on return): ⌈n/K⌉ + K + 1
- * weight copies a thread, not one per chunk (T = 256, C = 1: 33, not 256).
+ * chunk's weights (K = ⌈√n_chunks⌉), into scratch from the current scope
+ * (released on return): ⌈n/K⌉ + 1 weight copies a thread (T = 256, C = 1:
+ * 17, not 256). A chunk's weights are never formed again: with its
+ * segment's checkpoint W and the m tokens' steps since, W_j = W − Pᵀ Z
+ * (P = c e or c δ, Z = s or u, from the kept acts), each product with W_j is
+ * one with W plus a rank-m correction (equal to rounding; at C = 1 this
+ * replaced a weight copy and two rank-1 updates per token).
  * Each sequence runs on one thread (so the result does not depend on the
  * thread count), its products on OpenBLAS (GEMM; GEMV and GER at one token a
  * chunk), or in the OWN f32 kernel on own_small_gemm.c's loops for chunks of
- * up to 8 tokens.
+ * up to 8 tokens. At C = 1 the forward (and the backward's rerun) takes a
+ * segment of tokens at once (cms_scan_impl.h's tokens_forward): W2 u for all
+ * of them as one product, each token's reads through the same rank-i
+ * corrections, and the weights stepped once per segment by two rank-n
+ * products instead of two rank-1 updates per token; the backward likewise
+ * keeps the segment's terms of G (G + Aᵀ B) until its first token and takes
+ * the products with G for all its tokens at once (grad_pre), each token
+ * adding the later tokens' terms.
  *
  * Gradients of gradients are not provided: cms_scan_backward is
  * non-differentiable and the vjp under create_graph fails with a message (the
@@ -166,6 +176,16 @@ static int64_t cs_segment(int64_t n)
  * (cms_scan_impl.h's act and buf). */
 static int64_t cs_act_elems(int64_t n, int64_t d, int64_t h) { return n * (4 * h + d + 4); }
 static int64_t cs_buf_elems(int64_t C, int64_t d, int64_t h) { return C * (7 * h + 4 * d); }
+/* A segment's steps of m tokens, p1 [m, d] and p2 [m, h], the [C, 2m]
+ * scratch of the corrections, its gradient terms A1 [2m, d], B1 [2m, h],
+ * A2 [m, h] and their products pre [m, 2d + 2h] (cms_scan_impl.h's steps,
+ * grad and grad_pre). */
+static int64_t cs_steps_elems(int64_t m, int64_t C, int64_t d, int64_t h)
+{
+    return m * (d + h) + 2 * C * m + m * (2 * d + 3 * h) + m * (2 * d + 2 * h);
+}
+/* tokens_forward's scratch for n tokens: p1, p2, gram, tmp. */
+static int64_t cs_tokens_elems(int64_t n, int64_t d, int64_t h) { return n * (d + h + n + 1); }
 
 /* The elementwise parts, exact (libm's erf and exp): REF's f32 and f64. */
 #define CS_GELU_REF(T_, sfx, ERF, EXP)                                                         \

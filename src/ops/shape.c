@@ -170,6 +170,8 @@ static int broadcast_to_shape(mi_tensor *const *in, int n, const mi_attrs *a, mi
     memcpy(shape, a->shape, sizeof(int64_t) * (size_t)a->rank);
     return 0;
 }
+/* Row by row along the last axis: one memcpy where x runs along it, one
+ * element repeated where it is broadcast. */
 static void broadcast_to_k(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a)
 {
     size_t es = mi_dtype_size(o->dtype);
@@ -177,8 +179,22 @@ static void broadcast_to_k(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a
     char *Y = o->data;
     bcast w;
     bcast_init(&w, o, in, 1);
-    for (int64_t i = 0; i < o->numel; i++, bcast_next(&w))
-        copy_elem(Y + (size_t)i * es, X + (size_t)w.off[0] * es, es);
+    int last = w.rank - 1;
+    int64_t L = w.rank > 0 ? w.shape[last] : 1, s = w.rank > 0 ? w.stride[0][last] : 0;
+    for (int64_t i = 0; i < o->numel; i += L) {
+        char *y = Y + (size_t)i * es;
+        const char *x = X + (size_t)w.off[0] * es;
+        if (s == 1)
+            memcpy(y, x, (size_t)L * es);
+        else
+            for (int64_t j = 0; j < L; j++)
+                copy_elem(y + (size_t)j * es, x + (size_t)(j * s) * es, es);
+        if (w.rank == 0) break;
+        /* the next row: the last axis wraps */
+        w.idx[last] = L - 1;
+        w.off[0] += s * (L - 1);
+        bcast_next(&w);
+    }
 }
 static mi_tensor *broadcast_to_vjp(const mi_node *n, int i, mi_tensor *g)
 {

@@ -297,10 +297,6 @@ const mi_named_tensor *mi_hope_params(const mi_hope *h, int *count)
 
 /* ---------------------------------------------------------------- forward */
 
-typedef struct mlp_state {
-    mi_tensor *w1, *w2;
-} mlp_state;
-
 /* [B, n, H·c] → [B·H, n, c] (c = 1: [B·H, n]); sequence b·H + h is head h of batch b. */
 static mi_tensor *to_heads(mi_tensor *t, int64_t H, int64_t c)
 {
@@ -341,62 +337,99 @@ static mi_tensor *dgd_layer(mi_tensor *w, mi_nl_mlp_factor f, mi_tensor *eta, mi
     mi_tensor *beta = rule == MI_HOPE_EQ28 ? mi_ones(eta->dtype, MI_SHAPE(N, n)) : eta;
     mi_tensor *value = rule == MI_HOPE_EQ28 ? mi_neg(mi_mul(mi_unsqueeze(eta, -1), f.g))
                                             : mi_neg(f.g);            /* [N, n, out] */
-    mi_tensor *st = mi_broadcast_to(mi_reshape(w, MI_SHAPE(w->rank == 3 ? N : 1, 1, out, in)),
-                                    MI_SHAPE(N, 1, out, in));
+    /* a shared state [out, in] stays [1, 1, out, in]: the chunk form's products and sums
+       broadcast it over the sequences, so it is not copied N times */
+    mi_tensor *st = mi_reshape(w, MI_SHAPE(w->rank == 3 ? N : 1, 1, out, in));
     if (!st || delta_chunk_wy(&st, NULL, f.u, value, beta, alpha, false, 1, NULL) != 0)
         return NULL;
     return mi_reshape(st, MI_SHAPE(N, out, in));
 }
 
-/* The steps a memory has taken in its current chunk, not yet applied: per
- * segment, the factors of both layers' gradients (taken at the state in
- * force, F) and η, α. They are applied at the chunk's end in one pass, so a
- * chunk cut into segments by the other chunk size (or into single tokens)
- * still makes one copy of the state. */
-enum { G1, U1, G2, U2, ETA, ALPHA, PARTS };
-typedef struct pending {
-    int n;
-    mi_tensor **part;   /* [PARTS][max segments] */
-    int cap;
-} pending;
+/* One weight matrix of a memory in context: the state in force F ([out, in]
+ * shared by the sequences, or [N, out, in]) and the steps it has taken in
+ * its current chunk, not yet applied: per segment, the factors of its
+ * gradient (taken at F) and η, α. They are applied at the chunk's end in one
+ * pass, so a chunk cut into segments by the other chunk size (or into single
+ * tokens) still makes one copy of the state. */
+enum { G, U, ETA, ALPHA, PARTS };
+typedef struct layer {
+    mi_tensor *w;
+    int64_t chunk;
+    int n, cap;
+    mi_tensor **part;   /* [PARTS][cap] */
+} layer;
 
-/* Takes a segment's steps of one memory: key [M, n, in], target [M, n, out],
- * eta and alpha [M, n]. */
-static int defer(const mi_hope_config *c, pending *p, const mlp_state *F, bool residual,
-                 mi_tensor *key, mi_tensor *target, mi_tensor *eta, mi_tensor *alpha)
+/* Takes a segment's step of one layer: f [M, n, out] and [M, n, in], eta and
+ * alpha [M, n]. */
+static int defer(layer *l, mi_nl_mlp_factor f, mi_tensor *eta, mi_tensor *alpha)
 {
-    mi_nl_mlp_factor f[2];
-    if (mi_nl_mlp_factors(F->w1, F->w2, residual, key, target, c->lms, c->qk_eps,
-                          MI_NL_MLP_HIDDEN_EPS, f) != 0 || p->n == p->cap)
-        return -1;
-    mi_tensor *parts[PARTS] = {f[0].g, f[0].u, f[1].g, f[1].u, eta, alpha};
-    for (int i = 0; i < PARTS; i++) p->part[i * p->cap + p->n] = parts[i];
-    p->n++;
+    if (!f.g || !f.u || !eta || !alpha || l->n == l->cap) return -1;
+    mi_tensor *parts[PARTS] = {f.g, f.u, eta, alpha};
+    for (int i = 0; i < PARTS; i++) l->part[i * l->cap + l->n] = parts[i];
+    l->n++;
     return 0;
 }
 
 /* The chunk's end: F ← the state after every deferred step. */
-static int flush(const mi_hope_config *c, pending *p, mlp_state *F)
+static int flush(const mi_hope_config *c, layer *l)
 {
     mi_tensor *all[PARTS];
     for (int i = 0; i < PARTS; i++) {
-        mi_tensor **list = p->part + i * p->cap;
-        all[i] = p->n == 1 ? list[0] : mi_concat(list, p->n, 1);
+        mi_tensor **list = l->part + i * l->cap;
+        all[i] = l->n == 1 ? list[0] : mi_concat(list, l->n, 1);
     }
-    p->n = 0;
-    F->w1 = dgd_layer(F->w1, (mi_nl_mlp_factor){all[G1], all[U1]}, all[ETA], all[ALPHA], c->rule);
-    F->w2 = dgd_layer(F->w2, (mi_nl_mlp_factor){all[G2], all[U2]}, all[ETA], all[ALPHA], c->rule);
-    return F->w1 && F->w2 ? 0 : -1;
+    l->n = 0;
+    l->w = dgd_layer(l->w, (mi_nl_mlp_factor){all[G], all[U]}, all[ETA], all[ALPHA], c->rule);
+    return l->w ? 0 : -1;
 }
 
+/* The layers in context: the component memories' input layers (W2) as one
+ * stacked state [n_comp·h_c, d] (they read the same x̂ and v̄ and are written
+ * at the same key k̄ with the same η, α, so their rows run one delta rule:
+ * one product per read and one chunk form per update, not one per memory),
+ * each component's output layer (W1), then the main memory's W1 and W2. */
+enum { STACK = 0 };
 typedef struct run {
     const mi_hope *h;
-    int64_t B, H;
-    mlp_state F[MI_HOPE_MEMORIES];      /* the states in force */
-    pending steps[MI_HOPE_MEMORIES];    /* and the steps taken since */
+    int64_t B, H, hc;
+    int n_comp;
+    int comp[MI_HOPE_MEMORY];         /* the component memories present, in order */
+    layer layer[MI_HOPE_MEMORY + 3];  /* STACK, 1 + i: component i's W1, then the main memory's */
 } run;
 
 static bool residual_memory(int m) { return m != MI_HOPE_ETA && m != MI_HOPE_ALPHA; }
+
+/* Component i's hidden units in the stacked layer's output [B, n, n_comp·h_c]. */
+static mi_tensor *component(const run *r, mi_tensor *stacked, int i)
+{
+    return mi_slice(stacked, 2, i * r->hc, (i + 1) * r->hc);
+}
+
+/* The components' steps at k̄ towards their own targets v̂_□ = M_□(v̄), every
+ * gradient at the states in force: per component, e = M_□(k̄) − v̂_□ and its
+ * output layer's factor; then the stacked input layer's, δ = σ'(a) ⊙ W1ᵀ e of
+ * every component side by side, with the one key k̄. */
+static int defer_components(run *r, mi_tensor *kbar, mi_tensor *vbar, mi_tensor *eta,
+                            mi_tensor *alpha)
+{
+    const mi_hope_config *c = &r->h->config;
+    layer *L = r->layer;
+    mi_tensor *vhid = mi_gelu(mi_matmul_t(vbar, L[STACK].w, false, true));
+    mi_tensor *ka = mi_matmul_t(kbar, L[STACK].w, false, true), *ks = mi_gelu(ka);
+    mi_tensor *back[MI_HOPE_MEMORY];
+    for (int i = 0; i < r->n_comp; i++) {
+        bool res = residual_memory(r->comp[i]);
+        mi_tensor *w1 = L[1 + i].w, *s = component(r, ks, i);
+        mi_tensor *vhat = mi_nl_mlp_read_hidden(w1, component(r, vhid, i), res, vbar);
+        mi_tensor *e = mi_sub(mi_nl_mlp_read_hidden(w1, s, res, kbar), vhat);
+        if (defer(&L[1 + i], mi_nl_mlp_layer_factor(e, s, c->lms, MI_NL_MLP_HIDDEN_EPS), eta,
+                  alpha) != 0)
+            return -1;
+        back[i] = mi_matmul(e, w1);                                   /* W1ᵀ e */
+    }
+    mi_tensor *delta = mi_gelu_backward(ka, mi_concat(back, r->n_comp, 2));
+    return defer(&L[STACK], mi_nl_mlp_layer_factor(delta, kbar, c->lms, c->qk_eps), eta, alpha);
+}
 
 /* One segment [t0, t1) of x̂: generate k, v, q, η, α and read o with the
  * states in force; take every memory's steps unless the segment ends the
@@ -405,42 +438,76 @@ static mi_tensor *segment(run *r, mi_tensor *xs, bool update)
 {
     const mi_hope *h = r->h;
     const mi_hope_config *c = &h->config;
-    int64_t H = r->H, hd = h->head_dim;
-    mlp_state *F = r->F;
-    mi_tensor *k_raw = mi_nl_mlp_read(F[MI_HOPE_K].w1, F[MI_HOPE_K].w2, true, xs);
-    mi_tensor *v_raw = mi_nl_mlp_read(F[MI_HOPE_V].w1, F[MI_HOPE_V].w2, true, xs);
-    mi_tensor *q_raw = c->adaptive_q ? mi_nl_mlp_read(F[MI_HOPE_Q].w1, F[MI_HOPE_Q].w2, true, xs)
-                                     : mi_matmul(xs, h->w_q);
-    mi_tensor *eta = mi_sigmoid(mi_add(mi_nl_mlp_read(F[MI_HOPE_ETA].w1, F[MI_HOPE_ETA].w2,
-                                                      false, xs), h->eta_bias));
-    mi_tensor *alpha = mi_sigmoid(mi_add(mi_nl_mlp_read(F[MI_HOPE_ALPHA].w1, F[MI_HOPE_ALPHA].w2,
-                                                        false, xs), h->alpha_bias));
-    mi_tensor *k = mi_l2_normalize(to_heads(k_raw, H, hd), c->qk_eps);   /* [B·H, n, hd] */
-    mi_tensor *v = mi_l2_normalize(to_heads(v_raw, H, hd), c->qk_eps);
-    mi_tensor *q = mi_l2_normalize(to_heads(q_raw, H, hd), c->qk_eps);
-    mi_tensor *o = mi_nl_mlp_read(F[MI_HOPE_MEMORY].w1, F[MI_HOPE_MEMORY].w2, true, q);
+    int64_t H = r->H;
+    layer *L = r->layer, *mem = &L[1 + r->n_comp];   /* the main memory's W1, W2 */
+    mi_tensor *hid = mi_gelu(mi_matmul_t(xs, L[STACK].w, false, true));
+    mi_tensor *read[MI_HOPE_MEMORY] = {0};
+    for (int i = 0; i < r->n_comp; i++) {
+        int m = r->comp[i];
+        read[m] = mi_nl_mlp_read_hidden(L[1 + i].w, component(r, hid, i), residual_memory(m), xs);
+    }
+    mi_tensor *q_raw = c->adaptive_q ? read[MI_HOPE_Q] : mi_matmul(xs, h->w_q);
+    mi_tensor *eta = mi_sigmoid(mi_add(read[MI_HOPE_ETA], h->eta_bias));
+    mi_tensor *alpha = mi_sigmoid(mi_add(read[MI_HOPE_ALPHA], h->alpha_bias));
+    mi_tensor *k = mi_l2_normalize(to_heads(read[MI_HOPE_K], H, h->head_dim), c->qk_eps);
+    mi_tensor *v = mi_l2_normalize(to_heads(read[MI_HOPE_V], H, h->head_dim), c->qk_eps);
+    mi_tensor *q = mi_l2_normalize(to_heads(q_raw, H, h->head_dim), c->qk_eps);
+    mi_tensor *o = mi_nl_mlp_read(mem[0].w, mem[1].w, true, q);   /* [B·H, n, hd] */
     if (!o || !eta || !alpha || !v || !k) return NULL;
     if (!update) return o;
 
     /* the components: k̄ = [k_1 … k_H]/√H, v̄ likewise, head-mean η and α */
     mi_tensor *kbar = mi_mul_scalar(from_heads(k, r->B, H), 1 / sqrt((double)H));
     mi_tensor *vbar = mi_mul_scalar(from_heads(v, r->B, H), 1 / sqrt((double)H));
-    mi_tensor *eta_c = mi_mean(eta, -1, false), *alpha_c = mi_mean(alpha, -1, false);
-    for (int m = MI_HOPE_K; m <= MI_HOPE_ALPHA; m++) {
-        if (m == MI_HOPE_Q && !c->adaptive_q) continue;
-        bool res = residual_memory(m);
-        mi_tensor *vhat = mi_nl_mlp_read(F[m].w1, F[m].w2, res, vbar);  /* v̂_□ = M_□(v̄) */
-        if (defer(c, &r->steps[m], &F[m], res, kbar, vhat, eta_c, alpha_c) != 0) return NULL;
-    }
-    /* the main memory, per head */
-    mi_tensor *vhat = mi_nl_mlp_read(F[MI_HOPE_MEMORY].w1, F[MI_HOPE_MEMORY].w2, true, v);
-    if (defer(c, &r->steps[MI_HOPE_MEMORY], &F[MI_HOPE_MEMORY], true, k, vhat,
-              to_heads(eta, H, 1), to_heads(alpha, H, 1)) != 0)
+    if (defer_components(r, kbar, vbar, mi_mean(eta, -1, false), mi_mean(alpha, -1, false)) != 0)
+        return NULL;
+    /* the main memory, per head, towards v̂ = M_memory(v) */
+    mi_tensor *vhat = mi_nl_mlp_read(mem[0].w, mem[1].w, true, v);
+    mi_tensor *eta_h = to_heads(eta, H, 1), *alpha_h = to_heads(alpha, H, 1);
+    mi_nl_mlp_factor f[2];
+    if (mi_nl_mlp_factors(mem[0].w, mem[1].w, true, k, vhat, c->lms, c->qk_eps,
+                          MI_NL_MLP_HIDDEN_EPS, f) != 0 ||
+        defer(&mem[0], f[0], eta_h, alpha_h) != 0 || defer(&mem[1], f[1], eta_h, alpha_h) != 0)
         return NULL;
     return o;
 }
 
 static int64_t next_multiple(int64_t t, int64_t C) { return (t / C + 1) * C; }
+
+/* The layers' initial states and step lists; 0 or -1. */
+static int run_init(run *r, int64_t T)
+{
+    const mi_hope *h = r->h;
+    const mi_hope_config *c = &h->config;
+    mi_tensor *w2s[MI_HOPE_MEMORY];
+    for (int m = MI_HOPE_K; m <= MI_HOPE_ALPHA; m++) {
+        if (!h->w1[m]) continue;   /* q when it is a static projection */
+        w2s[r->n_comp] = h->w2[m];
+        r->layer[1 + r->n_comp].w = h->w1[m];
+        r->comp[r->n_comp++] = m;
+    }
+    r->layer[STACK].w = mi_concat(w2s, r->n_comp, 0);              /* [n_comp·h_c, d] */
+    layer *mem = &r->layer[1 + r->n_comp];
+    /* [H, out, in] → [B·H, out, in]: the same initial memory for every batch row */
+    mi_tensor *w[2] = {h->w1[MI_HOPE_MEMORY], h->w2[MI_HOPE_MEMORY]};
+    for (int i = 0; i < 2; i++) {
+        int64_t o = w[i]->shape[1], in = w[i]->shape[2];
+        mem[i].w = mi_reshape(mi_broadcast_to(mi_reshape(w[i], MI_SHAPE(1, r->H, o, in)),
+                                              MI_SHAPE(r->B, r->H, o, in)),
+                              MI_SHAPE(r->B * r->H, o, in));
+        mem[i].chunk = c->memory_chunk;
+    }
+    for (int i = 0; i < r->n_comp + 3; i++) {
+        layer *l = &r->layer[i];
+        if (i <= r->n_comp) l->chunk = c->chunk;
+        if (!l->w) return -1;
+        /* a chunk of C tokens is at most C segments */
+        l->cap = (int)(l->chunk < T ? l->chunk : T);
+        l->part = mi_scope_alloc(mi_scope_current(), sizeof(mi_tensor *) * PARTS * (size_t)l->cap);
+        if (!l->part) return mi_error_set("hope: out of memory"), -1;
+    }
+    return 0;
+}
 
 mi_tensor *mi_hope_forward(const mi_hope *h, mi_tensor *x)
 {
@@ -455,29 +522,8 @@ mi_tensor *mi_hope_forward(const mi_hope *h, mi_tensor *x)
         return NULL;
     }
     int64_t B = x->shape[0], T = x->shape[1], H = c->heads;
-    run r = {.h = h, .B = B, .H = H};
-    for (int m = 0; m < MI_HOPE_MEMORIES; m++) {
-        if (!h->w1[m]) continue;  /* q when it is a static projection */
-        mlp_state s = {h->w1[m], h->w2[m]};
-        if (m == MI_HOPE_MEMORY) {
-            /* [H, out, in] → [B·H, out, in]: the same initial memory for every batch row */
-            mi_tensor *w[2] = {s.w1, s.w2};
-            for (int i = 0; i < 2; i++) {
-                int64_t o = w[i]->shape[1], in = w[i]->shape[2];
-                w[i] = mi_reshape(mi_broadcast_to(mi_reshape(w[i], MI_SHAPE(1, H, o, in)),
-                                                  MI_SHAPE(B, H, o, in)), MI_SHAPE(B * H, o, in));
-            }
-            s = (mlp_state){w[0], w[1]};
-            if (!s.w1 || !s.w2) return NULL;
-        }
-        r.F[m] = s;
-        /* a chunk of C tokens is at most C segments */
-        int64_t C = m == MI_HOPE_MEMORY ? c->memory_chunk : c->chunk;
-        pending *p = &r.steps[m];
-        p->cap = (int)(C < T ? C : T);
-        p->part = mi_scope_alloc(mi_scope_current(), sizeof(mi_tensor *) * PARTS * (size_t)p->cap);
-        if (!p->part) return mi_error_set("hope: out of memory"), NULL;
-    }
+    run r = {.h = h, .B = B, .H = H, .hc = c->component_expansion * d};
+    if (run_init(&r, T) != 0) return mi_error_prefix("hope"), NULL;
     mi_tensor *xt = mi_l2_normalize(mi_conv1d_causal(x, h->conv), c->qk_eps);  /* x̂ */
     mi_tensor **os = mi_scope_alloc(mi_scope_current(), sizeof(mi_tensor *) * (size_t)T);
     if (!xt || !os) return mi_error_prefix("hope"), NULL;
@@ -488,10 +534,9 @@ mi_tensor *mi_hope_forward(const mi_hope *h, mi_tensor *x)
         if (T < t1) t1 = T;
         if (!(os[n_seg++] = segment(&r, mi_slice(xt, 1, t0, t1), t1 < T)))
             return mi_error_prefix("hope"), NULL;
-        /* a memory whose chunk ends here applies the steps it took in it */
-        for (int m = 0; m < MI_HOPE_MEMORIES && t1 < T; m++)
-            if (r.F[m].w1 && t1 % (m == MI_HOPE_MEMORY ? c->memory_chunk : c->chunk) == 0 &&
-                flush(c, &r.steps[m], &r.F[m]) != 0)
+        /* a layer whose chunk ends here applies the steps it took in it */
+        for (int i = 0; i < r.n_comp + 3 && t1 < T; i++)
+            if (t1 % r.layer[i].chunk == 0 && flush(c, &r.layer[i]) != 0)
                 return mi_error_prefix("hope"), NULL;
         t0 = t1;
     }

@@ -29,26 +29,21 @@
  *   D1 = Σ_t c_t/(‖s_t‖² + hidden_eps) e_t s_tᵀ,   D2 = Σ_t c_t/(‖x_t‖² + eps) δ_t x_tᵀ
  * (without lms, no divisions), applied as W − D: one GEMM per layer, (c ⊙ E)ᵀ S
  * accumulated into a copy of W,
- * never a per-token weight copy. σ' is written out, so the outer loop
- * differentiates the step. */
+ * never a per-token weight copy. σ' enters through gelu_backward, whose vjp
+ * is itself recorded ops, so the outer loop differentiates the step. */
 #include <math.h>
 
 #include "models.h"
 
-#define INV_SQRT_2PI 0.39894228040143267794
-
-mi_tensor *mi_nl_mlp_read(mi_tensor *w1, mi_tensor *w2, bool residual, mi_tensor *x)
+mi_tensor *mi_nl_mlp_read_hidden(mi_tensor *w1, mi_tensor *s, bool residual, mi_tensor *x)
 {
-    mi_tensor *y = mi_matmul_t(mi_gelu(mi_matmul_t(x, w2, false, true)), w1, false, true);
+    mi_tensor *y = mi_matmul_t(s, w1, false, true);
     return residual ? mi_add(x, y) : y;
 }
 
-/* σ'(a) = Φ(a) + a φ(a) */
-static mi_tensor *gelu_prime(mi_tensor *a)
+mi_tensor *mi_nl_mlp_read(mi_tensor *w1, mi_tensor *w2, bool residual, mi_tensor *x)
 {
-    mi_tensor *Phi = mi_add_scalar(mi_mul_scalar(mi_erf(mi_mul_scalar(a, M_SQRT1_2)), 0.5), 0.5);
-    mi_tensor *phi = mi_mul_scalar(mi_exp(mi_mul_scalar(mi_square(a), -0.5)), INV_SQRT_2PI);
-    return mi_add(Phi, mi_mul(a, phi));
+    return mi_nl_mlp_read_hidden(w1, mi_gelu(mi_matmul_t(x, w2, false, true)), residual, x);
 }
 
 int mi_nl_mlp_step(mi_tensor *w1, mi_tensor *w2, bool residual, mi_tensor *x, mi_tensor *v,
@@ -59,7 +54,8 @@ int mi_nl_mlp_step(mi_tensor *w1, mi_tensor *w2, bool residual, mi_tensor *x, mi
     mi_tensor *s = mi_gelu(a);
     mi_tensor *m = mi_matmul_t(s, w1, false, true);                 /* W1 s [N, n, out] */
     mi_tensor *e = mi_sub(residual ? mi_add(x, m) : m, v);
-    mi_tensor *delta = mi_mul(gelu_prime(a), mi_matmul(e, w1));      /* [N, n, h] */
+    /* δ = σ'(a) ⊙ (W1ᵀ e), σ'(a) = Φ(a) + a φ(a), as one gelu_backward op */
+    mi_tensor *delta = mi_gelu_backward(a, mi_matmul(e, w1));        /* [N, n, h] */
     mi_tensor *cc = mi_unsqueeze(c, -1);                             /* [N, n, 1] */
     /* c_t / (‖u_t‖² + eps) per layer (lms), hidden_eps for the hidden activations */
     mi_tensor *c1 = lms ? mi_div(cc, mi_add_scalar(mi_sum(mi_square(s), -1, true), hidden_eps))
@@ -83,17 +79,20 @@ static mi_tensor *left_factor(mi_tensor *g, mi_tensor *norm, bool lms)
     return lms ? mi_div(g, norm) : mi_mul(g, norm);
 }
 
+mi_nl_mlp_factor mi_nl_mlp_layer_factor(mi_tensor *g, mi_tensor *u, bool lms, double eps)
+{
+    mi_tensor *nu = mi_sqrt(mi_add_scalar(mi_sum(mi_square(u), -1, true), eps));
+    return (mi_nl_mlp_factor){left_factor(g, nu, lms), mi_div(u, nu)};
+}
+
 int mi_nl_mlp_factors(mi_tensor *w1, mi_tensor *w2, bool residual, mi_tensor *x, mi_tensor *v,
                       bool lms, double eps, double hidden_eps, mi_nl_mlp_factor f[2])
 {
     mi_tensor *a = mi_matmul_t(x, w2, false, true);                 /* [N, n, h] */
     mi_tensor *s = mi_gelu(a);
-    mi_tensor *m = mi_matmul_t(s, w1, false, true);
-    mi_tensor *e = mi_sub(residual ? mi_add(x, m) : m, v);
-    mi_tensor *delta = mi_mul(gelu_prime(a), mi_matmul(e, w1));
-    mi_tensor *ns = mi_sqrt(mi_add_scalar(mi_sum(mi_square(s), -1, true), hidden_eps));
-    mi_tensor *nx = mi_sqrt(mi_add_scalar(mi_sum(mi_square(x), -1, true), eps));
-    f[0] = (mi_nl_mlp_factor){left_factor(e, ns, lms), mi_div(s, ns)};
-    f[1] = (mi_nl_mlp_factor){left_factor(delta, nx, lms), mi_div(x, nx)};
+    mi_tensor *e = mi_sub(mi_nl_mlp_read_hidden(w1, s, residual, x), v);
+    mi_tensor *delta = mi_gelu_backward(a, mi_matmul(e, w1));      /* σ'(a) ⊙ W1ᵀ e */
+    f[0] = mi_nl_mlp_layer_factor(e, s, lms, hidden_eps);
+    f[1] = mi_nl_mlp_layer_factor(delta, x, lms, eps);
     return f[0].g && f[0].u && f[1].g && f[1].u ? 0 : -1;
 }
