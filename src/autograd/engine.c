@@ -261,6 +261,12 @@ static int accumulate(const release *r, mi_tensor *t, mi_tensor *g)
     return 0;
 }
 
+/* A tensor's gradient slot and the pass that returns it, kept aside. */
+typedef struct slot {
+    mi_tensor *gacc;
+    uint64_t keep;
+} slot;
+
 static void clear_gacc(mi_tensor *const *outputs, int n_out, const node_list *order)
 {
     for (int i = 0; i < n_out; i++) TP(outputs[i])->gacc = NULL;
@@ -308,6 +314,21 @@ int mi_grad(mi_tensor *const *outputs, mi_tensor *const *grad_outputs, int n_out
     }
     keep_dependents(&order, inputs, n_in);
     last_nodes = order.n;
+    /* A pass inside another (a checkpoint's backward, from its vjp) may be
+     * asked for the gradients of tensors whose slots the outer pass uses (the
+     * leaves both reach): it starts them empty and gives them back. */
+    slot *outer_slots = NULL;
+    if (mi_tensor_tracking() && n_in > 0) {
+        if (!(outer_slots = malloc(sizeof *outer_slots * (size_t)n_in))) {
+            free(order.v);
+            mi_error_set("grad: out of memory");
+            return -1;
+        }
+        for (int j = 0; j < n_in; j++) {
+            outer_slots[j] = (slot){TP(inputs[j])->gacc, TP(inputs[j])->keep};
+            TP(inputs[j])->gacc = NULL;
+        }
+    }
     release r = release_begin(create_graph, inputs, n_in);
     bool was = mi_set_grad_enabled(create_graph);
     int rc = 0;
@@ -356,6 +377,11 @@ int mi_grad(mi_tensor *const *outputs, mi_tensor *const *grad_outputs, int n_out
     mi_set_grad_enabled(was);
     release_end(&r, grads, rc == 0 ? n_in : 0);
     clear_gacc(outputs, n_out, &order);
+    for (int j = 0; outer_slots && j < n_in; j++) {
+        TP(inputs[j])->gacc = outer_slots[j].gacc;
+        TP(inputs[j])->keep = outer_slots[j].keep;
+    }
+    free(outer_slots);
     free(order.v);
     return rc;
 }
