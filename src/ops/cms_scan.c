@@ -49,10 +49,7 @@
 
 #include "blas.h"
 #include "own_unary.h"
-
-#ifdef _OPENMP
-#include <omp.h>
-#endif
+#include "scan_threads.h"
 
 #define CS_IN 5
 #define CS_INV_SQRT_2PI 0.39894228040143267794
@@ -142,34 +139,6 @@ static int cms_scan_backward_shape(mi_tensor *const *in, int n, const mi_attrs *
     shape[0] = 2 * u->numel + u->shape[0] * u->shape[1] + 2 * in[3]->numel;
     *dt = u->dtype;
     return 0;
-}
-
-/* Threads for a call: the sequences in parallel (one each) once the call
- * has ~64k multiply-adds; none inside another parallel region. */
-static int cs_threads(int64_t n_seq, int64_t work)
-{
-    int nt = 1;
-#ifdef _OPENMP
-    if (!omp_in_parallel() && work >= (1 << 16)) nt = omp_get_max_threads();
-#endif
-    return nt > n_seq ? (int)(n_seq > 0 ? n_seq : 1) : nt;
-}
-
-static int cs_thread(void)
-{
-#ifdef _OPENMP
-    return omp_get_thread_num();
-#else
-    return 0;
-#endif
-}
-
-/* K = ⌈√n⌉: the chunks between two checkpoints of the backward. */
-static int64_t cs_segment(int64_t n)
-{
-    int64_t k = 1;
-    while (k * k < n) k++;
-    return k;
 }
 
 /* The elements of n tokens' acts and of one thread's chunk buffers

@@ -361,9 +361,9 @@ static void CS(cms_scan)(mi_tensor *o, mi_tensor *const *in, const mi_attrs *at)
     const CS_T *U = in[0]->data, *V = in[1]->data, *Eta = in[2]->data;
     const CS_T *W10 = in[3]->data, *W20 = in[4]->data;
     CS_T *Y = o->data;
-    int n_thr = cs_threads(B, B * T * wsz);
+    int n_thr = scan_threads(B, B * T * wsz);
     /* C = 1: tokens_forward over segments of L tokens, else chunk by chunk */
-    int64_t L = C == 1 ? cs_segment(T) : C;
+    int64_t L = C == 1 ? scan_segment(T) : C;
     int64_t per = wsz + cs_act_elems(L, d, h) + cs_buf_elems(C, d, h) +
                   (C == 1 ? cs_tokens_elems(L, d, h) : 0); /* one thread's */
     mi_scope *sc = mi_scope_current();
@@ -376,7 +376,7 @@ static void CS(cms_scan)(mi_tensor *o, mi_tensor *const *in, const mi_attrs *at)
     blas_single_thread_once();
     CS_PRAGMA(omp parallel for num_threads(n_thr) schedule(static))
     for (int64_t bi = 0; bi < B; bi++) {
-        CS_T *W1 = scratch + per * cs_thread(), *W2 = W1 + d * h;
+        CS_T *W1 = scratch + per * scan_thread(), *W2 = W1 + d * h;
         CS(act) x;
         CS(buf) buf;
         CS_T *tsc = CS(buf_carve)(&buf, CS(act_carve)(&x, W1 + wsz, L, d, h), C, d, h);
@@ -406,12 +406,12 @@ static void CS(cms_scan_backward)(mi_tensor *o, mi_tensor *const *in, const mi_a
 {
     cs_dims k = cs_dims_of(in, at);
     int64_t B = k.B, T = k.T, d = k.d, h = k.h, C = k.C, wsz = 2 * d * h;
-    int64_t n_chunks = (T + C - 1) / C, K = cs_segment(n_chunks), ncp = (n_chunks + K - 1) / K;
+    int64_t n_chunks = (T + C - 1) / C, K = scan_segment(n_chunks), ncp = (n_chunks + K - 1) / K;
     const CS_T *U = in[0]->data, *V = in[1]->data, *Eta = in[2]->data;
     const CS_T *W10 = in[3]->data, *W20 = in[4]->data, *GY = in[5]->data;
     CS_T *gU = o->data, *gV = gU + B * T * d, *gEta = gV + B * T * d;
     CS_T *gW = gEta + B * T; /* gw1 [d, h] then gw2 [h, d] */
-    int n_thr = cs_threads(B, 4 * B * T * wsz);
+    int n_thr = scan_threads(B, 4 * B * T * wsz);
     int64_t per = (ncp + 1) * wsz + cs_act_elems(T, d, h) + cs_buf_elems(C, d, h) +
                   cs_steps_elems(K * C, C, d, h) + (C == 1 ? cs_tokens_elems(K, d, h) : 0);
     mi_scope *sc = mi_scope_current();
@@ -425,7 +425,7 @@ static void CS(cms_scan_backward)(mi_tensor *o, mi_tensor *const *in, const mi_a
     blas_single_thread_once();
     CS_PRAGMA(omp parallel for num_threads(n_thr) schedule(static))
     for (int64_t bi = 0; bi < B; bi++) {
-        CS_T *cp = scratch + per * cs_thread(), *cur = cp + ncp * wsz;
+        CS_T *cp = scratch + per * scan_thread(), *cur = cp + ncp * wsz;
         CS(act) xs; /* the sequence's acts */
         CS(buf) buf;
         CS_T *P1 = CS(buf_carve)(&buf, CS(act_carve)(&xs, cur + wsz, T, d, h), C, d, h);

@@ -2,7 +2,7 @@
  * delta_scan.c for REF, by backend/cpu/own_delta_scan.c for OWN f32), with
  * DS_T the element type, DS_NAME(x) the kernel's name and DS_KERNEL its
  * linkage (static, or empty for OWN's). The math is stated in delta_scan.c's
- * top comment; DS_STEP, DS_GATE, DS_RHO and the OpenMP helpers come from
+ * top comment; DS_STEP, DS_GATE and DS_RHO come from
  * delta_scan_loops.h. Not a header of its own: no guard. */
 
 /* Forward: per sequence, S_t from S_{t−1} (DS_STEP), then y_t = S_t q_t;
@@ -14,7 +14,7 @@ DS_KERNEL void DS_NAME(delta_scan)(mi_tensor *o, mi_tensor *const *in, const mi_
     int64_t bw = gate_width(in[4]), aw = gate_width(in[5]), rule = at->index;
     const DS_T *S0 = in[0]->data, *Q = in[1]->data, *K = in[2]->data, *V = in[3]->data;
     const DS_T *B = in[4]->data, *A = in[5]->data;
-    int n_thr = ds_threads(N, N * T * dv * dk);
+    int n_thr = scan_threads(N, N * T * dv * dk);
     (void)n_thr;
     DS_PRAGMA(omp parallel for num_threads(n_thr) schedule(static))
     for (int64_t n = 0; n < N; n++) {
@@ -49,7 +49,7 @@ DS_KERNEL void DS_NAME(delta_scan_backward)(mi_tensor *o, mi_tensor *const *in, 
     /* the states S_0..S_T of one sequence, and G = ∂L/∂S_t: scratch from the
      * current scope, given back at the end (the next call reuses it) */
     mi_scope *sc = mi_scope_current();
-    int n_thr = ds_threads(N, 4 * N * T * dv * dk);
+    int n_thr = scan_threads(N, 4 * N * T * dv * dk);
     int64_t per = (T + 2) * m + 2 * dv; /* one thread's scratch */
     size_t bytes = sizeof(DS_T) * (size_t)(per * n_thr);
     DS_T *scratch = mi_scope_alloc(sc, bytes);
@@ -59,7 +59,7 @@ DS_KERNEL void DS_NAME(delta_scan_backward)(mi_tensor *o, mi_tensor *const *in, 
     }
     DS_PRAGMA(omp parallel for num_threads(n_thr) schedule(static))
     for (int64_t n = 0; n < N; n++) {
-        DS_T *St = scratch + per * ds_thread();
+        DS_T *St = scratch + per * scan_thread();
         DS_T *G = St + (T + 1) * m, *p = G + m, *gu = p + dv;
         DS_T *out = (DS_T *)o->data + n * ow;
         DS_T *gS0 = out, *gQ = gS0 + m, *gK = gQ + T * dk, *gV = gK + T * dk;

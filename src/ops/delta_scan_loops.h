@@ -2,17 +2,14 @@
  * dtype by delta_scan.c for REF and by backend/cpu/own_delta_scan.c for the
  * OWN f32 kernel, which the same loops compiled with -O3 -ffast-math
  * -march=native): a gate's value, ρ of the rule, one step of the
- * recurrence, and the thread count. Private to ops/. */
+ * recurrence. Private to ops/. */
 #ifndef MIRAS_DELTA_SCAN_LOOPS_H
 #define MIRAS_DELTA_SCAN_LOOPS_H
 
 #include <string.h>
 
 #include "internal.h"
-
-#ifdef _OPENMP
-#include <omp.h>
-#endif
+#include "scan_threads.h"
 
 /* The inner loops over dk are vectorised (OpenMP simd: the dot products'
  * sums are reassociated, within rounding of the sequential order). */
@@ -42,27 +39,6 @@
         DS_SIMD()                                                                \
         for (int64_t j = 0; j < (dk); j++) dst[j] = alpha * row[j] + u * (kt)[j]; \
     }
-
-/* Threads for a call: the sequences run in parallel (each on one thread,
- * so the result does not depend on the thread count) once the call has
- * ~64k multiply-adds; none inside another parallel region. */
-static inline int ds_threads(int64_t n_seq, int64_t work)
-{
-    int nt = 1;
-#ifdef _OPENMP
-    if (!omp_in_parallel() && work >= (1 << 16)) nt = omp_get_max_threads();
-#endif
-    return nt > n_seq ? (int)(n_seq > 0 ? n_seq : 1) : nt;
-}
-
-static inline int ds_thread(void)
-{
-#ifdef _OPENMP
-    return omp_get_thread_num();
-#else
-    return 0;
-#endif
-}
 
 /* The widths of β and α: 1 ([N, T]) or dv ([N, T, dv]). */
 static inline int64_t gate_width(const mi_tensor *g) { return g->rank == 3 ? g->shape[2] : 1; }
