@@ -158,9 +158,10 @@ static void train_child(const void *ctx, result *out)
             note_error(out, "probe step");
             goto done;
         }
-        char from[96];
-        snprintf(from, sizeof from, "from probe steps of 1 x %lld and 1 x %lld tokens",
-                 (long long)T1, (long long)(2 * T1));
+        char from[160];
+        snprintf(from, sizeof from, "from probe steps of 1 x %lld and 1 x %lld tokens%s",
+                 (long long)T1, (long long)(2 * T1),
+                 o->recompute ? "" : "; --recompute keeps one block's activations");
         if (over_budget(out, base + extrapolate_kb(u[0], u[1], (double)T1, 2.0 * (double)T1,
                                                    (double)(tc->batch * tc->T)), o, from))
             goto done;
