@@ -242,6 +242,7 @@ static void MS(fold)(MS_T *G, const MS_T *Wp, int64_t rows, int64_t cols, MS_T a
 static void MS(lq_add)(const ms_dims *k, MS_T *G, const MS_T *A, int64_t rows, int64_t cols,
                        MS_T S, const MS_T *a, const MS_T *b, MS_T gw)
 {
+    if (!(S > 0)) return; /* W = 0 whatever A (ε = 0, A = 0): no gradient */
     MS_T r = (MS_T)((k->rq - 2) / k->rq), sig = MS_POW(S, -r / 2), kap = r * gw / S;
     for (int64_t i = 0; i < rows; i++) {
         MS_T *g = G + i * cols, ai = sig * a[i];
@@ -261,14 +262,14 @@ static void MS(lq_fold)(const ms_dims *k, MS_T *G, const MS_T *A, int64_t rows, 
                         MS_T alpha, MS_T c, MS_T S, const MS_T *a0, const MS_T *b0,
                         const MS_T *a1, const MS_T *b1, MS_T *gw, MS_T *jw)
 {
-    MS_T r = (MS_T)((k->rq - 2) / k->rq), sig = MS_POW(S, -r / 2), sg = 0, sj = 0;
+    MS_T r = (MS_T)((k->rq - 2) / k->rq), sig = S > 0 ? MS_POW(S, -r / 2) : 0, sg = 0, sj = 0;
     MS(fold)(G, A, rows, cols, alpha, c * sig, a0, b0, a1, b1, &sg, &sj);
-    MS_T kap = c * c * c * r * sig * sj / S;
+    MS_T kap = S > 0 ? c * c * c * r * sig * sj / S : 0;
     int64_t n = rows * cols;
     MS_PRAGMA(omp simd)
     for (int64_t i = 0; i < n; i++) G[i] -= kap * A[i];
     *gw += sg;
-    *jw += sig * sj * (1 - r * (S - (MS_T)k->reps) / S);
+    *jw += S > 0 ? sig * sj * (1 - r * (S - (MS_T)k->reps) / S) : 0;
 }
 
 /* The vjp of token t, with Ap = W_{t−1} (and S_{t−1}) its inner act ik (at Ap

@@ -85,7 +85,8 @@ static void MS(wread)(const ms_dims *k, const MS_T *A, MS_T c, MS_T *W)
             MS_PRAGMA(omp simd reduction(+ : sq))
             for (int64_t i = 0; i < n; i++) sq += a[i] * a[i];
             W[k->m + l] = c * c * sq + (MS_T)k->reps;
-            MS_T s = c * MS_POW(W[k->m + l], -r / 2);
+            /* S = 0 (ε = 0 and A = 0): W = 0, as lq_normalize */
+            MS_T s = W[k->m + l] > 0 ? c * MS_POW(W[k->m + l], -r / 2) : 0;
             MS_PRAGMA(omp simd)
             for (int64_t i = 0; i < n; i++) w[i] = s * a[i];
             continue;
