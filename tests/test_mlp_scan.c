@@ -3,14 +3,17 @@
  *   f64 to ≤ 1e-12: the memory read by matmul, gelu and layer_norm, the inner
  *   gradient by autograd of the bias's loss (create_graph), the write by mul
  *   and add; y, the final state and the gradients of a random projection of
- *   both with respect to every input, for gd and momentum, the ℓ2 bias and
- *   yaad (smooth and exact sign, tokens on both sides of the switch), α ≡ 1
+ *   both with respect to every input, for gd and momentum, the ℓ2 bias,
+ *   yaad (smooth and exact sign, tokens on both sides of the switch) and ℓp,
+ *   the weights as the state or read from it (lq's normalisation, kl's
+ *   softmax rows with the log-domain projection after each write), α ≡ 1
  *   and a general α, the gradient at W or at α W (decay_first), ragged T,
  *   N > 1;
  * - it passes the framework's f64 gradcheck;
  * - the recurrence's chunk 1 path (which now runs it) equals the composed
- *   path (materialize=true) for the titans, yaad and ttt-mlp presets (and
- *   variants: no retention, the exact sign, momentum, decay_first), and the
+ *   path (materialize=true) for the titans, yaad, ttt-mlp, moneta and memora
+ *   presets (and variants: no retention, the exact sign, momentum,
+ *   decay_first, ℓp with ℓ2 retention, yaad with kl), and the
  *   one-token step of generation equals the sequence forward;
  * - bad shapes and dtypes give messages, not aborts, and a second derivative
  *   is refused with a message. */
@@ -28,19 +31,34 @@ static mi_tensor *leaf(mi_tensor *t)
     return t;
 }
 
-/* The variants: algorithm × bias × α (× decay_first: the gradient at α W). */
+/* The variants: algorithm × bias × α (× decay_first: the gradient at α W)
+ * × the read (the state itself, lq or kl). */
 typedef struct variant {
     bool momentum, yaad, alpha;
     double sharp; /* yaad's a */
-    bool decay_first;
+    bool decay_first, lp;
+    mi_mlp_scan_read read;
 } variant;
 
+#define LP_P 3.0
+#define LP_EPS 1e-4
+#define LQ_Q 4.0
+#define LQ_EPS 1e-6
+#define KL_C 4.0
+
+#define ST MI_MLP_READ_STATE
+#define LQ MI_MLP_READ_LQ
+#define KL MI_MLP_READ_KL
 static const variant variants[] = {
-    {false, false, false, 0, false},       {false, false, true, 0, false},
-    {true, false, false, 0, false},        {true, false, true, 0, false},
-    {false, true, true, 1.5, false},       {true, true, true, 1.5, false},
-    {false, true, false, INFINITY, false}, {true, true, true, INFINITY, false},
-    {false, false, true, 0, true},         {true, true, true, 1.5, true},
+    {false, false, false, 0, false, false, ST},       {false, false, true, 0, false, false, ST},
+    {true, false, false, 0, false, false, ST},        {true, false, true, 0, false, false, ST},
+    {false, true, true, 1.5, false, false, ST},       {true, true, true, 1.5, false, false, ST},
+    {false, true, false, INFINITY, false, false, ST}, {true, true, true, INFINITY, false, false, ST},
+    {false, false, true, 0, true, false, ST},         {true, true, true, 1.5, true, false, ST},
+    {false, false, true, 0, false, true, ST},         {false, false, true, 0, false, true, LQ},
+    {false, false, false, 0, false, false, LQ},       {false, false, true, 0, true, true, LQ},
+    {false, false, true, 0, false, false, KL},        {false, false, false, 0, false, true, KL},
+    {false, true, true, 1.5, false, false, KL},       {false, false, true, 0, true, false, KL},
 };
 #define N_VARIANTS ((int)(sizeof variants / sizeof variants[0]))
 
@@ -56,16 +74,28 @@ static void make_inputs(inputs *x, int64_t T, const variant *vr, uint64_t seed)
     mi_rng r;
     mi_rng_seed(&r, seed);
     x->T = T;
-    x->in[0] = leaf(mi_randn(&r, MI_F64, MI_SHAPE(N, D, HID), 0, 0.5));
-    x->in[1] = leaf(mi_randn(&r, MI_F64, MI_SHAPE(N, HID, D), 0, 0.5));
+    /* kl: logits spread enough that the rows are not near uniform, lq: A
+     * large enough that R(A) has entries ≈ 0.5 (W1 s nearly constant, and the
+     * memory's LayerNorm dividing by a spread near 0, makes the recurrence
+     * amplify rounding by 1e3 and more: the composed path itself then moves
+     * by 1e-11 for a 1e-15 change of its inputs) */
+    double sd = vr->read == MI_MLP_READ_KL ? 1.5 : vr->read == MI_MLP_READ_LQ ? 2.5 : 0.5;
+    x->in[0] = leaf(mi_randn(&r, MI_F64, MI_SHAPE(N, D, HID), 0, sd));
+    x->in[1] = leaf(mi_randn(&r, MI_F64, MI_SHAPE(N, HID, D), 0, sd));
     x->in[2] = leaf(mi_randn(&r, MI_F64, MI_SHAPE(N, D, HID), 0, 0.05));
     x->in[3] = leaf(mi_randn(&r, MI_F64, MI_SHAPE(N, HID, D), 0, 0.05));
     x->in[4] = leaf(mi_randn(&r, MI_F64, MI_SHAPE(N, T, D), 0, 1));
     x->in[5] = leaf(mi_randn(&r, MI_F64, MI_SHAPE(N, T, D), 0, 1));
     x->in[6] = leaf(mi_randn(&r, MI_F64, MI_SHAPE(N, T, D), 0, 1));
-    /* η, α, μ, δ: δ spread around the error norms (≈ 1–4) */
+    /* η, α, μ, δ: δ spread around the error norms (≈ 1–4); a smaller η with
+     * ℓp or a read, whose recurrences amplify rounding more (with η up to 0.1
+     * a 1e-15 change of k moves y by up to 1e-12 after 10 tokens, and the
+     * gradients by more) */
     mi_tensor *g = mi_rand(&r, MI_F64, MI_SHAPE(N, T, 4), 0, 1);
-    double lo[4] = {0.02, vr->alpha ? 0.5 : 1, 0.3, 1.0}, hi[4] = {0.1, 1, 0.9, 4.0};
+    bool stiff = vr->lp || vr->read != MI_MLP_READ_STATE;
+    double lo[4] = {stiff ? 0.005 : 0.02, vr->alpha ? (vr->read == MI_MLP_READ_KL ? 0.9 : 0.5) : 1,
+                    0.3, 1.0};
+    double hi[4] = {stiff ? 0.03 : 0.1, 1, 0.9, 4.0};
     for (int64_t i = 0; i < g->numel; i++)
         mi_set(g, i, lo[i % 4] + (hi[i % 4] - lo[i % 4]) * mi_get(g, i));
     x->gates = leaf(g);
@@ -97,6 +127,7 @@ static int switches[2]; /* yaad tokens on the ℓ2 / ℓ1 side, over the run */
 static mi_tensor *bias_loss(const variant *vr, mi_tensor *y, mi_tensor *v, mi_tensor *delta)
 {
     mi_tensor *e = mi_sub(y, v);
+    if (vr->lp) return mi_sum(mi_pow_scalar(mi_smooth_abs(e, LP_EPS), LP_P), MI_ALL, false);
     mi_tensor *quad = mi_mul_scalar(mi_sum(mi_square(e), -1, true), 0.5);
     if (!vr->yaad) return mi_sum(quad, MI_ALL, false);
     mi_tensor *mask = mi_le(mi_sqrt(mi_sum(mi_square(e), -1, true)), delta);
@@ -111,6 +142,15 @@ static mi_tensor *bias_loss(const variant *vr, mi_tensor *y, mi_tensor *v, mi_te
     }
     mi_tensor *lin = mi_mul(delta, mi_sum(mi_sub(lam, mi_mul_scalar(delta, 0.5)), -1, true));
     return mi_sum(mi_where(mask, quad, lin), MI_ALL, false);
+}
+
+/* The weights read from the state: A itself, lq_normalize per matrix, or
+ * c softmax per row. */
+static mi_tensor *read_of(const variant *vr, mi_tensor *a)
+{
+    if (vr->read == MI_MLP_READ_LQ) return mi_lq_normalize(a, LQ_Q, MI_LQ_FROBENIUS, LQ_EPS);
+    if (vr->read == MI_MLP_READ_KL) return mi_mul_scalar(mi_softmax(a, -1), KL_C);
+    return a;
 }
 
 /* The recurrence with composed ops, one token at a time; the inner gradient
@@ -128,14 +168,17 @@ static mi_tensor *composed(const inputs *x, const variant *vr, mi_tensor **state
         /* the gradient's point: W, or α W with decay_first */
         mi_tensor *at[2] = {W[0], W[1]};
         if (vr->decay_first) at[0] = mi_mul(alpha, W[0]), at[1] = mi_mul(alpha, W[1]);
+        at[0] = read_of(vr, at[0]), at[1] = read_of(vr, at[1]);
         mi_tensor *loss = bias_loss(vr, mlp_read(at[0], at[1], k), v, delta), *g[2];
         ck_assert_msg(mi_grad(&loss, NULL, 1, at, 2, true, g) == 0, "%s", mi_error());
         for (int l = 0; l < 2; l++) {
             mi_tensor *step = mi_neg(mi_mul(eta, g[l]));
             if (vr->momentum) step = S[l] = mi_add(mi_mul(mu, S[l]), step);
             W[l] = mi_add(vr->alpha ? mi_mul(alpha, W[l]) : W[l], step);
+            if (vr->read == MI_MLP_READ_KL)
+                W[l] = mi_add_scalar(mi_log_softmax(W[l], -1), log(KL_C));
         }
-        ys[t] = mlp_read(W[0], W[1], q);
+        ys[t] = mlp_read(read_of(vr, W[0]), read_of(vr, W[1]), q);
     }
     state[0] = W[0], state[1] = W[1], state[2] = S[0], state[3] = S[1];
     return T == 1 ? ys[0] : mi_concat(ys, (int)T, 1);
@@ -143,8 +186,10 @@ static mi_tensor *composed(const inputs *x, const variant *vr, mi_tensor **state
 
 static mi_mlp_scan_rule rule_of(const variant *vr)
 {
-    return (mi_mlp_scan_rule){.momentum = vr->momentum, .yaad = vr->yaad,
-                              .decay_first = vr->decay_first, .sign_sharpness = vr->sharp};
+    return (mi_mlp_scan_rule){.momentum = vr->momentum, .yaad = vr->yaad, .lp = vr->lp,
+                              .decay_first = vr->decay_first, .sign_sharpness = vr->sharp,
+                              .lp_p = LP_P, .lp_eps = LP_EPS, .read = vr->read,
+                              .lq_q = LQ_Q, .lq_eps = LQ_EPS, .kl_scale = KL_C};
 }
 
 /* The gates the op reads: α ≡ 1 without retention. */
@@ -208,9 +253,12 @@ static const int64_t lengths[] = {1, 7, 10};
 
 static const char *variant_name(const variant *vr, char *buf, size_t n)
 {
-    snprintf(buf, n, "%s %s%s%s%s", vr->momentum ? "momentum" : "gd",
-             vr->yaad ? "yaad" : "l2", vr->yaad ? (isinf(vr->sharp) ? "(sign)" : "(tanh)") : "",
-             vr->alpha ? " alpha" : " alpha=1", vr->decay_first ? " decay_first" : "");
+    static const char *const reads[] = {"", " lq", " kl"};
+    snprintf(buf, n, "%s %s%s%s%s%s", vr->momentum ? "momentum" : "gd",
+             vr->yaad ? "yaad" : vr->lp ? "lp" : "l2",
+             vr->yaad ? (isinf(vr->sharp) ? "(sign)" : "(tanh)") : "",
+             vr->alpha ? " alpha" : " alpha=1", vr->decay_first ? " decay_first" : "",
+             reads[vr->read]);
     return buf;
 }
 
@@ -266,12 +314,16 @@ START_TEST(op_gradcheck)
     mi_rng_seed(&r, 90u + (unsigned)_i);
     int64_t P = (vr->momentum ? 4 : 2) * GD * GH;
     mi_tensor *in[5];
-    in[0] = leaf(mi_randn(&r, MI_F64, MI_SHAPE(GN, P), 0, 0.5));
+    /* the state's spread and η's range as in make_inputs */
+    double sd = vr->read == MI_MLP_READ_KL ? 1.5 : vr->read == MI_MLP_READ_LQ ? 2.5 : 0.5;
+    bool stiff = vr->lp || vr->read != MI_MLP_READ_STATE;
+    in[0] = leaf(mi_randn(&r, MI_F64, MI_SHAPE(GN, P), 0, sd));
     in[1] = leaf(mi_randn(&r, MI_F64, MI_SHAPE(GN, GT, GD), 0, 1));
     in[2] = leaf(mi_randn(&r, MI_F64, MI_SHAPE(GN, GT, GD), 0, 1));
     in[3] = leaf(mi_randn(&r, MI_F64, MI_SHAPE(GN, GT, GD), 0, 1));
     in[4] = leaf(mi_rand(&r, MI_F64, MI_SHAPE(GN, GT, 4), 0, 1));
-    double lo[3] = {0.05, vr->alpha ? 0.5 : 1, 0.2}, hi[3] = {0.3, 1, 0.8};
+    double lo[3] = {stiff ? 0.01 : 0.05, vr->alpha ? 0.5 : 1, 0.2};
+    double hi[3] = {stiff ? 0.1 : 0.3, 1, 0.8};
     for (int64_t i = 0; i < in[4]->numel; i++) {
         double u = mi_get(in[4], i);
         int c = (int)(i % 4);
@@ -299,6 +351,10 @@ static const struct { const char *name, *set; } presets[] = {
     {"ttt-mlp", NULL},
     {"titans", "decay_first=true"},
     {"yaad", "decay_first=true"},
+    {"moneta", NULL},
+    {"moneta", "retention=l2"},
+    {"memora", NULL},
+    {"memora", "bias=yaad"},
 };
 #define N_PRESETS ((int)(sizeof presets / sizeof presets[0]))
 
@@ -344,10 +400,14 @@ START_TEST(chunk1_equals_composed_path)
     x[0] = leaf(mi_randn(&r, MI_F64, MI_SHAPE(2, T_LAYER, LD), 0, 1));
     x[1] = leaf(mi_randn(&r, MI_F64, MI_SHAPE(2, T_LAYER, LD), 0, 1));
     x[2] = leaf(mi_randn(&r, MI_F64, MI_SHAPE(2, T_LAYER, LD), 0, 1));
-    x[3] = leaf(mi_randn(&r, MI_F64, MI_SHAPE(LD, h), 0, 1 / sqrt((double)h)));
-    x[4] = leaf(mi_randn(&r, MI_F64, MI_SHAPE(h, LD), 0, 1 / sqrt((double)LD)));
+    /* kl: spread rows (the kl_init_sd option) and α near 1, as in
+     * make_inputs: near-uniform rows make the recurrence amplify rounding */
+    bool kl = !strcmp(m.retention->name, "kl");
+    double s1 = kl ? 1.5 : 1 / sqrt((double)h), s2 = kl ? 1.5 : 1 / sqrt((double)LD);
+    x[3] = leaf(mi_randn(&r, MI_F64, MI_SHAPE(LD, h), 0, s1));
+    x[4] = leaf(mi_randn(&r, MI_F64, MI_SHAPE(h, LD), 0, s2));
     x[5] = layer_gate(&r, true, 0.01, 0.1);
-    x[6] = layer_gate(&r, m.retention->uses_alpha, 0.6, 0.99);
+    x[6] = layer_gate(&r, m.retention->uses_alpha, kl ? 0.9 : 0.6, 0.99);
     x[7] = layer_gate(&r, m.algorithm->uses_mu, 0.3, 0.7);
     /* δ around the error norms (≈ 3–5 here): both branches of yaad's switch */
     x[8] = layer_gate(&r, m.bias->needs_delta, 2, 6);
@@ -445,6 +505,19 @@ START_TEST(bad_inputs_give_messages)
     mi_tensor *w2[2] = {in[0], in[1]};
     ck_assert_ptr_null(mi_mlp_scan(w2, in[4], in[5], in[6], x.gates, &bad_rule, st));
     ck_assert_error_has("sharpness");
+    /* a read needs gd; lp's ε must be > 0 */
+    mi_error_clear();
+    mi_mlp_scan_rule lq_mom = {.momentum = true, .read = MI_MLP_READ_LQ, .lq_q = 4};
+    ck_assert_ptr_null(mi_mlp_scan(in, in[4], in[5], in[6], x.gates, &lq_mom, st));
+    ck_assert_error_has("a read with gd only");
+    mi_error_clear();
+    mi_mlp_scan_rule lp_bad = {.lp = true, .lp_p = 3, .lp_eps = 0};
+    ck_assert_ptr_null(mi_mlp_scan(w2, in[4], in[5], in[6], x.gates, &lp_bad, st));
+    ck_assert_error_has("lp needs p >= 1 and eps > 0");
+    mi_error_clear();
+    mi_mlp_scan_rule kl_bad = {.read = MI_MLP_READ_KL, .kl_scale = -1};
+    ck_assert_ptr_null(mi_mlp_scan(w2, in[4], in[5], in[6], x.gates, &kl_bad, st));
+    ck_assert_error_has("kl needs a scale c > 0");
     /* NULL propagates */
     mi_error_clear();
     ck_assert_ptr_null(mi_mlp_scan(in, NULL, in[5], in[6], x.gates, &rule, st));

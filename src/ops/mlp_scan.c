@@ -21,20 +21,34 @@
  *   gd (MIRAS Eq. 3):        W_t = α_t W_{t−1} − η_t g_t
  *   momentum (Titans §3.1):  S_t = μ_t S_{t−1} − η_t g_t,  W_t = α_t W_{t−1} + S_t
  *   y_t = M_{W_t}(q_t)
+ * The ℓp bias (MIRAS "Alternative Attentional Biases", Variant 1,
+ * eq:lp-attentional-bias, bias/lp.c) in place of ℓ2 or yaad:
+ *         e = p s(y − v)^(p−2) ⊙ (y − v),  s(x) = √(x² + ε)
+ * A read (retention lq or kl, gd only): the state is an accumulator A, the
+ * weights are read from it, W = R(A), both where the gradient is taken,
+ * g_t = ∂ℓ/∂W at R(A_{t−1}) (R(α_t A_{t−1}) with decay_first), and for y_t
+ * (M_{R(A_t)}), and the write is A_t = α_t A_{t−1} − η_t g_t:
+ *   lq (Moneta; MIRAS Variant 4, eq:q-norm in retention/lq.c's Frobenius
+ *       form), per weight matrix: R(A) = A / (‖A‖_F² + ε)^((q−2)/(2q))
+ *   kl (Memora; MIRAS Variant 1, eq:xmodel, retention/kl.c), per row of each
+ *       weight: R(L) = c softmax(L), and after every write the boundary
+ *       L_t ← log c + log_softmax(L_t) (b = 1: each token its own chunk)
  * Inputs: state0 [N, P], the packed state W1, W2 (then S1, S2 with
  * momentum), each row-major, P = 2·d·h (×2 with momentum), h from P;
  * q, k, v [N, T, d]; gates [N, T, 4] = (η, α, μ, δ) per head and token (α ≡ 1
  * for no retention; μ read with momentum, δ with yaad, else ignored, their
  * gradients 0). Attributes (mi_attrs has no fields named for them): index =
- * the flags MI_MLP_SCAN_MOMENTUM | MI_MLP_SCAN_YAAD | MI_MLP_SCAN_DECAY_FIRST,
- * p = a. One output,
+ * the flags MI_MLP_SCAN_MOMENTUM | MI_MLP_SCAN_YAAD | MI_MLP_SCAN_DECAY_FIRST
+ * | MI_MLP_SCAN_LP | MI_MLP_SCAN_LQ | MI_MLP_SCAN_KL, p = a (yaad) or p (lp),
+ * eps = lp's ε, scalar = lq's q or kl's c, lo = lq's ε. One output,
  * packed [N, T·d + P]: y [N, T, d] then the final state as state0
  * (mi_mlp_scan packs and splits).
  *
  * vjp: the fused op mlp_scan_backward, a reverse-time scan carrying
- * G = ∂L/∂W_t and H = ∂L/∂S_t, through the write's Hessian-vector products
- * (the LN, GELU and bias terms; each written out above token_backward in
- * mlp_scan_impl.h). The forward keeps nothing beyond its output: the
+ * G = ∂L/∂W_t (∂L/∂A_t with a read) and H = ∂L/∂S_t, through the write's
+ * Hessian-vector products (the LN, GELU and bias terms; each written out
+ * above token_backward in mlp_scan_impl.h) and the reads' vjps
+ * (mlp_scan_rules_impl.h). The forward keeps nothing beyond its output: the
  * backward reruns the writes keeping the state before every K-th token
  * (K = ⌈√T⌉), then recomputes one segment of K states at a time from its
  * checkpoint, in scratch from the current scope (released on return):
@@ -66,16 +80,24 @@ static const char *const ms_names[MS_IN + 1] = {"state0", "q", "k", "v", "gates"
 
 typedef struct ms_dims {
     int64_t N, T, d, h, m, P; /* m = 2·d·h: one copy of (W1, W2) */
-    bool momentum, yaad, decay_first;
-    double sharp;
+    bool momentum, yaad, lp, decay_first;
+    double sharp, lp_p, lp_eps;
+    mi_mlp_scan_read read;
+    double rq, reps, kc; /* lq's q and ε, kl's c */
 } ms_dims;
 
 static ms_dims ms_dims_of(mi_tensor *const *in, const mi_attrs *at)
 {
+    int64_t f = at->index;
     ms_dims k = {.N = in[0]->shape[0], .T = in[2]->shape[1], .d = in[2]->shape[2],
-                 .P = in[0]->shape[1], .momentum = at->index & MI_MLP_SCAN_MOMENTUM,
-                 .yaad = at->index & MI_MLP_SCAN_YAAD,
-                 .decay_first = at->index & MI_MLP_SCAN_DECAY_FIRST, .sharp = at->p};
+                 .P = in[0]->shape[1], .momentum = f & MI_MLP_SCAN_MOMENTUM,
+                 .yaad = f & MI_MLP_SCAN_YAAD, .lp = f & MI_MLP_SCAN_LP,
+                 .decay_first = f & MI_MLP_SCAN_DECAY_FIRST, .sharp = at->p, .lp_p = at->p,
+                 .lp_eps = at->eps,
+                 .read = (f & MI_MLP_SCAN_LQ)   ? MI_MLP_READ_LQ
+                         : (f & MI_MLP_SCAN_KL) ? MI_MLP_READ_KL
+                                                : MI_MLP_READ_STATE,
+                 .rq = at->scalar, .reps = at->lo, .kc = at->scalar};
     k.m = k.momentum ? k.P / 2 : k.P;
     k.h = k.m / (2 * k.d);
     return k;
@@ -94,15 +116,33 @@ static int ms_check(const char *op, mi_tensor *const *in, int n, const mi_attrs 
             mi_error_set("%s: %s %s and state0 %s differ in dtype", op, ms_names[i], s[i], s[0]);
             return -1;
         }
-    if (at->index < 0 ||
-        at->index > (MI_MLP_SCAN_MOMENTUM | MI_MLP_SCAN_YAAD | MI_MLP_SCAN_DECAY_FIRST)) {
-        mi_error_set("%s: flags %lld are not a combination of momentum (1), yaad (2) and "
-                     "decay_first (4)", op, (long long)at->index);
+    int64_t f = at->index;
+    if (f < 0 || f >= 2 * MI_MLP_SCAN_KL ||
+        ((f & MI_MLP_SCAN_YAAD) && (f & MI_MLP_SCAN_LP)) ||
+        ((f & MI_MLP_SCAN_LQ) && (f & MI_MLP_SCAN_KL)) ||
+        ((f & (MI_MLP_SCAN_LQ | MI_MLP_SCAN_KL)) && (f & MI_MLP_SCAN_MOMENTUM))) {
+        mi_error_set("%s: flags %lld are not a combination of momentum (1), yaad (2) or lp "
+                     "(8), decay_first (4), lq (16) or kl (32) (a read with gd only)", op,
+                     (long long)f);
         return -1;
     }
-    if ((at->index & MI_MLP_SCAN_YAAD) && !(at->p > 0)) {
+    if ((f & MI_MLP_SCAN_YAAD) && !(at->p > 0)) {
         mi_error_set("%s: yaad's sign sharpness must be > 0 (inf: the exact sign), got %g", op,
                      at->p);
+        return -1;
+    }
+    if ((f & MI_MLP_SCAN_LP) && !(at->p >= 1 && isfinite(at->p) && at->eps > 0 &&
+                                  isfinite(at->eps))) {
+        mi_error_set("%s: lp needs p >= 1 and eps > 0, got p %g, eps %g", op, at->p, at->eps);
+        return -1;
+    }
+    if ((f & MI_MLP_SCAN_LQ) && !(at->scalar > 1 && isfinite(at->scalar) && at->lo >= 0 &&
+                                  isfinite(at->lo))) {
+        mi_error_set("%s: lq needs q > 1 and eps >= 0, got q %g, eps %g", op, at->scalar, at->lo);
+        return -1;
+    }
+    if ((f & MI_MLP_SCAN_KL) && !(at->scalar > 0 && isfinite(at->scalar))) {
+        mi_error_set("%s: kl needs a scale c > 0, got %g", op, at->scalar);
         return -1;
     }
     const mi_tensor *w = in[0], *q = in[1], *k = in[2], *v = in[3], *g = in[4];
@@ -192,7 +232,13 @@ static int64_t ms_segment(int64_t T)
 /* The elements of one act and of one thread's backward work vectors
  * (mlp_scan_impl.h's act and work). */
 static int64_t ms_act_elems(const ms_dims *k) { return 5 * k->h + 4 * k->d + 2; }
-static int64_t ms_work_elems(const ms_dims *k) { return 6 * k->d + 4 * k->h; }
+/* One read of the weights, R(A): W [m], then for lq S = ‖A‖_F² + ε of W1
+ * and of W2 (mlp_scan_rules_impl.h's wread). */
+static int64_t ms_read_elems(const ms_dims *k) { return k->m + 2; }
+static int64_t ms_work_elems(const ms_dims *k)
+{
+    return 6 * k->d + 4 * k->h + (k->read ? 4 * ms_read_elems(k) : 0);
+}
 
 #define MS_T float
 #define MS(x) x##_f32
@@ -201,6 +247,9 @@ static int64_t ms_work_elems(const ms_dims *k) { return 6 * k->d + 4 * k->h; }
 #define MS_EXP expf
 #define MS_TANH tanhf
 #define MS_SQRT sqrtf
+#define MS_LOG logf
+#define MS_POW powf
+#include "mlp_scan_rules_impl.h"
 #include "mlp_scan_impl.h"
 #undef MS_T
 #undef MS
@@ -209,6 +258,8 @@ static int64_t ms_work_elems(const ms_dims *k) { return 6 * k->d + 4 * k->h; }
 #undef MS_EXP
 #undef MS_TANH
 #undef MS_SQRT
+#undef MS_LOG
+#undef MS_POW
 #define MS_T double
 #define MS(x) x##_f64
 #define MS_GEMV cblas_dgemv
@@ -216,6 +267,9 @@ static int64_t ms_work_elems(const ms_dims *k) { return 6 * k->d + 4 * k->h; }
 #define MS_EXP exp
 #define MS_TANH tanh
 #define MS_SQRT sqrt
+#define MS_LOG log
+#define MS_POW pow
+#include "mlp_scan_rules_impl.h"
 #include "mlp_scan_impl.h"
 
 /* Input i's gradient in mlp_scan_backward's packed output, in i's shape. */
@@ -231,10 +285,14 @@ static mi_tensor *ms_grad_part(mi_tensor *packed, mi_tensor *const *in, int i)
 
 static mi_mlp_scan_rule ms_rule_of(const mi_attrs *at)
 {
-    return (mi_mlp_scan_rule){.momentum = at->index & MI_MLP_SCAN_MOMENTUM,
-                              .yaad = at->index & MI_MLP_SCAN_YAAD,
-                              .decay_first = at->index & MI_MLP_SCAN_DECAY_FIRST,
-                              .sign_sharpness = at->p};
+    int64_t f = at->index;
+    bool lq = f & MI_MLP_SCAN_LQ, kl = f & MI_MLP_SCAN_KL;
+    return (mi_mlp_scan_rule){.momentum = f & MI_MLP_SCAN_MOMENTUM,
+                              .yaad = f & MI_MLP_SCAN_YAAD, .lp = f & MI_MLP_SCAN_LP,
+                              .decay_first = f & MI_MLP_SCAN_DECAY_FIRST,
+                              .sign_sharpness = at->p, .lp_p = at->p, .lp_eps = at->eps,
+                              .read = lq ? MI_MLP_READ_LQ : kl ? MI_MLP_READ_KL : MI_MLP_READ_STATE,
+                              .lq_q = at->scalar, .lq_eps = at->lo, .kl_scale = at->scalar};
 }
 
 static mi_tensor *ms_backward(const mi_node *nd, mi_tensor *g)
@@ -264,8 +322,8 @@ static mi_tensor *mlp_scan_vjp(const mi_node *nd, int i, mi_tensor *g)
     return packed ? ms_grad_part(packed, nd->inputs, i) : NULL;
 }
 
-/* Small sizes: gd and momentum, ℓ2 and yaad (a smooth sign, and the exact
- * one), decay_first, T = 1 (the generation step). Gates well inside their ranges; yaad's
+/* Small sizes: gd and momentum, ℓ2, yaad (a smooth sign, and the exact
+ * one) and lp, the lq and kl reads, decay_first, T = 1 (the generation step). Gates well inside their ranges; yaad's
  * δ either 0.02 or 50 per token, far below or above the error norms (≈ 1–3),
  * so that both branches occur and no finite difference crosses the switch
  * (it would not be a derivative). */
@@ -280,17 +338,29 @@ static int ex_mlp_scan(mi_rng *r, int variant, mi_tensor **in, mi_attrs *a)
     case 4: a->index = MI_MLP_SCAN_MOMENTUM, N = 1, T = 1, d = 2, h = 3; break;
     case 5: a->index = MI_MLP_SCAN_DECAY_FIRST | MI_MLP_SCAN_YAAD, a->p = 2; break;
     case 6: a->index = MI_MLP_SCAN_DECAY_FIRST | MI_MLP_SCAN_MOMENTUM; break;
+    case 7: a->index = MI_MLP_SCAN_LP | MI_MLP_SCAN_LQ, a->p = 3, a->eps = 1e-3, a->scalar = 4,
+            a->lo = 1e-6; break;
+    case 8: a->index = MI_MLP_SCAN_KL, a->scalar = 3; break;
+    case 9: a->index = MI_MLP_SCAN_KL | MI_MLP_SCAN_DECAY_FIRST | MI_MLP_SCAN_LP, a->p = 3,
+            a->eps = 1e-3, a->scalar = 3; break;
     default: return 0;
     }
     int64_t copies = a->index & MI_MLP_SCAN_MOMENTUM ? 4 : 2;
-    in[0] = ex_uniform(r, MI_SHAPE(N, copies * d * h), -0.6, 0.6);
+    /* with a read: a wider state (lq reads it shrunk, kl's rows are then not
+     * near uniform) and a smaller η, α near 1; near-uniform rows or small
+     * weights make the recurrence amplify rounding (f32 against f64 past
+     * 1e-4) */
+    bool read = a->index & (MI_MLP_SCAN_LQ | MI_MLP_SCAN_KL);
+    double w = read ? 2 : 0.6;
+    in[0] = ex_uniform(r, MI_SHAPE(N, copies * d * h), -w, w);
     in[1] = ex_normal(r, MI_SHAPE(N, T, d));
     in[2] = ex_normal(r, MI_SHAPE(N, T, d));
     in[3] = ex_normal(r, MI_SHAPE(N, T, d));
     /* η, α, μ, δ */
     mi_tensor *g = ex_uniform(r, MI_SHAPE(N, T, MS_GATES), 0, 1);
     if (!g) return 0;
-    double lo[MS_GATES - 1] = {0.05, 0.6, 0.2}, hi[MS_GATES - 1] = {0.3, 1.0, 0.8};
+    double lo[MS_GATES - 1] = {read ? 0.01 : 0.05, read ? 0.9 : 0.6, 0.2};
+    double hi[MS_GATES - 1] = {read ? 0.05 : 0.3, 1.0, 0.8};
     for (int64_t i = 0; i < g->numel; i++) {
         int c = (int)(i % MS_GATES);
         double u = mi_get(g, i);
@@ -322,12 +392,21 @@ const mi_op mi_op_mlp_scan_backward = {
     .arity = MS_IN + 1, .flags = MI_OP_NONDIFF, .shape = mlp_scan_backward_shape,
     KERNELS(mlp_scan_backward), .examples = ex_mlp_scan_backward};
 
+/* The rule as attributes: index = the flags, p = yaad's sharpness or lp's
+ * p, eps = lp's ε, scalar = lq's q or kl's c, lo = lq's ε. */
 static mi_attrs ms_attrs(const mi_mlp_scan_rule *rule)
 {
+    bool lq = rule->read == MI_MLP_READ_LQ, kl = rule->read == MI_MLP_READ_KL;
     mi_attrs at = {.index = (rule->momentum ? MI_MLP_SCAN_MOMENTUM : 0) |
                             (rule->yaad ? MI_MLP_SCAN_YAAD : 0) |
-                            (rule->decay_first ? MI_MLP_SCAN_DECAY_FIRST : 0),
-                   .p = rule->yaad ? rule->sign_sharpness : 0};
+                            (rule->lp ? MI_MLP_SCAN_LP : 0) |
+                            (rule->decay_first ? MI_MLP_SCAN_DECAY_FIRST : 0) |
+                            (lq ? MI_MLP_SCAN_LQ : 0) | (kl ? MI_MLP_SCAN_KL : 0),
+                   .p = rule->yaad ? rule->sign_sharpness : rule->lp ? rule->lp_p : 0,
+                   .eps = rule->lp ? rule->lp_eps : 0,
+                   .scalar = lq ? rule->lq_q : kl ? rule->kl_scale : 0,
+                   .lo = lq ? rule->lq_eps : 0};
+    if (rule->read != MI_MLP_READ_STATE && !lq && !kl) at.index = -1; /* refused by ms_check */
     return at;
 }
 

@@ -1,8 +1,9 @@
 /* mlp_scan's kernels, written once and included by mlp_scan.c per dtype,
  * with MS_T the element type, MS(x) the name x with the dtype's suffix,
- * MS_GEMV the cblas matrix-vector product, MS_ERF, MS_EXP, MS_TANH, MS_SQRT
- * the libm functions. The math is stated in mlp_scan.c's top comment; the
- * dimensions (ms_dims), the flags and the OpenMP helpers come from there.
+ * MS_GEMV the cblas matrix-vector product, MS_ERF, MS_EXP, MS_LOG, MS_POW,
+ * MS_TANH, MS_SQRT the libm functions. The math is stated in mlp_scan.c's
+ * top comment; the dimensions (ms_dims), the flags and the OpenMP helpers
+ * come from there, the bias and the reads from mlp_scan_rules_impl.h.
  * Not a header of its own: no guard. */
 
 /* y = c op(A) x (+ y with acc), A [rows, cols] row-major; op(A) = Aᵀ with
@@ -73,40 +74,43 @@ static void MS(read)(const ms_dims *k, const MS_T *W, MS_T c, const MS_T *x, con
     }
 }
 
-/* The inner gradient's factors at c W (c = α_t with decay_first, else 1) on
- * token (k, v) with threshold δ:
- *   e  = y − v (ℓ2, MIRAS Eq. 4), or for yaad (MIRAS eq:huber-loss)
- *        e = y − v if ‖y − v‖ ≤ δ, else δ tanh(a (y − v)) (a = ∞: δ sign(y − v))
+/* The inner gradient's factors at c W on token (k, v) with threshold δ:
+ *   e  = ∂ℓ/∂y at y − v (bias_error)
  *   δ1 = LN'ᵀ e,  δ2 = gelu'(a) ⊙ W1ᵀ δ1  (∂ℓ/∂W1 = δ1 sᵀ, ∂ℓ/∂W2 = δ2 kᵀ) */
-static void MS(inner)(const ms_dims *k, const MS_T *W, const MS_T *x, const MS_T *v,
+static void MS(inner)(const ms_dims *k, const MS_T *W, MS_T c, const MS_T *x, const MS_T *v,
                       const MS_T *gate, const MS(act) *o)
 {
     int64_t d = k->d, h = k->h;
-    MS_T delta = gate[3], c = k->decay_first ? gate[1] : 1;
     MS(read)(k, W, c, x, o);
-    MS_T nrm = 0;
-    for (int64_t i = 0; i < d; i++) {
-        o->e[i] = o->y[i] - v[i];
-        nrm += o->e[i] * o->e[i];
-    }
-    bool l2 = !k->yaad || MS_SQRT(nrm) <= delta;
-    *o->sw = l2 ? 1 : 0;
-    if (!l2)
-        for (int64_t i = 0; i < d; i++)
-            o->e[i] = delta * (isinf(k->sharp) ? (MS_T)((o->e[i] > 0) - (o->e[i] < 0))
-                                               : MS_TANH((MS_T)k->sharp * o->e[i]));
+    for (int64_t i = 0; i < d; i++) o->e[i] = o->y[i] - v[i];
+    *o->sw = MS(bias_error)(k, d, gate[3], o->e);
     MS(ln_back)(d, o->e, o->zh, *o->r, o->dl1);
     MS(mv)(true, d, h, c, W, o->dl1, false, o->mv);
     for (int64_t j = 0; j < h; j++) o->dl2[j] = o->gp[j] * o->mv[j];
+}
+
+/* inner at the weights of state A: at c A (c = α_t with decay_first, else
+ * 1), or with a read at R(c A), put in wbuf. */
+static void MS(inner_at)(const ms_dims *k, const MS_T *A, const MS_T *x, const MS_T *v,
+                         const MS_T *gate, MS_T *wbuf, const MS(act) *o)
+{
+    MS_T c = k->decay_first ? gate[1] : 1;
+    if (k->read == MI_MLP_READ_STATE) {
+        MS(inner)(k, A, c, x, v, gate, o);
+        return;
+    }
+    MS(wread)(k, A, c, wbuf);
+    MS(inner)(k, wbuf, 1, x, v, gate, o);
 }
 
 /* The write of one token, in place (MIRAS Eq. 3; Titans §3.1 with momentum):
  *   gd:       W ← α W − η g
  *   momentum: S ← μ S − η g,  W ← α W + S
  * with g = (δ1 sᵀ, δ2 kᵀ) from inner's act (taken at α W with decay_first,
- * gated DeltaNet's order). */
+ * gated DeltaNet's order). The state is A (W with no read); with a read
+ * then W_t = R(A_t) into wt, after kl's boundary (boundary_read). */
 static void MS(step)(const ms_dims *k, MS_T *state, const MS_T *x, const MS_T *gate,
-                     const MS(act) *o)
+                     const MS(act) *o, MS_T *wt)
 {
     int64_t d = k->d, h = k->h, m = 2 * d * h;
     MS_T eta = gate[0], alpha = gate[1], mu = gate[2];
@@ -129,6 +133,10 @@ static void MS(step)(const ms_dims *k, MS_T *state, const MS_T *x, const MS_T *g
             }
         }
     }
+    if (k->read == MI_MLP_READ_KL)
+        MS(boundary_read)(k, state, wt);
+    else if (k->read == MI_MLP_READ_LQ)
+        MS(wread)(k, state, 1, wt);
 }
 
 /* Forward: per sequence, the state in the output's slot; per token the
@@ -140,7 +148,8 @@ static void MS(mlp_scan)(mi_tensor *o, mi_tensor *const *in, const mi_attrs *at)
     int64_t N = k.N, T = k.T, d = k.d, P = k.P, width = T * d + P;
     const MS_T *W0 = in[0]->data, *Q = in[1]->data, *K = in[2]->data, *V = in[3]->data;
     const MS_T *Gt = in[4]->data;
-    int64_t per = ms_act_elems(&k);
+    int64_t nr = ms_read_elems(&k), per = ms_act_elems(&k) + (k.read ? 2 * nr : 0);
+    /* act, R(A_{t−1}), R(A_t) */
     mi_scope *sc = mi_scope_current();
     int n_thr = ms_threads(N, N * T * P);
     size_t bytes = sizeof(MS_T) * (size_t)(per * n_thr);
@@ -153,15 +162,18 @@ static void MS(mlp_scan)(mi_tensor *o, mi_tensor *const *in, const mi_attrs *at)
     MS_PRAGMA(omp parallel for num_threads(n_thr) schedule(static))
     for (int64_t n = 0; n < N; n++) {
         MS(act) x;
-        MS(act_carve)(&x, scratch + per * ms_thread(), &k);
+        MS_T *wg = MS(act_carve)(&x, scratch + per * ms_thread(), &k), *wt = wg + nr;
         MS_T *Y = (MS_T *)o->data + n * width, *state = Y + T * d;
         memcpy(state, W0 + n * P, sizeof(MS_T) * (size_t)P);
         for (int64_t t = 0; t < T; t++) {
             int64_t nt = n * T + t;
             const MS_T *gate = Gt + nt * MS_GATES;
-            MS(inner)(&k, state, K + nt * d, V + nt * d, gate, &x);
-            MS(step)(&k, state, K + nt * d, gate, &x);
-            MS(read)(&k, state, 1, Q + nt * d, &x);
+            if (k.read && t > 0 && !k.decay_first) /* R(A_{t−1}): the last token's read */
+                MS(inner)(&k, wt, 1, K + nt * d, V + nt * d, gate, &x);
+            else
+                MS(inner_at)(&k, state, K + nt * d, V + nt * d, gate, wg, &x);
+            MS(step)(&k, state, K + nt * d, gate, &x, wt);
+            MS(read)(&k, k.read ? wt : state, 1, Q + nt * d, &x);
             memcpy(Y + t * d, x.y, sizeof(MS_T) * (size_t)d);
         }
     }
@@ -174,6 +186,7 @@ typedef struct MS(work) {
     MS_T *g1s, *g2d;            /* [d] G̃1 s, G̃2ᵀ δ2 */
     MS_T *gs, *ga, *gm;         /* [h] ∂L/∂ of s, a, mv */
     MS_T *g2k;                  /* [h] G̃2 k */
+    MS_T *wg, *wt, *gr, *j;     /* [P] with a read: R(c A_{t−1}), R(A_t), ∂L/∂R(A_t), J */
 } MS(work);
 
 static MS_T *MS(work_carve)(MS(work) *w, MS_T *p, const ms_dims *k)
@@ -182,6 +195,9 @@ static MS_T *MS(work_carve)(MS(work) *w, MS_T *p, const ms_dims *k)
     MS_T **nh[] = {&w->gs, &w->ga, &w->gm, &w->g2k};
     for (size_t i = 0; i < 6; i++, p += k->d) *nd[i] = p;
     for (size_t i = 0; i < 4; i++, p += k->h) *nh[i] = p;
+    MS_T **np[] = {&w->wg, &w->wt, &w->gr, &w->j};
+    int64_t nr = k->read ? ms_read_elems(k) : 0;
+    for (size_t i = 0; i < 4; i++) *np[i] = k->read ? p : NULL, p += nr;
     return p;
 }
 
@@ -219,7 +235,44 @@ static void MS(fold)(MS_T *G, const MS_T *Wp, int64_t rows, int64_t cols, MS_T a
     *gw += sg, *jw += sj;
 }
 
-/* The vjp of token t, with Wp = W_{t−1} (and S_{t−1}) its inner act ik (at Wp
+/* lq's read W = σ A of one matrix [rows, cols] (σ = S^(−r/2), S = ‖A‖_F² + ε):
+ * ∂L/∂A of GR = a bᵀ (= ∂L/∂W) into G without writing GR out:
+ *   ∂L/∂A = σ GR − r σ ⟨GR, A⟩ A / S = σ a bᵀ − κ A,  κ = r ⟨GR, W⟩ / S
+ * with gw = ⟨GR, W⟩ from the read's products. */
+static void MS(lq_add)(const ms_dims *k, MS_T *G, const MS_T *A, int64_t rows, int64_t cols,
+                       MS_T S, const MS_T *a, const MS_T *b, MS_T gw)
+{
+    if (!(S > 0)) return; /* W = 0 whatever A (ε = 0, A = 0): no gradient */
+    MS_T r = (MS_T)((k->rq - 2) / k->rq), sig = MS_POW(S, -r / 2), kap = r * gw / S;
+    for (int64_t i = 0; i < rows; i++) {
+        MS_T *g = G + i * cols, ai = sig * a[i];
+        const MS_T *x = A + i * cols;
+        MS_PRAGMA(omp simd)
+        for (int64_t j = 0; j < cols; j++) g[j] += ai * b[j] - kap * x[j];
+    }
+}
+
+/* fold for lq's read of the inner gradient's weights, W = σ X, X = c A_{t−1}
+ * (σ = S^(−r/2), S = ‖X‖_F² + ε), one matrix: with J = ∂L/∂W,
+ *   ∂L/∂X = σ J − r σ ⟨J, X⟩ X / S,  ∂L/∂A_{t−1} = c ∂L/∂X
+ *   G ← α G + c σ J − κ A_{t−1},  κ = c³ r σ ⟨J, A_{t−1}⟩ / S
+ * adds ⟨G, A_{t−1}⟩ to *gw and ⟨∂L/∂X, A_{t−1}⟩ = σ ⟨J, A⟩ (1 − r (S − ε)/S)
+ * to *jw. */
+static void MS(lq_fold)(const ms_dims *k, MS_T *G, const MS_T *A, int64_t rows, int64_t cols,
+                        MS_T alpha, MS_T c, MS_T S, const MS_T *a0, const MS_T *b0,
+                        const MS_T *a1, const MS_T *b1, MS_T *gw, MS_T *jw)
+{
+    MS_T r = (MS_T)((k->rq - 2) / k->rq), sig = S > 0 ? MS_POW(S, -r / 2) : 0, sg = 0, sj = 0;
+    MS(fold)(G, A, rows, cols, alpha, c * sig, a0, b0, a1, b1, &sg, &sj);
+    MS_T kap = S > 0 ? c * c * c * r * sig * sj / S : 0;
+    int64_t n = rows * cols;
+    MS_PRAGMA(omp simd)
+    for (int64_t i = 0; i < n; i++) G[i] -= kap * A[i];
+    *gw += sg;
+    *jw += S > 0 ? sig * sj * (1 - r * (S - (MS_T)k->reps) / S) : 0;
+}
+
+/* The vjp of token t, with Ap = W_{t−1} (and S_{t−1}) its inner act ik (at Ap
  * on k_t), W_t's read ra on q_t; on entry G = ∂L/∂W_t less the read's part,
  * H = ∂L/∂S_t (momentum); on return ∂L/∂W_{t−1}, ∂L/∂S_{t−1}.
  *   read:   gz = LN'ᵀ gy, G1 += gz sᵀ, ga = gelu'(a) ⊙ W1ᵀ gz, G2 += ga qᵀ,
@@ -237,25 +290,56 @@ static void MS(fold)(MS_T *G, const MS_T *Wp, int64_t rows, int64_t cols, MS_T a
  *           y = k + ẑ: gẑ += gdiff, gk += gdiff;
  *           gz = LN'ᵀ gẑ − gr r² ẑ / d (∂r/∂z = −r² ẑ / d);
  *           J1 += gz sᵀ, gs += W1ᵀ gz, ga += gs ⊙ gp, J2 = ga kᵀ, gk += W2ᵀ ga
- *   G ← α G + J. */
-static void MS(token_backward)(const ms_dims *k, const MS_T *Wp, const MS_T *Wt, MS_T *G,
+ *   G ← α G + J.
+ * With a read (state A, weights R(A)): the read's part ∂L/∂R(A_t) goes
+ * through wread_back (and kl's boundary_back) into G, the inner gradient's
+ * J = ∂L/∂R(c A_{t−1}) through wread_back at c A_{t−1}, and G ← α G + c R'ᵀJ
+ * (gα: ⟨G, A_{t−1}⟩, + ⟨R'ᵀJ, A_{t−1}⟩ with decay_first). Ap, At: the
+ * states A_{t−1}, A_t; with a read rt = R(A_t) and rg = R(A_{t−1}) (NULL
+ * with decay_first: R(α_t A_{t−1}) is computed here). */
+static void MS(token_backward)(const ms_dims *k, const MS_T *Ap, const MS_T *At, MS_T *G,
                                MS_T *H, const MS_T *q, const MS_T *kt, const MS_T *v,
                                const MS_T *gate, const MS(act) *ik, const MS(act) *ra,
                                const MS_T *gy, MS_T *gq, MS_T *gk, MS_T *gv, MS_T *ggate,
-                               const MS(work) *w)
+                               const MS_T *rg, const MS_T *rt, const MS(work) *w)
 {
     int64_t d = k->d, h = k->h, dh = d * h, m = 2 * dh;
     MS_T eta = gate[0], alpha = gate[1], mu = gate[2], delta = gate[3];
     MS_T c = k->decay_first ? alpha : 1; /* the inner gradient at c W_{t−1} */
-    /* the read y_t = M_{W_t}(q_t) */
+    /* the weights: Wt read at y, Wp (at scale cp) where the inner gradient is taken */
+    const MS_T *Wt = At, *Wp = Ap;
+    MS_T cp = c, *GR = G;
+    bool lq = k->read == MI_MLP_READ_LQ, kl = k->read == MI_MLP_READ_KL;
+    if (k->read) {
+        if (!rg) MS(wread)(k, Ap, c, w->wg);
+        Wt = rt, Wp = rg ? rg : w->wg, cp = 1, GR = kl ? w->gr : G;
+        if (kl) memset(GR, 0, sizeof(MS_T) * (size_t)m);
+    }
+    /* the read y_t = M_{W_t}(q_t); with lq ∂L/∂A_t of W = σ A as the outer
+     * products: G += σ GR − κ A, κ = r ⟨GR, W⟩ / S (lq_vjp_terms) */
     MS(read)(k, Wt, 1, q, ra);
     MS(ln_back)(d, gy, ra->zh, *ra->r, w->gz);
     MS(mv)(true, d, h, 1, Wt, w->gz, false, w->gs);
-    for (int64_t j = 0; j < h; j++) w->ga[j] = w->gs[j] * ra->gp[j];
-    MS(add_outer)(G, d, h, w->gz, ra->s);
-    MS(add_outer)(G + dh, h, d, w->ga, q);
+    MS_T gw1 = 0, gw2 = 0; /* ⟨GR1, W1⟩ = ⟨W1ᵀ gz, s⟩, ⟨GR2, W2⟩ = ⟨W2ᵀ ga, q⟩ */
+    for (int64_t j = 0; j < h; j++) {
+        gw1 += w->gs[j] * ra->s[j];
+        w->ga[j] = w->gs[j] * ra->gp[j];
+    }
+    if (!lq) {
+        MS(add_outer)(GR, d, h, w->gz, ra->s);
+        MS(add_outer)(GR + dh, h, d, w->ga, q);
+    }
     memcpy(gq, gy, sizeof(MS_T) * (size_t)d);
     MS(mv)(true, h, d, 1, Wt + dh, w->ga, true, gq);
+    if (lq) {
+        for (int64_t i = 0; i < d; i++) gw2 += (gq[i] - gy[i]) * q[i];
+        MS(lq_add)(k, G, At, d, h, rt[m], w->gz, ra->s, gw1);
+        MS(lq_add)(k, G + dh, At + dh, h, d, rt[m + 1], w->ga, q, gw2);
+    } else if (kl) {
+        MS(wread_back)(k, Wt, GR, w->j);
+        for (int64_t i = 0; i < m; i++) G[i] += w->j[i];
+        MS(boundary_back)(k, Wt, G);
+    }
     /* the write: G̃ (H + G with momentum, in H) */
     MS_T *Gs = G;
     if (k->momentum) {
@@ -281,7 +365,7 @@ static void MS(token_backward)(const ms_dims *k, const MS_T *Wp, const MS_T *Wt,
         w->ga[j] = gdl2 * ik->mv[j] * (MS_T)MS_INV_SQRT_2PI * MS_EXP((MS_T)-0.5 * a * a) *
                    (2 - a * a);
     }
-    MS(mv)(false, d, h, c, Wp, w->gm, true, w->gdl1); /* gδ1 += c W1 gm */
+    MS(mv)(false, d, h, cp, Wp, w->gm, true, w->gdl1); /* gδ1 += c W1 gm */
     /* through δ1 = r (e − ē − ẑ ρ) */
     MS_T r = *ik->r, rho = 0, kap = 0, gr = 0;
     for (int64_t i = 0; i < d; i++) {
@@ -292,21 +376,7 @@ static void MS(token_backward)(const ms_dims *k, const MS_T *Wp, const MS_T *Wt,
     rho /= (MS_T)d, kap /= (MS_T)d, gr /= r;
     MS(ln_back)(d, w->gdl1, ik->zh, r, w->ge);
     /* e from y − v: ∂L/∂(y − v) into ge */
-    MS_T gdelta = 0;
-    if (*ik->sw == 0) {
-        for (int64_t i = 0; i < d; i++) {
-            MS_T diff = ik->y[i] - v[i];
-            if (isinf(k->sharp)) {
-                gdelta += w->ge[i] * (MS_T)((diff > 0) - (diff < 0));
-                w->ge[i] = 0;
-            } else {
-                MS_T th = MS_TANH((MS_T)k->sharp * diff);
-                gdelta += w->ge[i] * th;
-                w->ge[i] *= delta * (MS_T)k->sharp * (1 - th * th);
-            }
-        }
-    }
-    ggate[3] = gdelta;
+    ggate[3] = MS(bias_back)(k, d, ik->y, v, delta, *ik->sw, w->ge);
     for (int64_t i = 0; i < d; i++) {
         gv[i] = -w->ge[i];
         gk[i] += w->ge[i];
@@ -314,17 +384,37 @@ static void MS(token_backward)(const ms_dims *k, const MS_T *Wp, const MS_T *Wt,
     }
     MS(ln_back)(d, w->gzh, ik->zh, r, w->gz);
     for (int64_t i = 0; i < d; i++) w->gz[i] -= gr * r * r * ik->zh[i] / (MS_T)d;
-    MS(mv)(true, d, h, c, Wp, w->gz, true, w->gs); /* gs += c W1ᵀ gz */
+    MS(mv)(true, d, h, cp, Wp, w->gz, true, w->gs); /* gs += c W1ᵀ gz */
     for (int64_t j = 0; j < h; j++) w->ga[j] += w->gs[j] * ik->gp[j];
-    MS(mv)(true, h, d, c, Wp + dh, w->ga, true, gk); /* gk += c W2ᵀ ga */
+    MS(mv)(true, h, d, cp, Wp + dh, w->ga, true, gk); /* gk += c W2ᵀ ga */
     /* G ← α G + c J with gα = ⟨G, W_{t−1}⟩ (+ ⟨J, W_{t−1}⟩ with decay_first),
      * then gμ and H ← μ G̃ */
     MS_T galpha = 0, jw = 0, gmu = 0;
-    MS(fold)(G, Wp, d, h, alpha, c, ik->dl1, w->gm, w->gz, ik->s, &galpha, &jw);
-    MS(fold)(G + dh, Wp + dh, h, d, alpha, c, w->ga, kt, NULL, NULL, &galpha, &jw);
+    if (lq) {
+        /* W = σ X, X = c A_{t−1}: G ← α G + c σ J − κ A (lq_fold) */
+        MS(lq_fold)(k, G, Ap, d, h, alpha, c, Wp[m], ik->dl1, w->gm, w->gz, ik->s, &galpha,
+                    &jw);
+        MS(lq_fold)(k, G + dh, Ap + dh, h, d, alpha, c, Wp[m + 1], w->ga, kt, NULL, NULL,
+                    &galpha, &jw);
+    } else if (kl) {
+        /* J = ∂L/∂R(c A_{t−1}) written out, then R'ᵀ J = ∂L/∂(c A_{t−1}) in gr */
+        memset(w->j, 0, sizeof(MS_T) * (size_t)m);
+        MS(add_outer)(w->j, d, h, ik->dl1, w->gm);
+        MS(add_outer)(w->j, d, h, w->gz, ik->s);
+        MS(add_outer)(w->j + dh, h, d, w->ga, kt);
+        MS(wread_back)(k, Wp, w->j, w->gr);
+        for (int64_t i = 0; i < m; i++) {
+            galpha += G[i] * Ap[i];
+            jw += w->gr[i] * Ap[i];
+            G[i] = alpha * G[i] + c * w->gr[i];
+        }
+    } else {
+        MS(fold)(G, Ap, d, h, alpha, c, ik->dl1, w->gm, w->gz, ik->s, &galpha, &jw);
+        MS(fold)(G + dh, Ap + dh, h, d, alpha, c, w->ga, kt, NULL, NULL, &galpha, &jw);
+    }
     if (k->decay_first) galpha += jw;
     if (k->momentum) {
-        const MS_T *Sp = Wp + m;
+        const MS_T *Sp = Ap + m;
         for (int64_t i = 0; i < m; i++) {
             gmu += H[i] * Sp[i];
             H[i] *= mu;
@@ -337,7 +427,8 @@ static void MS(token_backward)(const ms_dims *k, const MS_T *Wp, const MS_T *Wt,
 /* Backward: per sequence, the forward's writes again keeping the state
  * before every K-th token (K = ⌈√T⌉); then segment by segment from the last,
  * the segment's states recomputed from its checkpoint (with each token's
- * inner act) and its tokens run backwards through token_backward.
+ * inner act, and with a read each state's R(A)) and its tokens run
+ * backwards through token_backward.
  * ⌈T/K⌉ + K + 1 state copies a thread. The packed output per sequence is
  * gstate [P], gq, gk, gv [T, d], ggates [T, 4]. */
 static void MS(mlp_scan_backward)(mi_tensor *o, mi_tensor *const *in, const mi_attrs *at)
@@ -347,7 +438,8 @@ static void MS(mlp_scan_backward)(mi_tensor *o, mi_tensor *const *in, const mi_a
     int64_t K = ms_segment(T), ncp = (T + K - 1) / K, na = ms_act_elems(&k);
     const MS_T *W0 = in[0]->data, *Q = in[1]->data, *Kx = in[2]->data, *V = in[3]->data;
     const MS_T *Gt = in[4]->data, *Gin = in[5]->data;
-    int64_t per = (ncp + K + 1) * P + (K + 1) * na + ms_work_elems(&k) + P;
+    int64_t nr = ms_read_elems(&k), nrd = k.read ? (K + 1) * nr : 0; /* R(A) of a segment */
+    int64_t per = (ncp + K + 1) * P + (K + 1) * na + ms_work_elems(&k) + P + nrd;
     mi_scope *sc = mi_scope_current();
     int n_thr = ms_threads(N, 4 * N * T * P);
     size_t bytes = sizeof(MS_T) * (size_t)(per * n_thr);
@@ -363,7 +455,7 @@ static void MS(mlp_scan_backward)(mi_tensor *o, mi_tensor *const *in, const mi_a
         MS_T *H = acts + (K + 1) * na; /* ∂L/∂S_t (momentum) */
         MS(work) w;
         MS(act) ra, ik;
-        MS(work_carve)(&w, H + P, &k);
+        MS_T *rd = MS(work_carve)(&w, H + P, &k);
         MS(act_carve)(&ra, acts + K * na, &k);
         MS_T *out = (MS_T *)o->data + n * ow, *G = out;
         MS_T *gQ = out + P, *gK = gQ + T * d, *gV = gK + T * d, *gG = gV + T * d;
@@ -374,8 +466,11 @@ static void MS(mlp_scan_backward)(mi_tensor *o, mi_tensor *const *in, const mi_a
             int64_t nt = n * T + t;
             if (t % K == 0) memcpy(cp + t / K * P, seg, sizeof(MS_T) * (size_t)P);
             MS(act_carve)(&ik, acts, &k);
-            MS(inner)(&k, seg, Kx + nt * d, V + nt * d, Gt + nt * MS_GATES, &ik);
-            MS(step)(&k, seg, Kx + nt * d, Gt + nt * MS_GATES, &ik);
+            if (k.read && t > 0 && !k.decay_first) /* R(A_{t−1}) from the last step */
+                MS(inner)(&k, w.wt, 1, Kx + nt * d, V + nt * d, Gt + nt * MS_GATES, &ik);
+            else
+                MS(inner_at)(&k, seg, Kx + nt * d, V + nt * d, Gt + nt * MS_GATES, w.wg, &ik);
+            MS(step)(&k, seg, Kx + nt * d, Gt + nt * MS_GATES, &ik, w.wt);
         }
         /* ∂L/∂ the final state: G (W, in the output's gstate slot) and H (S) */
         memcpy(G, gEnd, sizeof(MS_T) * (size_t)k.m);
@@ -383,21 +478,30 @@ static void MS(mlp_scan_backward)(mi_tensor *o, mi_tensor *const *in, const mi_a
         for (int64_t s = ncp - 1; s >= 0; s--) {
             int64_t t0 = s * K, t1 = t0 + K < T ? t0 + K : T;
             memcpy(seg, cp + s * P, sizeof(MS_T) * (size_t)P);
+            if (k.read) MS(wread)(&k, seg, 1, rd);
             for (int64_t t = t0; t < t1; t++) {
                 int64_t nt = n * T + t, j = t - t0;
                 MS_T *st = seg + j * P;
                 MS(act_carve)(&ik, acts + j * na, &k);
-                MS(inner)(&k, st, Kx + nt * d, V + nt * d, Gt + nt * MS_GATES, &ik);
+                if (k.read && !k.decay_first)
+                    MS(inner)(&k, rd + j * nr, 1, Kx + nt * d, V + nt * d, Gt + nt * MS_GATES,
+                              &ik);
+                else
+                    MS(inner_at)(&k, st, Kx + nt * d, V + nt * d, Gt + nt * MS_GATES, w.wg,
+                                 &ik);
                 memcpy(st + P, st, sizeof(MS_T) * (size_t)P);
-                MS(step)(&k, st + P, Kx + nt * d, Gt + nt * MS_GATES, &ik);
+                MS(step)(&k, st + P, Kx + nt * d, Gt + nt * MS_GATES, &ik,
+                         k.read ? rd + (j + 1) * nr : NULL);
             }
             for (int64_t t = t1 - 1; t >= t0; t--) {
                 int64_t nt = n * T + t, j = t - t0;
                 MS(act_carve)(&ik, acts + j * na, &k);
+                const MS_T *rg = k.read && !k.decay_first ? rd + j * nr : NULL;
                 MS(token_backward)(&k, seg + j * P, seg + (j + 1) * P, G, H, Q + nt * d,
                                    Kx + nt * d, V + nt * d, Gt + nt * MS_GATES, &ik, &ra,
                                    gY + t * d, gQ + t * d, gK + t * d, gV + t * d,
-                                   gG + t * MS_GATES, &w);
+                                   gG + t * MS_GATES, rg, k.read ? rd + (j + 1) * nr : NULL,
+                                   &w);
             }
         }
         if (k.momentum) memcpy(G + k.m, H, sizeof(MS_T) * (size_t)k.m);

@@ -140,24 +140,40 @@ mi_tensor *mi_cms_scan_backward(mi_tensor *u, mi_tensor *v, mi_tensor *eta, mi_t
 /* ---------------------------------------------------------------- mlp_scan
  * The MLP memory's per-token recurrence over a sequence (depth 2, d = dk =
  * dv, read after write), M_W(x) = x + LN(W1 gelu(W2 x)):
- *   g_t = ∇_W ℓ(M_W(k_t); v_t) at W_{t−1} or, decay_first, at α_t W_{t−1}
- *         (ℓ2: ½‖y − v‖²; yaad: the ℓ2/ℓ1 switch
- *         at δ_t with Sign ≈ tanh(a·), a = sign_sharpness, ∞: the exact sign)
- *   gd:  W_t = α_t W_{t−1} − η_t g_t;  momentum: S_t = μ_t S_{t−1} − η_t g_t,
- *        W_t = α_t W_{t−1} + S_t
- *   y_t = M_{W_t}(q_t)
+ *   g_t = ∇_W ℓ(M_W(k_t); v_t) at W = R(A_{t−1}) or, decay_first, at
+ *         R(α_t A_{t−1}) (ℓ2: ½‖y − v‖²; yaad: the ℓ2/ℓ1 switch at δ_t with
+ *         Sign ≈ tanh(a·), a = sign_sharpness, ∞: the exact sign; lp:
+ *         Σ_j √(e_j² + ε)^p)
+ *   gd:  A_t = α_t A_{t−1} − η_t g_t;  momentum: S_t = μ_t S_{t−1} − η_t g_t,
+ *        A_t = α_t A_{t−1} + S_t
+ *   y_t = M_{R(A_t)}(q_t)
+ * with the read R the identity (the state is W), or per weight matrix
+ * lq: R(A) = A / (‖A‖_F² + ε)^((q−2)/(2q)), or kl: R(L) = c·softmax(L) per row
+ * with L ← log c + log_softmax(L) after each write (gd only for both).
  * state0: W1 [N, d, h], W2 [N, h, d] (then S1, S2 of the same shapes with
  * momentum; any shape [N, ...] with those elements); q, k, v [N, T, d];
  * gates [N, T, 4] = (η, α, μ, δ) (α ≡ 1: no retention; μ and δ ignored
  * where unused). Returns y [N, T, d] and the final state in state (2 or 4
  * tensors shaped as state0; state may be NULL). First-order gradients only
  * (a fused reverse scan). */
-enum { MI_MLP_SCAN_MOMENTUM = 1, MI_MLP_SCAN_YAAD = 2, MI_MLP_SCAN_DECAY_FIRST = 4 };
+enum {
+    MI_MLP_SCAN_MOMENTUM = 1, MI_MLP_SCAN_YAAD = 2, MI_MLP_SCAN_DECAY_FIRST = 4,
+    MI_MLP_SCAN_LP = 8, MI_MLP_SCAN_LQ = 16, MI_MLP_SCAN_KL = 32
+};
+typedef enum mi_mlp_scan_read {
+    MI_MLP_READ_STATE = 0, /* W = A */
+    MI_MLP_READ_LQ,        /* W = A / (‖A‖_F² + lq_eps)^((lq_q−2)/(2 lq_q)) per matrix */
+    MI_MLP_READ_KL,        /* W = kl_scale · softmax(L) per row, L projected after each write */
+} mi_mlp_scan_read;
 typedef struct mi_mlp_scan_rule {
     bool momentum;    /* else gd */
-    bool yaad;        /* else the ℓ2 bias */
+    bool yaad;        /* the yaad bias */
+    bool lp;          /* the ℓp bias (neither: ℓ2) */
     bool decay_first; /* g_t at α_t W_{t−1} (gated DeltaNet's order), else at W_{t−1} */
     double sign_sharpness;
+    double lp_p, lp_eps;
+    mi_mlp_scan_read read;
+    double lq_q, lq_eps, kl_scale;
 } mi_mlp_scan_rule;
 mi_tensor *mi_mlp_scan(mi_tensor *const *state0, mi_tensor *q, mi_tensor *k, mi_tensor *v,
                        mi_tensor *gates, const mi_mlp_scan_rule *rule, mi_tensor **state);

@@ -1,42 +1,75 @@
 /* The fused per-token path of the MLP memory: with b = 1 (and in the
- * one-token step of generation) a memory=mlp of depth 2 with bias l2 or
- * yaad, retention none or l2, gd or momentum and one η, α, μ, δ per head is
- * one mlp_scan op over the sequence, not ~40 ops per token:
- *   g_t = ∇_W ℓ(M_{W_{t−1}}(k_t); v_t)                     (MIRAS Eq. 3)
- *   W_t = α_t W_{t−1} − η_t g_t                             (gd)
- *   S_t = μ_t S_{t−1} − η_t g_t,  W_t = α_t W_{t−1} + S_t    (momentum, Titans §3.1)
- *   y_t = M_{W_t}(q_t)
- * with α ≡ 1 for retention none, and with decay_first g_t at α_t W_{t−1}
- * (recurrence.c's header, the op's in ops/mlp_scan.c). Channel-wise gates,
- * other depths and every other component keep the composed path, and so does
- * materialize=true (the tests' reference). Not differentiable twice. */
+ * one-token step of generation) a memory=mlp of depth 2 with bias l2, yaad
+ * or lp, retention none, l2, lq (the Frobenius form) or kl (a constant
+ * scale c), gd or momentum (none or l2 retention only) and one η, α, μ, δ per
+ * head is one mlp_scan op over the sequence, not ~40 ops per token:
+ *   g_t = ∇_W ℓ(M_W(k_t); v_t) at W = read(A_{t−1})          (MIRAS Eq. 3)
+ *   A_t = α_t A_{t−1} − η_t g_t                             (gd)
+ *   S_t = μ_t S_{t−1} − η_t g_t,  A_t = α_t A_{t−1} + S_t    (momentum, Titans §3.1)
+ *   A_t ← boundary(A_t)                                     (kl)
+ *   y_t = M_{read(A_t)}(q_t)
+ * with α ≡ 1 for retention none, read the identity for none and l2, and
+ * with decay_first g_t at read(α_t A_{t−1}) (recurrence.c's header, the op's
+ * in ops/mlp_scan.c). Channel-wise gates, other depths, lq's paper form, a
+ * learned kl scale and every other component keep the composed path, and so
+ * does materialize=true (the tests' reference). Not differentiable twice. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "recurrence_mlp.h"
 
+/* A component parameter of the config by key, as a number. */
+static bool config_real(const mi_miras_config *c, const char *key, double *out)
+{
+    char text[64];
+    if (mi_miras_config_get(c, key, text, sizeof text) != 0) return false;
+    *out = strtod(text, NULL);
+    return true;
+}
+
+/* The op's bias and read for m's components; false where it has none. */
+static bool fused_components(const mi_miras *m, mi_mlp_scan_rule *rule)
+{
+    const mi_miras_config *c = &m->config;
+    const char *bias = m->bias->name, *ret = m->retention->name;
+    rule->yaad = !strcmp(bias, "yaad");
+    rule->lp = !strcmp(bias, "lp");
+    if (rule->yaad && !config_real(c, "sign_sharpness", &rule->sign_sharpness)) return false;
+    if (rule->lp && (!config_real(c, "p", &rule->lp_p) || !config_real(c, "abs_eps", &rule->lp_eps)))
+        return false;
+    if (!rule->yaad && !rule->lp && strcmp(bias, "l2")) return false;
+    rule->read = MI_MLP_READ_STATE;
+    if (!strcmp(ret, "lq")) {
+        char form[32];
+        if (mi_miras_config_get(c, "lq_form", form, sizeof form) != 0 ||
+            strncmp(form, "frobenius", 9) || !config_real(c, "q", &rule->lq_q) ||
+            !config_real(c, "lq_eps", &rule->lq_eps))
+            return false;
+        rule->read = MI_MLP_READ_LQ;
+    } else if (!strcmp(ret, "kl")) {
+        if (c->kl_scale_t) return false;
+        rule->read = MI_MLP_READ_KL;
+        rule->kl_scale = c->kl_scale;
+    } else if (strcmp(ret, "none") && strcmp(ret, "l2")) {
+        return false;
+    }
+    return true;
+}
+
 bool mlp_fused_rule(const mi_miras *m, const mi_miras_gates *gt, mi_mlp_scan_rule *rule)
 {
     const mi_miras_config *c = &m->config;
-    bool yaad = !strcmp(m->bias->name, "yaad");
-    bool momentum = !strcmp(m->algorithm->name, "momentum");
+    mi_mlp_scan_rule r = {.momentum = !strcmp(m->algorithm->name, "momentum"),
+                          .decay_first = c->decay_first};
     if (c->materialize || strcmp(m->memory->name, "mlp") || c->mlp_depth != 2 ||
-        (!yaad && strcmp(m->bias->name, "l2")) ||
-        (strcmp(m->retention->name, "none") && strcmp(m->retention->name, "l2")) ||
-        (!momentum && strcmp(m->algorithm->name, "gd")))
+        (!r.momentum && strcmp(m->algorithm->name, "gd")) || !fused_components(m, &r) ||
+        (r.momentum && r.read != MI_MLP_READ_STATE))
         return false;
     /* one gate per head: [N, T] */
     if (gt->eta->rank != 2 || (m->retention->uses_alpha && gt->alpha->rank != 2) ||
-        (momentum && gt->mu->rank != 2) || (yaad && gt->delta->rank != 2))
+        (r.momentum && gt->mu->rank != 2) || (r.yaad && gt->delta->rank != 2))
         return false;
-    double sharpness = 0;
-    if (yaad) {
-        char text[64];
-        if (mi_miras_config_get(c, "sign_sharpness", text, sizeof text) != 0) return false;
-        sharpness = strtod(text, NULL);
-    }
-    *rule = (mi_mlp_scan_rule){.momentum = momentum, .yaad = yaad,
-                               .decay_first = c->decay_first, .sign_sharpness = sharpness};
+    *rule = r;
     return true;
 }
 

@@ -1,0 +1,172 @@
+/* mlp_scan's rule pieces, written once and included by mlp_scan.c per dtype
+ * before mlp_scan_impl.h (the same macros: MS_T, MS(x), MS_EXP, MS_LOG,
+ * MS_POW, MS_SQRT, MS_TANH, MS_PRAGMA): the bias's error ∂ℓ/∂y and its
+ * derivative, and the weights' read from the state, W = R(A), with its vjp
+ * and the kl boundary. The math is stated in mlp_scan.c's top comment. Not
+ * a header of its own: no guard. */
+
+/* ∂ℓ/∂y from diff = y − v, in place, d entries, with threshold δ; returns the
+ * switch of yaad (1: the ℓ2 branch; 1 for the other biases).
+ *   ℓ2 (MIRAS Eq. 4):            e = diff
+ *   yaad (MIRAS eq:huber-loss):  e = diff if ‖diff‖ ≤ δ, else δ tanh(a diff)
+ *                                (a = ∞: δ sign(diff))
+ *   lp (MIRAS Variant 1, eq:lp-attentional-bias, with the smooth
+ *       |x| ≈ s(x) = √(x² + ε)): e = p s(diff)^(p−2) ⊙ diff */
+static MS_T MS(bias_error)(const ms_dims *k, int64_t d, MS_T delta, MS_T *e)
+{
+    if (k->lp) {
+        MS_T p = (MS_T)k->lp_p, eps = (MS_T)k->lp_eps;
+        for (int64_t i = 0; i < d; i++)
+            e[i] *= p * MS_POW(MS_SQRT(e[i] * e[i] + eps), p - 2);
+        return 1;
+    }
+    if (!k->yaad) return 1;
+    MS_T nrm = 0;
+    for (int64_t i = 0; i < d; i++) nrm += e[i] * e[i];
+    if (MS_SQRT(nrm) <= delta) return 1;
+    for (int64_t i = 0; i < d; i++)
+        e[i] = delta * (isinf(k->sharp) ? (MS_T)((e[i] > 0) - (e[i] < 0))
+                                        : MS_TANH((MS_T)k->sharp * e[i]));
+    return 0;
+}
+
+/* The vjp of bias_error: ge = ∂L/∂e in, ∂L/∂diff out (diff = y − v); the
+ * gradient of δ is returned (yaad's ℓ1 branch, else 0).
+ *   yaad:  ∂e/∂diff = δ a (1 − tanh²(a diff)) (a = ∞: 0), ∂e/∂δ = tanh(a diff)
+ *   lp:    ∂e_i/∂diff_i = p s^(p−4) (s² + (p − 2) diff_i²),  s = √(diff_i² + ε) */
+static MS_T MS(bias_back)(const ms_dims *k, int64_t d, const MS_T *y, const MS_T *v, MS_T delta,
+                          MS_T sw, MS_T *ge)
+{
+    if (k->lp) {
+        MS_T p = (MS_T)k->lp_p, eps = (MS_T)k->lp_eps;
+        for (int64_t i = 0; i < d; i++) {
+            MS_T diff = y[i] - v[i], s2 = diff * diff + eps;
+            ge[i] *= p * MS_POW(MS_SQRT(s2), p - 4) * (s2 + (p - 2) * diff * diff);
+        }
+        return 0;
+    }
+    if (sw != 0) return 0;
+    MS_T gdelta = 0;
+    for (int64_t i = 0; i < d; i++) {
+        MS_T diff = y[i] - v[i];
+        if (isinf(k->sharp)) {
+            gdelta += ge[i] * (MS_T)((diff > 0) - (diff < 0));
+            ge[i] = 0;
+        } else {
+            MS_T th = MS_TANH((MS_T)k->sharp * diff);
+            gdelta += ge[i] * th;
+            ge[i] *= delta * (MS_T)k->sharp * (1 - th * th);
+        }
+    }
+    return gdelta;
+}
+
+/* Weight l's rows and columns: W1 [d, h], W2 [h, d]. */
+static void MS(shape_of)(const ms_dims *k, int l, int64_t *rows, int64_t *cols)
+{
+    *rows = l == 0 ? k->d : k->h;
+    *cols = l == 0 ? k->h : k->d;
+}
+
+/* W = R(c A), both weights (c = α_t where the gradient is taken at α_t A
+ * with decay_first, else 1), W [m + 2] (ms_read_elems; lq: then S of each):
+ *   lq (MIRAS Variant 4, eq:q-norm, the Frobenius form of retention/lq.c):
+ *       W = X / (‖X‖_F² + ε)^(r/2) per matrix, X = c A, r = (q − 2)/q
+ *   kl (MIRAS Variant 1, eq:xmodel; retention/kl.c): W = c_kl softmax(X) per row */
+static void MS(wread)(const ms_dims *k, const MS_T *A, MS_T c, MS_T *W)
+{
+    for (int l = 0; l < 2; l++) {
+        int64_t rows, cols, n = k->d * k->h;
+        MS(shape_of)(k, l, &rows, &cols);
+        const MS_T *a = A + l * n;
+        MS_T *w = W + l * n;
+        if (k->read == MI_MLP_READ_LQ) {
+            MS_T sq = 0, r = (MS_T)((k->rq - 2) / k->rq);
+            MS_PRAGMA(omp simd reduction(+ : sq))
+            for (int64_t i = 0; i < n; i++) sq += a[i] * a[i];
+            W[k->m + l] = c * c * sq + (MS_T)k->reps;
+            /* S = 0 (ε = 0 and A = 0): W = 0, as lq_normalize */
+            MS_T s = W[k->m + l] > 0 ? c * MS_POW(W[k->m + l], -r / 2) : 0;
+            MS_PRAGMA(omp simd)
+            for (int64_t i = 0; i < n; i++) w[i] = s * a[i];
+            continue;
+        }
+        for (int64_t i = 0; i < rows; i++) {
+            const MS_T *ar = a + i * cols;
+            MS_T *wr = w + i * cols, mx = c * ar[0], sum = 0;
+            MS_PRAGMA(omp simd reduction(max : mx))
+            for (int64_t j = 1; j < cols; j++) mx = c * ar[j] > mx ? c * ar[j] : mx;
+            for (int64_t j = 0; j < cols; j++) sum += wr[j] = MS_EXP(c * ar[j] - mx);
+            MS_T f = (MS_T)k->kc / sum;
+            MS_PRAGMA(omp simd)
+            for (int64_t j = 0; j < cols; j++) wr[j] *= f;
+        }
+    }
+}
+
+/* The vjp of kl's read with respect to X = c L: GW = ∂L/∂W → out = ∂L/∂X,
+ * with W = R(X) as wread left it (lq's, a scale of each matrix, is
+ * written out where it is used: lq_add, lq_fold):
+ *   ∂L/∂X_ij = W_ij (GW_ij − Σ_l GW_il W_il / c_kl) */
+static void MS(wread_back)(const ms_dims *k, const MS_T *W, const MS_T *GW, MS_T *out)
+{
+    MS_T inv = 1 / (MS_T)k->kc;
+    for (int l = 0; l < 2; l++) {
+        int64_t rows, cols, at = l * k->d * k->h;
+        MS(shape_of)(k, l, &rows, &cols);
+        for (int64_t i = 0; i < rows; i++) {
+            const MS_T *wr = W + at + i * cols, *gr = GW + at + i * cols;
+            MS_T *orow = out + at + i * cols, dot = 0;
+            MS_PRAGMA(omp simd reduction(+ : dot))
+            for (int64_t j = 0; j < cols; j++) dot += gr[j] * wr[j];
+            dot *= inv;
+            MS_PRAGMA(omp simd)
+            for (int64_t j = 0; j < cols; j++) orow[j] = wr[j] * (gr[j] - dot);
+        }
+    }
+}
+
+/* kl's projection after each write (retention/kl.c's boundary), per row,
+ * and the read of its result, from the same exponentials:
+ *   L ← log c_kl + log_softmax(L),  W = c_kl softmax(L) */
+static void MS(boundary_read)(const ms_dims *k, MS_T *A, MS_T *W)
+{
+    MS_T lc = MS_LOG((MS_T)k->kc);
+    for (int l = 0; l < 2; l++) {
+        int64_t rows, cols, at = l * k->d * k->h;
+        MS(shape_of)(k, l, &rows, &cols);
+        for (int64_t i = 0; i < rows; i++) {
+            MS_T *ar = A + at + i * cols, *wr = W + at + i * cols, mx = ar[0], sum = 0;
+            MS_PRAGMA(omp simd reduction(max : mx))
+            for (int64_t j = 1; j < cols; j++) mx = ar[j] > mx ? ar[j] : mx;
+            for (int64_t j = 0; j < cols; j++) sum += wr[j] = MS_EXP(ar[j] - mx);
+            MS_T sh = lc - mx - MS_LOG(sum), f = (MS_T)k->kc / sum;
+            MS_PRAGMA(omp simd)
+            for (int64_t j = 0; j < cols; j++) {
+                ar[j] += sh;
+                wr[j] *= f;
+            }
+        }
+    }
+}
+
+/* The boundary's vjp in place, G = ∂L/∂L_after → ∂L/∂L_before, with W the
+ * read of the state after it (softmax(L) = W / c_kl on either side):
+ *   G_ij ← G_ij − (W_ij / c_kl) Σ_l G_il */
+static void MS(boundary_back)(const ms_dims *k, const MS_T *W, MS_T *G)
+{
+    MS_T inv = 1 / (MS_T)k->kc;
+    for (int l = 0; l < 2; l++) {
+        int64_t rows, cols;
+        MS(shape_of)(k, l, &rows, &cols);
+        for (int64_t i = 0; i < rows; i++) {
+            MS_T *g = G + l * k->d * k->h + i * cols, sum = 0;
+            const MS_T *w = W + l * k->d * k->h + i * cols;
+            MS_PRAGMA(omp simd reduction(+ : sum))
+            for (int64_t j = 0; j < cols; j++) sum += g[j];
+            sum *= inv;
+            MS_PRAGMA(omp simd)
+            for (int64_t j = 0; j < cols; j++) g[j] -= w[j] * sum;
+        }
+    }
+}
