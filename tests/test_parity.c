@@ -33,7 +33,7 @@ static const char *const transcendental[] = {
     "exp", "log", "sqrt", "rsqrt", "pow_scalar", "tanh", "sigmoid", "silu", "gelu", "erf",
     "softplus", "log_sigmoid", "logsumexp", "norm", "softmax", "log_softmax", "cross_entropy",
     "layer_norm", "rms_norm", "l2_normalize", "rope", "attention", "smooth_sign", "smooth_abs",
-    "lq_normalize", "sphere_retract", "cms_scan",
+    "lq_normalize", "sphere_retract", "cms_scan", "mlp_scan",
 };
 
 /* An op in the list, or its fused backward ("gelu_backward"). */

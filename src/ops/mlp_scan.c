@@ -59,49 +59,10 @@
  * Gradients of gradients are not provided: mlp_scan_backward is
  * non-differentiable and the vjp under create_graph fails with a message (the
  * composed recurrence, materialize=true, differentiates to any order). */
-#include <cblas.h>
-#include <limits.h>
-
-#include "internal.h"
-#include "blas.h"
-
-#ifdef _OPENMP
-#include <omp.h>
-#endif
-
-#define MS_IN 5
-#define MS_GATES 4
-#define MS_LN_EPS 1e-5
-#define MS_INV_SQRT_2PI 0.39894228040143267794
-#define MS_PRAGMA_(x) _Pragma(#x)
-#define MS_PRAGMA(x) MS_PRAGMA_(x)
+#include "mlp_scan_defs.h"
+#include "own_mlp_scan.h"
 
 static const char *const ms_names[MS_IN + 1] = {"state0", "q", "k", "v", "gates", "g"};
-
-typedef struct ms_dims {
-    int64_t N, T, d, h, m, P; /* m = 2·d·h: one copy of (W1, W2) */
-    bool momentum, yaad, lp, decay_first;
-    double sharp, lp_p, lp_eps;
-    mi_mlp_scan_read read;
-    double rq, reps, kc; /* lq's q and ε, kl's c */
-} ms_dims;
-
-static ms_dims ms_dims_of(mi_tensor *const *in, const mi_attrs *at)
-{
-    int64_t f = at->index;
-    ms_dims k = {.N = in[0]->shape[0], .T = in[2]->shape[1], .d = in[2]->shape[2],
-                 .P = in[0]->shape[1], .momentum = f & MI_MLP_SCAN_MOMENTUM,
-                 .yaad = f & MI_MLP_SCAN_YAAD, .lp = f & MI_MLP_SCAN_LP,
-                 .decay_first = f & MI_MLP_SCAN_DECAY_FIRST, .sharp = at->p, .lp_p = at->p,
-                 .lp_eps = at->eps,
-                 .read = (f & MI_MLP_SCAN_LQ)   ? MI_MLP_READ_LQ
-                         : (f & MI_MLP_SCAN_KL) ? MI_MLP_READ_KL
-                                                : MI_MLP_READ_STATE,
-                 .rq = at->scalar, .reps = at->lo, .kc = at->scalar};
-    k.m = k.momentum ? k.P / 2 : k.P;
-    k.h = k.m / (2 * k.d);
-    return k;
-}
 
 /* Checks the five inputs (and, for the backward op, g) and the attributes. */
 static int ms_check(const char *op, mi_tensor *const *in, int n, const mi_attrs *at)
@@ -201,45 +162,7 @@ static int mlp_scan_backward_shape(mi_tensor *const *in, int n, const mi_attrs *
     return 0;
 }
 
-/* Threads for a call: the sequences in parallel (one each) once the call
- * has ~64k multiply-adds; none inside another parallel region. */
-static int ms_threads(int64_t n_seq, int64_t work)
-{
-    int nt = 1;
-#ifdef _OPENMP
-    if (!omp_in_parallel() && work >= (1 << 16)) nt = omp_get_max_threads();
-#endif
-    return nt > n_seq ? (int)(n_seq > 0 ? n_seq : 1) : nt;
-}
-
-static int ms_thread(void)
-{
-#ifdef _OPENMP
-    return omp_get_thread_num();
-#else
-    return 0;
-#endif
-}
-
-/* K = ⌈√T⌉: the tokens between two checkpoints of the backward. */
-static int64_t ms_segment(int64_t T)
-{
-    int64_t k = 1;
-    while (k * k < T) k++;
-    return k;
-}
-
-/* The elements of one act and of one thread's backward work vectors
- * (mlp_scan_impl.h's act and work). */
-static int64_t ms_act_elems(const ms_dims *k) { return 5 * k->h + 4 * k->d + 2; }
-/* One read of the weights, R(A): W [m], then for lq S = ‖A‖_F² + ε of W1
- * and of W2 (mlp_scan_rules_impl.h's wread). */
-static int64_t ms_read_elems(const ms_dims *k) { return k->m + 2; }
-static int64_t ms_work_elems(const ms_dims *k)
-{
-    return 6 * k->d + 4 * k->h + (k->read ? 4 * ms_read_elems(k) : 0);
-}
-
+#define MS_KERNEL /* f32: also what OWN hands Yaad's bias to (own_mlp_scan.h) */
 #define MS_T float
 #define MS(x) x##_f32
 #define MS_GEMV cblas_sgemv
@@ -260,6 +183,8 @@ static int64_t ms_work_elems(const ms_dims *k)
 #undef MS_SQRT
 #undef MS_LOG
 #undef MS_POW
+#undef MS_KERNEL
+#define MS_KERNEL static
 #define MS_T double
 #define MS(x) x##_f64
 #define MS_GEMV cblas_dgemv
@@ -384,13 +309,16 @@ const mi_op mi_op_mlp_scan = {
     .formula = "W_t = a_t W_{t-1} - eta_t grad l(M_{W_{t-1}}(k_t); v_t) (or with momentum), "
                "y_t = M_{W_t}(q_t), M_W(x) = x + LN(W1 gelu(W2 x))",
     .arity = MS_IN, .flags = MI_OP_NO_GRADGRAD, .shape = mlp_scan_shape, KERNELS(mlp_scan),
+    .kernel[MI_BACKEND_OWN][MI_F32] = own_mlp_scan_f32,
     .vjp = mlp_scan_vjp, .vjp_all = mlp_scan_vjp_all, .examples = ex_mlp_scan};
 
 const mi_op mi_op_mlp_scan_backward = {
     .name = "mlp_scan_backward",
     .formula = "the reverse-time scan of mlp_scan's vjp (packed gradients)",
     .arity = MS_IN + 1, .flags = MI_OP_NONDIFF, .shape = mlp_scan_backward_shape,
-    KERNELS(mlp_scan_backward), .examples = ex_mlp_scan_backward};
+    KERNELS(mlp_scan_backward),
+    .kernel[MI_BACKEND_OWN][MI_F32] = own_mlp_scan_backward_f32,
+    .examples = ex_mlp_scan_backward};
 
 /* The rule as attributes: index = the flags, p = yaad's sharpness or lp's
  * p, eps = lp's ε, scalar = lq's q or kl's c, lo = lq's ε. */

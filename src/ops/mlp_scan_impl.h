@@ -142,7 +142,7 @@ static void MS(step)(const ms_dims *k, MS_T *state, const MS_T *x, const MS_T *g
 /* Forward: per sequence, the state in the output's slot; per token the
  * inner gradient at W_{t−1} (α_t W_{t−1} with decay_first), the write, then
  * y_t = M_{W_t}(q_t). */
-static void MS(mlp_scan)(mi_tensor *o, mi_tensor *const *in, const mi_attrs *at)
+MS_KERNEL void MS(mlp_scan)(mi_tensor *o, mi_tensor *const *in, const mi_attrs *at)
 {
     ms_dims k = ms_dims_of(in, at);
     int64_t N = k.N, T = k.T, d = k.d, P = k.P, width = T * d + P;
@@ -151,7 +151,7 @@ static void MS(mlp_scan)(mi_tensor *o, mi_tensor *const *in, const mi_attrs *at)
     int64_t nr = ms_read_elems(&k), per = ms_act_elems(&k) + (k.read ? 2 * nr : 0);
     /* act, R(A_{t−1}), R(A_t) */
     mi_scope *sc = mi_scope_current();
-    int n_thr = ms_threads(N, N * T * P);
+    int n_thr = scan_threads(N, N * T * P);
     size_t bytes = sizeof(MS_T) * (size_t)(per * n_thr);
     MS_T *scratch = mi_scope_alloc(sc, bytes);
     if (!scratch) { /* kernels cannot fail: zeros, never uninitialised memory */
@@ -162,7 +162,7 @@ static void MS(mlp_scan)(mi_tensor *o, mi_tensor *const *in, const mi_attrs *at)
     MS_PRAGMA(omp parallel for num_threads(n_thr) schedule(static))
     for (int64_t n = 0; n < N; n++) {
         MS(act) x;
-        MS_T *wg = MS(act_carve)(&x, scratch + per * ms_thread(), &k), *wt = wg + nr;
+        MS_T *wg = MS(act_carve)(&x, scratch + per * scan_thread(), &k), *wt = wg + nr;
         MS_T *Y = (MS_T *)o->data + n * width, *state = Y + T * d;
         memcpy(state, W0 + n * P, sizeof(MS_T) * (size_t)P);
         for (int64_t t = 0; t < T; t++) {
@@ -431,17 +431,17 @@ static void MS(token_backward)(const ms_dims *k, const MS_T *Ap, const MS_T *At,
  * backwards through token_backward.
  * ⌈T/K⌉ + K + 1 state copies a thread. The packed output per sequence is
  * gstate [P], gq, gk, gv [T, d], ggates [T, 4]. */
-static void MS(mlp_scan_backward)(mi_tensor *o, mi_tensor *const *in, const mi_attrs *at)
+MS_KERNEL void MS(mlp_scan_backward)(mi_tensor *o, mi_tensor *const *in, const mi_attrs *at)
 {
     ms_dims k = ms_dims_of(in, at);
     int64_t N = k.N, T = k.T, d = k.d, P = k.P, gw = T * d + P, ow = o->shape[1];
-    int64_t K = ms_segment(T), ncp = (T + K - 1) / K, na = ms_act_elems(&k);
+    int64_t K = scan_segment(T), ncp = (T + K - 1) / K, na = ms_act_elems(&k);
     const MS_T *W0 = in[0]->data, *Q = in[1]->data, *Kx = in[2]->data, *V = in[3]->data;
     const MS_T *Gt = in[4]->data, *Gin = in[5]->data;
     int64_t nr = ms_read_elems(&k), nrd = k.read ? (K + 1) * nr : 0; /* R(A) of a segment */
     int64_t per = (ncp + K + 1) * P + (K + 1) * na + ms_work_elems(&k) + P + nrd;
     mi_scope *sc = mi_scope_current();
-    int n_thr = ms_threads(N, 4 * N * T * P);
+    int n_thr = scan_threads(N, 4 * N * T * P);
     size_t bytes = sizeof(MS_T) * (size_t)(per * n_thr);
     MS_T *scratch = mi_scope_alloc(sc, bytes);
     if (!scratch) {
@@ -451,7 +451,7 @@ static void MS(mlp_scan_backward)(mi_tensor *o, mi_tensor *const *in, const mi_a
     blas_single_thread_once();
     MS_PRAGMA(omp parallel for num_threads(n_thr) schedule(static))
     for (int64_t n = 0; n < N; n++) {
-        MS_T *cp = scratch + per * ms_thread(), *seg = cp + ncp * P, *acts = seg + (K + 1) * P;
+        MS_T *cp = scratch + per * scan_thread(), *seg = cp + ncp * P, *acts = seg + (K + 1) * P;
         MS_T *H = acts + (K + 1) * na; /* ∂L/∂S_t (momentum) */
         MS(work) w;
         MS(act) ra, ik;

@@ -1,0 +1,59 @@
+/* What mlp_scan's kernels share (mlp_scan_impl.h and mlp_scan_rules_impl.h,
+ * built per dtype by mlp_scan.c for REF and by backend/cpu/own_mlp_scan.c for
+ * the OWN f32 kernels): the attributes as dimensions and flags, and the sizes
+ * of the kernels' scratch. The math is in mlp_scan.c's top comment. Private
+ * to ops/. */
+#ifndef MIRAS_MLP_SCAN_DEFS_H
+#define MIRAS_MLP_SCAN_DEFS_H
+
+#include <cblas.h>
+#include <limits.h>
+
+#include "internal.h"
+#include "blas.h"
+#include "scan_threads.h"
+
+#define MS_IN 5
+#define MS_GATES 4
+#define MS_LN_EPS 1e-5
+#define MS_INV_SQRT_2PI 0.39894228040143267794
+#define MS_PRAGMA_(x) _Pragma(#x)
+#define MS_PRAGMA(x) MS_PRAGMA_(x)
+
+typedef struct ms_dims {
+    int64_t N, T, d, h, m, P; /* m = 2·d·h: one copy of (W1, W2) */
+    bool momentum, yaad, lp, decay_first;
+    double sharp, lp_p, lp_eps;
+    mi_mlp_scan_read read;
+    double rq, reps, kc; /* lq's q and ε, kl's c */
+} ms_dims;
+
+static inline ms_dims ms_dims_of(mi_tensor *const *in, const mi_attrs *at)
+{
+    int64_t f = at->index;
+    ms_dims k = {.N = in[0]->shape[0], .T = in[2]->shape[1], .d = in[2]->shape[2],
+                 .P = in[0]->shape[1], .momentum = f & MI_MLP_SCAN_MOMENTUM,
+                 .yaad = f & MI_MLP_SCAN_YAAD, .lp = f & MI_MLP_SCAN_LP,
+                 .decay_first = f & MI_MLP_SCAN_DECAY_FIRST, .sharp = at->p, .lp_p = at->p,
+                 .lp_eps = at->eps,
+                 .read = (f & MI_MLP_SCAN_LQ)   ? MI_MLP_READ_LQ
+                         : (f & MI_MLP_SCAN_KL) ? MI_MLP_READ_KL
+                                                : MI_MLP_READ_STATE,
+                 .rq = at->scalar, .reps = at->lo, .kc = at->scalar};
+    k.m = k.momentum ? k.P / 2 : k.P;
+    k.h = k.m / (2 * k.d);
+    return k;
+}
+
+/* The elements of one act and of one thread's backward work vectors
+ * (mlp_scan_impl.h's act and work). */
+static inline int64_t ms_act_elems(const ms_dims *k) { return 5 * k->h + 4 * k->d + 2; }
+/* One read of the weights, R(A): W [m], then for lq S = ‖A‖_F² + ε of W1
+ * and of W2 (mlp_scan_rules_impl.h's wread). */
+static inline int64_t ms_read_elems(const ms_dims *k) { return k->m + 2; }
+static inline int64_t ms_work_elems(const ms_dims *k)
+{
+    return 6 * k->d + 4 * k->h + (k->read ? 4 * ms_read_elems(k) : 0);
+}
+
+#endif
