@@ -165,35 +165,14 @@ static int mlp_scan_backward_shape(mi_tensor *const *in, int n, const mi_attrs *
 #define MS_KERNEL /* f32: also what OWN hands Yaad's bias to (own_mlp_scan.h) */
 #define MS_T float
 #define MS(x) x##_f32
-#define MS_GEMV cblas_sgemv
-#define MS_ERF erff
-#define MS_EXP expf
-#define MS_TANH tanhf
-#define MS_SQRT sqrtf
-#define MS_LOG logf
-#define MS_POW powf
 #include "mlp_scan_rules_impl.h"
 #include "mlp_scan_impl.h"
 #undef MS_T
 #undef MS
-#undef MS_GEMV
-#undef MS_ERF
-#undef MS_EXP
-#undef MS_TANH
-#undef MS_SQRT
-#undef MS_LOG
-#undef MS_POW
 #undef MS_KERNEL
 #define MS_KERNEL static
 #define MS_T double
 #define MS(x) x##_f64
-#define MS_GEMV cblas_dgemv
-#define MS_ERF erf
-#define MS_EXP exp
-#define MS_TANH tanh
-#define MS_SQRT sqrt
-#define MS_LOG log
-#define MS_POW pow
 #include "mlp_scan_rules_impl.h"
 #include "mlp_scan_impl.h"
 

@@ -20,6 +20,18 @@
 #define MS_PRAGMA_(x) _Pragma(#x)
 #define MS_PRAGMA(x) MS_PRAGMA_(x)
 
+/* The math of the element type MS_T (float or double, set by the file that
+ * builds the kernels): libm's f-suffixed functions and cblas's s-routines for
+ * float. */
+#define MS_MATH(fn) _Generic((MS_T)0, float: fn##f, default: fn)
+#define MS_ERF MS_MATH(erf)
+#define MS_EXP MS_MATH(exp)
+#define MS_TANH MS_MATH(tanh)
+#define MS_SQRT MS_MATH(sqrt)
+#define MS_LOG MS_MATH(log)
+#define MS_POW MS_MATH(pow)
+#define MS_GEMV _Generic((MS_T)0, float: cblas_sgemv, default: cblas_dgemv)
+
 typedef struct ms_dims {
     int64_t N, T, d, h, m, P; /* m = 2·d·h: one copy of (W1, W2) */
     bool momentum, yaad, lp, decay_first;

@@ -1,10 +1,10 @@
-/* mlp_scan's kernels, written once and included by mlp_scan.c per dtype,
- * with MS_T the element type, MS(x) the name x with the dtype's suffix,
- * MS_GEMV the cblas matrix-vector product, MS_ERF, MS_EXP, MS_LOG, MS_POW,
- * MS_TANH, MS_SQRT the libm functions. The math is stated in mlp_scan.c's
- * top comment; the dimensions (ms_dims), the flags and the OpenMP helpers
- * come from there, the bias and the reads from mlp_scan_rules_impl.h.
- * Not a header of its own: no guard. */
+/* mlp_scan's kernels, written once and included per dtype and backend (by
+ * mlp_scan.c for REF, by backend/cpu/own_mlp_scan.c for OWN f32), with MS_T
+ * the element type, MS(x) the kernel's name and MS_KERNEL its linkage. The
+ * math is stated in mlp_scan.c's top comment; the dimensions (ms_dims), the
+ * flags and the dtype's math functions (MS_GEMV, MS_EXP, …) come from
+ * mlp_scan_defs.h, the threads from scan_threads.h, the bias and the reads
+ * from mlp_scan_rules_impl.h. Not a header of its own: no guard. */
 
 /* y = c op(A) x (+ y with acc), A [rows, cols] row-major; op(A) = Aᵀ with
  * trans. c scales the weights read at c W (decay_first: c = α_t). */

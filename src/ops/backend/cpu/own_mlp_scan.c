@@ -13,13 +13,6 @@
 #define MS_KERNEL static
 #define MS_T float
 #define MS(x) fast_##x##_f32
-#define MS_GEMV cblas_sgemv
-#define MS_ERF erff
-#define MS_EXP expf
-#define MS_TANH tanhf
-#define MS_SQRT sqrtf
-#define MS_LOG logf
-#define MS_POW powf
 #include "mlp_scan_rules_impl.h"
 #include "mlp_scan_impl.h"
 
