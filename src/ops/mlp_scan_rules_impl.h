@@ -1,6 +1,6 @@
-/* mlp_scan's rule pieces, written once and included by mlp_scan.c per dtype
- * before mlp_scan_impl.h (the same macros: MS_T, MS(x), MS_EXP, MS_LOG,
- * MS_POW, MS_SQRT, MS_TANH, MS_PRAGMA): the bias's error ∂ℓ/∂y and its
+/* mlp_scan's rule pieces, written once and included before mlp_scan_impl.h
+ * per dtype and backend (the same macros: MS_T, MS(x), and mlp_scan_defs.h's
+ * math functions and MS_PRAGMA): the bias's error ∂ℓ/∂y and its
  * derivative, and the weights' read from the state, W = R(A), with its vjp
  * and the kl boundary. The math is stated in mlp_scan.c's top comment. Not
  * a header of its own: no guard. */
