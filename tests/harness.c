@@ -155,3 +155,13 @@ mi_miras_config preset_config(const mi_preset *p)
     ck_assert_msg(mi_preset_config(p, &c) == 0, "preset %s: %s", p->name, mi_error());
     return c;
 }
+
+void assert_no_second_derivative(mi_tensor *y, mi_tensor *x)
+{
+    ck_assert_msg(y != NULL, "%s", mi_error());
+    mi_error_clear();
+    mi_tensor *loss = mi_sum(mi_square(y), MI_ALL, false), *g = NULL;
+    ck_assert_int_ne(mi_grad(&loss, NULL, 1, &x, 1, true, &g), 0);
+    ck_assert_error_has("second derivatives");
+    mi_error_clear();
+}

@@ -79,4 +79,9 @@ mi_miras_config preset_config(const mi_preset *p);
     ck_assert_msg(strstr(mi_error(), needle) != NULL, "error \"%s\" lacks \"%s\"",    \
                   mi_error(), needle)
 
+/* Asserts that differentiating Σ y² twice with respect to x (mi_grad with
+ * create_graph) fails with a message naming second derivatives: the fused
+ * ops that give first-order gradients only say so, not a wrong answer. */
+void assert_no_second_derivative(mi_tensor *y, mi_tensor *x);
+
 #endif

@@ -271,16 +271,11 @@ START_TEST(misuse_gives_messages)
     ck_assert_ptr_null(mi_checkpoint(fails, NULL, &x, 1));
     ck_assert_error_has("the function failed");
     mi_error_clear();
-    /* second derivatives */
     mi_tensor *args[2] = {x, q.s};
-    mi_tensor *y = mi_checkpoint(two_layer_fn, &q.p, args, 2);
-    mi_tensor *loss = mi_sum(mi_square(y), MI_ALL, false), *g[1];
-    ck_assert_int_eq(mi_grad(&loss, NULL, 1, &q.x0, 1, true, g), -1);
-    ck_assert_error_has("second derivatives");
-    mi_error_clear();
+    assert_no_second_derivative(mi_checkpoint(two_layer_fn, &q.p, args, 2), q.x0);
     /* recording off: the function itself */
     bool was = mi_set_grad_enabled(false);
-    y = mi_checkpoint(two_layer_fn, &q.p, args, 2);
+    mi_tensor *y = mi_checkpoint(two_layer_fn, &q.p, args, 2);
     mi_set_grad_enabled(was);
     ck_assert_ptr_nonnull(y);
     ck_assert_ptr_null(y->node);
