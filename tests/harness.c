@@ -165,3 +165,21 @@ void assert_no_second_derivative(mi_tensor *y, mi_tensor *x)
     ck_assert_error_has("second derivatives");
     mi_error_clear();
 }
+
+double max_rel_err(mi_tensor *const *a, mi_tensor *const *b, int n, int *worst,
+                   double *worst_ref)
+{
+    double e = 0;
+    for (int i = 0; i < n; i++) {
+        if (!a[i] || !b[i]) continue;
+        ck_assert_int_eq(a[i]->numel, b[i]->numel);
+        for (int64_t j = 0; j < a[i]->numel; j++) {
+            double d = fabs(mi_get(a[i], j) - mi_get(b[i], j)) / (1 + fabs(mi_get(b[i], j)));
+            if (!(d <= e)) {
+                e = d, *worst = i;
+                if (worst_ref) *worst_ref = mi_get(b[i], j);
+            }
+        }
+    }
+    return e;
+}

@@ -84,4 +84,10 @@ mi_miras_config preset_config(const mi_preset *p);
  * ops that give first-order gradients only say so, not a wrong answer. */
 void assert_no_second_derivative(mi_tensor *y, mi_tensor *x);
 
+/* max |a − b| / (1 + |b|) over n pairs of results (a pair with a NULL side is
+ * skipped; a NaN counts as the largest); *worst gets the index of the pair
+ * and, when worst_ref is not NULL, *worst_ref b's value there. */
+double max_rel_err(mi_tensor *const *a, mi_tensor *const *b, int n, int *worst,
+                   double *worst_ref);
+
 #endif

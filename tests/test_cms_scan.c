@@ -81,19 +81,6 @@ static void results(const inputs *x, bool fused, mi_tensor **out)
                   mi_error());
 }
 
-static double max_rel_err(mi_tensor *const *a, mi_tensor *const *b, int n, int *worst)
-{
-    double e = 0;
-    for (int i = 0; i < n; i++) {
-        ck_assert_int_eq(a[i]->numel, b[i]->numel);
-        for (int64_t j = 0; j < a[i]->numel; j++) {
-            double d = fabs(mi_get(a[i], j) - mi_get(b[i], j)) / (1 + fabs(mi_get(b[i], j)));
-            if (!(d <= e)) e = d, *worst = i;
-        }
-    }
-    return e;
-}
-
 static const char *const what[6] = {"y", "du", "dv", "deta", "dw1", "dw2"};
 static const int64_t chunks[] = {1, 3, 4};
 static const int64_t lengths[] = {7, 10, 1};
@@ -110,7 +97,7 @@ START_TEST(op_equals_composed_ops)
         results(&x, false, ref);
         results(&x, true, got);
         int worst = 0;
-        double e = max_rel_err(got, ref, 6, &worst);
+        double e = max_rel_err(got, ref, 6, &worst, NULL);
         printf("cms_scan C %lld %-6s T %2lld: max error %.2e (%s)\n", (long long)C,
                lms ? "lms" : "gd", (long long)x.T, e, what[worst]);
         ck_assert_msg(e <= 1e-12, "C %lld %s T %lld: %s differs by %.3g", (long long)C,
@@ -210,7 +197,7 @@ START_TEST(cms_forward_fused_equals_composed)
     int n = cms_results(&comp, x, g, ref, &y_ref);
     ck_assert_int_eq(cms_results(&fused, x, g, got, &y_got), n);
     int worst = 0;
-    double e = max_rel_err(got, ref, n, &worst);
+    double e = max_rel_err(got, ref, n, &worst, NULL);
     printf("cms {1,3,4} %s %s T 10: fused vs composed max error %.2e (result %d)\n",
            c.rate_mean ? "mean" : "sum", c.lms ? "lms" : "gd", e, worst);
     ck_assert_msg(e <= 1e-12, "result %d differs by %.3g", worst, e);

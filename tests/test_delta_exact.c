@@ -104,21 +104,6 @@ static int run(const kase *c, int chunk, int form, mi_tensor **out)
 
 static const char *const what[8] = {"y", "S_T", "dq", "dk", "dv", "dW0", "deta", "dalpha"};
 
-/* max |a − b| / (1 + |b|) over the 8 results */
-static double max_err(mi_tensor *const *a, mi_tensor *const *b, int *worst)
-{
-    double e = 0;
-    for (int i = 0; i < 8; i++) {
-        if (!a[i] || !b[i]) continue;
-        ck_assert_int_eq(a[i]->numel, b[i]->numel);
-        for (int64_t j = 0; j < a[i]->numel; j++) {
-            double d = fabs(mi_get(a[i], j) - mi_get(b[i], j)) / (1 + fabs(mi_get(b[i], j)));
-            if (d > e) e = d, *worst = i;
-        }
-    }
-    return e;
-}
-
 static const struct { const char *name, *set; } cases[] = {
     {"deltanet", NULL},      {"gated-deltanet", NULL}, {"longhorn", NULL},
     {"rwkv7", NULL},         {"deltaproduct", NULL},   {"ttt-linear", NULL},
@@ -138,7 +123,7 @@ START_TEST(exact_chunks_equal_the_recurrence)
         for (int form = MI_FORM_AUTO; form <= MI_FORM_EXACT; form++) {
             ck_assert_msg(run(&c, chunks[b], form, got) == 0, "%s: %s", c.name, mi_error());
             int worst = 0;
-            double e = max_err(got, ref, &worst);
+            double e = max_rel_err(got, ref, 8, &worst, NULL);
             printf("exact %-15s %-18s b %2d: max error %.2e (%s)\n", c.name,
                    c.set ? c.set : "", chunks[b], e, what[worst]);
             ck_assert_msg(e <= 1e-12, "%s %s chunk %d: %s differs from chunk 1 by %.3g", c.name,
@@ -147,8 +132,8 @@ START_TEST(exact_chunks_equal_the_recurrence)
         /* the mini-batch rule is a different model: the comparison can fail */
         ck_assert_msg(run(&c, chunks[b], MI_FORM_MINIBATCH, got) == 0, "%s", mi_error());
         int worst = 0;
-        ck_assert_msg(max_err(got, ref, &worst) > 1e-4, "%s chunk %d: the mini-batch rule "
-                      "equals the recurrence", c.name, chunks[b]);
+        ck_assert_msg(max_rel_err(got, ref, 8, &worst, NULL) > 1e-4,
+                      "%s chunk %d: the mini-batch rule equals the recurrence", c.name, chunks[b]);
     }
 }
 END_TEST
@@ -167,10 +152,10 @@ START_TEST(hebbian_chunks_equal_the_recurrence)
         ck_assert_msg(run(&c, chunks[b], MI_FORM_AUTO, got) == 0, "%s: %s", c.name, mi_error());
         c.config.materialize = true;
         ck_assert_msg(run(&c, chunks[b], MI_FORM_AUTO, mat) == 0, "%s: %s", c.name, mi_error());
-        double e = max_err(got, ref, &worst);
+        double e = max_rel_err(got, ref, 8, &worst, NULL);
         ck_assert_msg(e <= 1e-12, "%s chunk %d: %s differs from chunk 1 by %.3g", c.name,
                       chunks[b], what[worst], e);
-        e = max_err(got, mat, &worst);
+        e = max_rel_err(got, mat, 8, &worst, NULL);
         ck_assert_msg(e <= 1e-12, "%s chunk %d: %s differs from the materialised chunk by %.3g",
                       c.name, chunks[b], what[worst], e);
     }
@@ -206,7 +191,7 @@ START_TEST(f32_with_strong_decay)
     for (int b = 16; b <= 64; b *= 4) {
         ck_assert_msg(run(&c32, b, MI_FORM_EXACT, got) == 0, "%s", mi_error());
         int worst = 0;
-        double e = max_err(got, ref, &worst);
+        double e = max_rel_err(got, ref, 8, &worst, NULL);
         printf("exact f32 %-15s b %2d: max error %.2e against f64 chunk 1 (%s)\n", c.name, b, e,
                what[worst]);
         ck_assert_msg(e <= 1e-4, "%s f32 chunk %d: %s off by %.3g", c.name, b, what[worst], e);

@@ -92,19 +92,6 @@ static void results(const inputs *x, mi_delta_rule rule, bool fused, mi_tensor *
     ck_assert_msg(mi_grad(outs, seeds, 2, x->in, 6, false, out + 2) == 0, "%s", mi_error());
 }
 
-static double max_rel_err(mi_tensor *const *a, mi_tensor *const *b, int n, int *worst)
-{
-    double e = 0;
-    for (int i = 0; i < n; i++) {
-        ck_assert_int_eq(a[i]->numel, b[i]->numel);
-        for (int64_t j = 0; j < a[i]->numel; j++) {
-            double d = fabs(mi_get(a[i], j) - mi_get(b[i], j)) / (1 + fabs(mi_get(b[i], j)));
-            if (d > e) e = d, *worst = i;
-        }
-    }
-    return e;
-}
-
 static const char *const what[8] = {"y", "S_T", "ds0", "dq", "dk", "dv", "dbeta", "dalpha"};
 static const char *const rules[3] = {"delta", "decay_first", "hebbian"};
 static const int64_t lengths[] = {1, 2, 7, 13};
@@ -123,7 +110,7 @@ START_TEST(op_equals_composed_ops)
         results(&x, rule, false, ref);
         results(&x, rule, true, got);
         int worst = 0;
-        double e = max_rel_err(got, ref, 8, &worst);
+        double e = max_rel_err(got, ref, 8, &worst, NULL);
         printf("delta_scan %-11s %-13s T %2lld: max error %.2e (%s)\n", rules[rule],
                gate_kinds[gates], (long long)x.T, e, what[worst]);
         ck_assert_msg(e <= 1e-12, "%s T %lld: %s differs by %.3g", rules[rule],
@@ -309,7 +296,7 @@ START_TEST(chunk1_equals_composed_path)
     int n = layer_results(&slow, x, g, ref);
     layer_results(&cfg, x, g, got);
     int worst = 0;
-    double e = max_rel_err(got, ref, n, &worst);
+    double e = max_rel_err(got, ref, n, &worst, NULL);
     static const char *const names[8] = {"y", "S_T", "dq", "dk", "dv", "dW0", "deta", "dalpha"};
     printf("chunk 1 %-16s %-20s: max error %.2e (%s)\n", presets[_i].name,
            presets[_i].set ? presets[_i].set : "", e, names[worst]);
