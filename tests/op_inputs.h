@@ -282,4 +282,61 @@ static bool op_has_backend_kernel(const mi_op *op, int dt)
     return false;
 }
 
+/* ---------------------------------------------------------------- bounds
+ * How far two backends (parity), or one backend at two thread counts
+ * (threads, for a backend that does not promise the same bits), may differ.
+ * Exact-arithmetic ops (sums, products, copies, shape and index ops,
+ * comparisons, matmul) may differ between backends only by reassociation
+ * and FMA contraction: a few ulps per element, nMSE ≈ 1e-14 in f32; the
+ * bound 1e-10 (≈ 1e-5 RMS relative error) leaves room for long f32
+ * reductions with a different summation order.
+ * Transcendental ops may use another approximation of exp/tanh/erf (oneDNN's
+ * polynomials, glibc's vector libm under -ffast-math: a few ulps, more near
+ * erf's and tanh's flat tails) and normalisations divide by computed sums and
+ * square roots: 1e-8 (≈ 1e-4 RMS relative) in f32.
+ * f64 backend paths must stay exact libm, so every op
+ * gets 1e-20 in f64: only reassociation (≈ 1e-16 relative) is allowed. */
+#define NMSE_EXACT_F32 1e-10
+#define NMSE_TRANSCENDENTAL_F32 1e-8
+#define NMSE_F64 1e-20
+
+static const char *const transcendental[] = {
+    "exp", "log", "sqrt", "rsqrt", "pow_scalar", "tanh", "sigmoid", "silu", "gelu", "erf",
+    "softplus", "log_sigmoid", "logsumexp", "norm", "softmax", "log_softmax", "cross_entropy",
+    "layer_norm", "rms_norm", "l2_normalize", "rope", "attention", "smooth_sign", "smooth_abs",
+    "lq_normalize", "sphere_retract", "cms_scan", "mlp_scan",
+};
+
+/* An op in the list, or its fused backward ("gelu_backward"). */
+static double nmse_bound(const mi_op *op, mi_dtype dt)
+{
+    if (dt == MI_F64) return NMSE_F64;
+    for (size_t i = 0; i < sizeof transcendental / sizeof *transcendental; i++) {
+        size_t len = strlen(transcendental[i]);
+        if (strncmp(op->name, transcendental[i], len) == 0 &&
+            (op->name[len] == '\0' || strcmp(op->name + len, "_backward") == 0))
+            return NMSE_TRANSCENDENTAL_F32;
+    }
+    return NMSE_EXACT_F32;
+}
+
+/* Σ(y − ref)² / (Σref² + tiny) over finite reference values; equal values
+ * (equal infinities, NaN against NaN) count as agreement, any other
+ * disagreement involving a non-finite value gives +inf. */
+static double nmse(const mi_tensor *y, const mi_tensor *ref)
+{
+    double num = 0, den = 0;
+    for (int64_t k = 0; k < ref->numel; k++) {
+        double r = mi_get(ref, k), v = mi_get(y, k);
+        if (r == v || (isnan(r) && isnan(v))) {
+            if (isfinite(r)) den += r * r;
+            continue;
+        }
+        if (!isfinite(r) || !isfinite(v)) return INFINITY;
+        num += (v - r) * (v - r);
+        den += r * r;
+    }
+    return num / (den + 1e-30);
+}
+
 #endif

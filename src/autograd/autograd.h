@@ -33,6 +33,14 @@ typedef enum mi_backend {
 void mi_backends_allow(unsigned mask);
 unsigned mi_backends_allowed(void);
 const char *mi_backend_name(mi_backend b);
+/* What a backend promises across thread counts. REF, BLAS (OpenBLAS at one
+ * thread inside the runtime's own split) and OWN split work so that no sum's
+ * order depends on the thread count: bitwise the same result, true. oneDNN 2.6
+ * chooses its blocking and the split of a reduction by instruction set and
+ * thread count (its AVX2 f32 matmul sums in another order at 1 and 2
+ * threads), so DNNL results agree to rounding only: false. For results that
+ * do not depend on the thread count, leave DNNL out (MIRAS_BACKEND=blas,own). */
+bool mi_backend_same_bits_across_threads(mi_backend b);
 /* Threads of the one parallel runtime (OpenMP); MIRAS_THREADS sets it at
  * start-up, the default is every core. */
 void mi_set_threads(int n);

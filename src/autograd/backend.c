@@ -97,6 +97,8 @@ int mi_threads(void)
 
 mi_backend mi_backend_last(void) { return last; }
 
+bool mi_backend_same_bits_across_threads(mi_backend b) { return b != MI_BACKEND_DNNL; }
+
 static const mi_backend preference[] = {MI_BACKEND_OWN, MI_BACKEND_DNNL, MI_BACKEND_BLAS,
                                         MI_BACKEND_REF};
 
