@@ -12,7 +12,8 @@
 #   - ranks given different options, or a batch they do not divide, are refused.
 # --quick (the sanitizer pass) leaves out the 4-rank runs.
 # Prints "ok - …" / "FAIL - …" per check and ends with "mpi: N passed, M failed";
-# without MPI (a build without it, or no mpirun) it prints one "skipped" line.
+# without MPI (a build without it, or no mpirun) it prints one "skipped" line and
+# exits 77, which meson reports as skipped (a pass would claim what did not run).
 set -uo pipefail
 build=${1:?usage: tests/test_mpi.sh BUILD_DIR [--quick]}
 quick=${2:-}
@@ -21,7 +22,7 @@ train=$build/tools/miras-train
 if ! command -v mpirun >/dev/null || ! ldd "$train" 2>/dev/null | grep libmpi >/dev/null; then
   echo "mpi: skipped (no MPI in $build: apt-get install libopenmpi-dev openmpi-bin, then"
   echo "     reconfigure; -Dmpi=auto finds it)"
-  exit 0
+  exit 77
 fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
