@@ -71,6 +71,23 @@ check "bench option without its value -> exit 2" status 2 "--threads wants a val
   "$build/tools/miras-bench" layer --threads
 check "nothing written by usage errors" test ! -e "$tmp/x"
 
+# ------------------------------------------------------------------ miras-bench
+bench=$build/tools/miras-bench
+# A suite whose data is not found is skipped; under --check that is a failure. A copy of
+# miras-bench outside any checkout, run from elsewhere, finds no tests/data/.
+mkdir -p "$tmp/elsewhere/a/b" && cp "$bench" "$tmp/elsewhere/a/b/"
+skipped_fails_check() {
+  local abs
+  abs=$(cd "$build" && pwd)
+  (cd "$tmp/elsewhere" && status 1 "--check: 0 cases failed, 1 skipped" \
+     env LD_LIBRARY_PATH="$abs/src" a/b/miras-bench quality --suite quick-lm \
+     --variants linear-attention --steps 1 --check --train "$abs/tools/miras-train" \
+     --out "$tmp/elsewhere/q" --json-only) &&
+    grep -q "skipping suite quick-lm: tests/data/quality_text.txt not found" "$tmp/err"
+}
+check "bench quality --check, a suite skipped for its data -> exit 1 naming it" \
+  skipped_fails_check
+
 # ------------------------------------------------------------------ missing and unwritable
 check "train missing --data -> exit 1" status 1 "no-such.txt" \
   "$train" --data "$tmp/no-such.txt" --out "$tmp/m" "${tiny[@]}"
