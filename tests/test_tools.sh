@@ -73,6 +73,12 @@ check "nothing written by usage errors" test ! -e "$tmp/x"
 
 # ------------------------------------------------------------------ miras-bench
 bench=$build/tools/miras-bench
+for sub in layer train quality; do
+  check "bench $sub --variants bogus -> exit 2 naming it and the known ones" status 2 \
+    "'bogus'.*(known|preset).*gated-deltanet" "$bench" $sub --variants bogus --json-only
+done
+check "bench ops --variants -> exit 2 (ops has none)" status 2 "--variants is an option of" \
+  "$bench" ops --variants titans
 # A suite whose data is not found is skipped; under --check that is a failure. A copy of
 # miras-bench outside any checkout, run from elsewhere, finds no tests/data/.
 mkdir -p "$tmp/elsewhere/a/b" && cp "$bench" "$tmp/elsewhere/a/b/"
