@@ -49,7 +49,7 @@ done
 check "train bad number -> exit 2" status 2 "--steps: 'ten'" "$train" --steps ten
 # --keys: every key of the three tables, each with its default, and the component names
 check "train --keys lists the model, block and component keys" bash -c "'$train' --keys > '$tmp/keys' &&
-  grep -q '^  window=64  (>= 1)' '$tmp/keys' && grep -q '^  gate_rank=32 ' '$tmp/keys' &&
+  grep -q '^  window=64  (in \[1, 16777216\])' '$tmp/keys' && grep -q '^  gate_rank=32 ' '$tmp/keys' &&
   grep -q '^  kl_init_sd=0  (>= 0)' '$tmp/keys' && grep -q '^  bias=l2 .*: .*yaad' '$tmp/keys' &&
   grep -q '^  lq_form=frobenius .*: frobenius, paper$' '$tmp/keys'"
 check "train unknown model -> exit 2" status 2 "unknown spec 'no-such-model'" \
@@ -69,6 +69,8 @@ check "bench unknown option -> exit 2 naming it" status 2 "unknown argument '--b
   "$build/tools/miras-bench" --bogus
 check "bench option without its value -> exit 2" status 2 "--threads wants a value" \
   "$build/tools/miras-bench" layer --threads
+check "train --d-model beyond the model's range -> exit 2 naming it" status 2 \
+  "--d-model must be in \[1, 65536\], got 100000" "$train" --d-model 100000
 check "nothing written by usage errors" test ! -e "$tmp/x"
 
 # ------------------------------------------------------------------ miras-bench
@@ -309,8 +311,8 @@ s = json.dumps(h).encode()
 open(sys.argv[2], "wb").write(struct.pack("<Q", len(s)) + s + b[8 + n:])
 EOF
 }
-refused_before_out() { # refused_before_out PATTERN: exit 1, PATTERN on stderr, no --out made
-  status 1 "$1" timeout 60 "$train" --resume "$tmp/badmeta.safetensors" --out "$tmp/rb" &&
+refused_before_out() { # refused_before_out PATTERN: exit 1 at once, PATTERN on stderr, no --out
+  status 1 "$1" timeout 5 "$train" --resume "$tmp/badmeta.safetensors" --out "$tmp/rb" &&
     test ! -e "$tmp/rb"
 }
 for kv in "train.eval_every=0|train.eval_every must be >= 1, got 0" \
@@ -326,6 +328,21 @@ for kv in "train.eval_every=0|train.eval_every must be >= 1, got 0" \
   set_meta "$tmp/at20.safetensors" "$tmp/badmeta.safetensors" "$setting"
   check "train --resume, $setting in the checkpoint -> exit 1 naming it, no --out" \
     refused_before_out "$message"
+done
+# the model's sizes: each refused within a second (timeout 5), before a model is made; within
+# their ranges, a size the file's tensors cannot hold is refused before building too
+for kv in "lm.layers=1000000|lm config: layers must be in \[1, 1024\], got 1000000" \
+          "lm.vocab=100000000|vocab must be in \[1, 16777216\], got 100000000" \
+          "lm.mlp_hidden=100000000|mlp_hidden must be in \[0, 1048576\], got 100000000" \
+          "lm.d_model=1000000|d_model must be in \[1, 65536\], got 1000000" \
+          "lm.layers=1000|does not fit its metadata: .*lm.layers 1000 .* the file holds" \
+          "lm.d_model=65536|does not fit its metadata: .*lm.d_model 65536.* the file holds"; do
+  setting=${kv%%|*} message=${kv#*|}
+  set_meta "$tmp/at20.safetensors" "$tmp/badmeta.safetensors" "$setting"
+  check "train --resume, $setting in the checkpoint -> exit 1 at once, no --out" \
+    refused_before_out "$message"
+  check "eval, $setting in the checkpoint -> exit 1 at once" status 1 "$message" \
+    timeout 5 "$eval" "$tmp/badmeta.safetensors"
 done
 set_meta "$tmp/at20.safetensors" "$tmp/badmeta.safetensors" train.warmup=40
 check "train --resume, train.warmup >= train.steps -> exit 1, no --out" \

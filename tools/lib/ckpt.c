@@ -470,6 +470,27 @@ int ckpt_save(const char *path, const mi_lm *lm, const mi_optim *o, const run_co
     return rc_save;
 }
 
+/* The sizes in lm.* against the tensors the file holds, before a model is
+ * made: the parameters outside the mixers follow from the sizes alone, and a
+ * file holding fewer elements than those cannot be this model's checkpoint
+ * (inflated sizes would otherwise have mi_lm_init allocate for minutes, or
+ * until memory runs out, before ckpt_restore found the tensors missing). */
+static int sizes_fit_tensors(const ckpt *c, char *msg, size_t n)
+{
+    int64_t need = mi_lm_backbone_numel(&c->lm), have = 0;
+    if (need < 0) return snprintf(msg, n, "checkpoint '%s': %s", c->path, mi_error()), -1;
+    for (int i = 0; i < c->st->count; i++)
+        if (strncmp(c->st->tensors[i].name, "opt.", 4) != 0)
+            have += c->st->tensors[i].tensor->numel;
+    if (need <= have) return 0;
+    const mi_lm_config *m = &c->lm;
+    return snprintf(msg, n, "checkpoint '%s' does not fit its metadata: lm.vocab %lld, "
+                    "lm.d_model %lld, lm.layers %d and lm.mlp_hidden %lld make at least %lld "
+                    "parameters, the file holds %lld", c->path, (long long)m->vocab,
+                    (long long)m->d_model, m->layers, (long long)m->mlp_hidden, (long long)need,
+                    (long long)have), -1;
+}
+
 int ckpt_load(ckpt *c, const char *path, char *msg, size_t n)
 {
     *c = (ckpt){.path = path};
@@ -481,6 +502,7 @@ int ckpt_load(ckpt *c, const char *path, char *msg, size_t n)
     if (mi_lm_config_from_metadata(&c->lm, &c->st->metadata) != 0)
         return snprintf(msg, n, "'%s' is not a miras language-model checkpoint: %s", path,
                         mi_error()), -1;
+    if (sizes_fit_tensors(c, msg, n) != 0) return -1;
     if (mi_safetensors_meta(c->st, "train.format")) {
         char why[256];
         c->has_run = true;
