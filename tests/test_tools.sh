@@ -344,6 +344,17 @@ for kv in "lm.layers=1000000|lm config: layers must be in \[1, 1024\], got 10000
   check "eval, $setting in the checkpoint -> exit 1 at once" status 1 "$message" \
     timeout 5 "$eval" "$tmp/badmeta.safetensors"
 done
+for kv in "train.next_example=-1|train.next_example: '-1' is not train.step · train.batch = 20 · 4 = 80" \
+          "train.next_example=81|train.next_example: '81' is not" \
+          "train.pairs=-5|train.pairs must be in \[1, 1048576\], got -5" \
+          "train.opt.output=7|train.opt.output must be in \[0, 1\], got 7" \
+          "train.opt.nl_form=-1|train.opt.nl_form must be in \[0, 1\], got -1" \
+          "train.colour=red|unknown metadata key 'train.colour'"; do
+  setting=${kv%%|*} message=${kv#*|}
+  set_meta "$tmp/at20.safetensors" "$tmp/badmeta.safetensors" "$setting"
+  check "train --resume, $setting in the checkpoint -> exit 1 naming it, no --out" \
+    refused_before_out "$message"
+done
 set_meta "$tmp/at20.safetensors" "$tmp/badmeta.safetensors" train.warmup=40
 check "train --resume, train.warmup >= train.steps -> exit 1, no --out" \
   refused_before_out "train.warmup \(40\) must be less than train.steps"
