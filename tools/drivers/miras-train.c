@@ -568,7 +568,7 @@ int main(int argc, char **argv)
         if (eval || step == stop) {
             if (!params_finite(&lm)) stop_bad("a parameter", NAN, step, &bar, &out);
             if (lead) save(&out, &lm, opt, rc, step, &st, &log);
-            else dist_note_checkpoint(out.ckpt, step);
+            else dist_note_checkpoint_pending(out.ckpt, step); /* rank 0 writes it */
         }
         if (lead) progress_show(&bar, step, value, norm, tokens);
     }
