@@ -95,6 +95,8 @@ START_TEST(parameters_are_named_listed_and_deterministic)
     ck_assert_ptr_null(a.lm_head);
     ck_assert_int_eq(a.mlp_hidden, 6);
     ck_assert_int_eq(mi_lm_param_numel(&a), V * DM + 2 * (DM + 4 * DM * DM + DM + 3 * DM * 6) + DM);
+    /* the size from the config alone: every parameter but the mixers' and their norms' */
+    ck_assert_int_eq(mi_lm_backbone_numel(&c), V * DM + 2 * (DM + 3 * DM * 6) + DM);
 
     /* untied: an lm_head at the end; samba: no mixer_norm, its own names */
     c = tiny("samba:gated-deltanet:3", (const char *[]){"gate_rank=2"}, 1);
@@ -113,6 +115,14 @@ START_TEST(parameters_are_named_listed_and_deterministic)
     }
     ck_assert(swa_norm && swa_out);
     ck_assert(a.blocks[0].mixer.residual_inside && a.blocks[0].mixer_norm == NULL);
+    int64_t backbone = 0;
+    for (int i = 0; i < n; i++)
+        if (!strstr(p[i].name, ".mixer.")) backbone += p[i].tensor->numel;
+    ck_assert_int_eq(mi_lm_backbone_numel(&c), backbone);
+    c.layers = 0;
+    ck_assert_int_eq(mi_lm_backbone_numel(&c), -1);
+    ck_assert_error_has("layers must be in [1, 1024], got 0");
+    mi_error_clear();
 
     /* every parameter gets a gradient from the loss */
     mi_tensor *tok = tokens(5, 2, TT, V);
@@ -549,8 +559,13 @@ START_TEST(bad_or_missing_metadata_is_reported)
         {"lm.norm_eps", "nan", "lm config: norm_eps must be > 0, got nan"},
         {"lm.tie_embeddings", "maybe", "tie_embeddings: 'maybe' is not true or false"},
         {"lm.heads", "5", "heads (5) must divide d_model (12)"},
-        {"lm.vocab", "0", "lm config: vocab must be >= 1, got 0"},
-        {"lm.window", "-3", "lm config: window must be >= 1, got -3"},
+        {"lm.vocab", "0", "lm config: vocab must be in [1, 16777216], got 0"},
+        {"lm.window", "-3", "lm config: window must be in [1, 16777216], got -3"},
+        /* sizes that would have the model take the machine's memory: refused as read */
+        {"lm.layers", "1000000", "lm config: layers must be in [1, 1024], got 1000000"},
+        {"lm.vocab", "100000000", "lm config: vocab must be in [1, 16777216], got 100000000"},
+        {"lm.d_model", "1000000", "lm config: d_model must be in [1, 65536], got 1000000"},
+        {"lm.mlp_hidden", "100000000", "mlp_hidden must be in [0, 1048576], got 100000000"},
         {"lm.format", "2", "lm.format is '2'; this build reads format 1"},
         {"lm.colour", "red", "unknown metadata key 'lm.colour'"},
         {"lm.mixer_overrides", "chunk", "mixer override 'chunk' is not KEY=VALUE"},

@@ -12,7 +12,8 @@
 #   - ranks given different options, or a batch they do not divide, are refused.
 # --quick (the sanitizer pass) leaves out the 4-rank runs.
 # Prints "ok - …" / "FAIL - …" per check and ends with "mpi: N passed, M failed";
-# without MPI (a build without it, or no mpirun) it prints one "skipped" line.
+# without MPI (a build without it, or no mpirun) it prints one "skipped" line and
+# exits 77, which meson reports as skipped (a pass would claim what did not run).
 set -uo pipefail
 build=${1:?usage: tests/test_mpi.sh BUILD_DIR [--quick]}
 quick=${2:-}
@@ -21,7 +22,7 @@ train=$build/tools/miras-train
 if ! command -v mpirun >/dev/null || ! ldd "$train" 2>/dev/null | grep libmpi >/dev/null; then
   echo "mpi: skipped (no MPI in $build: apt-get install libopenmpi-dev openmpi-bin, then"
   echo "     reconfigure; -Dmpi=auto finds it)"
-  exit 0
+  exit 77
 fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -172,6 +173,33 @@ resumes() { # two more steps from the checkpoint the killed job left
     >"$tmp/resumed.out" 2>&1
 }
 check "a rank killed: the last checkpoint resumes" resumes
+
+# rank 0 fails to save (its log.csv turned into a directory, which a rename cannot replace):
+# the other rank names the checkpoint on disk, not the one rank 0 did not get to write
+mpi 2 "${long[@]}" --out "$tmp/nosave" >"$tmp/nosave.out" 2>"$tmp/nosave.err" &
+job=$!
+for _ in $(seq 100); do [ -f "$tmp/nosave/ckpt.safetensors" ] && break; sleep 0.2; done
+for _ in $(seq 1000); do
+  mkdir "$tmp/nosave/log.csv" 2>/dev/null && break
+  rm -f "$tmp/nosave/log.csv"
+done
+wait "$job"
+code=$?
+names_disk_step() { # the step rank 1 names is the checkpoint's train.step
+  python3 - "$tmp/nosave.err" "$tmp/nosave/ckpt.safetensors" <<'EOF'
+import json, re, struct, sys
+m = re.search(r"rank 1\]: stopped by the MPI launcher.*The last checkpoint is .* \(step (\d+)\)",
+              open(sys.argv[1]).read())
+b = open(sys.argv[2], "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+disk = int(json.loads(b[8:8 + n])["__metadata__"]["train.step"])
+if not m or int(m.group(1)) != disk:
+    print(f"  rank 1 named step {m.group(1) if m else '(none)'}, the file holds step {disk}")
+sys.exit(0 if m and int(m.group(1)) == disk else 1)
+EOF
+}
+check "rank 0 cannot save: the job stops with a non-zero status" test "$code" != 0 -a "$code" != 124
+check "rank 0 cannot save: rank 1 names the step of the checkpoint on disk" names_disk_step
 
 # a rank that hangs (SIGSTOP, which the launcher does not notice): the others give up
 # after --comm-timeout 3 s, say so and end the job

@@ -44,9 +44,12 @@ static bool guards_intact(const mi_tensor *t)
 }
 
 /* ---------------------------------------------------------------- failures
- * Collected per op, so one run lists every disagreement. */
+ * Collected per op, so one run lists every disagreement. `cases` counts the
+ * cases visited and `by_kernel` the forward comparisons of each kernel, so a
+ * test that silently skipped everything cannot pass. */
 typedef struct report {
-    int compared, failed;
+    int cases, compared, failed;
+    int by_kernel[MI_BACKEND_COUNT][2];
     char text[1536];
 } report;
 
@@ -79,7 +82,13 @@ static void forward_parity(const mi_op *op, const op_case *c, mi_dtype dt, mi_ba
     mi_dtype odt;
     int rank;
     int64_t shape[MI_MAX_RANK];
-    if (out_shape(op, c->in, c->n, &c->attrs, &odt, &rank, shape) != 0 || odt != dt) return;
+    if (out_shape(op, c->in, c->n, &c->attrs, &odt, &rank, shape) != 0) {
+        /* every case passed the shape rule in f64 when it was made */
+        note_failure(rep, "%s %s %s: the shape rule rejects the case", op->name,
+                     mi_dtype_name(dt), c->what);
+        return;
+    }
+    if (odt != dt) return;
     mi_tensor *ref = guarded_new(dt, rank, shape), *y = guarded_new(dt, rank, shape);
     mi_tensor *before[MI_MAX_INPUTS];
     ck_assert_msg(ref && y, "%s: out of memory", op->name);
@@ -88,6 +97,7 @@ static void forward_parity(const mi_op *op, const op_case *c, mi_dtype dt, mi_ba
     op->kernel[MI_BACKEND_REF][dt](ref, c->in, &c->attrs);
     op->kernel[b][dt](y, c->in, &c->attrs);
     rep->compared++;
+    rep->by_kernel[b][dt]++;
     const char *who = mi_backend_name(b), *dn = mi_dtype_name(dt);
     if (!guards_intact(y) || !guards_intact(ref))
         note_failure(rep, "%s %s %s %s: wrote outside its output", op->name, who, dn, c->what);
@@ -110,12 +120,28 @@ static void for_each_case(const mi_op *op, unsigned seed, bool big, case_fn fn, 
     mi_rng_seed(&r, seed);
     op_case ex, grown;
     for (int v = 0; op_example(op, &r, v, &ex) > 0; v++) {
+        rep->cases++;
         fn(op, &ex, rep);
         for (int scale = 0; scale <= (big ? 1 : 0); scale++)
-            if (op_example_grown(op, &r, &ex, scale, &grown)) fn(op, &grown, rep);
+            if (op_example_grown(op, &r, &ex, scale, &grown)) {
+                rep->cases++;
+                fn(op, &grown, rep);
+            }
     }
     for (int k = 0; k < N_BENCH_SHAPES; k++)
-        if (big && op_bench_case(op, &r, k, &ex)) fn(op, &ex, rep);
+        if (big && op_bench_case(op, &r, k, &ex)) {
+            rep->cases++;
+            fn(op, &ex, rep);
+        }
+}
+
+/* At least one comparison per case visited, and at least one case: a case
+ * may skip a dtype the op does not produce, never everything. */
+static void assert_compared(const mi_op *op, const report *rep, const char *what)
+{
+    ck_assert_msg(rep->cases > 0 && rep->compared >= rep->cases,
+                  "%s: %d %s for %d cases (at least one per case expected)", op->name,
+                  rep->compared, what, rep->cases);
 }
 
 static void forward_case(const mi_op *op, const op_case *c, report *rep)
@@ -134,14 +160,23 @@ START_TEST(forward_matches_ref)
     if (!op || (op->flags & MI_OP_VIEW) || !op_has_backend_kernel(op, -1)) return;
     report rep = {0};
     for_each_case(op, 100u + (unsigned)_i, true, forward_case, &rep);
-    ck_assert_msg(rep.failed == 0, "%d of %d comparisons failed:\n%s", rep.failed, rep.compared,
+    ck_assert_msg(rep.failed == 0, "%d failures, %d comparisons:\n%s", rep.failed, rep.compared,
                   rep.text);
+    assert_compared(op, &rep, "comparisons");
+    for (int b = 1; b < MI_BACKEND_COUNT; b++)
+        for (int dt = 0; dt < 2; dt++)
+            ck_assert_msg(!op->kernel[b][dt] || !op->kernel[MI_BACKEND_REF][dt] ||
+                              rep.by_kernel[b][dt] > 0,
+                          "%s: its %s %s kernel was compared on no case", op->name,
+                          mi_backend_name((mi_backend)b), mi_dtype_name((mi_dtype)dt));
 }
 END_TEST
 
 /* ---------------------------------------------------------------- backward parity
  * d⟨y, g⟩/d inputs for a random g, with only REF allowed and with every
- * backend: the vjp runs whatever kernels the ops it is built from have. */
+ * backend: the vjp runs whatever kernels the ops it is built from have.
+ * Returns the number of gradients, 0 when nothing takes a gradient (no input
+ * or no output requires it), -1 when a call failed (mi_error says why). */
 static int vjp(const mi_op *op, const op_case *c, unsigned mask, mi_rng *r, mi_tensor **grads,
                mi_tensor **wrt)
 {
@@ -151,7 +186,7 @@ static int vjp(const mi_op *op, const op_case *c, unsigned mask, mi_rng *r, mi_t
     for (int i = 0; i < c->n; i++)
         if (c->in[i]->requires_grad) wrt[k++] = c->in[i];
     mi_tensor *y = k ? mi_op_call(op, c->in, c->n, &c->attrs) : NULL;
-    int rc = -1;
+    int rc = !k || (y && !y->requires_grad) ? 0 : -1;
     if (y && y->requires_grad) {
         mi_tensor *g = mi_randn(r, y->dtype, y->rank, y->shape, 0.0, 1.0);
         rc = mi_grad(&y, &g, 1, wrt, k, false, grads) == 0 ? k : -1;
@@ -169,11 +204,16 @@ static void backward_case(const mi_op *op, const op_case *c, report *rep)
         mi_rng_seed(&r1, 99);
         mi_rng_seed(&r2, 99);
         int k = vjp(op, &cd, 1u << MI_BACKEND_REF, &r1, g_ref, wrt);
-        if (k <= 0) {
+        if (k <= 0) { /* k = 0: no input or output takes a gradient, nothing to compare */
+            if (k < 0)
+                note_failure(rep, "%s %s %s: %s", op->name, mi_dtype_name((mi_dtype)dt),
+                             c->what, mi_error());
             mi_error_clear();
             continue;
         }
-        ck_assert_int_eq(vjp(op, &cd, MI_BACKEND_ALL, &r2, g_all, wrt), k);
+        int k_all = vjp(op, &cd, MI_BACKEND_ALL, &r2, g_all, wrt);
+        ck_assert_msg(k_all == k, "%s %s %s: %d gradients with every backend, %d with REF: %s",
+                      op->name, mi_dtype_name((mi_dtype)dt), c->what, k_all, k, mi_error());
         double bound = nmse_bound(op, (mi_dtype)dt);
         for (int j = 0; j < k; j++) {
             rep->compared++;
@@ -191,8 +231,9 @@ START_TEST(backward_matches_ref)
     if (!op || !op->vjp || (op->flags & MI_OP_NONDIFF)) return;
     report rep = {0};
     for_each_case(op, 200u + (unsigned)_i, false, backward_case, &rep);
-    ck_assert_msg(rep.failed == 0, "%d of %d gradients differ:\n%s", rep.failed, rep.compared,
-                  rep.text);
+    ck_assert_msg(rep.failed == 0, "%d failures, %d gradients compared:\n%s", rep.failed,
+                  rep.compared, rep.text);
+    assert_compared(op, &rep, "gradients");
     mi_error_clear();
 }
 END_TEST
@@ -210,7 +251,14 @@ static void forcing_case(const mi_op *op, const op_case *c, report *rep)
             if (!op->kernel[b][dt]) continue;
             mi_backends_allow(1u << b);
             mi_tensor *y = mi_op_call(op, cd.in, cd.n, &cd.attrs);
-            if (!y || y->dtype != (mi_dtype)dt) continue;
+            if (!y) {
+                note_failure(rep, "%s %s %s with only %s: %s", op->name,
+                             mi_dtype_name((mi_dtype)dt), c->what,
+                             mi_backend_name((mi_backend)b), mi_error());
+                mi_error_clear();
+                continue;
+            }
+            if (y->dtype != (mi_dtype)dt) continue;
             mi_backend got = mi_backend_last();
             rep->compared++;
             if (op->select ? (got != (mi_backend)b && got != MI_BACKEND_REF)
@@ -218,7 +266,8 @@ static void forcing_case(const mi_op *op, const op_case *c, report *rep)
                 note_failure(rep, "%s %s: allowed %s, ran %s", op->name, c->what,
                      mi_backend_name((mi_backend)b), mi_backend_name(got));
             mi_backends_allow(1u << MI_BACKEND_REF);
-            ck_assert_ptr_nonnull(mi_op_call(op, cd.in, cd.n, &cd.attrs));
+            ck_assert_msg(mi_op_call(op, cd.in, cd.n, &cd.attrs), "%s %s with only ref: %s",
+                          op->name, c->what, mi_error());
             if (mi_backend_last() != MI_BACKEND_REF)
                 note_failure(rep, "%s %s: allowed ref, ran %s", op->name, c->what,
                      mi_backend_name(mi_backend_last()));
@@ -236,6 +285,7 @@ START_TEST(forcing_a_backend_runs_it)
     report rep = {0};
     for_each_case(op, 300u + (unsigned)_i, false, forcing_case, &rep);
     ck_assert_msg(rep.failed == 0, "%s", rep.text);
+    assert_compared(op, &rep, "forced calls");
 }
 END_TEST
 

@@ -34,7 +34,7 @@ static mi_tensor *run_at(const mi_op *op, const op_case *c, mi_dtype dt, int b, 
 }
 
 typedef struct tally {
-    int compared, failed;
+    int cases, compared, failed;
     char text[1024];
 } tally;
 
@@ -52,6 +52,7 @@ static bool agree(const mi_op *op, const mi_tensor *y1, const mi_tensor *y2, boo
 
 static void compare_case(const mi_op *op, const op_case *c, tally *t)
 {
+    t->cases++;
     for (int dt = MI_F32; dt <= MI_F64; dt++) {
         op_case cd = op_case_to(c, (mi_dtype)dt);
         for (int b = 1; b <= MI_BACKEND_COUNT; b++) {
@@ -61,6 +62,13 @@ static void compare_case(const mi_op *op, const op_case *c, tally *t)
             mi_tensor *y2 = run_at(op, &cd, (mi_dtype)dt, b, 2);
             mi_backend b2 = b < MI_BACKEND_COUNT ? (mi_backend)b : mi_backend_last();
             if (!y1 || !y2 || y1->dtype != (mi_dtype)dt) {
+                if (*mi_error()) { /* a call failed, not a dtype the op does not produce */
+                    t->failed++;
+                    size_t len = strlen(t->text);
+                    snprintf(t->text + len, sizeof t->text - len, "%s %s %s %s: %s\n", op->name,
+                             b < MI_BACKEND_COUNT ? mi_backend_name((mi_backend)b) : "dispatch",
+                             mi_dtype_name((mi_dtype)dt), c->what, mi_error());
+                }
                 mi_error_clear();
                 continue;
             }
@@ -99,6 +107,9 @@ START_TEST(kernels_keep_their_promise_across_threads)
     mi_set_threads(threads_was);
     ck_assert_msg(t.failed == 0, "%d of %d results differ at 1 and 2 threads:\n%s", t.failed,
                   t.compared, t.text);
+    /* every case compares at least the dispatch in one dtype */
+    ck_assert_msg(t.cases > 0 && t.compared >= t.cases, "%s: %d comparisons for %d cases",
+                  op->name, t.compared, t.cases);
 }
 END_TEST
 

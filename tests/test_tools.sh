@@ -49,7 +49,7 @@ done
 check "train bad number -> exit 2" status 2 "--steps: 'ten'" "$train" --steps ten
 # --keys: every key of the three tables, each with its default, and the component names
 check "train --keys lists the model, block and component keys" bash -c "'$train' --keys > '$tmp/keys' &&
-  grep -q '^  window=64  (>= 1)' '$tmp/keys' && grep -q '^  gate_rank=32 ' '$tmp/keys' &&
+  grep -q '^  window=64  (in \[1, 16777216\])' '$tmp/keys' && grep -q '^  gate_rank=32 ' '$tmp/keys' &&
   grep -q '^  kl_init_sd=0  (>= 0)' '$tmp/keys' && grep -q '^  bias=l2 .*: .*yaad' '$tmp/keys' &&
   grep -q '^  lq_form=frobenius .*: frobenius, paper$' '$tmp/keys'"
 check "train unknown model -> exit 2" status 2 "unknown spec 'no-such-model'" \
@@ -69,7 +69,32 @@ check "bench unknown option -> exit 2 naming it" status 2 "unknown argument '--b
   "$build/tools/miras-bench" --bogus
 check "bench option without its value -> exit 2" status 2 "--threads wants a value" \
   "$build/tools/miras-bench" layer --threads
+check "train --d-model beyond the model's range -> exit 2 naming it" status 2 \
+  "--d-model must be in \[1, 65536\], got 100000" "$train" --d-model 100000
 check "nothing written by usage errors" test ! -e "$tmp/x"
+
+# ------------------------------------------------------------------ miras-bench
+bench=$build/tools/miras-bench
+for sub in layer train quality; do
+  check "bench $sub --variants bogus -> exit 2 naming it and the known ones" status 2 \
+    "'bogus'.*(known|preset).*gated-deltanet" "$bench" $sub --variants bogus --json-only
+done
+check "bench ops --variants -> exit 2 (ops has none)" status 2 "--variants is an option of" \
+  "$bench" ops --variants titans
+# A suite whose data is not found is skipped; under --check that is a failure. A copy of
+# miras-bench outside any checkout, run from elsewhere, finds no tests/data/.
+mkdir -p "$tmp/elsewhere/a/b" && cp "$bench" "$tmp/elsewhere/a/b/"
+skipped_fails_check() {
+  local abs
+  abs=$(cd "$build" && pwd)
+  (cd "$tmp/elsewhere" && status 1 "--check: 0 cases failed, 1 skipped" \
+     env LD_LIBRARY_PATH="$abs/src" a/b/miras-bench quality --suite quick-lm \
+     --variants linear-attention --steps 1 --check --train "$abs/tools/miras-train" \
+     --out "$tmp/elsewhere/q" --json-only) &&
+    grep -q "skipping suite quick-lm: tests/data/quality_text.txt not found" "$tmp/err"
+}
+check "bench quality --check, a suite skipped for its data -> exit 1 naming it" \
+  skipped_fails_check
 
 # ------------------------------------------------------------------ missing and unwritable
 check "train missing --data -> exit 1" status 1 "no-such.txt" \
@@ -286,8 +311,8 @@ s = json.dumps(h).encode()
 open(sys.argv[2], "wb").write(struct.pack("<Q", len(s)) + s + b[8 + n:])
 EOF
 }
-refused_before_out() { # refused_before_out PATTERN: exit 1, PATTERN on stderr, no --out made
-  status 1 "$1" timeout 60 "$train" --resume "$tmp/badmeta.safetensors" --out "$tmp/rb" &&
+refused_before_out() { # refused_before_out PATTERN: exit 1 at once, PATTERN on stderr, no --out
+  status 1 "$1" timeout 5 "$train" --resume "$tmp/badmeta.safetensors" --out "$tmp/rb" &&
     test ! -e "$tmp/rb"
 }
 for kv in "train.eval_every=0|train.eval_every must be >= 1, got 0" \
@@ -299,6 +324,32 @@ for kv in "train.eval_every=0|train.eval_every must be >= 1, got 0" \
           "train.opt.lr=-1|train.opt.lr must be >= 0, got -1" \
           "train.seed=-1|train.seed: '-1' is not a whole number" "train.niah=x|train.niah: 'x' is not passkey, word" \
           "train.steps=abc|train.steps: 'abc' is not a whole number"; do
+  setting=${kv%%|*} message=${kv#*|}
+  set_meta "$tmp/at20.safetensors" "$tmp/badmeta.safetensors" "$setting"
+  check "train --resume, $setting in the checkpoint -> exit 1 naming it, no --out" \
+    refused_before_out "$message"
+done
+# the model's sizes: each refused within a second (timeout 5), before a model is made; within
+# their ranges, a size the file's tensors cannot hold is refused before building too
+for kv in "lm.layers=1000000|lm config: layers must be in \[1, 1024\], got 1000000" \
+          "lm.vocab=100000000|vocab must be in \[1, 16777216\], got 100000000" \
+          "lm.mlp_hidden=100000000|mlp_hidden must be in \[0, 1048576\], got 100000000" \
+          "lm.d_model=1000000|d_model must be in \[1, 65536\], got 1000000" \
+          "lm.layers=1000|does not fit its metadata: .*lm.layers 1000 .* the file holds" \
+          "lm.d_model=65536|does not fit its metadata: .*lm.d_model 65536.* the file holds"; do
+  setting=${kv%%|*} message=${kv#*|}
+  set_meta "$tmp/at20.safetensors" "$tmp/badmeta.safetensors" "$setting"
+  check "train --resume, $setting in the checkpoint -> exit 1 at once, no --out" \
+    refused_before_out "$message"
+  check "eval, $setting in the checkpoint -> exit 1 at once" status 1 "$message" \
+    timeout 5 "$eval" "$tmp/badmeta.safetensors"
+done
+for kv in "train.next_example=-1|train.next_example: '-1' is not train.step · train.batch = 20 · 4 = 80" \
+          "train.next_example=81|train.next_example: '81' is not" \
+          "train.pairs=-5|train.pairs must be in \[1, 1048576\], got -5" \
+          "train.opt.output=7|train.opt.output must be in \[0, 1\], got 7" \
+          "train.opt.nl_form=-1|train.opt.nl_form must be in \[0, 1\], got -1" \
+          "train.colour=red|unknown metadata key 'train.colour'"; do
   setting=${kv%%|*} message=${kv#*|}
   set_meta "$tmp/at20.safetensors" "$tmp/badmeta.safetensors" "$setting"
   check "train --resume, $setting in the checkpoint -> exit 1 naming it, no --out" \

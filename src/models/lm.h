@@ -214,6 +214,12 @@ int mi_lm_init(mi_lm *lm, const mi_lm_config *cfg, mi_dtype dt, uint64_t seed, m
  * "blocks.0.mixer.q_proj", "blocks.0.mlp.w_gate", …), in a fixed order. */
 const mi_named_tensor *mi_lm_params(const mi_lm *lm, int *count);
 int64_t mi_lm_param_numel(const mi_lm *lm);
+/* The parameters mi_lm_init makes outside the mixers and their norms (the
+ * embeddings, every block's MLP and its norm, the final norm, an untied
+ * head), from the config alone: a lower bound of the model's size that a
+ * loader compares with the tensors a file holds before it allocates any.
+ * -1 with a message when the config does not check. */
+int64_t mi_lm_backbone_numel(const mi_lm_config *cfg);
 /* tokens [B, T] (i32 or i64, in [0, vocab)) → logits [B, T, vocab]. */
 mi_tensor *mi_lm_forward(const mi_lm *lm, mi_tensor *tokens);
 /* Mean cross-entropy of the next-token logits against targets [B, T]

@@ -128,6 +128,17 @@ void print_target_json(const result *r);
 /* Splits a comma list into at most max names (pointers into buf). */
 int split_list(const char *list, char *buf, size_t n, const char **names, int max);
 
+/* ================================================================ variants
+ * A train or quality variant names a mixer spec, what miras-train's --model
+ * takes: a MIRAS preset, or a row of the mixer factory (attention, swa[:W],
+ * samba:<preset>[:W], hope). */
+
+/* The preset under a "samba:<preset>[:W]" spec; NULL when there is none. */
+const mi_preset *samba_preset(const char *spec);
+/* Whether spec v is well formed and known; else a message naming v and
+ * every known spec, the subcommand's own names (`also`, may be NULL) first. */
+bool mixer_spec_valid(const char *v, const char *also, char *msg, size_t n);
+
 /* ================================================================ subcommands
  * Two constants of layer and train that --help prints too. */
 #define LAYER_PER_TOKEN_MAX_T 64 /* chunk 1 at the default T: the slow reference */

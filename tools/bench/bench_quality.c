@@ -602,11 +602,12 @@ int bench_quality(const bench_opts *o, const quality_opts *q)
     }
 
     /* one after another: [i/N] suite variant ... wall  metric */
-    int done = 0, failed = 0, below = 0;
+    int done = 0, failed = 0, below = 0, skipped = 0;
     for (int s = 0, i = 0; s < n_suites; s++) {
         for (; i < n && cases[i].suite == chosen[s]; i++) {
             quality_case *c = &cases[i];
             if (c->status == CASE_SKIPPED) {
+                skipped++;
                 print_case_json_line(c);
                 continue;
             }
@@ -667,9 +668,10 @@ int bench_quality(const bench_opts *o, const quality_opts *q)
                "\nthe metric is the last validation in its log.csv; wall = the run's own time.\n");
     for (int i = 0; i < n; i++) free(cases[i].command);
     free(cases);
-    if (q->check && (failed || below)) {
-        fprintf(stderr, "miras-bench: --check: %d case%s failed, %d below %s floor\n", failed,
-                failed == 1 ? "" : "s", below, below == 1 ? "its" : "their");
+    /* a skipped case checked nothing: under --check it fails like a failed run */
+    if (q->check && (failed || below || skipped)) {
+        fprintf(stderr, "miras-bench: --check: %d case%s failed, %d skipped, %d below %s floor\n",
+                failed, failed == 1 ? "" : "s", skipped, below, below == 1 ? "its" : "their");
         return 1;
     }
     return 0;
@@ -723,11 +725,12 @@ void bench_quality_usage(FILE *f)
         "                    DIR/quality-<suite>.md (default " DEFAULT_OUT ")\n"
         "  --train PATH      the miras-train to run (default: the one beside this "
         "executable)\n"
-        "  --check           exit status 1 when a case failed or is below its floor\n"
+        "  --check           exit status 1 when a case failed, was skipped (its suite's data\n"
+        "                    not found) or is below its floor\n"
         "Output: one JSON line per case (suite, variant, command, steps, params, metric,\n"
         "val_loss, val_acc, train_loss, wall_s, mixer_overrides, status ok/failed/skipped,\n"
         "message, floor, ok, out), then a table per suite (delta to the baseline, floor, ok or\n"
         "BELOW FLOOR), its chart and its Markdown table. Exit status 0 (a failed run is a\n"
-        "row); with --check 1 when a case failed or is below its floor; 1 when miras-train\n"
-        "is missing; 2 on bad arguments.\n");
+        "row); with --check 1 when a case failed, was skipped or is below its floor; 1 when\n"
+        "miras-train is missing; 2 on bad arguments.\n");
 }

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench_common.h"
 #include "bench_quality_internal.h"
 #include "miras.h"
 
@@ -63,15 +64,6 @@ static const char *variant_override(const char *v, const char *key, char *buf, s
     return found;
 }
 
-/* The preset under a "samba:<preset>[:W]" spec; NULL when there is none. */
-static const mi_preset *samba_preset(const char *spec)
-{
-    if (strncmp(spec, "samba:", 6) != 0) return NULL;
-    char name[NAME_MAX_LEN];
-    snprintf(name, sizeof name, "%.*s", (int)strcspn(spec + 6, ":+"), spec + 6);
-    return mi_preset_find(name);
-}
-
 /* The MIRAS preset a variant runs (its spec, or samba's); NULL for the others. */
 const mi_preset *variant_preset(const char *v)
 {
@@ -104,43 +96,6 @@ bool rule_matches(const char *match, const char *v)
     return !strcmp(match, v) || !strcmp(match, variant_spec(v, spec, sizeof spec));
 }
 
-/* Whether mixer spec v is one miras-train's --model takes; else a message. */
-static bool spec_valid(const char *v, char *msg, size_t n)
-{
-    if (mi_preset_find(v)) return true;
-    for (int i = 0; mi_mixer_kind_at(i); i++) {
-        const mi_mixer_kind *k = mi_mixer_kind_at(i);
-        size_t len = k->name ? strlen(k->name) : 0;
-        if (!k->name || strncmp(v, k->name, len) != 0 || (v[len] && v[len] != ':')) continue;
-        const char *arg = v[len] ? v + len + 1 : NULL;
-        if (!strcmp(k->name, "samba")) {
-            if (!arg || !samba_preset(v)) {
-                snprintf(msg, n, "'%s': samba takes samba:<preset>[:W] with a MIRAS preset", v);
-                return false;
-            }
-            arg = strchr(arg, ':') ? strchr(arg, ':') + 1 : NULL;
-        } else if (strcmp(k->name, "swa") != 0 && arg) {
-            snprintf(msg, n, "'%s': %s takes no ':' argument", v, k->name);
-            return false;
-        }
-        if (arg && mi_mixer_window_arg(arg, 64) < 0) {
-            snprintf(msg, n, "'%s': %s", v, mi_error());
-            mi_error_clear();
-            return false;
-        }
-        return true;
-    }
-    size_t used = (size_t)snprintf(msg, n, "unknown variant '%s'; known: presets (every MIRAS "
-                                   "preset), ", v);
-    for (int i = 0; mi_mixer_kind_at(i) && used < n; i++)
-        if (mi_mixer_kind_at(i)->name)
-            used += (size_t)snprintf(msg + used, n - used, "%s, ", mi_mixer_kind_at(i)->usage);
-    for (int i = 0; mi_preset_at(i) && used < n; i++)
-        used += (size_t)snprintf(msg + used, n - used, "%s%s", i ? ", " : "",
-                                 mi_preset_at(i)->name);
-    return false;
-}
-
 /* Whether variant v (SPEC[+KEY=VALUE]...) is well formed and its spec
  * known; else a message. The keys themselves are miras-train's to judge:
  * an unknown one fails that case (exit status 2, its message in the row). */
@@ -148,7 +103,7 @@ static bool variant_valid(const char *v, char *msg, size_t n)
 {
     char spec[NAME_MAX_LEN], kv[NAME_MAX_LEN];
     variant_spec(v, spec, sizeof spec);
-    if (!spec_valid(spec, msg, n)) return false;
+    if (!mixer_spec_valid(spec, "presets (every MIRAS preset)", msg, n)) return false;
     const char *plus = strchr(v, '+');
     if (plus && !starts_override(plus + 1)) {
         snprintf(msg, n, "variant '%s': after the mixer spec each override is +KEY=VALUE "

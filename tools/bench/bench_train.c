@@ -83,7 +83,7 @@ static void train_child(const void *ctx, result *out)
     mi_scope *model = mi_scope_new("bench-train-model"), *step = mi_scope_new("bench-step");
     train_state s = {.step = step, .loss = NAN};
     mi_scope_enter(model);
-    /* the mixer on its own first: a kind the factory lacks is a skip */
+    /* the mixer on its own first: a spec the factory refuses fails the case with its message */
     mi_lm_config c = mi_lm_config_default();
     char set[MI_LM_TEXT + 8];
     snprintf(set, sizeof set, "mixer=%s", tc->spec);
@@ -113,8 +113,7 @@ static void train_child(const void *ctx, result *out)
     mi_mixer probe_mixer;
     mi_scope *tmp = mi_scope_new("bench-mixer-check");
     if (mi_mixer_create(&probe_mixer, tc->spec, &mo, MI_F32, &rng, tmp) != 0) {
-        snprintf(out->note, sizeof out->note, "mixer not available: %s", mi_error());
-        mi_error_clear();
+        note_error(out, "mixer");
         mi_scope_free(tmp);
         goto done;
     }
@@ -208,6 +207,15 @@ static const char *find_text(char *buf, size_t n)
     return NULL;
 }
 
+/* The mixer spec of a variant: the benchmark's names transformer (attention)
+ * and lattice (the decoding form), any other spec as it is. */
+static const char *train_spec(const char *variant)
+{
+    return !strcmp(variant, "transformer") ? "attention"
+         : !strcmp(variant, "lattice")     ? "lattice-dec"
+                                           : variant;
+}
+
 int bench_train(const bench_opts *o)
 {
     char vbuf[512], path[4352];
@@ -217,6 +225,14 @@ int bench_train(const bench_opts *o)
     if (nv < 1) {
         fprintf(stderr, "miras-bench: --variants wants 1 to 32 comma-separated names\n");
         return 2;
+    }
+    /* a name nobody knows is a mistake, not a case to skip: say so before any run */
+    for (int i = 0; i < nv; i++) {
+        char msg[1024];
+        if (!mixer_spec_valid(train_spec(variants[i]), "transformer, lattice", msg, sizeof msg)) {
+            fprintf(stderr, "miras-bench: train: %s\n", msg);
+            return 2;
+        }
     }
     const char *data = o->data;
     if (data && access(data, R_OK) != 0) {
@@ -235,10 +251,7 @@ int bench_train(const bench_opts *o)
     }
     int first = n_results, failed = 0;
     for (int i = 0; i < nv && n_results < MAX_RESULTS; i++) {
-        /* the benchmark's names: transformer is attention, lattice the decoding form */
-        const char *spec = !strcmp(variants[i], "transformer") ? "attention"
-                         : !strcmp(variants[i], "lattice")     ? "lattice-dec"
-                                                               : variants[i];
+        const char *spec = train_spec(variants[i]);
         train_case tc = {.o = o, .spec = spec, .data = data,
                          .batch = o->batch ? o->batch : TRAIN_BATCH,
                          .T = o->seq_len ? o->seq_len : TRAIN_SEQ_LEN};

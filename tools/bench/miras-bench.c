@@ -227,6 +227,12 @@ int main(int argc, char **argv)
                 "--budget-s or --max-rss-gb: its cases are miras-train runs (see --help)\n");
         return 2;
     }
+    /* ops times fixed shapes, no variants: ignoring the list would pass off a typo */
+    if (cmd->run == bench_ops && o.variants) {
+        fprintf(stderr, "miras-bench: --variants is an option of layer, train and quality, "
+                "not of ops\n");
+        return 2;
+    }
     if (!o.reps) o.reps = cmd->default_reps;
     (void)mi_threads(); /* reads MIRAS_THREADS first, so --threads wins */
     mi_set_threads(o.threads);

@@ -149,6 +149,23 @@ static void set_override(mi_lm_config *c, const char *kv)
     if (mi_lm_config_set(c, buf) != 0) die_usage("--set %s: %s", kv, mi_error());
 }
 
+/* --d-model, --layers, --heads, --vocab: the model's field of that name
+ * (--d-model is d_model), so the option and a checkpoint's lm.* value are
+ * parsed and held to one range, the table's. */
+static void set_model_size(mi_lm_config *c, const char *option, const char *text)
+{
+    char key[32];
+    snprintf(key, sizeof key, "%s", option + 2);
+    for (char *p = key; *p; p++)
+        if (*p == '-') *p = '_';
+    int n;
+    const mi_field *lm_fields = mi_lm_config_fields(&n), *f = mi_fields_find(lm_fields, n, key);
+    if (!f) die_usage("%s: no model field '%s'", option, key);
+    mi_field named = *f;
+    named.key = option;
+    if (mi_field_parse(&named, c, NULL, text) != 0) die_usage("%s", mi_error());
+}
+
 static void parse(int argc, char **argv, options *o)
 {
     const char *v, *task = "lm";
@@ -180,14 +197,10 @@ static void parse(int argc, char **argv, options *o)
             if (strlen(v) >= MI_LM_TEXT) die_usage("--model: '%s' is too long", v);
             strcpy(rc->lm.mixer, v);
         } else if (opt_is(argc, argv, &i, "--set", &v)) set_override(&rc->lm, v);
-        else if (opt_is(argc, argv, &i, "--d-model", &v))
-            rc->lm.d_model = parse_int(arg, v, 1, 1 << 16);
-        else if (opt_is(argc, argv, &i, "--layers", &v))
-            rc->lm.layers = (int)parse_int(arg, v, 1, 1024);
-        else if (opt_is(argc, argv, &i, "--heads", &v))
-            rc->lm.heads = parse_int(arg, v, 1, 1 << 12);
-        else if (opt_is(argc, argv, &i, "--vocab", &v))
-            rc->lm.vocab = parse_int(arg, v, 2, 1 << 24);
+        else if (opt_is(argc, argv, &i, "--d-model", &v)) set_model_size(&rc->lm, arg, v);
+        else if (opt_is(argc, argv, &i, "--layers", &v)) set_model_size(&rc->lm, arg, v);
+        else if (opt_is(argc, argv, &i, "--heads", &v)) set_model_size(&rc->lm, arg, v);
+        else if (opt_is(argc, argv, &i, "--vocab", &v)) set_model_size(&rc->lm, arg, v);
         else if (opt_is(argc, argv, &i, "--optim", &v)) {
             int k = mi_optim_kind_from_name(v);
             if (k < 0) die_usage("--optim: %s", mi_error());
@@ -555,7 +568,7 @@ int main(int argc, char **argv)
         if (eval || step == stop) {
             if (!params_finite(&lm)) stop_bad("a parameter", NAN, step, &bar, &out);
             if (lead) save(&out, &lm, opt, rc, step, &st, &log);
-            else dist_note_checkpoint(out.ckpt, step);
+            else dist_note_checkpoint_pending(out.ckpt, step); /* rank 0 writes it */
         }
         if (lead) progress_show(&bar, step, value, norm, tokens);
     }

@@ -144,10 +144,13 @@ static const setting settings[] = {
     FREE(UNRANGED(RC, MI_FIELD_REAL, "train.opt.delta", hp.delta)),
     FREE(UNRANGED(RC, MI_FIELD_INT, "train.opt.mem_hidden", hp.mem_hidden)),
     FREE(UNRANGED(RC, MI_FIELD_REAL, "train.opt.mem_lr", hp.mem_lr)),
-    FREE(UNRANGED(RC, MI_FIELD_INT, "train.opt.output", hp.output)),
+    /* enums: their names' values are their range, whichever optimizer reads them */
+    FREE(MI_FIELD_INT_AT(RC, "train.opt.output", hp.output, NULL, MI_NL_OUT_IDENTITY,
+                         MI_NL_OUT_NEWTON_SCHULZ, NULL)),
     FREE(UNRANGED(RC, MI_FIELD_U64, "train.opt.seed", hp.seed)),
     /* optional: absent, the run predates it and took the normalised forms (run_config_parse) */
-    {UNRANGED(RC, MI_FIELD_INT, "train.opt.nl_form", hp.nl_form), NULL, true, 0},
+    {MI_FIELD_INT_AT(RC, "train.opt.nl_form", hp.nl_form, NULL, MI_NL_FORM_PAPER,
+                     MI_NL_FORM_NORMALISED, NULL), NULL, true, 0},
 };
 #define N_SETTINGS ((int)(sizeof settings / sizeof settings[0]))
 
@@ -172,10 +175,10 @@ int run_config_set(run_config *rc, const char *name, const char *text, char *msg
         bool by_flag = s->flag && !strcmp(name, s->flag);
         if (!by_flag && strcmp(name, s->f.key)) continue;
         /* named as it was given; a checkpoint of a task that ignores the setting holds 0
-         * there, which is not range-checked */
+         * there, which is not range-checked (any other value is) */
         mi_field f = s->f;
         f.key = name;
-        if (!by_flag && s->tasks && !(s->tasks & TASK_BIT(rc->task)))
+        if (!by_flag && s->tasks && !(s->tasks & TASK_BIT(rc->task)) && !strcmp(text, "0"))
             f.flags &= ~(unsigned)MI_FIELD_RANGED;
         mi_error_clear();
         if (mi_field_parse(&f, rc, NULL, text) == 0) return 0;
@@ -281,6 +284,19 @@ static int run_stats_parse(ckpt *c, const mi_safetensors *st, char *msg, size_t 
     return 0;
 }
 
+/* Whether key is a "train.*" key that run_config_metadata writes. */
+static bool run_key_known(const char *key)
+{
+    if (!strcmp(key, "train.format") || !strcmp(key, "train.step") ||
+        !strcmp(key, "train.next_example"))
+        return true;
+    for (int i = 0; i < N_STATS; i++)
+        if (!strcmp(key, stat_keys[i].key)) return true;
+    for (int i = 0; i < N_SETTINGS; i++)
+        if (!strcmp(key, settings[i].f.key)) return true;
+    return false;
+}
+
 /* The run settings back from a checkpoint's metadata. */
 static int run_config_parse(ckpt *c, const mi_safetensors *st, char *msg, size_t n)
 {
@@ -309,6 +325,19 @@ static int run_config_parse(ckpt *c, const mi_safetensors *st, char *msg, size_t
     if (!s || end == s || *end || *step < 0 || *step > rc->steps)
         return snprintf(msg, n, "train.step: '%s' is not a whole number in [0, %lld] (train.steps)",
                         s ? s : "(missing)", (long long)rc->steps), -1;
+    /* where the task streams go on: written for the reader, and a value that
+     * disagrees with the step says the file was edited or is not what it claims */
+    const char *next = mi_safetensors_meta(st, "train.next_example");
+    int64_t want;
+    bool overflow = __builtin_mul_overflow(*step, rc->batch, &want);
+    long long got = next ? strtoll(next, &end, 10) : -1;
+    if (!next || end == next || *end || overflow || got != want)
+        return snprintf(msg, n, "train.next_example: '%s' is not train.step · train.batch = "
+                        "%lld · %lld = %lld", next ? next : "(missing)", (long long)*step,
+                        (long long)rc->batch, (long long)want), -1;
+    for (int i = 0; i < st->metadata.count; i++)
+        if (!strncmp(st->metadata.keys[i], "train.", 6) && !run_key_known(st->metadata.keys[i]))
+            return snprintf(msg, n, "unknown metadata key '%s'", st->metadata.keys[i]), -1;
     return run_stats_parse(c, st, msg, n);
 }
 
@@ -470,6 +499,27 @@ int ckpt_save(const char *path, const mi_lm *lm, const mi_optim *o, const run_co
     return rc_save;
 }
 
+/* The sizes in lm.* against the tensors the file holds, before a model is
+ * made: the parameters outside the mixers follow from the sizes alone, and a
+ * file holding fewer elements than those cannot be this model's checkpoint
+ * (inflated sizes would otherwise have mi_lm_init allocate for minutes, or
+ * until memory runs out, before ckpt_restore found the tensors missing). */
+static int sizes_fit_tensors(const ckpt *c, char *msg, size_t n)
+{
+    int64_t need = mi_lm_backbone_numel(&c->lm), have = 0;
+    if (need < 0) return snprintf(msg, n, "checkpoint '%s': %s", c->path, mi_error()), -1;
+    for (int i = 0; i < c->st->count; i++)
+        if (strncmp(c->st->tensors[i].name, "opt.", 4) != 0)
+            have += c->st->tensors[i].tensor->numel;
+    if (need <= have) return 0;
+    const mi_lm_config *m = &c->lm;
+    return snprintf(msg, n, "checkpoint '%s' does not fit its metadata: lm.vocab %lld, "
+                    "lm.d_model %lld, lm.layers %d and lm.mlp_hidden %lld make at least %lld "
+                    "parameters, the file holds %lld", c->path, (long long)m->vocab,
+                    (long long)m->d_model, m->layers, (long long)m->mlp_hidden, (long long)need,
+                    (long long)have), -1;
+}
+
 int ckpt_load(ckpt *c, const char *path, char *msg, size_t n)
 {
     *c = (ckpt){.path = path};
@@ -481,6 +531,7 @@ int ckpt_load(ckpt *c, const char *path, char *msg, size_t n)
     if (mi_lm_config_from_metadata(&c->lm, &c->st->metadata) != 0)
         return snprintf(msg, n, "'%s' is not a miras language-model checkpoint: %s", path,
                         mi_error()), -1;
+    if (sizes_fit_tensors(c, msg, n) != 0) return -1;
     if (mi_safetensors_meta(c->st, "train.format")) {
         char why[256];
         c->has_run = true;

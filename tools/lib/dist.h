@@ -57,9 +57,14 @@ int dist_sum_doubles(dist *d, double *v, int k, char *msg, size_t n);
 /* Compares a value every rank computed (a checksum): 0 when all equal
  * rank 0's, else -1 with a message naming a rank that differs. */
 int dist_check_same(dist *d, uint64_t value, const char *what, char *msg, size_t n);
-/* Records the last checkpoint written, for the message of a rank stopped by
- * the launcher. */
+/* Records the last checkpoint on disk (written by this rank, or resumed
+ * from), for the message of a rank stopped by the launcher. */
 void dist_note_checkpoint(const char *path, int64_t step);
+/* Records the checkpoint rank 0 is writing at `step`: the message names it
+ * only after the next collective, which rank 0 joins once its save returned;
+ * until then it names the one before, which is what a crash of rank 0
+ * mid-save leaves on disk. */
+void dist_note_checkpoint_pending(const char *path, int64_t step);
 /* Leaves the job normally (every rank, at the end). */
 void dist_finish(dist *d);
 

@@ -23,8 +23,14 @@ typedef struct bucket {
 } bucket;
 static bucket slot[2];     /* two: bucket k+1 travels while bucket k is summed */
 static int64_t bucket_floats; /* floats in a bucket */
-static char stop_msg[4608] = "";       /* what a rank stopped by the launcher says */
-static size_t stop_len;
+/* What a rank stopped by the launcher says: two buffers, the signal handler
+ * reads the one `shown` names, so it never sees a message half rewritten. */
+static char stop_msg[2][4608];
+static size_t stop_len[2];
+static volatile sig_atomic_t shown = -1;
+/* The checkpoint rank 0 is writing (step -1: none), named once it is written. */
+static char pending_path[4608];
+static int64_t pending_step = -1;
 
 bool dist_available(void) { return true; }
 
@@ -41,7 +47,8 @@ static bool launched_by_mpi(void)
 static void on_term(int sig)
 {
     (void)sig;
-    if (stop_len && write(STDERR_FILENO, stop_msg, stop_len) < 0) _exit(1);
+    int k = shown;
+    if (k >= 0 && stop_len[k] && write(STDERR_FILENO, stop_msg[k], stop_len[k]) < 0) _exit(1);
     _exit(1);
 }
 
@@ -58,14 +65,30 @@ void dist_note_checkpoint(const char *path, int64_t step)
 {
     const char *why = "stopped by the MPI launcher (a rank failed or died: see its or mpirun's "
                       "message)";
-    int len;
+    int k = shown == 0 ? 1 : 0, len;
+    char *m = stop_msg[k];
+    size_t size = sizeof stop_msg[k];
     if (path)
-        len = snprintf(stop_msg, sizeof stop_msg, "%s: %s. The last checkpoint is %s (step %lld)\n",
-                       tool_name, why, path, (long long)step);
+        len = snprintf(m, size, "%s: %s. The last checkpoint is %s (step %lld)\n", tool_name, why,
+                       path, (long long)step);
     else
-        len = snprintf(stop_msg, sizeof stop_msg, "%s: %s; no checkpoint was saved yet\n",
-                       tool_name, why);
-    stop_len = len < 0 ? 0 : (size_t)len < sizeof stop_msg ? (size_t)len : sizeof stop_msg - 1;
+        len = snprintf(m, size, "%s: %s; no checkpoint was saved yet\n", tool_name, why);
+    stop_len[k] = len < 0 ? 0 : (size_t)len < size ? (size_t)len : size - 1;
+    shown = k;
+    pending_step = -1;
+}
+
+void dist_note_checkpoint_pending(const char *path, int64_t step)
+{
+    snprintf(pending_path, sizeof pending_path, "%s", path);
+    pending_step = step;
+}
+
+/* A collective completed: rank 0 took part after it returned from writing
+ * the pending checkpoint, which is therefore on disk. */
+static void pending_written(void)
+{
+    if (pending_step >= 0) dist_note_checkpoint(pending_path, pending_step);
 }
 
 static const char *mpi_text(int code)
@@ -122,7 +145,10 @@ static int wait_for(const dist *d, MPI_Request *req, const char *what, char *msg
             snprintf(msg, n, "%s failed: %s", what, mpi_text(rc));
             return -1;
         }
-        if (done) return 0;
+        if (done) {
+            pending_written();
+            return 0;
+        }
         if (spin < 64) continue;
         struct timespec ts = {0, spin < 4096 ? 1000 : 100000};
         nanosleep(&ts, NULL);

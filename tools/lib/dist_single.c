@@ -41,5 +41,6 @@ int dist_check_same(dist *d, uint64_t value, const char *what, char *msg, size_t
 }
 
 void dist_note_checkpoint(const char *path, int64_t step) { (void)path, (void)step; }
+void dist_note_checkpoint_pending(const char *path, int64_t step) { (void)path, (void)step; }
 
 void dist_finish(dist *d) { d->active = false; }

@@ -162,6 +162,15 @@ int64_t mi_lm_param_numel(const mi_lm *lm)
     return n;
 }
 
+int64_t mi_lm_backbone_numel(const mi_lm_config *c)
+{
+    /* the config's ranges keep every product below 2^49 */
+    if (mi_lm_config_check(c) != 0) return -1;
+    int64_t D = c->d_model, V = c->vocab, F = c->mlp_hidden ? c->mlp_hidden : 3 * D;
+    int64_t block = D + 3 * D * F; /* mlp_norm, w_gate, w_up, w_down */
+    return V * D + c->layers * block + D + (c->tie_embeddings ? 0 : D * V);
+}
+
 static mi_tensor *rms(const mi_lm *lm, mi_tensor *x, mi_tensor *g)
 {
     return mi_mul(mi_rms_norm(x, lm->config.norm_eps), g);

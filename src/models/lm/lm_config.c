@@ -19,14 +19,21 @@
 
 #define FORMAT "1"
 
-/* The parameters, declared once: defaults, parsing, ranges, metadata. */
-#define HUGE_SIZE 1e15
+/* The parameters, declared once: defaults, parsing, ranges, metadata. The
+ * sizes' limits are miras-train's options' (it parses them with this table)
+ * and what a checkpoint's lm.* values are held to before any model is made:
+ * far above any model trained here, yet a hostile file cannot ask mi_lm_init
+ * for petabytes (ckpt.c then compares the sizes with the tensors it holds). */
+#define MAX_VOCAB (1 << 24)
+#define MAX_WIDTH (1 << 16)  /* d_model */
+#define MAX_HIDDEN (1 << 20) /* mlp_hidden: 16 · MAX_WIDTH */
+#define MAX_WINDOW (1 << 24) /* miras-train's longest --seq-len */
 static const mi_field lm_fields[] = {
-    MI_FIELD_I64_AT(mi_lm_config, "vocab", vocab, "256", 1, HUGE_SIZE, "tokens (256: bytes)"),
-    MI_FIELD_I64_AT(mi_lm_config, "d_model", d_model, "128", 1, HUGE_SIZE, "the model width"),
-    MI_FIELD_INT_AT(mi_lm_config, "layers", layers, "4", 1, 1 << 20, "blocks"),
-    MI_FIELD_I64_AT(mi_lm_config, "heads", heads, "4", 1, HUGE_SIZE, "heads (divide d_model)"),
-    MI_FIELD_I64_AT(mi_lm_config, "mlp_hidden", mlp_hidden, "0", 0, HUGE_SIZE,
+    MI_FIELD_I64_AT(mi_lm_config, "vocab", vocab, "256", 1, MAX_VOCAB, "tokens (256: bytes)"),
+    MI_FIELD_I64_AT(mi_lm_config, "d_model", d_model, "128", 1, MAX_WIDTH, "the model width"),
+    MI_FIELD_INT_AT(mi_lm_config, "layers", layers, "4", 1, 1024, "blocks"),
+    MI_FIELD_I64_AT(mi_lm_config, "heads", heads, "4", 1, 4096, "heads (divide d_model)"),
+    MI_FIELD_I64_AT(mi_lm_config, "mlp_hidden", mlp_hidden, "0", 0, MAX_HIDDEN,
                     "SwiGLU hidden width (0: 3 d_model)"),
     MI_FIELD_BOOL_AT(mi_lm_config, "tie_embeddings", tie_embeddings, "true",
                      "the LM head is the embedding's transpose"),
@@ -34,7 +41,7 @@ static const mi_field lm_fields[] = {
                      MI_FIELD_LO_OPEN | MI_FIELD_HI_OPEN, "every RMSNorm's epsilon"),
     MI_FIELD_REAL_AT(mi_lm_config, "rope_base", rope_base, "10000", 0, INFINITY,
                      MI_FIELD_LO_OPEN | MI_FIELD_HI_OPEN, "RoPE's base (attention, SWA)"),
-    MI_FIELD_I64_AT(mi_lm_config, "window", window, "64", 1, HUGE_SIZE,
+    MI_FIELD_I64_AT(mi_lm_config, "window", window, "64", 1, MAX_WINDOW,
                     "SWA's window when the mixer spec names none"),
     MI_FIELD_TEXT_AT(mi_lm_config, "mixer", mixer, "gated-deltanet", "the mixer spec"),
 };
