@@ -240,6 +240,12 @@ START_TEST(an_invalid_registration_is_an_error)
     ck_assert_error_has("'test-no-loss' needs loss");
     mi_error_clear();
     ck_assert_ptr_null(mi_bias_find("test-no-loss"));
+    static mi_bias_kind spaced;
+    spaced = scaled_bias;
+    spaced.name = "test spaced";
+    ck_assert_int_eq(mi_register_bias(&spaced), -1);
+    ck_assert_error_has("no spaces and no '='");
+    mi_error_clear();
     rule_no_error = scaled_bias;
     rule_no_error.name = "test-rule";
     rule_no_error.error = NULL;

@@ -10,6 +10,10 @@ int reg_table_add(reg_table *t, const char *name, const void *item)
 {
     if (!name || !*name) return mi_error_set("register: a %s needs a name", t->what), -1;
     if (!item) return mi_error_set("register: %s '%s': NULL", t->what, name), -1;
+    /* a name is set as KEY=NAME and listed among space-separated assignments */
+    if (name[strcspn(name, " \t\n=")])
+        return mi_error_set("register: %s '%s': a name has no spaces and no '='", t->what,
+                            name), -1;
     if (reg_table_find(t, name))
         return mi_error_set("register: a %s named '%s' is already registered (names are "
                             "unique: choose another)", t->what, name), -1;

@@ -15,8 +15,8 @@ typedef struct reg_table {
     bool ready;        /* the built-ins are in */
 } reg_table;
 
-/* Appends item under name: 0, or -1 with a message (no name, the name taken,
- * out of memory); the table is unchanged on error. */
+/* Appends item under name: 0, or -1 with a message (no name, a space or '='
+ * in it, the name taken, out of memory); the table is unchanged on error. */
 int reg_table_add(reg_table *t, const char *name, const void *item);
 /* The entry named name, or NULL. */
 const void *reg_table_find(const reg_table *t, const char *name);
