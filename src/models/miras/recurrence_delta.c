@@ -217,7 +217,8 @@ int delta_chunk_wy(mi_tensor **state, mi_tensor *q, mi_tensor *k, mi_tensor *v, 
  * [N, T, dv] (Diag(α_t) S_{t−1}). A channel-wise α on the key axis
  * (alpha_on_keys), momentum, multistep and every other component keep the
  * composed path, and so does materialize=true (the tests' reference). Not
- * differentiable twice. */
+ * differentiable twice. The components are known by the rules they declare
+ * (components.h: matrix, residual or hebbian, decay), a user's as a built-in's. */
 bool delta_fused_rule(const mi_miras *m, const mi_miras_gates *gt, mi_delta_rule *rule)
 {
     const mi_miras_config *c = &m->config;

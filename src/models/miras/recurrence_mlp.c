@@ -12,7 +12,9 @@
  * with decay_first g_t at read(α_t A_{t−1}) (recurrence.c's header, the op's
  * in ops/mlp_scan.c). Channel-wise gates, other depths, lq's paper form, a
  * learned kl scale and every other component keep the composed path, and so
- * does materialize=true (the tests' reference). Not differentiable twice. */
+ * does materialize=true (the tests' reference). Not differentiable twice.
+ * The components are known by the rules they declare (components.h), a
+ * user's as a built-in's. */
 #include <stdlib.h>
 #include <string.h>
 
