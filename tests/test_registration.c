@@ -78,10 +78,9 @@ static void make_copies(void)
     lq_copy.name = "test-lq";
 }
 
-static void teardown(void)
+static void reset(void)
 {
     mi_registry_reset();
-    scope_teardown();
 }
 
 /* ---------------------------------------------------------------- graph look-up */
@@ -417,7 +416,7 @@ Suite *make_suite(void)
 {
     Suite *s = suite_create("registration");
     TCase *tc = tcase_slow("registration");
-    tcase_add_checked_fixture(tc, scope_setup, teardown);
+    tcase_add_checked_fixture(tc, NULL, reset); /* beside tcase_slow's scope */
     tcase_add_test(tc, registered_components_are_found_by_name);
     tcase_add_test(tc, a_clash_is_an_error);
     tcase_add_test(tc, an_invalid_registration_is_an_error);
