@@ -26,6 +26,40 @@
     .params = (table), .n_params = MI_FIELDS_COUNT(table),                                   \
     .params_size = sizeof(T) + 0 * sizeof(char[sizeof(T) <= sizeof(mi_component_params) ? 1 : -1])
 
+/* What a component computes, where a faster path than its own functions
+ * exists for it: a promise, declared in the component's file, that its
+ * functions compute this rule, so the recurrence may run the fused ops
+ * (delta_scan, mlp_scan) or the exact chunk form in their place. OWN (0):
+ * only the component's functions. A component registered with a rule is
+ * taken at its word: it reaches the same paths a built-in with that rule does. */
+typedef enum mi_memory_rule {
+    MI_MEMORY_RULE_OWN = 0,
+    MI_MEMORY_RULE_MATRIX, /* M_W(k) = W k, one weight W [dv, dk] (matrix): the delta
+                              rule's memory (delta_scan, the exact chunk form, implicit
+                              GD's closed form, alpha_on_keys) */
+    MI_MEMORY_RULE_MLP,    /* M(x) = x + LN(W1 gelu(W2 x)) at config mlp_depth 2, the
+                              weights as memory/mlp.c lays them out (mlp): mlp_scan's */
+} mi_memory_rule;
+
+typedef enum mi_bias_rule {
+    MI_BIAS_RULE_OWN = 0,
+    MI_BIAS_RULE_RESIDUAL, /* ℓ = ½‖y − v‖², e = y − v (l2): the delta rule */
+    MI_BIAS_RULE_HEBBIAN,  /* ℓ = −⟨y, v⟩, e = −v (dot): the Hebbian write v kᵀ */
+    MI_BIAS_RULE_YAAD,     /* Yaad's Huber-like error with keys sign_sharpness (yaad) */
+    MI_BIAS_RULE_LP,       /* e = p s(e)^(p−2) ⊙ e, s = √(e² + ε), keys p, abs_eps (lp) */
+} mi_bias_rule;
+
+typedef enum mi_retention_rule {
+    MI_RETENTION_RULE_OWN = 0,
+    MI_RETENTION_RULE_DECAY, /* W = A, A_t = α_t A_{t−1} + step_t (α ≡ 1 without uses_alpha):
+                                only scales the state (none, l2) */
+    MI_RETENTION_RULE_LQ,    /* Moneta's W = A / ‖A‖^r with keys q, lq_form, lq_eps (lq);
+                                the read divides by ‖A‖, so W_0 must not be zero */
+    MI_RETENTION_RULE_KL,    /* W = c softmax(A) per row, A logits kept in the log domain
+                                (kl): c is config kl_scale (kl_scale_learn, kl_scale_t)
+                                and kl_init_sd draws W_0 as logits */
+} mi_retention_rule;
+
 struct mi_memory_kind {
     const char *name;
     const char *formula;
@@ -65,6 +99,10 @@ struct mi_memory_kind {
     mi_tensor *(*forward_linear)(const mi_miras_config *c,
                                  mi_tensor *(*lin)(void *ctx, int i, mi_tensor *u), void *ctx,
                                  mi_tensor *x);
+    mi_memory_rule rule;
+    /* Keys and queries are config slots wide (dk = m, lattice): a layer block
+     * sets slots to its head dimension unless the user set it. */
+    bool keys_are_slots;
 };
 
 struct mi_bias_kind {
@@ -80,6 +118,7 @@ struct mi_bias_kind {
      * error above receive y = E_W(v_t) [N, n, dk] and k_t in place of v_t.
      * Needs a memory with encode. */
     bool encoding;
+    mi_bias_rule rule;
     /* its own parameters in config.bias_params (MI_PARAMS; none: NULL, 0) */
     const mi_field *params;
     int n_params;
@@ -119,6 +158,7 @@ struct mi_retention_kind {
     mi_tensor *(*boundary_split)(const mi_miras_config *c, mi_tensor *carried, mi_tensor *a);
     bool uses_alpha;   /* false: α ≡ 1 (no forgetting) */
     bool lag_token;    /* each chunk's first token runs alone (MIRAS "Parallelizable Training") */
+    mi_retention_rule rule;
     /* its own parameters in config.retention_params (MI_PARAMS; none: NULL, 0) */
     const mi_field *params;
     int n_params;
@@ -141,7 +181,10 @@ struct mi_algorithm_kind {
     /* the components it needs, or NULL: a message when m's do not fit */
     const char *(*check)(const mi_miras *m);
     bool delta_rule;  /* on a matrix memory with the ℓ2 bias the write is the delta
-                         rule with β = η' (its exact chunk form and fused scan) */
+                         rule with β = η' (its exact chunk form and fused scan); the
+                         step itself is given by uses_mu, multistep and rate alone, so
+                         rate NULL and one write per token is mlp_scan's gd (momentum
+                         with uses_mu) */
     bool factored;    /* a chunk's writes from the gradients' rank-one factors */
 };
 
@@ -158,6 +201,40 @@ typedef struct mi_l1_params {
 } mi_l1_params;
 extern const mi_field mi_l1_fields[2];
 mi_l1_params mi_l1_params_of(const mi_miras_config *c);
+
+/* ---------------------------------------------------------------- registration
+ * A user's program adds its own components and presets by name; they are then
+ * found wherever a built-in is (mi_miras_config_set's "bias=NAME", the layer
+ * block's presets, the tools' --keys and --set). The built-ins go into the
+ * same tables through the same checks, on the first use of a table.
+ *
+ * The kind (or preset) is not copied: it, its name and every string and
+ * table it points to must stay valid until mi_registry_reset, as a static
+ * const struct does. Names are unique within an axis (a bias and a
+ * retention may share one, as l2 does). Each returns 0, or -1 with a message
+ * (mi_error): no name, a name taken, a missing function (a memory needs
+ * shapes, init and forward, a bias loss, and a rule its closed form), a
+ * preset whose config does not parse; nothing is added on error.
+ * The tables grow as needed (no fixed cap).
+ *
+ * Threads: registration, look-up and reset hold a lock, so they may be called
+ * from any thread; but register before building models, and reset only when no
+ * model or config made since the registration is used again (their kinds and
+ * names would dangle). */
+int mi_register_memory(const mi_memory_kind *kind);
+int mi_register_bias(const mi_bias_kind *kind);
+int mi_register_retention(const mi_retention_kind *kind);
+int mi_register_algorithm(const mi_algorithm_kind *kind);
+/* A preset: its name, its components as KEY=VALUE assignments (config, as the
+ * built-ins' in presets.c: "memory=mlp bias=l2 retention=l2 algorithm=gd"),
+ * its gates (an unset gate, MI_GATE_UNUSED, takes the layer block's default
+ * for the components) and the block's options. The config must parse now:
+ * register its components first. */
+int mi_register_preset(const mi_preset *preset);
+/* Drops every registration and frees the tables; the built-ins come back at
+ * the next use. For tests, and for a program that wants the memory back: until
+ * then the tables stay reachable (LeakSanitizer does not count them). */
+void mi_registry_reset(void);
 
 const mi_memory_kind *mi_memory_find(const char *name);
 const mi_bias_kind *mi_bias_find(const char *name);

@@ -169,7 +169,8 @@ static void layer_config_text(char *buf, size_t n, const layer_case *lc)
     const mi_miras_config *c = &lc->config;
     const mi_preset *p = lc->preset;
     char mem[64];
-    if (!strcmp(c->memory, "mlp"))
+    const mi_memory_kind *kind = mi_memory_find(c->memory);
+    if (kind && kind->rule == MI_MEMORY_RULE_MLP)
         snprintf(mem, sizeof mem, "mlp depth %d x%d residual+LN", c->mlp_depth,
                  c->mlp_expansion);
     else snprintf(mem, sizeof mem, "%s", c->memory);
@@ -227,7 +228,8 @@ int bench_layer(const bench_opts *o)
                 return 2;
             }
             lc.config.chunk = chunks[j];
-            if (!strcmp(lc.config.memory, "lattice")) lc.config.slots = LAYER_HEAD_DIM;
+            const mi_memory_kind *mem = mi_memory_find(lc.config.memory);
+            if (mem && mem->keys_are_slots) lc.config.slots = LAYER_HEAD_DIM;
             lc.T = o->seq_len ? o->seq_len : LAYER_SEQ_LEN;
             /* the per-token recurrence is the slow reference: by default it
              * runs at T <= 64 (tokens/s still compare) */

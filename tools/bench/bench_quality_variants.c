@@ -5,7 +5,7 @@
 
 #include "bench_common.h"
 #include "bench_quality_internal.h"
-#include "miras.h"
+#include "extend.h"
 
 /* ================================================================ variants
  * A variant is a mixer spec (what miras-train's --model takes: titans,
@@ -82,7 +82,8 @@ static bool variant_mlp(const char *v)
     const char *own = variant_override(v, "memory", mem, sizeof mem);
     mi_miras_config c;
     if (!own && mi_preset_config(p, &c) != 0) return false;
-    return !strcmp(own ? own : c.memory, "mlp");
+    const mi_memory_kind *kind = mi_memory_find(own ? own : c.memory);
+    return kind && kind->rule == MI_MEMORY_RULE_MLP;
 }
 
 /* A rule's match: "*", "@miras", "@mlp" (the memory the variant really runs),

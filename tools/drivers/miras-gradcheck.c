@@ -113,7 +113,7 @@ static int check_model_chunk(const mi_preset *p, int chunk, uint64_t seed, int64
     mi_rng rng;
     mi_rng_seed(&rng, seed);
     int steps = mi_miras_writes(&c.m), P = steps * GC_T;
-    bool mlp = strcmp(cfg.memory, "mlp") == 0;
+    bool mlp = c.m.memory->rule == MI_MEMORY_RULE_MLP;
     mi_tensor *in[MI_MAX_INPUTS];
     int n_in = 0;
     const int max_in = MI_MAX_INPUTS;
@@ -149,7 +149,7 @@ static int check_model_chunk(const mi_preset *p, int chunk, uint64_t seed, int64
         return -1;
     }
     c.iw = n_in;
-    bool kl = strcmp(cfg.retention, "kl") == 0;
+    bool kl = c.m.retention->rule == MI_RETENTION_RULE_KL;
     for (int i = 0; i < c.nw; i++) {
         /* matrix: random (not the zero start, so W_0's gradient is exercised);
          * MLP: N(0, 1/fan_in); Memora: logits of its simplex rows */

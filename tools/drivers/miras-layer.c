@@ -129,7 +129,7 @@ static int run_layer(mi_miras *m, const mi_preset *preset, bool slots_set, const
 
     /* the initial memory: as many weights as the memory kind has */
     int64_t dk = q->rank ? q->shape[q->rank - 1] : 1, dv = v->rank ? v->shape[v->rank - 1] : 1;
-    if (!slots_set && strcmp(m->memory->name, "lattice") == 0) m->config.slots = (int)dk;
+    if (!slots_set && m->memory->keys_are_slots) m->config.slots = (int)dk;
     int nw, ranks[MI_MEMORY_MAX_WEIGHTS];
     int64_t shapes[MI_MEMORY_MAX_WEIGHTS][MI_MAX_RANK];
     if (m->memory->shapes(&m->config, dk, dv, &nw, ranks, shapes) != 0) return -1;

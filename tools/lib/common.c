@@ -542,13 +542,12 @@ char *log_svg(const train_log *l, const char *title, size_t *size)
 /* The names --model and --set take, for --help. */
 static const char *name_at(int what, int i)
 {
-    static const char *algorithms[] = {"gd", "momentum", "implicit", "multistep"};
     switch (what) {
     case 0: return mi_preset_at(i) ? mi_preset_at(i)->name : NULL;
     case 1: return mi_memory_at(i) ? mi_memory_at(i)->name : NULL;
     case 2: return mi_bias_at(i) ? mi_bias_at(i)->name : NULL;
     case 3: return mi_retention_at(i) ? mi_retention_at(i)->name : NULL;
-    default: return i < 4 ? algorithms[i] : NULL;
+    default: return mi_algorithm_at(i) ? mi_algorithm_at(i)->name : NULL;
     }
 }
 

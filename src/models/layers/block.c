@@ -150,7 +150,8 @@ mi_miras_block_config mi_miras_block_config_default(int64_t d_model, int64_t hea
     const mi_retention_kind *ret = mi_retention_find(c.miras.retention);
     const mi_bias_kind *bias = mi_bias_find(c.miras.bias);
     if (ret && ret->uses_alpha) c.alpha = (mi_gate_spec){MI_GATE_HEAD, 0.998, 0};
-    if (c.miras.algorithm && !strcmp(c.miras.algorithm, "momentum"))
+    const mi_algorithm_kind *alg = mi_algorithm_find(c.miras.algorithm);
+    if (alg && alg->uses_mu)
         c.mu = (mi_gate_spec){MI_GATE_HEAD, 0.9, 0};
     if (bias && bias->needs_delta) c.delta = (mi_gate_spec){MI_GATE_HEAD, 1.0, 0};
     return c;
@@ -179,7 +180,8 @@ int mi_miras_block_config_preset(mi_miras_block_config *c, const char *preset)
     c->out_gate_sigmoid = p->out_gate_sigmoid;
     /* Lattice reads one key entry per memory slot; in the block the keys are
      * head_dim wide, so the preset's memory gets m = head_dim slots. */
-    if (!strcmp(c->miras.memory, "lattice") && c->heads > 0)
+    const mi_memory_kind *mem = mi_memory_find(c->miras.memory);
+    if (mem && mem->keys_are_slots && c->heads > 0)
         c->miras.slots = (int)(c->head_dim ? c->head_dim : c->d_model / c->heads);
     return 0;
 }
@@ -322,7 +324,8 @@ static int init_w0(mi_miras_block *b, mi_dtype dt, mi_rng *rng, mi_scope *scope)
     mi_tensor **per_head = mi_scope_alloc(tmp, sizeof(mi_tensor *) * (size_t)(H * b->n_w0));
     mi_tensor *w[MI_MEMORY_MAX_WEIGHTS];
     int rc = per_head ? 0 : (mi_error_set("miras block: out of memory"), -1);
-    bool lq = !strcmp(m->retention->name, "lq");
+    /* ℓq's read divides by ‖A‖: a zero weight starts small and random */
+    bool lq = m->retention->rule == MI_RETENTION_RULE_LQ;
     for (int64_t h = 0; h < H && rc == 0; h++) {
         if (m->memory->init(&m->config, hd, hd, rng, dt, w) != 0) rc = -1;
         for (int i = 0; i < b->n_w0 && rc == 0; i++) {

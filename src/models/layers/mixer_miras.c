@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "models.h"
+#include "components.h"
 
 static mi_tensor *miras_forward(const void *self, mi_tensor *x)
 {
@@ -81,7 +81,8 @@ static int block_config(mi_miras_block_config *c, const char *preset, const mi_m
         if (mi_miras_config_set(&c->miras, o->overrides[i]) != 0) return -1;
         slots_given |= !strcmp(key, "memory.slots");
     }
-    if (!strcmp(c->miras.memory, "lattice") && !slots_given)
+    const mi_memory_kind *mem = mi_memory_find(c->miras.memory);
+    if (mem && mem->keys_are_slots && !slots_given)
         c->miras.slots = (int)(o->d_model / o->heads);
     mi_miras_block_config d = mi_miras_block_config_default(o->d_model, o->heads, &c->miras);
     mi_gate_spec *mine[] = {&c->eta, &c->alpha, &c->mu, &c->delta};

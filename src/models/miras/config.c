@@ -248,13 +248,13 @@ int mi_miras_init(mi_miras *m, const mi_miras_config *c)
         return mi_error_set("miras: attentional bias '%s' is an encoding objective (it compares "
                             "the memory's encoding of v with k) and needs a memory that encodes "
                             "(lattice), not '%s'", m->bias->name, m->memory->name), -1;
-    if (c->kl_scale_learn && strcmp(m->retention->name, "kl"))
+    if (c->kl_scale_learn && m->retention->rule != MI_RETENTION_RULE_KL)
         return mi_error_set("miras: kl_scale_learn learns Memora's simplex scale c: it needs "
                             "retention=kl, got '%s'", m->retention->name), -1;
-    if (c->kl_init_sd > 0 && strcmp(m->retention->name, "kl"))
+    if (c->kl_init_sd > 0 && m->retention->rule != MI_RETENTION_RULE_KL)
         return mi_error_set("miras: kl_init_sd spreads the initial logits of Memora's simplex "
                             "rows: it needs retention=kl, got '%s'", m->retention->name), -1;
-    if (c->kl_scale_t && strcmp(m->retention->name, "kl"))
+    if (c->kl_scale_t && m->retention->rule != MI_RETENTION_RULE_KL)
         return mi_error_set("miras: a per-sequence simplex scale (kl_scale_t) needs "
                             "retention=kl, got '%s'", m->retention->name), -1;
     const char *why = m->algorithm->check ? m->algorithm->check(m) : NULL;
@@ -268,7 +268,7 @@ int mi_miras_init(mi_miras *m, const mi_miras_config *c)
     if (c->decay_first && !m->retention->uses_alpha)
         return mi_error_set("miras: decay_first needs a retention gate with a decay, not '%s'",
                             m->retention->name), -1;
-    if (c->alpha_on_keys && (strcmp(m->memory->name, "matrix") || !m->retention->uses_alpha))
+    if (c->alpha_on_keys && (m->memory->rule != MI_MEMORY_RULE_MATRIX || !m->retention->uses_alpha))
         return mi_error_set("miras: alpha_on_keys decays the key axis of a matrix memory: it "
                             "needs memory=matrix and a retention gate with a decay, got %s and "
                             "%s", m->memory->name, m->retention->name), -1;

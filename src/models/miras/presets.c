@@ -57,9 +57,11 @@
  *   default 64): a layer block must size its q/k projections to it, or set
  *   slots to its head dimension.
  * Every preset has chunk 1 (the exact recurrence); the layer block sets b. */
+#include <pthread.h>
 #include <string.h>
 
-#include "models.h"
+#include "components.h"
+#include "registry.h"
 
 #define CONST(x) {MI_GATE_CONST, (x), 0}
 #define HEAD(x) {MI_GATE_HEAD, (x), 0}
@@ -234,11 +236,6 @@ static const mi_preset presets[] = {
 
 #define N_PRESETS ((int)(sizeof presets / sizeof presets[0]))
 
-const mi_preset *mi_preset_at(int i)
-{
-    return i >= 0 && i < N_PRESETS ? &presets[i] : NULL;
-}
-
 int mi_preset_config(const mi_preset *p, mi_miras_config *out)
 {
     *out = mi_miras_config_default();
@@ -255,9 +252,62 @@ int mi_preset_config(const mi_preset *p, mi_miras_config *out)
     return 0;
 }
 
+/* The preset table: the built-ins above, then the user's (components.h). */
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static reg_table table = {.what = "preset"};
+
+/* A preset must name itself and give a config that parses (its components
+ * registered); the check takes the component tables' lock, never this one. */
+static int preset_add_locked(const mi_preset *p)
+{
+    if (!p || !p->name || !*p->name) return mi_error_set("register: a preset needs a name"), -1;
+    if (!p->config) return mi_error_set("register: preset '%s' needs a config", p->name), -1;
+    mi_miras_config c;
+    if (mi_preset_config(p, &c) != 0) {
+        mi_error_prefix("register");
+        return -1;
+    }
+    return reg_table_add(&table, p->name, p);
+}
+
+/* The built-ins, once after every reset; under the lock. */
+static void builtins_locked(void)
+{
+    if (table.ready) return;
+    for (int i = 0; i < N_PRESETS; i++) (void)preset_add_locked(&presets[i]);
+    table.ready = true;
+}
+
+int mi_register_preset(const mi_preset *p)
+{
+    pthread_mutex_lock(&lock);
+    builtins_locked();
+    int rc = preset_add_locked(p);
+    pthread_mutex_unlock(&lock);
+    return rc;
+}
+
+const mi_preset *mi_preset_at(int i)
+{
+    pthread_mutex_lock(&lock);
+    builtins_locked();
+    const mi_preset *p = reg_table_at(&table, i);
+    pthread_mutex_unlock(&lock);
+    return p;
+}
+
 const mi_preset *mi_preset_find(const char *name)
 {
-    for (int i = 0; name && i < N_PRESETS; i++)
-        if (strcmp(presets[i].name, name) == 0) return &presets[i];
-    return NULL;
+    pthread_mutex_lock(&lock);
+    builtins_locked();
+    const mi_preset *p = reg_table_find(&table, name);
+    pthread_mutex_unlock(&lock);
+    return p;
+}
+
+void presets_clear(void)
+{
+    pthread_mutex_lock(&lock);
+    reg_table_clear(&table);
+    pthread_mutex_unlock(&lock);
 }

@@ -273,7 +273,7 @@ static bool factored_ok(const run *r, const mi_tensor *eta, const mi_tensor *alp
     const mi_miras_config *c = r->c;
     /* one token of a matrix memory is one outer product: cheaper than the
      * factors' coefficient scans */
-    if (eta->shape[1] == 1 && !strcmp(m->memory->name, "matrix")) return false;
+    if (eta->shape[1] == 1 && m->memory->rule == MI_MEMORY_RULE_MATRIX) return false;
     return !c->materialize && c->closed_form && m->memory->grad_factors &&
            m->memory->forward_linear && m->bias->error && !m->bias->encoding &&
            (!m->retention->read || scaled_read(r)) && !has_boundary(m->retention) &&

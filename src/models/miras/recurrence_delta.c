@@ -48,10 +48,9 @@
 
 const char *delta_exact_missing(const mi_miras *m)
 {
-    if (strcmp(m->memory->name, "matrix")) return "it needs memory=matrix";
-    if (strcmp(m->bias->name, "l2")) return "it needs bias=l2";
-    if (strcmp(m->retention->name, "none") && strcmp(m->retention->name, "l2"))
-        return "it needs retention none or l2";
+    if (m->memory->rule != MI_MEMORY_RULE_MATRIX) return "it needs memory=matrix";
+    if (m->bias->rule != MI_BIAS_RULE_RESIDUAL) return "it needs bias=l2";
+    if (m->retention->rule != MI_RETENTION_RULE_DECAY) return "it needs retention none or l2";
     if (!m->algorithm->delta_rule)
         return m->algorithm->uses_mu ? "momentum has no delta-rule form"
                                      : "the learning algorithm has no delta-rule form";
@@ -218,13 +217,14 @@ int delta_chunk_wy(mi_tensor **state, mi_tensor *q, mi_tensor *k, mi_tensor *v, 
  * [N, T, dv] (Diag(α_t) S_{t−1}). A channel-wise α on the key axis
  * (alpha_on_keys), momentum, multistep and every other component keep the
  * composed path, and so does materialize=true (the tests' reference). Not
- * differentiable twice. */
+ * differentiable twice. The components are known by the rules they declare
+ * (components.h: matrix, residual or hebbian, decay), a user's as a built-in's. */
 bool delta_fused_rule(const mi_miras *m, const mi_miras_gates *gt, mi_delta_rule *rule)
 {
     const mi_miras_config *c = &m->config;
-    bool l2 = !strcmp(m->bias->name, "l2"), dot = !strcmp(m->bias->name, "dot");
-    if (c->materialize || strcmp(m->memory->name, "matrix") || (!l2 && !dot) ||
-        (strcmp(m->retention->name, "none") && strcmp(m->retention->name, "l2")) ||
+    bool l2 = m->bias->rule == MI_BIAS_RULE_RESIDUAL, dot = m->bias->rule == MI_BIAS_RULE_HEBBIAN;
+    if (c->materialize || m->memory->rule != MI_MEMORY_RULE_MATRIX || (!l2 && !dot) ||
+        m->retention->rule != MI_RETENTION_RULE_DECAY ||
         !m->algorithm->delta_rule || m->algorithm->multistep ||
         (m->retention->uses_alpha && c->alpha_on_keys && gt->alpha->rank == 3))
         return false;

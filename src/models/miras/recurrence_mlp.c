@@ -12,7 +12,9 @@
  * with decay_first g_t at read(α_t A_{t−1}) (recurrence.c's header, the op's
  * in ops/mlp_scan.c). Channel-wise gates, other depths, lq's paper form, a
  * learned kl scale and every other component keep the composed path, and so
- * does materialize=true (the tests' reference). Not differentiable twice. */
+ * does materialize=true (the tests' reference). Not differentiable twice.
+ * The components are known by the rules they declare (components.h), a
+ * user's as a built-in's. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,26 +33,27 @@ static bool config_real(const mi_miras_config *c, const char *key, double *out)
 static bool fused_components(const mi_miras *m, mi_mlp_scan_rule *rule)
 {
     const mi_miras_config *c = &m->config;
-    const char *bias = m->bias->name, *ret = m->retention->name;
-    rule->yaad = !strcmp(bias, "yaad");
-    rule->lp = !strcmp(bias, "lp");
+    mi_bias_rule bias = m->bias->rule;
+    mi_retention_rule ret = m->retention->rule;
+    rule->yaad = bias == MI_BIAS_RULE_YAAD;
+    rule->lp = bias == MI_BIAS_RULE_LP;
     if (rule->yaad && !config_real(c, "sign_sharpness", &rule->sign_sharpness)) return false;
     if (rule->lp && (!config_real(c, "p", &rule->lp_p) || !config_real(c, "abs_eps", &rule->lp_eps)))
         return false;
-    if (!rule->yaad && !rule->lp && strcmp(bias, "l2")) return false;
+    if (!rule->yaad && !rule->lp && bias != MI_BIAS_RULE_RESIDUAL) return false;
     rule->read = MI_MLP_READ_STATE;
-    if (!strcmp(ret, "lq")) {
+    if (ret == MI_RETENTION_RULE_LQ) {
         char form[32];
         if (mi_miras_config_get(c, "lq_form", form, sizeof form) != 0 ||
             strncmp(form, "frobenius", 9) || !config_real(c, "q", &rule->lq_q) ||
             !config_real(c, "lq_eps", &rule->lq_eps))
             return false;
         rule->read = MI_MLP_READ_LQ;
-    } else if (!strcmp(ret, "kl")) {
+    } else if (ret == MI_RETENTION_RULE_KL) {
         if (c->kl_scale_t) return false;
         rule->read = MI_MLP_READ_KL;
         rule->kl_scale = c->kl_scale;
-    } else if (strcmp(ret, "none") && strcmp(ret, "l2")) {
+    } else if (ret != MI_RETENTION_RULE_DECAY) {
         return false;
     }
     return true;
@@ -59,10 +62,12 @@ static bool fused_components(const mi_miras *m, mi_mlp_scan_rule *rule)
 bool mlp_fused_rule(const mi_miras *m, const mi_miras_gates *gt, mi_mlp_scan_rule *rule)
 {
     const mi_miras_config *c = &m->config;
-    mi_mlp_scan_rule r = {.momentum = !strcmp(m->algorithm->name, "momentum"),
-                          .decay_first = c->decay_first};
-    if (c->materialize || strcmp(m->memory->name, "mlp") || c->mlp_depth != 2 ||
-        (!r.momentum && strcmp(m->algorithm->name, "gd")) || !fused_components(m, &r) ||
+    /* the algorithm's step is η's own (no rate) once per token: gd, or momentum
+     * with uses_mu (components.h) */
+    const mi_algorithm_kind *alg = m->algorithm;
+    mi_mlp_scan_rule r = {.momentum = alg->uses_mu, .decay_first = c->decay_first};
+    if (c->materialize || m->memory->rule != MI_MEMORY_RULE_MLP || c->mlp_depth != 2 ||
+        alg->rate || alg->multistep || !fused_components(m, &r) ||
         (r.momentum && r.read != MI_MLP_READ_STATE))
         return false;
     /* one gate per head: [N, T] */

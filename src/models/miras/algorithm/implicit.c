@@ -3,8 +3,6 @@
  * which for the ℓ2 bias on a matrix memory is the delta rule with the rate
  *   η'_t = η_t / (1 + η_t ‖k_t‖²)
  * (the closed form exists only there: other memories and biases are refused). */
-#include <string.h>
-
 #include "components.h"
 
 static mi_tensor *implicit_rate(mi_tensor *eta, mi_tensor *k)
@@ -15,7 +13,7 @@ static mi_tensor *implicit_rate(mi_tensor *eta, mi_tensor *k)
 
 static const char *implicit_check(const mi_miras *m)
 {
-    if (strcmp(m->memory->name, "matrix") || strcmp(m->bias->name, "l2"))
+    if (m->memory->rule != MI_MEMORY_RULE_MATRIX || m->bias->rule != MI_BIAS_RULE_RESIDUAL)
         return "implicit GD needs memory=matrix and bias=l2 (its step's only closed form)";
     return NULL;
 }

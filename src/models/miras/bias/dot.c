@@ -15,4 +15,5 @@ static mi_tensor *dot_error(const mi_miras_config *c, mi_tensor *y, mi_tensor *v
 
 const mi_bias_kind mi_bias_dot = {
     .name = "dot", .formula = "l = -<y, v>", .loss = dot_loss, .error = dot_error,
+    .rule = MI_BIAS_RULE_HEBBIAN,
 };

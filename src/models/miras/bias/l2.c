@@ -14,4 +14,5 @@ static mi_tensor *l2_error(const mi_miras_config *c, mi_tensor *y, mi_tensor *v,
 
 const mi_bias_kind mi_bias_l2 = {
     .name = "l2", .formula = "l = 1/2 ||y - v||^2", .loss = l2_loss, .error = l2_error,
+    .rule = MI_BIAS_RULE_RESIDUAL,
 };

@@ -51,5 +51,6 @@ static mi_tensor *lp_error(const mi_miras_config *c, mi_tensor *y, mi_tensor *v,
 
 const mi_bias_kind mi_bias_lp = {
     .name = "lp", .formula = "l = sum_j sqrt(e_j^2 + eps)^p, e = y - v",
-    .loss = lp_loss, .error = lp_error, MI_PARAMS(lp_params, lp_fields),
+    .loss = lp_loss, .error = lp_error, .rule = MI_BIAS_RULE_LP,
+    MI_PARAMS(lp_params, lp_fields),
 };

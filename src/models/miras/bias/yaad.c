@@ -93,6 +93,6 @@ static mi_tensor *yaad_error(const mi_miras_config *c, mi_tensor *y, mi_tensor *
 const mi_bias_kind mi_bias_yaad = {
     .name = "yaad", .formula = "l = m/2 ||e||^2 + (1-m) delta (sum_j logcosh(a e_j)/a - delta/2), "
                                "m = [||e|| <= delta]",
-    .loss = yaad_loss, .error = yaad_error, .needs_delta = true,
+    .loss = yaad_loss, .error = yaad_error, .needs_delta = true, .rule = MI_BIAS_RULE_YAAD,
     MI_PARAMS(yaad_params, yaad_fields),
 };

@@ -128,5 +128,5 @@ const mi_memory_kind mi_memory_lattice = {
     .name = "lattice", .formula = "M(x) = phi(S) x, E(v) = phi(S)^T v, phi: each slot / its norm",
     .shapes = lattice_shapes, .init = lattice_init, .forward = lattice_forward,
     .grad = lattice_grad, .channel_gates = false,
-    .encode = lattice_encode, .encode_grad = lattice_encode_grad,
+    .encode = lattice_encode, .encode_grad = lattice_encode_grad, .keys_are_slots = true,
 };

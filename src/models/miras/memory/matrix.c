@@ -58,4 +58,5 @@ const mi_memory_kind mi_memory_matrix = {
     .shapes = matrix_shapes, .init = matrix_init, .forward = matrix_forward,
     .grad = matrix_grad, .channel_gates = true,
     .grad_factors = matrix_grad_factors, .forward_linear = matrix_forward_linear,
+    .rule = MI_MEMORY_RULE_MATRIX,
 };

@@ -165,4 +165,5 @@ const mi_memory_kind mi_memory_mlp = {
     .shapes = mlp_shapes, .init = mlp_init, .forward = mlp_forward,
     .grad = mlp_grad, .channel_gates = true,
     .grad_factors = mlp_grad_factors, .forward_linear = mlp_forward_linear,
+    .rule = MI_MEMORY_RULE_MLP,
 };

@@ -73,5 +73,5 @@ static mi_tensor *kl_boundary(const mi_miras_config *c, mi_tensor *l, mi_tensor 
 const mi_retention_kind mi_retention_kl = {
     .name = "kl", .formula = "W_t = c softmax(alpha_t log W_{t-1} - eta_t grad)",
     .init = kl_init, .read = kl_read, .boundary = kl_boundary,
-    .uses_alpha = true, .lag_token = true,
+    .uses_alpha = true, .lag_token = true, .rule = MI_RETENTION_RULE_KL,
 };

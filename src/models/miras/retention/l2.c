@@ -6,8 +6,10 @@
 
 const mi_retention_kind mi_retention_l2 = {
     .name = "l2", .formula = "W_t = alpha_t * W_{t-1} + step_t", .uses_alpha = true,
+    .rule = MI_RETENTION_RULE_DECAY,
 };
 
 const mi_retention_kind mi_retention_none = {
     .name = "none", .formula = "W_t = W_{t-1} + step_t", .uses_alpha = false,
+    .rule = MI_RETENTION_RULE_DECAY,
 };

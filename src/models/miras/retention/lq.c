@@ -94,5 +94,6 @@ static mi_tensor *lq_read_scale(const mi_miras_config *c, mi_tensor *sq_norm)
 const mi_retention_kind mi_retention_lq = {
     .name = "lq", .formula = "A_t = alpha_t A_{t-1} - eta_t grad, W_t = A_t / ||A_t||^r",
     .init = lq_init, .read = lq_read, .read_is_scale = lq_read_is_scale,
-    .read_scale = lq_read_scale, .uses_alpha = true, MI_PARAMS(lq_params, lq_fields),
+    .read_scale = lq_read_scale, .uses_alpha = true, .rule = MI_RETENTION_RULE_LQ,
+    MI_PARAMS(lq_params, lq_fields),
 };
