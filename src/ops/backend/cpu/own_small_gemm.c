@@ -6,30 +6,27 @@
  * the product (perf on one CMS level, d 128, h 512, C = 4: 33 % in
  * sgemm_incopy/itcopy, 37 % in the kernel). Here the big operand is read
  * once, straight from memory, W columns of C at a time in registers (GCC's
- * vector extension, -O3 -march=native -ffast-math: sums reassociated, a few
+ * vector extension, -O3 -march=<cpu> -ffast-math: sums reassociated, a few
  * ulp from a sequential sum).
  * One thread (cms_scan runs a sequence a thread). */
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
 
+#define OWN_VECTORS
+#include "own_kernels.h"
 #include "own_unary.h"
 
 /* Rows or inner dimension at most this: the chunk sizes that OpenBLAS's
  * packing dominates (C = 16 stays with sgemm). */
 #define SMALL 8
-#define W 16 /* floats in a vector (GCC's vector extension: AVX-512 here) */
+/* Floats in a vector: 16 with AVX-512, 8 with AVX2 (own_kernels.h). The
+ * tiles below hold 8 accumulators: 8 of the 32 zmm, or 8 of the 16 ymm. */
+#define W OWN_W
 
-typedef float vec __attribute__((vector_size(4 * W)));
-
-static inline vec vload(const float *p)
-{
-    vec v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-
-static inline void vstore(float *p, vec v) { memcpy(p, &v, sizeof v); }
+typedef vecf vec;
+#define vload vld
+#define vstore vst
 
 /* C[m, j] = beta C[m, j] + alpha Σ_k A[m, k] B[k, j] for m < M, columns
  * [j0, j0 + P·W): M·P accumulators, independent FMA chains, in registers (M
@@ -166,3 +163,4 @@ bool own_small_gemm_f32(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float
     }
     return false;
 }
+
