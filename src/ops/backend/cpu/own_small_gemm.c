@@ -14,6 +14,7 @@
 #include <string.h>
 
 #define OWN_VECTORS
+#include "blas.h"
 #include "own_kernels.h"
 #include "own_unary.h"
 
@@ -164,3 +165,46 @@ bool own_small_gemm_f32(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float
     return false;
 }
 
+/* ---------------------------------------------------------------- matmul
+ * matmul's OWN f32 kernel for the batched tiny products of chunked memory
+ * updates (titans at chunk 8: 64 × 8×16·16×64, 64 × 8×64·64×16, …): one
+ * own_small_gemm_f32 per batch entry, entries split across threads (each
+ * output written by one thread: the same bits at any thread count).
+ * linalg.c's matmul_select says which geometries it gets, with timings. */
+bool own_matmul_fits(const gemm_geom *g)
+{
+    return g->alpha == 1 && g->beta == 0 &&
+           ((!g->ta && g->M <= SMALL) || (g->ta && !g->tb && g->K <= SMALL));
+}
+
+typedef struct {
+    const gemm_geom *g;
+    const float *A, *B;
+    float *C;
+} mm_ctx;
+
+static void mm_range(const void *v, int64_t q0, int64_t q1)
+{
+    const mm_ctx *k = v;
+    const gemm_geom *g = k->g;
+    int64_t lda = g->ta ? g->M : g->K, ldb = g->tb ? g->K : g->N;
+    for (int64_t q = q0; q < q1; q++)
+        own_small_gemm_f32(g->ta, g->tb, g->M, g->N, g->K, 1.0f,
+                           k->A + gemm_batch_offset(g, g->sa, q), lda,
+                           k->B + gemm_batch_offset(g, g->sb, q), ldb, 0.0f,
+                           k->C + q * g->M * g->N, g->N);
+}
+
+void own_matmul_f32(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a)
+{
+    gemm_geom g;
+    gemm_geom_matmul(&g, o, in, a);
+    if (!own_matmul_fits(&g)) {
+        own_ref(&mi_op_matmul, o, in, a);
+        return;
+    }
+    mm_ctx k = {&g, in[0]->data, in[1]->data, o->data};
+    /* work: multiply-adds / 4, an FMA in registers against an add streamed
+     * from memory (OWN_PAR_MIN's unit) */
+    own_parallel(g.nbatch, g.nbatch * g.M * g.N * g.K / 4, OWN_PAR_MIN, 1, mm_range, &k);
+}
