@@ -8,6 +8,8 @@
  * oneDNN (dnnl_matmul.c) kernels sit beside them in the descriptors, and
  * each op's select rule picks one per call by shape class. */
 #include "blas.h"
+#include "dnnl_common.h"
+#include "own_unary.h"
 
 /* Broadcasts two batch shapes without touching the error state. */
 static bool batch_broadcast(int ra, const int64_t *sa, int rb, const int64_t *sb, int *r,
@@ -143,7 +145,23 @@ static int ex_matmul(mi_rng *r, int v, mi_tensor **in, mi_attrs *a)
  *    transposed or not, by 1.5–2.5× over OpenBLAS split across both cores
  *    (256³ 74 vs 163; 512³ 626 vs 1184; 64×32³ 11 vs 30; 16×64×32×64 10.6
  *    vs 24.7; 4096×384·384×128 915 vs 1813): this core's AVX-512 brgemm
- *    against OpenBLAS 0.3.21's older kernels. */
+ *    against OpenBLAS 0.3.21's older kernels.
+ * The batched tiny products of chunked memory updates (titans at chunk 8:
+ * 64 × 8×16·16×64 and its transposes; µs per call, 1 thread, AMD EPYC
+ * family 25 with AVX-512, and the same host as an AVX2 machine:
+ * ONEDNN_MAX_CPU_ISA=AVX2, OPENBLAS_CORETYPE=Haswell, the OWN kernels built
+ * for x86-64-v3; shared and noisy, best of 14 runs):
+ *  - not transposed with M ≤ 8, OWN (own_small_gemm.c, B streamed once,
+ *    the 8 × OWN_W tile in registers) is the fastest or ties on both ISAs
+ *    (64 × 8×64·64×16: AVX-512 own 10.9, oneDNN 12.7, OpenBLAS 13.4; AVX2
+ *    13.2, 26.0, 21.2; 64 × 8×8·8×16: 4.5, 6.4, 4.6 and 4.9, 30.7, 8.7);
+ *    transposed, OWN's per-output horizontal sums or strided reads of A
+ *    lose to the libraries, so those stay with them;
+ *  - with AVX2, oneDNN 2.6's f32 matmul is gemm:jit, not brgemm: on
+ *    batches of products up to mnk = 8·64·64 a loop of OpenBLAS calls beat
+ *    it by 1.2–3.7× (64 × 8×64·64×16ᵀ 27.3 vs 31.3; 64 × (16×8)ᵀ·8×64 32.8
+ *    vs 46.7; 64 × 8×16·16×8ᵀ 8.4 vs 31.5; 64 × (8×8)ᵀ·8×64 18.4 vs 68.5)
+ *    and lost above (64 × 8×128·128×128 737 vs 367). */
 static mi_backend matmul_select(mi_tensor *const *in, int n, const mi_attrs *a,
                                 const mi_tensor *out, unsigned available)
 {
@@ -152,8 +170,12 @@ static mi_backend matmul_select(mi_tensor *const *in, int n, const mi_attrs *a,
     gemm_geom_matmul(&g, out, in, a);
     double mnk = (double)g.M * (double)g.N * (double)g.K, total = mnk * (double)g.nbatch;
     bool blas = available >> MI_BACKEND_BLAS & 1u, dnnl = available >> MI_BACKEND_DNNL & 1u;
+    if (available >> MI_BACKEND_OWN & 1u && !g.ta && !g.tb && own_matmul_fits(&g) &&
+        g.nbatch > 1 && total >= 1024)
+        return MI_BACKEND_OWN;
     if (blas && dnnl) {
-        if (g.nbatch == 1 ? mnk >= 32768 : total >= 4096) blas = false;
+        if (!miras_dnnl_avx512() && g.nbatch > 1 && mnk <= 32768) dnnl = false;
+        else if (g.nbatch == 1 ? mnk >= 32768 : total >= 4096) blas = false;
         else dnnl = false;
     }
     if (dnnl) return total < 1024 ? MI_BACKEND_REF : MI_BACKEND_DNNL;
@@ -165,7 +187,8 @@ const mi_op mi_op_matmul = {.name = "matmul", .formula = "C = op(A) op(B), op = 
                             .arity = 2, .shape = matmul_shape,
                             .kernel = {[MI_BACKEND_REF] = {matmul_f32, matmul_f64},
                                        [MI_BACKEND_BLAS] = {matmul_blas_f32, matmul_blas_f64},
-                                       [MI_BACKEND_DNNL] = {matmul_dnnl_f32, NULL}},
+                                       [MI_BACKEND_DNNL] = {matmul_dnnl_f32, NULL},
+                                       [MI_BACKEND_OWN] = {own_matmul_f32, NULL}},
                             .vjp = matmul_vjp, .examples = ex_matmul,
                             .select = matmul_select};
 

@@ -457,7 +457,7 @@ static int64_t scan_offset(const scan_ctx *k, const int64_t *st, int64_t b)
 }
 static int64_t scan_a_offset(const scan_ctx *k, int64_t b) { return scan_offset(k, k->ast, b); }
 
-/* Lanes [i, i + 16·nv) of outer index b, all t, the state h in nv
+/* Lanes [i, i + OWN_W·nv) of outer index b, all t, the state h in nv
  * registers: each step costs one add (or multiply-add) of latency instead
  * of a store and a reload of the previous row. */
 static inline __attribute__((always_inline)) void scan_regs(const scan_ctx *k, int kind,
@@ -469,30 +469,30 @@ static inline __attribute__((always_inline)) void scan_regs(const scan_ctx *k, i
     float *Y = k->y + b * len * inner + i;
     const float *A = kind == SCAN_LINEAR ? k->a + scan_a_offset(k, b) : NULL;
     const float *H0 = kind == SCAN_LINEAR && k->h0 ? k->h0 + scan_offset(k, k->hst, b) : NULL;
-    v16f h[4] = {0};
+    vecf h[4] = {0};
     for (int64_t s = 0; s < len; s++) {
         int64_t t = rev ? len - 1 - s : s;
         const float *x = X + t * inner, *a = kind == SCAN_LINEAR ? A + t * ta : NULL;
         float *y = Y + t * inner;
         for (int v = 0; v < nv; v++) {
-            v16f xv = vld(x + 16 * v);
+            vecf xv = vld(x + OWN_W * v);
             if (s == 0 && !H0) h[v] = xv;
             else if (s == 0 && k->h0_scalar) /* REF's a·h0 + x, h0 one value */
-                h[v] = a_scalar ? a[0] * H0[0] + xv : vld(a + i + 16 * v) * H0[0] + xv;
+                h[v] = a_scalar ? a[0] * H0[0] + xv : vld(a + i + OWN_W * v) * H0[0] + xv;
             else if (s == 0)
-                h[v] = a_scalar ? a[0] * vld(H0 + i + 16 * v) + xv
-                                : vld(a + i + 16 * v) * vld(H0 + i + 16 * v) + xv;
+                h[v] = a_scalar ? a[0] * vld(H0 + i + OWN_W * v) + xv
+                                : vld(a + i + OWN_W * v) * vld(H0 + i + OWN_W * v) + xv;
             else if (kind == SCAN_SUM) h[v] = h[v] + xv;
             else if (kind == SCAN_PROD) h[v] = h[v] * xv;
             else if (a_scalar) h[v] = a[0] * h[v] + xv;
-            else h[v] = vld(a + i + 16 * v) * h[v] + xv;
-            vst(y + 16 * v, h[v]);
+            else h[v] = vld(a + i + OWN_W * v) * h[v] + xv;
+            vst(y + OWN_W * v, h[v]);
         }
     }
 }
 
 /* Lanes [i0, i1) of outer index b, all t. A narrow inner block (≤
- * SCAN_REGS lanes) runs 64 and 16 lanes at a time in registers; wider
+ * SCAN_REGS lanes) runs four vectors and one at a time in registers; wider
  * ones (and the rest) row by row through memory, which streams. kind is a
  * constant in each inlined copy (see scan_block). */
 #define SCAN_REGS 256
@@ -500,8 +500,8 @@ static inline __attribute__((always_inline)) void scan_lanes(const scan_ctx *k, 
                                                              int64_t b, int64_t i0, int64_t i1)
 {
     if (k->inner <= SCAN_REGS) {
-        for (; i0 + 64 <= i1; i0 += 64) scan_regs(k, kind, b, i0, 4);
-        for (; i0 + 16 <= i1; i0 += 16) scan_regs(k, kind, b, i0, 1);
+        for (; i0 + 4 * OWN_W <= i1; i0 += 4 * OWN_W) scan_regs(k, kind, b, i0, 4);
+        for (; i0 + OWN_W <= i1; i0 += OWN_W) scan_regs(k, kind, b, i0, 1);
         if (i0 == i1) return;
     }
     const int64_t len = k->len, inner = k->inner, n = i1 - i0;

@@ -28,23 +28,32 @@ static inline void own_ref(const mi_op *op, mi_tensor *o, mi_tensor *const *in, 
 }
 
 /* ---------------------------------------------------------------- vectors
- * 16 floats (one AVX-512 register) with GCC's vector extensions, for loops
- * that must keep state in registers; unaligned loads and stores. Only for
- * the OWN files (built with -march=native), which define OWN_VECTORS. */
+ * One register of floats with GCC's vector extensions, for loops that must
+ * keep state in registers; unaligned loads and stores. OWN_W lanes follow
+ * the target these files are built for: 16 (one zmm) with AVX-512, else 8
+ * (one ymm). A 16-float vector on an AVX2 target is two ymm halves: twice
+ * the registers per accumulator (an 8 × 8 tile of them spills out of the 16
+ * ymm) and horizontal sums that go through memory. Only for the OWN files
+ * (built with -march=<cpu>), which define OWN_VECTORS. */
 #ifdef OWN_VECTORS
-typedef float v16f __attribute__((vector_size(64)));
-typedef uint32_t v16u __attribute__((vector_size(64)));
-typedef int32_t v16i __attribute__((vector_size(64)));
+#ifdef __AVX512F__
+#define OWN_W 16
+#else
+#define OWN_W 8
+#endif
+typedef float vecf __attribute__((vector_size(4 * OWN_W)));
+typedef uint32_t vecu __attribute__((vector_size(4 * OWN_W)));
+typedef int32_t veci __attribute__((vector_size(4 * OWN_W)));
 
 /* always_inline: also into own_kernels.c's EXACT section, whose other
  * optimisation options would otherwise keep GCC from inlining them */
-static inline __attribute__((always_inline)) v16f vld(const float *p)
+static inline __attribute__((always_inline)) vecf vld(const float *p)
 {
-    v16f v;
+    vecf v;
     memcpy(&v, p, sizeof v);
     return v;
 }
-static inline __attribute__((always_inline)) void vst(float *p, v16f v)
+static inline __attribute__((always_inline)) void vst(float *p, vecf v)
 {
     memcpy(p, &v, sizeof v);
 }

@@ -1,6 +1,6 @@
 /* OWN reductions (sum, mean, max, logsumexp, norm, sum_to) and the row-wise
  * MIRAS helpers (lq_normalize, sphere_retract), f32, with -ffast-math (GCC
- * vectorises the sums and calls glibc's AVX-512 expf/powf).
+ * vectorises the sums and calls glibc's vector expf/powf).
  *
  * The two layouts that matter get their own loops; the rest go to REF:
  *   rows  x = [M, R], reduce the contiguous R (last axes: softmax-style
@@ -8,7 +8,7 @@
  *   cols  x = [M, R, L], reduce the middle R (leading axes: sum_to of a
  *         bias gradient [B·T, D] → [D], mean over the batch).
  * Accuracy: terms are added in f32 vector accumulators over blocks of at
- * most OWN_FLUSH elements of a row (16 terms per lane) or COL_FLUSH rows of
+ * most OWN_FLUSH elements of a row (OWN_FLUSH / OWN_W terms per lane) or COL_FLUSH rows of
  * a column, and the blocks' sums in f64 (a 4096-long row of mean 1: sum
  * and mean within 1e-8 of the f64 result; REF accumulates in f64).
  * Determinism: long reductions are cut into blocks whose size follows from
@@ -48,41 +48,51 @@ enum { K_SUM, K_ABS, K_SQ, K_EXP, K_POW, K_MAX, K_MAXABS };
 
 /* ---------------------------------------------------------------- rows
  * One f32 block (n ≤ OWN_FLUSH) of a row: Σ f(x) in f64, or max with a NaN
- * flag. The linear kinds and max keep four AVX-512 accumulators in
- * registers (GCC vector extensions: the loads, not the add latency, limit
- * them); exp and pow are bound by the vector libm call. */
-static inline v16f vabs(v16f v) { return (v16f)((v16u)v & 0x7fffffffu); }
-static inline v16f vmax(v16f a, v16f b)
+ * flag. The linear kinds and max keep four (max: two) vector accumulators
+ * in registers (GCC vector extensions: the loads, not the add latency,
+ * limit them); exp and pow are bound by the vector libm call. */
+static inline vecf vabs(vecf v) { return (vecf)((vecu)v & 0x7fffffffu); }
+static inline vecf vmax(vecf a, vecf b)
 {
-    v16i gt = a > b;
-    return (v16f)(((v16i)a & gt) | ((v16i)b & ~gt));
+    veci gt = a > b;
+    return (vecf)(((veci)a & gt) | ((veci)b & ~gt));
 }
 /* all-ones lanes where v is a NaN */
-static inline v16u vnan(v16f v) { return (v16u)((v16u)vabs(v) > 0x7f800000u); }
+static inline vecu vnan(vecf v) { return (vecu)((vecu)vabs(v) > 0x7f800000u); }
+
+/* Σ_j a[j] in f64 as a tree of halvings (log2 OWN_W vector adds), not a
+ * serial chain of OWN_W dependent adds: on rows of a few dozen elements
+ * that chain cost more than the row itself. */
+static inline double vsum_d(vecf a)
+{
+    double t[OWN_W];
+    for (int j = 0; j < OWN_W; j++) t[j] = (double)a[j];
+    for (int w = OWN_W / 2; w >= 1; w /= 2)
+        for (int j = 0; j < w; j++) t[j] += t[j + w];
+    return t[0];
+}
 
 /* ROW_LINEAR(fname, FV, FS): Σ f over a block, f given on a vector v (FV)
  * and on a float e (FS). */
 #define ROW_LINEAR(fname, FV, FS)                                             \
     static inline double fname(const float *restrict x, int64_t n)           \
     {                                                                        \
-        v16f a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0}, v;                      \
+        vecf a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0}, v;                      \
         int64_t i = 0;                                                       \
-        for (; i + 64 <= n; i += 64) {                                       \
+        for (; i + 4 * OWN_W <= n; i += 4 * OWN_W) {                         \
             v = vld(x + i), a0 += (FV);                                      \
-            v = vld(x + i + 16), a1 += (FV);                                 \
-            v = vld(x + i + 32), a2 += (FV);                                 \
-            v = vld(x + i + 48), a3 += (FV);                                 \
+            v = vld(x + i + OWN_W), a1 += (FV);                              \
+            v = vld(x + i + 2 * OWN_W), a2 += (FV);                          \
+            v = vld(x + i + 3 * OWN_W), a3 += (FV);                          \
         }                                                                    \
-        for (; i + 16 <= n; i += 16) v = vld(x + i), a0 += (FV);             \
-        a0 = (a0 + a1) + (a2 + a3);                                          \
+        for (; i + OWN_W <= n; i += OWN_W) v = vld(x + i), a0 += (FV);       \
         float t = 0;                                                         \
-        for (; i < n; i++) {                                                 \
-            float e = x[i];                                                  \
+        for (int64_t r = i; r < n; r++) {                                    \
+            float e = x[r];                                                  \
             t += (FS);                                                       \
         }                                                                    \
-        double s = t;                                                        \
-        for (int j = 0; j < 16; j++) s += (double)a0[j];                     \
-        return s;                                                            \
+        if (i == 0) return t; /* a row shorter than a vector */              \
+        return (double)t + vsum_d((a0 + a1) + (a2 + a3));                    \
     }
 ROW_LINEAR(row_sum, v, e)
 ROW_LINEAR(row_abs, vabs(v), fabsf(e))
@@ -106,18 +116,18 @@ static double row_pow(const float *restrict x, int64_t n, float c, float p)
 static inline float row_max(const float *restrict x, int64_t n, bool abs, bool *nan)
 {
     const float lo = abs ? 0.0f : -INFINITY;
-    v16f m0 = {0}, m1, v;
+    vecf m0 = {0}, m1, v;
     m0 += lo, m1 = m0;
-    v16u bad = {0};
+    vecu bad = {0};
     int64_t i = 0;
-    for (; i + 32 <= n; i += 32) {
+    for (; i + 2 * OWN_W <= n; i += 2 * OWN_W) {
         v = vld(x + i), bad |= vnan(v), m0 = vmax(abs ? vabs(v) : v, m0);
-        v = vld(x + i + 16), bad |= vnan(v), m1 = vmax(abs ? vabs(v) : v, m1);
+        v = vld(x + i + OWN_W), bad |= vnan(v), m1 = vmax(abs ? vabs(v) : v, m1);
     }
     m0 = vmax(m0, m1);
     float r = lo;
     uint32_t any = 0;
-    for (int j = 0; j < 16; j++) {
+    for (int j = 0; j < OWN_W && i > 0; j++) {
         r = m0[j] > r ? m0[j] : r;
         any |= bad[j];
     }
@@ -526,9 +536,9 @@ static void retract_range(const void *v, int64_t b0, int64_t b1)
         double ss = 0; /* Σ y², y = s + d written on the way */
         for (int64_t i0 = 0; i0 < k->n; i0 += OWN_FLUSH) {
             int64_t i = i0, i1 = k->n - i0 < OWN_FLUSH ? k->n : i0 + OWN_FLUSH;
-            v16f acc = {0};
-            for (; i + 16 <= i1; i += 16) {
-                v16f u = vld(s + i) + vld(d + i);
+            vecf acc = {0};
+            for (; i + OWN_W <= i1; i += OWN_W) {
+                vecf u = vld(s + i) + vld(d + i);
                 vst(y + i, u);
                 acc += u * u;
             }
@@ -538,7 +548,7 @@ static void retract_range(const void *v, int64_t b0, int64_t b1)
                 t += y[i] * y[i];
             }
             ss += t;
-            for (int j = 0; j < 16; j++) ss += (double)acc[j];
+            ss += vsum_d(acc);
         }
         float inv = !bits_nan_d(ss) && ss > 0 ? (float)(1.0 / sqrt(ss)) : 0.0f;
         for (int64_t i = 0; i < k->n; i++) y[i] *= inv;

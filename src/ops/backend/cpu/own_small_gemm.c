@@ -6,30 +6,28 @@
  * the product (perf on one CMS level, d 128, h 512, C = 4: 33 % in
  * sgemm_incopy/itcopy, 37 % in the kernel). Here the big operand is read
  * once, straight from memory, W columns of C at a time in registers (GCC's
- * vector extension, -O3 -march=native -ffast-math: sums reassociated, a few
+ * vector extension, -O3 -march=<cpu> -ffast-math: sums reassociated, a few
  * ulp from a sequential sum).
  * One thread (cms_scan runs a sequence a thread). */
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
 
+#define OWN_VECTORS
+#include "blas.h"
+#include "own_kernels.h"
 #include "own_unary.h"
 
 /* Rows or inner dimension at most this: the chunk sizes that OpenBLAS's
  * packing dominates (C = 16 stays with sgemm). */
 #define SMALL 8
-#define W 16 /* floats in a vector (GCC's vector extension: AVX-512 here) */
+/* Floats in a vector: 16 with AVX-512, 8 with AVX2 (own_kernels.h). The
+ * tiles below hold 8 accumulators: 8 of the 32 zmm, or 8 of the 16 ymm. */
+#define W OWN_W
 
-typedef float vec __attribute__((vector_size(4 * W)));
-
-static inline vec vload(const float *p)
-{
-    vec v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-
-static inline void vstore(float *p, vec v) { memcpy(p, &v, sizeof v); }
+typedef vecf vec;
+#define vload vld
+#define vstore vst
 
 /* C[m, j] = beta C[m, j] + alpha Σ_k A[m, k] B[k, j] for m < M, columns
  * [j0, j0 + P·W): M·P accumulators, independent FMA chains, in registers (M
@@ -165,4 +163,48 @@ bool own_small_gemm_f32(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float
         return true;
     }
     return false;
+}
+
+/* ---------------------------------------------------------------- matmul
+ * matmul's OWN f32 kernel for the batched tiny products of chunked memory
+ * updates (titans at chunk 8: 64 × 8×16·16×64, 64 × 8×64·64×16, …): one
+ * own_small_gemm_f32 per batch entry, entries split across threads (each
+ * output written by one thread: the same bits at any thread count).
+ * linalg.c's matmul_select says which geometries it gets, with timings. */
+bool own_matmul_fits(const gemm_geom *g)
+{
+    return g->alpha == 1 && g->beta == 0 &&
+           ((!g->ta && g->M <= SMALL) || (g->ta && !g->tb && g->K <= SMALL));
+}
+
+typedef struct {
+    const gemm_geom *g;
+    const float *A, *B;
+    float *C;
+} mm_ctx;
+
+static void mm_range(const void *v, int64_t q0, int64_t q1)
+{
+    const mm_ctx *k = v;
+    const gemm_geom *g = k->g;
+    int64_t lda = g->ta ? g->M : g->K, ldb = g->tb ? g->K : g->N;
+    for (int64_t q = q0; q < q1; q++)
+        own_small_gemm_f32(g->ta, g->tb, g->M, g->N, g->K, 1.0f,
+                           k->A + gemm_batch_offset(g, g->sa, q), lda,
+                           k->B + gemm_batch_offset(g, g->sb, q), ldb, 0.0f,
+                           k->C + q * g->M * g->N, g->N);
+}
+
+void own_matmul_f32(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a)
+{
+    gemm_geom g;
+    gemm_geom_matmul(&g, o, in, a);
+    if (!own_matmul_fits(&g)) {
+        own_ref(&mi_op_matmul, o, in, a);
+        return;
+    }
+    mm_ctx k = {&g, in[0]->data, in[1]->data, o->data};
+    /* work: multiply-adds / 4, an FMA in registers against an add streamed
+     * from memory (OWN_PAR_MIN's unit) */
+    own_parallel(g.nbatch, g.nbatch * g.M * g.N * g.K / 4, OWN_PAR_MIN, 1, mm_range, &k);
 }

@@ -38,5 +38,11 @@ void own_gelu_second_f32(const float *a, float *y, int64_t n);
 bool own_small_gemm_f32(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
                         const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
                         float *C, int64_t ldc);
+/* matmul's OWN f32 kernel (own_small_gemm.c): a batch of products that
+ * own_small_gemm_f32 takes, which own_matmul_fits tells from the geometry;
+ * REF for any other. */
+struct gemm_geom;
+bool own_matmul_fits(const struct gemm_geom *g);
+void own_matmul_f32(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a);
 
 #endif

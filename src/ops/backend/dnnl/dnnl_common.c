@@ -105,6 +105,13 @@ out:
     return rc;
 }
 
+bool miras_dnnl_avx512(void)
+{
+    static int isa = -1; /* the effective ISA is fixed once oneDNN has started */
+    if (isa < 0) isa = (int)dnnl_get_effective_cpu_isa();
+    return (isa & dnnl_cpu_isa_avx512_core) == dnnl_cpu_isa_avx512_core;
+}
+
 dnnl_cache_stats miras_dnnl_cache_stats(void)
 {
     pthread_mutex_lock(&lock);

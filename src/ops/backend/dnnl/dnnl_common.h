@@ -36,6 +36,11 @@ dnnl_engine_t miras_dnnl_engine(void); /* NULL if oneDNN cannot start */
 /* Runs the cached primitive for key (building it on a miss) with the data
  * pointers ptr[0..n_args) in the order build gave the args. 0 or -1. */
 int miras_dnnl_run(const dnnl_key *key, dnnl_build_fn build, void *ctx, void *const *ptr);
+/* Whether oneDNN runs its AVX-512 kernels (ONEDNN_MAX_CPU_ISA may hold it
+ * to AVX2 on an AVX-512 host): its f32 matmul is brgemm there and the
+ * older gemm:jit on AVX2, and its depthwise convolution wants channels in
+ * blocks of 16 or of 8. */
+bool miras_dnnl_avx512(void);
 /* Helpers for builders. */
 dnnl_data_type_t miras_dnnl_type(int mi_dtype);
 int miras_dnnl_memory(dnnl_entry *e, int arg, const dnnl_memory_desc_t *md);

@@ -329,22 +329,26 @@ void layer_norm_backward_dnnl_f32(mi_tensor *o, mi_tensor *const *in, const mi_a
 /* ================================================================ conv1d_causal
  * x [B, T, C], w [C, K] as a grouped (depthwise) 2-D convolution: src
  * [B, C, 1, T] in nhwc (= x's layout), weights [G = C, 1, 1, 1, K] in
- * Goihw16g (packed here, zero past C), padding K − 1 on the left of T.
- * key dims: {B, T, C, K}. Only oneDNN's jit kernels are accepted; its
- * reference implementation is slower than REF. */
-enum { GBLK = 16 };
+ * Goihw16g with AVX-512, Goihw8g with AVX2 (the blocking each ISA's jit
+ * kernel reads; packed here, zero past C), padding K − 1 on the left of T.
+ * key dims: {B, T, C, K, block}. Only oneDNN's jit kernels are accepted;
+ * its reference implementation is slower than REF (and with 16g on AVX2
+ * oneDNN offered only that one, so every call fell back to REF after a
+ * failed primitive creation). */
+static int64_t conv_block(void) { return miras_dnnl_avx512() ? 16 : 8; }
 
 static int build_conv(const dnnl_key *k, dnnl_entry *e, void *eng)
 {
     int64_t B = k->dims[0], T = k->dims[1], C = k->dims[2], K = k->dims[3];
+    dnnl_format_tag_t wtag = k->dims[4] == 16 ? dnnl_Goihw16g : dnnl_Goihw8g;
     dnnl_memory_desc_t src, wei;
     dnnl_convolution_desc_t d;
     dnnl_primitive_desc_t pd;
     const char *impl = NULL;
     if (dnnl_memory_desc_init_by_tag(&src, 4, (dnnl_dims_t){B, C, 1, T}, dnnl_f32, dnnl_nhwc) !=
             dnnl_success ||
-        dnnl_memory_desc_init_by_tag(&wei, 5, (dnnl_dims_t){C, 1, 1, 1, K}, dnnl_f32,
-                                     dnnl_Goihw16g) != dnnl_success ||
+        dnnl_memory_desc_init_by_tag(&wei, 5, (dnnl_dims_t){C, 1, 1, 1, K}, dnnl_f32, wtag) !=
+            dnnl_success ||
         dnnl_convolution_forward_desc_init(&d, dnnl_forward_inference, dnnl_convolution_direct,
                                            &src, &wei, NULL, &src, (dnnl_dims_t){1, 1},
                                            (dnnl_dims_t){0, K - 1},
@@ -364,14 +368,14 @@ static int build_conv(const dnnl_key *k, dnnl_entry *e, void *eng)
     return miras_dnnl_memory(e, DNNL_ARG_DST, &src);
 }
 
-/* w [C, K] → Goihw16g: blocks of 16 channels, within a block tap-major. */
-static float *pack_weights(const float *w, int64_t C, int64_t K)
+/* w [C, K] → Goihw<G>g: blocks of G channels, within a block tap-major. */
+static float *pack_weights(const float *w, int64_t C, int64_t K, int64_t G)
 {
-    int64_t nblk = (C + GBLK - 1) / GBLK;
-    float *p = calloc((size_t)(nblk * K * GBLK), sizeof(float));
+    int64_t nblk = (C + G - 1) / G;
+    float *p = calloc((size_t)(nblk * K * G), sizeof(float));
     if (!p) return NULL;
     for (int64_t c = 0; c < C; c++)
-        for (int64_t j = 0; j < K; j++) p[((c / GBLK) * K + j) * GBLK + c % GBLK] = w[c * K + j];
+        for (int64_t j = 0; j < K; j++) p[((c / G) * K + j) * G + c % G] = w[c * K + j];
     return p;
 }
 
@@ -384,7 +388,8 @@ void conv1d_causal_dnnl_f32(mi_tensor *o, mi_tensor *const *in, const mi_attrs *
     key_init(&k, KIND_CONV);
     memcpy(k.dims, x->shape, 3 * sizeof(int64_t));
     k.dims[3] = w->shape[1];
-    float *wp = pack_weights(w->data, x->shape[2], w->shape[1]);
+    k.dims[4] = conv_block();
+    float *wp = pack_weights(w->data, x->shape[2], w->shape[1], k.dims[4]);
     void *ptr[3] = {x->data, wp, o->data};
     if (!wp || run(&k, build_conv, ptr, o->numel * k.dims[3]) != 0)
         mi_op_conv1d_causal.kernel[MI_BACKEND_REF][MI_F32](o, in, a);
