@@ -95,6 +95,16 @@ skipped_fails_check() {
 }
 check "bench quality --check, a suite skipped for its data -> exit 1 naming it" \
   skipped_fails_check
+# --seed replaces the suite's seed in every case's command (and so in its checkpoint)
+seed_reaches_train() {
+  (cd "$src" && "$bench" quality --suite quick-mqar --variants linear-attention --steps 2 \
+     --seed 7 --out "$tmp/qseed" --json-only > "$tmp/qseed.jsonl" 2>/dev/null) &&
+    grep -q '"status":"ok"' "$tmp/qseed.jsonl" && grep -q -- '--seed 7 ' "$tmp/qseed.jsonl" &&
+    ! grep -q -- '--seed 1 ' "$tmp/qseed.jsonl"
+}
+check "bench quality --seed N runs every case with seed N" seed_reaches_train
+check "bench quality --seed 0 -> exit 2" status 2 "--seed wants a positive integer" \
+  "$bench" quality --seed 0
 
 # ------------------------------------------------------------------ missing and unwritable
 check "train missing --data -> exit 1" status 1 "no-such.txt" \

@@ -26,10 +26,10 @@ echo "### plain build"
 configure_build build
 run_suites build
 
-echo "### AVX2 build (-Dcpu=x86-64-v3, ONEDNN_MAX_CPU_ISA=AVX2)"
+echo "### AVX2 build (-Dcpu=x86-64-v3, ONEDNN_MAX_CPU_ISA=AVX2, OpenBLAS Haswell kernels)"
 configure_build build-avx2 -Dcpu=x86-64-v3
 # (bash: an assignment before a function call holds for that call only)
-ONEDNN_MAX_CPU_ISA=AVX2 run_suites build-avx2
+ONEDNN_MAX_CPU_ISA=AVX2 OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-Haswell} run_suites build-avx2
 
 echo "### sanitizer build (ASan + UBSan + LSan)"
 configure_build build-san -Dbuildtype=debugoptimized -Db_sanitize=address,undefined \

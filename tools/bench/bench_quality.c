@@ -166,6 +166,8 @@ static void build_command(cmdline *cmd, const quality_case *c, const char *train
         if (q->steps && !strcmp(prev, "--steps")) {
             a = cmd_keep(cmd, "%lld", (long long)q->steps);
             steps_seen = true;
+        } else if (q->seed && !strcmp(prev, "--seed")) {
+            a = cmd_keep(cmd, "%lld", (long long)q->seed);
         } else if (q->steps && !strcmp(prev, "--warmup") && strtoll(a, NULL, 10) >= q->steps) {
             a = cmd_keep(cmd, "%lld", (long long)(q->steps / 10)); /* miras-train's own rule */
         }
@@ -716,6 +718,8 @@ void bench_quality_usage(FILE *f)
         "                    it reached the model (its checkpoint's lm.mixer_overrides)\n"
         "  --steps N         every suite's steps instead of its own (a --warmup >= N becomes "
         "N/10)\n"
+        "  --seed N          every suite's seed instead of its own (model initialisation and\n"
+        "                    the task's streams; the floors hold for every seed)\n"
         "  --set KEY=VALUE   a --set for every MIRAS case (presets, samba:<preset>); "
         "repeatable\n"
         "  --data PATH       the text of the suites that take one (default: as train's; they\n"

@@ -18,6 +18,7 @@ typedef struct quality_opts {
     const char *sets[QUALITY_MAX_OPTS];   /* --set KEY=VALUE, for every MIRAS case */
     int n_sets;
     int64_t steps;      /* --steps: every suite's steps; 0: each suite's own */
+    int64_t seed;       /* --seed: every suite's seed; 0: each suite's own */
     int threads;        /* --threads as given (passed to miras-train); 0: not given */
     const char *out;    /* --out; NULL: runs/quality */
     const char *train;  /* --train; NULL: miras-train beside this executable */

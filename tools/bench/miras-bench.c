@@ -116,8 +116,8 @@ static bool takes_value(const char *a)
 {
     static const char *const names[] = {"--threads", "--reps", "--seq-len", "--batch",
                                          "--budget-s", "--max-rss-gb", "--variants", "--chunks",
-                                         "--data", "--suite", "--set", "--steps", "--out",
-                                         "--train"};
+                                         "--data", "--suite", "--set", "--steps", "--seed",
+                                         "--out", "--train"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (!strcmp(a, names[i])) return true;
     return false;
@@ -190,6 +190,13 @@ int main(int argc, char **argv)
                 return 2;
             }
             quality.steps = n;
+            quality_only = quality_only ? quality_only : a;
+        } else if (!strcmp(a, "--seed")) {
+            if (parse_count(v, &n) != 0) {
+                fprintf(stderr, "miras-bench: %s wants a positive integer, got '%s'\n", a, v);
+                return 2;
+            }
+            quality.seed = n;
             quality_only = quality_only ? quality_only : a;
         } else if (!strcmp(a, "--out") || !strcmp(a, "--train")) {
             if (!strcmp(a, "--out")) quality.out = v;
