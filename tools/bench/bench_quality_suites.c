@@ -77,7 +77,7 @@ const quality_suite quality_suites[] = {
      *   quick-mqar 0.222, both below their floors). Moneta and Memora after their new
      *   defaults (ℓq init and eps, η 0.01; simplex scale 16, η 0.005): 3.316 and 3.283, one
      *   run each; moneta's floor is 3.316 + 0.18 (the largest move seen), rounded up. */
-    {"quick-mqar", {"--task", "mqar", "--vocab", "64", "--seq-len", "32", "--pairs", "4",
+    {"quick-mqar", {"--task", "mqar", "--vocab", "64", "--seq-len", "32", "--pairs", "2",
                     "--d-model", "32", "--layers", "2", "--heads", "2", "--batch", "32",
                     "--steps", "1000", "--lr", "1e-2", "--eval-every", "1000",
                     "--eval-batches", "8", "--seed", "1", "--threads", "1"},
