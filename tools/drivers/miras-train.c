@@ -323,12 +323,15 @@ static uint64_t run_hash(const mi_run_config *rc, const mi_lm *lm, int64_t step)
     return mi_fnv1a(v, (int64_t)sizeof v) ^ params_hash(lm);
 }
 
-/* Every rank stops when the ranks' parameters differ. */
-static void check_ranks_agree(run *r, const char *what)
+/* Every rank stops when the ranks' parameters differ (during the run, the
+ * message names the step). */
+static void check_ranks_agree(run *r, const char *what, bool name_step)
 {
     char msg[1024];
-    if (r->d.size > 1 && dist_check_same(&r->d, params_hash(&r->lm), what, msg, sizeof msg) != 0)
-        die("step %lld: %s", (long long)r->step, msg);
+    if (r->d.size > 1 && dist_check_same(&r->d, params_hash(&r->lm), what, msg, sizeof msg) != 0) {
+        if (name_step) die("step %lld: %s", (long long)r->step, msg);
+        die("%s", msg);
+    }
 }
 
 /* mpirun: join the job; messages name their rank. */
@@ -559,7 +562,7 @@ static void log_step(run *r, bool eval, double lr)
     progress_eta(&r->bar, r->step, eta, sizeof eta);
     if (!isnan(row.val_acc)) snprintf(acc, sizeof acc, "  acc %.3f", row.val_acc);
     progress_clear(&r->bar);
-    check_ranks_agree(r, "the parameters' checksum (they diverged)");
+    check_ranks_agree(r, "the parameters' checksum (they diverged)", true);
     long long step = (long long)r->step, steps = (long long)r->rc->steps;
     if (r->lead && eval)
         printf("step %lld/%lld  loss %.4f  norm %.4f  val loss %.4f%s\n", step, steps,
@@ -626,7 +629,7 @@ static void finish(run *r)
         printf("%s at step %lld: %s, %s, %s (%.1f s)%s\n",
                r->step == rc->steps ? "done" : "stopped", (long long)r->step, r->out.ckpt,
                r->out.log, r->out.svg, seconds, clip_note);
-    check_ranks_agree(r, "the final parameters' checksum (they diverged)");
+    check_ranks_agree(r, "the final parameters' checksum (they diverged)", false);
     if (r->lead && r->d.size > 1)
         printf("%d ranks: parameters identical (checksum %016llx); summing gradients took "
                "%.2f s of %.2f s (%.1f%%) on rank 0\n", r->d.size,
