@@ -1,17 +1,16 @@
-/* The drivers' sampler (tools/lib/generate.c): greedy, temperature and top-k
+/* The library's sampler (mi_sample_token, train/sample.c): greedy, temperature and top-k
  * draw from softmax(logits / T) restricted to the k largest. */
 #include "harness.h"
-#include "../tools/lib/generate.h"
 
 /* Frequency of each token over n draws from one row of logits. */
 static void frequencies(const double *logits, int64_t V, double temperature, int64_t top_k,
                         int n, double *freq)
 {
     mi_tensor *l = mi_from_buffer(MI_F64, MI_SHAPE(1, V), logits);
-    sampler s = {.temperature = temperature, .top_k = top_k};
+    mi_sampler s = {.temperature = temperature, .top_k = top_k};
     mi_rng_seed(&s.rng, 9);
     for (int64_t v = 0; v < V; v++) freq[v] = 0;
-    for (int i = 0; i < n; i++) freq[sample_token(l, 0, &s)] += 1.0 / n;
+    for (int i = 0; i < n; i++) freq[mi_sample_token(l, 0, &s)] += 1.0 / n;
 }
 
 START_TEST(temperature_one_draws_the_softmax)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The library as a dependency: installs BUILD_DIR (default build) into a
-# staging directory (DESTDIR), compiles a tutorial out of tree against it the
-# way your own program builds,
+# staging directory (DESTDIR), compiles a tutorial and the training example
+# (examples/train_lm.c) out of tree against it the way your own program builds,
 #   cc my_variant.c $(pkg-config --cflags --libs miras)
 # and runs it on the staged library. Exit status 0 only if all of it worked.
 set -euo pipefail
@@ -23,6 +23,15 @@ mkdir "$stage/user" && cp examples/tutorial_hebbian_delta.c "$stage/user/"
 cc -Wall -o "$stage/user/tutorial" "$stage/user/tutorial_hebbian_delta.c" $flags
 LD_LIBRARY_PATH=$(pc_flags --variable=libdir) "$stage/user/tutorial"
 echo "test_install: the staged install builds and runs a program of its own"
+
+# A training program of its own: the training API (train/train.h) is installed
+# and exported; a few steps, a checkpoint, a sample.
+cp examples/train_lm.c "$stage/user/"
+cc -Wall -o "$stage/user/train_lm" "$stage/user/train_lm.c" $flags
+LD_LIBRARY_PATH=$(pc_flags --variable=libdir) "$stage/user/train_lm" \
+  tests/data/shakespeare_64k.txt 3 "$stage/user/lm.safetensors" >/dev/null
+[ -s "$stage/user/lm.safetensors" ]
+echo "test_install: the staged install builds and runs examples/train_lm.c (a checkpoint)"
 
 # The op descriptor is for op authors: miras/extend.h has it, miras.h does not.
 printf '#include <%s>\nint main(void) { return (int)sizeof(mi_op); }\n' extend.h \

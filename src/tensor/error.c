@@ -5,7 +5,7 @@
 
 #include "tensor.h"
 
-static _Thread_local char message[512];
+static _Thread_local char message[1024];
 static _Thread_local bool pending;
 
 const char *mi_error(void) { return message; }

@@ -178,6 +178,19 @@ mi_tensor *mi_rand(mi_rng *r, mi_dtype dt, int rank, const int64_t *shape, doubl
  * the reader. */
 int mi_open_regular(const char *path, int64_t *size, char *why, size_t n);
 
+/* Writes a file whole or not at all: the bytes go to "<path>.tmp.<pid>",
+ * which is fsync'ed, renamed over path, and the directory fsync'ed, so a
+ * crash leaves the old file or the new one, never a torn one (and a dead
+ * writer's temporary file is known by its pid). The parts are written one
+ * after the other. 0, or -1 with "cannot <create|write|fsync|close|rename>
+ * '<file>': <reason>" in mi_error(). */
+typedef struct mi_bytes {
+    const void *data;
+    size_t size;
+} mi_bytes;
+int mi_write_atomic_parts(const char *path, const mi_bytes *parts, int count);
+int mi_write_atomic(const char *path, const void *data, size_t size);
+
 /* ---------------------------------------------------------------- safetensors
  * https://huggingface.co/docs/safetensors format: an 8-byte little-endian
  * header length, a JSON header, then the raw little-endian data. */

@@ -6,9 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ckpt.h"
 #include "common.h"
-#include "generate.h"
 
 static void usage(void)
 {
@@ -114,18 +112,17 @@ static void eval_text(const mi_lm *lm, const char *path, int64_t T, int64_t batc
 }
 
 /* Recall accuracy (mqar, capacity) over held-out batches; rc holds the task. */
-static void eval_recall(const mi_lm *lm, run_config *rc, int64_t examples)
+static void eval_recall(const mi_lm *lm, mi_run_config *rc, int64_t examples)
 {
-    run_task t;
-    char msg[512];
-    int opened = task_open(&t, rc, msg, sizeof msg);
-    if (opened == -2) die_usage("%s", msg);
-    if (opened != 0) die("%s", msg);
+    mi_run_task t;
+    int opened = mi_run_task_open(&t, rc);
+    if (opened == -2) die_usage("%s", mi_error());
+    if (opened != 0) die("%s", mi_error());
     if (rc->batch > examples) rc->batch = examples;
     int64_t batches = (examples + rc->batch - 1) / rc->batch;
     double loss, acc;
-    if (evaluate(lm, &t, batches, NULL, &loss, &acc) != 0) die("%s", mi_error());
-    bool mqar = rc->task == TASK_MQAR;
+    if (mi_evaluate(lm, &t, batches, NULL, &loss, &acc) != 0) die("%s", mi_error());
+    bool mqar = rc->task == MI_TASK_MQAR;
     if (json) {
         fprintf(out, "%s{\"seq_len\":%lld,\"pairs\":%lld,\"examples\":%lld,\"loss\":%.6f,"
                "\"accuracy\":%.6f}", n_out++ ? "," : "", (long long)rc->seq_len,
@@ -139,19 +136,18 @@ static void eval_recall(const mi_lm *lm, run_config *rc, int64_t examples)
 
 /* Needle in a haystack: the greedy continuation of each prompt, scored by
  * exact match of the answer. */
-static void eval_niah(const mi_lm *lm, run_config *rc, int64_t examples)
+static void eval_niah(const mi_lm *lm, mi_run_config *rc, int64_t examples)
 {
-    run_task t;
-    char msg[512];
-    int opened = task_open(&t, rc, msg, sizeof msg);
-    if (opened == -2) die_usage("%s", msg);
-    if (opened != 0) die("%s", msg);
-    int64_t L = rc->seq_len, W = L + NIAH_ANSWER_MAX + 1, hits = 0;
+    mi_run_task t;
+    int opened = mi_run_task_open(&t, rc);
+    if (opened == -2) die_usage("%s", mi_error());
+    if (opened != 0) die("%s", mi_error());
+    int64_t L = rc->seq_len, W = L + MI_NIAH_ANSWER_MAX + 1, hits = 0;
     mi_scope *s = mi_scope_new("eval-niah");
     int64_t *seq = malloc(sizeof(int64_t) * (size_t)(rc->batch * W));
     mi_niah_sample *sample = malloc(sizeof *sample * (size_t)rc->batch);
     if (!seq || !sample) die("out of memory");
-    sampler greedy = {0};
+    mi_sampler greedy = {0};
     for (int64_t e = 0; e < examples; e += rc->batch) {
         int64_t B = examples - e < rc->batch ? examples - e : rc->batch, n = 0;
         mi_scope_enter(s);
@@ -163,9 +159,9 @@ static void eval_niah(const mi_lm *lm, run_config *rc, int64_t examples)
         }
         for (int64_t b = 0; b < B; b++) /* rows of L + n tokens */
             memcpy(seq + b * (L + n), sample[b].tokens->data, sizeof(int64_t) * (size_t)L);
-        if (generate(lm, seq, B, L, n, &greedy, NULL, NULL) != 0) die("%s", mi_error());
+        if (mi_generate(lm, seq, B, L, n, &greedy, NULL, NULL) != 0) die("%s", mi_error());
         for (int64_t b = 0; b < B; b++) {
-            char got[NIAH_ANSWER_MAX + 1];
+            char got[MI_NIAH_ANSWER_MAX + 1];
             for (int64_t j = 0; j < n; j++) got[j] = (char)seq[b * (L + n) + L + j];
             hits += mi_niah_exact_match(&sample[b], got, (size_t)n);
         }
@@ -225,11 +221,10 @@ int main(int argc, char **argv)
 
     mi_scope *keep = mi_scope_new("model");
     mi_scope_enter(keep);
-    ckpt ck;
+    mi_checkpoint_file ck;
     mi_lm lm;
-    char msg[1024];
-    if (ckpt_load_model(&ck, &lm, path, keep, msg, sizeof msg) != 0) die("%s", msg);
-    run_config rc = ck.has_run ? ck.rc : run_config_default(TASK_LM);
+    if (mi_checkpoint_load_model(&ck, &lm, path, keep) != 0) die("%s", mi_error());
+    mi_run_config rc = ck.has_run ? ck.rc : mi_run_config_default(MI_TASK_LM);
     rc.lm = ck.lm, rc.batch = batch;
     if (seed >= 0) rc.seed = (uint64_t)seed;
     bool any = data || n_mq || n_niah || n_cap;
@@ -237,10 +232,10 @@ int main(int argc, char **argv)
         die_usage("'%s' holds no run settings: say what to evaluate (--data, --mqar, --niah, "
                   "--capacity)", path);
     if (!any) { /* the task it was trained on */
-        if (rc.task == TASK_LM) data = rc.data, seq_len = seq_len ? seq_len : rc.seq_len;
-        if (rc.task == TASK_MQAR) mq_l[0] = rc.seq_len, mq_n[0] = rc.pairs, n_mq = 1;
-        if (rc.task == TASK_CAPACITY) cap[0] = rc.pairs, n_cap = 1;
-        if (rc.task == TASK_NIAH) niah[0] = rc.seq_len, niah_kind = rc.niah, n_niah = 1;
+        if (rc.task == MI_TASK_LM) data = rc.data, seq_len = seq_len ? seq_len : rc.seq_len;
+        if (rc.task == MI_TASK_MQAR) mq_l[0] = rc.seq_len, mq_n[0] = rc.pairs, n_mq = 1;
+        if (rc.task == MI_TASK_CAPACITY) cap[0] = rc.pairs, n_cap = 1;
+        if (rc.task == MI_TASK_NIAH) niah[0] = rc.seq_len, niah_kind = rc.niah, n_niah = 1;
     }
     if (json) {
         fprintf(out, "{\"checkpoint\":");
@@ -259,15 +254,15 @@ int main(int argc, char **argv)
     if (data) eval_text(&lm, data, seq_len ? seq_len : rc.seq_len, batch, max_windows);
     if (n_mq && json) fprintf(out, ",\"mqar\":["), n_out = 0;
     for (int i = 0; i < n_mq; i++) {
-        run_config r = rc;
-        r.task = TASK_MQAR, r.seq_len = mq_l[i], r.pairs = mq_n[i];
+        mi_run_config r = rc;
+        r.task = MI_TASK_MQAR, r.seq_len = mq_l[i], r.pairs = mq_n[i];
         eval_recall(&lm, &r, examples ? examples : 256);
     }
     if (n_mq && json) fprintf(out, "]");
     if (n_niah && json) fprintf(out, ",\"niah\":["), n_out = 0;
     for (int i = 0; i < n_niah; i++) {
-        run_config r = rc;
-        r.task = TASK_NIAH, r.seq_len = niah[i];
+        mi_run_config r = rc;
+        r.task = MI_TASK_NIAH, r.seq_len = niah[i];
         snprintf(r.niah, sizeof r.niah, "%s", niah_kind);
         if (!strcmp(niah_kind, "text")) {
             if (!data && !rc.data[0]) die_usage("--niah-kind text needs --data FILE");
@@ -278,8 +273,8 @@ int main(int argc, char **argv)
     if (n_niah && json) fprintf(out, "]");
     if (n_cap && json) fprintf(out, ",\"capacity\":["), n_out = 0;
     for (int i = 0; i < n_cap; i++) {
-        run_config r = rc;
-        r.task = TASK_CAPACITY, r.pairs = cap[i], r.seq_len = 4 * cap[i];
+        mi_run_config r = rc;
+        r.task = MI_TASK_CAPACITY, r.pairs = cap[i], r.seq_len = 4 * cap[i];
         eval_recall(&lm, &r, examples ? examples : 256);
     }
     if (n_cap && json) fprintf(out, "]");

@@ -88,9 +88,7 @@ static int run_layer(mi_miras *m, const mi_preset *preset, bool slots_set, const
 {
     mi_safetensors *st = mi_safetensors_load(in_path);
     if (!st) return -1;
-    char msg[512];
-    if (safetensors_check_finite(st, in_path, msg, sizeof msg) != 0)
-        return mi_error_set("%s", msg), -1;
+    if (mi_safetensors_check_finite(st, in_path) != 0) return -1;
     mi_tensor *q_file = mi_safetensors_get(st, "q");
     mi_dtype dt = dtype_name ? (strcmp(dtype_name, "f32") ? MI_F64 : MI_F32)
                              : q_file && q_file->dtype == MI_F32 ? MI_F32 : MI_F64;

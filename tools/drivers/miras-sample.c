@@ -4,9 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ckpt.h"
 #include "common.h"
-#include "generate.h"
 
 static void usage(void)
 {
@@ -38,7 +36,7 @@ int main(int argc, char **argv)
     tool_name = "miras-sample";
     const char *path = NULL, *prompt = "\n", *v;
     int64_t length = 256;
-    sampler s = {.temperature = 0.8, .top_k = 40};
+    mi_sampler s = {.temperature = 0.8, .top_k = 40};
     uint64_t seed = 1;
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
@@ -63,10 +61,9 @@ int main(int argc, char **argv)
 
     mi_scope *keep = mi_scope_new("model");
     mi_scope_enter(keep);
-    ckpt ck;
+    mi_checkpoint_file ck;
     mi_lm lm;
-    char msg[1024];
-    if (ckpt_load_model(&ck, &lm, path, keep, msg, sizeof msg) != 0) die("%s", msg);
+    if (mi_checkpoint_load_model(&ck, &lm, path, keep) != 0) die("%s", mi_error());
     if (lm.config.vocab != 256)
         die("'%s' is not a byte-level model (vocabulary %lld, not 256): nothing to print", path,
             (long long)lm.config.vocab);
@@ -75,7 +72,7 @@ int main(int argc, char **argv)
     if (!seq) die("out of memory");
     for (int64_t i = 0; i < P; i++) seq[i] = (unsigned char)prompt[i];
     fputs(prompt, stdout);
-    if (generate(&lm, seq, 1, P, length, &s, put_byte, NULL) != 0) die("%s", mi_error());
+    if (mi_generate(&lm, seq, 1, P, length, &s, put_byte, NULL) != 0) die("%s", mi_error());
     putchar('\n');
     free(seq);
     mi_scope_leave();

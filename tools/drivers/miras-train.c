@@ -21,7 +21,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ckpt.h"
 #include "common.h"
 #include "dist.h"
 
@@ -128,7 +127,7 @@ static void print_keys(void)
 }
 
 typedef struct options {
-    run_config rc;
+    mi_run_config rc;
     const char *out, *resume;
     int threads;
     int64_t stop_at;
@@ -169,12 +168,11 @@ static void set_model_size(mi_lm_config *c, const char *option, const char *text
 static void parse(int argc, char **argv, options *o)
 {
     const char *v, *task = "lm";
-    char msg[512];
     for (int i = 1; i < argc; i++)
         if (opt_is(argc, argv, &i, "--task", &v)) task = v;
-    if (task_from_name(task) < 0) die_usage("--task: '%s' is not lm, mqar, niah or capacity", task);
-    run_config *rc = &o->rc;
-    *rc = run_config_default(task_from_name(task));
+    if (mi_task_from_name(task) < 0) die_usage("--task: %s", mi_error());
+    mi_run_config *rc = &o->rc;
+    *rc = mi_run_config_default(mi_task_from_name(task));
     const char *allowed_on_resume[] = {"--steps", "--stop-at", "--out", "--data", "--threads",
                                        "--resume", "--comm-timeout", "--save-every-rank",
                                        "--bucket-kb", "--recompute"};
@@ -189,9 +187,9 @@ static void parse(int argc, char **argv, options *o)
         else if (!strcmp(arg, "--version")) printf("miras-train %s%s\n", MIRAS_VERSION,
                                                     dist_available() ? " (MPI)" : ""), exit(0);
         else if (opt_is(argc, argv, &i, "--task", &v)) continue;
-        else if (run_config_knows(arg)) { /* the run settings a checkpoint also holds */
+        else if (mi_run_config_knows(arg)) { /* the run settings a checkpoint also holds */
             opt_is(argc, argv, &i, arg, &v);
-            if (run_config_set(rc, arg, v, msg, sizeof msg) != 0) die_usage("%s", msg);
+            if (mi_run_config_set(rc, arg, v) != 0) die_usage("%s", mi_error());
         }
         else if (opt_is(argc, argv, &i, "--model", &v)) {
             if (strlen(v) >= MI_LM_TEXT) die_usage("--model: '%s' is too long", v);
@@ -232,14 +230,14 @@ static void parse(int argc, char **argv, options *o)
     if (rc->batch % rc->accum)
         die_usage("--accum (%lld) must divide --batch (%lld)", (long long)rc->accum,
                   (long long)rc->batch);
-    if (opt_given(argc, argv, "--vocab") && (rc->task == TASK_LM || rc->task == TASK_NIAH))
-        die_usage("--vocab: the %s task is byte-level (256)", task_names[rc->task]);
-    if (opt_given(argc, argv, "--seq-len") && rc->task == TASK_CAPACITY)
+    if (opt_given(argc, argv, "--vocab") && (rc->task == MI_TASK_LM || rc->task == MI_TASK_NIAH))
+        die_usage("--vocab: the %s task is byte-level (256)", mi_task_name(rc->task));
+    if (opt_given(argc, argv, "--seq-len") && rc->task == MI_TASK_CAPACITY)
         die_usage("--seq-len: the capacity task's length is 4 · --pairs");
-    if (rc->task == TASK_CAPACITY) rc->seq_len = 4 * rc->pairs;
-    bool text = rc->task == TASK_LM || (rc->task == TASK_NIAH && !strcmp(rc->niah, "text"));
-    if (text && !rc->data[0]) die_usage("--task %s%s needs --data FILE", task_names[rc->task],
-                                        rc->task == TASK_NIAH ? " --niah text" : "");
+    if (rc->task == MI_TASK_CAPACITY) rc->seq_len = 4 * rc->pairs;
+    bool text = rc->task == MI_TASK_LM || (rc->task == MI_TASK_NIAH && !strcmp(rc->niah, "text"));
+    if (text && !rc->data[0]) die_usage("--task %s%s needs --data FILE", mi_task_name(rc->task),
+                                        rc->task == MI_TASK_NIAH ? " --niah text" : "");
     mi_optim_hparams d = mi_optim_defaults(rc->optim);
     if (!opt_given(argc, argv, "--lr")) rc->hp.lr = d.lr;
     if (!opt_given(argc, argv, "--weight-decay")) rc->hp.weight_decay = d.weight_decay;
@@ -251,45 +249,45 @@ static void parse(int argc, char **argv, options *o)
                                            (long long)rc->warmup, (long long)rc->steps);
 }
 
-/* The optimizer over lm's parameters: no weight decay on vectors (norms,
- * gains, biases); Muon orthogonalises the matrices inside the blocks and
- * takes its AdamW fallback for the embeddings and the head. */
-static mi_optim *make_optimizer(const mi_lm *lm, const run_config *rc, bool *decay,
-                                mi_tensor **params)
-{
-    int n;
-    const mi_named_tensor *p = mi_lm_params(lm, &n);
-    int inner = 0, outer = n;
-    for (int i = 0; i < n; i++) {
-        bool io = rc->optim == MI_OPT_MUON && (!strcmp(p[i].name, "embeddings.weight") ||
-                                               !strcmp(p[i].name, "lm_head.weight"));
-        params[io ? --outer : inner++] = p[i].tensor;
-    }
-    mi_decay_mask_matrices(params, n, decay);
-    mi_param_group g[2] = {{params, inner, rc->hp, decay},
-                           {params + inner, n - inner, rc->hp, decay + inner}};
-    g[1].hp.adamw_only = true;
-    return mi_optim_new(rc->optim, g, n - inner ? 2 : 1);
-}
-
 /* Where the run writes, and the last checkpoint it can fall back to. */
 typedef struct outputs {
-    char log[4200], svg[4200], ckpt[4200], title[256];
+    char dir[4096], log[4200], svg[4200], ckpt[4200], title[256];
     const char *good;      /* the last good checkpoint (NULL: none yet) */
     int64_t good_step;
 } outputs;
 
+/* A run: what the loop in main reads and updates. */
+typedef struct run {
+    options o;
+    mi_run_config *rc;     /* o.rc: the options', or the resumed checkpoint's */
+    dist d;
+    bool lead;             /* rank 0: it logs and checkpoints */
+    char rank_name[64];
+    mi_scope *keep, *work; /* the run's lifetime; one step's */
+    mi_checkpoint_file resumed; /* --resume's checkpoint */
+    int64_t step, stop;    /* steps done; the last step of this invocation */
+    mi_run_stats st;       /* losses and gradient norms not yet logged */
+    mi_run_task task;
+    mi_lm lm;
+    mi_tensor **params;    /* in the optimizer's order */
+    mi_optim *opt;
+    mi_schedule sched;
+    outputs out;
+    train_log log;
+    progress bar;
+    int64_t tokens;        /* per step, over all ranks */
+} run;
+
 /* A NaN or Inf: stop, naming the step and the last good checkpoint. */
-static _Noreturn void stop_bad(const char *what, double value, int64_t step, progress *bar,
-                               const outputs *out)
+static _Noreturn void stop_bad(run *r, const char *what, double value, int64_t step)
 {
-    progress_clear(bar);
+    progress_clear(&r->bar);
     const char *v = isnan(value) ? "NaN" : value > 0 ? "+Inf" : "-Inf";
-    if (!out->good)
+    if (!r->out.good)
         die("%s is %s at step %lld; stopping (no checkpoint was saved yet; try a lower --lr)",
             what, v, (long long)step);
     die("%s is %s at step %lld; stopping. The last good checkpoint is %s (step %lld)", what, v,
-        (long long)step, out->good, (long long)out->good_step);
+        (long long)step, r->out.good, (long long)r->out.good_step);
 }
 
 static bool params_finite(const mi_lm *lm)
@@ -302,306 +300,377 @@ static bool params_finite(const mi_lm *lm)
     return true;
 }
 
-/* The log and the plot, then the checkpoint, each written whole or not at
- * all: the log first, so a checkpoint never names a step its log lacks (a
- * resume drops the rows past its checkpoint's step). */
-static void save(outputs *out, const mi_lm *lm, const mi_optim *opt, const run_config *rc,
-                 int64_t step, const run_stats *stats, const train_log *log)
-{
-    char msg[1024];
-    size_t n;
-    char *csv = log_csv(log, &n);
-    int rc_log = write_atomic(out->log, csv, n, msg, sizeof msg);
-    free(csv);
-    char *svg = log_svg(log, out->title, &n);
-    if (rc_log == 0) rc_log = write_atomic(out->svg, svg, n, msg, sizeof msg);
-    free(svg);
-    if (rc_log != 0) die("%s", msg);
-    if (ckpt_save(out->ckpt, lm, opt, rc, step, stats) != 0)
-        die("cannot save checkpoint '%s': %s", out->ckpt, mi_error());
-    out->good = out->ckpt, out->good_step = step;
-    dist_note_checkpoint(out->ckpt, step);
-}
-
 /* FNV-1a of every parameter's bytes: equal on all ranks while they agree. */
 static uint64_t params_hash(const mi_lm *lm)
 {
     uint64_t h = 0;
     for (int i = 0; i < lm->n_params; i++) {
         const mi_tensor *t = lm->params[i].tensor;
-        h = (h ^ fnv1a(t->data, t->numel * (int64_t)mi_dtype_size(t->dtype))) * 0x100000001b3ULL;
+        h = (h ^ mi_fnv1a(t->data, t->numel * (int64_t)mi_dtype_size(t->dtype))) *
+            0x100000001b3ULL;
     }
     return h;
 }
 
 /* The settings that must agree between ranks (each parses its own command
  * line) and the initial parameters, as one checksum. */
-static uint64_t run_hash(const run_config *rc, const mi_lm *lm, int64_t step)
+static uint64_t run_hash(const mi_run_config *rc, const mi_lm *lm, int64_t step)
 {
     double v[] = {(double)rc->batch, (double)rc->accum, (double)rc->seq_len, (double)rc->steps,
                   (double)rc->warmup, (double)rc->task, (double)rc->optim, rc->hp.lr,
                   rc->hp.weight_decay, rc->clip, rc->min_lr, (double)rc->cosine,
                   (double)rc->data_size, (double)rc->data_hash, (double)step};
-    return fnv1a((const uint8_t *)v, (int64_t)sizeof v) ^ params_hash(lm);
+    return mi_fnv1a(v, (int64_t)sizeof v) ^ params_hash(lm);
 }
 
-/* The validation pass, shared by the ranks (each forwards its share of the
- * micro-batches, the sums run in rank order): the row's val_loss and
- * val_acc on every rank. 0, or -1 with a message (the library's, or set). */
-static int validate(dist *d, const mi_lm *lm, const run_task *t, mi_scope *work, log_row *r)
+/* Every rank stops when the ranks' parameters differ (during the run, the
+ * message names the step). */
+static void check_ranks_agree(run *r, const char *what, bool name_step)
 {
-    char msg[512];
-    double sums[2];
-    if (evaluate_share(lm, t, t->rc->eval_batches, work, d->rank, d->size, sums) != 0) return -1;
-    if (dist_sum_doubles(d, sums, 2, msg, sizeof msg) != 0) {
-        mi_error_set("%s", msg);
-        return -1;
+    char msg[1024];
+    if (r->d.size > 1 && dist_check_same(&r->d, params_hash(&r->lm), what, msg, sizeof msg) != 0) {
+        if (name_step) die("step %lld: %s", (long long)r->step, msg);
+        die("%s", msg);
     }
-    double n = (double)(t->rc->eval_batches * t->rc->accum * d->size);
-    r->val_loss = sums[0] / n;
-    r->val_acc = task_has_accuracy(t->rc->task) ? sums[1] / n : NAN;
-    return 0;
+}
+
+/* mpirun: join the job; messages name their rank. */
+static void start_ranks(run *r, int *argc, char ***argv)
+{
+    char msg[1024];
+    r->d = (dist){.timeout = r->o.comm_timeout, .bucket_bytes = r->o.bucket_kb << 10};
+    if (dist_init(&r->d, argc, argv, msg, sizeof msg) != 0) die("%s", msg);
+    r->lead = r->d.rank == 0;
+    if (r->d.size > 1) {
+        snprintf(r->rank_name, sizeof r->rank_name, "miras-train[rank %d]", r->d.rank);
+        tool_name = r->rank_name;
+        dist_note_checkpoint(NULL, 0);
+    }
 }
 
 /* --resume: the checkpoint's settings, with the few options a resumed run
  * may change; the step and the log's pending losses and norms. */
-static void resume_settings(options *o, ckpt *ck, int64_t *step, run_stats *stats, char *dirbuf,
-                            size_t n)
+static void resume_settings(run *r)
 {
-    char msg[1024];
-    run_config *rc = &o->rc;
-    if (ckpt_load(ck, o->resume, msg, sizeof msg) != 0) die("%s", msg);
-    if (!ck->has_run) die("'%s' holds a model but no training run to resume", o->resume);
+    mi_run_config *rc = r->rc;
+    mi_checkpoint_file *ck = &r->resumed;
+    if (mi_checkpoint_load(ck, r->o.resume) != 0) die("%s", mi_error());
+    if (!ck->has_run) die("'%s' holds a model but no training run to resume", r->o.resume);
     char data[sizeof rc->data];
     strcpy(data, rc->data);
     int64_t steps = rc->steps;
     *rc = ck->rc;
     if (data[0]) strcpy(rc->data, data);
-    if (o->steps_given) rc->steps = steps;
-    *step = ck->step, *stats = ck->stats;
-    if (!o->out) snprintf(dirbuf, n, "%s", o->resume), o->out = dirname(dirbuf);
+    if (r->o.steps_given) rc->steps = steps;
+    r->step = ck->step, r->st = ck->stats;
+    if (!r->o.out) {
+        snprintf(r->out.dir, sizeof r->out.dir, "%s", r->o.resume);
+        r->o.out = dirname(r->out.dir);
+    }
+}
+
+/* The task's text, checked against the one a resumed run trained on. */
+static void open_task(run *r)
+{
+    mi_run_config *rc = r->rc;
+    int opened = mi_run_task_open(&r->task, rc);
+    if (opened == -2 && !r->o.resume) die_usage("%s", mi_error());
+    if (opened != 0) die("%s", mi_error());
+    const mi_text *text = r->task.text;
+    if (!text) return;
+    uint64_t h = mi_fnv1a(text->data, text->size);
+    if (r->o.resume && (text->size != rc->data_size || h != rc->data_hash))
+        die("'%s' is not the text this run trained on (%lld bytes, hash %016llx); give it with "
+            "--data", rc->data, (long long)rc->data_size, (unsigned long long)rc->data_hash);
+    rc->data_size = text->size, rc->data_hash = h;
+}
+
+/* A value a resumed run read from its checkpoint is a runtime failure; one
+ * typed on this command line, a usage error. */
+static _Noreturn void die_setting(const run *r, bool from_checkpoint)
+{
+    if (r->o.resume && from_checkpoint)
+        die("checkpoint '%s' has bad run settings: %s", r->o.resume, mi_error());
+    if (r->o.resume) die("%s", mi_error());
+    die_usage("%s", mi_error());
+}
+
+/* The settings (or the checkpoint's), the task, the model, the optimizer and
+ * its schedule. */
+static void open_run(run *r)
+{
+    options *o = &r->o;
+    mi_run_config *rc = r->rc = &o->rc;
+    if (o->resume) resume_settings(r);
+    if (!o->out) {
+        snprintf(r->out.dir, sizeof r->out.dir, "runs/%s-%s", rc->lm.mixer,
+                 mi_task_name(rc->task));
+        o->out = r->out.dir;
+    }
+    if (rc->batch % (r->d.size * rc->accum)) {
+        dist_finish(&r->d); /* every rank stops here alike */
+        die_usage("--batch (%lld) must be a multiple of the ranks (%d) × --accum (%lld)",
+                  (long long)rc->batch, r->d.size, (long long)rc->accum);
+    }
+    if (rc->steps <= r->step) die_usage("--steps (%lld): the run is already at step %lld",
+                                        (long long)rc->steps, (long long)r->step);
+    r->stop = o->stop_at && o->stop_at < rc->steps ? o->stop_at : rc->steps;
+    if (o->threads) mi_set_threads(o->threads);
+    open_task(r);
+    if (mi_lm_init(&r->lm, &rc->lm, MI_F32, rc->seed, r->keep) != 0) die_setting(r, false);
+    if (o->resume && mi_checkpoint_restore(&r->resumed, &r->lm) != 0) die("%s", mi_error());
+    r->lm.checkpoint_blocks = o->recompute;
+    r->params = mi_scope_alloc(r->keep, sizeof(mi_tensor *) * (size_t)r->lm.n_params);
+    if (!r->params) die("out of memory");
+    if (!(r->opt = mi_run_optimizer(&r->lm, rc, r->params))) die_setting(r, true);
+    if (o->resume && mi_checkpoint_restore_optim(&r->resumed, r->opt) != 0)
+        die("%s", mi_error());
+    r->sched = mi_run_config_schedule(rc);
+    if (mi_schedule_check(&r->sched) != 0) { /* --steps may be what made it bad */
+        if (o->resume && !o->steps_given) die_setting(r, true);
+        die_usage("%s", mi_error());
+    }
+    r->tokens = rc->batch * mi_run_config_tokens(rc);
+}
+
+/* The output directory (rank 0's): created, locked, cleared of a killed
+ * save's temporary files; the log so far when resuming. */
+static void open_outputs(run *r)
+{
+    char msg[1024];
+    outputs *out = &r->out;
+    const char *dir = r->o.out;
+    if (r->lead && make_dir(dir, msg, sizeof msg) != 0) die("%s", msg);
+    if (r->lead && dir_lock(dir, msg, sizeof msg) < 0) die("%s", msg);
+    int stale = r->lead ? remove_stale_temps(dir, msg, sizeof msg) : 0;
+    if (stale < 0) die("%s", msg);
+    if (stale > 0) warning("removed %d stale temporary file%s in '%s' (a save that was killed)",
+                           stale, stale > 1 ? "s" : "", dir);
+    out->good = r->o.resume, out->good_step = r->step;
+    snprintf(out->log, sizeof out->log, "%s/log.csv", dir);
+    snprintf(out->svg, sizeof out->svg, "%s/loss.svg", dir);
+    snprintf(out->ckpt, sizeof out->ckpt, "%s/ckpt.safetensors", dir);
+    snprintf(out->title, sizeof out->title, "%s on %s, %lld parameters", r->rc->lm.mixer,
+             mi_task_name(r->rc->task), (long long)mi_lm_param_numel(&r->lm));
+    r->log = (train_log){.has_acc = mi_task_has_accuracy(r->rc->task)};
+    if (r->lead && r->o.resume && log_read(&r->log, out->log, r->step, msg, sizeof msg) != 0)
+        die("%s", msg);
+    if (dist_check_same(&r->d, run_hash(r->rc, &r->lm, r->step),
+                        "the run's settings and initial parameters (give every rank the same "
+                        "options)", msg, sizeof msg) != 0)
+        die("%s", msg);
+    if (r->o.resume) dist_note_checkpoint(r->o.resume, r->step);
+}
+
+static void print_start(const run *r)
+{
+    const mi_run_config *rc = r->rc;
+    if (!r->lead) return;
+    if (r->d.active)
+        printf("miras-train: %d rank%s (MPI), each forwarding %lld of the %lld sequences a step\n",
+               r->d.size, r->d.size > 1 ? "s" : "", (long long)(rc->batch / r->d.size),
+               (long long)rc->batch);
+    printf("miras-train: %s, %lld parameters, task %s, %lld steps of %lld tokens, out %s\n",
+           rc->lm.mixer, (long long)mi_lm_param_numel(&r->lm), mi_task_name(rc->task),
+           (long long)rc->steps, (long long)r->tokens, r->o.out);
+    if (r->o.resume) printf("resuming from %s at step %lld\n", r->o.resume, (long long)r->step);
+    fflush(stdout);
+}
+
+/* What one step reports. */
+typedef struct step_result {
+    double loss, norm, lr;
+} step_result;
+
+/* One step: batch → loss → backward → clip → schedule → update. With --accum
+ * the gradients of the micro-batches' mean losses / accum add up in the
+ * parameters' .grad, and each micro-batch's scope is reset. Rank r takes
+ * micro-batches r·accum … (r+1)·accum − 1 of the N·accum and the sums run
+ * over the ranks in rank order (dist.h). */
+static step_result train_step(run *r)
+{
+    const mi_run_config *rc = r->rc;
+    char msg[1024];
+    long long next = (long long)r->step + 1;
+    mi_optim_zero_grad(r->opt);
+    int64_t parts = r->d.size * rc->accum, micro = rc->batch / parts;
+    step_result s = {0};
+    for (int64_t a = 0; a < rc->accum; a++) {
+        mi_scope_enter(r->work);
+        mi_tensor *in, *tg, *loss = NULL;
+        int64_t first = r->step * rc->batch + (r->d.rank * rc->accum + a) * micro;
+        if (mi_run_task_batch(&r->task, MI_SPLIT_TRAIN, first, micro, &in, &tg) == 0)
+            loss = mi_lm_loss(&r->lm, in, tg);
+        mi_tensor *scaled = parts > 1 ? mi_mul_scalar(loss, 1.0 / (double)parts) : loss;
+        if (!scaled || mi_backward(scaled) != 0) die("step %lld: %s", next, mi_error());
+        s.loss += mi_item(loss) / (double)parts;
+        mi_scope_leave();
+        mi_scope_reset(r->work);
+    }
+    if (dist_sum_doubles(&r->d, &s.loss, 1, msg, sizeof msg) != 0 ||
+        dist_sum_grads(&r->d, r->params, r->lm.n_params, msg, sizeof msg) != 0)
+        die("step %lld: %s", next, msg);
+    if (!isfinite(s.loss)) stop_bad(r, "the loss", s.loss, r->step + 1);
+    mi_scope_enter(r->work);
+    /* ‖g‖ = (Σ_i ‖g_i‖²)^½ over all parameters, before clipping */
+    s.norm = rc->clip > 0 ? mi_optim_clip_grad_norm(r->opt, rc->clip)
+                          : mi_grad_norm(r->params, r->lm.n_params);
+    if (s.norm < 0) die("step %lld: %s", next, mi_error());
+    if (!isfinite(s.norm)) stop_bad(r, "the gradient norm", s.norm, r->step + 1);
+    mi_optim_apply_schedule(r->opt, &r->sched);
+    s.lr = rc->hp.lr * mi_optim_lr_scale(r->opt);
+    if (mi_optim_step(r->opt) != 0) die("step %lld: %s", next, mi_error());
+    mi_scope_leave();
+    mi_scope_reset(r->work);
+    bool clipped = rc->clip > 0 && s.norm > rc->clip;
+    mi_run_stats *st = &r->st;
+    st->loss_sum += s.loss, st->loss_n++, st->norm_sum += s.norm, st->norm_n++;
+    st->period_norm_sum += s.norm, st->period_n++, st->period_clipped += clipped;
+    st->clipped += clipped, st->counted++;
+    r->step++;
+    return s;
+}
+
+/* The validation pass, shared by the ranks (each forwards its share of the
+ * micro-batches, the sums run in rank order): val_loss and val_acc. */
+static void validate(run *r, log_row *row)
+{
+    char msg[1024];
+    double sums[2];
+    int64_t batches = r->rc->eval_batches;
+    if (mi_evaluate_share(&r->lm, &r->task, batches, r->work, r->d.rank, r->d.size, sums) != 0)
+        die("validation at step %lld: %s", (long long)r->step, mi_error());
+    if (dist_sum_doubles(&r->d, sums, 2, msg, sizeof msg) != 0)
+        die("validation at step %lld: %s", (long long)r->step, msg);
+    double n = (double)(batches * r->rc->accum * r->d.size);
+    row->val_loss = sums[0] / n;
+    row->val_acc = mi_task_has_accuracy(r->rc->task) ? sums[1] / n : NAN;
+    if (!isfinite(row->val_loss)) stop_bad(r, "the validation loss", row->val_loss, r->step);
+}
+
+/* A log row (the means since the last one), with a validation pass when due,
+ * and its line on stdout. */
+static void log_step(run *r, bool eval, double lr)
+{
+    mi_run_stats *st = &r->st;
+    log_row row = {r->step, lr, st->loss_sum / (double)st->loss_n,
+                   st->norm_sum / (double)st->norm_n, NAN, NAN};
+    st->loss_sum = 0, st->loss_n = 0, st->norm_sum = 0, st->norm_n = 0;
+    if (eval) validate(r, &row);
+    log_add(&r->log, row);
+    char eta[32], acc[32] = "";
+    progress_eta(&r->bar, r->step, eta, sizeof eta);
+    if (!isnan(row.val_acc)) snprintf(acc, sizeof acc, "  acc %.3f", row.val_acc);
+    progress_clear(&r->bar);
+    check_ranks_agree(r, "the parameters' checksum (they diverged)", true);
+    long long step = (long long)r->step, steps = (long long)r->rc->steps;
+    if (r->lead && eval)
+        printf("step %lld/%lld  loss %.4f  norm %.4f  val loss %.4f%s\n", step, steps,
+               row.train_loss, row.grad_norm, row.val_loss, acc);
+    else if (r->lead && !r->bar.tty)
+        printf("step %lld/%lld  loss %.4f  norm %.4f  lr %.2e  %.0f tok/s  ETA %s\n", step, steps,
+               row.train_loss, row.grad_norm, lr, progress_rate(&r->bar, r->step, r->tokens), eta);
+}
+
+/* At a validation: when most steps since the last one were clipped, say so
+ * once, then start the next period. */
+static void warn_if_mostly_clipped(run *r)
+{
+    mi_run_stats *st = &r->st;
+    if (r->lead && 2 * st->period_clipped > st->period_n)
+        warning("%lld of %lld steps since step %lld were clipped (grad norm mean %.3g > --clip "
+                "%g); consider a lower --lr", (long long)st->period_clipped,
+                (long long)st->period_n, (long long)(r->step - st->period_n),
+                st->period_norm_sum / (double)st->period_n, r->rc->clip);
+    st->period_norm_sum = 0, st->period_n = 0, st->period_clipped = 0;
+}
+
+/* The log and the plot, then the checkpoint, each written whole or not at
+ * all: the log first, so a checkpoint never names a step its log lacks (a
+ * resume drops the rows past its checkpoint's step). Rank 0 writes. */
+static void save(run *r)
+{
+    outputs *out = &r->out;
+    if (!params_finite(&r->lm)) stop_bad(r, "a parameter", NAN, r->step);
+    if (!r->lead) {
+        dist_note_checkpoint_pending(out->ckpt, r->step); /* rank 0 writes it */
+        return;
+    }
+    char msg[1024];
+    size_t n;
+    char *csv = log_csv(&r->log, &n);
+    int status = write_atomic(out->log, csv, n, msg, sizeof msg);
+    free(csv);
+    char *svg = status == 0 ? log_svg(&r->log, out->title, &n) : NULL;
+    if (status == 0) status = write_atomic(out->svg, svg, n, msg, sizeof msg);
+    free(svg);
+    if (status != 0) die("%s", msg);
+    if (mi_checkpoint_save(out->ckpt, &r->lm, r->opt, r->rc, r->step, &r->st) != 0)
+        die("cannot save checkpoint '%s': %s", out->ckpt, mi_error());
+    out->good = out->ckpt, out->good_step = r->step;
+    dist_note_checkpoint(out->ckpt, r->step);
+}
+
+/* The last line (with the clipped steps of the whole run), the ranks'
+ * agreement, and --save-every-rank's files. */
+static void finish(run *r)
+{
+    const mi_run_config *rc = r->rc;
+    const mi_run_stats *st = &r->st;
+    progress_clear(&r->bar);
+    char clip_note[160] = "", since[48] = "";
+    if (st->counted < r->step) /* resumed from a checkpoint older than the count */
+        snprintf(since, sizeof since, " since step %lld", (long long)(r->step - st->counted));
+    if (rc->clip > 0)
+        snprintf(clip_note, sizeof clip_note, "; %lld of %lld steps%s clipped (--clip %g)",
+                 (long long)st->clipped, (long long)st->counted, since, rc->clip);
+    double seconds = now_seconds() - r->bar.t0;
+    if (r->lead)
+        printf("%s at step %lld: %s, %s, %s (%.1f s)%s\n",
+               r->step == rc->steps ? "done" : "stopped", (long long)r->step, r->out.ckpt,
+               r->out.log, r->out.svg, seconds, clip_note);
+    check_ranks_agree(r, "the final parameters' checksum (they diverged)", false);
+    if (r->lead && r->d.size > 1)
+        printf("%d ranks: parameters identical (checksum %016llx); summing gradients took "
+               "%.2f s of %.2f s (%.1f%%) on rank 0\n", r->d.size,
+               (unsigned long long)params_hash(&r->lm), r->d.comm_seconds, seconds,
+               100 * r->d.comm_seconds / (seconds > 0 ? seconds : 1));
+    if (!r->lead && r->o.save_every_rank) {
+        snprintf(r->out.ckpt, sizeof r->out.ckpt, "%s/ckpt.rank%d.safetensors", r->o.out,
+                 r->d.rank);
+        if (mi_checkpoint_save(r->out.ckpt, &r->lm, r->opt, rc, r->step, st) != 0)
+            die("cannot save checkpoint '%s': %s", r->out.ckpt, mi_error());
+    }
+    log_free(&r->log);
+    mi_optim_free(r->opt);
+    mi_scope_leave();
+    mi_scope_free(r->work);
+    mi_scope_free(r->keep);
+    dist_finish(&r->d);
 }
 
 int main(int argc, char **argv)
 {
     tool_name = "miras-train";
-    options o = {.stop_at = 0};
-    parse(argc, argv, &o);
-    char msg[1024], dirbuf[4096], rank_name[64];
-    dist d = {.timeout = o.comm_timeout, .bucket_bytes = o.bucket_kb << 10};
-    if (dist_init(&d, &argc, &argv, msg, sizeof msg) != 0) die("%s", msg);
-    bool lead = d.rank == 0; /* rank 0 logs and checkpoints */
-    if (d.size > 1) { /* messages name their rank */
-        snprintf(rank_name, sizeof rank_name, "miras-train[rank %d]", d.rank);
-        tool_name = rank_name;
-        dist_note_checkpoint(NULL, 0);
+    static run r; /* large (paths): not on the stack */
+    parse(argc, argv, &r.o);
+    start_ranks(&r, &argc, &argv);
+    r.keep = mi_scope_new("run"), r.work = mi_scope_new("step");
+    if (!r.keep || !r.work) die("out of memory");
+    mi_scope_enter(r.keep);
+    open_run(&r);     /* settings (or the checkpoint's), task, model, optimizer, schedule */
+    open_outputs(&r); /* the directory, its lock, the log so far */
+    print_start(&r);
+    progress_start(&r.bar, r.step, r.stop);
+    if (!r.lead) r.bar.tty = false;
+    while (r.step < r.stop) {
+        step_result s = train_step(&r);
+        bool eval = r.step % r.rc->eval_every == 0 || r.step == r.rc->steps;
+        if (r.step % r.rc->log_every == 0 || eval) log_step(&r, eval, s.lr);
+        if (eval) warn_if_mostly_clipped(&r);
+        if (eval || r.step == r.stop) save(&r);
+        if (r.lead) progress_show(&r.bar, r.step, s.loss, s.norm, r.tokens);
     }
-    mi_scope *keep = mi_scope_new("run"), *work = mi_scope_new("step");
-    mi_scope_enter(keep);
-    run_config *rc = &o.rc;
-    int64_t step = 0;               /* steps done */
-    run_stats st = {0};             /* losses and gradient norms not yet logged */
-    ckpt ck;
-    if (o.resume) resume_settings(&o, &ck, &step, &st, dirbuf, sizeof dirbuf);
-    if (!o.out) {
-        snprintf(dirbuf, sizeof dirbuf, "runs/%s-%s", rc->lm.mixer, task_names[rc->task]);
-        o.out = dirbuf;
-    }
-    if (rc->batch % (d.size * rc->accum)) {
-        dist_finish(&d); /* every rank stops here alike */
-        die_usage("--batch (%lld) must be a multiple of the ranks (%d) × --accum (%lld)",
-                  (long long)rc->batch, d.size, (long long)rc->accum);
-    }
-    if (rc->steps <= step) die_usage("--steps (%lld): the run is already at step %lld",
-                                     (long long)rc->steps, (long long)step);
-    int64_t stop = o.stop_at && o.stop_at < rc->steps ? o.stop_at : rc->steps;
-    if (o.threads) mi_set_threads(o.threads);
-
-    /* the task's data, the model, the optimizer and its schedule */
-    run_task t;
-    int opened = task_open(&t, rc, msg, sizeof msg);
-    if (opened == -2 && !o.resume) die_usage("%s", msg);
-    if (opened != 0) die("%s", msg);
-    if (t.text) {
-        uint64_t h = fnv1a(t.text->data, t.text->size);
-        if (o.resume && (t.text->size != rc->data_size || h != rc->data_hash))
-            die("'%s' is not the text this run trained on (%lld bytes, hash %016llx); give it "
-                "with --data", rc->data, (long long)rc->data_size,
-                (unsigned long long)rc->data_hash);
-        rc->data_size = t.text->size, rc->data_hash = h;
-    }
-    mi_lm lm;
-    if (mi_lm_init(&lm, &rc->lm, MI_F32, rc->seed, keep) != 0) {
-        if (o.resume) die("%s", mi_error());
-        die_usage("%s", mi_error());
-    }
-    if (o.resume && ckpt_restore(&ck, &lm, msg, sizeof msg) != 0) die("%s", msg);
-    lm.checkpoint_blocks = o.recompute;
-    bool *decay = mi_scope_alloc(keep, sizeof(bool) * (size_t)lm.n_params);
-    mi_tensor **params = mi_scope_alloc(keep, sizeof(mi_tensor *) * (size_t)lm.n_params);
-    mi_optim *opt = make_optimizer(&lm, rc, decay, params);
-    if (!opt && o.resume) die("checkpoint '%s' has bad run settings: %s", o.resume, mi_error());
-    if (!opt) die_usage("%s", mi_error());
-    if (o.resume && mi_optim_state_import(opt, ck.st) != 0)
-        die("checkpoint '%s' does not fit its optimizer: %s", o.resume, mi_error());
-    double floor = rc->cosine ? rc->min_lr * rc->hp.lr : rc->hp.lr; /* constant: no descent */
-    mi_schedule sched = {MI_SCHED_WARMUP_COSINE, rc->hp.lr, floor, rc->warmup, rc->steps};
-    if (mi_schedule_check(&sched) != 0) {
-        if (o.resume && !o.steps_given)
-            die("checkpoint '%s' has bad run settings: %s", o.resume, mi_error());
-        die_usage("%s", mi_error());
-    }
-
-    /* the output directory and what goes in it (rank 0's) */
-    if (lead && make_dir(o.out, msg, sizeof msg) != 0) die("%s", msg);
-    if (lead && dir_lock(o.out, msg, sizeof msg) < 0) die("%s", msg);
-    int stale = lead ? remove_stale_temps(o.out, msg, sizeof msg) : 0;
-    if (stale < 0) die("%s", msg);
-    if (stale > 0) warning("removed %d stale temporary file%s in '%s' (a save that was killed)",
-                           stale, stale > 1 ? "s" : "", o.out);
-    outputs out = {.good = o.resume, .good_step = step};
-    snprintf(out.log, sizeof out.log, "%s/log.csv", o.out);
-    snprintf(out.svg, sizeof out.svg, "%s/loss.svg", o.out);
-    snprintf(out.ckpt, sizeof out.ckpt, "%s/ckpt.safetensors", o.out);
-    snprintf(out.title, sizeof out.title, "%s on %s, %lld parameters", rc->lm.mixer,
-             task_names[rc->task], (long long)mi_lm_param_numel(&lm));
-    train_log log = {.has_acc = task_has_accuracy(rc->task)};
-    if (lead && o.resume && log_read(&log, out.log, step, msg, sizeof msg) != 0) die("%s", msg);
-    if (dist_check_same(&d, run_hash(rc, &lm, step),
-                        "the run's settings and initial parameters (give every rank the same "
-                        "options)", msg, sizeof msg) != 0)
-        die("%s", msg);
-    if (o.resume) dist_note_checkpoint(o.resume, step);
-
-    int64_t T = rc->task == TASK_NIAH ? rc->seq_len + NIAH_ANSWER_MAX : rc->seq_len;
-    int64_t tokens = rc->batch * T;
-    if (lead && d.active)
-        printf("miras-train: %d rank%s (MPI), each forwarding %lld of the %lld sequences a step\n",
-               d.size, d.size > 1 ? "s" : "", (long long)(rc->batch / d.size),
-               (long long)rc->batch);
-    if (lead)
-        printf("miras-train: %s, %lld parameters, task %s, %lld steps of %lld tokens, out %s\n",
-               rc->lm.mixer, (long long)mi_lm_param_numel(&lm), task_names[rc->task],
-               (long long)rc->steps, (long long)tokens, o.out);
-    if (lead && o.resume) printf("resuming from %s at step %lld\n", o.resume, (long long)step);
-    fflush(stdout);
-    progress bar;
-    progress_start(&bar, step, stop);
-    if (!lead) bar.tty = false;
-    while (step < stop) {
-        /* one step: batch → loss → backward → clip → schedule → update; with
-         * --accum the gradients of the micro-batches' mean losses / accum add
-         * up in the parameters' .grad, and each micro-batch's scope is reset.
-         * Rank r takes micro-batches r·accum … (r+1)·accum − 1 of the N·accum
-         * and the sums run over the ranks in rank order (dist.h). */
-        mi_optim_zero_grad(opt);
-        int64_t parts = d.size * rc->accum, micro = rc->batch / parts;
-        double value = 0;
-        for (int64_t a = 0; a < rc->accum; a++) {
-            mi_scope_enter(work);
-            mi_tensor *in, *tg, *loss = NULL;
-            int64_t first = step * rc->batch + (d.rank * rc->accum + a) * micro;
-            if (task_batch(&t, MI_SPLIT_TRAIN, first, micro, &in, &tg) == 0)
-                loss = mi_lm_loss(&lm, in, tg);
-            mi_tensor *scaled = parts > 1 ? mi_mul_scalar(loss, 1.0 / (double)parts) : loss;
-            if (!scaled || mi_backward(scaled) != 0)
-                die("step %lld: %s", (long long)step + 1, mi_error());
-            value += mi_item(loss) / (double)parts;
-            mi_scope_leave();
-            mi_scope_reset(work);
-        }
-        if (dist_sum_doubles(&d, &value, 1, msg, sizeof msg) != 0 ||
-            dist_sum_grads(&d, params, lm.n_params, msg, sizeof msg) != 0)
-            die("step %lld: %s", (long long)step + 1, msg);
-        if (!isfinite(value)) stop_bad("the loss", value, step + 1, &bar, &out);
-        mi_scope_enter(work);
-        /* ‖g‖ = (Σ_i ‖g_i‖²)^½ over all parameters, before clipping */
-        double norm = rc->clip > 0 ? mi_optim_clip_grad_norm(opt, rc->clip)
-                                   : mi_grad_norm(params, lm.n_params);
-        if (norm < 0) die("step %lld: %s", (long long)step + 1, mi_error());
-        if (!isfinite(norm)) stop_bad("the gradient norm", norm, step + 1, &bar, &out);
-        bool clipped = rc->clip > 0 && norm > rc->clip;
-        mi_optim_apply_schedule(opt, &sched);
-        double lr = rc->hp.lr * mi_optim_lr_scale(opt);
-        if (mi_optim_step(opt) != 0) die("step %lld: %s", (long long)step + 1, mi_error());
-        mi_scope_leave();
-        mi_scope_reset(work);
-        step++, st.loss_sum += value, st.loss_n++, st.norm_sum += norm, st.norm_n++;
-        st.period_norm_sum += norm, st.period_n++, st.period_clipped += clipped;
-        st.clipped += clipped, st.counted++;
-
-        /* a log row, with a validation pass every eval_every steps */
-        bool eval = step % rc->eval_every == 0 || step == rc->steps;
-        if (step % rc->log_every == 0 || eval) {
-            log_row r = {step, lr, st.loss_sum / (double)st.loss_n,
-                         st.norm_sum / (double)st.norm_n, NAN, NAN};
-            st.loss_sum = 0, st.loss_n = 0, st.norm_sum = 0, st.norm_n = 0;
-            if (eval && validate(&d, &lm, &t, work, &r) != 0)
-                die("validation at step %lld: %s", (long long)step, mi_error());
-            if (eval && !isfinite(r.val_loss))
-                stop_bad("the validation loss", r.val_loss, step, &bar, &out);
-            log_add(&log, r);
-            char eta[32], acc[32] = "";
-            progress_eta(&bar, step, eta, sizeof eta);
-            if (!isnan(r.val_acc)) snprintf(acc, sizeof acc, "  acc %.3f", r.val_acc);
-            progress_clear(&bar);
-            if (d.size > 1 && dist_check_same(&d, params_hash(&lm),
-                                              "the parameters' checksum (they diverged)", msg,
-                                              sizeof msg) != 0)
-                die("step %lld: %s", (long long)step, msg);
-            if (lead && eval)
-                printf("step %lld/%lld  loss %.4f  norm %.4f  val loss %.4f%s\n", (long long)step,
-                       (long long)rc->steps, r.train_loss, r.grad_norm, r.val_loss, acc);
-            else if (lead && !bar.tty)
-                printf("step %lld/%lld  loss %.4f  norm %.4f  lr %.2e  %.0f tok/s  ETA %s\n",
-                       (long long)step, (long long)rc->steps, r.train_loss, r.grad_norm, lr,
-                       progress_rate(&bar, step, tokens), eta);
-        }
-        if (eval) { /* most steps since the last validation clipped: say so, once */
-            if (lead && 2 * st.period_clipped > st.period_n)
-                warning("%lld of %lld steps since step %lld were clipped (grad norm mean %.3g > "
-                        "--clip %g); consider a lower --lr", (long long)st.period_clipped,
-                        (long long)st.period_n, (long long)(step - st.period_n),
-                        st.period_norm_sum / (double)st.period_n, rc->clip);
-            st.period_norm_sum = 0, st.period_n = 0, st.period_clipped = 0;
-        }
-        if (eval || step == stop) {
-            if (!params_finite(&lm)) stop_bad("a parameter", NAN, step, &bar, &out);
-            if (lead) save(&out, &lm, opt, rc, step, &st, &log);
-            else dist_note_checkpoint_pending(out.ckpt, step); /* rank 0 writes it */
-        }
-        if (lead) progress_show(&bar, step, value, norm, tokens);
-    }
-    progress_clear(&bar);
-    char clip_note[160] = "", since[48] = "";
-    if (st.counted < step) /* resumed from a checkpoint older than the count */
-        snprintf(since, sizeof since, " since step %lld", (long long)(step - st.counted));
-    if (rc->clip > 0)
-        snprintf(clip_note, sizeof clip_note, "; %lld of %lld steps%s clipped (--clip %g)",
-                 (long long)st.clipped, (long long)st.counted, since, rc->clip);
-    double seconds = now_seconds() - bar.t0;
-    if (lead)
-        printf("%s at step %lld: %s, %s, %s (%.1f s)%s\n", step == rc->steps ? "done" : "stopped",
-               (long long)step, out.ckpt, out.log, out.svg, seconds, clip_note);
-    if (d.size > 1 && dist_check_same(&d, params_hash(&lm),
-                                      "the final parameters' checksum (they diverged)", msg,
-                                      sizeof msg) != 0)
-        die("%s", msg);
-    if (lead && d.size > 1)
-        printf("%d ranks: parameters identical (checksum %016llx); summing gradients took "
-               "%.2f s of %.2f s (%.1f%%) on rank 0\n", d.size,
-               (unsigned long long)params_hash(&lm), d.comm_seconds, seconds,
-               100 * d.comm_seconds / (seconds > 0 ? seconds : 1));
-    if (!lead && o.save_every_rank) {
-        snprintf(out.ckpt, sizeof out.ckpt, "%s/ckpt.rank%d.safetensors", o.out, d.rank);
-        if (ckpt_save(out.ckpt, &lm, opt, rc, step, &st) != 0)
-            die("cannot save checkpoint '%s': %s", out.ckpt, mi_error());
-    }
-    log_free(&log);
-    mi_optim_free(opt);
-    mi_scope_leave();
-    mi_scope_free(work);
-    mi_scope_free(keep);
-    dist_finish(&d);
+    finish(&r);
     return 0;
 }

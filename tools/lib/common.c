@@ -231,20 +231,11 @@ int remove_stale_temps(const char *dir, char *msg, size_t n)
 
 int write_atomic(const char *path, const char *bytes, size_t size, char *msg, size_t n)
 {
-    char tmp[4096];
-    /* the pid marks whose file it is: remove_stale_temps removes a dead writer's */
-    if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp)
-        return snprintf(msg, n, "file name '%s' is too long", path), -1;
-    FILE *f = fopen(tmp, "wb");
-    if (!f) return snprintf(msg, n, "cannot write '%s': %s", tmp, strerror(errno)), -1;
-    bool ok = fwrite(bytes, 1, size, f) == size;
-    ok = (fclose(f) == 0) && ok;
-    if (!ok || rename(tmp, path) != 0) {
-        snprintf(msg, n, "cannot write '%s': %s", path, strerror(errno));
-        remove(tmp);
-        return -1;
-    }
-    return 0;
+    mi_error_clear();
+    if (mi_write_atomic(path, bytes, size) == 0) return 0;
+    snprintf(msg, n, "%s", mi_error());
+    mi_error_clear();
+    return -1;
 }
 
 /* ---------------------------------------------------------------- text buffers */
@@ -562,20 +553,4 @@ void list_component_names(FILE *f)
         }
         fprintf(f, "\n");
     }
-}
-
-int safetensors_check_finite(const mi_safetensors *st, const char *what, char *msg, size_t n)
-{
-    for (int i = 0; i < st->count; i++) {
-        const mi_tensor *t = st->tensors[i].tensor;
-        if (t->dtype != MI_F32 && t->dtype != MI_F64) continue;
-        for (int64_t j = 0; j < t->numel; j++) {
-            double v = mi_get(t, j);
-            if (!isfinite(v))
-                return snprintf(msg, n, "%s: tensor '%s' holds %g at index %lld (a corrupt file, "
-                                "or a run that diverged)", what, st->tensors[i].name, v,
-                                (long long)j), -1;
-        }
-    }
-    return 0;
 }

@@ -1,7 +1,9 @@
-/* What the driver programs share: option parsing with the project's exit
- * codes (2: usage error, 1: runtime failure, each with a one-line
- * message), a progress bar, atomic file writes, the training log (CSV) and
- * its plot (SVG, drawn here, no dependency). */
+/* What the driver programs share, all of it about command lines: option
+ * parsing with the project's exit codes (2: usage error, 1: runtime failure,
+ * each with a one-line message), a progress bar, the run directory (lock,
+ * stale temporary files), the training log (CSV) and its plot (SVG, drawn
+ * here, no dependency). Training itself — run settings, tasks, evaluation,
+ * checkpoints, generation — is the library's (miras.h, train/train.h). */
 #ifndef MIRAS_TOOLS_COMMON_H
 #define MIRAS_TOOLS_COMMON_H
 
@@ -78,7 +80,9 @@ int remove_stale_temps(const char *dir, char *msg, size_t n);
 /* fopen(path, "r") for a regular file only (mi_open_regular): a FIFO would
  * block the reader. NULL with the reason in why. */
 FILE *fopen_regular(const char *path, char *why, size_t n);
-/* Writes the bytes through "<path>.tmp.<pid>" and a rename; -1 with a message. */
+/* Writes the bytes whole or not at all (the library's mi_write_atomic:
+ * "<path>.tmp.<pid>", fsync, rename, fsync of the directory); -1 with a
+ * message. */
 int write_atomic(const char *path, const char *bytes, size_t size, char *msg, size_t n);
 
 /* ---------------------------------------------------------------- the training log
@@ -116,10 +120,5 @@ char *log_svg(const train_log *l, const char *title, size_t *size);
 /* The names --model and --set take (presets, memories, biases, retention
  * gates, algorithms), wrapped at 80 columns, for a tool's --help. */
 void list_component_names(FILE *f);
-
-/* 0 when every floating-point tensor of the file holds only finite numbers;
- * otherwise -1 with a message naming `what` (the file), the tensor, the
- * first bad entry and its index. */
-int safetensors_check_finite(const mi_safetensors *st, const char *what, char *msg, size_t n);
 
 #endif

@@ -23,7 +23,8 @@
  * sizes' limits are miras-train's options' (it parses them with this table)
  * and what a checkpoint's lm.* values are held to before any model is made:
  * far above any model trained here, yet a hostile file cannot ask mi_lm_init
- * for petabytes (ckpt.c then compares the sizes with the tensors it holds). */
+ * for petabytes (mi_checkpoint_load then compares the sizes with the tensors
+ * it holds). */
 #define MAX_VOCAB (1 << 24)
 #define MAX_WIDTH (1 << 16)  /* d_model */
 #define MAX_HIDDEN (1 << 20) /* mlp_hidden: 16 · MAX_WIDTH */

@@ -5,8 +5,9 @@
  * on load. Reading and the
  * format description are in safetensors_load.c.
  *
- * Writing goes to "<path>.tmp.<pid>", is fsync'ed, then renamed over path,
- * so a crash leaves either the old file or the new one, never a torn one. */
+ * Writing goes through mi_write_atomic_parts (file.c): "<path>.tmp.<pid>",
+ * fsync'ed, then renamed over path, so a crash leaves either the old file or
+ * the new one, never a torn one. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -245,41 +246,6 @@ static int build_header(strbuf *b, const mi_named_tensor *tensors, int count,
     return b->oom || b->len > HEADER_MAX ? -1 : 0;
 }
 
-static int write_all(int fd, const void *buf, size_t n)
-{
-    const unsigned char *p = buf;
-    while (n > 0) {
-        size_t chunk = n < ((size_t)1 << 30) ? n : (size_t)1 << 30;
-        ssize_t w = write(fd, p, chunk);
-        if (w < 0 && errno == EINTR) continue;
-        if (w < 0) return -1;
-        if (w == 0) {
-            errno = EIO;
-            return -1;
-        }
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
-/* Makes the rename durable; best effort (some file systems refuse). */
-static void fsync_parent_dir(const char *path)
-{
-    const char *slash = strrchr(path, '/');
-    char *dir;
-    if (!slash) dir = strdup(".");
-    else if (slash == path) dir = strdup("/");
-    else dir = strndup(path, (size_t)(slash - path));
-    if (!dir) return;
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd >= 0) {
-        fsync(fd);
-        close(fd);
-    }
-    free(dir);
-}
-
 int mi_safetensors_save(const char *path, const mi_named_tensor *tensors, int count,
                         const mi_metadata *metadata)
 {
@@ -305,46 +271,29 @@ int mi_safetensors_save(const char *path, const mi_named_tensor *tensors, int co
         st_fail(path, "save: header too large or out of memory");
         return -1;
     }
-    size_t tlen = strlen(path) + 32;
-    char *tmp = malloc(tlen);
-    if (!tmp) {
+    /* length, header, then each tensor's bytes, through the one atomic writer */
+    mi_bytes *parts = malloc(sizeof *parts * (size_t)(count + 2));
+    if (!parts) {
         free(hb.p);
         st_fail(path, "save: out of memory");
         return -1;
     }
-    snprintf(tmp, tlen, "%s.tmp.%ld", path, (long)getpid());
-
-    const char *step = "create";
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) goto fail;
     unsigned char prefix[8];
     for (int i = 0; i < 8; i++) prefix[i] = (unsigned char)((uint64_t)hb.len >> (8 * i));
-    step = "write";
-    if (write_all(fd, prefix, 8) != 0 || write_all(fd, hb.p, hb.len) != 0) goto fail;
+    parts[0] = (mi_bytes){prefix, 8};
+    parts[1] = (mi_bytes){hb.p, hb.len};
     for (int i = 0; i < count; i++) {
         const mi_tensor *t = tensors[i].tensor;
-        size_t bytes = (size_t)t->numel * mi_dtype_size(t->dtype);
-        if (bytes && write_all(fd, t->data, bytes) != 0) goto fail;
+        parts[i + 2] = (mi_bytes){t->data, (size_t)t->numel * mi_dtype_size(t->dtype)};
     }
-    step = "fsync";
-    if (fsync(fd) != 0) goto fail;
-    step = "close";
-    int cfd = fd;
-    fd = -1;
-    if (close(cfd) != 0) goto fail;
-    step = "rename";
-    if (rename(tmp, path) != 0) goto fail;
-    fsync_parent_dir(path);
+    int rc = mi_write_atomic_parts(path, parts, count + 2);
+    free(parts);
     free(hb.p);
-    free(tmp);
-    return 0;
-
-fail:;
-    int err = errno;
-    if (fd >= 0) close(fd);
-    if (strcmp(step, "create") != 0) unlink(tmp);
-    st_fail(path, "save: cannot %s '%s': %s", step, tmp, strerror(err));
-    free(hb.p);
-    free(tmp);
-    return -1;
+    if (rc != 0) {
+        char why[480];
+        snprintf(why, sizeof why, "%s", mi_error());
+        mi_error_clear();
+        st_fail(path, "save: %s", why);
+    }
+    return rc;
 }

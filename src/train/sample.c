@@ -1,15 +1,16 @@
-/* Generation (generate.h). */
-#include "generate.h"
+/* Generation (train.h): a token from logits (greedy, temperature, top-k),
+ * and continuations of prompts, by the recurrent form where a model has one. */
+#include "train_internal.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-int64_t sample_token(const mi_tensor *logits, int64_t row, sampler *s)
+int64_t mi_sample_token(const mi_tensor *logits, int64_t row, mi_sampler *s)
 {
     int64_t V = logits->shape[logits->rank - 1], best = 0;
     double *x = malloc(sizeof(double) * (size_t)V);
-    if (!x) return 0;
+    if (!x) return mi_error_set("sample: out of memory"), -1;
     for (int64_t v = 0; v < V; v++) {
         x[v] = mi_get(logits, row * V + v);
         if (x[v] > x[best]) best = v;
@@ -22,18 +23,20 @@ int64_t sample_token(const mi_tensor *logits, int64_t row, sampler *s)
     double cut = -INFINITY;
     if (s->top_k > 0 && s->top_k < V) {
         double *sorted = malloc(sizeof(double) * (size_t)V);
-        if (sorted) {
-            memcpy(sorted, x, sizeof(double) * (size_t)V);
-            for (int64_t k = 0; k < s->top_k; k++) { /* partial selection: k passes */
-                int64_t m = k;
-                for (int64_t v = k + 1; v < V; v++)
-                    if (sorted[v] > sorted[m]) m = v;
-                double t = sorted[k];
-                sorted[k] = sorted[m], sorted[m] = t;
-            }
-            cut = sorted[s->top_k - 1];
-            free(sorted);
+        if (!sorted) {
+            free(x);
+            return mi_error_set("sample: out of memory"), -1;
         }
+        memcpy(sorted, x, sizeof(double) * (size_t)V);
+        for (int64_t k = 0; k < s->top_k; k++) { /* partial selection: k passes */
+            int64_t m = k;
+            for (int64_t v = k + 1; v < V; v++)
+                if (sorted[v] > sorted[m]) m = v;
+            double t = sorted[k];
+            sorted[k] = sorted[m], sorted[m] = t;
+        }
+        cut = sorted[s->top_k - 1];
+        free(sorted);
     }
     /* p_v ∝ exp((x_v − x_max) / temperature) over the kept tokens (x_max is
      * read once: the loop overwrites x[best] on its way) */
@@ -55,10 +58,12 @@ int64_t sample_token(const mi_tensor *logits, int64_t row, sampler *s)
 /* The fallback for a mixer without a recurrent form: the forward over the
  * whole sequence so far, once per new token. */
 static int generate_by_forward(const mi_lm *lm, int64_t *seq, int64_t B, int64_t P, int64_t n,
-                               sampler *s, void (*on_token)(int64_t, int64_t, void *), void *ctx)
+                               mi_sampler *s, void (*on_token)(int64_t, int64_t, void *),
+                               void *ctx)
 {
     int64_t W = P + n;
     mi_scope *scope = mi_scope_new("generate");
+    if (!scope) return mi_error_set("generate: out of memory"), -1;
     int rc = 0;
     for (int64_t i = 0; i < n && rc == 0; i++) {
         int64_t T = P + i;
@@ -70,7 +75,11 @@ static int generate_by_forward(const mi_lm *lm, int64_t *seq, int64_t B, int64_t
         mi_tensor *logits = mi_lm_forward(lm, tokens);
         if (!logits) rc = -1;
         for (int64_t b = 0; b < B && rc == 0; b++) {
-            int64_t tok = sample_token(logits, b * T + T - 1, s);
+            int64_t tok = mi_sample_token(logits, b * T + T - 1, s);
+            if (tok < 0) {
+                rc = -1;
+                break;
+            }
             seq[b * W + T] = tok;
             if (on_token) on_token(b, tok, ctx);
         }
@@ -81,7 +90,7 @@ static int generate_by_forward(const mi_lm *lm, int64_t *seq, int64_t B, int64_t
     return rc;
 }
 
-int generate(const mi_lm *lm, int64_t *seq, int64_t B, int64_t P, int64_t n, sampler *s,
+int mi_generate(const mi_lm *lm, int64_t *seq, int64_t B, int64_t P, int64_t n, mi_sampler *s,
              void (*on_token)(int64_t row, int64_t token, void *ctx), void *ctx)
 {
     bool was = mi_set_grad_enabled(false);
@@ -97,14 +106,19 @@ int generate(const mi_lm *lm, int64_t *seq, int64_t B, int64_t P, int64_t n, sam
     int64_t W = P + n;
     mi_scope *scope[2] = {mi_scope_new("generate-a"), mi_scope_new("generate-b")};
     mi_tensor *logits = NULL;
-    int rc = 0;
+    int rc = scope[0] && scope[1] ? 0 : -1;
+    if (rc) mi_error_set("generate: out of memory");
     for (int64_t t = 0; t < W - 1 && rc == 0; t++) {
         mi_scope *cur = scope[t % 2];  /* the logits of step t live until step t + 1 */
         mi_scope_reset(cur);
         mi_scope_enter(cur);
         if (t >= P) {
             for (int64_t b = 0; b < B; b++) {
-                int64_t tok = sample_token(logits, b, s);
+                int64_t tok = mi_sample_token(logits, b, s);
+                if (tok < 0) {
+                    rc = -1;
+                    break;
+                }
                 seq[b * W + t] = tok;
                 if (on_token) on_token(b, tok, ctx);
             }
@@ -112,16 +126,20 @@ int generate(const mi_lm *lm, int64_t *seq, int64_t B, int64_t P, int64_t n, sam
         mi_tensor *tokens = mi_tensor_new(MI_I64, MI_SHAPE(B));
         if (tokens)
             for (int64_t b = 0; b < B; b++) ((int64_t *)tokens->data)[b] = seq[b * W + t];
-        if (!(logits = mi_lm_step(lm, state, tokens))) rc = -1;
+        if (rc == 0 && !(logits = mi_lm_step(lm, state, tokens))) rc = -1;
         mi_scope_leave();
     }
     for (int64_t b = 0; b < B && rc == 0 && n > 0; b++) { /* the last token */
-        int64_t tok = sample_token(logits, b, s);
+        int64_t tok = mi_sample_token(logits, b, s);
+        if (tok < 0) {
+            rc = -1;
+            break;
+        }
         seq[b * W + W - 1] = tok;
         if (on_token) on_token(b, tok, ctx);
     }
-    mi_scope_free(scope[0]);
-    mi_scope_free(scope[1]);
+    if (scope[0]) mi_scope_free(scope[0]);
+    if (scope[1]) mi_scope_free(scope[1]);
     mi_lm_state_free(state);
     mi_set_grad_enabled(was);
     return rc;
