@@ -19,6 +19,7 @@
  *               MIRAS_PLUGINS=./libcauchy_plugin.so miras-train --model titans \
  *                  --set bias=cauchy --set cauchy_c=0.5 …
  *   (the plugin's mi_plugin_init registers what main registers below). */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
