@@ -231,10 +231,44 @@ int mi_register_algorithm(const mi_algorithm_kind *kind);
  * for the components) and the block's options. The config must parse now:
  * register its components first. */
 int mi_register_preset(const mi_preset *preset);
-/* Drops every registration and frees the tables; the built-ins come back at
- * the next use. For tests, and for a program that wants the memory back: until
+/* Drops every registration and frees the tables, then closes the plugins
+ * (below); the built-ins, and the plugins of MIRAS_PLUGINS, come back at the
+ * next use. For tests, and for a program that wants the memory back: until
  * then the tables stay reachable (LeakSanitizer does not count them). */
 void mi_registry_reset(void);
+
+/* ---------------------------------------------------------------- plugins
+ * A plugin is a shared object that registers components for programs built
+ * without them (the miras-* tools): it defines mi_plugin_init, which calls
+ * the mi_register_* functions above and returns 0, or -1 with a message:
+ *
+ *   int mi_plugin_init(void) { return mi_register_bias(&my_bias); }
+ *   cc -shared -fPIC my_bias.c -o libmy_bias.so $(pkg-config --cflags --libs miras)
+ *
+ * mi_plugin_load(path) opens it (dlopen: a path with a '/' is a file, a bare
+ * name is searched as the dynamic linker does) and calls its mi_plugin_init;
+ * an object already loaded is not initialised twice. 0, or -1 with a message
+ * naming the path and the dynamic linker's reason (no file, a missing
+ * symbol, no mi_plugin_init) or the init's own message; what a failed init
+ * registered is dropped again and the object is closed.
+ *
+ * MIRAS_PLUGINS=a.so:b.so (':'-separated, loaded in order) is read at the
+ * registry's first use (any mi_register_*, *_find, *_at, preset look-up), so
+ * every program finds the plugins' components with no change of its own. A
+ * look-up has no error to return and a listing would quietly be shorter, so
+ * when a plugin of the list fails to load there the process ends: the message
+ * ("miras: MIRAS_PLUGINS: plugin 'a.so': cannot load: …") on stderr, exit
+ * status 1. A program that wants that failure as a value calls
+ * mi_plugin_load_env first: it reads the list (once; later calls return the
+ * first outcome and message), and then the registry's first use goes on
+ * with whatever loaded.
+ *
+ * The objects stay open until mi_registry_reset, which closes them after
+ * dropping every registration that points into them. */
+#define MI_PLUGIN_EXPORT __attribute__((visibility("default")))
+MI_PLUGIN_EXPORT int mi_plugin_init(void);  /* defined by a plugin, not by the library */
+int mi_plugin_load(const char *path);
+int mi_plugin_load_env(void);
 
 const mi_memory_kind *mi_memory_find(const char *name);
 const mi_bias_kind *mi_bias_find(const char *name);

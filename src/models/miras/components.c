@@ -153,6 +153,7 @@ static void builtins_locked(void)
 #define REGISTER(type, fn, table, check)                                  \
     int mi_register_##fn(const type *k)                                   \
     {                                                                     \
+        registry_plugins_env();                                           \
         pthread_mutex_lock(&lock);                                        \
         builtins_locked();                                                \
         int rc = ADD(table, check, k);                                    \
@@ -161,6 +162,7 @@ static void builtins_locked(void)
     }                                                                     \
     const type *mi_##fn##_find(const char *name)                          \
     {                                                                     \
+        registry_plugins_env();                                           \
         pthread_mutex_lock(&lock);                                        \
         builtins_locked();                                                \
         const type *k = reg_table_find(&(table), name);                   \
@@ -169,6 +171,7 @@ static void builtins_locked(void)
     }                                                                     \
     const type *mi_##fn##_at(int i)                                       \
     {                                                                     \
+        registry_plugins_env();                                           \
         pthread_mutex_lock(&lock);                                        \
         builtins_locked();                                                \
         const type *k = reg_table_at(&(table), i);                        \
@@ -189,5 +192,27 @@ void mi_registry_reset(void)
     reg_table_clear(&biases);
     reg_table_clear(&retentions);
     reg_table_clear(&algorithms);
+    pthread_mutex_unlock(&lock);
+    registry_plugins_close();
+}
+
+void registry_mark_take(registry_mark *m)
+{
+    m->presets = presets_count(); /* first: the presets' built-ins look components up */
+    pthread_mutex_lock(&lock);
+    builtins_locked();
+    m->memories = memories.n, m->biases = biases.n;
+    m->retentions = retentions.n, m->algorithms = algorithms.n;
+    pthread_mutex_unlock(&lock);
+}
+
+void registry_rollback(const registry_mark *m)
+{
+    presets_truncate(m->presets);
+    pthread_mutex_lock(&lock);
+    reg_table_truncate(&memories, m->memories);
+    reg_table_truncate(&biases, m->biases);
+    reg_table_truncate(&retentions, m->retentions);
+    reg_table_truncate(&algorithms, m->algorithms);
     pthread_mutex_unlock(&lock);
 }

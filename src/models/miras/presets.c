@@ -280,6 +280,7 @@ static void builtins_locked(void)
 
 int mi_register_preset(const mi_preset *p)
 {
+    registry_plugins_env();
     pthread_mutex_lock(&lock);
     builtins_locked();
     int rc = preset_add_locked(p);
@@ -289,6 +290,7 @@ int mi_register_preset(const mi_preset *p)
 
 const mi_preset *mi_preset_at(int i)
 {
+    registry_plugins_env();
     pthread_mutex_lock(&lock);
     builtins_locked();
     const mi_preset *p = reg_table_at(&table, i);
@@ -298,6 +300,7 @@ const mi_preset *mi_preset_at(int i)
 
 const mi_preset *mi_preset_find(const char *name)
 {
+    registry_plugins_env();
     pthread_mutex_lock(&lock);
     builtins_locked();
     const mi_preset *p = reg_table_find(&table, name);
@@ -309,5 +312,21 @@ void presets_clear(void)
 {
     pthread_mutex_lock(&lock);
     reg_table_clear(&table);
+    pthread_mutex_unlock(&lock);
+}
+
+int presets_count(void)
+{
+    pthread_mutex_lock(&lock);
+    builtins_locked();
+    int n = table.n;
+    pthread_mutex_unlock(&lock);
+    return n;
+}
+
+void presets_truncate(int n)
+{
+    pthread_mutex_lock(&lock);
+    reg_table_truncate(&table, n);
     pthread_mutex_unlock(&lock);
 }

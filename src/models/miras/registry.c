@@ -56,3 +56,8 @@ void reg_table_clear(reg_table *t)
     t->n = t->cap = 0;
     t->ready = false;
 }
+
+void reg_table_truncate(reg_table *t, int n)
+{
+    if (n >= 0 && n < t->n) t->n = n;
+}
