@@ -62,7 +62,7 @@ check "a path listed twice (and empty entries) loads once" bash -c "
 
 # ------------------------------------------------------------------ a plugin that does not load
 check "train with a missing plugin -> exit 1 naming it" status 1 \
-  "^miras: MIRAS_PLUGINS: plugin '$tmp/no-such-plugin.so': cannot load: .*No such file" \
+  "^miras-train: MIRAS_PLUGINS: plugin '$tmp/no-such-plugin.so': cannot load: .*No such file" \
   env MIRAS_PLUGINS="$so:$tmp/no-such-plugin.so" "$train" --keys
 check "gradcheck with a missing plugin -> exit 1 naming it" status 1 \
   "plugin '$tmp/no-such-plugin.so'" env MIRAS_PLUGINS="$tmp/no-such-plugin.so" \
@@ -76,6 +76,12 @@ check "a file that is not a shared object -> exit 1 naming it" status 1 \
 lib=$(find "$build/src" -maxdepth 1 -name 'libmiras.so*' | head -n 1)
 check "a shared object without mi_plugin_init -> exit 1 saying so" status 1 \
   "plugin '$lib': no mi_plugin_init" env MIRAS_PLUGINS="$lib" "$train" --keys
+# A program of the user's own that does not read the list first: the registry's
+# first use says so on stderr and goes on with what loaded (no exit).
+check "a library program with a missing plugin warns and goes on" bash -c "
+  MIRAS_PLUGINS='$tmp/no-such-plugin.so' '$build/examples/custom_component' --quick \
+    > '$tmp/user.out' 2> '$tmp/user.err' &&
+  grep -q \"^miras: warning: MIRAS_PLUGINS: plugin '$tmp/no-such-plugin.so'\" '$tmp/user.err'"
 
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]

@@ -255,13 +255,12 @@ void mi_registry_reset(void);
  * MIRAS_PLUGINS=a.so:b.so (':'-separated, loaded in order) is read at the
  * registry's first use (any mi_register_*, *_find, *_at, preset look-up), so
  * every program finds the plugins' components with no change of its own. A
- * look-up has no error to return and a listing would quietly be shorter, so
- * when a plugin of the list fails to load there the process ends: the message
- * ("miras: MIRAS_PLUGINS: plugin 'a.so': cannot load: …") on stderr, exit
- * status 1. A program that wants that failure as a value calls
- * mi_plugin_load_env first: it reads the list (once; later calls return the
- * first outcome and message), and then the registry's first use goes on
- * with whatever loaded.
+ * look-up has no error to return: when a plugin of the list fails to load
+ * there, the message ("miras: warning: MIRAS_PLUGINS: plugin 'a.so': cannot
+ * load: …") goes to stderr and the registry goes on with what loaded. A
+ * program that wants that failure as a value calls mi_plugin_load_env first
+ * (the driver programs do, and exit 1 with the message): it reads the list
+ * (once; later calls return the first outcome and message).
  *
  * The objects stay open until mi_registry_reset, which closes them after
  * dropping every registration that points into them. */

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common.h"
 #include "bench_common.h"
 #include "bench_quality.h"
 
@@ -125,6 +126,7 @@ static bool takes_value(const char *a)
 
 int main(int argc, char **argv)
 {
+    tool_start("miras-bench");
     bench_opts o = {.threads = 0, .reps = 0, .budget_s = LAYER_TRAIN_BUDGET_S,
                     .max_rss_gb = MAX_RSS_GB};
     const subcommand *cmd = NULL;

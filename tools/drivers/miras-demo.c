@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common.h"
 #include "miras.h"
 
 enum { N = 256, HIDDEN = 32, STEPS = 400 };
@@ -18,6 +19,7 @@ static mi_tensor *forward(mi_tensor *const *p, mi_tensor *x)
 
 int main(int argc, char **argv)
 {
+    tool_start("miras-demo");
     double lr = 0.1;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--lr") == 0 && i + 1 < argc) lr = atof(argv[++i]);

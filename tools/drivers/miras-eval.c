@@ -182,7 +182,7 @@ static void eval_niah(const mi_lm *lm, mi_run_config *rc, int64_t examples)
 
 int main(int argc, char **argv)
 {
-    tool_name = "miras-eval";
+    tool_start("miras-eval");
     const char *path = NULL, *data = NULL, *v, *niah_kind = "passkey";
     int64_t mq_l[32], mq_n[32], niah[32], cap[32], seq_len = 0, max_windows = 0, examples = 0;
     int64_t batch = 16, seed = -1;

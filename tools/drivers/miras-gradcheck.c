@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common.h"
 #include "extend.h"
 
 #ifndef MIRAS_VERSION
@@ -298,6 +299,7 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
+    tool_start("miras-gradcheck");
     bool ops = false, models = false, optim = false;
     const char *only = NULL, *only_model = NULL;
     for (int i = 1; i < argc; i++) {

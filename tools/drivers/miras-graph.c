@@ -114,6 +114,7 @@ static int write_graph(FILE *f, mi_miras *m, const mi_preset *preset, int64_t to
 
 int main(int argc, char **argv)
 {
+    tool_start("miras-graph");
     const char *model = NULL, *out = NULL, *chunk = NULL, *tokens = "1", *dim = "4";
     const char *sets[64];
     int n_sets = 0;

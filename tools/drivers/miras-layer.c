@@ -182,6 +182,7 @@ static int run_layer(mi_miras *m, const mi_preset *preset, bool slots_set, const
 
 int main(int argc, char **argv)
 {
+    tool_start("miras-layer");
     const char *in_path = NULL, *out_path = NULL, *model = NULL, *dtype = NULL, *chunk = NULL;
     const char *sets[64];
     int n_sets = 0;

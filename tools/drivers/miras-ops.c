@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common.h"
 #include "extend.h"
 
 #ifndef MIRAS_VERSION
@@ -10,6 +11,7 @@
 
 int main(int argc, char **argv)
 {
+    tool_start("miras-ops");
     bool json = false;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--json") == 0) json = true;

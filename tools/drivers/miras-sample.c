@@ -33,7 +33,7 @@ static void put_byte(int64_t row, int64_t token, void *ctx)
 
 int main(int argc, char **argv)
 {
-    tool_name = "miras-sample";
+    tool_start("miras-sample");
     const char *path = NULL, *prompt = "\n", *v;
     int64_t length = 256;
     mi_sampler s = {.temperature = 0.8, .top_k = 40};

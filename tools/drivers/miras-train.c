@@ -651,7 +651,7 @@ static void finish(run *r)
 
 int main(int argc, char **argv)
 {
-    tool_name = "miras-train";
+    tool_start("miras-train");
     static run r; /* large (paths): not on the stack */
     parse(argc, argv, &r.o);
     start_ranks(&r, &argc, &argv);

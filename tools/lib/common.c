@@ -19,6 +19,12 @@
 
 const char *tool_name = "miras";
 
+void tool_start(const char *name)
+{
+    tool_name = name;
+    if (mi_plugin_load_env() != 0) die("%s", mi_error());
+}
+
 _Noreturn void die_usage(const char *fmt, ...)
 {
     va_list ap;

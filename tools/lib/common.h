@@ -16,6 +16,9 @@
 
 /* The program's name for messages ("miras-train"); set it first in main. */
 extern const char *tool_name;
+/* Sets tool_name and loads the plugins MIRAS_PLUGINS names (mi_plugin_load_env):
+ * one that does not load is "<tool>: <message>", exit 1. First thing in main. */
+void tool_start(const char *name);
 
 /* "<tool>: <message> (see <tool> --help)", exit 2. */
 _Noreturn void die_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

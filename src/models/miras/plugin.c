@@ -169,17 +169,14 @@ int mi_plugin_load_env(void)
 }
 
 /* The registry's first use: a look-up returns a component or NULL and has
- * no error to return, and a tool that lists the registry would go on with
- * fewer entries, so a plugin that was asked for and did not load ends the
- * process here, with the message, unless the program read the list itself
- * first (mi_plugin_load_env) and took the error as a value. */
+ * no error to return, so a plugin that was asked for and did not load is
+ * said on stderr, once, and the registry goes on with what did load. A
+ * program that wants the failure as a value reads the list itself first
+ * (mi_plugin_load_env), as the driver programs do. */
 void registry_plugins_env(void)
 {
     if (atomic_load(&env_state) == ENV_READ) return;
-    if (env_once() != 0) {
-        fprintf(stderr, "miras: %s\n", env_message);
-        exit(1);
-    }
+    if (env_once() != 0) fprintf(stderr, "miras: warning: %s\n", env_message);
 }
 
 /* mi_registry_reset, after the tables were emptied: nothing points into the
