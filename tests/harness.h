@@ -66,13 +66,11 @@ mi_miras_config preset_config(const mi_preset *p);
     } while (0)
 #define require(cond) require_msg(cond, "Assertion '%s' failed", #cond)
 
-/* Tiny Shakespeare beside the checkout, and its first 64 KiB, committed (the
- * text tests use it when the whole text is absent, so they never skip). */
+/* Tiny Shakespeare, shipped in the checkout (data/). */
 #ifndef MIRAS_SOURCE_DIR
 #define MIRAS_SOURCE_DIR "."
 #endif
-#define SHAKESPEARE MIRAS_SOURCE_DIR "/../shared/data/tinyshakespeare.txt"
-#define SHAKESPEARE_64K MIRAS_SOURCE_DIR "/tests/data/shakespeare_64k.txt"
+#define SHAKESPEARE MIRAS_SOURCE_DIR "/data/tinyshakespeare.txt"
 
 /* Asserts that the last error mentions `needle`. */
 #define ck_assert_error_has(needle)                                                   \

@@ -28,7 +28,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 source "$(dirname "${BASH_SOURCE[0]}")/tap.sh"
 
-# A small text of our own, so the test runs without shared data.
+# A small text of our own, quick to train on.
 python3 - "$tmp/small.txt" <<'EOF'
 import random, sys
 random.seed(2)

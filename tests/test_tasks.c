@@ -543,10 +543,6 @@ START_TEST(niah_real_text)
     check_niah_text(&c, 60, true);
 
     mi_text *t = mi_text_load(SHAKESPEARE);
-    if (!t) {  /* its first 64 KiB instead */
-        mi_error_clear();
-        t = mi_text_load(SHAKESPEARE_64K);
-    }
     ck_assert_msg(t != NULL, "%s", mi_error());
     c.text = t->data;
     c.text_size = t->size;

@@ -165,19 +165,13 @@ START_TEST(text_file_errors)
 }
 END_TEST
 
-/* Tiny Shakespeare beside the checkout (nanoGPT's shakespeare_char split:
- * "train has 1,003,854 tokens, val has 111,540"), else its first 64 KiB. */
+/* Tiny Shakespeare (data/), split as nanoGPT's shakespeare_char:
+ * "train has 1,003,854 tokens, val has 111,540". */
 START_TEST(text_tinyshakespeare)
 {
     mi_text *t = mi_text_load(SHAKESPEARE);
-    bool whole = t != NULL;
-    if (!whole) {
-        printf("text_tinyshakespeare: %s absent; its first 64 KiB (tests/data)\n", SHAKESPEARE);
-        mi_error_clear();
-        t = mi_text_load(SHAKESPEARE_64K);
-    }
     ck_assert_msg(t != NULL, "%s", mi_error());
-    int64_t size = whole ? 1115394 : 65536, valid_begin = whole ? 1003854 : 58982;
+    int64_t size = 1115394, valid_begin = 1003854;
     ck_assert_int_eq(t->size, size);
     ck_assert_int_eq(t->valid_begin, valid_begin);
     require(memcmp(t->data, "First Citizen:", 14) == 0);

@@ -8,9 +8,7 @@ build=${1:?usage: tests/test_tools.sh BUILD_DIR [--quick]}
 quick=${2:-}
 src=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 train=$build/tools/miras-train eval=$build/tools/miras-eval sample=$build/tools/miras-sample
-text=$src/../shared/data/tinyshakespeare.txt
-# its first 64 KiB, committed, where the whole text is absent (a clean clone alone)
-[ -f "$text" ] || text=$src/tests/data/shakespeare_64k.txt
+text=$src/data/tinyshakespeare.txt
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 source "$(dirname "${BASH_SOURCE[0]}")/tap.sh"
@@ -29,7 +27,7 @@ no_leftovers() { # no file but the expected ones, no temporary files
   [ -z "$(find "$1" -name '*.tmp*' 2>/dev/null)" ]
 }
 
-# A small text of our own, so the error and resume tests run without shared data.
+# A small text of our own, quick to train on, for the error and resume tests.
 python3 - "$tmp/small.txt" <<'EOF'
 import random, sys
 random.seed(1)

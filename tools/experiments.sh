@@ -16,7 +16,7 @@
 #
 # --no-docs leaves docs/ alone (for a trial run, e.g. `--no-docs --steps 3`);
 # any other option goes to miras-bench (`--data FILE`: the text of the LM and
-# text-needle suites, which are skipped without one).
+# text-needle suites instead of the repository's data/tinyshakespeare.txt).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/setup.sh" # cd's to the checkout's root
 configure_build build

@@ -4,7 +4,8 @@
 #                 model on MQAR (multi-query associative recall), prints the
 #                 accuracy of each and where the logs, plots and checkpoints are;
 #   --data FILE   trains a small byte-level language model on FILE instead and
-#                 prints a sample from it.
+#                 prints a sample from it (tools/run.sh --data data/tinyshakespeare.txt:
+#                 Tiny Shakespeare, shipped in the repository).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
 configure_build build

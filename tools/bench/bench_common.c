@@ -3,6 +3,7 @@
  * the child process and memory estimate every layer or train case runs
  * under. */
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -428,6 +429,30 @@ int split_list(const char *list, char *buf, size_t n, const char **names, int ma
         names[count++] = t;
     }
     return count;
+}
+
+void exe_dir(char *buf, size_t n)
+{
+    ssize_t len = readlink("/proc/self/exe", buf, n - 1);
+    buf[len > 0 ? len : 0] = '\0';
+    char *slash = strrchr(buf, '/');
+    if (slash) *slash = '\0';
+    else buf[0] = '\0';
+}
+
+const char *find_checkout_file(const char *path, char *buf, size_t n)
+{
+    char dir[PATH_MAX], cand[2][PATH_MAX + 300];
+    exe_dir(dir, sizeof dir);
+    snprintf(cand[0], sizeof cand[0], "%s/../../%s", dir, path);
+    snprintf(cand[1], sizeof cand[1], "%s", path);
+    for (int i = dir[0] ? 0 : 1; i < 2; i++) {
+        if (access(cand[i], R_OK) != 0) continue;
+        char real[PATH_MAX];
+        const char *found = realpath(cand[i], real) ? real : cand[i];
+        if ((size_t)snprintf(buf, n, "%s", found) < n) return buf;
+    }
+    return NULL;
 }
 
 /* ================================================================ variants */

@@ -127,6 +127,13 @@ void print_targets(int first);
 void print_target_json(const result *r);
 /* Splits a comma list into at most max names (pointers into buf). */
 int split_list(const char *list, char *buf, size_t n, const char **names, int max);
+/* The executable's directory ("" when /proc/self/exe cannot be read). */
+void exe_dir(char *buf, size_t n);
+/* A file of the checkout, path relative to its root: from the checkout the
+ * executable was built in (build/tools/ -> ../../path), else from the working
+ * directory. Its real path in buf; NULL: neither can be read (or buf is too
+ * short). */
+const char *find_checkout_file(const char *path, char *buf, size_t n);
 
 /* ================================================================ variants
  * A train or quality variant names a mixer spec, what miras-train's --model
@@ -140,9 +147,10 @@ const mi_preset *samba_preset(const char *spec);
 bool mixer_spec_valid(const char *v, const char *also, char *msg, size_t n);
 
 /* ================================================================ subcommands
- * Two constants of layer and train that --help prints too. */
+ * Constants of layer, train and quality that --help prints too. */
 #define LAYER_PER_TOKEN_MAX_T 64 /* chunk 1 at the default T: the slow reference */
 #define TEXT_NAME "tinyshakespeare.txt"
+#define TEXT_PATH "data/" TEXT_NAME /* the default text, a file of the checkout */
 
 int bench_ops(const bench_opts *o);   /* bench_ops.c */
 int bench_layer(const bench_opts *o); /* bench_layer.c */

@@ -45,54 +45,6 @@ static bool copy_str(char *dst, size_t n, const char *src)
     return fits;
 }
 
-/* The executable's directory ("" when /proc/self/exe cannot be read). */
-static void exe_dir(char *buf, size_t n)
-{
-    ssize_t len = readlink("/proc/self/exe", buf, n - 1);
-    buf[len > 0 ? len : 0] = '\0';
-    char *slash = strrchr(buf, '/');
-    if (slash) *slash = '\0';
-    else buf[0] = '\0';
-}
-
-/* The first of the candidates that can be read, into buf (realpath'd); NULL: none. */
-static const char *first_readable(const char *const *cands, int n, char *buf, size_t size)
-{
-    for (int i = 0; i < n; i++) {
-        if (!cands[i][0] || access(cands[i], R_OK) != 0) continue;
-        char real[PATH_MAX];
-        if (copy_str(buf, size, realpath(cands[i], real) ? real : cands[i])) return buf;
-    }
-    return NULL;
-}
-
-/* The LM text: ../shared/data/tinyshakespeare.txt beside the checkout
- * holding the executable (build/tools/miras-bench), shared/data/ inside it,
- * then the same two relative to the working directory (as `train` finds it). */
-static const char *find_shared_text(char *buf, size_t n)
-{
-    char dir[PATH_LEN], c[4][PATH_LEN + 64];
-    exe_dir(dir, sizeof dir);
-    snprintf(c[0], sizeof c[0], "%s/../../../shared/data/" TEXT_NAME, dir);
-    snprintf(c[1], sizeof c[1], "%s/../../shared/data/" TEXT_NAME, dir);
-    snprintf(c[2], sizeof c[2], "../shared/data/" TEXT_NAME);
-    snprintf(c[3], sizeof c[3], "shared/data/" TEXT_NAME);
-    const char *cands[4] = {dir[0] ? c[0] : "", dir[0] ? c[1] : "", c[2], c[3]};
-    return first_readable(cands, 4, buf, n);
-}
-
-/* A file of the checkout: beside build/tools/ (../../path), then relative to
- * the working directory. */
-static const char *find_checkout_file(const char *path, char *buf, size_t n)
-{
-    char dir[PATH_LEN], c[2][PATH_LEN + 300];
-    exe_dir(dir, sizeof dir);
-    snprintf(c[0], sizeof c[0], "%s/../../%s", dir, path);
-    snprintf(c[1], sizeof c[1], "%s", path);
-    const char *cands[2] = {dir[0] ? c[0] : "", c[1]};
-    return first_readable(cands, 2, buf, n);
-}
-
 /* The argument vector of one run; the strings that are not the suite's
  * literals live in buf. */
 #define MAX_ARGV 128
@@ -576,10 +528,11 @@ int bench_quality(const bench_opts *o, const quality_opts *q)
         char skip[512] = "";
         data_of[s] = NULL;
         if (su->data && !strcmp(su->data, DATA_TEXT)) {
-            data_of[s] = o->data ? o->data : find_shared_text(data[s], sizeof data[s]);
+            data_of[s] = o->data ? o->data
+                                 : find_checkout_file(TEXT_PATH, data[s], sizeof data[s]);
             if (!data_of[s])
-                snprintf(skip, sizeof skip, TEXT_NAME " not found (../shared/data/ beside the "
-                         "checkout or the working directory); give --data PATH");
+                snprintf(skip, sizeof skip, TEXT_PATH " not found in the checkout holding this "
+                         "executable nor in the working directory; give --data PATH");
         } else if (su->data) {
             data_of[s] = find_checkout_file(su->data, data[s], sizeof data[s]);
             if (!data_of[s])
@@ -703,7 +656,7 @@ void bench_quality_usage(FILE *f)
         fprintf(f, "    %-*s task %s%s%s%s%s%s, %s, %lld steps%s%s\n", w, s->name, task ? task : "lm",
                 kind ? " " : "", kind ? kind : "", pairs ? " " : "", pairs ? pairs : "",
                 pairs ? " pairs" : "", s->metric, (long long)suite_steps(s), d ? ", text " : "",
-                !d ? "" : !strcmp(d, DATA_TEXT) ? TEXT_NAME : d);
+                !d ? "" : !strcmp(d, DATA_TEXT) ? TEXT_PATH : d);
     }
     for (int i = 0; i < n_quality_aliases; i++)
         fprintf(f, "    %-*s = %s\n", w, quality_aliases[i].name, quality_aliases[i].suites);
@@ -722,8 +675,8 @@ void bench_quality_usage(FILE *f)
         "                    the task's streams; the floors hold for every seed)\n"
         "  --set KEY=VALUE   a --set for every MIRAS case (presets, samba:<preset>); "
         "repeatable\n"
-        "  --data PATH       the text of the suites that take one (default: as train's; they\n"
-        "                    are skipped without one)\n"
+        "  --data PATH       the text of the suites that take one (default: the checkout's\n"
+        "                    " TEXT_PATH ", as train's; they are skipped without one)\n"
         "  --out DIR         runs in DIR/<suite>-<variant>/, per suite a chart\n"
         "                    DIR/quality-<suite>.svg and a Markdown table\n"
         "                    DIR/quality-<suite>.md (default " DEFAULT_OUT ")\n"

@@ -12,7 +12,7 @@
 
 #define MAX_SUITE_ARGS 40
 #define MAX_SUITES 32
-#define DATA_TEXT "@text"    /* a suite's data: --data, else tinyshakespeare.txt */
+#define DATA_TEXT "@text"    /* a suite's data: --data, else data/tinyshakespeare.txt */
 #define DEFAULT_SUITES "lm,mqar"
 #define MAX_RULES 32
 

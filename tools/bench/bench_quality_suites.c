@@ -7,8 +7,8 @@
  * the Δ column, a floor for every case (0: none) and rules that add --set
  * overrides or a floor to some variants.
  *
- * data: NULL (a synthetic task), DATA_TEXT (--data, else
- * ../shared/data/tinyshakespeare.txt; the suite is skipped when absent) or a
+ * data: NULL (a synthetic task), DATA_TEXT (--data, else the checkout's
+ * data/tinyshakespeare.txt; the suite is skipped when absent) or a
  * file of the checkout (tests/data/quality_text.txt: always there, and frozen,
  * so that the quick suite's floors do not move when the documentation does).
  * variants: comma list of mixer specs; "presets" stands for every MIRAS

@@ -5,7 +5,7 @@ dim 32), SwiGLU 384, RMSNorm, RoPE, tied embeddings, B=16, T=256, AdamW lr 1e-3
 wd 0.1. Prints the median ms per optimizer step over --reps after two warm-ups
 and the process's peak RSS.
 
-    /usr/bin/python3 tools/bench/bench_torch.py --threads 2 [--data ../shared/data/tinyshakespeare.txt]
+    /usr/bin/python3 tools/bench/bench_torch.py --threads 2 [--data data/tinyshakespeare.txt]
 
 Debian's PyTorch calls a threaded OpenBLAS from its own threads: unless
 OPENBLAS_NUM_THREADS=1 the two oversubscribe the cores (a step took 1.0-6.5 s
