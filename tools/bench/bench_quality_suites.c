@@ -62,21 +62,19 @@ const quality_suite quality_suites[] = {
                    "--eval-batches", "16", "--seed", "1", "--threads", "1"},
      "val_acc", NULL, "attention,presets,swa:32,samba:gated-deltanet,hope", "attention", 0,
      {{"@mlp", "chunk=8", 0, NULL}, {"hope", "chunk=8", 0, NULL}}},
-    /* The test suite's subset (--quick = quick-mqar + quick-lm, about 2.5 minutes here).
-     * Floors, from the runs of this table on this machine (one thread, seed 1):
-     * quick-mqar, 1000 steps: measured linear-attention 0.992, mamba2 0.981, deltanet 0.990,
-     *   gated-deltanet 0.981, longhorn 0.923, titans 0.964, yaad 0.589, lattice-sim 0.980;
-     *   each floor about 0.1-0.15 below. The presets that do not yet learn this task in 2000 steps, and
-     *   the slow deep ones, are left out (they are in the mqar suite).
-     * quick-lm, 150 steps of a 2-layer d_model 32 model on a frozen text (chance 5.545;
-     *   attention, the weakest here, 3.52-3.58): each floor is the larger of two measured
-     *   losses + 0.12, rounded up. The two runs differed only by 7 bytes of the text (which
-     *   moves every training window), and that alone moved losses by up to 0.18: the margin
-     *   guards against a changed batch order, not only against a model that stops learning
-     *   (yaad 3.271 and 3.324, floor 3.45; the tree before Yaad's sign fix: 3.791 and
-     *   quick-mqar 0.222, both below their floors). Moneta and Memora after their new
-     *   defaults (ℓq init and eps, η 0.01; simplex scale 16, η 0.005): 3.316 and 3.283, one
-     *   run each; moneta's floor is 3.316 + 0.18 (the largest move seen), rounded up. */
+    /* The test suite's subset (--quick = quick-mqar + quick-lm, about 2.5 minutes on one
+     * idle core). Every floor holds for every seed and instruction set: it comes from
+     * 5 seeds (--seed 1..5) on each of AVX-512 and AVX2 (-Dcpu=x86-64-v3,
+     * ONEDNN_MAX_CPU_ISA=AVX2, OpenBLAS's Haswell kernels), the table in docs/quality.md
+     * ("The quick suite's floors"): an accuracy floor is the worst of the ten runs less
+     * 0.10, rounded down to 0.05; a loss floor the worst plus 0.10, rounded up to 0.05.
+     * On this small MQAR the step at which a model starts to recall moves with the
+     * seed (at 4 pairs, past 1000 steps for half the presets on some seeds; at 2 pairs
+     * for fewer, but deltanet, gated-deltanet, titans, yaad and lattice-sim still spread
+     * over 0.25-0.99), so those floors sit low; they still fail a memory that does not
+     * write: with a zero inner rate (eta=const:0) titans and gated-deltanet reach 0.018,
+     * chance. The presets that do not yet learn this task in 2000 steps, and the slow
+     * deep ones, are left out (they are in the mqar suite). */
     {"quick-mqar", {"--task", "mqar", "--vocab", "64", "--seq-len", "32", "--pairs", "2",
                     "--d-model", "32", "--layers", "2", "--heads", "2", "--batch", "32",
                     "--steps", "1000", "--lr", "1e-2", "--eval-every", "1000",
@@ -85,39 +83,39 @@ const quality_suite quality_suites[] = {
      "linear-attention,mamba2,deltanet,gated-deltanet,longhorn,titans,yaad,lattice-sim", NULL, 0,
      {{"@mlp", "chunk=8", 0, NULL},
       {"linear-attention", NULL, 0.85, NULL},
-      {"mamba2", NULL, 0.85, NULL},
-      {"deltanet", NULL, 0.85, NULL},
-      {"gated-deltanet", NULL, 0.85, NULL},
-      {"longhorn", NULL, 0.75, NULL},
-      {"titans", NULL, 0.80, NULL},
-      {"yaad", NULL, 0.45, NULL},
-      {"lattice-sim", NULL, 0.85, NULL}}},
+      {"mamba2", NULL, 0.75, NULL},
+      {"deltanet", NULL, 0.35, NULL},
+      {"gated-deltanet", NULL, 0.30, NULL},
+      {"longhorn", NULL, 0.80, NULL},
+      {"titans", NULL, 0.35, NULL},
+      {"yaad", NULL, 0.35, NULL},
+      {"lattice-sim", NULL, 0.15, NULL}}},
     {"quick-lm", {"--task", "lm", "--d-model", "32", "--layers", "2", "--heads", "2",
                   "--seq-len", "64", "--batch", "8", "--steps", "150", "--lr", "3e-3",
                   "--warmup", "15", "--clip", "1", "--eval-every", "150", "--eval-batches", "8",
                   "--seed", "1", "--threads", "1"},
      "val_loss", "tests/data/quality_text.txt", "attention,presets", NULL, 0,
      {{"@miras", "chunk=16", 0, NULL},
-      {"attention", NULL, 3.71, NULL},
-      {"linear-attention", NULL, 3.47, NULL},
-      {"retnet", NULL, 3.43, NULL},
+      {"attention", NULL, 3.65, NULL},
+      {"linear-attention", NULL, 3.50, NULL},
+      {"retnet", NULL, 3.50, NULL},
       {"mamba2", NULL, 3.45, NULL},
-      {"gla", NULL, 3.49, NULL},
-      {"hgrn2", NULL, 3.43, NULL},
-      {"deltanet", NULL, 3.55, NULL},
-      {"gated-deltanet", NULL, 3.49, NULL},
-      {"rwkv7", NULL, 3.59, NULL},
-      {"deltaproduct", NULL, 3.49, NULL},
-      {"longhorn", NULL, 3.48, NULL},
-      {"ttt-linear", NULL, 3.55, NULL},
-      {"ttt-mlp", NULL, 3.43, NULL},
-      {"titans", NULL, 3.42, NULL},
-      {"moneta", NULL, 3.50, NULL},
-      {"yaad", NULL, 3.45, NULL},
-      {"memora", NULL, 3.41, NULL},
-      {"lattice-dec", NULL, 3.48, NULL},
-      {"lattice-enc", NULL, 3.55, NULL},
-      {"lattice-sim", NULL, 3.48, NULL}}},
+      {"gla", NULL, 3.50, NULL},
+      {"hgrn2", NULL, 3.55, NULL},
+      {"deltanet", NULL, 3.45, NULL},
+      {"gated-deltanet", NULL, 3.50, NULL},
+      {"rwkv7", NULL, 3.55, NULL},
+      {"deltaproduct", NULL, 3.50, NULL},
+      {"longhorn", NULL, 3.50, NULL},
+      {"ttt-linear", NULL, 3.45, NULL},
+      {"ttt-mlp", NULL, 3.45, NULL},
+      {"titans", NULL, 3.40, NULL},
+      {"moneta", NULL, 3.40, NULL},
+      {"yaad", NULL, 3.40, NULL},
+      {"memora", NULL, 3.45, NULL},
+      {"lattice-dec", NULL, 3.55, NULL},
+      {"lattice-enc", NULL, 3.45, NULL},
+      {"lattice-sim", NULL, 3.45, NULL}}},
     /* ---- the MIRAS ablations and baseline comparisons at toy scale (docs/experiments.md;
      * tools/experiments.sh runs them all). Every run is one thread; the three task configs: */
 #define TOY_LM "--task", "lm", "--d-model", "32", "--layers", "2", "--heads", "2", \
