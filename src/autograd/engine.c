@@ -6,6 +6,7 @@
 
 #include "op.h"
 #include "node_private.h"
+#include "tensor_internal.h"
 #include "tensor_private.h"
 
 /* The engine's scratch of a tensor and of a node (not in the public structs). */

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 
 #include "internal.h"
+#include "tensor_internal.h"
 
 typedef struct closure {
     mi_checkpoint_fn fn;

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "tensor.h"
+#include "tensor_internal.h"
 #include "tensor_private.h"
 
 static const char *const dtype_names[] = {"f32", "f64", "i32", "i64"};

@@ -86,33 +86,6 @@ typedef struct mi_tensor {
 /* The tensor that owns t's storage: t itself or the base of a view. */
 static inline mi_tensor *mi_tensor_owner(mi_tensor *t) { return t->base ? t->base : t; }
 
-/* Allocation tracking, for the autograd engine's backward pass: while a
- * nonzero pass id is set on this thread, every new tensor records it in
- * t->pass and is listed until the list is cleared. Setting a pass (0 stops)
- * empties the list. Returns the pass that was set before. */
-uint64_t mi_tensor_track(uint64_t pass);
-/* The pass set now (0: none). */
-uint64_t mi_tensor_tracking(void);
-/* A pass nested in the current one (a backward pass inside a vjp, a
- * checkpointed forward): tensors created from now on are listed after the
- * outer pass's, under `pass`, and mi_tensor_tracked lists only those; pop
- * drops them from the list and restores the outer pass and its list. */
-typedef struct mi_track_mark {
-    uint64_t pass;
-    size_t base;
-} mi_track_mark;
-mi_track_mark mi_tensor_track_push(uint64_t pass);
-void mi_tensor_track_pop(mi_track_mark outer);
-/* Lists t under the current pass, as if it had been created now (a nested
- * pass hands what it returns to the outer one). */
-void mi_tensor_track_adopt(mi_tensor *t);
-mi_tensor *const *mi_tensor_tracked(size_t *n);
-void mi_tensor_tracked_clear(void);
-/* Gives the storage of t (which must own it: t->base == NULL) back to its
- * scope for reuse and sets t->data to NULL; nothing may read t or a view of
- * it afterwards. */
-void mi_tensor_release(mi_tensor *t);
-
 /* MI_SHAPE(3, 4) expands to `2, (const int64_t[]){3, 4}`: a rank and a shape. */
 #define MI_SHAPE(...)                                                   \
     (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)),          \
