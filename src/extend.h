@@ -6,6 +6,7 @@
 
 #include "miras.h"
 #include "autograd/op.h"
+#include "ops/fused.h"
 #include "models/components.h"
 
 #endif

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "ops.h"
+#include "fused.h"
 #include "op.h"
 
 /* Every public op function goes through here (it also hands the engine the

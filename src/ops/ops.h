@@ -4,7 +4,11 @@
  * message (mi_error()) on bad input; a NULL input gives a NULL result.
  *
  * Axes may be negative (counted from the end). Binary ops broadcast by
- * NumPy's rules. Index tensors are i32 or i64. */
+ * NumPy's rules. Index tensors are i32 or i64.
+ *
+ * For users (included by miras.h). The fused ops' packed entry points, their
+ * vjps and the fused backward ops are for op and component authors, in
+ * ops/fused.h (miras/extend.h). */
 #ifndef MIRAS_OPS_H
 #define MIRAS_OPS_H
 
@@ -111,15 +115,6 @@ typedef enum mi_delta_rule {
 mi_tensor *mi_delta_scan(mi_tensor *s0, mi_tensor *q, mi_tensor *k, mi_tensor *v,
                          mi_tensor *beta, mi_tensor *alpha, mi_delta_rule rule,
                          mi_tensor **state);
-/* The op itself: y and S_T packed as [N, T·dv + dv·dk]. */
-mi_tensor *mi_delta_scan_packed(mi_tensor *s0, mi_tensor *q, mi_tensor *k, mi_tensor *v,
-                                mi_tensor *beta, mi_tensor *alpha, mi_delta_rule rule);
-/* Its vjp: g [N, T·dv + dv·dk] → the gradients of s0, q, k, v, beta, alpha
- * packed in that order, [N, dv·dk + 2·T·dk + T·dv + T·bw + T·aw] (bw, aw:
- * the widths of beta and alpha, 1 or dv). */
-mi_tensor *mi_delta_scan_backward(mi_tensor *s0, mi_tensor *q, mi_tensor *k, mi_tensor *v,
-                                  mi_tensor *beta, mi_tensor *alpha, mi_tensor *g,
-                                  mi_delta_rule rule);
 
 /* ---------------------------------------------------------------- cms_scan
  * One continuum-memory level (Nested Learning Eq. 30–31) over a sequence:
@@ -131,11 +126,6 @@ mi_tensor *mi_delta_scan_backward(mi_tensor *s0, mi_tensor *q, mi_tensor *k, mi_
  * (θ_0, shared by the batch) → y [B, T, d]. First-order gradients only. */
 mi_tensor *mi_cms_scan(mi_tensor *u, mi_tensor *v, mi_tensor *eta, mi_tensor *w1, mi_tensor *w2,
                        int64_t chunk, bool lms, double eps, double hidden_eps);
-/* Its vjp: g [B, T, d] → the gradients of u, v, eta, w1, w2 flattened and
- * packed in that order, [2·B·T·d + B·T + 2·d·h]. */
-mi_tensor *mi_cms_scan_backward(mi_tensor *u, mi_tensor *v, mi_tensor *eta, mi_tensor *w1,
-                                mi_tensor *w2, mi_tensor *g, int64_t chunk, bool lms, double eps,
-                                double hidden_eps);
 
 /* ---------------------------------------------------------------- mlp_scan
  * The MLP memory's per-token recurrence over a sequence (depth 2, d = dk =
@@ -156,10 +146,6 @@ mi_tensor *mi_cms_scan_backward(mi_tensor *u, mi_tensor *v, mi_tensor *eta, mi_t
  * where unused). Returns y [N, T, d] and the final state in state (2 or 4
  * tensors shaped as state0; state may be NULL). First-order gradients only
  * (a fused reverse scan). */
-enum {
-    MI_MLP_SCAN_MOMENTUM = 1, MI_MLP_SCAN_YAAD = 2, MI_MLP_SCAN_DECAY_FIRST = 4,
-    MI_MLP_SCAN_LP = 8, MI_MLP_SCAN_LQ = 16, MI_MLP_SCAN_KL = 32
-};
 typedef enum mi_mlp_scan_read {
     MI_MLP_READ_STATE = 0, /* W = A */
     MI_MLP_READ_LQ,        /* W = A / (‖A‖_F² + lq_eps)^((lq_q−2)/(2 lq_q)) per matrix */
@@ -177,14 +163,6 @@ typedef struct mi_mlp_scan_rule {
 } mi_mlp_scan_rule;
 mi_tensor *mi_mlp_scan(mi_tensor *const *state0, mi_tensor *q, mi_tensor *k, mi_tensor *v,
                        mi_tensor *gates, const mi_mlp_scan_rule *rule, mi_tensor **state);
-/* The op itself: state0 packed [N, P] (W1, W2 (, S1, S2) flattened, P =
- * 2·d·h, ×2 with momentum) → y and the final state packed [N, T·d + P]. */
-mi_tensor *mi_mlp_scan_packed(mi_tensor *state0, mi_tensor *q, mi_tensor *k, mi_tensor *v,
-                              mi_tensor *gates, const mi_mlp_scan_rule *rule);
-/* Its vjp: g [N, T·d + P] → the gradients of state0, q, k, v, gates packed in
- * that order, [N, P + 3·T·d + 4·T]. */
-mi_tensor *mi_mlp_scan_backward(mi_tensor *state0, mi_tensor *q, mi_tensor *k, mi_tensor *v,
-                                mi_tensor *gates, mi_tensor *g, const mi_mlp_scan_rule *rule);
 
 /* ---------------------------------------------------------------- checkpoint
  * y = fn(ctx, in, n_in) without keeping fn's activations for the backward
@@ -242,8 +220,6 @@ mi_tensor *mi_l2_normalize(mi_tensor *x, double eps); /* x / √(Σx² + eps) */
 mi_tensor *mi_embedding(mi_tensor *table, mi_tensor *idx);
 /* x [B, T, C], w [C, K]: y[b,t,c] = Σ_j w[c,j]·x[b, t−K+1+j, c], zeros before t = 0. */
 mi_tensor *mi_conv1d_causal(mi_tensor *x, mi_tensor *w);
-/* Its weight gradient: dw[c,j] = Σ_{b,t} g[b,t,c]·x[b, t−K+1+j, c]. */
-mi_tensor *mi_conv1d_causal_wgrad(mi_tensor *g, mi_tensor *x, int64_t k);
 /* Rotary embedding on x [..., T, D] (D even; pairs (i, i + D/2)); position t,
  * frequency base^(−2i/D). `inverse` rotates by −angle. */
 mi_tensor *mi_rope(mi_tensor *x, double base, bool inverse);
@@ -277,18 +253,5 @@ enum { MI_LQ_FROBENIUS = 0, MI_LQ_PAPER = 1 };
 mi_tensor *mi_lq_normalize(mi_tensor *A, double q, int form, double eps);
 /* (s + d) / ‖s + d‖₂ along the last axis: a step retracted onto the sphere. */
 mi_tensor *mi_sphere_retract(mi_tensor *s, mi_tensor *d);
-
-/* ---------------------------------------------------------------- grad ops
- * Fused backward ops: the vjps of gelu, silu, tanh, sigmoid, softmax and
- * layer_norm call these (each is itself differentiable). g is the gradient
- * of the forward output and has x's (or y's) shape. */
-mi_tensor *mi_gelu_backward(mi_tensor *x, mi_tensor *g);    /* g·(Φ(x) + x·φ(x)) */
-mi_tensor *mi_silu_backward(mi_tensor *x, mi_tensor *g);    /* g·σ(x)·(1 + x·(1 − σ(x))) */
-mi_tensor *mi_tanh_backward(mi_tensor *y, mi_tensor *g);    /* g·(1 − y²), y = tanh x */
-mi_tensor *mi_sigmoid_backward(mi_tensor *y, mi_tensor *g); /* g·y·(1 − y), y = σ(x) */
-/* y = softmax(x, axis): y ⊙ (g − Σ_axis g ⊙ y). */
-mi_tensor *mi_softmax_backward(mi_tensor *y, mi_tensor *g, int axis);
-/* The gradient of layer_norm(x, eps) at x: r·(g − mean(g) − y·mean(g ⊙ y)). */
-mi_tensor *mi_layer_norm_backward(mi_tensor *x, mi_tensor *g, double eps);
 
 #endif

@@ -127,6 +127,7 @@
 #include <string.h>
 
 #include "models.h"
+#include "ops/fused.h"
 #include "recurrence_delta.h"
 
 static const char *const mem_names[MI_HOPE_MEMORIES][2] = {

@@ -34,6 +34,7 @@
 #include <math.h>
 
 #include "models.h"
+#include "ops/fused.h"
 
 mi_tensor *mi_nl_mlp_read_hidden(mi_tensor *w1, mi_tensor *s, bool residual, mi_tensor *x)
 {

@@ -42,6 +42,7 @@
 #include <math.h>
 
 #include "components.h"
+#include "ops/fused.h"
 
 #define MLP_LN_EPS 1e-5
 
