@@ -79,7 +79,8 @@ int mi_mixer_create(mi_mixer *out, const char *spec, const mi_mixer_options *opt
 
 /* The factory's table: one row per kind. A spec matches a row when it
  * equals the row's name (arg NULL) or starts with "name:" (arg = the rest).
- * Adding a kind is one row in mixer.c plus its create function. */
+ * Adding a kind is one row in mixer.c plus its create function (declared
+ * in models/layers/mixer_internal.h, not installed). */
 typedef int (*mi_mixer_create_fn)(mi_mixer *out, const char *spec, const char *arg,
                                   const mi_mixer_options *opt, mi_dtype dt, mi_rng *rng,
                                   mi_scope *scope);
@@ -92,19 +93,6 @@ const mi_mixer_kind *mi_mixer_kind_at(int i); /* enumeration; NULL past the end 
 /* A window from a spec's argument ("64"), or `fallback` when arg is NULL:
  * a whole number >= 1, else -1 with a message. */
 int64_t mi_mixer_window_arg(const char *arg, int64_t fallback);
-
-int mi_mixer_create_miras(mi_mixer *out, const char *spec, const char *arg,
-                          const mi_mixer_options *opt, mi_dtype dt, mi_rng *rng, mi_scope *scope);
-int mi_mixer_create_attention(mi_mixer *out, const char *spec, const char *arg,
-                              const mi_mixer_options *opt, mi_dtype dt, mi_rng *rng,
-                              mi_scope *scope);
-int mi_mixer_create_swa(mi_mixer *out, const char *spec, const char *arg,
-                        const mi_mixer_options *opt, mi_dtype dt, mi_rng *rng, mi_scope *scope);
-/* Nested Learning's HOPE (hope.h), overrides are mi_hope_config_set keys. */
-int mi_mixer_create_hope(mi_mixer *out, const char *spec, const char *arg,
-                         const mi_mixer_options *opt, mi_dtype dt, mi_rng *rng, mi_scope *scope);
-int mi_mixer_create_samba(mi_mixer *out, const char *spec, const char *arg,
-                          const mi_mixer_options *opt, mi_dtype dt, mi_rng *rng, mi_scope *scope);
 
 /* ---------------------------------------------------------------- attention
  * Multi-head softmax attention (attention.c), x [B, T, D] →

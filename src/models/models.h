@@ -72,9 +72,11 @@ typedef struct mi_miras_config {
     double kl_init_sd;       /* kl: the layer block draws W_0 (the logits of the initial
                                 rows) from N(0, kl_init_sd²); 0 (default): the memory's own
                                 init, N(0, 1/fan_in) for the MLP */
-    mi_tensor *kl_scale_t;   /* kl: the simplex scale of each sequence, [N] (NULL: kl_scale);
-                                not a key: set per call by whoever learns c (the layer
-                                block, on a copy of its config) */
+    mi_tensor *kl_scale_t;   /* kl: the simplex scale of each sequence, [N] (NULL: kl_scale).
+                                A run-time input, not configuration: no key, not in a
+                                checkpoint's metadata. The layer block sets it per call
+                                on a copy of its memory (kl_scale_learn): leave it NULL
+                                there. A caller of mi_miras_forward may set its own c. */
     bool decay_first;        /* l2: take the gradient at α ⊙ W_{t-1} (gated DeltaNet, RWKV-7) */
     bool alpha_on_keys;      /* matrix: a channel-wise α decays the key axis, A_{t-1} Diag(α_t)
                                 (HGRN2), not the value rows, Diag(α_t) A_{t-1} (default false) */

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mixer_internal.h"
 #include "models.h"
 
 int mi_attention_layer_init(mi_attention_layer *a, int64_t d_model, int64_t heads,

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "mixer_internal.h"
 #include "models.h"
 
 static const mi_mixer_kind kinds[] = {

@@ -2,6 +2,7 @@
  * interface, so the language model can use it like any other mixer.
  * Overrides are HOPE's own keys (mi_hope_config_set: "chunk=16",
  * "cms=1,4,16", "cms=none", "adaptive_q=false", …). */
+#include "mixer_internal.h"
 #include "models.h"
 
 static mi_tensor *hope_forward(const void *self, mi_tensor *x) { return mi_hope_forward(self, x); }

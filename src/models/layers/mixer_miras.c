@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "components.h"
+#include "mixer_internal.h"
 
 static mi_tensor *miras_forward(const void *self, mi_tensor *x)
 {

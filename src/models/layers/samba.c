@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "mixer_internal.h"
 #include "models.h"
 
 typedef struct samba {
