@@ -1,3 +1,4 @@
+/* Installed as miras/autograd/autograd.h, for users: included by miras.h. */
 /* miras autograd layer: reverse mode with higher order, recording, the
  * backends and threads, and numerical gradient checking (the op descriptor
  * and the generic apply are in op.h). Nothing here knows any particular op:

@@ -1,3 +1,5 @@
+/* Installed as miras/autograd/op.h, for op and component authors: included by miras/extend.h,
+ * not by miras.h. */
 /* The op descriptor, for op authors (miras/extend.h): an op's attributes,
  * its kernels per backend and dtype, its shape rule and vector–Jacobian
  * products, and the generic apply that validates, allocates, runs the kernel

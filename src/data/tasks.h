@@ -1,3 +1,4 @@
+/* Installed as miras/data/tasks.h, for users: included by miras.h. */
 /* miras synthetic tasks and text data: MQAR (Zoology), single needle in a haystack (three
  * flavours), memory capacity, and byte-level LM windows over a text file.
  *

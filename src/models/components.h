@@ -1,3 +1,5 @@
+/* Installed as miras/models/components.h, for op and component authors: included by
+ * miras/extend.h, not by miras.h. */
 /* The component kinds of a MIRAS model (memory, attentional bias, retention
  * gate, learning algorithm): what a component file defines and the
  * recurrence calls, and the tables that hold them (components.c). For

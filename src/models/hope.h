@@ -1,3 +1,4 @@
+/* Installed as miras/models/hope.h, for users: included by miras.h (through models/models.h). */
 /* Nested Learning: the continuum memory system (CMS, §3 Eq. 30–31)
  * and HOPE (§3 "HOPE": self-modifying Titans followed by a CMS), as layers with
  * the MIRAS block's API shape: config (defaults), init (dtype, rng, scope),

@@ -1,3 +1,4 @@
+/* Installed as miras/models/lm.h, for users: included by miras.h (through models/models.h). */
 /* miras language models: sequence mixers (the MIRAS block and the attention
  * baselines behind one interface) and the Llama-like backbone around them.
  * Included from models/models.h; the design follows the MIRAS paper's

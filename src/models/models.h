@@ -1,3 +1,4 @@
+/* Installed as miras/models/models.h, for users: included by miras.h. */
 /* miras models layer: a MIRAS memory is four choices (MIRAS §3, Table 1):
  *
  *   memory architecture  M_W(x)            vector, matrix, k-layer MLP

@@ -1,11 +1,12 @@
-/* For op and component authors (included by miras/extend.h, not by
- * miras.h): the fused ops' own entry points under their users' wrappers in
- * ops/ops.h. The scans as the registered ops compute them (inputs and
- * results packed into single tensors) and their vjps, the attribute flags of
- * mlp_scan (mi_attrs, for mi_op_call on its descriptor), and the fused
- * backward ops that vjps and components with closed-form gradients call.
- * Each is a recorded op like any other. A user of the models needs none of
- * it: mi_delta_scan, mi_cms_scan and mi_mlp_scan (ops/ops.h) are the API. */
+/* Installed as miras/ops/fused.h, for op and component authors: included by
+ * miras/extend.h, not by miras.h. The fused ops' own entry points under
+ * their users' wrappers in ops/ops.h: the scans as the registered ops
+ * compute them (inputs and results packed into single tensors) and their
+ * vjps, the attribute flags of mlp_scan (mi_attrs, for mi_op_call on its
+ * descriptor), and the fused backward ops that vjps and components with
+ * closed-form gradients call. Each is a recorded op like any other. A user
+ * of the models needs none of it: mi_delta_scan, mi_cms_scan and mi_mlp_scan
+ * (ops/ops.h) are the API. */
 #ifndef MIRAS_OPS_FUSED_H
 #define MIRAS_OPS_FUSED_H
 

@@ -1,3 +1,4 @@
+/* Installed as miras/ops/ops.h, for users: included by miras.h. */
 /* miras ops: the registry and the catalogue. Every op returns a new tensor in
  * the current scope (reshape and leading-axis slices return views), records
  * itself for autograd when an input requires grad, and returns NULL with a
@@ -6,9 +7,8 @@
  * Axes may be negative (counted from the end). Binary ops broadcast by
  * NumPy's rules. Index tensors are i32 or i64.
  *
- * For users (included by miras.h). The fused ops' packed entry points, their
- * vjps and the fused backward ops are for op and component authors, in
- * ops/fused.h (miras/extend.h). */
+ * The fused ops' packed entry points, their vjps and the fused backward ops
+ * are for op and component authors, in ops/fused.h (miras/extend.h). */
 #ifndef MIRAS_OPS_H
 #define MIRAS_OPS_H
 

@@ -1,3 +1,4 @@
+/* Installed as miras/optim/optim.h, for users: included by miras.h. */
 /* miras optim layer: outer optimizers written with the framework's ops.
  *
  * Every update is a composition of registered ops (mi_mul, mi_add, mi_sqrt,

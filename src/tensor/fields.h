@@ -1,3 +1,5 @@
+/* Installed as miras/tensor/fields.h, for users: included by miras.h (through
+ * tensor/tensor.h). */
 /* Field tables: a configuration struct's parameters declared once, each
  * with its name, type, place in the struct, default, range and a line of
  * documentation. From the table come the defaults, "KEY=VALUE" parsing

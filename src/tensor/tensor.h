@@ -1,3 +1,4 @@
+/* Installed as miras/tensor/tensor.h, for users: included by miras.h. */
 /* miras tensor layer: dtypes, shapes, contiguous storage, scopes (arenas),
  * the seeded random generator, errors, safetensors I/O, and the field
  * tables that declare a configuration struct's parameters (fields.h).

@@ -1,3 +1,4 @@
+/* Installed as miras/train/train.h, for users: included by miras.h. */
 /* The training machinery, for the authors of training programs: a run's
  * configuration, the tasks' batch streams, evaluation, checkpoints with
  * optimizer state and configuration, and generation. miras-train, miras-eval
