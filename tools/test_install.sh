@@ -43,3 +43,20 @@ if cc -fsyntax-only "$stage/user/user.c" $(pc_flags --cflags) 2>/dev/null; then
   exit 1
 fi
 echo "test_install: mi_op is extend.h's, not miras.h's"
+
+# The fused ops' packed entry points are for op authors too (ops/fused.h, in
+# extend.h); the backward pass's allocation tracking is in no installed header.
+printf '#include <%s>\nint main(void) { return mi_delta_scan_packed(0, 0, 0, 0, 0, 0, 0) != 0; }\n' \
+  extend.h > "$stage/user/fused.c"
+cc -fsyntax-only -Werror=implicit-function-declaration "$stage/user/fused.c" $(pc_flags --cflags)
+sed 's/extend.h/miras.h/' "$stage/user/fused.c" > "$stage/user/fused_user.c"
+printf '#include <extend.h>\nint main(void) { return (int)mi_tensor_track(0); }\n' \
+  > "$stage/user/track.c"
+for f in fused_user.c track.c; do
+  if cc -fsyntax-only -Werror=implicit-function-declaration "$stage/user/$f" \
+      $(pc_flags --cflags) 2>/dev/null; then
+    echo "test_install: $f compiles: an internal is in the installed headers" >&2
+    exit 1
+  fi
+done
+echo "test_install: the fused entry points are extend.h's; the engine's tracking is not installed"
