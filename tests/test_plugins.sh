@@ -13,17 +13,6 @@ gradcheck=$build/tools/miras-gradcheck bench=$build/tools/miras-bench
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 source "$(dirname "${BASH_SOURCE[0]}")/tap.sh"
-# status WANT MSG_PATTERN CMD...: exit status WANT and a stderr line matching MSG_PATTERN
-status() {
-  local want=$1 pattern=$2
-  shift 2
-  "$@" >"$tmp/out" 2>"$tmp/err"
-  local got=$?
-  if [ "$got" != "$want" ] || ! grep -Eq -- "$pattern" "$tmp/err"; then
-    echo "  exit $got (want $want); stderr: $(head -c 300 "$tmp/err")"
-    return 1
-  fi
-}
 with() { MIRAS_PLUGINS=$so "$@"; }
 unset MIRAS_PLUGINS
 mqar=(--task mqar --vocab 64 --seq-len 32 --pairs 2 --d-model 16 --layers 1 --heads 2

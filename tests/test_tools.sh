@@ -12,17 +12,6 @@ text=$src/data/tinyshakespeare.txt
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 source "$(dirname "${BASH_SOURCE[0]}")/tap.sh"
-# status WANT MSG_PATTERN CMD...: exit status WANT and a stderr line matching MSG_PATTERN
-status() {
-  local want=$1 pattern=$2
-  shift 2
-  "$@" >"$tmp/out" 2>"$tmp/err"
-  local got=$?
-  if [ "$got" != "$want" ] || ! grep -Eq -- "$pattern" "$tmp/err"; then
-    echo "  exit $got (want $want); stderr: $(head -c 300 "$tmp/err")"
-    return 1
-  fi
-}
 no_leftovers() { # no file but the expected ones, no temporary files
   [ -z "$(find "$1" -name '*.tmp*' 2>/dev/null)" ]
 }
