@@ -411,7 +411,11 @@ static void check_niah_common(const mi_niah_config *c, const mi_niah_sample *s)
     require(mi_niah_exact_match(s, s->answer, m));
     snprintf(buf, sizeof buf, " %s. The grass", s->answer);
     require(mi_niah_exact_match(s, buf, strlen(buf)));
+    /* what follows the answer is not judged: training never labels an end */
     snprintf(buf, sizeof buf, "%s7", s->answer);
+    require(mi_niah_exact_match(s, buf, strlen(buf)));
+    snprintf(buf, sizeof buf, "%s", s->answer);
+    buf[m - 1] = buf[m - 1] == 'z' ? 'y' : (char)(buf[m - 1] + 1);
     require(!mi_niah_exact_match(s, buf, strlen(buf)));
     require(!mi_niah_exact_match(s, s->answer, m - 1));
     require(!mi_niah_exact_match(s, "", 0));

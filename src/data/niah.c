@@ -159,17 +159,14 @@ int mi_niah_example(const mi_niah_config *c, uint64_t seed, mi_split split, int6
     return 0;
 }
 
-static bool value_byte(char ch)
-{
-    return (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-           ch == '-';
-}
-
+/* The answer's bytes, after any leading spaces; what follows them is not
+ * judged: training labels the answer's bytes and nothing after them, so the
+ * byte a model writes next (often another digit) says nothing about whether
+ * it retrieved the needle. */
 bool mi_niah_exact_match(const mi_niah_sample *s, const char *generated, size_t n)
 {
     if (!s || !generated) return false;
     size_t i = 0, m = strlen(s->answer);
     while (i < n && generated[i] == ' ') i++;
-    if (n - i < m || memcmp(generated + i, s->answer, m) != 0) return false;
-    return i + m == n || !value_byte(generated[i + m]);
+    return m > 0 && n - i >= m && memcmp(generated + i, s->answer, m) == 0;
 }

@@ -179,9 +179,9 @@ int mi_niah_check(const mi_niah_config *c);
 int mi_niah_example(const mi_niah_config *c, uint64_t seed, mi_split split, int64_t index,
                     mi_niah_sample *out);
 /* Exact match of a generated continuation: after any leading spaces it must
- * start with the answer, followed by the end or a byte that cannot continue
- * a value (anything but [0-9A-Za-z-]): "1234567." matches 1234567,
- * "12345678" does not. */
+ * start with the answer's bytes; what follows is not judged (training labels
+ * the answer's bytes only, never an end): "1234567." and "12345678" match
+ * 1234567, "1234568" does not. */
 bool mi_niah_exact_match(const mi_niah_sample *s, const char *generated, size_t n);
 
 #endif

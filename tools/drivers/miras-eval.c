@@ -154,7 +154,7 @@ static void eval_niah(const mi_lm *lm, mi_run_config *rc, int64_t examples)
         for (int64_t b = 0; b < B; b++) {
             if (mi_niah_example(&t.niah, rc->seed, MI_SPLIT_VALID, e + b, &sample[b]) != 0)
                 die_usage("%s", mi_error());
-            int64_t len = (int64_t)strlen(sample[b].answer) + 1; /* the answer and one more */
+            int64_t len = (int64_t)strlen(sample[b].answer); /* the answer's bytes */
             if (len > n) n = len;
         }
         for (int64_t b = 0; b < B; b++) /* rows of L + n tokens */
