@@ -7,15 +7,8 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 build=${1:-build}
-stage=$(mktemp -d)
-trap 'rm -rf "$stage"' EXIT
-
-DESTDIR=$stage meson install -C "$build" --quiet >/dev/null
-pc=$(find "$stage" -name miras.pc)
-if [ -z "$pc" ]; then echo "test_install: meson install wrote no miras.pc" >&2; exit 1; fi
-# The .pc names the final prefix (/usr/local); point it into the stage.
-prefix=$stage$(sed -n 's/^prefix=//p' "$pc")
-pc_flags() { PKG_CONFIG_PATH=$(dirname "$pc") pkg-config --define-variable=prefix="$prefix" "$@" miras; }
+source tools/stage_install.sh
+stage_install test_install "$build"
 flags=$(pc_flags --cflags --libs)
 echo "test_install: cc tutorial_hebbian_delta.c ${flags//$stage/\$DESTDIR}"
 
