@@ -150,30 +150,33 @@ static void builtins_locked(void)
     memories.ready = true;
 }
 
+/* Every entry point: the plugins MIRAS_PLUGINS names and the built-ins are
+ * in the tables before the first look-up. */
+static void components_enter(void)
+{
+    registry_plugins_env();
+    pthread_mutex_lock(&lock);
+    builtins_locked();
+}
+
 #define REGISTER(type, fn, table, check)                                  \
     int mi_register_##fn(const type *k)                                   \
     {                                                                     \
-        registry_plugins_env();                                           \
-        pthread_mutex_lock(&lock);                                        \
-        builtins_locked();                                                \
+        components_enter();                                                 \
         int rc = ADD(table, check, k);                                    \
         pthread_mutex_unlock(&lock);                                      \
         return rc;                                                        \
     }                                                                     \
     const type *mi_##fn##_find(const char *name)                          \
     {                                                                     \
-        registry_plugins_env();                                           \
-        pthread_mutex_lock(&lock);                                        \
-        builtins_locked();                                                \
+        components_enter();                                                 \
         const type *k = reg_table_find(&(table), name);                   \
         pthread_mutex_unlock(&lock);                                      \
         return k;                                                         \
     }                                                                     \
     const type *mi_##fn##_at(int i)                                       \
     {                                                                     \
-        registry_plugins_env();                                           \
-        pthread_mutex_lock(&lock);                                        \
-        builtins_locked();                                                \
+        components_enter();                                                 \
         const type *k = reg_table_at(&(table), i);                        \
         pthread_mutex_unlock(&lock);                                      \
         return k;                                                         \

@@ -278,11 +278,18 @@ static void builtins_locked(void)
     table.ready = true;
 }
 
-int mi_register_preset(const mi_preset *p)
+/* Every entry point: the plugins MIRAS_PLUGINS names and the built-ins are
+ * in the table before the first look-up. */
+static void presets_enter(void)
 {
     registry_plugins_env();
     pthread_mutex_lock(&lock);
     builtins_locked();
+}
+
+int mi_register_preset(const mi_preset *p)
+{
+    presets_enter();
     int rc = preset_add_locked(p);
     pthread_mutex_unlock(&lock);
     return rc;
@@ -290,9 +297,7 @@ int mi_register_preset(const mi_preset *p)
 
 const mi_preset *mi_preset_at(int i)
 {
-    registry_plugins_env();
-    pthread_mutex_lock(&lock);
-    builtins_locked();
+    presets_enter();
     const mi_preset *p = reg_table_at(&table, i);
     pthread_mutex_unlock(&lock);
     return p;
@@ -300,9 +305,7 @@ const mi_preset *mi_preset_at(int i)
 
 const mi_preset *mi_preset_find(const char *name)
 {
-    registry_plugins_env();
-    pthread_mutex_lock(&lock);
-    builtins_locked();
+    presets_enter();
     const mi_preset *p = reg_table_find(&table, name);
     pthread_mutex_unlock(&lock);
     return p;
