@@ -110,8 +110,9 @@ START_TEST(miras_and_swa_states_keep_their_size_attention_grows)
         if (strcmp(specs[i], "attention"))
             ck_assert_msg(late == early, "%s: state %zu bytes after 4 tokens, %zu after 104",
                           specs[i], early, late);
-        else
-            ck_assert_msg(late > 5 * early, "attention: %zu -> %zu bytes", early, late);
+        else /* at least the keys and values of the 100 tokens: 2 layers, f32 */
+            ck_assert_msg(late - early >= 100 * 2 * 2 * DM * sizeof(float),
+                          "attention: %zu -> %zu bytes", early, late);
         mi_lm_state_free(s);
     }
 }

@@ -40,7 +40,9 @@ typedef struct mi_mixer {
      * and advances the state, writing its new tensors in the current scope.
      * state_tensors lists where the state's tensor pointers live, so a
      * caller keeps them alive between steps (mi_lm_step copies them from
-     * scope to scope); the count, or -1 when max is too small. */
+     * scope to scope); the count, or -1 when max is too small. A state
+     * that grows with the tokens (attention's KV cache) lists nothing of
+     * it: it keeps it in `scope` and writes it in place. */
     void *(*state_new)(const void *self, int64_t batch, mi_scope *scope);
     mi_tensor *(*step)(const void *self, void *state, mi_tensor *x);
     int (*state_tensors)(void *state, mi_tensor **slots[], int max);
@@ -116,12 +118,24 @@ int mi_attention_layer_init(mi_attention_layer *a, int64_t d_model, int64_t head
                             mi_rng *rng, mi_scope *scope);
 mi_tensor *mi_attention_layer_forward(const mi_attention_layer *a, mi_tensor *x);
 
-/* One token at a time: the keys and values so far (with a window, the last
- * W of them: SWA's state has a constant size; full attention's grows). */
+/* One token at a time: a KV cache of the keys (RoPE applied) and values so
+ * far, written in place. Full attention keeps position p in row p and
+ * doubles its rows when they run out; a window W keeps a ring of W rows
+ * (row p mod W): SWA's state has a constant size. A step costs O(rows) (the
+ * dot products with the cached keys), RoPE at the new position only. The
+ * cache is values: a step's output has no gradient path to it (as every
+ * mixer's state between steps, mi_lm_step). */
 typedef struct mi_attention_state {
     int64_t t;          /* tokens seen: the next token's RoPE position */
-    mi_tensor *k, *v;   /* [B, H, n, hd], NULL before the first token */
+    int64_t batch;      /* B */
+    int64_t rows;       /* rows of the cache per (b, h); 0 before the first token */
+    mi_tensor *k, *v;   /* [B, H, rows, hd], NULL before the first token */
+    double *inv_freq;   /* [hd/2]: RoPE's base^(−2i/hd) */
+    mi_scope *scope;    /* holds the cache (and inv_freq); freed with it */
 } mi_attention_state;
+/* An empty state of `batch` sequences whose cache lives in `scope`. 0 or -1. */
+int mi_attention_state_init(const mi_attention_layer *a, mi_attention_state *st, int64_t batch,
+                            mi_scope *scope);
 /* x [B, 1, D] → [B, 1, D], the layer's output at position t; advances st. */
 mi_tensor *mi_attention_layer_step(const mi_attention_layer *a, mi_attention_state *st,
                                    mi_tensor *x);
@@ -220,7 +234,8 @@ mi_tensor *mi_lm_loss(const mi_lm *lm, mi_tensor *tokens, mi_tensor *targets);
  * state (a MIRAS block its memory and conv inputs, attention its keys and
  * values), so a MIRAS model needs constant memory per token. The state lives
  * in two scopes of its own; every step copies it from one to the other and
- * resets the first. mi_lm_step's logits equal mi_lm_forward's at the same
+ * resets the first, except attention's KV cache, written in place (a step of
+ * full attention costs O(tokens so far), of SWA O(W)). mi_lm_step's logits equal mi_lm_forward's at the same
  * position (exactly the same math; see mi_miras_step for chunk sizes > 1). */
 typedef struct mi_lm_state mi_lm_state;
 
@@ -229,7 +244,7 @@ typedef struct mi_lm_state mi_lm_state;
 mi_lm_state *mi_lm_state_new(const mi_lm *lm, int64_t batch);
 void mi_lm_state_free(mi_lm_state *s);
 int64_t mi_lm_state_tokens(const mi_lm_state *s); /* tokens consumed so far */
-size_t mi_lm_state_bytes(const mi_lm_state *s);   /* the live state's storage */
+size_t mi_lm_state_bytes(const mi_lm_state *s);   /* the state's storage, caches included */
 /* tokens [B] (i32/i64) → the next-token logits [B, vocab] in the current
  * scope; the state advances by one token. */
 mi_tensor *mi_lm_step(const mi_lm *lm, mi_lm_state *s, mi_tensor *tokens);

@@ -4,7 +4,9 @@
  * a header of its own: no guard. */
 
 /* One pass per query row with an online softmax (no T×S buffer): y holds
- * Σ_s exp(sc·q·k_s − m) v_s and z the normaliser for the running max m. */
+ * Σ_s exp(sc·q·k_s − m) v_s and z the normaliser for the running max m.
+ * Row t sits at position p = attrs.start + t; the keys it reads are
+ * lo … hi, from the masks at p. */
 static void ATT_NAME(attention)(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a)
 {
     typedef ATT_T scalar_t; /* for F(exp) */
@@ -20,8 +22,9 @@ static void ATT_NAME(attention)(mi_tensor *o, mi_tensor *const *in, const mi_att
         for (int64_t t = 0; t < nt; t++) {
             ATT_T *y = (ATT_T *)o->data + (l * nt + t) * dv;
             ATT_T m = (ATT_T)-INFINITY, z = 0; /* running max and normaliser */
-            int64_t lo = w > 0 && t - w + 1 > 0 ? t - w + 1 : 0;
-            int64_t hi = a->causal && t < ns - 1 ? t : ns - 1;
+            int64_t p = a->start + t;
+            int64_t lo = w > 0 && p - w + 1 > 0 ? p - w + 1 : 0;
+            int64_t hi = a->causal && p < ns - 1 ? p : ns - 1;
             for (int64_t e = 0; e < dv; e++) y[e] = 0;
             for (int64_t s = lo; s <= hi; s++) {
                 ATT_T dot = 0;

@@ -227,6 +227,12 @@ mi_tensor *mi_rope(mi_tensor *x, double base, bool inverse);
  * softmax(q kᵀ / √D + mask) v; causal masks s > t; window w > 0 also masks
  * s ≤ t − w. */
 mi_tensor *mi_attention(mi_tensor *q, mi_tensor *k, mi_tensor *v, bool causal, int64_t window);
+/* The same with query row t at key position p = first + t (first >= 0): the
+ * masks read p for t (causal masks s > p; the window s ≤ p − w). A KV cache
+ * holds the keys so far in rows 0 … n − 1 of k (later rows are never read
+ * when causal); one new query is mi_attention_at(q, k, v, true, 0, n − 1). */
+mi_tensor *mi_attention_at(mi_tensor *q, mi_tensor *k, mi_tensor *v, bool causal, int64_t window,
+                           int64_t first);
 /* The additive mask alone, [T, S] with 0 or −inf (no gradient). */
 mi_tensor *mi_attention_mask(mi_dtype dt, int64_t t, int64_t s, bool causal, int64_t window);
 

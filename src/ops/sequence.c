@@ -198,8 +198,9 @@ mi_tensor *mi_rope(mi_tensor *x, double base, bool inverse)
 
 /* ================================================================ attention_mask
  * One input, used only for its dtype and its [T, S] shape; attrs.causal,
- * attrs.window. out[t,s] = −inf when (causal and s > t) or (window > 0 and
- * s ≤ t − window), else 0. No gradient. */
+ * attrs.window, attrs.start (the position of query row 0). With p = start + t:
+ * out[t,s] = −inf when (causal and s > p) or (window > 0 and s ≤ p − window),
+ * else 0. No gradient. */
 static int attention_mask_shape(mi_tensor *const *in, int n, const mi_attrs *a, mi_dtype *dt,
                                 int *rank, int64_t *shape)
 {
@@ -209,8 +210,10 @@ static int attention_mask_shape(mi_tensor *const *in, int n, const mi_attrs *a, 
         mi_error_set("attention_mask: input must be [T, S], got %s", SHAPE(b, in[0]));
         return -1;
     }
-    if (a->window < 0) {
-        mi_error_set("attention_mask: window must be >= 0, got %lld", (long long)a->window);
+    if (a->window < 0 || a->start < 0) {
+        mi_error_set("attention_mask: %s must be >= 0, got %lld", a->window < 0 ? "window"
+                     : "the first query's position", (long long)(a->window < 0 ? a->window
+                                                                                : a->start));
         return -1;
     }
     return shape_like_first(in, 1, a, dt, rank, shape);
@@ -230,7 +233,8 @@ const mi_op mi_op_attention_mask = {
     .name = "attention_mask", .formula = "-inf where (causal and s > t) or s <= t - window, else 0",
     .arity = 1, .flags = MI_OP_NONDIFF, .shape = attention_mask_shape, KERNELS(attention_mask),
     .examples = ex_attention_mask};
-mi_tensor *mi_attention_mask(mi_dtype dt, int64_t t, int64_t s, bool causal, int64_t window)
+static mi_tensor *attention_mask_at(mi_dtype dt, int64_t t, int64_t s, bool causal,
+                                    int64_t window, int64_t first)
 {
     if (!mi_dtype_is_float(dt)) {
         mi_error_set("attention_mask: dtype must be f32 or f64, got %s", mi_dtype_name(dt));
@@ -240,13 +244,18 @@ mi_tensor *mi_attention_mask(mi_dtype dt, int64_t t, int64_t s, bool causal, int
         mi_error_set("attention_mask: negative size [%lld,%lld]", (long long)t, (long long)s);
         return NULL;
     }
-    mi_attrs a = {.causal = causal, .window = window};
+    mi_attrs a = {.causal = causal, .window = window, .start = first};
     return RUN(&mi_op_attention_mask, &a, mi_zeros(dt, 2, (int64_t[]){t, s}));
+}
+mi_tensor *mi_attention_mask(mi_dtype dt, int64_t t, int64_t s, bool causal, int64_t window)
+{
+    return attention_mask_at(dt, t, s, causal, window, 0);
 }
 
 /* ================================================================ attention
  * q [..., T, D], k [..., S, D], v [..., S, Dv] → [..., T, Dv], sc = 1/√D:
- *   P = softmax(sc·q kᵀ + mask),  y = P v   (mask: attention_mask(causal, window))
+ *   P = softmax(sc·q kᵀ + mask),  y = P v   (mask: attention_mask(causal, window),
+ *   query row t at key position attrs.start + t) 
  *   dv = Pᵀ g,  dS = P ⊙ (g vᵀ − Σ_s (g vᵀ) ⊙ P),  dq = sc·dS k,  dk = sc·dSᵀ q
  * The forward kernel (attention_impl.h, per dtype) is one pass with an
  * online softmax (no T×S buffer); the vjp recomputes P with ops. Every query
@@ -300,9 +309,16 @@ static int attention_shape(mi_tensor *const *in, int n, const mi_attrs *a, mi_dt
         mi_error_set("attention: window must be >= 0, got %lld", (long long)a->window);
         return -1;
     }
-    if (a->window > 0 && nt - ns >= a->window) {
-        mi_error_set("attention: window %lld leaves query rows with no key: q %s k %s "
-                     "(needs T <= S + window - 1)", (long long)a->window, bq, bk);
+    if (a->start < 0) {
+        mi_error_set("attention: the first query's position must be >= 0, got %lld",
+                     (long long)a->start);
+        return -1;
+    }
+    /* the last row reads keys p − window + 1 … min(p, S − 1), p = start + T − 1 */
+    if (a->window > 0 && a->start + nt - ns >= a->window) {
+        mi_error_set("attention: window %lld leaves query rows with no key: q %s k %s, first "
+                     "position %lld (needs first + T <= S + window - 1)", (long long)a->window,
+                     bq, bk, (long long)a->start);
         return -1;
     }
     *dt = q->dtype;
@@ -321,8 +337,8 @@ static int attention_vjp_all(const mi_node *n, mi_tensor *g, const bool *need, m
     mi_tensor *qs = mi_mul_scalar(q, sc);
     mi_tensor *s = mi_matmul_t(qs, k, false, true);
     if (a->causal || a->window > 0)
-        s = mi_add(s, mi_attention_mask(q->dtype, q->shape[rk - 2], k->shape[rk - 2], a->causal,
-                                        a->window));
+        s = mi_add(s, attention_mask_at(q->dtype, q->shape[rk - 2], k->shape[rk - 2], a->causal,
+                                        a->window, a->start));
     mi_tensor *p = mi_softmax(s, -1);
     if (need[2] && !(grads[2] = mi_matmul_t(p, g, true, false))) return -1;
     if (!need[0] && !need[1]) return 0;
@@ -364,6 +380,21 @@ static int ex_attention(mi_rng *r, int v, mi_tensor **in, mi_attrs *a)
         in[1] = ex_normal(r, MI_SHAPE(3, 5));
         in[2] = ex_normal(r, MI_SHAPE(3, 2));
         return 3;
+    case 4: /* two queries at positions 2 and 3 of 5 keys (a cache's last rows unread) */
+        in[0] = ex_normal(r, MI_SHAPE(2, 2, 3));
+        in[1] = ex_normal(r, MI_SHAPE(2, 5, 3));
+        in[2] = ex_normal(r, MI_SHAPE(2, 5, 2));
+        a->causal = true;
+        a->start = 2;
+        return 3;
+    case 5: /* first position and window */
+        in[0] = ex_normal(r, MI_SHAPE(1, 2, 2, 2));
+        in[1] = ex_normal(r, MI_SHAPE(1, 2, 4, 2));
+        in[2] = ex_normal(r, MI_SHAPE(1, 2, 4, 3));
+        a->causal = true;
+        a->window = 2;
+        a->start = 2;
+        return 3;
     default: return 0;
     }
 }
@@ -375,6 +406,11 @@ const mi_op mi_op_attention = {.name = "attention",
                                .vjp_all = attention_vjp_all, .examples = ex_attention};
 mi_tensor *mi_attention(mi_tensor *q, mi_tensor *k, mi_tensor *v, bool causal, int64_t window)
 {
-    mi_attrs a = {.causal = causal, .window = window};
+    return mi_attention_at(q, k, v, causal, window, 0);
+}
+mi_tensor *mi_attention_at(mi_tensor *q, mi_tensor *k, mi_tensor *v, bool causal, int64_t window,
+                           int64_t first)
+{
+    mi_attrs a = {.causal = causal, .window = window, .start = first};
     return RUN(&mi_op_attention, &a, q, k, v);
 }

@@ -71,16 +71,17 @@ static void SEQ_NAME(rope)(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a
         }
 }
 
-/* out [T, S] (the input gives only dtype and shape): out[t,s] = −inf when
- * (causal and s > t) or (window > 0 and s ≤ t − window), else 0. */
+/* out [T, S] (the input gives only dtype and shape), p = attrs.start + t
+ * the position of query row t: out[t,s] = −inf when (causal and s > p) or
+ * (window > 0 and s ≤ p − window), else 0. */
 static void SEQ_NAME(attention_mask)(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a)
 {
     (void)in;
     int64_t nt = o->shape[0], ns = o->shape[1];
     SEQ_T *Y = o->data;
     for (int64_t t = 0; t < nt; t++)
-        for (int64_t s = 0; s < ns; s++) {
-            bool masked = (a->causal && s > t) || (a->window > 0 && s <= t - a->window);
+        for (int64_t s = 0, p = a->start + t; s < ns; s++) {
+            bool masked = (a->causal && s > p) || (a->window > 0 && s <= p - a->window);
             Y[t * ns + s] = masked ? (SEQ_T)-INFINITY : 0;
         }
 }

@@ -93,42 +93,126 @@ mi_tensor *mi_attention_layer_forward(const mi_attention_layer *a, mi_tensor *x)
     return y;
 }
 
-/* RoPE of x [B, H, 1, hd] at position t: the same kernel as the forward's,
- * on x placed after t zero rows (O(t) work, like attending over t keys). */
-static mi_tensor *rope_at(mi_tensor *x, double base, int64_t t)
+/* ---------------------------------------------------------------- one token at a time
+ * The state is a KV cache: rows [B, H, n, hd] of keys (RoPE applied) and
+ * values, written in place, so a step costs the dot products with the n
+ * cached keys and nothing else that grows with the prefix. Full attention
+ * keeps position p in row p and doubles n when it runs out (the cache is
+ * copied log₂(tokens / ATT_CACHE_ROWS) times in all); a window W keeps
+ * position p in row p mod W, a ring of W rows. Softmax attention sums over
+ * its keys in any order, so the ring's order is no concern. */
+#define ATT_CACHE_ROWS 32 /* the first allocation's rows (at most W) */
+
+int mi_attention_state_init(const mi_attention_layer *a, mi_attention_state *st, int64_t batch,
+                            mi_scope *scope)
 {
-    if (!x || t == 0) return mi_rope(x, base, false);
-    mi_tensor *pad = mi_zeros(x->dtype, MI_SHAPE(x->shape[0], x->shape[1], t, x->shape[3]));
-    return mi_slice(mi_rope(mi_concat((mi_tensor *[]){pad, x}, 2, 2), base, false), 2, t, t + 1);
+    if (!a || !st || !scope || batch < 1)
+        return mi_error_set("attention: state: NULL layer, state or scope, or batch < 1"), -1;
+    *st = (mi_attention_state){.batch = batch, .scope = scope};
+    int64_t h = a->head_dim / 2;
+    st->inv_freq = mi_scope_alloc(scope, sizeof(double) * (size_t)h);
+    if (!st->inv_freq) return mi_error_set("attention: state: out of memory"), -1;
+    /* RoPE's frequencies base^(−2i/hd), computed as mi_rope computes them */
+    for (int64_t i = 0; i < h; i++)
+        st->inv_freq[i] = pow(a->rope_base, -2.0 * (double)i / (double)a->head_dim);
+    return 0;
 }
 
-/* Appends [B, H, 1, hd] to a cache, keeping at most `window` rows (0: all). */
-static mi_tensor *cache_push(mi_tensor *cache, mi_tensor *x, int64_t window)
+/* Room for position st->t: n rows doubled (at most W with a window), the
+ * rows so far copied to the front of the new ones. */
+static int cache_reserve(const mi_attention_layer *a, mi_attention_state *st)
 {
-    mi_tensor *c = cache ? mi_concat((mi_tensor *[]){cache, x}, 2, 2) : x;
-    int64_t n = c ? c->shape[2] : 0;
-    return window > 0 && n > window ? mi_slice(c, 2, n - window, n) : c;
+    int64_t t = st->t, W = a->window;
+    if (t < st->rows || (W > 0 && st->rows == W)) return 0;
+    int64_t n = st->rows ? 2 * st->rows : ATT_CACHE_ROWS;
+    if (W > 0 && n > W) n = W;
+    if (n <= t) n = t + 1;
+    int64_t BH = st->batch * a->heads, hd = a->head_dim;
+    mi_dtype dt = a->w_q->dtype;
+    mi_scope_enter(st->scope);
+    mi_tensor *k = mi_tensor_new(dt, MI_SHAPE(st->batch, a->heads, n, hd));
+    mi_tensor *v = mi_tensor_new(dt, MI_SHAPE(st->batch, a->heads, n, hd));
+    mi_scope_leave();
+    if (!k || !v) return mi_error_set("attention: KV cache of %lld rows: out of memory",
+                                      (long long)n), -1;
+    size_t row = (size_t)hd * mi_dtype_size(dt), old = row * (size_t)st->rows;
+    for (int64_t i = 0; i < BH && st->rows > 0; i++) {
+        memcpy((char *)k->data + (size_t)i * row * (size_t)n,
+               (const char *)st->k->data + (size_t)i * old, old);
+        memcpy((char *)v->data + (size_t)i * row * (size_t)n,
+               (const char *)st->v->data + (size_t)i * old, old);
+    }
+    st->k = k, st->v = v, st->rows = n;
+    return 0;
+}
+
+/* x [B, 1, H·hd] rotated to position t, as [B, H, 1, hd]: with h = hd/2 and
+ * θ_i = t·base^(−2i/hd) (RoFormer, Su et al., eq. 34), each head's halves
+ *   y_i     = x_i cos θ_i − x_{i+h} sin θ_i
+ *   y_{i+h} = x_{i+h} cos θ_i + x_i sin θ_i
+ * are x ⊙ [cos; cos] + flip(x) ⊙ [−sin; sin] on the head seen as [2, h]
+ * (flip swaps the halves). cs, sn: those [2, h] tables of position t. */
+static mi_tensor *rope_new(mi_tensor *x, mi_tensor *cs, mi_tensor *sn, int64_t H, int64_t hd)
+{
+    int64_t B = x ? x->shape[0] : 0;
+    mi_tensor *h2 = mi_reshape(x, MI_SHAPE(B, H, 2, hd / 2));
+    mi_tensor *y = mi_add(mi_mul(h2, cs), mi_mul(mi_flip(h2, 2), sn));
+    return mi_reshape(y, MI_SHAPE(B, H, 1, hd));
+}
+
+/* Writes row t's key and value into the cache ([B, H, 1, hd] each). */
+static void cache_write(const mi_attention_layer *a, mi_attention_state *st, const mi_tensor *k,
+                        const mi_tensor *v)
+{
+    int64_t r = a->window > 0 ? st->t % a->window : st->t, n = st->rows;
+    size_t row = (size_t)a->head_dim * mi_dtype_size(k->dtype);
+    for (int64_t i = 0; i < st->batch * a->heads; i++) {
+        memcpy((char *)st->k->data + ((size_t)(i * n + r)) * row, (const char *)k->data + i * row,
+               row);
+        memcpy((char *)st->v->data + ((size_t)(i * n + r)) * row, (const char *)v->data + i * row,
+               row);
+    }
 }
 
 mi_tensor *mi_attention_layer_step(const mi_attention_layer *a, mi_attention_state *st,
                                    mi_tensor *x)
 {
-    if (!a || !st || !x || x->rank != 3 || x->shape[1] != 1 || x->shape[2] != a->d_model) {
-        mi_error_set("attention: step: needs a layer, a state and x [B, 1, %lld]",
-                     a ? (long long)a->d_model : 0LL);
+    if (!a || !st || !x || x->rank != 3 || x->shape[1] != 1 || x->shape[2] != a->d_model ||
+        x->dtype != a->w_q->dtype) {
+        mi_error_set("attention: step: needs a layer, a state and x [B, 1, %lld] of the layer's "
+                     "dtype", a ? (long long)a->d_model : 0LL);
         return NULL;
     }
-    int64_t B = x->shape[0], H = a->heads, hd = a->head_dim;
-    mi_tensor *q = rope_at(heads_first(mi_matmul(x, a->w_q), B, 1, H, hd), a->rope_base, st->t);
-    mi_tensor *k = rope_at(heads_first(mi_matmul(x, a->w_k), B, 1, H, hd), a->rope_base, st->t);
-    mi_tensor *v = heads_first(mi_matmul(x, a->w_v), B, 1, H, hd);
-    st->k = cache_push(st->k, k, a->window);
-    st->v = cache_push(st->v, v, a->window);
-    mi_tensor *o = mi_attention(q, st->k, st->v, false, 0);   /* every cached key is visible */
-    o = mi_reshape(mi_permute(o, (const int[]){0, 2, 1, 3}), MI_SHAPE(B, 1, H * hd));
-    mi_tensor *y = mi_matmul(o, a->w_out);
-    if (!y) mi_error_prefix("attention");
-    st->t++;
+    if (!st->scope || x->shape[0] != st->batch) {
+        mi_error_set("attention: step: the state is for %lld sequences (mi_attention_state_init)"
+                     ", x has %lld", (long long)st->batch, (long long)x->shape[0]);
+        return NULL;
+    }
+    int64_t B = x->shape[0], H = a->heads, hd = a->head_dim, h = hd / 2, t = st->t;
+    mi_dtype dt = x->dtype;
+    mi_tensor *cs = mi_tensor_new(dt, MI_SHAPE(2, h)), *sn = mi_tensor_new(dt, MI_SHAPE(2, h));
+    if (!cs || !sn || cache_reserve(a, st) != 0) {
+        mi_error_prefix("attention: step");
+        return NULL;
+    }
+    for (int64_t i = 0; i < h; i++) { /* sin and cos of position t, once for q and k */
+        double th = (double)t * st->inv_freq[i], c = cos(th), s = sin(th);
+        mi_set(cs, i, c), mi_set(cs, h + i, c);
+        mi_set(sn, i, -s), mi_set(sn, h + i, s);
+    }
+    mi_tensor *q = rope_new(mi_matmul(x, a->w_q), cs, sn, H, hd);
+    mi_tensor *k = rope_new(mi_matmul(x, a->w_k), cs, sn, H, hd);
+    mi_tensor *v = mi_reshape(mi_matmul(x, a->w_v), MI_SHAPE(B, H, 1, hd));
+    if (!q || !k || !v) {
+        mi_error_prefix("attention: step");
+        return NULL;
+    }
+    cache_write(a, st, k, v);
+    /* the query at position t reads rows 0 … min(t, n − 1): every cached key */
+    mi_tensor *o = mi_attention_at(q, st->k, st->v, true, 0, t);
+    mi_tensor *y = mi_matmul(mi_reshape(o, MI_SHAPE(B, 1, H * hd)), a->w_out);
+    if (!y) mi_error_prefix("attention: step");
+    else st->t++;
     return y;
 }
 
@@ -149,8 +233,7 @@ static void *attention_state_new(const void *self, int64_t batch, mi_scope *scop
 {
     mi_attention_state *st = mi_scope_alloc(scope, sizeof *st);
     if (!st) return mi_error_set("out of memory"), NULL;
-    *st = (mi_attention_state){0};
-    return st;
+    return mi_attention_state_init(self, st, batch, scope) == 0 ? st : NULL;
 }
 
 static mi_tensor *attention_step(const void *self, void *state, mi_tensor *x)
@@ -158,12 +241,12 @@ static mi_tensor *attention_step(const void *self, void *state, mi_tensor *x)
     return mi_attention_layer_step(self, state, x);
 }
 
+/* The cache lives in the state's own scope, written in place: nothing for
+ * the caller to carry from step to step. */
 static int attention_state_tensors(void *state, mi_tensor **slots[], int max)
 {
-    mi_attention_state *st = state;
-    if (max < 2) return -1;
-    slots[0] = &st->k, slots[1] = &st->v;
-    return 2;
+    (void)state, (void)slots, (void)max;
+    return 0;
 }
 
 static int make(mi_mixer *out, const char *spec, int64_t window, const mi_mixer_options *o,

@@ -57,7 +57,7 @@ static void *samba_state_new(const void *self, int64_t batch, mi_scope *scope)
     samba_state *st = mi_scope_alloc(scope, sizeof *st);
     if (!st) return mi_error_set("out of memory"), NULL;
     *st = (samba_state){.miras = s->miras.state_new(s->miras.self, batch, scope)};
-    return st->miras ? st : NULL;
+    return st->miras && mi_attention_state_init(&s->swa, &st->swa, batch, scope) == 0 ? st : NULL;
 }
 
 static mi_tensor *samba_step(const void *self, void *state, mi_tensor *h)
@@ -74,13 +74,11 @@ static mi_tensor *samba_step(const void *self, void *state, mi_tensor *h)
     return y;
 }
 
+/* The MIRAS block's tensors; the SWA layer's ring is written in place. */
 static int samba_state_tensors(void *state, mi_tensor **slots[], int max)
 {
     samba_state *st = state;
-    const int n = mi_miras_block_state_tensors(st->miras, slots, max - 2);
-    if (n < 0) return -1;
-    slots[n] = &st->swa.k, slots[n + 1] = &st->swa.v;
-    return n + 2;
+    return mi_miras_block_state_tensors(st->miras, slots, max);
 }
 
 static const mi_named_tensor *samba_params(const void *self, int *count)

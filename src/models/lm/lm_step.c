@@ -10,7 +10,9 @@
  * Keeping the state. A mixer's step leaves its new state tensors in the
  * current scope. After each token the state's tensors are copied into one of
  * two scopes owned by the state, and the other one is reset, so the memory
- * held is the state's size (twice), whatever the number of tokens. */
+ * held is the state's size (twice), whatever the number of tokens. A state
+ * that grows (attention's KV cache) is not listed among those tensors: it
+ * lives in the meta scope and is written in place, never copied per token. */
 #include <string.h>
 
 #include "models.h"
@@ -82,7 +84,9 @@ int64_t mi_lm_state_tokens(const mi_lm_state *s) { return s ? s->tokens : 0; }
 
 size_t mi_lm_state_bytes(const mi_lm_state *s)
 {
-    return s ? mi_scope_stats_get(s->store[s->cur]).bytes_used : 0;
+    return s ? mi_scope_stats_get(s->store[s->cur]).bytes_used +
+                   mi_scope_stats_get(s->meta).bytes_used
+             : 0;
 }
 
 /* Copies the live state tensors into the other store and resets this one. A

@@ -16,7 +16,10 @@
  * own_math.h's polynomial (≤ 2 ulp), then y = Σ p_s v_s / Σ p_s; rows are
  * independent, so they run in parallel and the result does not depend on
  * the thread count. The scale goes on q and sums are reassociated (a few ulp
- * from REF).
+ * from REF). With one query per batch entry (a decoding step against a KV
+ * cache) nothing is shared to pay for the transposed copy: the scores are
+ * dot products with the key rows as they lie, and only the keys the row
+ * reads are touched. Row t sits at position attrs.start + t.
  *
  * conv1d_causal_wgrad: REF sums each dw[c, j] over (b, t) with a stride of C
  * between terms (a cache miss per term at C = 128); here the (b, t) rows are
@@ -77,27 +80,24 @@ void own_rope_f32(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a)
 typedef struct attention_ctx {
     const float *q, *k, *v;
     float *y;
-    int64_t nt, ns, d, dv, window;
+    int64_t nt, ns, d, dv, window, start;
     bool causal;
     float sc;
 } attention_ctx;
 
-/* Row r's output, with kt = Kᵀ [d, ns] of its batch entry and p a buffer of
- * ns scores: the scores accumulate over the head dimension, contiguous in s. */
-static void attention_row(const attention_ctx *c, int64_t r, const float *restrict kt,
-                          float *restrict p)
+/* The keys lo … hi that row t of a batch entry reads. */
+static void attention_keys(const attention_ctx *c, int64_t t, int64_t *lo, int64_t *hi)
 {
-    int64_t l = r / c->nt, t = r % c->nt, d = c->d, dv = c->dv, ns = c->ns;
-    const float *restrict q = c->q + r * d, *restrict V = c->v + l * ns * dv;
-    float *restrict y = c->y + r * dv;
-    int64_t lo = c->window > 0 && t - c->window + 1 > 0 ? t - c->window + 1 : 0;
-    int64_t hi = c->causal && t < ns - 1 ? t : ns - 1;
-    int64_t n = hi - lo + 1;
-    for (int64_t j = 0; j < n; j++) p[j] = 0;
-    for (int64_t e = 0; e < d; e++) {
-        const float qe = q[e] * c->sc, *restrict ke = kt + e * ns + lo;
-        for (int64_t j = 0; j < n; j++) p[j] += qe * ke[j];
-    }
+    int64_t p = c->start + t;
+    *lo = c->window > 0 && p - c->window + 1 > 0 ? p - c->window + 1 : 0;
+    *hi = c->causal && p < c->ns - 1 ? p : c->ns - 1;
+}
+
+/* p[0 … n) = exp(p − max p) and y = Σ_j p_j V[lo + j] / Σ_j p_j. */
+static void attention_softmax_v(const attention_ctx *c, const float *restrict V, int64_t lo,
+                                int64_t n, float *restrict p, float *restrict y)
+{
+    int64_t dv = c->dv;
     float m = -INFINITY;
     for (int64_t j = 0; j < n; j++) m = p[j] > m ? p[j] : m;
     float z = 0;
@@ -114,15 +114,47 @@ static void attention_row(const attention_ctx *c, int64_t r, const float *restri
     for (int64_t e = 0; e < dv; e++) y[e] *= iz;
 }
 
+/* Row r's output, with kt = Kᵀ [d, ns] of its batch entry and p a buffer of
+ * ns scores: the scores accumulate over the head dimension, contiguous in s. */
+static void attention_row(const attention_ctx *c, int64_t r, const float *restrict kt,
+                          float *restrict p)
+{
+    int64_t l = r / c->nt, d = c->d, ns = c->ns, lo, hi;
+    attention_keys(c, r % c->nt, &lo, &hi);
+    int64_t n = hi - lo + 1;
+    const float *restrict q = c->q + r * d;
+    for (int64_t j = 0; j < n; j++) p[j] = 0;
+    for (int64_t e = 0; e < d; e++) {
+        const float qe = q[e] * c->sc, *restrict ke = kt + e * ns + lo;
+        for (int64_t j = 0; j < n; j++) p[j] += qe * ke[j];
+    }
+    attention_softmax_v(c, c->v + l * ns * c->dv, lo, n, p, c->y + r * c->dv);
+}
+
+/* Row r's output from the key rows in place: p_j = sc·q·k_{lo+j}, each a
+ * contiguous dot product over the head dimension. */
+static void attention_row_direct(const attention_ctx *c, int64_t r, float *restrict p)
+{
+    int64_t l = r / c->nt, d = c->d, ns = c->ns, lo, hi;
+    attention_keys(c, r % c->nt, &lo, &hi);
+    int64_t n = hi - lo + 1;
+    const float *restrict q = c->q + r * d, *restrict K = c->k + (l * ns + lo) * d;
+    for (int64_t j = 0; j < n; j++) {
+        float dot = 0;
+        for (int64_t e = 0; e < d; e++) dot += q[e] * K[j * d + e];
+        p[j] = dot * c->sc;
+    }
+    attention_softmax_v(c, c->v + l * ns * c->dv, lo, n, p, c->y + r * c->dv);
+}
+
 /* REF's one-pass online softmax for one row: the fallback when no score
  * buffer can be had. */
 static void attention_row_online(const attention_ctx *c, int64_t r)
 {
-    int64_t l = r / c->nt, t = r % c->nt, d = c->d, dv = c->dv;
+    int64_t l = r / c->nt, d = c->d, dv = c->dv, lo, hi;
+    attention_keys(c, r % c->nt, &lo, &hi);
     const float *q = c->q + r * d, *K = c->k + l * c->ns * d, *V = c->v + l * c->ns * dv;
     float *y = c->y + r * dv;
-    int64_t lo = c->window > 0 && t - c->window + 1 > 0 ? t - c->window + 1 : 0;
-    int64_t hi = c->causal && t < c->ns - 1 ? t : c->ns - 1;
     float m = -INFINITY, z = 0;
     for (int64_t e = 0; e < dv; e++) y[e] = 0;
     for (int64_t s = lo; s <= hi; s++) {
@@ -145,19 +177,26 @@ static void attention_row_online(const attention_ctx *c, int64_t r)
 static void attention_range(const void *c, int64_t r0, int64_t r1)
 {
     const attention_ctx *k = c;
-    int64_t ns = k->ns, d = k->d;
-    float *buf = malloc(sizeof(float) * (size_t)(ns * d + ns));
+    int64_t ns = k->ns, d = k->d, lo, hi;
+    bool direct = k->nt == 1;
+    float *buf = malloc(sizeof(float) * (size_t)(direct ? ns : ns * d + ns));
     if (!buf) {
         for (int64_t r = r0; r < r1; r++) attention_row_online(k, r);
         return;
     }
+    if (direct) {
+        for (int64_t r = r0; r < r1; r++) attention_row_direct(k, r, buf);
+        free(buf);
+        return;
+    }
     float *kt = buf, *p = buf + ns * d;
+    attention_keys(k, k->nt - 1, &lo, &hi); /* no row reads a key past the last row's */
     int64_t have = -1; /* the batch entry kt holds */
     for (int64_t r = r0; r < r1; r++) {
         int64_t l = r / k->nt;
         if (l != have) {
             const float *K = k->k + l * ns * d;
-            for (int64_t s = 0; s < ns; s++)
+            for (int64_t s = 0; s <= hi; s++)
                 for (int64_t e = 0; e < d; e++) kt[e * ns + s] = K[s * d + e];
             have = l;
         }
@@ -172,7 +211,7 @@ void own_attention_f32(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a)
     attention_ctx k = {.q = in[0]->data, .k = in[1]->data, .v = in[2]->data, .y = o->data,
                        .nt = in[0]->shape[rk - 2], .ns = in[1]->shape[rk - 2],
                        .d = in[0]->shape[rk - 1], .dv = in[2]->shape[rk - 1],
-                       .window = a->window, .causal = a->causal};
+                       .window = a->window, .start = a->start, .causal = a->causal};
     k.sc = (float)(1.0 / sqrt((double)k.d));
     int64_t rows = k.nt ? in[0]->numel / k.d : 0;
     own_parallel(rows, rows * k.ns * (k.d + k.dv), OWN_PAR_MIN, 1, attention_range, &k);
