@@ -362,6 +362,10 @@ void print_case_json(const result *r)
                r->t.median_ms, r->t.min_ms, r->t.max_ms, r->t.reps, r->t.inner, r->tokens,
                r->tokens / r->t.median_ms * 1e3);
         if (isfinite(r->loss)) printf("\"loss\":%.6g,", r->loss);
+        if (r->prompt_tokens > 0)
+            printf("\"prompt_tokens\":%.0f,\"prompt_ms\":%.6g,\"prompt_user_ms\":%.6g,"
+                   "\"state_kb\":%ld,", r->prompt_tokens, r->prompt_ms, r->prompt_user_ms,
+                   r->state_kb);
         printf("\"minor_faults_per_step\":%.6g,\"user_ms_per_step\":%.6g,"
                "\"sys_ms_per_step\":%.6g,",
                r->t.faults, r->t.user_ms, r->t.sys_ms);

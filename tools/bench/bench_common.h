@@ -74,6 +74,10 @@ typedef struct result {
     long est_rss_kb;     /* the estimate checked against --max-rss-gb; 0: none made */
     double loss;         /* train: the loss of the last step timed */
     bool default_size;   /* layer, train: run at the benchmark's default B and T */
+    /* generate cases: the prompt read before the timed tokens (wall, user CPU),
+     * and mi_lm_state_bytes after the last token */
+    double prompt_tokens, prompt_ms, prompt_user_ms;
+    long state_kb;
     bool failed;         /* an error, a crash: `note` says which */
     char note[640];      /* non-empty with failed, or when the case was skipped */
 } result;
@@ -155,5 +159,6 @@ bool mixer_spec_valid(const char *v, const char *also, char *msg, size_t n);
 int bench_ops(const bench_opts *o);   /* bench_ops.c */
 int bench_layer(const bench_opts *o); /* bench_layer.c */
 int bench_train(const bench_opts *o); /* bench_train.c */
+int bench_generate(const bench_opts *o); /* bench_generate.c */
 
 #endif

@@ -5,6 +5,7 @@
  *   miras-bench ops    matmul, batched matmul, row-wise ops, dispatch overhead
  *   miras-bench layer  one memory layer, forward + backward (q, k, v, gates, W_0)
  *   miras-bench train  one AdamW step of the byte-level language model
+ *   miras-bench generate  greedy decoding after a prompt, per token (bench_generate.c)
  *   miras-bench quality  how well each model learns at a fixed budget: real
  *                      miras-train runs, one after another (bench_quality.c)
  *
@@ -46,6 +47,10 @@ static const subcommand subcommands[] = {
               "384,\n           B=16, T=256, chunk 16; transformer, linear-attention, "
               "gated-deltanet, titans,\n           moneta, yaad, memora, lattice, hope",
      bench_train, LAYER_TRAIN_REPS},
+    {"generate", "greedy decoding one token at a time after 1024- and 4096-byte prompts "
+                 "(prompt\n           timed apart), ms and CPU per token: d_model 128, 4 "
+                 "layers; attention, swa,\n           gated-deltanet, titans, mamba2",
+     bench_generate, 5},
     {"quality", "learning quality at a fixed budget and seeds: each case a miras-train run;"
                 "\n           suites lm (tinyshakespeare, 200 steps), mqar, mqar-hard, quick,\n           experiments (the MIRAS ablations and baseline comparisons)",
      run_quality, 0},
@@ -91,6 +96,11 @@ static void usage(FILE *f)
         "  --data PATH       the text (default: " TEXT_PATH " of the checkout this\n"
         "                    executable was built in, else of the working directory; generated\n"
         "                    bytes when absent, said so in the config)\n"
+        "generate (also --variants: any mixer spec with a recurrent form, --budget-s,\n"
+        "--max-rss-gb and --data, the prompt's text, as for train):\n"
+        "  --seq-len P       one prompt length (default: 1024 and 4096 bytes)\n"
+        "  --batch B         sequences decoded together (default 1)\n"
+        "  --reps N          repetitions of 16 greedy tokens after the prompt (default 5)\n"
         "Output: one JSON line per case, then a table. ops: name, config, threads, "
         "median/min/max\nms per call, GFLOP/s with the FLOP count assumed (matmul 2n^3) or "
         "GB/s, peak RSS, for\nframework cases the time ratio to the raw library case; the "
@@ -240,6 +250,10 @@ int main(int argc, char **argv)
     if (cmd->run == bench_ops && o.variants) {
         fprintf(stderr, "miras-bench: --variants is an option of layer, train and quality, "
                 "not of ops\n");
+        return 2;
+    }
+    if (cmd->run == bench_generate && (o.chunks || o.recompute)) {
+        fprintf(stderr, "miras-bench: generate takes no --chunks or --recompute\n");
         return 2;
     }
     if (!o.reps) o.reps = cmd->default_reps;
