@@ -6,7 +6,8 @@
  *     entry and several);
  *   - mi_lm_step's logits equal mi_lm_forward's at every position (f64) for
  *     attention, SWA with windows below and above the cache's first
- *     allocation, and samba, over more tokens than that allocation holds;
+ *     allocation, and samba, over more tokens than that allocation holds,
+ *     with and without mi_lm_state_reserve;
  *   - greedy generation resumed after a prompt read by steps: every logit
  *     equals the forward's over the whole text, every token its argmax, and
  *     mi_generate writes the same tokens;
@@ -141,29 +142,34 @@ static double gap(const mi_tensor *step, const mi_tensor *full, int64_t i)
 static const char *const cached[] = {"attention", "swa", "swa:48", "samba:gated-deltanet:5",
                                      "samba:titans:40"};
 
+/* Without a reservation the cache starts at 32 rows and doubles; with one of
+ * 45 tokens it starts there and doubles past it. */
 START_TEST(steps_past_the_first_allocation_match_the_forward)
 {
-    enum { T = 80 }; /* the cache's first allocation holds 32 rows */
-    for (size_t m = 0; m < sizeof cached / sizeof cached[0]; m++) {
+    enum { T = 80 };
+    for (size_t m = 0; m < 2 * sizeof cached / sizeof cached[0]; m++) {
+        bool reserve = m % 2;
+        const char *spec = cached[m / 2];
         mi_lm lm;
-        tiny_lm(&lm, cached[m]);
+        tiny_lm(&lm, spec);
         mi_rng r;
         mi_rng_seed(&r, 17 + m);
         mi_tensor *seq = mi_zeros(MI_I64, MI_SHAPE(B, T));
         for (int64_t i = 0; i < seq->numel; i++)
             ((int64_t *)seq->data)[i] = (int64_t)mi_rng_below(&r, V);
         mi_tensor *full = mi_lm_forward(&lm, seq);
-        ck_assert_msg(full != NULL, "%s: %s", cached[m], mi_error());
+        ck_assert_msg(full != NULL, "%s: %s", spec, mi_error());
         mi_lm_state *s = mi_lm_state_new(&lm, B);
-        ck_assert_msg(s != NULL, "%s: %s", cached[m], mi_error());
+        ck_assert_msg(s != NULL, "%s: %s", spec, mi_error());
+        if (reserve) ck_assert_msg(mi_lm_state_reserve(&lm, s, 45) == 0, "%s", mi_error());
         mi_scope *step = mi_scope_new("step");
         for (int64_t i = 0; i < T; i++) {
             mi_scope_enter(step);
             double g = gap(step_column(&lm, s, seq, i), full, i);
             mi_scope_leave();
             mi_scope_reset(step);
-            ck_assert_msg(g <= 1e-10, "%s: position %lld: step and forward differ by %g",
-                          cached[m], (long long)i, g);
+            ck_assert_msg(g <= 1e-10, "%s%s: position %lld: step and forward differ by %g",
+                          spec, reserve ? " (45 reserved)" : "", (long long)i, g);
         }
         mi_scope_free(step);
         mi_lm_state_free(s);
@@ -283,6 +289,14 @@ START_TEST(bad_states_are_reported)
     mi_error_clear();
     ck_assert_ptr_nonnull(mi_attention_layer_step(a, &st, mi_zeros(MI_F64, MI_SHAPE(2, 1, DM))));
     ck_assert_int_eq(st.t, 1);
+    ck_assert_int_eq(mi_attention_state_reserve(a, &blank, 4), -1);
+    ck_assert_error_has("mi_attention_state_init");
+    mi_error_clear();
+    mi_lm_state *s = mi_lm_state_new(&lm, 1);
+    ck_assert_int_eq(mi_lm_state_reserve(&lm, s, -1), -1);
+    ck_assert_error_has("tokens < 0");
+    mi_error_clear();
+    mi_lm_state_free(s);
 }
 END_TEST
 

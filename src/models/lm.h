@@ -46,6 +46,9 @@ typedef struct mi_mixer {
     void *(*state_new)(const void *self, int64_t batch, mi_scope *scope);
     mi_tensor *(*step)(const void *self, void *state, mi_tensor *x);
     int (*state_tensors)(void *state, mi_tensor **slots[], int max);
+    /* Optional (NULL: nothing grows): makes room for `tokens` tokens in all,
+     * so a state that grows (a KV cache) allocates once. 0 or -1. */
+    int (*state_reserve)(const void *self, void *state, int64_t tokens);
 } mi_mixer;
 
 /* What every kind may read when it is made. */
@@ -136,6 +139,10 @@ typedef struct mi_attention_state {
 /* An empty state of `batch` sequences whose cache lives in `scope`. 0 or -1. */
 int mi_attention_state_init(const mi_attention_layer *a, mi_attention_state *st, int64_t batch,
                             mi_scope *scope);
+/* Rows for `tokens` tokens in all (at most W with a window), allocated now
+ * instead of by doubling. 0 or -1. */
+int mi_attention_state_reserve(const mi_attention_layer *a, mi_attention_state *st,
+                               int64_t tokens);
 /* x [B, 1, D] → [B, 1, D], the layer's output at position t; advances st. */
 mi_tensor *mi_attention_layer_step(const mi_attention_layer *a, mi_attention_state *st,
                                    mi_tensor *x);
@@ -245,6 +252,10 @@ mi_lm_state *mi_lm_state_new(const mi_lm *lm, int64_t batch);
 void mi_lm_state_free(mi_lm_state *s);
 int64_t mi_lm_state_tokens(const mi_lm_state *s); /* tokens consumed so far */
 size_t mi_lm_state_bytes(const mi_lm_state *s);   /* the state's storage, caches included */
+/* Room for `tokens` tokens in all (the prompt and what will be generated):
+ * a growing state (attention's KV cache) allocates it at once instead of
+ * doubling on the way. Optional; 0 or -1. */
+int mi_lm_state_reserve(const mi_lm *lm, mi_lm_state *s, int64_t tokens);
 /* tokens [B] (i32/i64) → the next-token logits [B, vocab] in the current
  * scope; the state advances by one token. */
 mi_tensor *mi_lm_step(const mi_lm *lm, mi_lm_state *s, mi_tensor *tokens);

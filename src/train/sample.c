@@ -108,6 +108,7 @@ int mi_generate(const mi_lm *lm, int64_t *seq, int64_t B, int64_t P, int64_t n, 
     mi_tensor *logits = NULL;
     int rc = scope[0] && scope[1] ? 0 : -1;
     if (rc) mi_error_set("generate: out of memory");
+    else rc = mi_lm_state_reserve(lm, state, W); /* a KV cache allocated once */
     for (int64_t t = 0; t < W - 1 && rc == 0; t++) {
         mi_scope *cur = scope[t % 2];  /* the logits of step t live until step t + 1 */
         mi_scope_reset(cur);

@@ -4,8 +4,9 @@
  *
  * A case: an untrained model (the train case's shape: vocab 256, d_model
  * 128, 4 layers, 4 heads, SwiGLU 384, f32, seed 1; each preset's own chunk
- * size), the first P bytes of the text read by steps (timed once: the
- * prompt), then --reps repetitions of GEN_TOKENS greedy tokens, each fed
+ * size), a state with room for every token (mi_lm_state_reserve, as
+ * mi_generate makes it), the first P bytes of the text read by steps (timed
+ * once: the prompt), then --reps repetitions of GEN_TOKENS greedy tokens, each fed
  * back, continuing the same sequence (the decode: time per token). The
  * decode's prefix grows from P to P + reps·GEN_TOKENS over the repetitions.
  * Full attention's cost per token grows with the prefix, a recurrent
@@ -98,6 +99,11 @@ static void gen_child(const void *ctx, result *out)
     }
     s.lm = &lm;
     if (!(s.state = mi_lm_state_new(&lm, gc->batch))) {
+        note_error(out, "state");
+        goto done;
+    }
+    /* as mi_generate: room for every token at once */
+    if (mi_lm_state_reserve(&lm, s.state, gc->P + (int64_t)gc->o->reps * GEN_TOKENS) != 0) {
         note_error(out, "state");
         goto done;
     }

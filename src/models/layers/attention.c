@@ -118,15 +118,9 @@ int mi_attention_state_init(const mi_attention_layer *a, mi_attention_state *st,
     return 0;
 }
 
-/* Room for position st->t: n rows doubled (at most W with a window), the
- * rows so far copied to the front of the new ones. */
-static int cache_reserve(const mi_attention_layer *a, mi_attention_state *st)
+/* n rows (n > st->rows), the rows so far copied to the front of them. */
+static int cache_resize(const mi_attention_layer *a, mi_attention_state *st, int64_t n)
 {
-    int64_t t = st->t, W = a->window;
-    if (t < st->rows || (W > 0 && st->rows == W)) return 0;
-    int64_t n = st->rows ? 2 * st->rows : ATT_CACHE_ROWS;
-    if (W > 0 && n > W) n = W;
-    if (n <= t) n = t + 1;
     int64_t BH = st->batch * a->heads, hd = a->head_dim;
     mi_dtype dt = a->w_q->dtype;
     mi_scope_enter(st->scope);
@@ -144,6 +138,26 @@ static int cache_reserve(const mi_attention_layer *a, mi_attention_state *st)
     }
     st->k = k, st->v = v, st->rows = n;
     return 0;
+}
+
+/* Room for position st->t: the rows doubled (at most W with a window). */
+static int cache_reserve(const mi_attention_layer *a, mi_attention_state *st)
+{
+    int64_t t = st->t, W = a->window;
+    if (t < st->rows || (W > 0 && st->rows == W)) return 0;
+    int64_t n = st->rows ? 2 * st->rows : ATT_CACHE_ROWS;
+    if (W > 0 && n > W) n = W;
+    return cache_resize(a, st, n > t ? n : t + 1);
+}
+
+int mi_attention_state_reserve(const mi_attention_layer *a, mi_attention_state *st,
+                               int64_t tokens)
+{
+    if (!a || !st || !st->scope || tokens < 0)
+        return mi_error_set("attention: reserve: NULL layer, a state without "
+                            "mi_attention_state_init, or tokens < 0"), -1;
+    int64_t n = a->window > 0 && tokens > a->window ? a->window : tokens;
+    return n > st->rows ? cache_resize(a, st, n) : 0;
 }
 
 /* x [B, 1, H·hd] rotated to position t, as [B, H, 1, hd]: with h = hd/2 and
@@ -218,6 +232,11 @@ mi_tensor *mi_attention_layer_step(const mi_attention_layer *a, mi_attention_sta
 
 /* ---------------------------------------------------------------- as mixers */
 
+static int attention_state_reserve(const void *self, void *state, int64_t tokens)
+{
+    return mi_attention_state_reserve(self, state, tokens);
+}
+
 static mi_tensor *attention_forward(const void *self, mi_tensor *x)
 {
     return mi_attention_layer_forward(self, x);
@@ -262,7 +281,8 @@ static int make(mi_mixer *out, const char *spec, int64_t window, const mi_mixer_
         return -1;
     *out = (mi_mixer){.name = spec, .self = a, .forward = attention_forward,
                       .params = attention_params, .state_new = attention_state_new,
-                      .step = attention_step, .state_tensors = attention_state_tensors};
+                      .step = attention_step, .state_tensors = attention_state_tensors,
+                      .state_reserve = attention_state_reserve};
     return 0;
 }
 

@@ -81,6 +81,12 @@ static int samba_state_tensors(void *state, mi_tensor **slots[], int max)
     return mi_miras_block_state_tensors(st->miras, slots, max);
 }
 
+static int samba_state_reserve(const void *self, void *state, int64_t tokens)
+{
+    return mi_attention_state_reserve(&((const samba *)self)->swa, &((samba_state *)state)->swa,
+                                      tokens);
+}
+
 static const mi_named_tensor *samba_params(const void *self, int *count)
 {
     const samba *s = self;
@@ -150,6 +156,7 @@ int mi_mixer_create_samba(mi_mixer *out, const char *spec, const char *arg,
         if (!s->params[i].name) return mi_error_set("out of memory"), -1;
     *out = (mi_mixer){.name = spec, .self = s, .forward = samba_forward, .params = samba_params,
                       .residual_inside = true, .state_new = samba_state_new, .step = samba_step,
-                      .state_tensors = samba_state_tensors};
+                      .state_tensors = samba_state_tensors,
+                      .state_reserve = samba_state_reserve};
     return 0;
 }

@@ -89,6 +89,20 @@ size_t mi_lm_state_bytes(const mi_lm_state *s)
              : 0;
 }
 
+int mi_lm_state_reserve(const mi_lm *lm, mi_lm_state *s, int64_t tokens)
+{
+    if (!lm || !s || tokens < 0)
+        return mi_error_set("lm: state: reserve: NULL model or state, or tokens < 0"), -1;
+    for (int l = 0; l < lm->config.layers; l++) {
+        const mi_mixer *m = &lm->blocks[l].mixer;
+        if (m->state_reserve && m->state_reserve(m->self, s->mixer[l], tokens) != 0) {
+            mi_error_prefix("lm: state: reserve");
+            return -1;
+        }
+    }
+    return 0;
+}
+
 /* Copies the live state tensors into the other store and resets this one. A
  * tensor two slots share (a chunk's start state is also its current one)
  * is copied once. */
