@@ -364,8 +364,8 @@ void print_case_json(const result *r)
         if (isfinite(r->loss)) printf("\"loss\":%.6g,", r->loss);
         if (r->prompt_tokens > 0)
             printf("\"prompt_tokens\":%.0f,\"prompt_ms\":%.6g,\"prompt_user_ms\":%.6g,"
-                   "\"state_kb\":%ld,", r->prompt_tokens, r->prompt_ms, r->prompt_user_ms,
-                   r->state_kb);
+                   "\"cpu_ms_per_token_median\":%.6g,\"state_kb\":%ld,", r->prompt_tokens,
+                   r->prompt_ms, r->prompt_user_ms, r->cpu_ms_median, r->state_kb);
         printf("\"minor_faults_per_step\":%.6g,\"user_ms_per_step\":%.6g,"
                "\"sys_ms_per_step\":%.6g,",
                r->t.faults, r->t.user_ms, r->t.sys_ms);

@@ -75,8 +75,9 @@ typedef struct result {
     double loss;         /* train: the loss of the last step timed */
     bool default_size;   /* layer, train: run at the benchmark's default B and T */
     /* generate cases: the prompt read before the timed tokens (wall, user CPU),
+     * the median over the repetitions of the process's CPU time per token,
      * and mi_lm_state_bytes after the last token */
-    double prompt_tokens, prompt_ms, prompt_user_ms;
+    double prompt_tokens, prompt_ms, prompt_user_ms, cpu_ms_median;
     long state_kb;
     bool failed;         /* an error, a crash: `note` says which */
     char note[640];      /* non-empty with failed, or when the case was skipped */

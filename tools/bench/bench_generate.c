@@ -10,8 +10,9 @@
  * back, continuing the same sequence (the decode: time per token). The
  * decode's prefix grows from P to P + reps·GEN_TOKENS over the repetitions.
  * Full attention's cost per token grows with the prefix, a recurrent
- * model's does not: the table ends with each variant's user CPU time per
- * token at its longest prompt over that at its shortest. */
+ * model's does not: the table ends with each variant's CPU time per token
+ * (the median over the repetitions) at its longest prompt over that at its
+ * shortest. Wall times on a shared machine say more about the neighbours. */
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>
@@ -19,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "bench_common.h"
@@ -66,16 +68,67 @@ static void gen_step(gen_state *s, const uint8_t *text)
     s->cur = !s->cur;
 }
 
-static void decode_body(void *ctx)
-{
-    for (int i = 0; i < GEN_TOKENS; i++) gen_step(ctx, NULL);
-}
-
 static double user_s(void)
 {
     struct rusage u;
     getrusage(RUSAGE_SELF, &u);
     return (double)u.ru_utime.tv_sec + 1e-6 * (double)u.ru_utime.tv_usec;
+}
+
+static double cpu_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *x, int n)
+{
+    qsort(x, (size_t)n, sizeof *x, cmp_double);
+    return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
+}
+
+/* reps repetitions of GEN_TOKENS greedy tokens (until budget_s once one is
+ * done): wall and CPU time per token of each, their medians; getrusage's
+ * user and system time and faults over them all, per token. */
+static void time_decode(gen_state *s, const bench_opts *o, result *out)
+{
+    double *wall = malloc(sizeof(double) * (size_t)o->reps * 2), *cpu = wall + o->reps;
+    if (!wall) {
+        s->failed = true;
+        mi_error_set("out of memory");
+        return;
+    }
+    timing *t = &out->t;
+    *t = (timing){.inner = 1};
+    struct rusage u0, u1;
+    getrusage(RUSAGE_SELF, &u0);
+    double start = now_s();
+    for (; t->reps < o->reps && !s->failed; t->reps++) {
+        if (t->reps >= 1 && now_s() - start > o->budget_s) break;
+        double w = now_s(), c = cpu_s();
+        for (int i = 0; i < GEN_TOKENS; i++) gen_step(s, NULL);
+        wall[t->reps] = (now_s() - w) * 1e3 / GEN_TOKENS;
+        cpu[t->reps] = (cpu_s() - c) * 1e3 / GEN_TOKENS;
+    }
+    getrusage(RUSAGE_SELF, &u1);
+    double tokens = (double)t->reps * GEN_TOKENS;
+    t->faults = (double)(u1.ru_minflt - u0.ru_minflt) / tokens;
+    t->user_ms = ((double)(u1.ru_utime.tv_sec - u0.ru_utime.tv_sec) * 1e3 +
+                  (double)(u1.ru_utime.tv_usec - u0.ru_utime.tv_usec) / 1e3) / tokens;
+    t->sys_ms = ((double)(u1.ru_stime.tv_sec - u0.ru_stime.tv_sec) * 1e3 +
+                 (double)(u1.ru_stime.tv_usec - u0.ru_stime.tv_usec) / 1e3) / tokens;
+    out->cpu_ms_median = median(cpu, t->reps);
+    t->median_ms = median(wall, t->reps);
+    t->min_ms = wall[0];
+    t->max_ms = wall[t->reps - 1];
+    free(wall);
 }
 
 static void gen_child(const void *ctx, result *out)
@@ -115,9 +168,7 @@ static void gen_child(const void *ctx, result *out)
         note_error(out, "prompt");
         goto done;
     }
-    time_policy pol = {.warmup_calls = 0, .warmup_s = 0, .budget_s = gc->o->budget_s,
-                       .min_reps = 1};
-    out->t = time_body_with(decode_body, &s, GEN_TOKENS, gc->o->reps, &pol);
+    time_decode(&s, gc->o, out);
     if (s.failed) note_error(out, "decode");
     out->state_kb = (long)(mi_lm_state_bytes(s.state) / 1024);
 done:
@@ -149,8 +200,9 @@ static uint8_t *prompt_bytes(const char *path, int64_t n, bool *generated)
 static void print_gen_table(int first, const int64_t *prompts, int np, const char **variants,
                             int nv)
 {
-    printf("\n%-32s %6s %9s %9s %10s %10s %10s %9s %9s %8s %9s\n", "case", "prompt",
-           "read", "user", "ms/token", "min", "max", "user ms", "tokens/s", "state", "peak RSS");
+    printf("\n%-32s %6s %9s %9s %9s %9s %9s %8s %9s %9s %8s %9s\n", "case", "prompt",
+           "read", "user", "ms/token", "min", "max", "CPU ms", "user ms", "tokens/s", "state",
+           "peak RSS");
     for (int i = first; i < n_results; i++) {
         const result *r = &results[i];
         if (r->failed || r->note[0]) {
@@ -158,24 +210,26 @@ static void print_gen_table(int first, const int64_t *prompts, int np, const cha
                    r->failed ? "" : ")");
             continue;
         }
-        printf("%-32s %6.0f %8.2fs %8.2fs %10.3f %10.3f %10.3f %9.3f %9.1f %6ldkB %7.0fMB\n",
-               r->name, r->prompt_tokens, r->prompt_ms / 1e3, r->prompt_user_ms / 1e3,
-               r->t.median_ms, r->t.min_ms, r->t.max_ms, r->t.user_ms,
+        printf("%-32s %6.0f %8.2fs %8.2fs %9.3f %9.3f %9.3f %8.3f %9.3f %9.1f %6ldkB "
+               "%7.0fMB\n", r->name, r->prompt_tokens, r->prompt_ms / 1e3,
+               r->prompt_user_ms / 1e3, r->t.median_ms, r->t.min_ms, r->t.max_ms,
+               r->cpu_ms_median, r->t.user_ms,
                1e3 / r->t.median_ms * r->tokens,
                r->state_kb, (double)r->rss_kb / 1024.0);
     }
     printf("prompt: the bytes read by steps before decoding (read: wall time, user: CPU); "
-           "ms/token: median/min/max\nover the repetitions of %d greedy tokens, user ms: CPU "
-           "time per token over them; tokens/s = B / median;\nstate: mi_lm_state_bytes after "
-           "the last token.\n", GEN_TOKENS);
+           "ms/token: median/min/max\nwall time per token over the repetitions of %d greedy "
+           "tokens; CPU ms: the median over them of the\nprocess's CPU time per token; user ms: "
+           "user CPU time per token over them all; tokens/s = B / median;\nstate: "
+           "mi_lm_state_bytes after the last token.\n", GEN_TOKENS);
     if (np < 2) return;
-    printf("user CPU time per token at prompt %lld / at prompt %lld:", (long long)prompts[np - 1],
+    printf("CPU ms per token at prompt %lld / at prompt %lld:", (long long)prompts[np - 1],
            (long long)prompts[0]);
     for (int v = 0; v < nv; v++) {
         const result *lo = &results[first + v * np], *hi = &results[first + v * np + np - 1];
         bool ok = !lo->failed && !hi->failed && !lo->note[0] && !hi->note[0];
         printf(" %s %s", variants[v], ok ? "" : "-");
-        if (ok) printf("%.2fx", hi->t.user_ms / lo->t.user_ms);
+        if (ok) printf("%.2fx", hi->cpu_ms_median / lo->cpu_ms_median);
         printf(v + 1 < nv ? "," : "\n");
     }
 }

@@ -161,7 +161,8 @@ int mi_attention_state_reserve(const mi_attention_layer *a, mi_attention_state *
 }
 
 /* x [B, 1, H·hd] rotated to position t, as [B, H, 1, hd]: with h = hd/2 and
- * θ_i = t·base^(−2i/hd) (RoFormer, Su et al., eq. 34), each head's halves
+ * θ_i = t·base^(−2i/hd) (RoFormer, Su et al., §3.4.2, the form without a
+ * rotation matrix, on the halves pairing of mi_rope), each head's halves
  *   y_i     = x_i cos θ_i − x_{i+h} sin θ_i
  *   y_{i+h} = x_{i+h} cos θ_i + x_i sin θ_i
  * are x ⊙ [cos; cos] + flip(x) ⊙ [−sin; sin] on the head seen as [2, h]
