@@ -13,7 +13,8 @@
  * at chunks 1 and 16, and rwkv7 by default at chunk 16 equals rwkv7 at
  * chunk 1 and the loop above, to 1e-10; their value-row variants
  * (alpha_on_keys=false) do not equal these loops. Multistep with a key-side
- * decay has no chunk form: form=exact says so. */
+ * decay has no chunk form: form=exact says so. Chunk 1 (the reference of
+ * the gradients) runs the fused delta_scan op with its key-side flag. */
 #include <stdio.h>
 
 #include "harness.h"
@@ -250,6 +251,12 @@ START_TEST(rwkv7_chunks_equal_chunk_1)
     printf("rwkv7 chunk 16: %.2e (%s) from chunk 1, %.2e from the loop\n", e, what[worst], el);
     ck_assert_msg(e <= 1e-10, "rwkv7 chunk 16: %s differs from chunk 1 by %.3g", what[worst], e);
     ck_assert_msg(el <= 1e-10, "rwkv7 chunk 16 differs from the key-side loop by %.3g", el);
+    /* the chunkwise form, which form=auto takes for states over 48 × 48 */
+    ck_assert_msg(preset_results("rwkv7", "form=exact", 16, &x, got) == 0, "%s", mi_error());
+    e = max_rel_err(got, ref, 8, &worst, NULL);
+    printf("rwkv7 chunk 16, form=exact: %.2e (%s) from chunk 1\n", e, what[worst]);
+    ck_assert_msg(e <= 1e-10, "rwkv7 form=exact chunk 16: %s differs from chunk 1 by %.3g",
+                  what[worst], e);
     ck_assert_msg(preset_results("rwkv7", "alpha_on_keys=false", 16, &x, got) == 0, "%s",
                   mi_error());
     ck_assert_msg(err_to_loop(got, wy, ws) > 1e-3, "rwkv7 with the value-row decay equals the loop");
@@ -283,6 +290,51 @@ START_TEST(multistep_has_no_key_side_chunk_form)
 }
 END_TEST
 
+/* Whether the op named `name` is within `depth` recorded steps of t. */
+static bool computed_by(const mi_tensor *t, const char *name, int depth)
+{
+    if (!t || !t->node || depth < 0) return false;
+    if (!strcmp(t->node->op->name, name)) return true;
+    for (int i = 0; i < t->node->n_inputs; i++)
+        if (computed_by(t->node->inputs[i], name, depth - 1)) return true;
+    return false;
+}
+
+/* At chunk 1 (and with form=auto for a small state at any chunk) the
+ * key-side decay runs as the fused delta_scan op with its ALPHA_KEYS flag
+ * (chunks_equal_the_loop compares its y, S_T and gradients); the op takes
+ * α [N, T, dk] with the flag and says so when given [N, T, dv]. */
+START_TEST(scan_takes_the_key_side_decay)
+{
+    inputs x;
+    make_inputs(&x, N, 9, D, 0.3, 0.99, false, 950);
+    for (int b = 1; b <= 16; b += 15) {
+        mi_miras_config c = rule_config(true, b);
+        c.form = MI_FORM_AUTO;
+        mi_miras m;
+        ck_assert_int_eq(mi_miras_init(&m, &c), 0);
+        mi_miras_gates g = {.eta = x.eta, .alpha = x.alpha};
+        mi_tensor *w0 = x.w0;
+        mi_tensor *y = mi_miras_forward(&m, x.q, x.k, x.v, &g, &w0, NULL);
+        ck_assert_msg(y != NULL, "%s", mi_error());
+        ck_assert_msg(computed_by(y, "delta_scan", 3), "chunk %d: not the fused scan", b);
+    }
+    mi_rng r;
+    mi_rng_seed(&r, 5);
+    mi_tensor *s0 = mi_zeros(MI_F64, MI_SHAPE(1, 3, 2));
+    mi_tensor *qk = mi_randn(&r, MI_F64, MI_SHAPE(1, 4, 2), 0, 1);
+    mi_tensor *v = mi_randn(&r, MI_F64, MI_SHAPE(1, 4, 3), 0, 1);
+    mi_tensor *beta = mi_full(MI_F64, MI_SHAPE(1, 4), 0.5);
+    mi_tensor *rows = mi_full(MI_F64, MI_SHAPE(1, 4, 3), 0.9);
+    mi_delta_rule keys = (mi_delta_rule)(MI_DELTA_RULE_DELTA | MI_DELTA_RULE_ALPHA_KEYS);
+    ck_assert_ptr_null(mi_delta_scan(s0, qk, qk, v, beta, rows, keys, NULL));
+    ck_assert_error_has("[N,T,dk]");
+    mi_error_clear();
+    mi_tensor *cols = mi_full(MI_F64, MI_SHAPE(1, 4, 2), 0.9);
+    ck_assert_ptr_nonnull(mi_delta_scan(s0, qk, qk, v, beta, cols, keys, NULL));
+}
+END_TEST
+
 Suite *make_suite(void)
 {
     Suite *s = suite_create("delta_dplr");
@@ -292,6 +344,7 @@ Suite *make_suite(void)
     tcase_add_test(tc, gla_by_default_is_gla);
     tcase_add_test(tc, rwkv7_chunks_equal_chunk_1);
     tcase_add_test(tc, multistep_has_no_key_side_chunk_form);
+    tcase_add_test(tc, scan_takes_the_key_side_decay);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -244,7 +244,7 @@ static const struct { const char *name, *set; } presets[] = {
     {"longhorn", NULL},        {"ttt-linear", NULL},     {"deltanet", "algorithm=implicit"},
     {"gla", "alpha_on_keys=false"}, {"rwkv7", "alpha_on_keys=false"}, /* α per value row */
     {"gla", NULL},             {"rwkv7", NULL},
-    {"hgrn2", NULL}, /* α on the key axis: the composed path on both sides */
+    {"hgrn2", NULL}, /* α on the key axis: the op's ALPHA_KEYS flag */
 };
 #define N_PRESETS ((int)(sizeof presets / sizeof presets[0]))
 

@@ -218,8 +218,9 @@ int delta_chunk_wy(mi_tensor **state, mi_tensor *q, mi_tensor *k, mi_tensor *v, 
  *   S_t = α_t S_{t−1} + β_t v_t k_tᵀ                         (dot: Hebbian)
  * with β_t = η_t, or η_t / (1 + η_t ‖k_t‖²) for implicit, and α ≡ 1 for
  * retention none; y_t = S_t q_t. Gates per head [N, T] or per value row
- * [N, T, dv] (Diag(α_t) S_{t−1}). A channel-wise α on the key axis
- * (alpha_on_keys), momentum, multistep and every other component keep the
+ * [N, T, dv] (Diag(α_t) S_{t−1}), or α per key channel [N, T, dk]
+ * (alpha_on_keys: S_{t−1} Diag(α_t), the op's ALPHA_KEYS flag). Momentum,
+ * multistep and every other component keep the
  * composed path, and so does materialize=true (the tests' reference). Not
  * differentiable twice. The components are known by the rules they declare
  * (components.h: matrix, residual or hebbian, decay), a user's as a built-in's. */
@@ -229,11 +230,12 @@ bool delta_fused_rule(const mi_miras *m, const mi_miras_gates *gt, mi_delta_rule
     bool l2 = m->bias->rule == MI_BIAS_RULE_RESIDUAL, dot = m->bias->rule == MI_BIAS_RULE_HEBBIAN;
     if (c->materialize || m->memory->rule != MI_MEMORY_RULE_MATRIX || (!l2 && !dot) ||
         m->retention->rule != MI_RETENTION_RULE_DECAY ||
-        !m->algorithm->delta_rule || m->algorithm->multistep ||
-        (m->retention->uses_alpha && c->alpha_on_keys && gt->alpha->rank == 3))
+        !m->algorithm->delta_rule || m->algorithm->multistep)
         return false;
     *rule = dot ? MI_DELTA_RULE_HEBBIAN
                 : c->decay_first ? MI_DELTA_RULE_DECAY_FIRST : MI_DELTA_RULE_DELTA;
+    if (m->retention->uses_alpha && c->alpha_on_keys && gt->alpha->rank == 3)
+        *rule = (mi_delta_rule)(*rule | MI_DELTA_RULE_ALPHA_KEYS);
     return true;
 }
 
