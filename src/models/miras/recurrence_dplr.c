@@ -34,10 +34,12 @@
  * row of S a rule of its own: (5) and (6) batch over the dv rows.
  *
  * Range. The factors of (4) are exponentials of differences to c̄, taken
- * per channel half-way through the chunk's span: c̄ = (r_1 + c_n)/2, so with
- * the span Δ = r_1 − c_n = −Σ log α over the chunk (its first token's α
- * excluded with decay_first) every factor lies in [e^{−Δ/2}, e^{Δ/2}], and
- * the products that (5) and (6) compute and then mask (i > t) reach e^Δ.
+ * per channel half-way through the chunk's span: c̄ = (r_1 + c_n)/2 (for
+ * α ∈ (0, 1]; in general half-way between the largest r_t and the smallest
+ * c_t), so with the span Δ = r_1 − c_n = −Σ log α over the chunk (its first
+ * token's α excluded with decay_first) every factor lies in [e^{−Δ/2},
+ * e^{Δ/2}], and the products that (5) and (6) compute and then mask (i > t)
+ * reach e^Δ.
  * A chunk runs as one block while Δ ≤ 60 in f32 (e^60 ≈ 1.1e26, a factor
  * ≈ 3e12 below FLT_MAX for ‖k_t‖‖k_i‖ and the sum over dk; e^{−30} ≈ 1e−13
  * far from subnormal) and Δ ≤ 600 in f64; a chunk that spans more (the
@@ -55,17 +57,28 @@
 /* The largest span Δ a block may have (see Range above). */
 static double span_limit(mi_dtype dt) { return dt == MI_F64 ? 600 : 60; }
 
-/* max over sequences and channels of r_1 − c_n: r, c [N, n, dk] */
-static double span(const mi_tensor *r, const mi_tensor *c)
+/* The reference c̄ [N, 1, dk] of (4), half-way between the largest r_t and
+ * the smallest c_t of each sequence and channel (r_1 and c_n where α ≤ 1),
+ * a constant: (4) does not depend on it, so no gradient flows through it.
+ * *span gets the largest distance Δ between the two over the block. */
+static mi_tensor *reference(const mi_tensor *r, const mi_tensor *c, double *span)
 {
     int64_t n_seq = c->shape[0], n = c->shape[1], dk = c->shape[2];
-    double worst = 0;
+    mi_tensor *ref = mi_zeros(c->dtype, 3, (int64_t[]){n_seq, 1, dk});
+    if (!ref) return NULL;
+    *span = 0;
     for (int64_t s = 0; s < n_seq; s++)
         for (int64_t j = 0; j < dk; j++) {
-            double d = mi_get(r, s * n * dk + j) - mi_get(c, (s * n + n - 1) * dk + j);
-            if (d > worst) worst = d;
+            double hi = -HUGE_VAL, lo = HUGE_VAL;
+            for (int64_t t = 0; t < n; t++) {
+                double rt = mi_get(r, (s * n + t) * dk + j), ct = mi_get(c, (s * n + t) * dk + j);
+                hi = rt > hi ? rt : hi;
+                lo = ct < lo ? ct : lo;
+            }
+            mi_set(ref, s * dk + j, (hi + lo) / 2);
+            if (hi - lo > *span) *span = hi - lo;
         }
-    return worst;
+    return ref;
 }
 
 /* A constant [n, n] mask: 1 where lo ≤ t − i ≤ hi. */
@@ -93,10 +106,11 @@ static mi_tensor *decayed_pairs(mi_tensor *a, mi_tensor *ea, mi_tensor *b, mi_te
 {
     mi_dtype dt = a->dtype;
     int64_t n = a->shape[1];
-    mi_tensor *far = band(dt, n, empty + 1, n), *close = band(dt, n, near, empty);
-    if (!far || !close) return NULL;
-    return mi_add(mi_mul(mi_matmul_t(ea, eb, false, true), far),
-                  mi_mul(mi_matmul_t(a, b, false, true), close));
+    mi_tensor *far = band(dt, n, empty + 1, n);
+    mi_tensor *sum = far ? mi_mul(mi_matmul_t(ea, eb, false, true), far) : NULL;
+    if (near > empty || !sum) return sum;
+    mi_tensor *close = band(dt, n, near, empty);
+    return close ? mi_add(sum, mi_mul(mi_matmul_t(a, b, false, true), close)) : NULL;
 }
 
 /* x [N, n, dv] as the solve's right-hand side [N, g, n, m]: [N, 1, n, dv],
@@ -135,8 +149,10 @@ static int dplr_block(mi_tensor **state, mi_tensor *q, mi_tensor *k, mi_tensor *
     mi_tensor *la = mi_log(mi_clamp(alpha, tiny, HUGE_VAL));
     mi_tensor *c = mi_cumsum(la, 1, false);             /* c_t [N, n, dk] */
     mi_tensor *r = decay_first ? c : cumsum_exclusive(la, false); /* r_t: c_t or c_{t−1} */
-    if (!r) return -1;
-    if (n > 1 && span(r, c) > span_limit(dt)) {
+    double span = 0;
+    mi_tensor *ref = r && c ? reference(r, c, &span) : NULL;
+    if (!ref) return -1;
+    if (n > 1 && span > span_limit(dt)) {
         int64_t h = n / 2;
         mi_tensor *y0 = NULL, *y1 = NULL;
 #define HALF(x, a, b) ((x) ? mi_slice((x), 1, (a), (b)) : NULL)
@@ -153,9 +169,7 @@ static int dplr_block(mi_tensor **state, mi_tensor *q, mi_tensor *k, mi_tensor *
     mi_tensor *bcol = per_row ? mi_unsqueeze(mi_transpose(beta, 1, 2), -1)
                               : mi_unsqueeze(mi_unsqueeze(beta, 1), -1); /* [N, g, n, 1] */
     mi_tensor *cn = mi_slice(c, 1, n - 1, n);                            /* c_n [N, 1, dk] */
-    /* c̄, a constant: (4) does not depend on it, so no gradient flows through it */
-    mi_tensor *ref = mi_detach(mi_mul_scalar(mi_add(mi_slice(r, 1, 0, 1), cn), 0.5));
-    mi_tensor *kc = ref ? mi_mul(k, mi_exp(mi_sub(ref, c))) : NULL;
+    mi_tensor *kc = mi_mul(k, mi_exp(mi_sub(ref, c)));
     mi_tensor *s0 = mi_reshape(*state, 3, (int64_t[]){n_seq, dv, dk});
     if (!kc || !s0) return -1;
 
