@@ -242,8 +242,9 @@ static const struct { const char *name, *set; } presets[] = {
     {"deltanet", NULL},        {"gated-deltanet", NULL}, {"gated-deltanet", "decay_first=false"},
     {"linear-attention", NULL}, {"retnet", NULL},        {"mamba2", NULL},
     {"longhorn", NULL},        {"ttt-linear", NULL},     {"deltanet", "algorithm=implicit"},
+    {"gla", "alpha_on_keys=false"}, {"rwkv7", "alpha_on_keys=false"}, /* α per value row */
     {"gla", NULL},             {"rwkv7", NULL},
-    {"hgrn2", NULL}, /* α on the key axis: the composed path on both sides */
+    {"hgrn2", NULL}, /* α on the key axis: the op's ALPHA_KEYS flag */
 };
 #define N_PRESETS ((int)(sizeof presets / sizeof presets[0]))
 

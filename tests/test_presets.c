@@ -267,15 +267,19 @@ static void closed_delta(const kase *c, double y[N][T][D])
             mat Mn, Hm;
             if (!strcmp(name, "deltanet") || !strcmp(name, "gated-deltanet") ||
                 !strcmp(name, "rwkv7")) {
-                /* M_t = Diag(α_t) M_{t-1} (I − β_t k_t k_tᵀ) + β_t v_t k_tᵀ (α ≡ 1:
-                 * DeltaNet; α scalar per head: gated DeltaNet; per channel: RWKV-7) */
+                /* M_t = M_{t-1} Diag(α_t) (I − β_t k_t k_tᵀ) + β_t v_t k_tᵀ (α ≡ 1:
+                 * DeltaNet; α scalar per head: gated DeltaNet; per key channel:
+                 * RWKV-7), or Diag(α_t) M_{t-1} (…) with α per value row */
                 const double *k = c->k[n][t], *v = c->v[n][t];
                 double beta = c->eta[n][t][0];
-                householder(beta, k, Hm);
-                matmul(M, Hm, Mn);
+                bool keys = preset_config(c->p).alpha_on_keys;
+                mat Md;
                 for (int i = 0; i < D; i++)
-                    for (int j = 0; j < D; j++)
-                        Mn[i][j] = c->alpha[n][t][i] * Mn[i][j] + beta * v[i] * k[j];
+                    for (int j = 0; j < D; j++) Md[i][j] = c->alpha[n][t][keys ? j : i] * M[i][j];
+                householder(beta, k, Hm);
+                matmul(Md, Hm, Mn);
+                for (int i = 0; i < D; i++)
+                    for (int j = 0; j < D; j++) Mn[i][j] += beta * v[i] * k[j];
             } else if (!strcmp(name, "ttt-linear")) {
                 /* M_t = M_{t-1} − η_t ∇_M ½‖M k_t − v_t‖² = M_{t-1} − η_t (M k_t − v_t) k_tᵀ */
                 const double *k = c->k[n][t], *v = c->v[n][t];
@@ -686,8 +690,7 @@ START_TEST(matrix_layer_equals_naive_loop)
         snprintf(what, sizeof what, "naive loop, chunk %d", chunks[b]);
         expect_equal(&c, run_layer(&c, chunks[b], true), want, what, 1e-12);
     }
-    bool delta = !strcmp(preset_config(p).bias, "l2") && strcmp(preset_config(p).algorithm, "momentum") &&
-                 !(preset_config(p).alpha_on_keys && p->alpha.kind == MI_GATE_CHANNEL);
+    bool delta = !strcmp(preset_config(p).bias, "l2") && strcmp(preset_config(p).algorithm, "momentum");
     if (!delta) return;
     double want[N][T][D];
     closed_delta(&c, want);

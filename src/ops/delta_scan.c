@@ -14,7 +14,9 @@
  * (one per head) or [N, T, dv] (one per value row: row i of S runs a scalar
  * rule of its own with β_{t,i}, α_{t,i}, Diag(α_t) S_{t−1});
  * one output, packed [N, T·dv + dv·dk]: y [N, T, dv] then S_T [N, dv, dk]
- * (mi_delta_scan splits it).
+ * (mi_delta_scan splits it). With the flag MI_DELTA_RULE_ALPHA_KEYS, alpha
+ * [N, T, dk] decays the key axis instead, S_{t−1} Diag(α_t), and ρ_t S_{t−1}
+ * k_t reads S_{t−1} (α_t ⊙ k_t) for decay_first (delta_scan_keys_impl.h).
  *
  * vjp (a reverse-time scan, the fused op delta_scan_backward), with
  * G = ∂L/∂S_t carried backwards from ∂L/∂S_T:
@@ -47,7 +49,7 @@
 static const char *const ds_names[DS_IN] = {"s0", "q", "k", "v", "beta", "alpha"};
 
 /* Checks the six inputs (and, for the backward op, the output gradient). */
-static int ds_check(const char *op, mi_tensor *const *in, int n)
+static int ds_check(const char *op, mi_tensor *const *in, int n, const mi_attrs *at)
 {
     char s[DS_IN + 1][96];
     for (int i = 0; i < n; i++) {
@@ -72,10 +74,12 @@ static int ds_check(const char *op, mi_tensor *const *in, int n)
     if (q->shape[0] != N || k->shape[0] != N || v->shape[0] != N || b->shape[0] != N ||
         a->shape[0] != N || q->shape[1] != T || v->shape[1] != T || b->shape[1] != T ||
         a->shape[1] != T || q->shape[2] != dk || k->shape[2] != dk || v->shape[2] != dv ||
-        (b->rank == 3 && b->shape[2] != dv) || (a->rank == 3 && a->shape[2] != dv)) {
+        (b->rank == 3 && b->shape[2] != dv) ||
+        (a->rank == 3 && a->shape[2] != (at->index & MI_DELTA_RULE_ALPHA_KEYS ? dk : dv)) ||
+        (at->index & MI_DELTA_RULE_ALPHA_KEYS && a->rank != 3)) {
         mi_error_set("%s: shapes do not fit: s0 %s [N,dv,dk], q %s and k %s [N,T,dk], v %s "
-                     "[N,T,dv], beta %s and alpha %s [N,T] or [N,T,dv]", op, s[0], s[1], s[2],
-                     s[3], s[4], s[5]);
+                     "[N,T,dv], beta %s [N,T] or [N,T,dv] and alpha %s [N,T] or [N,T,dv] (on "
+                     "the keys: [N,T,dk])", op, s[0], s[1], s[2], s[3], s[4], s[5]);
         return -1;
     }
     return 0;
@@ -83,9 +87,10 @@ static int ds_check(const char *op, mi_tensor *const *in, int n)
 
 static int ds_rule_ok(const char *op, const mi_attrs *at)
 {
-    if (at->index < MI_DELTA_RULE_DELTA || at->index > MI_DELTA_RULE_HEBBIAN) {
-        mi_error_set("%s: rule %lld is not one of delta (0), decay_first (1), hebbian (2)", op,
-                     (long long)at->index);
+    int64_t rule = at->index & ~(int64_t)MI_DELTA_RULE_ALPHA_KEYS;
+    if (rule < MI_DELTA_RULE_DELTA || rule > MI_DELTA_RULE_HEBBIAN) {
+        mi_error_set("%s: rule %lld is not one of delta (0), decay_first (1), hebbian (2), "
+                     "each with alpha_keys (+4) or not", op, (long long)at->index);
         return -1;
     }
     return 0;
@@ -94,7 +99,7 @@ static int ds_rule_ok(const char *op, const mi_attrs *at)
 static int delta_scan_shape(mi_tensor *const *in, int n, const mi_attrs *at, mi_dtype *dt,
                             int *rank, int64_t *shape)
 {
-    if (ds_check("delta_scan", in, n) != 0 || ds_rule_ok("delta_scan", at) != 0) return -1;
+    if (ds_rule_ok("delta_scan", at) != 0 || ds_check("delta_scan", in, n, at) != 0) return -1;
     int64_t N = in[0]->shape[0], dv = in[0]->shape[1], dk = in[0]->shape[2], T = in[2]->shape[1];
     *rank = 2;
     shape[0] = N;
@@ -120,7 +125,7 @@ static int delta_scan_backward_shape(mi_tensor *const *in, int n, const mi_attrs
                                      mi_dtype *dt, int *rank, int64_t *shape)
 {
     const char *op = "delta_scan_backward";
-    if (ds_check(op, in, n) != 0 || ds_rule_ok(op, at) != 0) return -1;
+    if (ds_rule_ok(op, at) != 0 || ds_check(op, in, n, at) != 0) return -1;
     int64_t N = in[0]->shape[0], dv = in[0]->shape[1], dk = in[0]->shape[2], T = in[2]->shape[1];
     const mi_tensor *g = in[DS_IN];
     if (g->rank != 2 || g->shape[0] != N || g->shape[1] != T * dv + dv * dk) {
@@ -205,16 +210,21 @@ static int ex_delta_scan(mi_rng *r, int variant, mi_tensor **in, mi_attrs *a)
     case 4: a->index = MI_DELTA_RULE_DECAY_FIRST, beta_rows = alpha_rows = true; break;
     case 5: a->index = MI_DELTA_RULE_DELTA, beta_rows = true; break;
     case 6: a->index = MI_DELTA_RULE_HEBBIAN, alpha_rows = true; break;
+    case 7: a->index = MI_DELTA_RULE_DECAY_FIRST | MI_DELTA_RULE_ALPHA_KEYS; break;
+    case 8: a->index = MI_DELTA_RULE_DELTA | MI_DELTA_RULE_ALPHA_KEYS, beta_rows = true; break;
+    case 9: a->index = MI_DELTA_RULE_HEBBIAN | MI_DELTA_RULE_ALPHA_KEYS; break;
     default: return 0;
     }
+    bool keys = a->index & MI_DELTA_RULE_ALPHA_KEYS;
     in[0] = ex_normal(r, MI_SHAPE(N, dv, dk));
     in[1] = ex_normal(r, MI_SHAPE(N, T, dk));
     in[2] = ex_uniform(r, MI_SHAPE(N, T, dk), -0.5, 0.5);
     in[3] = ex_normal(r, MI_SHAPE(N, T, dv));
     in[4] = beta_rows ? ex_uniform(r, MI_SHAPE(N, T, dv), 0.1, 0.9)
                       : ex_uniform(r, MI_SHAPE(N, T), 0.1, 0.9);
-    in[5] = alpha_rows ? ex_uniform(r, MI_SHAPE(N, T, dv), 0.5, 1.0)
-                       : ex_uniform(r, MI_SHAPE(N, T), 0.5, 1.0);
+    in[5] = keys         ? ex_uniform(r, MI_SHAPE(N, T, dk), 0.5, 1.0)
+            : alpha_rows ? ex_uniform(r, MI_SHAPE(N, T, dv), 0.5, 1.0)
+                         : ex_uniform(r, MI_SHAPE(N, T), 0.5, 1.0);
     return DS_IN;
 }
 

@@ -5,10 +5,16 @@
  * top comment; DS_STEP, DS_GATE and DS_RHO come from
  * delta_scan_loops.h. Not a header of its own: no guard. */
 
+#include "delta_scan_keys_impl.h"
+
 /* Forward: per sequence, S_t from S_{t−1} (DS_STEP), then y_t = S_t q_t;
  * the output packs y [T, dv] and S_T [dv, dk]. */
 DS_KERNEL void DS_NAME(delta_scan)(mi_tensor *o, mi_tensor *const *in, const mi_attrs *at)
 {
+    if (at->index & MI_DELTA_RULE_ALPHA_KEYS) {
+        DS_NAME(delta_scan_keys)(o, in, at->index & ~MI_DELTA_RULE_ALPHA_KEYS);
+        return;
+    }
     int64_t N = in[0]->shape[0], dv = in[0]->shape[1], dk = in[0]->shape[2];
     int64_t T = in[2]->shape[1], width = T * dv + dv * dk;
     int64_t bw = gate_width(in[4]), aw = gate_width(in[5]), rule = at->index;
@@ -39,6 +45,10 @@ DS_KERNEL void DS_NAME(delta_scan)(mi_tensor *o, mi_tensor *const *in, const mi_
  * G = ∂L/∂S_t (the packed output's layout is grad_width's). */
 DS_KERNEL void DS_NAME(delta_scan_backward)(mi_tensor *o, mi_tensor *const *in, const mi_attrs *at)
 {
+    if (at->index & MI_DELTA_RULE_ALPHA_KEYS) {
+        DS_NAME(delta_scan_keys_backward)(o, in, at->index & ~MI_DELTA_RULE_ALPHA_KEYS);
+        return;
+    }
     int64_t N = in[0]->shape[0], dv = in[0]->shape[1], dk = in[0]->shape[2];
     int64_t T = in[2]->shape[1], gw = T * dv + dv * dk, ow = o->shape[1];
     int64_t m = dv * dk, bw = gate_width(in[4]), aw = gate_width(in[5]);

@@ -111,6 +111,9 @@ typedef enum mi_delta_rule {
     MI_DELTA_RULE_DELTA = 0,
     MI_DELTA_RULE_DECAY_FIRST = 1,
     MI_DELTA_RULE_HEBBIAN = 2,
+    /* a flag on one of the above: alpha [N, T, dk] decays the key axis,
+     * S_{t−1} Diag(α_t) (decay_first: S_{t−1} Diag(α_t)(I − β_t k_t k_tᵀ) + β_t v_t k_tᵀ) */
+    MI_DELTA_RULE_ALPHA_KEYS = 4,
 } mi_delta_rule;
 mi_tensor *mi_delta_scan(mi_tensor *s0, mi_tensor *q, mi_tensor *k, mi_tensor *v,
                          mi_tensor *beta, mi_tensor *alpha, mi_delta_rule rule,

@@ -34,8 +34,9 @@
  * while (I − β k kᵀ) acts on its columns: each row of S runs a scalar delta
  * rule of its own, so (2)–(4) batch over the dv rows (a solve per row with
  * one column). A channel-wise α on the key axis (alpha_on_keys, S Diag(α))
- * does not commute with k kᵀ: there is no such form, and those chunks keep
- * the mini-batch rule.
+ * does not commute with k kᵀ: those chunks take the diagonal-plus-low-rank
+ * form of recurrence_dplr.c (one write per token; multistep keeps the
+ * mini-batch rule).
  *
  * Multistep (DeltaProduct's Householder products): the same rule over the
  * write positions (steps per token); y is read after each token's last
@@ -62,9 +63,9 @@ int delta_exact_choose(const mi_miras *m, const mi_tensor *alpha)
     const mi_miras_config *c = &m->config;
     if (c->form == MI_FORM_MINIBATCH || c->chunk <= 1) return 0;
     const char *why = delta_exact_missing(m);
-    if (!why && c->alpha_on_keys && alpha && alpha->rank == 3)
-        why = "a channel-wise decay on the key axis (alpha_on_keys) does not commute with the "
-              "delta rule's k k^T";
+    if (!why && c->alpha_on_keys && alpha && alpha->rank == 3 && m->algorithm->multistep)
+        why = "a channel-wise decay on the key axis (alpha_on_keys) has its chunkwise form for "
+              "one write per token only, not multistep";
     if (!why) return 1;
     if (c->form != MI_FORM_EXACT) return 0;
     mi_error_set("miras: form=exact: no exact chunkwise form for %s/%s/%s/%s: %s (form=auto "
@@ -137,6 +138,9 @@ int delta_chunk_exact(const mi_miras *m, mi_tensor **state, mi_tensor *q, mi_ten
                       mi_tensor *v, mi_tensor *eta, mi_tensor *alpha, int steps, mi_tensor **y)
 {
     if (!k || !eta) return -1;
+    if (m->config.alpha_on_keys && alpha && alpha->rank == 3)
+        return delta_chunk_dplr(state, q, k, v, delta_beta(m, k, eta), alpha,
+                                m->config.decay_first, y);
     return delta_chunk_wy(state, q, k, v, delta_beta(m, k, eta), alpha, m->config.decay_first,
                           steps, y);
 }
@@ -214,8 +218,9 @@ int delta_chunk_wy(mi_tensor **state, mi_tensor *q, mi_tensor *k, mi_tensor *v, 
  *   S_t = α_t S_{t−1} + β_t v_t k_tᵀ                         (dot: Hebbian)
  * with β_t = η_t, or η_t / (1 + η_t ‖k_t‖²) for implicit, and α ≡ 1 for
  * retention none; y_t = S_t q_t. Gates per head [N, T] or per value row
- * [N, T, dv] (Diag(α_t) S_{t−1}). A channel-wise α on the key axis
- * (alpha_on_keys), momentum, multistep and every other component keep the
+ * [N, T, dv] (Diag(α_t) S_{t−1}), or α per key channel [N, T, dk]
+ * (alpha_on_keys: S_{t−1} Diag(α_t), the op's ALPHA_KEYS flag). Momentum,
+ * multistep and every other component keep the
  * composed path, and so does materialize=true (the tests' reference). Not
  * differentiable twice. The components are known by the rules they declare
  * (components.h: matrix, residual or hebbian, decay), a user's as a built-in's. */
@@ -225,11 +230,12 @@ bool delta_fused_rule(const mi_miras *m, const mi_miras_gates *gt, mi_delta_rule
     bool l2 = m->bias->rule == MI_BIAS_RULE_RESIDUAL, dot = m->bias->rule == MI_BIAS_RULE_HEBBIAN;
     if (c->materialize || m->memory->rule != MI_MEMORY_RULE_MATRIX || (!l2 && !dot) ||
         m->retention->rule != MI_RETENTION_RULE_DECAY ||
-        !m->algorithm->delta_rule || m->algorithm->multistep ||
-        (m->retention->uses_alpha && c->alpha_on_keys && gt->alpha->rank == 3))
+        !m->algorithm->delta_rule || m->algorithm->multistep)
         return false;
     *rule = dot ? MI_DELTA_RULE_HEBBIAN
                 : c->decay_first ? MI_DELTA_RULE_DECAY_FIRST : MI_DELTA_RULE_DELTA;
+    if (m->retention->uses_alpha && c->alpha_on_keys && gt->alpha->rank == 3)
+        *rule = (mi_delta_rule)(*rule | MI_DELTA_RULE_ALPHA_KEYS);
     return true;
 }
 

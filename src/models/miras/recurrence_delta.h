@@ -29,6 +29,13 @@ int delta_chunk_exact(const mi_miras *m, mi_tensor **state, mi_tensor *q, mi_ten
 int delta_chunk_wy(mi_tensor **state, mi_tensor *q, mi_tensor *k, mi_tensor *v, mi_tensor *beta,
                    mi_tensor *alpha, bool decay_first, int steps, mi_tensor **y);
 
+/* The same for a channel-wise α [N, n, dk] on the key axis (alpha_on_keys:
+ * S_t = S_{t−1} Diag(α_t)(I − β k kᵀ) + β v kᵀ with decay_first, otherwise
+ * S_t = S_{t−1} Diag(α_t) − β (S_{t−1} k − v) kᵀ), one write per token, β
+ * [N, n] or [N, n, dv] (recurrence_dplr.c). */
+int delta_chunk_dplr(mi_tensor **state, mi_tensor *q, mi_tensor *k, mi_tensor *v, mi_tensor *beta,
+                     mi_tensor *alpha, bool decay_first, mi_tensor **y);
+
 /* Whether m's chunk-1 recurrence runs as the fused delta_scan op (and which
  * rule), given its gates. */
 bool delta_fused_rule(const mi_miras *m, const mi_miras_gates *gt, mi_delta_rule *rule);
