@@ -335,6 +335,37 @@ START_TEST(scan_takes_the_key_side_decay)
 }
 END_TEST
 
+/* gla's chunks (a Hebbian rule with a key-side decay) run the scan at any
+ * state size with form=auto, and equal the mini-batch path, which is the
+ * same recurrence with a copy of the state per token: y, S_T and every
+ * gradient. Heads of 50 (2500 state entries) are past the delta rule's
+ * DELTA_SCAN_MAX_STATE. */
+START_TEST(gla_chunks_run_the_scan)
+{
+    enum { DW = 50 };
+    inputs x;
+    make_inputs(&x, 1, 9, DW, 0.3, 0.99, false, 960);
+    x.eta = leaf(mi_ones(MI_F64, MI_SHAPE(1, 9)));
+    mi_tensor *scan[8], *ref[8];
+    mi_miras_config c = preset_config(mi_preset_find("gla"));
+    c.chunk = 4;
+    mi_miras m;
+    ck_assert_int_eq(mi_miras_init(&m, &c), 0);
+    mi_miras_gates g = {.eta = x.eta, .alpha = x.alpha};
+    mi_tensor *w0 = x.w0;
+    mi_tensor *y = mi_miras_forward(&m, x.q, x.k, x.v, &g, &w0, NULL);
+    ck_assert_msg(y != NULL, "%s", mi_error());
+    ck_assert_msg(computed_by(y, "delta_scan", 3), "gla chunk 4: not the fused scan");
+    ck_assert_msg(results(&c, &x, scan) == 0, "%s", mi_error());
+    c.form = MI_FORM_MINIBATCH;
+    ck_assert_msg(results(&c, &x, ref) == 0, "%s", mi_error());
+    int worst = 0;
+    double e = max_rel_err(scan, ref, 8, &worst, NULL);
+    printf("gla heads of %d, chunk 4: the scan %.2e from the mini-batch path\n", DW, e);
+    ck_assert_msg(e <= 1e-12, "gla chunk 4: the scan differs from the mini-batch path by %.3g", e);
+}
+END_TEST
+
 Suite *make_suite(void)
 {
     Suite *s = suite_create("delta_dplr");
@@ -342,6 +373,7 @@ Suite *make_suite(void)
     tcase_add_loop_test(tc, chunks_equal_the_loop, 0, 12);
     tcase_add_loop_test(tc, chunk_form_gradcheck, 0, 4);
     tcase_add_test(tc, gla_by_default_is_gla);
+    tcase_add_test(tc, gla_chunks_run_the_scan);
     tcase_add_test(tc, rwkv7_chunks_equal_chunk_1);
     tcase_add_test(tc, multistep_has_no_key_side_chunk_form);
     tcase_add_test(tc, scan_takes_the_key_side_decay);

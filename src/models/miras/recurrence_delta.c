@@ -254,8 +254,13 @@ bool delta_fused_choose(const mi_miras *m, const mi_miras_gates *gt, int64_t dk,
                         mi_delta_rule *rule)
 {
     const mi_miras_config *c = &m->config;
-    if (c->chunk > 1 && (c->form != MI_FORM_AUTO || dk * dv > DELTA_SCAN_MAX_STATE ||
-                         delta_exact_missing(m) || m->algorithm->multistep))
+    /* A Hebbian chunk (dot bias: the gradient −v kᵀ does not read the state)
+     * is the recurrence itself at any chunk size. With a channel-wise decay
+     * on the key axis (GLA, HGRN2) its only other form keeps a copy of the
+     * state per token, so the scan runs it whatever the state's size. */
+    bool hebbian_keys = m->bias->rule == MI_BIAS_RULE_HEBBIAN && c->alpha_on_keys;
+    if (c->chunk > 1 && (c->form != MI_FORM_AUTO || m->algorithm->multistep ||
+                         (!hebbian_keys && (dk * dv > DELTA_SCAN_MAX_STATE || delta_exact_missing(m)))))
         return false;
     return delta_fused_rule(m, gt, rule);
 }
