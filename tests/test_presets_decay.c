@@ -346,6 +346,13 @@ START_TEST(bad_combinations_are_refused)
     ck_assert_int_eq(mi_fields_set(f, nf, &bc, "block", "alpha=slopes:6"), 0);
     ck_assert_int_eq(bc.alpha.kind, MI_GATE_SLOPES);
     ck_assert(bc.alpha.value == 6);
+    /* alpha_zoh is a key too: GLA's channel-wise α from its η */
+    ck_assert_int_eq(mi_miras_block_config_preset(&bc, "gla"), 0);
+    ck_assert_int_eq(mi_fields_set(f, nf, &bc, "block", "alpha_zoh=true"), 0);
+    ck_assert_int_eq(mi_fields_set(f, nf, &bc, "block", "eta=channel:0.2"), 0);
+    ck_assert_msg(mi_miras_block_init(&b, &bc, MI_F64, &r, test_scope) == 0, "%s", mi_error());
+    ck_assert_ptr_nonnull(b.alpha_a_log);
+    ck_assert_ptr_null(b.gate_down[MI_BLOCK_ALPHA]);
 }
 END_TEST
 

@@ -298,7 +298,7 @@ typedef struct mi_miras_block_config {
  * δ 1 (biases with a threshold); the others are UNUSED. */
 mi_miras_block_config mi_miras_block_config_default(int64_t d_model, int64_t heads,
                                                     const mi_miras_config *miras);
-/* The block's keys (gate_rank, conv_kernel, qk_eps, out_gate, the gates eta,
+/* The block's keys (gate_rank, conv_kernel, qk_eps, out_gate, alpha_zoh, the gates eta,
  * alpha, mu, delta and eta_max, alpha_max, mu_max): the overrides a mixer
  * takes beside its components'. */
 const mi_field *mi_miras_block_config_fields(int *count);

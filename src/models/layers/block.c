@@ -133,6 +133,9 @@ static const mi_field block_fields[] = {
                          "exp(-2^(-S(h+1)/H)))"),
     GATE("mu", mu, "the momentum gate, as eta"),
     GATE("delta", delta, "the bias threshold gate, as eta"),
+    MI_FIELD_BOOL_AT(mi_miras_block_config, "alpha_zoh", alpha_zoh, "false",
+                     "alpha = exp(-eta exp(a)), a learned per head (alpha head) or per head and "
+                     "channel (alpha channel): Mamba"),
     GATE_MAX("eta_max", eta.max, "eta = eta_max sigma(z) (0: 1)"),
     GATE_MAX("alpha_max", alpha.max, "alpha = 1 - alpha_max sigma(z) (0: 1)"),
     GATE_MAX("mu_max", mu.max, "mu = mu_max sigma(z) (0: 1)"),
@@ -393,11 +396,13 @@ int mi_miras_block_init(mi_miras_block *b, const mi_miras_block_config *c, mi_dt
     for (int i = 0; i < MI_BLOCK_GATES; i++)
         if (need[i] && check_gate(m, i, *spec[i]) != 0) return -1;
     if (c->alpha_zoh && (!need[MI_BLOCK_ALPHA] || S > 1 || c->key_is_one_minus_alpha ||
+                         !(c->eta.value > 0) ||
                          c->miras.alpha_both_sides ||
                          (c->alpha.kind != MI_GATE_HEAD && c->alpha.kind != MI_GATE_CHANNEL)))
         return mi_error_set("miras block: alpha_zoh (alpha = exp(-eta exp(a)), Mamba) needs a "
-                            "retention gate with a decay, alpha HEAD or CHANNEL, one write per "
-                            "token, no key_is_one_minus_alpha and no alpha_both_sides"), -1;
+                            "retention gate with a decay, alpha HEAD or CHANNEL, eta > 0, one "
+                            "write per token, no key_is_one_minus_alpha and no "
+                            "alpha_both_sides"), -1;
 
     static const char *const names[MI_BLOCK_GATES][3] = {
         {"eta_down", "eta_up", "eta_bias"}, {"alpha_down", "alpha_up", "alpha_bias"},
