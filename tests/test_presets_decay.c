@@ -216,7 +216,7 @@ START_TEST(lightning_decays_are_fixed_per_head)
 END_TEST
 
 /* Mamba: α_t = exp(−η_t ⊙ exp(a)) per value channel, a learned per head and
- * channel, starting at (d + 1) a0 with exp(−0.1 a0) = 0.99. */
+ * channel, starting at (d + 1) a0 with exp(−0.1 a0) = 0.998. */
 START_TEST(mamba_decay_is_the_zero_order_hold)
 {
     mi_miras_block b;
@@ -225,7 +225,7 @@ START_TEST(mamba_decay_is_the_zero_order_hold)
     ck_assert_ptr_nonnull(b.alpha_a_log);
     int64_t hd = b.head_dim;
     ck_assert_int_eq(b.alpha_a_log->numel, BH * hd);
-    double a0 = -log(0.99) / 0.1;
+    double a0 = -log(0.998) / 0.1;
     for (int h = 0; h < BH; h++)
         for (int d = 0; d < hd; d++)
             ck_assert_close(exp(mi_get(b.alpha_a_log, h * hd + d)), a0 * (d + 1), 1e-12);
