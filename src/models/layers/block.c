@@ -315,7 +315,8 @@ static mi_tensor *conv_init(mi_rng *rng, mi_dtype dt, int64_t channels, int k)
  * matrix memories; W_1's, then W_2's, … rows for the MLP). */
 static int64_t units(const mi_miras_block *b, int i)
 {
-    if (i == MI_BLOCK_ALPHA && b->miras.config.alpha_both_sides) return 2 * b->head_dim; /* dv + dk */
+    if (i == MI_BLOCK_ALPHA && b->miras.config.alpha_both_sides)
+        return 2 * b->head_dim; /* DFW's dv + dk */
     return i == MI_BLOCK_DELTA ? b->head_dim : b->gate_units;
 }
 

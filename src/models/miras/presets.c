@@ -252,7 +252,8 @@ static const mi_preset presets[] = {
     {.name = "dfw", .update = "M_t = (beta_t alpha_t^T) . M_{t-1} + v_t k_t^T",
      .config = "memory=matrix bias=dot retention=l2 algorithm=gd alpha_both_sides=true",
      .eta = CONST(1), .alpha = CHANNEL(KEEP), .mu = UNUSED, .delta = UNUSED},
-    /* Mamba (MIRAS table, "Mamba"; Mamba's selective SSM, §2–3): per head a
+    /* Mamba (MIRAS table, "Mamba"; the selective SSM of "Mamba: Linear-Time
+     * Sequence Modeling with Selective State Spaces", §2–3): per head a
      * matrix memory of dv channels × dk states, M_t = Diag(ᾱ_t) M_{t-1} +
      * Δ_t ⊙ x_t B_tᵀ, y_t = M_t C_t: v = x, k = B, q = C; the step Δ_t is η_t,
      * per value channel (CHANNEL), and the decay its zero-order hold
