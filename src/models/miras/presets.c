@@ -261,7 +261,7 @@ static const mi_preset presets[] = {
      * (alpha_zoh), starting as S4D-real's −(d + 1) scaled so channel 0 keeps
      * 0.998 at Δ = 0.1: small MQAR (as hgrn2's above) seeds 1 and 2 0.994,
      * 0.968, with 0.99 0.822, 0.981, with 0.995 0.682, 0.792; the byte LM
-     * (d 128, 200 steps) 2.106, with 0.99 1.989 (recall wants the longer
+     * (d 128, 200 steps) 2.106, 0.995 2.029, 0.99 1.989 (recall wants the longer
      * memory, as for hgrn2's gate). The implementation spec's table calls
      * Mamba's memory a vector; the MIRAS paper writes it as this matrix.
      * Not modelled: Mamba's A
