@@ -81,6 +81,9 @@ typedef struct mi_miras_config {
     bool decay_first;        /* l2: take the gradient at α ⊙ W_{t-1} (gated DeltaNet, RWKV-7) */
     bool alpha_on_keys;      /* matrix: a channel-wise α decays the key axis, A_{t-1} Diag(α_t)
                                 (HGRN2), not the value rows, Diag(α_t) A_{t-1} (default false) */
+    bool alpha_both_sides;   /* matrix: a channel-wise α of dv + dk entries (β_t, α'_t) decays
+                                both axes, (β_t α'_tᵀ) ⊙ A_{t-1} = Diag(β_t) A_{t-1} Diag(α'_t)
+                                (DFW; default false) */
     /* learning algorithm */
     const char *algorithm;   /* "gd" | "momentum" | "implicit" | "multistep" */
     int steps;               /* multistep: writes per read (default 2) */
@@ -226,6 +229,8 @@ typedef enum mi_gate_kind {
     MI_GATE_CONST,    /* a fixed value (e.g. η = 1 for linear attention) */
     MI_GATE_HEAD,     /* data-dependent, one value per head and token */
     MI_GATE_CHANNEL,  /* data-dependent, one value per channel */
+    MI_GATE_SLOPES,   /* α only: fixed, one per head, α_h = exp(−2^(−value·(h+1)/H)) for head
+                         h of H (Lightning Attention's decays, from ALiBi's slopes; value 8) */
 } mi_gate_kind;
 
 typedef struct mi_gate_spec {
@@ -244,6 +249,7 @@ typedef struct mi_preset {
     bool key_is_one_minus_alpha; /* HGRN2: k_t = 1 − α_t */
     bool no_out_gate;            /* no output gate, y = RMSNorm(o) W_out (lattice-dec) */
     bool out_gate_sigmoid;       /* the output gate is σ(x W_g), not SiLU(x W_g) (hgrn2) */
+    bool alpha_zoh;              /* α_t = exp(−η_t ⊙ exp(a)) from η (Mamba's discretisation) */
 } mi_preset;
 
 const mi_preset *mi_preset_find(const char *name);
@@ -280,6 +286,10 @@ typedef struct mi_miras_block_config {
     bool out_gate;         /* y = (RMSNorm(o) ⊙ SiLU(x W_g)) W_out; false: RMSNorm(o) W_out, no
                             * W_g, as HGRN2's output (default true; lattice-dec false) */
     bool out_gate_sigmoid; /* the gate is σ(x W_g) ∈ (0, 1), not SiLU(x W_g) (default false) */
+    bool alpha_zoh;        /* α_t = exp(−η_t ⊙ exp(a)): Mamba's zero-order hold, A = −exp(a)
+                            * learned per head (α HEAD) or per head and channel (α CHANNEL),
+                            * no projection of its own; α's level is channel 0's at η's level
+                            * (default false) */
 } mi_miras_block_config;
 
 /* Defaults for a block around `miras` (NULL: mi_miras_config_default()):
@@ -288,7 +298,7 @@ typedef struct mi_miras_block_config {
  * δ 1 (biases with a threshold); the others are UNUSED. */
 mi_miras_block_config mi_miras_block_config_default(int64_t d_model, int64_t heads,
                                                     const mi_miras_config *miras);
-/* The block's keys (gate_rank, conv_kernel, qk_eps, out_gate, the gates eta,
+/* The block's keys (gate_rank, conv_kernel, qk_eps, out_gate, alpha_zoh, the gates eta,
  * alpha, mu, delta and eta_max, alpha_max, mu_max): the overrides a mixer
  * takes beside its components'. */
 const mi_field *mi_miras_block_config_fields(int *count);
@@ -316,6 +326,7 @@ typedef struct mi_miras_block {
     int n_w0;
     mi_tensor *w0[MI_MEMORY_MAX_WEIGHTS];  /* [heads, …memory->shapes…] */
     mi_tensor *kl_scale_log;               /* kl_scale_learn: s [heads], c = kl_scale · exp(s) */
+    mi_tensor *alpha_a_log;                /* alpha_zoh: a [heads·(1 or head_dim)], A = −exp(a) */
     int n_params;
     mi_named_tensor params[MI_BLOCK_MAX_PARAMS];
 } mi_miras_block;
@@ -333,6 +344,10 @@ int mi_miras_block_init_preset(mi_miras_block *b, const char *preset, int64_t d_
 const mi_named_tensor *mi_miras_block_params(const mi_miras_block *b, int *count);
 /* x [B, T, d_model] → [B, T, d_model], in the current scope, recorded. */
 mi_tensor *mi_miras_block_forward(const mi_miras_block *b, mi_tensor *x);
+/* The gates the block gives its memory for x [B, T, d_model] (recorded):
+ * out[MI_BLOCK_ETA … MI_BLOCK_DELTA] [B·H, T·S] or channel-wise [B·H, T·S, units],
+ * NULL for a gate the components do not use. 0, or -1 with a message. */
+int mi_miras_block_gates(const mi_miras_block *b, mi_tensor *x, mi_tensor **out);
 
 /* One token at a time (constant memory): the memory's state and the last
  * conv_kernel − 1 projected rows of q, k, v (the causal convs' inputs). */

@@ -51,9 +51,11 @@ static mi_tensor *layer_leaf(layer_state *s, mi_tensor *t)
  * for η, α, μ and level·e^z for δ, z ~ N(0, 0.5²). CONST gates are
  * constants (not differentiated), like the layer block's. */
 static mi_tensor *layer_gate(layer_state *s, mi_rng *rng, mi_gate_spec g, bool is_delta,
-                             int64_t N, int64_t P)
+                             int64_t N, int64_t P, int64_t width)
 {
-    int64_t shape[3] = {N, P, LAYER_HEAD_DIM};
+    int64_t shape[3] = {N, P, width};
+    /* a fixed decay per head (slopes): one head's, Lightning Attention's at H = 4, h = 1 */
+    if (g.kind == MI_GATE_SLOPES) return mi_full(MI_F32, 2, shape, exp(-pow(2, -g.value / 2)));
     int rank = g.kind == MI_GATE_CHANNEL ? 3 : 2;
     if (g.kind == MI_GATE_CONST) return mi_full(MI_F32, rank, shape, g.value);
     mi_tensor *z = mi_randn(rng, MI_F32, rank, shape, 0.0, 0.5);
@@ -77,10 +79,12 @@ static int layer_setup(layer_state *s, const layer_case *lc, int64_t T)
     s->v = layer_leaf(s, mi_randn(&rng, MI_F32, MI_SHAPE(N, P, dv), 0, 1));
     s->r = mi_randn(&rng, MI_F32, MI_SHAPE(N, T, dv), 0, 1);
     const mi_preset *p = lc->preset;
-    s->gates.eta = layer_gate(s, &rng, p->eta, false, N, P);
-    if (m->retention->uses_alpha) s->gates.alpha = layer_gate(s, &rng, p->alpha, false, N, P);
-    if (m->algorithm->uses_mu) s->gates.mu = layer_gate(s, &rng, p->mu, false, N, P);
-    if (m->bias->needs_delta) s->gates.delta = layer_gate(s, &rng, p->delta, true, N, P);
+    int64_t hd = LAYER_HEAD_DIM, a_width = m->config.alpha_both_sides ? 2 * hd : hd;
+    s->gates.eta = layer_gate(s, &rng, p->eta, false, N, P, hd);
+    if (m->retention->uses_alpha)
+        s->gates.alpha = layer_gate(s, &rng, p->alpha, false, N, P, a_width);
+    if (m->algorithm->uses_mu) s->gates.mu = layer_gate(s, &rng, p->mu, false, N, P, hd);
+    if (m->bias->needs_delta) s->gates.delta = layer_gate(s, &rng, p->delta, true, N, P, hd);
     int n_w = 0, ranks[MI_MEMORY_MAX_WEIGHTS];
     int64_t shapes[MI_MEMORY_MAX_WEIGHTS][MI_MAX_RANK];
     int rc = m->memory->shapes(&lc->config, dk, dv, &n_w, ranks, shapes);

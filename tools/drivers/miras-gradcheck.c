@@ -67,17 +67,17 @@ static int model_fn(mi_tensor *const *in, int n, mi_tensor **out, void *vctx)
     return out[0] ? 1 : -1;
 }
 
-/* A data-dependent gate: HEAD [N,P], CHANNEL [N,P,D]; `which` picks the range. */
+/* A data-dependent gate: HEAD [N,P], CHANNEL [N,P,width]; `which` picks the range. */
 static mi_tensor *model_gate(mi_rng *rng, bool mlp, int which, mi_gate_spec spec, int P,
-                             int steps)
+                             int steps, int width)
 {
-    int64_t shape[3] = {GC_N, P, GC_D};
+    int64_t shape[3] = {GC_N, P, width};
     int rank = spec.kind == MI_GATE_CHANNEL ? 3 : 2;
     if (spec.kind == MI_GATE_CONST) return mi_full(MI_F64, 2, shape, spec.value);
     mi_tensor *t = mi_zeros(MI_F64, rank, shape);
     if (!t) return NULL;
     double *d = t->data;
-    int per = rank == 3 ? GC_D : 1;
+    int per = rank == 3 ? width : 1;
     for (int64_t i = 0; i < t->numel; i++) {
         int64_t pos = (i / per) % P, seq = i / per / P;
         double u = mi_rng_uniform(rng), lo, hi;
@@ -131,7 +131,9 @@ static int check_model_chunk(const mi_preset *p, int chunk, uint64_t seed, int64
     for (int j = 0; j < 4; j++) {
         c.igate[j] = -1;
         if (specs[j].kind == MI_GATE_UNUSED) continue;
-        mi_tensor *g = model_gate(&rng, mlp, j, specs[j], P, steps);
+        /* DFW's α decays both axes: dv + dk entries */
+        int width = j == 1 && cfg.alpha_both_sides ? 2 * GC_D : GC_D;
+        mi_tensor *g = model_gate(&rng, mlp, j, specs[j], P, steps, width);
         if (specs[j].kind == MI_GATE_CONST) c.gate_const[j] = g;
         else if (n_in < max_in) {
             c.igate[j] = n_in;

@@ -86,9 +86,12 @@ static int write_graph(FILE *f, mi_miras *m, const mi_preset *preset, int64_t to
     }
     mi_tensor *g[4];
     for (int j = 0; j < 4; j++) {
-        if (spec[j].kind == MI_GATE_UNUSED) spec[j] = (mi_gate_spec){MI_GATE_HEAD, level[j], 0};
+        /* a fixed decay per head (slopes) is a constant α of one head here */
+        if (spec[j].kind == MI_GATE_UNUSED || spec[j].kind == MI_GATE_SLOPES)
+            spec[j] = (mi_gate_spec){MI_GATE_HEAD, level[j], 0};
         int rank = spec[j].kind == MI_GATE_CHANNEL ? 3 : 2;
-        g[j] = input(&rng, name[j], rank, (int64_t[]){n, positions, dim}, 0, spec[j].value,
+        int64_t width = j == 1 && m->config.alpha_both_sides ? 2 * dim : dim; /* DFW: dv + dk */
+        g[j] = input(&rng, name[j], rank, (int64_t[]){n, positions, width}, 0, spec[j].value,
                      spec[j].kind != MI_GATE_CONST);
     }
     if (preset && preset->key_is_one_minus_alpha) k = mi_add_scalar(mi_neg(g[1]), 1.0);

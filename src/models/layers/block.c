@@ -17,6 +17,9 @@
  *     μ_t = μ_max σ(·)    (the maxima are the specs' max, 1 unless set: a bounded
  *     inner rate, as Titans' θ_t = 0.1·σ(·), keeps the deep memories stable)
  *     δ_t = softplus(·) > 0     (MIRAS "Channel-wise Parameters", RWKV-7's low rank)
+ *     α slopes:S: fixed per head, α_h = exp(−2^(−S(h+1)/H)) (Lightning Attention)
+ *     alpha_zoh: α_t = exp(−η_t ⊙ exp(a)) from η, a learned (Mamba's Ā = exp(Δ A))
+ *     alpha_both_sides (memory config): a channel-wise α of 2·hd entries (DFW)
  *     HGRN2: the key is 1 − α_t, so α's low-rank projection is its key
  *     projection and takes the key's causal conv before the bias:
  *     α_t = 1 − α_max σ(conv((x D_α) U_α)_t + b_α); the memory config's
@@ -58,15 +61,17 @@
 
 static const char *const gate_names[MI_BLOCK_GATES] = {"eta", "alpha", "mu", "delta"};
 
-/* "0.5" keeps the kind (UNUSED becomes HEAD); "head:0.5", "channel:0.5", "const:1". */
+/* "0.5" keeps the kind (UNUSED becomes HEAD); "head:0.5", "channel:0.5", "const:1",
+ * "slopes:8". */
 static int gate_parse(const mi_field *f, void *obj, const char *text)
 {
     static const struct { const char *prefix; mi_gate_kind kind; } kinds[] = {
-        {"head:", MI_GATE_HEAD}, {"channel:", MI_GATE_CHANNEL}, {"const:", MI_GATE_CONST}};
+        {"head:", MI_GATE_HEAD}, {"channel:", MI_GATE_CHANNEL}, {"const:", MI_GATE_CONST},
+        {"slopes:", MI_GATE_SLOPES}};
     mi_gate_spec *g = (mi_gate_spec *)((char *)obj + f->offset);
     mi_gate_kind kind = g->kind == MI_GATE_UNUSED ? MI_GATE_HEAD : g->kind;
     const char *value = text;
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 4; i++)
         if (!strncmp(value, kinds[i].prefix, strlen(kinds[i].prefix))) {
             kind = kinds[i].kind;
             value += strlen(kinds[i].prefix);
@@ -82,7 +87,7 @@ static int gate_parse(const mi_field *f, void *obj, const char *text)
 
 static int gate_format(const mi_field *f, const void *obj, char *buf, size_t n)
 {
-    static const char *const kind[] = {"unused:", "const:", "head:", "channel:"};
+    static const char *const kind[] = {"unused:", "const:", "head:", "channel:", "slopes:"};
     const mi_gate_spec *g = (const mi_gate_spec *)((const char *)obj + f->offset);
     return mi_field_printf(f, buf, n, "%s%.17g", kind[g->kind], g->value);
 }
@@ -124,9 +129,13 @@ static const mi_field block_fields[] = {
     MI_FIELD_CUSTOM_AT(mi_miras_block_config, "out_gate", out_gate, "true", out_gate_parse,
                        out_gate_format, "true (= silu: SiLU(x W_g)), sigmoid or false"),
     GATE("eta", eta, "the inner learning rate: LEVEL, head:LEVEL, channel:LEVEL or const:VALUE"),
-    GATE("alpha", alpha, "the retention (decay) gate, as eta"),
+    GATE("alpha", alpha, "the retention (decay) gate, as eta, or slopes:S (fixed per head, "
+                         "exp(-2^(-S(h+1)/H)))"),
     GATE("mu", mu, "the momentum gate, as eta"),
     GATE("delta", delta, "the bias threshold gate, as eta"),
+    MI_FIELD_BOOL_AT(mi_miras_block_config, "alpha_zoh", alpha_zoh, "false",
+                     "alpha = exp(-eta exp(a)), a learned per head (alpha head) or per head and "
+                     "channel (alpha channel): Mamba"),
     GATE_MAX("eta_max", eta.max, "eta = eta_max sigma(z) (0: 1)"),
     GATE_MAX("alpha_max", alpha.max, "alpha = 1 - alpha_max sigma(z) (0: 1)"),
     GATE_MAX("mu_max", mu.max, "mu = mu_max sigma(z) (0: 1)"),
@@ -178,6 +187,7 @@ int mi_miras_block_config_preset(mi_miras_block_config *c, const char *preset)
     c->key_is_one_minus_alpha = p->key_is_one_minus_alpha;
     c->out_gate = !p->no_out_gate;
     c->out_gate_sigmoid = p->out_gate_sigmoid;
+    c->alpha_zoh = p->alpha_zoh;
     /* Lattice reads one key entry per memory slot; in the block the keys are
      * head_dim wide, so the preset's memory gets m = head_dim slots. */
     const mi_memory_kind *mem = mi_memory_find(c->miras.memory);
@@ -212,9 +222,19 @@ static int check_gate(const mi_miras *m, int i, mi_gate_spec s)
                      m->memory->name, m->bias->name, m->retention->name, m->config.algorithm);
         return -1;
     }
-    if (s.kind != MI_GATE_CONST && s.kind != MI_GATE_HEAD && s.kind != MI_GATE_CHANNEL) {
+    if (s.kind != MI_GATE_CONST && s.kind != MI_GATE_HEAD && s.kind != MI_GATE_CHANNEL &&
+        s.kind != MI_GATE_SLOPES) {
         mi_error_set("miras block: gate %s has an unknown kind %d", g, (int)s.kind);
         return -1;
+    }
+    if (s.kind == MI_GATE_SLOPES) {
+        if (i != MI_BLOCK_ALPHA)
+            return mi_error_set("miras block: gate %s: slopes (a fixed decay per head) is a "
+                                "kind of alpha only", g), -1;
+        if (!(s.value > 0 && isfinite(s.value)) || s.max != 0)
+            return mi_error_set("miras block: gate alpha: slopes needs a finite S > 0 and no "
+                                "max, got %g (max %g)", s.value, s.max), -1;
+        return 0;
     }
     if (s.kind == MI_GATE_CHANNEL && i != MI_BLOCK_DELTA && !m->memory->channel_gates) {
         mi_error_set("miras block: memory '%s' takes one %s per head: use HEAD, not CHANNEL",
@@ -295,6 +315,8 @@ static mi_tensor *conv_init(mi_rng *rng, mi_dtype dt, int64_t channels, int k)
  * matrix memories; W_1's, then W_2's, … rows for the MLP). */
 static int64_t units(const mi_miras_block *b, int i)
 {
+    if (i == MI_BLOCK_ALPHA && b->miras.config.alpha_both_sides)
+        return 2 * b->head_dim; /* DFW's dv + dk */
     return i == MI_BLOCK_DELTA ? b->head_dim : b->gate_units;
 }
 
@@ -374,6 +396,14 @@ int mi_miras_block_init(mi_miras_block *b, const mi_miras_block_config *c, mi_dt
     const mi_gate_spec *spec[MI_BLOCK_GATES] = {&c->eta, &c->alpha, &c->mu, &c->delta};
     for (int i = 0; i < MI_BLOCK_GATES; i++)
         if (need[i] && check_gate(m, i, *spec[i]) != 0) return -1;
+    if (c->alpha_zoh && (!need[MI_BLOCK_ALPHA] || S > 1 || c->key_is_one_minus_alpha ||
+                         !(c->eta.value > 0) ||
+                         c->miras.alpha_both_sides ||
+                         (c->alpha.kind != MI_GATE_HEAD && c->alpha.kind != MI_GATE_CHANNEL)))
+        return mi_error_set("miras block: alpha_zoh (alpha = exp(-eta exp(a)), Mamba) needs a "
+                            "retention gate with a decay, alpha HEAD or CHANNEL, eta > 0, one "
+                            "write per token, no key_is_one_minus_alpha and no "
+                            "alpha_both_sides"), -1;
 
     static const char *const names[MI_BLOCK_GATES][3] = {
         {"eta_down", "eta_up", "eta_bias"}, {"alpha_down", "alpha_up", "alpha_bias"},
@@ -390,7 +420,7 @@ int mi_miras_block_init(mi_miras_block *b, const mi_miras_block_config *c, mi_dt
     /* the key's conv; HGRN2's key is 1 − α, so it convolves α's projection
      * (none for a constant α) */
     int64_t k_width = !c->key_is_one_minus_alpha ? S * inner
-                    : c->alpha.kind == MI_GATE_CONST ? 0
+                    : c->alpha.kind == MI_GATE_CONST || c->alpha.kind == MI_GATE_SLOPES ? 0
                     : H * (c->alpha.kind == MI_GATE_CHANNEL ? hd : 1);
     if (k_width) b->conv_k = param(b, "k_conv", conv_init(rng, dt, k_width, c->conv_kernel));
     b->conv_v = param(b, "v_conv", conv_init(rng, dt, S * inner, c->conv_kernel));
@@ -399,7 +429,9 @@ int mi_miras_block_init(mi_miras_block *b, const mi_miras_block_config *c, mi_dt
         rc = -1;
     for (int i = 0; i < MI_BLOCK_GATES && rc == 0; i++) {
         mi_gate_spec s = *spec[i];
-        if (!need[i] || s.kind == MI_GATE_CONST) continue;
+        if (!need[i] || s.kind == MI_GATE_CONST || s.kind == MI_GATE_SLOPES ||
+            (i == MI_BLOCK_ALPHA && c->alpha_zoh))
+            continue;
         int64_t width = (i == MI_BLOCK_ALPHA ? 1 : S) * H * (s.kind == MI_GATE_CHANNEL ? units(b, i) : 1);
         b->gate_down[i] = param(b, names[i][0], mi_randn(rng, dt, MI_SHAPE(D, r), 0, sd));
         b->gate_up[i] = param(b, names[i][1],
@@ -415,6 +447,16 @@ int mi_miras_block_init(mi_miras_block *b, const mi_miras_block_config *c, mi_dt
         b->w_out = param(b, "out_proj", mi_randn(rng, dt, MI_SHAPE(inner, D), 0,
                                                  c->out_scale / sqrt((double)inner)));
         if (!b->norm_weight || (c->out_gate && !b->w_gate) || !b->w_out) rc = -1;
+    }
+    /* Mamba's A = −exp(a) per head, or per head and channel d as S4D-real's −(d + 1)
+     * (Mamba §3.6): a0 (d + 1) with exp(−η_0 a0) = α's level, η_0 η's */
+    if (rc == 0 && c->alpha_zoh) {
+        bool channel = c->alpha.kind == MI_GATE_CHANNEL;
+        int64_t u = channel ? units(b, MI_BLOCK_ALPHA) : 1;
+        double a0 = -log(c->alpha.value) / c->eta.value;
+        mi_tensor *a = mi_zeros(dt, MI_SHAPE(H * u));
+        for (int64_t e = 0; a && e < H * u; e++) mi_set(a, e, log(a0 * (double)(e % u + 1)));
+        if (!(b->alpha_a_log = param(b, "alpha_a_log", a))) rc = -1;
     }
     /* Memora's learned simplex scale: s = 0, c = kl_scale at init */
     if (rc == 0 && c->miras.kl_scale_learn &&
@@ -476,6 +518,14 @@ static mi_tensor *gate(const mi_miras_block *b, int i, mi_gate_spec s, mi_tensor
 {
     int64_t B = x->shape[0], T = x->shape[1], H = b->config.heads;
     if (s.kind == MI_GATE_CONST) return mi_full(x->dtype, MI_SHAPE(B * H, T * S_g), s.value);
+    if (s.kind == MI_GATE_SLOPES) {
+        /* Lightning Attention's decay of head h: exp(−m_h), m_h = 2^(−S (h+1)/H)
+         * (ALiBi's slopes for S = 8) */
+        mi_tensor *a = mi_zeros(x->dtype, MI_SHAPE(B * H, T * S_g));
+        for (int64_t e = 0; a && e < a->numel; e++)
+            mi_set(a, e, exp(-exp2(-s.value * (double)(e / (T * S_g) % H + 1) / (double)H)));
+        return a;
+    }
     mi_tensor *lin = mi_matmul(mi_matmul(x, b->gate_down[i]), b->gate_up[i]);
     if (i == MI_BLOCK_ALPHA && b->config.key_is_one_minus_alpha) /* HGRN2: the key's conv */
         lin = causal_conv(lin, b->conv_k, tail);
@@ -537,6 +587,51 @@ static const mi_miras *memory_for(const mi_miras_block *b, int64_t B, mi_miras *
     return local;
 }
 
+/* Mamba's zero-order hold (Mamba §2, "Discretization": Ā = exp(Δ A)) with
+ * Δ = η and A = −exp(a): α_t = exp(−η_t ⊙ exp(a)), a [H·u] per head (u = 1) or
+ * per head and channel, over the B·H sequences; channel-wise [N, T, u'] when η
+ * or a is, else [N, T]. */
+static mi_tensor *zoh_alpha(const mi_miras_block *b, mi_tensor *eta, int64_t B)
+{
+    int64_t H = b->config.heads, u = b->alpha_a_log->shape[0] / H;
+    mi_tensor *rate = mi_reshape(mi_exp(b->alpha_a_log), MI_SHAPE(1, H, u));
+    rate = mi_reshape(mi_broadcast_to(rate, MI_SHAPE(B, H, u)), MI_SHAPE(B * H, 1, u));
+    mi_tensor *e = eta && eta->rank == 2 ? mi_unsqueeze(eta, -1) : eta;
+    mi_tensor *a = mi_exp(mi_neg(mi_mul(e, rate)));
+    return eta && eta->rank == 2 && u == 1 ? mi_squeeze(a, -1) : a;
+}
+
+/* The gates g[MI_BLOCK_ETA …] for x [B, T, D] (NULL: a gate not used);
+ * tails[1]: HGRN2's α conv state, one token at a time. */
+static int block_gates(const mi_miras_block *b, mi_tensor *x, mi_tensor **tails, mi_tensor **g)
+{
+    const mi_miras_block_config *c = &b->config;
+    int S = b->steps;
+    bool need[MI_BLOCK_GATES];
+    gates_needed(&b->miras, c, need);
+    const mi_gate_spec spec[MI_BLOCK_GATES] = {c->eta, c->alpha, c->mu, c->delta};
+    for (int i = 0; i < MI_BLOCK_GATES; i++) {
+        g[i] = NULL;
+        if (!need[i] || (i == MI_BLOCK_ALPHA && c->alpha_zoh)) continue;
+        g[i] = gate(b, i, spec[i], x, i == MI_BLOCK_ALPHA ? 1 : S, &tails[1]);
+        if (i == MI_BLOCK_ALPHA) g[i] = first_step_only(g[i], S);
+        if (!g[i]) return -1;
+    }
+    if (c->alpha_zoh && !(g[MI_BLOCK_ALPHA] = zoh_alpha(b, g[MI_BLOCK_ETA], x->shape[0])))
+        return -1;
+    return 0;
+}
+
+int mi_miras_block_gates(const mi_miras_block *b, mi_tensor *x, mi_tensor **out)
+{
+    if (!b || !x || !out) return mi_error_set("miras block: gates: NULL block, x or out"), -1;
+    if (x->rank != 3 || x->shape[2] != b->config.d_model || x->dtype != b->w_q->dtype)
+        return mi_error_set("miras block: gates: x must be %s [B, T, %lld]",
+                            mi_dtype_name(b->w_q->dtype), (long long)b->config.d_model), -1;
+    mi_tensor *tails[3] = {NULL};
+    return block_gates(b, x, tails, out);
+}
+
 /* The block over x [B, T, D]; with a state, one token (T = 1) that
  * continues it. */
 static mi_tensor *block_run(const mi_miras_block *b, mi_tensor *x, mi_miras_block_state *st)
@@ -555,17 +650,9 @@ static mi_tensor *block_run(const mi_miras_block *b, mi_tensor *x, mi_miras_bloc
     }
     int64_t B = x->shape[0], T = x->shape[1], H = c->heads, hd = b->head_dim, N = B * H;
     int S = b->steps;
-    bool need[MI_BLOCK_GATES];
-    gates_needed(&b->miras, c, need);
-    const mi_gate_spec spec[MI_BLOCK_GATES] = {c->eta, c->alpha, c->mu, c->delta};
     mi_tensor *g[MI_BLOCK_GATES] = {NULL};
     mi_tensor **tails = st ? st->tails : (mi_tensor *[3]){NULL};
-    for (int i = 0; i < MI_BLOCK_GATES; i++)
-        if (need[i]) {
-            g[i] = gate(b, i, spec[i], x, i == MI_BLOCK_ALPHA ? 1 : S, &tails[1]);
-            if (i == MI_BLOCK_ALPHA) g[i] = first_step_only(g[i], S);
-            if (!g[i]) return NULL;
-        }
+    if (block_gates(b, x, tails, g) != 0) return NULL;
 
     mi_tensor *q = mi_l2_normalize(
         to_heads(branch(x, b->w_q, b->conv_q, &tails[0]), B, T, 1, H, hd, true), c->qk_eps);

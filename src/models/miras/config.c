@@ -46,6 +46,9 @@ static const mi_field miras_fields[] = {
                      "l2: the gradient at alpha W (gated DeltaNet, RWKV-7)"),
     MI_FIELD_BOOL_AT(C, "alpha_on_keys", alpha_on_keys, "false",
                      "matrix: a channel-wise alpha decays the key axis (HGRN2)"),
+    MI_FIELD_BOOL_AT(C, "alpha_both_sides", alpha_both_sides, "false",
+                     "matrix: a channel-wise alpha of dv + dk entries decays the value rows "
+                     "and the key columns (DFW)"),
     MI_FIELD_NAME_AT(C, "algorithm", algorithm, "gd", algorithm_name_at,
                      "the learning algorithm"),
     MI_FIELD_INT_AT(C, "steps", steps, "2", 1, 1024, "multistep: writes per read"),
@@ -272,5 +275,15 @@ int mi_miras_init(mi_miras *m, const mi_miras_config *c)
         return mi_error_set("miras: alpha_on_keys decays the key axis of a matrix memory: it "
                             "needs memory=matrix and a retention gate with a decay, got %s and "
                             "%s", m->memory->name, m->retention->name), -1;
+    /* Diag(β) A Diag(α) commutes with no delta-rule factor (I − β k kᵀ): the
+     * delta rule's chunk forms assume a decay on one side */
+    if (c->alpha_both_sides &&
+        (m->memory->rule != MI_MEMORY_RULE_MATRIX || !m->retention->uses_alpha ||
+         c->alpha_on_keys || m->bias->rule == MI_BIAS_RULE_RESIDUAL))
+        return mi_error_set("miras: alpha_both_sides decays both axes of a matrix memory: it "
+                            "needs memory=matrix, a retention gate with a decay, no "
+                            "alpha_on_keys and a bias other than the delta rule's l2, got "
+                            "%s, %s, %s%s", m->memory->name, m->retention->name, m->bias->name,
+                            c->alpha_on_keys ? " and alpha_on_keys" : ""), -1;
     return 0;
 }

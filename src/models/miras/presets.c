@@ -9,7 +9,8 @@
  * Gates: η (inner learning rate, the table's β for the delta-rule family),
  * α (the kept fraction), μ (momentum), δ (Yaad's threshold). CONST is a
  * fixed value; HEAD is data-dependent, one value per head and token [N,T];
- * CHANNEL is data-dependent per value channel [N,T,dv] (rows of M). For
+ * CHANNEL is data-dependent per value channel [N,T,dv] (rows of M); SLOPES
+ * (α only) is fixed per head, Lightning Attention's exp(−2^(−value·(h+1)/H)). For
  * data-dependent gates `value` is the initial level the layer block's
  * projection biases start at. The delta-rule family starts at the papers'
  * β = σ(0) = 0.5, which is stable at any length for unit keys since
@@ -72,6 +73,7 @@
 #define HEAD(x) {MI_GATE_HEAD, (x), 0}
 #define CHANNEL(x) {MI_GATE_CHANNEL, (x), 0}
 #define UNUSED {MI_GATE_UNUSED, 0, 0}
+#define SLOPES(x) {MI_GATE_SLOPES, (x), 0}
 
 #define LR_DEEP 0.02     /* deep memories' inner learning rate */
 #define KEEP 0.998       /* kept fraction α, i.e. decay 0.002 */
@@ -240,6 +242,44 @@ static const mi_preset presets[] = {
                "P(s_m)/||s_m||] . k_t^T), y_t = phi(S_t) q_t",
      .config = "memory=lattice bias=lattice-sim retention=sphere-forget algorithm=gd",
      .eta = HEAD(BETA), .alpha = HEAD(KEEP), .mu = UNUSED, .delta = UNUSED},
+    /* Lightning Attention (MIRAS table; MIRAS §"RNNs with Hebbian Rule": α a
+     * constant, n > 1): a fixed decay per head, head h of H keeping
+     * γ_h = exp(−2^(−8(h+1)/H)) (Lightning Attention's decays, ALiBi's slopes
+     * m_h = 2^(−8(h+1)/H) for H a power of two; other H take the same formula,
+     * not ALiBi's interleaving), not learned. H = 4: 0.779, 0.939, 0.985, 0.996. */
+    {.name = "lightning", .update = "M_t = gamma_h M_{t-1} + v_t k_t^T, gamma_h = exp(-2^(-8(h+1)/H))",
+     .config = "memory=matrix bias=dot retention=l2 algorithm=gd",
+     .eta = CONST(1), .alpha = SLOPES(8), .mu = UNUSED, .delta = UNUSED},
+    /* DFW (MIRAS table): M_t = (β_t α_tᵀ) ⊙ M_{t-1} + v_t k_tᵀ, the
+     * data-dependent decay on both axes: β_t ∈ R^dv on the value rows and α_t
+     * ∈ R^dk on the key columns (alpha_both_sides: the α gate has dv + dk
+     * entries, β first), Diag(β_t) M_{t-1} Diag(α_t). The implementation
+     * spec's table lists DFW with an ℓ2 bias, no retention and implicit GD;
+     * this preset follows the MIRAS paper's update (dot bias, ℓ2 retention,
+     * GD). Each side starts at KEEP. */
+    {.name = "dfw", .update = "M_t = (beta_t alpha_t^T) . M_{t-1} + v_t k_t^T",
+     .config = "memory=matrix bias=dot retention=l2 algorithm=gd alpha_both_sides=true",
+     .eta = CONST(1), .alpha = CHANNEL(KEEP), .mu = UNUSED, .delta = UNUSED},
+    /* Mamba (MIRAS table, "Mamba"; the selective SSM of "Mamba: Linear-Time
+     * Sequence Modeling with Selective State Spaces", §2–3): per head a
+     * matrix memory of dv channels × dk states, M_t = Diag(ᾱ_t) M_{t-1} +
+     * Δ_t ⊙ x_t B_tᵀ, y_t = M_t C_t: v = x, k = B, q = C; the step Δ_t is η_t,
+     * per value channel (CHANNEL), and the decay its zero-order hold
+     * ᾱ_t = exp(Δ_t A) with A = −exp(a) learned per head and channel
+     * (alpha_zoh), starting as S4D-real's −(d + 1) scaled so channel 0 keeps
+     * 0.998 at Δ = 0.1: small MQAR (as hgrn2's above) seeds 1 and 2 0.994,
+     * 0.968, with 0.99 0.822, 0.981, with 0.995 0.682, 0.792; the byte LM
+     * (d 128, 200 steps) 2.106, 0.995 2.029, 0.99 1.989 (recall wants the longer
+     * memory, as for hgrn2's gate). The implementation spec's table calls
+     * Mamba's memory a vector; the MIRAS paper writes it as this matrix.
+     * Not modelled: Mamba's A
+     * per channel and state (here per channel: the decay is a row decay),
+     * softplus Δ (here Δ = σ(·) ∈ (0, 1)), the skip D x; B, C and x take the
+     * block's convs and ℓ2 norms, z is the block's SiLU output gate. */
+    {.name = "mamba", .update = "M_t = Diag(exp(Delta_t A)) M_{t-1} + (Delta_t . x_t) B_t^T",
+     .config = "memory=matrix bias=dot retention=l2 algorithm=gd",
+     .eta = CHANNEL(0.1), .alpha = CHANNEL(KEEP), .mu = UNUSED, .delta = UNUSED,
+     .alpha_zoh = true},
 };
 
 #define N_PRESETS ((int)(sizeof presets / sizeof presets[0]))

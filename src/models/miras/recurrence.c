@@ -91,14 +91,28 @@ static mi_tensor *gate_like(mi_tensor *g, const mi_tensor *w)
 
 /* α shaped to scale the weight w: as gate_like (a channel-wise α on the value
  * rows), or with alpha_on_keys a channel-wise α [N, n, dk] on the key axis of
- * a matrix memory [N, n', dv, dk]: [N, n, 1, dk], A Diag(α) (HGRN2). */
+ * a matrix memory [N, n', dv, dk]: [N, n, 1, dk], A Diag(α) (HGRN2), or with
+ * alpha_both_sides both (below). */
 static mi_tensor *alpha_like(const mi_miras_config *c, mi_tensor *a, const mi_tensor *w)
 {
+    if (a && w && c->alpha_both_sides && a->rank == 3) {
+        /* DFW (MIRAS table): (β α'ᵀ) ⊙ A, α = (β, α') [N, n, dv + dk] */
+        int64_t dv = w->shape[w->rank - 2], dk = w->shape[w->rank - 1];
+        return mi_mul(gate_like(mi_slice(a, 2, 0, dv), w),
+                      alpha_like(&(mi_miras_config){.alpha_on_keys = true},
+                                 mi_slice(a, 2, dv, dv + dk), w));
+    }
     if (!a || !w || !c->alpha_on_keys || a->rank != 3) return gate_like(a, w);
     int64_t shape[MI_MAX_RANK];
     for (int d = 0; d < w->rank; d++) shape[d] = d < 2 ? a->shape[d] : 1;
     shape[w->rank - 1] = a->shape[2];
     return mi_reshape(a, w->rank, shape);
+}
+
+/* A channel-wise α on both axes (alpha_both_sides): delta_scan decays one. */
+static bool two_sided(const mi_miras *m, const mi_miras_gates *gt)
+{
+    return m->config.alpha_both_sides && m->retention->uses_alpha && gt->alpha->rank == 3;
 }
 
 static mi_tensor *slice_positions(mi_tensor *t, int64_t from, int64_t to)
@@ -515,9 +529,10 @@ static int check_inputs(const mi_miras *m, mi_tensor *q, mi_tensor *k, mi_tensor
         }
         /* a channel-wise α on the keys (alpha_on_keys) has dk entries, a channel-wise δ
          * (the bias's threshold) dv, the others one per row of each weight */
-        int64_t width = i == 1 && m->config.alpha_on_keys ? k->shape[2]
-                      : i == 3                            ? v->shape[2]
-                                                          : units;
+        int64_t width = i == 1 && m->config.alpha_on_keys    ? k->shape[2]
+                      : i == 1 && m->config.alpha_both_sides ? v->shape[2] + k->shape[2]
+                      : i == 3                               ? v->shape[2]
+                                                             : units;
         if ((g->rank != 2 && !channel) || g->shape[0] != k->shape[0] || g->shape[1] != k->shape[1] ||
             (channel && g->shape[2] != width)) {
             mi_error_set("miras: gate %s is %s; expected [%lld,%lld] or [%lld,%lld,%lld]",
@@ -583,7 +598,7 @@ mi_tensor *mi_miras_forward(const mi_miras *m, mi_tensor *q, mi_tensor *k, mi_te
     run r = {.m = m, .c = &m->config};
     if (init_run(&r, w0, n_seq, k->shape[2], v->shape[2], v->dtype) != 0) return NULL;
     mi_delta_rule rule;
-    if (delta_fused_choose(m, gates, k->shape[2], v->shape[2], &rule)) {
+    if (!two_sided(m, gates) && delta_fused_choose(m, gates, k->shape[2], v->shape[2], &rule)) {
         mi_tensor *y = delta_fused_scan(m, rule, &r.a[0], q, k, v, gates);
         if (y && final_state) final_state[0] = r.a[0];
         return y;
@@ -744,7 +759,7 @@ mi_tensor *mi_miras_step(const mi_miras *m, mi_miras_state *st, mi_tensor *q, mi
     int64_t b = exact ? 1 : m->config.chunk, j = st->tokens % b;
     bool lag = m->retention->lag_token && b > 1;
     mi_delta_rule rule;
-    if (b == 1 && delta_fused_rule(m, gates, &rule)) {
+    if (b == 1 && !two_sided(m, gates) && delta_fused_rule(m, gates, &rule)) {
         mi_tensor *y = delta_fused_scan(m, rule, &st->a[0], q, k, v, gates);
         if (!y) return NULL;
         st->a_grad[0] = st->a[0];
