@@ -43,8 +43,8 @@ bool delta_fused_rule(const mi_miras *m, const mi_miras_gates *gt, mi_delta_rule
 /* Whether a sequence runs as the fused delta_scan op (and which rule): at
  * chunk 1 wherever delta_fused_rule says so, and with form=auto at any chunk
  * where the exact form applies and the state has at most
- * DELTA_SCAN_MAX_STATE entries (dk·dv), or where the rule is Hebbian with a
- * key-side channel decay (a Hebbian chunk is the recurrence itself). */
+ * DELTA_SCAN_MAX_STATE entries (dk·dv), and wherever a Hebbian rule has
+ * channel-wise gates (a Hebbian chunk is the recurrence itself). */
 bool delta_fused_choose(const mi_miras *m, const mi_miras_gates *gt, int64_t dk, int64_t dv,
                         mi_delta_rule *rule);
 
