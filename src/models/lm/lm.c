@@ -155,6 +155,11 @@ int mi_lm_init(mi_lm *lm, const mi_lm_config *cfg, mi_dtype dt, uint64_t seed, m
         }
         if (!b->mixer.residual_inside && !(b->mixer_norm = leaf(mi_ones(dt, MI_SHAPE(D)))))
             rc = -1;
+        if (b->mixer.ffn && !b->mixer.ffn_params) {
+            mi_error_set("lm: block %d: mixer '%s' brings a feed-forward without its parameters",
+                         l, b->mixer.name);
+            rc = -1;
+        }
         if (b->mixer.ffn) continue;
         b->mlp_norm = leaf(mi_ones(dt, MI_SHAPE(D)));
         b->w_gate = leaf(mi_randn(&rng, dt, MI_SHAPE(D, F), 0, 1 / sqrt((double)D)));
