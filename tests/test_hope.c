@@ -1,7 +1,10 @@
 /* HOPE (src/models/hope/hope.c): against a plain-loop reference of the
  * self-modifying Titans (chunk 1, and two different chunk sizes); gradchecks
  * (f64, tiny) w.r.t. the input and every parameter; causality; parameter
- * lists; f32 runs that stay bounded; bad configurations. */
+ * lists; f32 runs that stay bounded; bad configurations. HOPE's block in the
+ * LM, both arrangements (cms_place=ffn, the default, and mixer): logits
+ * against a hand-composed reference, gradcheck, one-token step against the
+ * forward, parameter names (no MLP by default). */
 #include <string.h>
 
 #include "nl_test_util.h"
