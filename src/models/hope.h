@@ -4,6 +4,15 @@
  * the MIRAS block's API shape: config (defaults), init (dtype, rng, scope),
  * params (name/tensor pairs), forward x [B, T, d] → [B, T, d].
  *
+ * Where the CMS runs (cms_place). Nested Learning §3 and Fig. 3 draw HOPE's
+ * block as a Transformer's with the attention replaced by the self-modifying
+ * Titans and the feed-forward replaced by the CMS ("the conventional
+ * Transformer block is a special instance of this formulation, where k = 1"):
+ * MI_HOPE_CMS_FFN, the default, keeps the CMS out of the mixer; the language
+ * model runs it on the residual stream in place of its MLP (mi_hope_ffn_forward).
+ * MI_HOPE_CMS_MIXER runs it inside the layer on the Titans output, and the
+ * block keeps its own MLP beside it.
+ *
  * Three files:
  *   nl_mlp.c  the 2-layer MLP memory both use, M(x) = [x +] W1 σ(W2 x), its
  *             accumulated GD step (the CMS) and its gradients' rank-one
@@ -141,6 +150,9 @@ enum { MI_HOPE_K, MI_HOPE_V, MI_HOPE_Q, MI_HOPE_ETA, MI_HOPE_ALPHA, MI_HOPE_MEMO
  *   MI_HOPE_EQ88  W(α I − η û ûᵀ) − η ∇ℓ         its arXiv version's Eq. 88 */
 enum { MI_HOPE_EQ28, MI_HOPE_EQ88 };
 
+/* Where the CMS runs: the block's feed-forward, or inside the layer after the Titans part. */
+enum { MI_HOPE_CMS_FFN, MI_HOPE_CMS_MIXER };
+
 typedef struct mi_hope_config {
     int64_t d_model, heads;      /* head_dim = d_model / heads (heads must divide d_model) */
     int memory_expansion;        /* main memory per head: hidden = expansion · head_dim (4) */
@@ -155,7 +167,8 @@ typedef struct mi_hope_config {
     double out_scale;            /* W_out ~ N(0, out_scale² / d_model) (1) */
     int rule;                    /* the memories' inner step: MI_HOPE_EQ28 (default) or _EQ88 */
     bool lms;                    /* the gradient term over its input's ‖u‖² + eps (true) */
-    mi_cms_config cms;           /* the CMS after the Titans part; n_blocks 0: none */
+    mi_cms_config cms;           /* the CMS; n_blocks 0: none */
+    int cms_place;               /* MI_HOPE_CMS_FFN (default) or MI_HOPE_CMS_MIXER */
 } mi_hope_config;
 
 /* The defaults above, with the CMS of mi_cms_config_default(d_model). */
@@ -165,7 +178,8 @@ mi_hope_config mi_hope_config_default(int64_t d_model, int64_t heads);
  * "adaptive_q=false", "out_gate=false", "conv_kernel=4", "eta=0.02", "alpha=0.998",
  * "qk_eps=1e-6", "norm_eps=1e-6", "out_scale=1", "cms=1,4,16" (the chunk
  * sizes) or "cms=none", "cms.hidden=256", "cms.eta=0.02", "rule=eq28|eq88",
- * "lms=true", "cms.rate=sum|mean", "cms.lms=true", "cms.composed=false". Ranges are checked
+ * "lms=true", "cms.rate=sum|mean", "cms.lms=true", "cms.composed=false",
+ * "cms_place=ffn|mixer". Ranges are checked
  * by mi_hope_init. 0, or -1 with a message. */
 int mi_hope_config_set(mi_hope_config *c, const char *assignment);
 /* HOPE's keys, the CMS's as the group "cms." (name, default, range, doc). */
@@ -184,7 +198,7 @@ typedef struct mi_hope {
     mi_tensor *eta_bias, *alpha_bias;       /* [heads] */
     mi_tensor *norm_weight;                 /* [head_dim] */
     mi_tensor *w_gate, *w_out;              /* [d, d] */
-    bool has_cms;
+    bool has_cms;                           /* a CMS, wherever it runs */
     mi_cms cms;
     int n_params;
     mi_named_tensor params[MI_HOPE_MAX_PARAMS];
@@ -192,9 +206,22 @@ typedef struct mi_hope {
 
 int mi_hope_init(mi_hope *h, const mi_hope_config *c, mi_dtype dt, mi_rng *rng,
                  mi_scope *scope);
-/* Every parameter, the CMS's included ("cms.0.w1", …), in a fixed order. */
+/* The layer's parameters in a fixed order, the CMS's ("cms.0.w1", …) last
+ * when it runs inside the layer (MI_HOPE_CMS_MIXER). */
 const mi_named_tensor *mi_hope_params(const mi_hope *h, int *count);
-/* x [B, T, d] → [B, T, d] (a mixer: the caller adds the residual around it). */
+/* x [B, T, d] → [B, T, d] (a mixer: the caller adds the residual around it):
+ * the self-modifying Titans, then the CMS when it runs inside the layer. */
 mi_tensor *mi_hope_forward(const mi_hope *h, mi_tensor *x);
+
+/* Whether the CMS is the block's feed-forward: there is one and cms_place is ffn. */
+bool mi_hope_has_ffn(const mi_hope *h);
+/* The CMS as the block's feed-forward, on the residual stream h [B, T, d]:
+ * each level is a pre-norm residual sub-layer, h ← h + MLP_ℓ(RMSNorm(h) ⊙ γ_ℓ)
+ * (cms.c), so the result is the updated stream, not an increment. NULL with
+ * a message when the CMS is not the feed-forward (mi_hope_has_ffn). */
+mi_tensor *mi_hope_ffn_forward(const mi_hope *h, mi_tensor *x);
+/* The feed-forward's parameters ("cms.0.norm", …); none (count 0) when the
+ * CMS is not the feed-forward. */
+const mi_named_tensor *mi_hope_ffn_params(const mi_hope *h, int *count);
 
 #endif

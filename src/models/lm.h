@@ -49,6 +49,16 @@ typedef struct mi_mixer {
     /* Optional (NULL: nothing grows): makes room for `tokens` tokens in all,
      * so a state that grows (a KV cache) allocates once. 0 or -1. */
     int (*state_reserve)(const void *self, void *state, int64_t tokens);
+    /* The block's feed-forward, when the mixer brings its own (NULL: the
+     * backbone's SwiGLU MLP). ffn receives the residual stream after the
+     * mixer and returns it updated, holding its own pre-norms and residual
+     * additions (HOPE's continuum memory system, Nested Learning §3);
+     * ffn_params lists its parameters, named relative to the block
+     * ("cms.0.w1"); ffn_step is its one-token form on the mixer's state
+     * (NULL: none), after step has advanced it. */
+    mi_tensor *(*ffn)(const void *self, mi_tensor *h);
+    const mi_named_tensor *(*ffn_params)(const void *self, int *count);
+    mi_tensor *(*ffn_step)(const void *self, void *state, mi_tensor *h);
 } mi_mixer;
 
 /* What every kind may read when it is made. */
@@ -94,8 +104,14 @@ typedef struct mi_mixer_kind {
     const char *name;   /* NULL: the row of the MIRAS presets (matched by preset name) */
     const char *usage;  /* "swa[:W]" */
     mi_mixer_create_fn create;
+    /* Whether the mixer these options make brings the block's feed-forward
+     * (mi_mixer.ffn), known before it is made: 1, 0, or -1 with a message
+     * (bad overrides). NULL: never. */
+    int (*own_ffn)(const char *arg, const mi_mixer_options *opt);
 } mi_mixer_kind;
 const mi_mixer_kind *mi_mixer_kind_at(int i); /* enumeration; NULL past the end */
+/* The kind's own_ffn for a spec: 1, 0, or -1 with a message (unknown spec). */
+int mi_mixer_own_ffn(const char *spec, const mi_mixer_options *opt);
 /* A window from a spec's argument ("64"), or `fallback` when arg is NULL:
  * a whole number >= 1, else -1 with a message. */
 int64_t mi_mixer_window_arg(const char *arg, int64_t fallback);
@@ -152,6 +168,7 @@ mi_tensor *mi_attention_layer_step(const mi_attention_layer *a, mi_attention_sta
  * MIRAS "Architectural Backbone"):
  *   h   = x_l + mixer_l(RMSNorm(x_l) ⊙ g_l)              (residual_inside: h = mixer_l(x_l))
  *   x_l+1 = h + (SiLU(u W_gate) ⊙ (u W_up)) W_down,  u = RMSNorm(h) ⊙ g'_l
+ *           (a mixer with its own feed-forward, mi_mixer.ffn: x_l+1 = ffn_l(h))
  *   logits = (RMSNorm(x_N) ⊙ g_f) Eᵀ  (tied) or … W_head (untied)
  * Loss: cross-entropy averaged over the targets ≠ MI_LM_IGNORE. */
 #define MI_LM_IGNORE (-100)
@@ -195,6 +212,7 @@ int mi_lm_config_from_metadata(mi_lm_config *c, const mi_metadata *m);
 typedef struct mi_lm_block {
     mi_mixer mixer;
     mi_tensor *mixer_norm;             /* [D], NULL when mixer.residual_inside */
+    /* the SwiGLU MLP; all NULL when the mixer brings the feed-forward (mixer.ffn) */
     mi_tensor *mlp_norm;               /* [D] */
     mi_tensor *w_gate, *w_up, *w_down; /* [D, F], [D, F], [F, D] */
 } mi_lm_block;
@@ -225,10 +243,11 @@ int mi_lm_init(mi_lm *lm, const mi_lm_config *cfg, mi_dtype dt, uint64_t seed, m
 const mi_named_tensor *mi_lm_params(const mi_lm *lm, int *count);
 int64_t mi_lm_param_numel(const mi_lm *lm);
 /* The parameters mi_lm_init makes outside the mixers and their norms (the
- * embeddings, every block's MLP and its norm, the final norm, an untied
- * head), from the config alone: a lower bound of the model's size that a
- * loader compares with the tensors a file holds before it allocates any.
- * -1 with a message when the config does not check. */
+ * embeddings, every block's MLP and its norm unless the mixer brings the
+ * feed-forward, the final norm, an untied head), from the config alone: a
+ * lower bound of the model's size that a loader compares with the tensors a
+ * file holds before it allocates any. -1 with a message when the config
+ * does not check. */
 int64_t mi_lm_backbone_numel(const mi_lm_config *cfg);
 /* tokens [B, T] (i32 or i64, in [0, vocab)) → logits [B, T, vocab]. */
 mi_tensor *mi_lm_forward(const mi_lm *lm, mi_tensor *tokens);

@@ -11,6 +11,8 @@
  *   M_{□,t} = M_{□,t−1}(α_t I − η_t k_t k_tᵀ) − η_t ∇ℓ(M_{□,t−1}; k_t, v̂_{□,t}),
  *             ℓ(M; k, v) = ½‖M(k) − v‖²                                             (Eq. 88)
  *   o_t = M_{memory,t−1}(q_t)        y_t = CMS(o_t)                               (Eq. 94, 96)
+ *   (with cms_place=ffn, the default, y_t = o_t here and the CMS is the block's
+ *   feed-forward instead, on the residual stream: §3, Fig. 3; hope.h)
  *   M_□(·) = (·) + W_{□,1} σ(W_{□,2}(·)), initial states M_{□,0} meta-learned      (Eq. 89)
  *
  * and chunk-wise (arXiv §8.2, Eq. 90–91): every element of a chunk (k, v, q,
@@ -27,7 +29,7 @@
  *       per layer W with input u, û = u/√(‖u‖² + ε), token by token:
  *       P_□ ← P_□ (α_t I − β_t û ûᵀ) − η_t ∇ℓ_t(F_□)/(‖u‖² + ε)     β = 1 (Eq. 28) or η_t (Eq. 88)
  *     at a multiple of its chunk size: F_□ ← P_□
- *   y = CMS((RMSNorm_head(o) ⊙ w_norm ⊙ SiLU(x W_g)) W_out)
+ *   y = (RMSNorm_head(o) ⊙ w_norm ⊙ SiLU(x W_g)) W_out, then y ← CMS(y) with cms_place=mixer
  *
  * Choices the papers leave open, and what this file does:
  * - "Self-modifying": each of the six memories generates its own regression
@@ -56,8 +58,13 @@
  *   the main memory of head h takes k_h, v_h, q_h, η_h, α_h. With one head
  *   this is the paper's rule exactly.
  * - The inner rule (`rule`). The NeurIPS text's Eq. 28 is
- *   W_{t+1} = W_t (I − x_t x_tᵀ) − η_t ∇L: the erase has rate 1 (a unit-rate
- *   ℓ2-regression step for a unit input), the gradient rate η. The arXiv
+ *   W_{t+1} = W_t (I − x_t x_tᵀ) − η_t ∇L: no rate on the erase, the gradient
+ *   rate η. Here the erase takes û = u/√(‖u‖² + ε) (below), so it removes the
+ *   fraction ‖u‖²/(‖u‖² + ε) of W's component along u: 1 to within ε = 1e-6
+ *   for the unit-norm inputs of the layers that read a key, but for an output
+ *   layer W1, whose input is the hidden activation s with ε = 1, it is
+ *   ‖s‖²/(‖s‖² + 1) (≈ 0.93 at ‖s‖² ≈ 14, h = 32; near 0 for a wiped memory,
+ *   s ≈ 0). The arXiv
  *   version's Eq. 88 puts η on the erase too, M(α_t I − η_t k kᵀ) − η_t ∇ℓ,
  *   and a retention α_t. rule=eq28 is Eq. 28 with HOPE's retention on the
  *   identity, M(α_t I − k kᵀ) − η_t ∇ℓ (α ≡ 1 gives Eq. 28 as printed);
@@ -152,6 +159,7 @@ static int levels_format(const mi_field *f, const void *obj, char *buf, size_t n
 }
 
 static const char *const rules[] = {"eq28", "eq88", NULL};  /* index = MI_HOPE_EQ* */
+static const char *const places[] = {"ffn", "mixer", NULL}; /* index = MI_HOPE_CMS_* */
 #define H mi_hope_config
 #define OPEN (MI_FIELD_LO_OPEN | MI_FIELD_HI_OPEN)
 /* HOPE's keys; the CMS's come from its own table as "cms.KEY". */
@@ -177,6 +185,8 @@ static const mi_field hope_fields[] = {
     MI_FIELD_CUSTOM_AT(H, "cms", cms, "1,4,16", levels_parse, levels_format,
                        "the CMS levels' chunk sizes, or none"),
     MI_FIELD_GROUP_AT(H, "cms", cms, mi_cms_config_fields, "the CMS"),
+    MI_FIELD_CHOICE_AT(H, "cms_place", cms_place, "ffn", places,
+                       "the CMS as the block's feed-forward (no MLP), or in the mixer"),
 };
 #undef H
 #define N_HOPE_FIELDS MI_FIELDS_COUNT(hope_fields)
@@ -283,6 +293,7 @@ int mi_hope_init(mi_hope *h, const mi_hope_config *c, mi_dtype dt, mi_rng *rng, 
     if (rc == 0 && (h->has_cms = c->cms.n_blocks > 0)) {
         if (mi_cms_init(&h->cms, &h->config.cms, dt, rng, scope) != 0)
             return mi_error_prefix("hope"), -1;
+        if (c->cms_place == MI_HOPE_CMS_FFN) return 0;  /* the block's: mi_hope_ffn_params */
         int n;
         const mi_named_tensor *p = mi_cms_params(&h->cms, &n);
         for (int i = 0; i < n; i++) h->params[h->n_params++] = p[i];
@@ -294,6 +305,28 @@ const mi_named_tensor *mi_hope_params(const mi_hope *h, int *count)
 {
     if (count) *count = h ? h->n_params : 0;
     return h ? h->params : NULL;
+}
+
+bool mi_hope_has_ffn(const mi_hope *h)
+{
+    return h && h->has_cms && h->config.cms_place == MI_HOPE_CMS_FFN;
+}
+
+const mi_named_tensor *mi_hope_ffn_params(const mi_hope *h, int *count)
+{
+    if (mi_hope_has_ffn(h)) return mi_cms_params(&h->cms, count);
+    if (count) *count = 0;
+    return NULL;
+}
+
+mi_tensor *mi_hope_ffn_forward(const mi_hope *h, mi_tensor *x)
+{
+    if (!mi_hope_has_ffn(h))
+        return mi_error_set("hope: its CMS is not the block's feed-forward (cms=none or "
+                            "cms_place=mixer)"), NULL;
+    mi_tensor *y = mi_cms_forward(&h->cms, x);
+    if (!y) mi_error_prefix("hope");
+    return y;
 }
 
 /* ---------------------------------------------------------------- forward */
@@ -545,7 +578,7 @@ mi_tensor *mi_hope_forward(const mi_hope *h, mi_tensor *x)
     o = from_heads(mi_mul(mi_rms_norm(o, c->norm_eps), h->norm_weight), B, H);
     if (h->w_gate) o = mi_mul(o, mi_silu(mi_matmul(x, h->w_gate)));
     o = mi_matmul(o, h->w_out);
-    if (o && h->has_cms) o = mi_cms_forward(&h->cms, o);
+    if (o && h->has_cms && c->cms_place == MI_HOPE_CMS_MIXER) o = mi_cms_forward(&h->cms, o);
     if (!o) mi_error_prefix("hope");
     return o;
 }

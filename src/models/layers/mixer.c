@@ -8,11 +8,11 @@
 #include "models.h"
 
 static const mi_mixer_kind kinds[] = {
-    {"attention", "attention", mi_mixer_create_attention},
-    {"swa", "swa[:W]", mi_mixer_create_swa},
-    {"samba", "samba:<preset>[:W]", mi_mixer_create_samba},
-    {"hope", "hope", mi_mixer_create_hope},
-    {NULL, "<preset>", mi_mixer_create_miras},  /* every MIRAS preset, by name */
+    {"attention", "attention", mi_mixer_create_attention, NULL},
+    {"swa", "swa[:W]", mi_mixer_create_swa, NULL},
+    {"samba", "samba:<preset>[:W]", mi_mixer_create_samba, NULL},
+    {"hope", "hope", mi_mixer_create_hope, mi_mixer_hope_own_ffn},
+    {NULL, "<preset>", mi_mixer_create_miras, NULL},  /* every MIRAS preset, by name */
 };
 #define N_KINDS ((int)(sizeof kinds / sizeof kinds[0]))
 
@@ -40,6 +40,40 @@ static void unknown_spec(const char *spec)
     mi_error_set("mixer: unknown spec '%s' (known: %s)", spec, known);
 }
 
+/* The row a spec names, and its argument (NULL: none); NULL when none does. */
+static const mi_mixer_kind *find_kind(const char *spec, const char **arg)
+{
+    *arg = NULL;
+    for (int i = 0; i < N_KINDS; i++) {
+        size_t n = kinds[i].name ? strlen(kinds[i].name) : 0;
+        if (!kinds[i].name) {
+            if (mi_preset_find(spec)) return &kinds[i];
+        } else if (!strcmp(spec, kinds[i].name)) {
+            return &kinds[i];
+        } else if (!strncmp(spec, kinds[i].name, n) && spec[n] == ':') {
+            *arg = spec + n + 1;
+            return &kinds[i];
+        }
+    }
+    return NULL;
+}
+
+int mi_mixer_own_ffn(const char *spec, const mi_mixer_options *opt)
+{
+    if (!spec || !opt) return mi_error_set("mixer: NULL spec or options"), -1;
+    const char *arg;
+    const mi_mixer_kind *kind = find_kind(spec, &arg);
+    if (!kind) return unknown_spec(spec), -1;
+    if (!kind->own_ffn) return 0;
+    int r = kind->own_ffn(arg, opt);
+    if (r < 0) {
+        char who[MI_LM_TEXT + 16];
+        snprintf(who, sizeof who, "mixer '%s'", spec);
+        mi_error_prefix(who);
+    }
+    return r;
+}
+
 int mi_mixer_create(mi_mixer *out, const char *spec, const mi_mixer_options *opt, mi_dtype dt,
                     mi_rng *rng, mi_scope *scope)
 {
@@ -55,19 +89,8 @@ int mi_mixer_create(mi_mixer *out, const char *spec, const mi_mixer_options *opt
     if (opt->n_overrides < 0 || (opt->n_overrides > 0 && !opt->overrides))
         return mi_error_set("mixer '%s': n_overrides %d without overrides", spec,
                             opt->n_overrides), -1;
-    const mi_mixer_kind *kind = NULL;
-    const char *arg = NULL;
-    for (int i = 0; i < N_KINDS && !kind; i++) {
-        size_t n = kinds[i].name ? strlen(kinds[i].name) : 0;
-        if (!kinds[i].name) {
-            if (mi_preset_find(spec)) kind = &kinds[i];
-        } else if (!strcmp(spec, kinds[i].name)) {
-            kind = &kinds[i];
-        } else if (!strncmp(spec, kinds[i].name, n) && spec[n] == ':') {
-            kind = &kinds[i];
-            arg = spec + n + 1;
-        }
-    }
+    const char *arg;
+    const mi_mixer_kind *kind = find_kind(spec, &arg);
     if (!kind) return unknown_spec(spec), -1;
     /* the name outlives the caller's spec text */
     char *name = mi_scope_alloc(scope, strlen(spec) + 1);

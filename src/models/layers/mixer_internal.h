@@ -18,6 +18,8 @@ int mi_mixer_create_swa(mi_mixer *out, const char *spec, const char *arg,
 /* Nested Learning's HOPE (hope.h), overrides are mi_hope_config_set keys. */
 int mi_mixer_create_hope(mi_mixer *out, const char *spec, const char *arg,
                          const mi_mixer_options *opt, mi_dtype dt, mi_rng *rng, mi_scope *scope);
+/* Its CMS is the block's feed-forward (cms_place=ffn with a CMS, the default). */
+int mi_mixer_hope_own_ffn(const char *arg, const mi_mixer_options *opt);
 int mi_mixer_create_samba(mi_mixer *out, const char *spec, const char *arg,
                           const mi_mixer_options *opt, mi_dtype dt, mi_rng *rng, mi_scope *scope);
 

@@ -8,6 +8,10 @@
  *               (a residual_inside mixer, samba: h = mixer_l(x_l), norms inside it)
  *     u       = RMSNorm(h) ⊙ g'_l
  *     x_{l+1} = h + (SiLU(u W_gate) ⊙ (u W_up)) W_down         SwiGLU (Shazeer 2020)
+ *               or, when the mixer brings the feed-forward (mi_mixer.ffn),
+ *     x_{l+1} = ffn_l(h)                                       its own pre-norms and
+ *               residuals: HOPE's continuum memory system, which Nested Learning
+ *               (§3, Fig. 3) puts in the MLP's place
  *   logits  = (RMSNorm(x_N) ⊙ g_f) Eᵀ    (tied)   or   … W_head [D, V]   (untied)
  *   loss    = mean over targets ≠ −100 of −log softmax(logits)[target]
  *
@@ -18,7 +22,8 @@
  *   E          ~ N(0, 0.02²)                   (GPT-2; small logits at the start when tied)
  *   per block: the mixer's parameters (its own order and rule: block.c,
  *              attention.c, samba.c) with out_scale = 1/√(2·layers),
- *              then W_gate, W_up ~ N(0, 1/D) and W_down ~ N(0, 1/(2·layers·F)):
+ *              then (unless the mixer brings the feed-forward, whose parameters
+ *              it makes itself) W_gate, W_up ~ N(0, 1/D) and W_down ~ N(0, 1/(2·layers·F)):
  *              every projection back into the residual stream is scaled by
  *              1/√(2·layers), GPT-2's rule for 2 residual branches per block
  *              (a samba block's third branch is counted like the others)
@@ -29,7 +34,8 @@
  * Parameters, in this order: embeddings.weight; for each block l:
  * blocks.l.mixer_norm.weight (absent for residual_inside mixers),
  * blocks.l.mixer.<the mixer's names>, blocks.l.mlp_norm.weight,
- * blocks.l.mlp.w_gate, blocks.l.mlp.w_up, blocks.l.mlp.w_down;
+ * blocks.l.mlp.w_gate, blocks.l.mlp.w_up, blocks.l.mlp.w_down (or
+ * blocks.l.<the feed-forward's names>: blocks.l.cms.0.norm, …);
  * final_norm.weight; lm_head.weight (untied only). */
 #include <math.h>
 #include <stdio.h>
@@ -57,9 +63,11 @@ static int list_params(mi_lm *lm, mi_scope *scope)
 {
     int total = 3 + lm->config.layers * 5;
     for (int l = 0; l < lm->config.layers; l++) {
-        int n;
-        lm->blocks[l].mixer.params(lm->blocks[l].mixer.self, &n);
-        total += n;
+        const mi_mixer *m = &lm->blocks[l].mixer;
+        int n, nf = 0;
+        m->params(m->self, &n);
+        if (m->ffn) m->ffn_params(m->self, &nf);
+        total += n + nf;
     }
     mi_named_tensor *p = lm->params = mi_scope_alloc(scope, sizeof *p * (size_t)total);
     if (!p) return mi_error_set("lm: out of memory"), -1;
@@ -75,6 +83,13 @@ static int list_params(mi_lm *lm, mi_scope *scope)
         for (int i = 0; i < n; i++)
             p[k++] = (mi_named_tensor){name_in(scope, "blocks.%d.mixer.%s", l, mp[i].name),
                                        mp[i].tensor};
+        if (b->mixer.ffn) {
+            const mi_named_tensor *fp = b->mixer.ffn_params(b->mixer.self, &n);
+            for (int i = 0; i < n; i++)
+                p[k++] = (mi_named_tensor){name_in(scope, "blocks.%d.%s", l, fp[i].name),
+                                           fp[i].tensor};
+            continue;
+        }
         p[k++] = (mi_named_tensor){name_in(scope, "blocks.%d.%s", l, "mlp_norm.weight"),
                                    b->mlp_norm};
         p[k++] = (mi_named_tensor){name_in(scope, "blocks.%d.%s", l, "mlp.w_gate"), b->w_gate};
@@ -89,6 +104,20 @@ static int list_params(mi_lm *lm, mi_scope *scope)
         p[i].tensor->name = p[i].name;
     }
     return 0;
+}
+
+/* The options every block's mixer is made with; overrides points into buf. */
+static mi_mixer_options mixer_options(const mi_lm_config *c, const char **buf)
+{
+    for (int i = 0; i < c->n_overrides; i++) buf[i] = c->overrides[i];
+    mi_mixer_options opt = mi_mixer_options_default(c->d_model, c->heads);
+    opt.window = c->window;
+    opt.rope_base = c->rope_base;
+    opt.out_scale = 1 / sqrt(2.0 * c->layers);
+    opt.norm_eps = c->norm_eps;
+    opt.overrides = buf;
+    opt.n_overrides = c->n_overrides;
+    return opt;
 }
 
 int mi_lm_init(mi_lm *lm, const mi_lm_config *cfg, mi_dtype dt, uint64_t seed, mi_scope *scope)
@@ -107,14 +136,7 @@ int mi_lm_init(mi_lm *lm, const mi_lm_config *cfg, mi_dtype dt, uint64_t seed, m
     mi_rng_seed(&rng, seed);
 
     const char *overrides[MI_LM_MAX_OVERRIDES];
-    for (int i = 0; i < c->n_overrides; i++) overrides[i] = c->overrides[i];
-    mi_mixer_options opt = mi_mixer_options_default(D, c->heads);
-    opt.window = c->window;
-    opt.rope_base = c->rope_base;
-    opt.out_scale = out_scale;
-    opt.norm_eps = c->norm_eps;
-    opt.overrides = overrides;
-    opt.n_overrides = c->n_overrides;
+    mi_mixer_options opt = mixer_options(c, overrides);
 
     lm->blocks = mi_scope_alloc(scope, sizeof(mi_lm_block) * (size_t)c->layers);
     if (!lm->blocks) return mi_error_set("lm: out of memory"), -1;
@@ -133,6 +155,12 @@ int mi_lm_init(mi_lm *lm, const mi_lm_config *cfg, mi_dtype dt, uint64_t seed, m
         }
         if (!b->mixer.residual_inside && !(b->mixer_norm = leaf(mi_ones(dt, MI_SHAPE(D)))))
             rc = -1;
+        if (b->mixer.ffn && !b->mixer.ffn_params) {
+            mi_error_set("lm: block %d: mixer '%s' brings a feed-forward without its parameters",
+                         l, b->mixer.name);
+            rc = -1;
+        }
+        if (b->mixer.ffn) continue;
         b->mlp_norm = leaf(mi_ones(dt, MI_SHAPE(D)));
         b->w_gate = leaf(mi_randn(&rng, dt, MI_SHAPE(D, F), 0, 1 / sqrt((double)D)));
         b->w_up = leaf(mi_randn(&rng, dt, MI_SHAPE(D, F), 0, 1 / sqrt((double)D)));
@@ -167,7 +195,11 @@ int64_t mi_lm_backbone_numel(const mi_lm_config *c)
     /* the config's ranges keep every product below 2^49 */
     if (mi_lm_config_check(c) != 0) return -1;
     int64_t D = c->d_model, V = c->vocab, F = c->mlp_hidden ? c->mlp_hidden : 3 * D;
-    int64_t block = D + 3 * D * F; /* mlp_norm, w_gate, w_up, w_down */
+    const char *overrides[MI_LM_MAX_OVERRIDES];
+    mi_mixer_options opt = mixer_options(c, overrides);
+    int own = mi_mixer_own_ffn(c->mixer, &opt);
+    if (own < 0) return mi_error_prefix("lm"), -1;
+    int64_t block = own ? 0 : D + 3 * D * F; /* mlp_norm, w_gate, w_up, w_down */
     return V * D + c->layers * block + D + (c->tie_embeddings ? 0 : D * V);
 }
 
@@ -188,11 +220,12 @@ static int check_tokens(const mi_lm *lm, const char *what, const mi_tensor *t)
     return 0;
 }
 
-/* Block l: x + mixer(RMSNorm(x)), then x + SwiGLU(RMSNorm(x)). */
+/* Block l: x + mixer(RMSNorm(x)), then x + SwiGLU(RMSNorm(x)) or the mixer's ffn(x). */
 static mi_tensor *block_forward(const mi_lm *lm, const mi_lm_block *b, mi_tensor *x)
 {
     if (b->mixer.residual_inside) x = b->mixer.forward(b->mixer.self, x);
     else x = mi_add(x, b->mixer.forward(b->mixer.self, rms(lm, x, b->mixer_norm)));
+    if (b->mixer.ffn) return x ? b->mixer.ffn(b->mixer.self, x) : NULL;
     mi_tensor *u = rms(lm, x, b->mlp_norm);
     mi_tensor *hidden = mi_mul(mi_silu(mi_matmul(u, b->w_gate)), mi_matmul(u, b->w_up));
     return mi_add(x, mi_matmul(hidden, b->w_down));

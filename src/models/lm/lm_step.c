@@ -4,7 +4,7 @@
  *
  *   x     = E[token]                                        [B, 1, D]
  *   block l: h = x + mixer_l.step(RMSNorm(x) ⊙ g_l)   (residual_inside: h = mixer_l.step(x))
- *            x = h + SwiGLU(RMSNorm(h) ⊙ g'_l)
+ *            x = h + SwiGLU(RMSNorm(h) ⊙ g'_l)   (or x = ffn_l.step(h): the mixer's feed-forward)
  *   logits = (RMSNorm(x) ⊙ g_f) Eᵀ  (or W_head)               [B, V]
  *
  * Keeping the state. A mixer's step leaves its new state tensors in the
@@ -59,7 +59,7 @@ mi_lm_state *mi_lm_state_new(const mi_lm *lm, int64_t batch)
     mi_scope_enter(s->store[0]);
     for (int l = 0; l < lm->config.layers && rc == 0; l++) {
         const mi_mixer *m = &lm->blocks[l].mixer;
-        if (!m->state_new || !m->step || !m->state_tensors) {
+        if (!m->state_new || !m->step || !m->state_tensors || (m->ffn && !m->ffn_step)) {
             mi_error_set("lm: mixer '%s' has no recurrent form (generate with mi_lm_forward)",
                          m->name);
             rc = -1;
@@ -151,6 +151,10 @@ mi_tensor *mi_lm_step(const mi_lm *lm, mi_lm_state *s, mi_tensor *tokens)
         const mi_mixer *m = &b->mixer;
         if (m->residual_inside) x = m->step(m->self, s->mixer[l], x);
         else x = mi_add(x, m->step(m->self, s->mixer[l], rms(lm, x, b->mixer_norm)));
+        if (m->ffn) {
+            x = x ? m->ffn_step(m->self, s->mixer[l], x) : NULL;
+            continue;
+        }
         mi_tensor *u = rms(lm, x, b->mlp_norm);
         mi_tensor *hidden = mi_mul(mi_silu(mi_matmul(u, b->w_gate)), mi_matmul(u, b->w_up));
         x = mi_add(x, mi_matmul(hidden, b->w_down));
