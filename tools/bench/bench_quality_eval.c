@@ -105,7 +105,8 @@ void run_case_eval(quality_case *c, const char *eval_exe, int threads)
 static const quality_case *columns_of(const quality_case *cases, int n, const quality_suite *s)
 {
     for (int i = 0; i < n; i++)
-        if (cases[i].suite == s && cases[i].status == CASE_OK && cases[i].n_points) return &cases[i];
+        if (cases[i].suite == s && cases[i].status == CASE_OK && cases[i].n_points)
+            return &cases[i];
     return NULL;
 }
 

@@ -33,7 +33,8 @@ const quality_suite quality_suites[] = {
             "--seq-len", "256", "--batch", "16", "--steps", "200", "--lr", "1e-3",
             "--warmup", "20", "--clip", "1", "--eval-every", "200", "--eval-batches", "20",
             "--seed", "1"},
-     "val_loss", DATA_TEXT, "attention,presets,swa:64,samba:gated-deltanet,hope", "attention", 0, NULL,
+     "val_loss", DATA_TEXT, "attention,presets,swa:64,samba:gated-deltanet,hope", "attention", 0,
+     NULL,
      {{"@miras", "chunk=16", 0, NULL},
       /* one weight copy per token of a chunk: batch 16 in one piece would need ~29 GB;
        * HOPE's main memory at chunk 16 too, as every other MIRAS block here (and
@@ -80,7 +81,8 @@ const quality_suite quality_suites[] = {
                     "--steps", "1000", "--lr", "1e-2", "--eval-every", "1000",
                     "--eval-batches", "8", "--seed", "1", "--threads", "1"},
      "val_acc", NULL,
-     "linear-attention,mamba2,deltanet,gated-deltanet,longhorn,titans,yaad,lattice-sim", NULL, 0, NULL,
+     "linear-attention,mamba2,deltanet,gated-deltanet,longhorn,titans,yaad,lattice-sim", NULL, 0,
+     NULL,
      {{"@mlp", "chunk=8", 0, NULL},
       {"linear-attention", NULL, 0.85, NULL},
       {"mamba2", NULL, 0.75, NULL},
@@ -147,15 +149,18 @@ const quality_suite quality_suites[] = {
     /* byte LM: MIRAS models vs a Transformer (attention) and a Mamba-style linear RNN */
     {"baseline-lm", {TOY_LM}, "val_loss", DATA_TEXT, BASELINE_VARIANTS, "attention", 0, NULL,
      {{"@miras", "chunk=16", 0, NULL}}},
-    /* needle in a haystack, 7-digit pass key in noise sentences (accuracy: answer bytes, teacher-forced) */
+    /* needle in a haystack, 7-digit pass key in noise sentences (accuracy: answer bytes and
+     * terminator, teacher-forced) */
     {"baseline-niah-passkey", {TOY_NIAH, "--niah", "passkey"}, "val_acc", NULL, BASELINE_VARIANTS,
      "attention", 0, NULL, {{"@miras", "chunk=16", 0, NULL}}},
     /* needle in a haystack, a word (of 32) in noise sentences; the cheaper variants only */
     {"baseline-niah-word", {TOY_NIAH, "--niah", "word"}, "val_acc", NULL,
-     "attention,mamba2,gated-deltanet,titans,yaad", "attention", 0, NULL, {{"@miras", "chunk=16", 0, NULL}}},
+     "attention,mamba2,gated-deltanet,titans,yaad", "attention", 0, NULL,
+     {{"@miras", "chunk=16", 0, NULL}}},
     /* needle in a haystack, pass key in a window of real text; the cheaper variants only */
     {"baseline-niah-text", {TOY_NIAH, "--niah", "text"}, "val_acc", DATA_TEXT,
-     "attention,mamba2,gated-deltanet,titans,yaad", "attention", 0, NULL, {{"@miras", "chunk=16", 0, NULL}}},
+     "attention,mamba2,gated-deltanet,titans,yaad", "attention", 0, NULL,
+     {{"@miras", "chunk=16", 0, NULL}}},
     /* memory capacity: N = 2, 4, 8 random pairs stored, then all queried (state size fixed) */
     {"baseline-capacity-2", {TOY_CAPACITY, "--pairs", "2"}, "val_acc", NULL, BASELINE_VARIANTS,
      "attention", 0, NULL, {{"@miras", "chunk=8", 0, NULL}}},
