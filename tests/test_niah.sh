@@ -5,7 +5,8 @@
 # answer accuracy to reach 0.99 (a run that does not fails the test: it
 # never skips), then requires miras-eval's greedy answers, judged up to the
 # terminator, to match exactly on at least 0.95 of 64 held-out prompts at
-# the training length. About a minute on one idle core.
+# the training length. About a minute on one idle core. Then the bench's
+# length-generalisation suites' machinery, for 3 steps.
 set -uo pipefail
 build=${1:?usage: tests/test_niah.sh BUILD_DIR}
 train=$build/tools/miras-train eval=$build/tools/miras-eval
@@ -41,6 +42,29 @@ check "niah: miras-eval's text output agrees with its JSON" bash -c \
   "'$eval' '$tmp/run/ckpt.safetensors' --niah 176 --examples 64 --threads 1 | \
    grep -q \"niah      passkey, 176 bytes: \$(python3 -c 'import json,sys; \
    print(json.load(open(sys.argv[1]))[\"niah\"][0][\"hits\"])' '$tmp/eval.json')/64 exact\""
+
+# miras-bench's length-generalisation suites: miras-eval run on each checkpoint, its
+# accuracies as the case's points (3 training steps: the machinery only)
+"$build/tools/miras-bench" quality --suite niah-long-passkey,mqar-long --steps 3 \
+  --variants gated-deltanet --threads 1 --out "$tmp/q" --json-only >"$tmp/q.jsonl" 2>"$tmp/q.err" ||
+  tail -n 3 "$tmp/q.err"
+check "niah-long / mqar-long: five points per case, from miras-eval's lengths" python3 -c '
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+want = {"niah-long-passkey": [(192, 0), (384, 0), (768, 0), (1536, 0), (3072, 0)],
+        "mqar-long": [(64, 4), (128, 4), (256, 4), (64, 8), (64, 16)]}
+assert sorted(r["suite"] for r in rows) == sorted(want), rows
+for r in rows:
+    assert r["status"] == "ok", r
+    got = [(p["length"], p.get("pairs", 0)) for p in r["points"]]
+    assert got == want[r["suite"]], got
+    assert all(0 <= p["accuracy"] <= 1 for p in r["points"]) and r["eval_wall_s"] > 0
+' "$tmp/q.jsonl"
+check "niah-long / mqar-long: the per-length tables and charts" bash -c \
+  "grep -q '| 192 (1x) | 384 (2x) | 768 (4x) | 1536 (8x) | 3072 (16x) |' \
+     '$tmp/q/quality-niah-long-passkey-points.md' && \
+   grep -q 'L=128 N=4' '$tmp/q/quality-mqar-long-points.md' && \
+   [ \$(grep -c '<polyline class=\"series\"' '$tmp/q/quality-niah-long-passkey-points.svg') = 1 ]"
 
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]
