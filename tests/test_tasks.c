@@ -405,22 +405,33 @@ static void check_niah_common(const mi_niah_config *c, const mi_niah_sample *s)
     require(s->depth >= 0 && s->depth < 1);
     /* the key is adjective-noun */
     ck_assert_ptr_nonnull(strchr(s->key, '-'));
-    /* scoring */
+    /* scoring: up to the terminator */
     char buf[64];
     size_t m = strlen(s->answer);
-    require(mi_niah_exact_match(s, s->answer, m));
-    snprintf(buf, sizeof buf, " %s. The grass", s->answer);
+    snprintf(buf, sizeof buf, "%s.", s->answer); /* right answer, then the terminator: a hit */
+    require(mi_niah_exact_match(s, buf, m + 1));
+    snprintf(buf, sizeof buf, "%s. The grass", s->answer); /* nothing after it is judged */
     require(mi_niah_exact_match(s, buf, strlen(buf)));
-    /* what follows the answer is not judged: training never labels an end */
-    snprintf(buf, sizeof buf, "%s7", s->answer);
-    require(mi_niah_exact_match(s, buf, strlen(buf)));
-    snprintf(buf, sizeof buf, "%s", s->answer);
-    buf[m - 1] = buf[m - 1] == 'z' ? 'y' : (char)(buf[m - 1] + 1);
+    snprintf(buf, sizeof buf, "%s7.", s->answer); /* right answer, then another byte: a miss */
     require(!mi_niah_exact_match(s, buf, strlen(buf)));
-    require(!mi_niah_exact_match(s, s->answer, m - 1));
+    snprintf(buf, sizeof buf, "%s %s.", s->answer, s->answer);
+    require(!mi_niah_exact_match(s, buf, strlen(buf)));
+    require(!mi_niah_exact_match(s, s->answer, m)); /* no terminator generated */
+    snprintf(buf, sizeof buf, "%s.", s->answer);
+    require(!mi_niah_exact_match(s, buf, m)); /* the terminator cut off */
+    buf[m - 1] = buf[m - 1] == 'z' ? 'y' : (char)(buf[m - 1] + 1); /* a wrong last byte */
+    require(!mi_niah_exact_match(s, buf, strlen(buf)));
+    snprintf(buf, sizeof buf, "%s.", s->answer);
+    buf[0] = buf[0] == 'a' ? 'b' : (char)(buf[0] - 1); /* a wrong first byte */
+    require(!mi_niah_exact_match(s, buf, strlen(buf)));
+    snprintf(buf, sizeof buf, ".%s.", s->answer);
+    require(!mi_niah_exact_match(s, buf, strlen(buf)));
+    snprintf(buf, sizeof buf, " %s.", s->answer); /* the prompt ends in the space */
+    require(!mi_niah_exact_match(s, buf, strlen(buf)));
     require(!mi_niah_exact_match(s, "", 0));
-    snprintf(buf, sizeof buf, "x%s", s->answer);
-    require(!mi_niah_exact_match(s, buf, strlen(buf)));
+    require(!mi_niah_exact_match(s, ".", 1));
+    /* the flavour's cap holds its answer and the terminator */
+    require(mi_niah_answer_bytes(c) >= (int64_t)m + 1);
 }
 
 START_TEST(niah_passkey)
@@ -580,6 +591,43 @@ START_TEST(niah_errors)
 }
 END_TEST
 
+/* A NIAH training batch (the train layer's): prompt ++ answer ++ terminator,
+ * then '\n' padding; the labels are exactly the answer's bytes and the
+ * terminator, each on the position before it. */
+START_TEST(niah_training_batch_labels_the_terminator)
+{
+    const char *kinds[] = {"passkey", "word", "uuid"};
+    const int64_t cap[] = {8, 10, 37};
+    for (int k = 0; k < 3; k++) {
+        mi_run_config rc = mi_run_config_default(MI_TASK_NIAH);
+        rc.seq_len = 200;
+        snprintf(rc.niah, sizeof rc.niah, "%s", kinds[k]);
+        ck_assert_int_eq(mi_run_config_tokens(&rc), 200 + cap[k]);
+        mi_run_task t;
+        ck_assert_msg(mi_run_task_open(&t, &rc) == 0, "%s", mi_error());
+        mi_tensor *x, *y;
+        ck_assert_msg(mi_run_task_batch(&t, MI_SPLIT_TRAIN, 5, 3, &x, &y) == 0, "%s", mi_error());
+        int64_t L = rc.seq_len, T = L + cap[k];
+        ck_assert_int_eq(x->shape[1], T);
+        for (int64_t b = 0; b < 3; b++) {
+            mi_niah_sample s;
+            ck_assert_int_eq(mi_niah_example(&t.niah, rc.seed, MI_SPLIT_TRAIN, 5 + b, &s), 0);
+            char want[64];
+            int m = snprintf(want, sizeof want, "%s.", s.answer);
+            for (int64_t i = 0; i < T; i++) {
+                int64_t in = i < L ? (uint8_t)s.prompt[i] : i < L + m ? (uint8_t)want[i - L] : '\n';
+                int64_t lab = i >= L - 1 && i < L - 1 + m ? (uint8_t)want[i - L + 1]
+                                                          : MI_IGNORE_INDEX;
+                require_msg(at(x, b * T + i) == in, "%s row %lld input %lld", kinds[k],
+                            (long long)b, (long long)i);
+                require_msg(at(y, b * T + i) == lab, "%s row %lld target %lld", kinds[k],
+                            (long long)b, (long long)i);
+            }
+        }
+    }
+}
+END_TEST
+
 Suite *make_suite(void)
 {
     Suite *s = suite_create("tasks");
@@ -602,6 +650,7 @@ Suite *make_suite(void)
     tcase_add_test(tc, niah_word_and_uuid);
     tcase_add_test(tc, niah_real_text);
     tcase_add_test(tc, niah_errors);
+    tcase_add_test(tc, niah_training_batch_labels_the_terminator);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -15,6 +15,8 @@
 # after a new run).
 #
 # --no-docs leaves docs/ alone (for a trial run, e.g. `--no-docs --steps 3`);
+# `--suite niah-long` (or mqar-long) adds the length-generalisation suites, whose
+# per-length tables and charts fill the `NAME-points` blocks;
 # any other option goes to miras-bench (`--data FILE`: the text of the LM and
 # text-needle suites instead of the repository's data/tinyshakespeare.txt).
 set -euo pipefail
@@ -94,6 +96,17 @@ for s in "${suites[@]}"; do
   fi
 done
 
+# The suites that evaluate checkpoints again (niah-long-*, mqar-long; given with
+# `--suite niah-long` or `--suite mqar-long`): the per-length table and chart, for the
+# blocks NAME-points; a block whose suite did not run keeps its text.
+for s in niah-long-passkey niah-long-word niah-long-text mqar-long; do
+  if [ -f "$out/quality-$s-points.md" ] && grep -q "\"suite\":\"$s\"" "$out/quality.out"; then
+    cp "$out/quality-$s-points.svg" docs/experiments/
+    { cat "$out/quality-$s-points.md"; echo
+      echo "![$s](experiments/quality-$s-points.svg)"; } >"$gen/$s-points.md"
+  fi
+done
+
 # summary NAME TITLE COLUMN:SUITE...: one row per variant, the metric of
 # each suite's Markdown table in its column ("-": not run or failed).
 summary() {
@@ -119,7 +132,7 @@ summary() {
       }
     }' >"$gen/$name.md"
 }
-summary niah-summary "Teacher-forced accuracy on the answer bytes, per flavour:" \
+summary niah-summary "Teacher-forced accuracy on the answer bytes and the terminator, per flavour:" \
   passkey:baseline-niah-passkey word:baseline-niah-word text:baseline-niah-text
 summary capacity-summary "Recall accuracy by the number of stored pairs N:" \
   "N = 2:baseline-capacity-2" "N = 4:baseline-capacity-4" "N = 8:baseline-capacity-8"
@@ -136,9 +149,12 @@ if [ ! -f "$doc" ]; then
 fi
 awk -v gen="$gen" '
   /^<!-- experiments\.sh: [A-Za-z0-9._-]+ -->$/ {
-    print; print ""; name = $3; file = gen "/" name ".md"; skip = 1
-    while ((getline line < file) > 0) print line
-    close(file); print ""; next
+    file = gen "/" $3 ".md"
+    if ((getline line < file) > 0) { # generated this run: replace the block
+      print; print ""; print line; skip = 1
+      while ((getline line < file) > 0) print line
+      close(file); print ""; next
+    }
   }
   /^<!-- \/experiments\.sh -->$/ { skip = 0 }
   !skip' "$doc" >"$gen/doc.md"

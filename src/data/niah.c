@@ -90,8 +90,8 @@ int mi_niah_example(const mi_niah_config *c, uint64_t seed, mi_split split, int6
                  (unsigned long long)(1000000 + mi_rng_below(&r, 9000000)));
     }
     char needle[160], question[192];
-    int nn = snprintf(needle, sizeof needle, "The special magic number for %s is: %s.", s.key,
-                      s.answer);
+    int nn = snprintf(needle, sizeof needle, "The special magic number for %s is: %s%c", s.key,
+                      s.answer, MI_NIAH_TERMINATOR);
     int nq = snprintf(question, sizeof question,
                       "\nWhat is the special magic number for %s? The special magic number "
                       "for %s is: ", s.key, s.key);
@@ -159,14 +159,27 @@ int mi_niah_example(const mi_niah_config *c, uint64_t seed, mi_split split, int6
     return 0;
 }
 
-/* The answer's bytes, after any leading spaces; what follows them is not
- * judged: training labels the answer's bytes and nothing after them, so the
- * byte a model writes next (often another digit) says nothing about whether
- * it retrieved the needle. */
+int64_t mi_niah_answer_bytes(const mi_niah_config *c)
+{
+    if (!c) return mi_error_set("niah: NULL config"), -1;
+    if (c->kind != MI_NIAH_PASSKEY && c->kind != MI_NIAH_WORD && c->kind != MI_NIAH_TEXT)
+        return mi_error_set("niah: unknown kind %d (passkey 0, word 1, text 2)", (int)c->kind), -1;
+    size_t longest = 7; /* a pass key */
+    if (c->kind == MI_NIAH_WORD && c->uuid) longest = 36;
+    else if (c->kind == MI_NIAH_WORD)
+        for (uint64_t i = 0; i < COUNT(words); i++)
+            if (strlen(words[i]) > longest) longest = strlen(words[i]);
+    return (int64_t)longest + 1;
+}
+
+/* Greedy generation is scored up to the needle's terminator (RULER's S-NIAH
+ * as the MIRAS paper scores it): the continuation must be the answer's bytes
+ * and then the terminator. No answer holds a terminator, so the first one in
+ * the continuation ends what is judged and nothing after it counts. */
 bool mi_niah_exact_match(const mi_niah_sample *s, const char *generated, size_t n)
 {
     if (!s || !generated) return false;
-    size_t i = 0, m = strlen(s->answer);
-    while (i < n && generated[i] == ' ') i++;
-    return m > 0 && n - i >= m && memcmp(generated + i, s->answer, m) == 0;
+    size_t m = strlen(s->answer);
+    return m > 0 && n > m && memcmp(generated, s->answer, m) == 0 &&
+           generated[m] == MI_NIAH_TERMINATOR;
 }

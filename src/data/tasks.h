@@ -148,7 +148,8 @@ int mi_text_windows(const mi_text *t, int64_t seq_len, mi_split split, int64_t f
  *            text at a uniform start, the needle (and a space) inserted at a
  *            uniform depth, moved back to just after the nearest whitespace
  *            (at most 64 bytes back) so no word is split.
- * Score: mi_niah_exact_match, per haystack length (1K, 2K, 4K … bytes). */
+ * Score: mi_niah_exact_match of the greedy continuation up to the needle's
+ * terminator, per haystack length (1K, 2K, 4K … bytes). */
 typedef enum mi_niah_kind { MI_NIAH_PASSKEY = 0, MI_NIAH_WORD = 1, MI_NIAH_TEXT = 2 } mi_niah_kind;
 
 typedef struct mi_niah_config {
@@ -178,10 +179,18 @@ int mi_niah_check(const mi_niah_config *c);
  * and the question, or the text is too short. */
 int mi_niah_example(const mi_niah_config *c, uint64_t seed, mi_split split, int64_t index,
                     mi_niah_sample *out);
-/* Exact match of a generated continuation: after any leading spaces it must
- * start with the answer's bytes; what follows is not judged (training labels
- * the answer's bytes only, never an end): "1234567." and "12345678" match
- * 1234567, "1234568" does not. */
+/* The needle's last byte, after VALUE: what training labels after the
+ * answer, and where greedy generation is scored up to. */
+#define MI_NIAH_TERMINATOR '.'
+/* The longest VALUE of the flavour plus its terminator, in bytes (pass key
+ * 8, word 10, UUID 37): what a training sequence holds after the prompt and
+ * the cap of a generated answer. It depends on the kind (and uuid) only.
+ * -1 with a message on an unknown kind. */
+int64_t mi_niah_answer_bytes(const mi_niah_config *c);
+/* Exact match of a greedy continuation, judged up to the first terminator:
+ * it must be the answer's bytes and then MI_NIAH_TERMINATOR. For 1234567,
+ * "1234567." and "1234567.9" match; "12345678" (no end where the answer
+ * ends), "1234568." and " 1234567." do not. */
 bool mi_niah_exact_match(const mi_niah_sample *s, const char *generated, size_t n);
 
 #endif

@@ -64,7 +64,10 @@ mi_schedule mi_run_config_schedule(const mi_run_config *rc)
 
 int64_t mi_run_config_tokens(const mi_run_config *rc)
 {
-    return rc->task == MI_TASK_NIAH ? rc->seq_len + MI_NIAH_ANSWER_MAX : rc->seq_len;
+    if (rc->task != MI_TASK_NIAH) return rc->seq_len;
+    mi_niah_config c = train_niah_config(rc);
+    int64_t answer = mi_niah_answer_bytes(&c);
+    return answer < 0 ? -1 : rc->seq_len + answer;
 }
 
 uint64_t mi_fnv1a(const void *bytes, int64_t n)

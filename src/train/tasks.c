@@ -22,6 +22,16 @@ static int niah_fits(const mi_run_task *t)
     return rc;
 }
 
+mi_niah_config train_niah_config(const mi_run_config *rc)
+{
+    mi_niah_config c = mi_niah_config_default();
+    c.length = rc->seq_len;
+    c.kind = !strcmp(rc->niah, "text") ? MI_NIAH_TEXT
+           : !strcmp(rc->niah, "passkey") ? MI_NIAH_PASSKEY : MI_NIAH_WORD;
+    c.uuid = !strcmp(rc->niah, "uuid");
+    return c;
+}
+
 int mi_run_task_open(mi_run_task *t, const mi_run_config *rc)
 {
     *t = (mi_run_task){.rc = rc};
@@ -46,11 +56,7 @@ int mi_run_task_open(mi_run_task *t, const mi_run_config *rc)
         check = mi_capacity_check(&t->capacity);
         break;
     case MI_TASK_NIAH:
-        t->niah = mi_niah_config_default();
-        t->niah.length = rc->seq_len;
-        t->niah.kind = !strcmp(rc->niah, "text") ? MI_NIAH_TEXT
-                     : !strcmp(rc->niah, "passkey") ? MI_NIAH_PASSKEY : MI_NIAH_WORD;
-        t->niah.uuid = !strcmp(rc->niah, "uuid");
+        t->niah = train_niah_config(rc);
         if (t->text) t->niah.text = t->text->data, t->niah.text_size = t->text->size;
         check = mi_niah_check(&t->niah);
         if (check == 0) check = niah_fits(t);
@@ -60,12 +66,15 @@ int mi_run_task_open(mi_run_task *t, const mi_run_config *rc)
     return check == 0 ? 0 : -2;
 }
 
-/* NIAH: inputs = prompt ++ answer, padded with '\n' to prompt + MI_NIAH_ANSWER_MAX
- * bytes; the targets are the answer's bytes, each on the position before it. */
+/* NIAH: inputs = prompt ++ answer ++ terminator, padded with '\n' to the
+ * prompt + mi_niah_answer_bytes; the targets are the answer's bytes and the
+ * terminator, each on the position before it, so that the model learns
+ * where the answer ends. */
 static int niah_batch(const mi_run_task *t, mi_split split, int64_t first, int64_t B,
                       mi_tensor **in, mi_tensor **tg)
 {
-    int64_t L = t->niah.length, T = L + MI_NIAH_ANSWER_MAX;
+    int64_t L = t->niah.length, A = mi_niah_answer_bytes(&t->niah), T = L + A;
+    if (A < 0) return -1;
     *in = mi_full(MI_I64, MI_SHAPE(B, T), '\n');
     *tg = mi_full(MI_I64, MI_SHAPE(B, T), MI_IGNORE_INDEX);
     if (!*in || !*tg) return -1;
@@ -74,9 +83,11 @@ static int niah_batch(const mi_run_task *t, mi_split split, int64_t first, int64
         if (mi_niah_example(&t->niah, t->rc->seed, split, first + b, &s) != 0) return -1;
         int64_t *x = (int64_t *)(*in)->data + b * T, *y = (int64_t *)(*tg)->data + b * T;
         memcpy(x, s.tokens->data, sizeof(int64_t) * (size_t)L);
-        for (int64_t j = 0; s.answer[j] && j < MI_NIAH_ANSWER_MAX; j++) {
-            x[L + j] = (uint8_t)s.answer[j];
-            y[L - 1 + j] = (uint8_t)s.answer[j];
+        int64_t m = (int64_t)strlen(s.answer);
+        for (int64_t j = 0; j <= m; j++) {
+            int64_t byte = j < m ? (uint8_t)s.answer[j] : MI_NIAH_TERMINATOR;
+            x[L + j] = byte;
+            y[L - 1 + j] = byte;
         }
     }
     return 0;

@@ -53,7 +53,8 @@ int mi_task_from_name(const char *name);
 /* Whether the task is scored by recall accuracy (mqar, niah, capacity). */
 bool mi_task_has_accuracy(mi_task_kind k);
 
-/* A NIAH training sequence is the prompt + this many answer bytes. */
+/* At most this many bytes follow a NIAH prompt in a training sequence (the
+ * answer and its terminator: mi_niah_answer_bytes, 37 for a UUID). */
 #define MI_NIAH_ANSWER_MAX 48
 
 typedef struct mi_run_config {
@@ -95,7 +96,8 @@ bool mi_run_config_knows(const char *option);
  * steps, then cosine to min_lr·lr at steps (cosine) or constant. */
 mi_schedule mi_run_config_schedule(const mi_run_config *rc);
 
-/* The sequence length a batch of the task has (niah: prompt + answer). */
+/* The sequence length a batch of the task has (niah: prompt + the flavour's
+ * longest answer and its terminator). */
 int64_t mi_run_config_tokens(const mi_run_config *rc);
 
 /* What a run accumulates between log rows and validations; checkpoints carry
@@ -135,8 +137,9 @@ typedef struct mi_run_task {
 int mi_run_task_open(mi_run_task *t, const mi_run_config *rc);
 /* Examples first … first+batch−1 of a split: i64 inputs and targets [B, T]
  * (T = mi_run_config_tokens), in the current scope. NIAH packs prompt ++
- * answer, padded with '\n', the targets being the answer's bytes, each on
- * the position before it (the others ignored). */
+ * answer ++ terminator, padded with '\n', the targets being the answer's
+ * bytes and the terminator, each on the position before it (the others
+ * ignored). */
 int mi_run_task_batch(const mi_run_task *t, mi_split split, int64_t first, int64_t batch,
                       mi_tensor **inputs, mi_tensor **targets);
 

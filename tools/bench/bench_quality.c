@@ -339,6 +339,28 @@ static int check_overrides(quality_case *c, char *msg, size_t n)
     return rc;
 }
 
+int quality_spawn(const char *exe, const char *const *argv, const char *out_path,
+                  const char *err_path, int *status, double *wall_s, char *msg, size_t n)
+{
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, 1, out_path, O_WRONLY | O_CREAT | O_TRUNC, 0666);
+    if (err_path) posix_spawn_file_actions_addopen(&fa, 2, err_path, O_WRONLY | O_CREAT | O_TRUNC,
+                                                   0666);
+    else posix_spawn_file_actions_adddup2(&fa, 1, 2);
+    fflush(stdout);
+    fflush(stderr);
+    double t0 = now_s();
+    pid_t pid;
+    int e = posix_spawn(&pid, exe, &fa, NULL, (char *const *)argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    if (e != 0) return snprintf(msg, n, "cannot start %.300s: %s", exe, strerror(e)), -1;
+    while (waitpid(pid, status, 0) < 0 && errno == EINTR) {}
+    *wall_s = now_s() - t0;
+    return 0;
+}
+
 /* Runs miras-train for case c (output to DIR/train.out) and reads its log. */
 static void run_case(quality_case *c, const char *train, const char *data, const quality_opts *q)
 {
@@ -359,25 +381,11 @@ static void run_case(quality_case *c, const char *train, const char *data, const
     snprintf(log_path, sizeof log_path, "%s/log.csv", c->dir);
     remove(log_path); /* a failed run must not leave an old log to read */
 
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&fa, 1, out_path, O_WRONLY | O_CREAT | O_TRUNC, 0666);
-    posix_spawn_file_actions_adddup2(&fa, 1, 2);
-    fflush(stdout);
-    fflush(stderr);
-    double t0 = now_s();
-    pid_t pid;
-    int e = posix_spawn(&pid, train, &fa, NULL, (char *const *)cmd.argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    if (e != 0) {
-        snprintf(c->message, sizeof c->message, "cannot start %.300s: %s", train,
-                 strerror(e));
+    int status = 0;
+    if (quality_spawn(train, cmd.argv, out_path, NULL, &status, &c->wall_s, msg, sizeof msg) != 0) {
+        copy_str(c->message, sizeof c->message, msg);
         return;
     }
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
-    c->wall_s = now_s() - t0;
     c->params = params_from_output(out_path);
     char last[400];
     last_line(out_path, last, sizeof last);
@@ -475,6 +483,28 @@ static void case_dir(char *buf, size_t n, const char *out, const quality_suite *
                 (*v >= 'A' && *v <= 'Z')) ? *v : '_', *p = '\0';
 }
 
+/* A suite's points: DIR/quality-<suite>-points.{md,svg}, and the table on stdout. */
+static void write_points(const quality_case *cases, int n, const quality_suite *su,
+                         const char *out, bool json_only)
+{
+    char path[PATH_LEN + 64], msg[1024];
+    size_t size = 0;
+    char *doc = points_svg(cases, n, su, &size);
+    snprintf(path, sizeof path, "%s/quality-%s-points.svg", out, su->name);
+    if (!doc || write_atomic(path, doc, size, msg, sizeof msg) != 0)
+        fprintf(stderr, "miras-bench: %s\n", doc ? msg : "out of memory for the chart");
+    free(doc);
+    doc = points_markdown(cases, n, su, &size);
+    snprintf(path, sizeof path, "%s/quality-%s-points.md", out, su->name);
+    if (!doc || write_atomic(path, doc, size, msg, sizeof msg) != 0)
+        fprintf(stderr, "miras-bench: %s\n", doc ? msg : "out of memory for the table");
+    free(doc);
+    if (!json_only) {
+        print_points_table(cases, n, su);
+        printf("chart: %s/quality-%s-points.svg\n", out, su->name);
+    }
+}
+
 int bench_quality(const bench_opts *o, const quality_opts *q)
 {
     char msg[2048];
@@ -505,9 +535,13 @@ int bench_quality(const bench_opts *o, const quality_opts *q)
         fprintf(stderr, "miras-bench: --data '%s': %s\n", o->data, strerror(errno));
         return 2;
     }
-    char train[PATH_LEN + 32];
+    char train[PATH_LEN + 32], eval_exe[PATH_LEN + 48];
     int found = find_train(q, train, sizeof train);
     if (found) return found;
+    /* miras-eval, for the suites that evaluate checkpoints: beside miras-train */
+    snprintf(eval_exe, sizeof eval_exe, "%.*s/miras-eval",
+             strrchr(train, '/') ? (int)(strrchr(train, '/') - train) : 1,
+             strrchr(train, '/') ? train : ".");
     const char *out = q->out ? q->out : DEFAULT_OUT;
     if (make_dir(out, msg, sizeof msg) != 0) {
         fprintf(stderr, "miras-bench: --out: %s\n", msg);
@@ -544,7 +578,8 @@ int bench_quality(const bench_opts *o, const quality_opts *q)
             quality_case *c = &cases[n++];
             *c = (quality_case){.suite = su, .steps = q->steps ? q->steps : suite_steps(su),
                                 .params = -1, .val_loss = NAN, .val_acc = NAN,
-                                .train_loss = NAN, .wall_s = NAN, .floor = su->floor,
+                                .train_loss = NAN, .wall_s = NAN, .eval_wall_s = NAN,
+                                .floor = su->floor,
                                 .status = skip[0] ? CASE_SKIPPED : CASE_OK};
             snprintf(c->variant, sizeof c->variant, "%s", variants[s][v]);
             case_dir(c->dir, sizeof c->dir, out, su, c->variant);
@@ -569,6 +604,7 @@ int bench_quality(const bench_opts *o, const quality_opts *q)
             fprintf(stderr, "[%d/%d] %s %s ... ", ++done, to_run, c->suite->name, c->variant);
             fflush(stderr);
             run_case(c, train, data_of[s], q);
+            if (c->status == CASE_OK && c->suite->eval) run_case_eval(c, eval_exe, q->threads);
             if (c->status == CASE_OK) {
                 const quality_case *base = baseline_of(cases, i + 1, c->suite);
                 fprintf(stderr, c->wall_s < 10 ? "%.2f s  %s %.4f" : "%.1f s  %s %.4f", c->wall_s,
@@ -617,6 +653,7 @@ int bench_quality(const bench_opts *o, const quality_opts *q)
             free(doc);
         }
         if (!o->json_only) print_suite_table(cases, n, su, data_name, svg);
+        if (ran && su->eval) write_points(cases, n, su, out, o->json_only);
     }
     if (!o->json_only)
         printf("each case: one miras-train run (its output in <out>/<suite>-<variant>/train.out);"

@@ -35,6 +35,10 @@ typedef struct quality_suite {
     const char *data;
     const char *variants, *baseline;
     double floor;
+    /* NULL, or miras-eval arguments (space-separated) run on each case's
+     * checkpoint after training: --niah LEN,... or --mqar L:N,...; their
+     * accuracies are the case's points (bench_quality_eval.c) */
+    const char *eval;
     quality_rule rules[MAX_RULES];
 } quality_suite;
 
@@ -61,6 +65,13 @@ static inline bool lower_is_better(const char *metric) { return strcmp(metric, "
 
 typedef enum { CASE_OK, CASE_FAILED, CASE_SKIPPED } case_status;
 
+#define MAX_POINTS 12 /* miras-eval accuracies of a case */
+
+typedef struct quality_point {
+    int64_t length, pairs; /* niah: the prompt's bytes (pairs 0); mqar: L and N */
+    double accuracy;
+} quality_point;
+
 typedef struct quality_case {
     const quality_suite *suite;
     char variant[NAME_MAX_LEN];
@@ -72,6 +83,9 @@ typedef struct quality_case {
     case_status status;
     char message[512];       /* failed or skipped: why */
     char overrides[512];     /* the checkpoint's lm.mixer_overrides, as the model got them */
+    quality_point points[MAX_POINTS]; /* suites with eval: miras-eval's, in its order */
+    int n_points;
+    double eval_wall_s;      /* miras-eval's wall time (NaN: not run) */
 } quality_case;
 
 static inline double metric_of(const quality_case *c)
@@ -85,6 +99,23 @@ static inline bool below_floor(const quality_case *c)
     double m = metric_of(c);
     return lower_is_better(c->suite->metric) ? !(m <= c->floor) : !(m >= c->floor);
 }
+
+/* Runs exe with argv (argv[0] the program), stdin /dev/null, stdout into
+ * out_path and stderr into err_path (NULL: with stdout), and waits: 0 with
+ * its wait status in *status and the wall time in *wall_s, or -1 when it
+ * could not start (msg says why). */
+int quality_spawn(const char *exe, const char *const *argv, const char *out_path,
+                  const char *err_path, int *status, double *wall_s, char *msg, size_t n);
+
+/* Suites with eval (bench_quality_eval.c): miras-eval (eval_exe) on the case's
+ * checkpoint, its JSON in DIR/eval.json, its points into c; a failure makes
+ * the case failed with miras-eval's message. threads: --threads (0: none). */
+void run_case_eval(quality_case *c, const char *eval_exe, int threads);
+/* The points as a table (text on stdout, Markdown) and a line chart (SVG,
+ * accuracy against the points, one line per variant) (bench_quality_eval.c). */
+void print_points_table(const quality_case *cases, int n, const quality_suite *s);
+char *points_markdown(const quality_case *cases, int n, const quality_suite *s, size_t *size);
+char *points_svg(const quality_case *cases, int n, const quality_suite *s, size_t *size);
 
 /* s as a JSON string; bytes < 0x20 escaped, the rest (UTF-8 included) as is. */
 void json_str(const char *s);

@@ -51,6 +51,17 @@ void print_case_json_line(const quality_case *c)
     json_num("val_acc", c->val_acc);
     json_num("train_loss", c->train_loss);
     json_num("wall_s", c->wall_s);
+    if (c->suite->eval) {
+        json_num("eval_wall_s", c->eval_wall_s);
+        printf(",\"points\":[");
+        for (int k = 0; k < c->n_points; k++) {
+            printf("%s{\"length\":%lld", k ? "," : "", (long long)c->points[k].length);
+            if (c->points[k].pairs) printf(",\"pairs\":%lld", (long long)c->points[k].pairs);
+            json_num("accuracy", c->points[k].accuracy);
+            printf("}");
+        }
+        printf("]");
+    }
     if (c->status == CASE_OK) printf(",\"mixer_overrides\":"), json_str(c->overrides);
     else printf(",\"mixer_overrides\":null");
     printf(",\"status\":\"%s\"", status_name(c->status));

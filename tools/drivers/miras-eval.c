@@ -19,8 +19,9 @@ static void usage(void)
 "  --seq-len N        window for --data (the checkpoint's)\n"
 "  --max-windows N    at most N windows (all)\n"
 "  --mqar L:N[,...]   MQAR accuracy at sequence length L with N pairs\n"
-"  --niah LEN[,...]   needle in a haystack: exact match of the greedy answer,\n"
-"                     per prompt length in bytes\n"
+"  --niah LEN[,...]   needle in a haystack: exact match of the greedy answer up\n"
+"                     to the needle's terminator '.', per prompt length in bytes\n"
+"  --niah-show        print each needle's expected and generated answer\n"
 "  --niah-kind KIND   passkey | word | uuid | text (needles in --data)  (passkey)\n"
 "  --capacity N[,...] memory capacity: recall accuracy with N pairs\n"
 "  --examples N       held-out examples per point (256; niah 16)\n"
@@ -134,36 +135,46 @@ static void eval_recall(const mi_lm *lm, mi_run_config *rc, int64_t examples)
     }
 }
 
-/* Needle in a haystack: the greedy continuation of each prompt, scored by
- * exact match of the answer. */
-static void eval_niah(const mi_lm *lm, mi_run_config *rc, int64_t examples)
+/* Needle in a haystack: the greedy continuation of each prompt, up to the
+ * flavour's longest answer and its terminator, scored by exact match up to
+ * the first terminator (the bytes after it are generated but never read). */
+static void eval_niah(const mi_lm *lm, mi_run_config *rc, int64_t examples, bool show)
 {
     mi_run_task t;
     int opened = mi_run_task_open(&t, rc);
     if (opened == -2) die_usage("%s", mi_error());
     if (opened != 0) die("%s", mi_error());
-    int64_t L = rc->seq_len, W = L + MI_NIAH_ANSWER_MAX + 1, hits = 0;
+    int64_t L = rc->seq_len, n = mi_niah_answer_bytes(&t.niah), W = L + n, hits = 0;
+    if (n < 0 || n > MI_NIAH_ANSWER_MAX) die("%s", mi_error());
     mi_scope *s = mi_scope_new("eval-niah");
     int64_t *seq = malloc(sizeof(int64_t) * (size_t)(rc->batch * W));
     mi_niah_sample *sample = malloc(sizeof *sample * (size_t)rc->batch);
-    if (!seq || !sample) die("out of memory");
+    if (!s || !seq || !sample) die("out of memory");
     mi_sampler greedy = {0};
     for (int64_t e = 0; e < examples; e += rc->batch) {
-        int64_t B = examples - e < rc->batch ? examples - e : rc->batch, n = 0;
+        int64_t B = examples - e < rc->batch ? examples - e : rc->batch;
         mi_scope_enter(s);
         for (int64_t b = 0; b < B; b++) {
             if (mi_niah_example(&t.niah, rc->seed, MI_SPLIT_VALID, e + b, &sample[b]) != 0)
                 die_usage("%s", mi_error());
-            int64_t len = (int64_t)strlen(sample[b].answer); /* the answer's bytes */
-            if (len > n) n = len;
+            memcpy(seq + b * W, sample[b].tokens->data, sizeof(int64_t) * (size_t)L);
         }
-        for (int64_t b = 0; b < B; b++) /* rows of L + n tokens */
-            memcpy(seq + b * (L + n), sample[b].tokens->data, sizeof(int64_t) * (size_t)L);
         if (mi_generate(lm, seq, B, L, n, &greedy, NULL, NULL) != 0) die("%s", mi_error());
         for (int64_t b = 0; b < B; b++) {
             char got[MI_NIAH_ANSWER_MAX + 1];
-            for (int64_t j = 0; j < n; j++) got[j] = (char)seq[b * (L + n) + L + j];
-            hits += mi_niah_exact_match(&sample[b], got, (size_t)n);
+            for (int64_t j = 0; j < n; j++) got[j] = (char)seq[b * W + L + j];
+            bool hit = mi_niah_exact_match(&sample[b], got, (size_t)n);
+            hits += hit;
+            if (show && !json) { /* what was judged: up to the first terminator */
+                fprintf(out, "  %s %lld: want %s%c, got ", hit ? "hit " : "miss",
+                        (long long)(e + b), sample[b].answer, MI_NIAH_TERMINATOR);
+                for (int64_t j = 0; j < n; j++) {
+                    unsigned char c = (unsigned char)got[j];
+                    fputc(c >= 0x20 && c < 0x7f ? c : '?', out);
+                    if (c == MI_NIAH_TERMINATOR) break;
+                }
+                fputc('\n', out);
+            }
         }
         mi_scope_leave();
         mi_scope_reset(s);
@@ -173,8 +184,9 @@ static void eval_niah(const mi_lm *lm, mi_run_config *rc, int64_t examples)
     mi_scope_free(s);
     double acc = (double)hits / (double)examples;
     if (json)
-        fprintf(out, "%s{\"kind\":\"%s\",\"length\":%lld,\"examples\":%lld,\"accuracy\":%.6f}",
-               n_out++ ? "," : "", rc->niah, (long long)L, (long long)examples, acc);
+        fprintf(out, "%s{\"kind\":\"%s\",\"length\":%lld,\"examples\":%lld,\"hits\":%lld,"
+               "\"accuracy\":%.6f}", n_out++ ? "," : "", rc->niah, (long long)L,
+               (long long)examples, (long long)hits, acc);
     else
         fprintf(out, "niah      %s, %lld bytes: %lld/%lld exact (%.4f)\n", rc->niah, (long long)L,
                (long long)hits, (long long)examples, acc);
@@ -187,11 +199,13 @@ int main(int argc, char **argv)
     int64_t mq_l[32], mq_n[32], niah[32], cap[32], seq_len = 0, max_windows = 0, examples = 0;
     int64_t batch = 16, seed = -1;
     int n_mq = 0, n_niah = 0, n_cap = 0;
+    bool niah_show = false;
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
         if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) usage(), exit(0);
         else if (!strcmp(arg, "--version")) printf("miras-eval %s\n", MIRAS_VERSION), exit(0);
         else if (opt_is(argc, argv, &i, "--json", NULL)) json = true;
+        else if (opt_is(argc, argv, &i, "--niah-show", NULL)) niah_show = true;
         else if (opt_is(argc, argv, &i, "--data", &v)) data = v;
         else if (opt_is(argc, argv, &i, "--seq-len", &v)) seq_len = parse_int(arg, v, 1, 1 << 24);
         else if (opt_is(argc, argv, &i, "--max-windows", &v))
@@ -268,7 +282,7 @@ int main(int argc, char **argv)
             if (!data && !rc.data[0]) die_usage("--niah-kind text needs --data FILE");
             if (data) snprintf(r.data, sizeof r.data, "%s", data);
         }
-        eval_niah(&lm, &r, examples ? examples : 16);
+        eval_niah(&lm, &r, examples ? examples : 16, niah_show);
     }
     if (n_niah && json) fprintf(out, "]");
     if (n_cap && json) fprintf(out, ",\"capacity\":["), n_out = 0;
