@@ -128,7 +128,7 @@ END_TEST
  * The forward values against the rules as MIRAS writes them, in the op's
  * [dv, dk] orientation (S_{t−1} on the left), in plain f64 loops:
  *   delta:       S_t = α_t S_{t−1} − β_t (S_{t−1} k_t − v_t) k_tᵀ
- *                (MIRAS, Eq. OGDupdate with ℓ2 bias ½‖S k − v‖² and ℓ2 retention α_t)
+ *                (MIRAS, eq:OGDupdate with ℓ2 bias ½‖S k − v‖² and ℓ2 retention α_t)
  *   decay_first: S_t = α_t S_{t−1} (I − β_t k_t k_tᵀ) + β_t v_t k_tᵀ
  *                (MIRAS, Table 1, Gated DeltaNet; α ≡ 1 is DeltaNet's row)
  *   hebbian:     S_t = α_t S_{t−1} + β_t v_t k_tᵀ  (MIRAS, Table 1, Mamba / linear attention)

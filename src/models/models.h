@@ -1,5 +1,7 @@
 /* Installed as miras/models/models.h, for users: included by miras.h. */
-/* miras models layer: a MIRAS memory is four choices (MIRAS §3, Table 1):
+/* miras models layer: a MIRAS memory is four choices (the MIRAS paper's
+ * §"MIRAS: Learning to Memorize with Robust and Expressive Memory" and its
+ * Table 1, tab:memory-perspective-all):
  *
  *   memory architecture  M_W(x)            vector, matrix, k-layer MLP
  *   attentional bias     ℓ(M_W(k_t); v_t)  dot, l2, lp, huber, huber-norm, yaad, robust

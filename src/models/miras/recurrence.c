@@ -1,6 +1,8 @@
 /* The MIRAS recurrence, generic over the four components.
  *
- * Per token (chunk b = 1), MIRAS Eq. 3 with gradient descent:
+ * Per token (chunk b = 1), the MIRAS paper's online gradient descent
+ * (eq:OGDupdate) with the retention gate's decay (its Learning-Retaining
+ * viewpoint, eq:Viewpoint2-Loss-Premetric, with an ℓ2 local retention):
  *   g_t  = ∇_W ℓ(M_{W}(k_t); v_t)  at W = read(A_{t-1})   (at read(α_t ⊙ A_{t-1})
  *                                                          with decay_first)
  *   u_t  = −η_t ⊙ g_t                 (implicit GD: η_t / (1 + η_t‖k_t‖²), Longhorn;
