@@ -366,6 +366,37 @@ START_TEST(gla_chunks_run_the_scan)
 }
 END_TEST
 
+/* The unit write (delta_write=unit) with a key-side decay has neither a
+ * scan kernel nor a chunkwise form: at chunk 1 it runs as the composed ops
+ * (equal to materialize=true), and form=exact at chunk 4 says why it cannot. */
+START_TEST(unit_write_on_the_key_side)
+{
+    inputs x;
+    make_inputs(&x, N, 9, D, 0.3, 0.99, false, 970);
+    mi_tensor *got[8], *ref[8];
+    mi_miras_config c = rule_config(true, 1);
+    config_set(&c, "delta_write=unit");
+    mi_miras m;
+    ck_assert_int_eq(mi_miras_init(&m, &c), 0);
+    mi_miras_gates g = {.eta = x.eta, .alpha = x.alpha};
+    mi_tensor *w0 = x.w0;
+    mi_tensor *y = mi_miras_forward(&m, x.q, x.k, x.v, &g, &w0, NULL);
+    ck_assert_msg(y != NULL, "%s", mi_error());
+    ck_assert_msg(!computed_by(y, "delta_scan", 3), "the scan has no unit write on the key side");
+    ck_assert_msg(results(&c, &x, got) == 0, "%s", mi_error());
+    mi_miras_config cm = c;
+    config_set(&cm, "materialize=true");
+    ck_assert_msg(results(&cm, &x, ref) == 0, "%s", mi_error());
+    int worst = 0;
+    ck_assert_double_le(max_rel_err(got, ref, 8, &worst, NULL), 1e-12);
+    mi_miras_config ce = rule_config(true, 4);
+    config_set(&ce, "delta_write=unit");
+    ck_assert_int_ne(results(&ce, &x, got), 0);
+    ck_assert_error_has("delta_write=unit");
+    mi_error_clear();
+}
+END_TEST
+
 Suite *make_suite(void)
 {
     Suite *s = suite_create("delta_dplr");
@@ -374,6 +405,7 @@ Suite *make_suite(void)
     tcase_add_loop_test(tc, chunk_form_gradcheck, 0, 4);
     tcase_add_test(tc, gla_by_default_is_gla);
     tcase_add_test(tc, gla_chunks_run_the_scan);
+    tcase_add_test(tc, unit_write_on_the_key_side);
     tcase_add_test(tc, rwkv7_chunks_equal_chunk_1);
     tcase_add_test(tc, multistep_has_no_key_side_chunk_form);
     tcase_add_test(tc, scan_takes_the_key_side_decay);

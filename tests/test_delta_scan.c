@@ -2,8 +2,9 @@
  * - the op equals the same recurrence written with the composed per-token
  *   ops (matmul, mul, add per token) in f64 to ≤ 1e-12: y, S_T and the
  *   gradients of a random projection of both with respect to every input,
- *   for each rule (delta, decay_first, Hebbian), ragged T, N > 1, α ≡ 1, a
- *   general α, and β and α per value row;
+ *   for each rule (delta, decay_first, Hebbian), with and without the unit
+ *   write (MI_DELTA_RULE_UNIT_WRITE), ragged T, N > 1, α ≡ 1, a general α,
+ *   and β and α per value row;
  * - it passes the framework's f64 gradcheck;
  * - the recurrence's chunk 1 path (which now runs it) equals the composed
  *   path (materialize=true) for the presets it applies to, and the
@@ -49,9 +50,12 @@ static void make_inputs(inputs *x, int64_t T, int gates, uint64_t seed)
     x->gs = mi_randn(&r, MI_F64, MI_SHAPE(N, DV, DK), 0, 1);
 }
 
-/* The recurrence with composed ops, one token at a time. */
-static mi_tensor *composed(mi_tensor *const *in, mi_delta_rule rule, mi_tensor **s_end)
+/* The recurrence with composed ops, one token at a time (the rule may carry
+ * MI_DELTA_RULE_UNIT_WRITE: u = v − β ρ p in place of β (v − ρ p)). */
+static mi_tensor *composed(mi_tensor *const *in, mi_delta_rule flags, mi_tensor **s_end)
 {
+    bool unit = flags & MI_DELTA_RULE_UNIT_WRITE;
+    mi_delta_rule rule = (mi_delta_rule)(flags & ~MI_DELTA_RULE_UNIT_WRITE);
     mi_tensor *S = in[0];
     int64_t T = in[2]->shape[1];
     mi_tensor **ys = mi_scope_alloc(mi_scope_current(), sizeof(mi_tensor *) * (size_t)T);
@@ -64,13 +68,12 @@ static mi_tensor *composed(mi_tensor *const *in, mi_delta_rule rule, mi_tensor *
         mi_tensor *as = mi_slice(in[5], 1, t, t + 1);
         mi_tensor *a = mi_reshape(as, 3, (int64_t[]){N, 1, aw});
         mi_tensor *a_col = mi_reshape(as, 3, (int64_t[]){N, aw, 1});
-        mi_tensor *u = v; /* [N, 1, dv] */
+        mi_tensor *u = unit ? v : mi_mul(b, v); /* [N, 1, dv] */
         if (rule != MI_DELTA_RULE_HEBBIAN) {
             mi_tensor *p = mi_matmul_t(k, S, false, true); /* (S k)ᵀ */
             if (rule == MI_DELTA_RULE_DECAY_FIRST) p = mi_mul(a, p);
-            u = mi_sub(v, p);
+            u = mi_sub(u, mi_mul(b, p));
         }
-        u = mi_mul(b, u);
         S = mi_add(mi_mul(a_col, S), mi_matmul_t(u, k, true, false));
         ys[t] = mi_matmul_t(q, S, false, true);
     }
@@ -94,15 +97,17 @@ static void results(const inputs *x, mi_delta_rule rule, bool fused, mi_tensor *
 
 static const char *const what[8] = {"y", "S_T", "ds0", "dq", "dk", "dv", "dbeta", "dalpha"};
 static const char *const rules[3] = {"delta", "decay_first", "hebbian"};
+static const char *const writes[2] = {"", " unit"};
 static const int64_t lengths[] = {1, 2, 7, 13};
 
 static const char *const gate_kinds[3] = {"alpha 1", "alpha general", "per row"};
 
-/* _i: rule (3) × gates (3: α ≡ 1, general α, β and α per value row) */
+/* _i: rule (3) × gates (3: α ≡ 1, general α, β and α per value row) × write
+ * (β v kᵀ, or v kᵀ with MI_DELTA_RULE_UNIT_WRITE) */
 START_TEST(op_equals_composed_ops)
 {
-    mi_delta_rule rule = (mi_delta_rule)(_i % 3);
-    int gates = _i / 3;
+    int base = _i % 3, gates = (_i / 3) % 3, unit = _i / 9;
+    mi_delta_rule rule = (mi_delta_rule)(base | (unit ? MI_DELTA_RULE_UNIT_WRITE : 0));
     for (size_t l = 0; l < sizeof lengths / sizeof lengths[0]; l++) {
         inputs x;
         make_inputs(&x, lengths[l], gates, 10u + (unsigned)_i * 7u + (unsigned)l);
@@ -111,9 +116,9 @@ START_TEST(op_equals_composed_ops)
         results(&x, rule, true, got);
         int worst = 0;
         double e = max_rel_err(got, ref, 8, &worst, NULL);
-        printf("delta_scan %-11s %-13s T %2lld: max error %.2e (%s)\n", rules[rule],
-               gate_kinds[gates], (long long)x.T, e, what[worst]);
-        ck_assert_msg(e <= 1e-12, "%s T %lld: %s differs by %.3g", rules[rule],
+        printf("delta_scan %-11s%-5s %-13s T %2lld: max error %.2e (%s)\n", rules[base],
+               writes[unit], gate_kinds[gates], (long long)x.T, e, what[worst]);
+        ck_assert_msg(e <= 1e-12, "%s%s T %lld: %s differs by %.3g", rules[base], writes[unit],
                       (long long)x.T, what[worst], e);
     }
 }
@@ -123,15 +128,19 @@ END_TEST
  * The forward values against the rules as MIRAS writes them, in the op's
  * [dv, dk] orientation (S_{t−1} on the left), in plain f64 loops:
  *   delta:       S_t = α_t S_{t−1} − β_t (S_{t−1} k_t − v_t) k_tᵀ
- *                (MIRAS, Eq. OGDupdate with ℓ2 bias ½‖S k − v‖² and ℓ2 retention α_t)
+ *                (MIRAS, eq:OGDupdate with ℓ2 bias ½‖S k − v‖² and ℓ2 retention α_t)
  *   decay_first: S_t = α_t S_{t−1} (I − β_t k_t k_tᵀ) + β_t v_t k_tᵀ
  *                (MIRAS, Table 1, Gated DeltaNet; α ≡ 1 is DeltaNet's row)
  *   hebbian:     S_t = α_t S_{t−1} + β_t v_t k_tᵀ  (MIRAS, Table 1, Mamba / linear attention)
+ * and with MI_DELTA_RULE_UNIT_WRITE the write v_t k_tᵀ in place of β_t v_t k_tᵀ
+ * (MIRAS, "RNNs with Delta Rule": M_t = α (I − η_t k_t k_tᵀ) M_{t−1} + v_t k_tᵀ)
  * with per-row gates as Diag(α_t), Diag(β_t) on the value rows (Table 1's
  * Diag(α_t) M_{t−1}); y_t = S_t q_t. The matrix I − β k kᵀ is formed
  * explicitly, unlike the op. */
-static void papers_rule(const inputs *x, mi_delta_rule rule, double *y, double *s_end)
+static void papers_rule(const inputs *x, mi_delta_rule flags, double *y, double *s_end)
 {
+    bool unit = flags & MI_DELTA_RULE_UNIT_WRITE;
+    mi_delta_rule rule = (mi_delta_rule)(flags & ~MI_DELTA_RULE_UNIT_WRITE);
     const int64_t T = x->T;
     for (int n = 0; n < N; n++) {
         double S[DV][DK], Sn[DV][DK];
@@ -158,12 +167,17 @@ static void papers_rule(const inputs *x, mi_delta_rule rule, double *y, double *
                         double sp = 0;
                         for (int l = 0; l < DK; l++)
                             sp += S[i][l] * ((l == j) - be[i] * k[l] * k[j]);
-                        val = al[i] * sp + be[i] * v[i] * k[j];
-                    } else if (rule == MI_DELTA_RULE_DELTA) {
+                        val = al[i] * sp + (unit ? 1 : be[i]) * v[i] * k[j];
+                    } else if (rule == MI_DELTA_RULE_DELTA && !unit) {
                         /* α S − β ∇_S ½‖S k − v‖², ∇ = (S k − v) kᵀ */
                         double e = -v[i];
                         for (int l = 0; l < DK; l++) e += S[i][l] * k[l];
                         val = al[i] * S[i][j] - be[i] * e * k[j];
+                    } else if (rule == MI_DELTA_RULE_DELTA) {
+                        /* α S − β S k kᵀ + v kᵀ */
+                        double sk = 0;
+                        for (int l = 0; l < DK; l++) sk += S[i][l] * k[l];
+                        val = al[i] * S[i][j] - be[i] * sk * k[j] + v[i] * k[j];
                     } else {
                         val = al[i] * S[i][j] + be[i] * v[i] * k[j];
                     }
@@ -181,11 +195,17 @@ static void papers_rule(const inputs *x, mi_delta_rule rule, double *y, double *
     }
 }
 
-/* _i: rule (3) × gates (3) */
+/* _i: rule (the delta rule's two, with and without the unit write, and
+ * Hebbian) (5) × gates (3) */
 START_TEST(op_is_the_papers_rule)
 {
-    mi_delta_rule rule = (mi_delta_rule)(_i % 3);
-    int gates = _i / 3;
+    static const mi_delta_rule rs[5] = {
+        MI_DELTA_RULE_DELTA, MI_DELTA_RULE_DECAY_FIRST, MI_DELTA_RULE_HEBBIAN,
+        MI_DELTA_RULE_DELTA | MI_DELTA_RULE_UNIT_WRITE,
+        MI_DELTA_RULE_DECAY_FIRST | MI_DELTA_RULE_UNIT_WRITE};
+    mi_delta_rule rule = rs[_i % 5];
+    int base = rule & ~MI_DELTA_RULE_UNIT_WRITE, unit = (rule & MI_DELTA_RULE_UNIT_WRITE) != 0;
+    int gates = _i / 5;
     for (size_t l = 0; l < sizeof lengths / sizeof lengths[0]; l++) {
         inputs x;
         make_inputs(&x, lengths[l], gates, 10u + (unsigned)_i * 7u + (unsigned)l);
@@ -197,11 +217,11 @@ START_TEST(op_is_the_papers_rule)
         papers_rule(&x, rule, wy, ws);
         for (int64_t i = 0; i < y->numel; i++)
             ck_assert_msg(fabs(mi_get(y, i) - wy[i]) <= 1e-12 * (1 + fabs(wy[i])),
-                          "%s %s T %lld: y[%lld] = %.15g, the paper's %.15g", rules[rule],
+                          "%s%s %s T %lld: y[%lld] = %.15g, the paper's %.15g", rules[base], writes[unit],
                           gate_kinds[gates], (long long)x.T, (long long)i, mi_get(y, i), wy[i]);
         for (int64_t i = 0; i < s->numel; i++)
             ck_assert_msg(fabs(mi_get(s, i) - ws[i]) <= 1e-12 * (1 + fabs(ws[i])),
-                          "%s %s T %lld: S_T[%lld] = %.15g, the paper's %.15g", rules[rule],
+                          "%s%s %s T %lld: S_T[%lld] = %.15g, the paper's %.15g", rules[base], writes[unit],
                           gate_kinds[gates], (long long)x.T, (long long)i, mi_get(s, i), ws[i]);
         free(wy);
     }
@@ -220,18 +240,20 @@ static int call_scan(mi_tensor *const *in, int n, mi_tensor **out, void *c)
     return out[0] ? 2 : -1;
 }
 
-/* _i: rule (3) × gates per head or per value row (2) */
+/* _i: rule (3) × gates per head or per value row (2) × write (β v kᵀ, v kᵀ) */
 START_TEST(op_gradcheck)
 {
-    rule_ctx rc = {.rule = (mi_delta_rule)(_i % 3)};
+    int unit = _i / 6;
+    rule_ctx rc = {.rule = (mi_delta_rule)(_i % 3 | (unit ? MI_DELTA_RULE_UNIT_WRITE : 0))};
     inputs x;
-    make_inputs(&x, 6, _i < 3 ? 1 : 2, 77u + (unsigned)_i);
+    make_inputs(&x, 6, _i % 6 < 3 ? 1 : 2, 77u + (unsigned)_i);
     mi_gradcheck_opts o = MI_GRADCHECK_DEFAULTS;
     o.quiet = true;
     mi_gradcheck_result g = mi_gradcheck(call_scan, &rc, x.in, 6, &o);
-    printf("delta_scan %-11s %-13s gradcheck: %lld entries, max abs err %.2e\n",
-           rules[_i % 3], gate_kinds[_i < 3 ? 1 : 2], (long long)g.entries, g.max_abs_err);
-    ck_assert_msg(g.ok, "%s: %s", rules[_i % 3], g.message);
+    printf("delta_scan %-11s%-5s %-13s gradcheck: %lld entries, max abs err %.2e\n",
+           rules[_i % 3], writes[unit], gate_kinds[_i % 6 < 3 ? 1 : 2], (long long)g.entries,
+           g.max_abs_err);
+    ck_assert_msg(g.ok, "%s%s: %s", rules[_i % 3], writes[unit], g.message);
 }
 END_TEST
 
@@ -245,6 +267,8 @@ static const struct { const char *name, *set; } presets[] = {
     {"gla", "alpha_on_keys=false"}, {"rwkv7", "alpha_on_keys=false"}, /* α per value row */
     {"gla", NULL},             {"rwkv7", NULL},
     {"hgrn2", NULL}, /* α on the key axis: the op's ALPHA_KEYS flag */
+    {"deltanet", "delta_write=unit"}, {"gated-deltanet", "delta_write=unit"},
+    {"rwkv7", "delta_write=unit"},    {"longhorn", "delta_write=unit"},
 };
 #define N_PRESETS ((int)(sizeof presets / sizeof presets[0]))
 
@@ -383,9 +407,9 @@ Suite *make_suite(void)
 {
     Suite *s = suite_create("delta_scan");
     TCase *tc = tcase_slow("delta_scan");
-    tcase_add_loop_test(tc, op_equals_composed_ops, 0, 9);
-    tcase_add_loop_test(tc, op_is_the_papers_rule, 0, 9);
-    tcase_add_loop_test(tc, op_gradcheck, 0, 6);
+    tcase_add_loop_test(tc, op_equals_composed_ops, 0, 18);
+    tcase_add_loop_test(tc, op_is_the_papers_rule, 0, 15);
+    tcase_add_loop_test(tc, op_gradcheck, 0, 12);
     tcase_add_loop_test(tc, chunk1_equals_composed_path, 0, N_PRESETS);
     tcase_add_test(tc, bad_inputs_give_messages);
     suite_add_tcase(s, tc);

@@ -341,7 +341,7 @@ static void mlp2_run(const mlp2 *w, const double *x, double *y, const double *e,
     }
 }
 
-/* MIRAS Eq. 3 with momentum (Titans) and the ℓ2 retention, every gate per
+/* MIRAS eq:OGDupdate with momentum (Titans) and the ℓ2 retention, every gate per
  * row r of each layer (entries 0..D−1: W1's rows, D..D+H2−1: W2's):
  *   S_t[r] = μ_t[r] S_{t−1}[r] − η_t[r] ∇ℓ(W_{t−1})[r],  W_t[r] = α_t[r] W_{t−1}[r] + S_t[r]
  * with ℓ = ½‖M(k_t) − v_t‖², read after write, y_t = M_{W_t}(q_t). */

@@ -54,7 +54,7 @@ static double max_abs_diff(const mi_tensor *a, const mi_tensor *b)
 /* M(x) = x + LN(W_1 σ(W_2 σ(… σ(W_L x)))) in plain f64 (MIRAS, Moneta's memory
  * "M(x) = x + LN(W_1 σ(W_2 x))", σ = GELU, LN without affine, eps 1e-5, extended
  * to depth L), for weight set w of sequence b, token t of x [N, n, D]; and the
- * loss at it: ℓ2 ½‖M(x) − v‖² (MIRAS Eq. 4), dot −⟨M(x), v⟩ (MIRAS Table 1). */
+ * loss at it: ℓ2 ½‖M(x) − v‖² (MIRAS, the MSE objective), dot −⟨M(x), v⟩ (MIRAS Table 1). */
 static double paper_loss_at(const mi_tensor *const *w, int depth,
                             const int64_t (*shapes)[MI_MAX_RANK], bool shared, int b, int t, int n,
                             const mi_tensor *x, const mi_tensor *v, bool dot, double *y)

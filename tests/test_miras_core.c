@@ -35,7 +35,7 @@ static double at(const mi_tensor *t, int64_t i) { return mi_get(t, i); }
  * "Parallelizable Training", ∇ℓ(M_{t'}), t' = t − mod(t, b)), written
  * as plain loops. y [N, T, D]. At chunk 1 it is
  *   GD:       W_t = α_t W_{t−1} − η_t (W_{t−1} k_t − v_t) k_tᵀ
- *             (MIRAS, Eq. OGDupdate with the ℓ2 retention's α_t, Table 1's Gated rows)
+ *             (MIRAS, eq:OGDupdate with the ℓ2 retention's α_t, Table 1's Gated rows)
  *   momentum: S_t = μ_t S_{t−1} − η_t ∇ℓ,  W_t = α_t W_{t−1} + S_t
  *             (MIRAS, Table 1, Titans-LMM, with Titans' sign of S_t) */
 static void naive(const seqs *s, int chunk, bool momentum, double *y)

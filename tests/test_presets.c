@@ -329,7 +329,7 @@ static void closed_delta(const kase *c, double y[N][T][D])
     }
 }
 
-/* The generic MIRAS rule for a matrix memory (MIRAS, Eq. OGDupdate with a retention
+/* The generic MIRAS rule for a matrix memory (MIRAS, eq:OGDupdate with a retention
  * gate α_t; at b = 1 decay_first is Table 1's Gated DeltaNet / RWKV-7 form
  * α_t W (I − η k kᵀ) + η v kᵀ, alpha_on_keys its GLA / HGRN2 Diag(α_t) rows, the
  * dot bias its Hebbian rows, implicit Longhorn's step), as a naive loop, with the chunk

@@ -167,7 +167,7 @@ struct mi_retention_kind {
     size_t params_size;
 };
 
-/* The learning algorithm (MIRAS "Memory Learning Algorithm"): how a write
+/* The learning algorithm (MIRAS §"MIRAS", the choice "Memory Algorithm"): how a write
  * turns the inner gradient ∇ℓ into a step on the state A,
  *   A_t = α_t A_{t−1} − η'_t ∇ℓ                      (gd; η' = rate(η, k))
  *   S_t = μ_t S_{t−1} − η_t ∇ℓ,  A_t = α_t A_{t−1} + S_t   (uses_mu: momentum)

@@ -1,5 +1,7 @@
 /* Installed as miras/models/models.h, for users: included by miras.h. */
-/* miras models layer: a MIRAS memory is four choices (MIRAS §3, Table 1):
+/* miras models layer: a MIRAS memory is four choices (the MIRAS paper's
+ * §"MIRAS: Learning to Memorize with Robust and Expressive Memory" and its
+ * Table 1, tab:memory-perspective-all):
  *
  *   memory architecture  M_W(x)            vector, matrix, k-layer MLP
  *   attentional bias     ℓ(M_W(k_t); v_t)  dot, l2, lp, huber, huber-norm, yaad, robust
@@ -84,6 +86,8 @@ typedef struct mi_miras_config {
     bool alpha_both_sides;   /* matrix: a channel-wise α of dv + dk entries (β_t, α'_t) decays
                                 both axes, (β_t α'_tᵀ) ⊙ A_{t-1} = Diag(β_t) A_{t-1} Diag(α'_t)
                                 (DFW; default false) */
+    int delta_write;         /* the delta rule's write (memory matrix, bias l2, retention none
+                                or l2, gd/implicit/multistep): MI_DELTA_WRITE_BETA, below */
     /* learning algorithm */
     const char *algorithm;   /* "gd" | "momentum" | "implicit" | "multistep" */
     int steps;               /* multistep: writes per read (default 2) */
@@ -115,6 +119,19 @@ typedef struct mi_miras_config {
  * the MIRAS table writes it, Longhorn, DeltaProduct, TTT-linear). It equals
  * the b = 1 recurrence up to rounding. */
 enum { MI_FORM_AUTO = 0, MI_FORM_EXACT = 1, MI_FORM_MINIBATCH = 2 };
+
+/* The delta rule's write (config key `delta_write`), with β the step (η, or
+ * Longhorn's η / (1 + η‖k‖²)):
+ *   MI_DELTA_WRITE_BETA  β scales the write too (default; DeltaNet's and Gated
+ *                        DeltaNet's own form):
+ *                          S_t = α_t S_{t−1} (I − β_t k_t k_tᵀ) + β_t v_t k_tᵀ
+ *   MI_DELTA_WRITE_UNIT  the write unscaled, as the MIRAS paper's "RNNs with
+ *                        Delta Rule" paragraph writes it:
+ *                          S_t = α_t S_{t−1} (I − β_t k_t k_tᵀ) + v_t k_tᵀ   (decay_first)
+ *                          S_t = α_t S_{t−1} − β_t S_{t−1} k_t k_tᵀ + v_t k_tᵀ (otherwise)
+ * Every path of the delta rule holds both (the fused scan, the exact chunkwise
+ * form, the mini-batch rule, the composed per-token ops). */
+enum { MI_DELTA_WRITE_BETA = 0, MI_DELTA_WRITE_UNIT = 1 };
 
 /* The soft threshold of the ℓ1 retentions (l1, elastic, elastic-ftrl), with
  * λ = config l1_gamma:

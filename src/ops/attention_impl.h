@@ -36,9 +36,9 @@ static void ATT_NAME(attention)(mi_tensor *o, mi_tensor *const *in, const mi_att
                     for (int64_t e = 0; e < dv; e++) y[e] *= c;
                     m = dot;
                 }
-                ATT_T p = F(exp)(dot - m);
-                z += p;
-                for (int64_t e = 0; e < dv; e++) y[e] += p * V[s * dv + e];
+                ATT_T pr = F(exp)(dot - m);
+                z += pr;
+                for (int64_t e = 0; e < dv; e++) y[e] += pr * V[s * dv + e];
             }
             for (int64_t e = 0; e < dv; e++) y[e] /= z;
         }

@@ -3,12 +3,16 @@
  * of ~10 small ops per token.
  *
  * Per sequence, from S_0 ∈ R^{dv×dk}, for t = 1..T (read after write):
- *   S_t = α_t S_{t−1} + u_t k_tᵀ,   u_t = β_t (v_t − ρ_t S_{t−1} k_t),   y_t = S_t q_t
+ *   S_t = α_t S_{t−1} + u_t k_tᵀ,   u_t = ω_t v_t − β_t ρ_t S_{t−1} k_t,   y_t = S_t q_t
  * with the rule (attrs.index, mi_delta_rule):
  *   MI_DELTA_RULE_DELTA        ρ_t = 1:   S_t = α_t S_{t−1} − β_t (S_{t−1} k_t − v_t) k_tᵀ
  *   MI_DELTA_RULE_DECAY_FIRST  ρ_t = α_t: S_t = α_t S_{t−1} (I − β_t k_t k_tᵀ) + β_t v_t k_tᵀ
  *   MI_DELTA_RULE_HEBBIAN      ρ_t = 0:   S_t = α_t S_{t−1} + β_t v_t k_tᵀ
- * (MIRAS Eq. 3 with a matrix memory, ℓ2 or dot bias and ℓ2 retention; the
+ * where the write's scale is ω_t = β_t, or ω_t = 1 with the flag
+ * MI_DELTA_RULE_UNIT_WRITE or'd into the rule: the unscaled write of the
+ * MIRAS paper's "RNNs with Delta Rule" paragraph, M_t = α (I − η_t k_t k_tᵀ)
+ * M_{t−1} + v_t k_tᵀ (decay_first: S_t = α_t S_{t−1} (I − β_t k_t k_tᵀ) +
+ * v_t k_tᵀ). A matrix memory with ℓ2 or dot bias and ℓ2 retention (the
  * conventions of recurrence_delta.c's header).
  * Inputs s0 [N, dv, dk], q, k [N, T, dk], v [N, T, dv], beta, alpha [N, T]
  * (one per head) or [N, T, dv] (one per value row: row i of S runs a scalar
@@ -21,7 +25,8 @@
  * vjp (a reverse-time scan, the fused op delta_scan_backward), with
  * G = ∂L/∂S_t carried backwards from ∂L/∂S_T:
  *   G   += gy_t q_tᵀ,          gq_t = S_tᵀ gy_t
- *   gu   = G k_t,              gv_t = β_t gu,   gβ_t = ⟨gu, v_t − ρ_t p⟩,  p = S_{t−1} k_t
+ *   gu   = G k_t,              gv_t = ω_t gu,   gβ_t = ⟨gu, v_t − ρ_t p⟩ (⟨gu, −ρ_t p⟩
+ *                              with ω = 1),  p = S_{t−1} k_t
  *   gp   = −β_t ρ_t gu,        gk_t = Gᵀ u_t + S_{t−1}ᵀ gp
  *   gα_t = ⟨G, S_{t−1}⟩ (+ ⟨gu, −β_t p⟩ for decay_first)
  *   (channel-wise gates: the same per row, without the sum over rows)
@@ -87,10 +92,12 @@ static int ds_check(const char *op, mi_tensor *const *in, int n, const mi_attrs 
 
 static int ds_rule_ok(const char *op, const mi_attrs *at)
 {
-    int64_t rule = at->index & ~(int64_t)MI_DELTA_RULE_ALPHA_KEYS;
-    if (rule < MI_DELTA_RULE_DELTA || rule > MI_DELTA_RULE_HEBBIAN) {
+    int64_t flags = MI_DELTA_RULE_ALPHA_KEYS | MI_DELTA_RULE_UNIT_WRITE;
+    int64_t rule = at->index & ~flags;
+    if (rule < MI_DELTA_RULE_DELTA || rule > MI_DELTA_RULE_HEBBIAN || (at->index & flags) == flags) {
         mi_error_set("%s: rule %lld is not one of delta (0), decay_first (1), hebbian (2), "
-                     "each with alpha_keys (+4) or not", op, (long long)at->index);
+                     "each with alpha_keys (+4) or unit_write (+8) or neither (the two together "
+                     "have no kernel)", op, (long long)at->index);
         return -1;
     }
     return 0;
@@ -213,6 +220,12 @@ static int ex_delta_scan(mi_rng *r, int variant, mi_tensor **in, mi_attrs *a)
     case 7: a->index = MI_DELTA_RULE_DECAY_FIRST | MI_DELTA_RULE_ALPHA_KEYS; break;
     case 8: a->index = MI_DELTA_RULE_DELTA | MI_DELTA_RULE_ALPHA_KEYS, beta_rows = true; break;
     case 9: a->index = MI_DELTA_RULE_HEBBIAN | MI_DELTA_RULE_ALPHA_KEYS; break;
+    case 10: a->index = MI_DELTA_RULE_DELTA | MI_DELTA_RULE_UNIT_WRITE; break;
+    case 11: a->index = MI_DELTA_RULE_DECAY_FIRST | MI_DELTA_RULE_UNIT_WRITE; break;
+    case 12:
+        a->index = MI_DELTA_RULE_DECAY_FIRST | MI_DELTA_RULE_UNIT_WRITE;
+        beta_rows = alpha_rows = true;
+        break;
     default: return 0;
     }
     bool keys = a->index & MI_DELTA_RULE_ALPHA_KEYS;
@@ -240,7 +253,7 @@ static int ex_delta_scan_backward(mi_rng *r, int variant, mi_tensor **in, mi_att
 
 const mi_op mi_op_delta_scan = {
     .name = "delta_scan",
-    .formula = "S_t = a_t S_{t-1} + b_t (v_t - rho_t S_{t-1} k_t) k_t^T, y_t = S_t q_t",
+    .formula = "S_t = a_t S_{t-1} + (w_t v_t - b_t rho_t S_{t-1} k_t) k_t^T, y_t = S_t q_t",
     .arity = DS_IN, .flags = MI_OP_NO_GRADGRAD, .shape = delta_scan_shape,
     KERNELS(delta_scan), .kernel[MI_BACKEND_OWN][MI_F32] = own_delta_scan_f32,
     .vjp = delta_scan_vjp, .vjp_all = delta_scan_vjp_all,

@@ -53,7 +53,8 @@ DS_KERNEL void DS_NAME(delta_scan_backward)(mi_tensor *o, mi_tensor *const *in, 
     int64_t T = in[2]->shape[1], gw = T * dv + dv * dk, ow = o->shape[1];
     int64_t m = dv * dk, bw = gate_width(in[4]), aw = gate_width(in[5]);
     int64_t rule = at->index;
-    bool decay_first = rule == MI_DELTA_RULE_DECAY_FIRST;
+    bool decay_first = (rule & ~MI_DELTA_RULE_UNIT_WRITE) == MI_DELTA_RULE_DECAY_FIRST;
+    bool unit = rule & MI_DELTA_RULE_UNIT_WRITE; /* ω = 1: ∂u/∂β = −ρ p only */
     const DS_T *S0 = in[0]->data, *Q = in[1]->data, *K = in[2]->data, *V = in[3]->data;
     const DS_T *B = in[4]->data, *A = in[5]->data, *Gin = in[6]->data;
     /* the states S_0..S_T of one sequence, and G = ∂L/∂S_t: scratch from the
@@ -96,7 +97,7 @@ DS_KERNEL void DS_NAME(delta_scan_backward)(mi_tensor *o, mi_tensor *const *in, 
                     gq[j] += Sc[i * dk + j] * gy[i];
                     G[i * dk + j] += gy[i] * qt[j];
                 }
-            /* S_t = α S_{t−1} + u kᵀ, u = β (v − ρ p), p = S_{t−1} k, row by row */
+            /* S_t = α S_{t−1} + u kᵀ, u = ω v − β ρ p, p = S_{t−1} k, row by row */
             for (int64_t c = 0; c < bw; c++) gb[c] = 0;
             for (int64_t c = 0; c < aw; c++) ga[c] = 0;
             for (int64_t i = 0; i < dv; i++) {
@@ -112,15 +113,16 @@ DS_KERNEL void DS_NAME(delta_scan_backward)(mi_tensor *o, mi_tensor *const *in, 
                 }
                 gu[i] = acc;
                 p[i] = pi;
-                gv[i] = beta * acc;
-                gb[bw > 1 ? i : 0] += acc * (vt[i] - rho * pi);
+                gv[i] = DS_OMEGA(DS_T, rule, beta) * acc;
+                gb[bw > 1 ? i : 0] += acc * ((unit ? (DS_T)0 : vt[i]) - rho * pi);
                 ga[aw > 1 ? i : 0] += gs - (decay_first ? acc * beta * pi : (DS_T)0);
             }
             for (int64_t j = 0; j < dk; j++) gk[j] = 0;
             for (int64_t i = 0; i < dv; i++) {
                 DS_T beta = DS_GATE(B, nt, bw, i), alpha = DS_GATE(A, nt, aw, i);
                 DS_T rho = DS_RHO(DS_T, rule, alpha);
-                DS_T u = beta * (vt[i] - rho * p[i]), gp = -beta * rho * gu[i];
+                DS_T u = DS_OMEGA(DS_T, rule, beta) * vt[i] - beta * rho * p[i];
+                DS_T gp = -beta * rho * gu[i];
                 DS_T *gr = G + i * dk;
                 const DS_T *sr = Sp + i * dk;
                 DS_SIMD()

@@ -17,14 +17,16 @@
 #define DS_SIMD(clauses) DS_PRAGMA(omp simd clauses)
 
 /* A gate's value for row i of token nt: one per head (width 1) or one per
- * value row (width dv); ρ of the rule from α. */
+ * value row (width dv); ρ of the rule (without the write flag) from α; ω,
+ * the write's scale, from β and the rule's MI_DELTA_RULE_UNIT_WRITE flag. */
 #define DS_GATE(G, nt, w, i) ((G)[(nt) * (w) + ((w) > 1 ? (i) : 0)])
-#define DS_RHO(T_, rule, alpha)                          \
-    ((rule) == MI_DELTA_RULE_DELTA         ? (T_)1       \
-     : (rule) == MI_DELTA_RULE_DECAY_FIRST ? (alpha)     \
-                                           : (T_)0)
+#define DS_RHO(T_, rule, alpha)                                                  \
+    (((rule) & ~MI_DELTA_RULE_UNIT_WRITE) == MI_DELTA_RULE_DELTA         ? (T_)1   \
+     : ((rule) & ~MI_DELTA_RULE_UNIT_WRITE) == MI_DELTA_RULE_DECAY_FIRST ? (alpha) \
+                                                                         : (T_)0)
+#define DS_OMEGA(T_, rule, beta) ((rule) & MI_DELTA_RULE_UNIT_WRITE ? (T_)1 : (beta))
 
-/* One step S ← α S + u kᵀ, u = β (v − ρ S k), from S_prev into S (they may
+/* One step S ← α S + u kᵀ, u = ω v − β ρ S k, from S_prev into S (they may
  * be the same buffer: each row reads only itself); p (dv) gets S_prev k. */
 #define DS_STEP(T_, S, Sp, p, kt, vt, B, A, nt, bw, aw, rule, dv, dk)            \
     for (int64_t i = 0; i < (dv); i++) {                                         \
@@ -34,7 +36,7 @@
         for (int64_t j = 0; j < (dk); j++) acc += row[j] * (kt)[j];              \
         (p)[i] = acc;                                                            \
         T_ beta = DS_GATE(B, nt, bw, i), alpha = DS_GATE(A, nt, aw, i);          \
-        T_ u = beta * ((vt)[i] - DS_RHO(T_, rule, alpha) * acc);                 \
+        T_ u = DS_OMEGA(T_, rule, beta) * (vt)[i] - beta * DS_RHO(T_, rule, alpha) * acc; \
         T_ *dst = (S) + i * (dk);                                                \
         DS_SIMD()                                                                \
         for (int64_t j = 0; j < (dk); j++) dst[j] = alpha * row[j] + u * (kt)[j]; \

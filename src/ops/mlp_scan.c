@@ -9,7 +9,7 @@
  *                                         no affine and eps 1e-5)
  * Per sequence, from W_0 (and S_0), for t = 1..T (read after write):
  *   e_t = ∂ℓ/∂y at y = M_{W_{t−1}}(k_t) against v_t:
- *         ℓ2 (MIRAS Eq. 4):  e = y − v
+ *         ℓ2 (MIRAS, MSE):   e = y − v
  *         yaad (MIRAS eq:huber-loss): e = y − v if ‖y − v‖₂ ≤ δ_t, else
  *         δ_t tanh(a (y − v)) (a = attrs.p, the sign's sharpness; a = ∞: the
  *         exact sign, derivative 0; the switch passes no derivative)
@@ -18,7 +18,7 @@
  *         δ1 = r (e − mean(e) − ẑ mean(e ⊙ ẑ)),  ∂ℓ/∂W1 = δ1 sᵀ,
  *         δ2 = gelu'(a) ⊙ W1ᵀ δ1,                 ∂ℓ/∂W2 = δ2 kᵀ
  *         (a = W2 k, s = gelu(a), ẑ = LN(W1 s), r = 1/√(var(W1 s) + eps))
- *   gd (MIRAS Eq. 3):        W_t = α_t W_{t−1} − η_t g_t
+ *   gd (MIRAS eq:OGDupdate): W_t = α_t W_{t−1} − η_t g_t
  *   momentum (Titans §3.1):  S_t = μ_t S_{t−1} − η_t g_t,  W_t = α_t W_{t−1} + S_t
  *   y_t = M_{W_t}(q_t)
  * The ℓp bias (MIRAS "Alternative Attentional Biases", Variant 1,

@@ -103,7 +103,7 @@ static void MS(inner_at)(const ms_dims *k, const MS_T *A, const MS_T *x, const M
     MS(inner)(k, wbuf, 1, x, v, gate, o);
 }
 
-/* The write of one token, in place (MIRAS Eq. 3; Titans §3.1 with momentum):
+/* The write of one token, in place (MIRAS eq:OGDupdate with the retention's decay; Titans §3.1 with momentum):
  *   gd:       W ← α W − η g
  *   momentum: S ← μ S − η g,  W ← α W + S
  * with g = (δ1 sᵀ, δ2 kᵀ) from inner's act (taken at α W with decay_first,

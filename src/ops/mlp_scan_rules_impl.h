@@ -7,7 +7,7 @@
 
 /* ∂ℓ/∂y from diff = y − v, in place, d entries, with threshold δ; returns the
  * switch of yaad (1: the ℓ2 branch; 1 for the other biases).
- *   ℓ2 (MIRAS Eq. 4):            e = diff
+ *   ℓ2 (MIRAS, the MSE objective): e = diff
  *   yaad (MIRAS eq:huber-loss):  e = diff if ‖diff‖ ≤ δ, else δ tanh(a diff)
  *                                (a = ∞: δ sign(diff))
  *   lp (MIRAS Variant 1, eq:lp-attentional-bias, with the smooth

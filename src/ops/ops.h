@@ -102,9 +102,10 @@ mi_tensor *mi_tri_solve(mi_tensor *l, mi_tensor *b, bool trans);
 
 /* ---------------------------------------------------------------- delta_scan
  * The matrix memory's per-token recurrence over a sequence, read after write:
- *   S_t = α_t S_{t−1} + β_t (v_t − ρ_t S_{t−1} k_t) k_tᵀ,   y_t = S_t q_t
+ *   S_t = α_t S_{t−1} + (ω_t v_t − β_t ρ_t S_{t−1} k_t) k_tᵀ,   y_t = S_t q_t
  * with ρ_t = 1 (the delta rule), α_t (decay_first: α S (I − β k kᵀ) + β v kᵀ)
- * or 0 (Hebbian). s0 [N, dv, dk], q, k [N, T, dk], v [N, T, dv], beta and
+ * or 0 (Hebbian), and ω_t = β_t, or 1 with MI_DELTA_RULE_UNIT_WRITE or'd into
+ * the rule (the write v kᵀ unscaled: α S (I − β k kᵀ) + v kᵀ). s0 [N, dv, dk], q, k [N, T, dk], v [N, T, dv], beta and
  * alpha [N, T] or [N, T, dv] (per value row: Diag(α_t) S_{t−1}). Returns y [N, T, dv] and *state = S_T [N, dv, dk] (state may
  * be NULL). First-order gradients only (a fused reverse scan). */
 typedef enum mi_delta_rule {
@@ -114,6 +115,7 @@ typedef enum mi_delta_rule {
     /* a flag on one of the above: alpha [N, T, dk] decays the key axis,
      * S_{t−1} Diag(α_t) (decay_first: S_{t−1} Diag(α_t)(I − β_t k_t k_tᵀ) + β_t v_t k_tᵀ) */
     MI_DELTA_RULE_ALPHA_KEYS = 4,
+    MI_DELTA_RULE_UNIT_WRITE = 8, /* a flag, or'd with one of the three (not with ALPHA_KEYS) */
 } mi_delta_rule;
 mi_tensor *mi_delta_scan(mi_tensor *s0, mi_tensor *q, mi_tensor *k, mi_tensor *v,
                          mi_tensor *beta, mi_tensor *alpha, mi_delta_rule rule,

@@ -64,18 +64,21 @@ const opt_rule opt_rule_precond_momentum = {.name = "precond_momentum", .check =
 
 /* ---------------------------------------------------------------- Eq. 21–22
  * Delta-rule momentum: the memory's objective is the ℓ2 regression
- * ‖m ∇Lᵀ − P_i‖², whose gradient step is Nested Learning, Eq. 22:
+ * ‖m ∇Lᵀ − P_i‖² (stated above Eq. 21), whose gradient step is Nested
+ * Learning, Eq. 22:
  *   m_{i+1} = (α I − ∇Lᵀ∇L) m_i − η P_i ∇L,    W_{i+1} = W_i + m_{i+1}  (Eq. 21).
  * Two forms (hp.nl_form):
  *
- * MI_NL_FORM_PAPER (default: the equation as written). The reading of the
+ * MI_NL_FORM_PAPER (default: the equation with the raw gradient, the Gram
+ * matrix moved to the right of m, below). The reading of the
  * shapes: ∇L = G is the raw gradient as a matrix [r, c] (a parameter of rank
  * ≥ 2 viewed as [shape[0], rest], as it is stored; a vector as the row
  * [1, n], as the paper writes ∇L; a scalar as [1, 1]), m has W's shape, and
  * ∇Lᵀ∇L = GᵀG is the c×c Gram matrix of the gradient. The objective's
  * gradient with respect to m is (m Gᵀ − P) G = m GᵀG − P G, so the Gram acts
- * on m from the right; (αI − GᵀG) m in the paper is that product, and it is
- * the only placement whose shapes agree for a non-square W:
+ * on m from the right. The paper writes (αI − GᵀG) m, the Gram on the left;
+ * it is taken here as the objective's gradient, m GᵀG, which is also the
+ * only placement whose shapes agree for a non-square W:
  *   m_{i+1} = α m_i − β m_i GᵀG − P_i g.
  * For the framework's [out, in] matrices acting on columns GᵀG is in×in; for
  * the x W weights of the LM ([in, out]) it is out×out. For a vector it is the

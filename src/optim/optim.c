@@ -36,7 +36,7 @@ mi_optim_hparams mi_optim_defaults(mi_optim_kind kind)
     mi_optim_hparams h = {
         .lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .ns_steps = 5,
         .aux_lr = 3e-4, .delta = 1.0, .mem_hidden = 16, .mem_lr = 2.0,
-        .nl_form = MI_NL_FORM_PAPER, /* Eq. 22, 23 as the paper writes them */
+        .nl_form = MI_NL_FORM_PAPER, /* Eq. 22, 23 on the raw gradient */
     };
     switch (kind) {
     case MI_OPT_SGD: break;                                /* torch.optim.SGD */

@@ -48,7 +48,8 @@ typedef enum mi_nl_output {
 /* Which form of Eq. 22 (delta_momentum) and Eq. 23 (deep_momentum) a group
  * takes (nl_momentum.c and nl_deep.c write both out). */
 typedef enum mi_nl_form {
-    MI_NL_FORM_PAPER = 0,      /* the equations as the paper writes them (the default) */
+    MI_NL_FORM_PAPER = 0,      /* the equations on the raw gradient (the default; Eq. 22's
+                                  Gram matrix on the right of m: nl_momentum.c) */
     MI_NL_FORM_NORMALISED = 1, /* the earlier forms on ℓ2/rms-normalised gradients */
 } mi_nl_form;
 

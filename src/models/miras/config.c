@@ -17,6 +17,7 @@ static const char *algorithm_name_at(int i) { const mi_algorithm_kind *k = mi_al
 
 /* Index = the enum's value (models.h). */
 static const char *const forms[] = {"auto", "exact", "minibatch", NULL};
+static const char *const delta_writes[] = {"beta", "unit", NULL};
 
 #define C mi_miras_config
 #define HUGE_INT 1e9
@@ -49,6 +50,8 @@ static const mi_field miras_fields[] = {
     MI_FIELD_BOOL_AT(C, "alpha_both_sides", alpha_both_sides, "false",
                      "matrix: a channel-wise alpha of dv + dk entries decays the value rows "
                      "and the key columns (DFW)"),
+    MI_FIELD_CHOICE_AT(C, "delta_write", delta_write, "beta", delta_writes,
+                       "delta rule: beta v k^T (beta) or v k^T (unit) as the write"),
     MI_FIELD_NAME_AT(C, "algorithm", algorithm, "gd", algorithm_name_at,
                      "the learning algorithm"),
     MI_FIELD_INT_AT(C, "steps", steps, "2", 1, 1024, "multistep: writes per read"),
@@ -268,6 +271,12 @@ int mi_miras_init(mi_miras *m, const mi_miras_config *c)
                             "(form=auto falls back to the mini-batch rule)", m->memory->name,
                             m->bias->name, m->retention->name, c->algorithm,
                             delta_exact_missing(m)), -1;
+    if (c->delta_write == MI_DELTA_WRITE_UNIT && delta_exact_missing(m))
+        return mi_error_set("miras: delta_write=unit is a form of the delta rule's write (memory "
+                            "matrix, bias l2, retention none or l2, algorithm gd, implicit or "
+                            "multistep): %s, got %s/%s/%s/%s", delta_exact_missing(m),
+                            m->memory->name, m->bias->name, m->retention->name, c->algorithm),
+               -1;
     if (c->decay_first && !m->retention->uses_alpha)
         return mi_error_set("miras: decay_first needs a retention gate with a decay, not '%s'",
                             m->retention->name), -1;

@@ -85,7 +85,10 @@ static const mi_preset presets[] = {
     {.name = "linear-attention", .update = "M_t = M_{t-1} + v_t k_t^T",
      .config = "memory=matrix bias=dot retention=none algorithm=gd",
      .eta = CONST(1), .alpha = UNUSED, .mu = UNUSED, .delta = UNUSED},
-    /* RetNet (MIRAS §"RNNs with Hebbian Rule", α a learnable constant). */
+    /* RetNet (MIRAS §"RNNs with Hebbian Rule", M_t = α M_{t-1} + v kᵀ): the
+     * paper calls α a learnable parameter; here it is a constant gate, not
+     * learned, as RetNet's own decay γ is a fixed hyperparameter (head 0's,
+     * 1 − 2^−5; see the top of the file). */
     {.name = "retnet", .update = "M_t = gamma M_{t-1} + v_t k_t^T",
      .config = "memory=matrix bias=dot retention=l2 algorithm=gd",
      .eta = CONST(1), .alpha = CONST(0.96875), .mu = UNUSED, .delta = UNUSED},
@@ -99,7 +102,12 @@ static const mi_preset presets[] = {
      .config = "memory=matrix bias=dot retention=l2 algorithm=gd alpha_on_keys=true",
      .eta = CONST(1), .alpha = CHANNEL(KEEP), .mu = UNUSED, .delta = UNUSED},
     /* HGRN2 (MIRAS table): GLA whose key is 1 − α_t (needs dk = dv), the
-     * decay on the key axis as in HGRN2 (see above). The decay also sets the
+     * decay on the key axis as in HGRN2 (see above). The bias is dot, not
+     * the ℓ1 that the MIRAS table and the spec's table list: the table's
+     * update, Diag(α_t) M_{t-1} + v_t (1 − α_t)ᵀ, writes v kᵀ whatever the
+     * state, the step of −⟨M k, v⟩, while an ℓ1 bias ‖M k − v‖₁ would step
+     * by Sign(M k − v) kᵀ; where table and formula disagree the formula
+     * wins. The decay also sets the
      * write strength, so it starts lower (0.9). The output gate is σ(x W_g)
      * ∈ (0, 1) (`out_gate=sigmoid`), not the block's SiLU(x W_g), whose sign
      * flips let a query scramble the recalled value: small MQAR (as above,

@@ -1,9 +1,13 @@
 /* The MIRAS recurrence, generic over the four components.
  *
- * Per token (chunk b = 1), MIRAS Eq. 3 with gradient descent:
+ * Per token (chunk b = 1), the MIRAS paper's online gradient descent
+ * (eq:OGDupdate) with the retention gate's decay (its Learning-Retaining
+ * viewpoint, eq:Viewpoint2-Loss-Premetric, with an ℓ2 local retention):
  *   g_t  = ∇_W ℓ(M_{W}(k_t); v_t)  at W = read(A_{t-1})   (at read(α_t ⊙ A_{t-1})
  *                                                          with decay_first)
- *   u_t  = −η_t ⊙ g_t                 (implicit GD: η_t / (1 + η_t‖k_t‖²), Longhorn)
+ *   u_t  = −η_t ⊙ g_t                 (implicit GD: η_t / (1 + η_t‖k_t‖²), Longhorn;
+ *                                      delta_write=unit adds (1 − η_t) v_t k_tᵀ: the
+ *                                      delta rule's write v_t k_tᵀ unscaled)
  *   S_t  = μ_t ⊙ S_{t-1} + u_t        (momentum, Titans' surprise; otherwise S_t = u_t)
  *   A_t  = α_t ⊙ A_{t-1} + S_t        (α ≡ 1 for retention "none"; with alpha_on_keys
  *                                      a channel-wise α scales the key axis: A_{t-1} Diag(α_t))
@@ -292,7 +296,8 @@ static bool factored_ok(const run *r, const mi_tensor *eta, const mi_tensor *alp
            m->memory->forward_linear && m->bias->error && !m->bias->encoding &&
            (!m->retention->read || scaled_read(r)) && !has_boundary(m->retention) &&
            !m->retention->lag_token &&
-           !c->decay_first && m->algorithm->factored &&
+           !c->decay_first && c->delta_write == MI_DELTA_WRITE_BETA &&
+           m->algorithm->factored &&
            eta->rank == 2 && (!alpha || alpha->rank == 2) && (!mu || mu->rank == 2);
 }
 
@@ -310,6 +315,18 @@ static mi_tensor *unit(mi_dtype dt, int64_t n_seq, int64_t rows, int64_t cols, i
             else ((float *)e->data)[at] = 1;
         }
     return e;
+}
+
+/* The delta rule's unit write (delta_write=unit, models.h): the step
+ * −β (W k − v) kᵀ becomes −β W k kᵀ + v kᵀ, the step plus (1 − β) v kᵀ, for
+ * every position of k, v [N, n, …] with β [N, n(, dv)] (after the algorithm's
+ * rate). The matrix memory is one weight, [N, n, dv, dk]. */
+static mi_tensor *unit_write(const run *r, mi_tensor *step, mi_tensor *beta, mi_tensor *k,
+                             mi_tensor *v)
+{
+    if (r->c->delta_write != MI_DELTA_WRITE_UNIT) return step;
+    mi_tensor *vk = mi_outer(v, k);
+    return mi_add(step, mi_mul(gate_of(r, 0, mi_add_scalar(mi_neg(beta), 1), vk), vk));
 }
 
 static int factored_chunk(run *r, mi_tensor *qc, mi_tensor *kc, mi_tensor *vc, mi_tensor *eta,
@@ -434,6 +451,7 @@ static int run_chunk(run *r, mi_tensor *q, mi_tensor *k, mi_tensor *v, const mi_
     mi_tensor *eta_end = slice_positions(eta, n - 1, n);
     for (int i = 0; i < r->nw; i++) {
         mi_tensor *step = mi_mul(g[i], gate_of(r, i, neg_eta, g[i]));
+        step = unit_write(r, step, eta, kc, vc);
         if (mu) {
             mi_tensor *s = scan_from(r->s[i], gate_of(r, i, mu, g[i]), step);
             r->s[i] = s ? mi_slice(s, 1, n - 1, n) : NULL;
@@ -692,6 +710,7 @@ static int write_position(const run *r, mi_miras_state *st, mi_tensor *k, mi_ten
     if (m->algorithm->rate) eta = m->algorithm->rate(eta, kp);
     for (int i = 0; i < r->nw; i++) {
         mi_tensor *step = mi_neg(mi_mul(gate_of(r, i, eta, g[i]), g[i]));
+        step = unit_write(r, step, eta, kp, vp);
         if (mu) step = st->s[i] = mi_add(mi_mul(gate_of(r, i, mu, g[i]), st->s[i]), step);
         st->a[i] = alpha ? mi_add(mi_mul(alpha_of(r, i, alpha, g[i]), st->a[i]), step)
                          : mi_add(st->a[i], step);

@@ -8,16 +8,20 @@
  *   y_t = S_t q_t
  * β_t = η_t (gd) or η_t / (1 + η_t ‖k_t‖²) (implicit, Longhorn); α ≡ 1 with
  * retention none. Both rules are S_t = α_t S_{t−1} + u_t k_tᵀ with
- *   u_t = β_t (v_t − ρ_t S_{t−1} k_t),   ρ_t = α_t (decay_first) or 1.
+ *   u_t = β_t (v_t − ρ_t S_{t−1} k_t),   ρ_t = α_t (decay_first) or 1,
+ * and with delta_write=unit (the write v_t k_tᵀ unscaled, models.h)
+ *   u_t = v_t − β_t ρ_t S_{t−1} k_t.
  * In a chunk that starts from S_0, with γ_t = Π_{j≤t} α_j:
  *   S_t = γ_t S_0 + Σ_{i≤t} (γ_t/γ_i) u_i k_iᵀ                                        (1)
  * and with r_t = ρ_t γ_{t−1} (γ_t with decay_first, γ_{t−1} otherwise)
- *   u_t + β_t Σ_{i<t} (r_t/γ_i) (k_tᵀ k_i) u_i = β_t (v_t − r_t S_0 k_t).
+ *   u_t + β_t Σ_{i<t} (r_t/γ_i) (k_tᵀ k_i) u_i = β_t (v_t − r_t S_0 k_t)
+ * (unit write: = v_t − β_t r_t S_0 k_t, the left side the same).
  * With the rows of U, V, K, Q as matrices this is the WY representation and
  * UT transform of "Parallelizing Linear Transformers with the Delta Rule
  * over Sequence Length" (§3, its chunkwise parallel form), with the decays
  * of "Gated Delta Networks" (the gated delta rule's chunkwise form):
  *   (I + StrictLower(diag(β) (Γʳ ⊙ K Kᵀ))) U = diag(β) (V − diag(r) K S_0ᵀ)             (2)
+ *                                  (unit write: = V − diag(β) diag(r) K S_0ᵀ)
  *   Y   = diag(γ) Q S_0ᵀ + (Lower(Γ ⊙ Q Kᵀ)) U                                            (3)
  *   S_n = γ_n S_0 + Uᵀ diag(γ_n/γ) K                                                      (4)
  * with Γʳ_ti = r_t/γ_i (i < t) and Γ_ti = γ_t/γ_i (i ≤ t). (2) is one
@@ -66,6 +70,9 @@ int delta_exact_choose(const mi_miras *m, const mi_tensor *alpha)
     if (!why && c->alpha_on_keys && alpha && alpha->rank == 3 && m->algorithm->multistep)
         why = "a channel-wise decay on the key axis (alpha_on_keys) has its chunkwise form for "
               "one write per token only, not multistep";
+    if (!why && c->alpha_on_keys && alpha && alpha->rank == 3 && c->delta_write == MI_DELTA_WRITE_UNIT)
+        why = "a channel-wise decay on the key axis (alpha_on_keys) has its chunkwise form for "
+              "the write beta v k^T only, not delta_write=unit";
     if (!why) return 1;
     if (c->form != MI_FORM_EXACT) return 0;
     mi_error_set("miras: form=exact: no exact chunkwise form for %s/%s/%s/%s: %s (form=auto "
@@ -134,6 +141,10 @@ static mi_tensor *delta_beta(const mi_miras *m, mi_tensor *k, mi_tensor *eta)
     return m->algorithm->rate ? m->algorithm->rate(eta, k) : eta;
 }
 
+static int chunk_wy(mi_tensor **state, mi_tensor *q, mi_tensor *k, mi_tensor *v,
+                    mi_tensor *beta, mi_tensor *alpha, bool decay_first, bool unit, int steps,
+                    mi_tensor **y);
+
 int delta_chunk_exact(const mi_miras *m, mi_tensor **state, mi_tensor *q, mi_tensor *k,
                       mi_tensor *v, mi_tensor *eta, mi_tensor *alpha, int steps, mi_tensor **y)
 {
@@ -141,12 +152,19 @@ int delta_chunk_exact(const mi_miras *m, mi_tensor **state, mi_tensor *q, mi_ten
     if (m->config.alpha_on_keys && alpha && alpha->rank == 3)
         return delta_chunk_dplr(state, q, k, v, delta_beta(m, k, eta), alpha,
                                 m->config.decay_first, y);
-    return delta_chunk_wy(state, q, k, v, delta_beta(m, k, eta), alpha, m->config.decay_first,
-                          steps, y);
+    return chunk_wy(state, q, k, v, delta_beta(m, k, eta), alpha, m->config.decay_first,
+                    m->config.delta_write == MI_DELTA_WRITE_UNIT, steps, y);
 }
 
 int delta_chunk_wy(mi_tensor **state, mi_tensor *q, mi_tensor *k, mi_tensor *v, mi_tensor *beta,
                    mi_tensor *alpha, bool decay_first, int steps, mi_tensor **y)
+{
+    return chunk_wy(state, q, k, v, beta, alpha, decay_first, false, steps, y);
+}
+
+static int chunk_wy(mi_tensor **state, mi_tensor *q, mi_tensor *k, mi_tensor *v,
+                    mi_tensor *beta, mi_tensor *alpha, bool decay_first, bool unit, int steps,
+                    mi_tensor **y)
 {
     mi_tensor *s0 = *state;
     if (!s0 || !k || !v || !beta || (y && !q)) return -1;
@@ -183,7 +201,9 @@ int delta_chunk_wy(mi_tensor **state, mi_tensor *q, mi_tensor *k, mi_tensor *v, 
     mi_tensor *lower = mi_mul(beta, alpha ? mi_mul(ratio_r, kk) : kk);
     mi_tensor *ks = to_rows(mi_matmul_t(k, s0m, false, true), channel); /* K S_0ᵀ */
     if (alpha) ks = mi_mul(gamma_r, ks);
-    mi_tensor *u = mi_tri_solve(lower, mi_mul(beta, mi_sub(to_rows(v, channel), ks)), false);
+    mi_tensor *rhs = unit ? mi_sub(to_rows(v, channel), mi_mul(beta, ks))
+                          : mi_mul(beta, mi_sub(to_rows(v, channel), ks));
+    mi_tensor *u = mi_tri_solve(lower, rhs, false);
     if (!u) return -1;
 
     /* (3): the reads */
@@ -216,6 +236,7 @@ int delta_chunk_wy(mi_tensor **state, mi_tensor *q, mi_tensor *k, mi_tensor *v, 
  *   S_t = α_t S_{t−1} − β_t (S_{t−1} k_t − v_t) k_tᵀ        (l2)
  *   S_t = α_t S_{t−1} (I − β_t k_t k_tᵀ) + β_t v_t k_tᵀ      (l2, decay_first)
  *   S_t = α_t S_{t−1} + β_t v_t k_tᵀ                         (dot: Hebbian)
+ * (delta_write=unit: v_t k_tᵀ in place of β_t v_t k_tᵀ in the two l2 rules)
  * with β_t = η_t, or η_t / (1 + η_t ‖k_t‖²) for implicit, and α ≡ 1 for
  * retention none; y_t = S_t q_t. Gates per head [N, T] or per value row
  * [N, T, dv] (Diag(α_t) S_{t−1}), or α per key channel [N, T, dk]
@@ -234,8 +255,11 @@ bool delta_fused_rule(const mi_miras *m, const mi_miras_gates *gt, mi_delta_rule
         return false;
     *rule = dot ? MI_DELTA_RULE_HEBBIAN
                 : c->decay_first ? MI_DELTA_RULE_DECAY_FIRST : MI_DELTA_RULE_DELTA;
-    if (m->retention->uses_alpha && c->alpha_on_keys && gt->alpha->rank == 3)
-        *rule = (mi_delta_rule)(*rule | MI_DELTA_RULE_ALPHA_KEYS);
+    bool keys = m->retention->uses_alpha && c->alpha_on_keys && gt->alpha->rank == 3;
+    bool unit = c->delta_write == MI_DELTA_WRITE_UNIT;
+    if (keys && unit) return false; /* no kernel: the composed per-token ops */
+    if (keys) *rule = (mi_delta_rule)(*rule | MI_DELTA_RULE_ALPHA_KEYS);
+    if (unit) *rule = (mi_delta_rule)(*rule | MI_DELTA_RULE_UNIT_WRITE);
     return true;
 }
 

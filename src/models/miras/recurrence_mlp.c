@@ -3,7 +3,7 @@
  * or lp, retention none, l2, lq (the Frobenius form) or kl (a constant
  * scale c), gd or momentum (none or l2 retention only) and one η, α, μ, δ per
  * head is one mlp_scan op over the sequence, not ~40 ops per token:
- *   g_t = ∇_W ℓ(M_W(k_t); v_t) at W = read(A_{t−1})          (MIRAS Eq. 3)
+ *   g_t = ∇_W ℓ(M_W(k_t); v_t) at W = read(A_{t−1})          (MIRAS eq:OGDupdate)
  *   A_t = α_t A_{t−1} − η_t g_t                             (gd)
  *   S_t = μ_t S_{t−1} − η_t g_t,  A_t = α_t A_{t−1} + S_t    (momentum, Titans §3.1)
  *   A_t ← boundary(A_t)                                     (kl)

@@ -1,4 +1,4 @@
-/* Gradient descent (MIRAS "Memory Learning Algorithm"; Table 1's GD rows):
+/* Gradient descent (MIRAS §"MIRAS", the choice "Memory Algorithm"; Table 1's GD rows):
  *   A_t = α_t A_{t−1} − η_t ∇ℓ(W_{t−1}; k_t, v_t)
  * On a matrix memory with the ℓ2 bias this is the delta rule (DeltaNet). */
 #include "components.h"

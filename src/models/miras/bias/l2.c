@@ -1,4 +1,5 @@
-/* ℓ2 attentional bias (MIRAS Eq. 4, DeltaNet/TTT/Titans):
+/* ℓ2 attentional bias (MIRAS §"RNNs with Delta Rule", the MSE objective;
+ * DeltaNet/TTT/Titans):
  * ℓ(y; v) = ½‖y − v‖², ∂ℓ/∂y = y − v. */
 #include "components.h"
 

@@ -1,4 +1,5 @@
-/* ℓ2 retention (MIRAS §3.2, Titans' forget gate): Ret = ‖W − α W_{t-1}‖²
+/* ℓ2 retention (MIRAS §"RNNs with Hebbian Rule" and §"RNNs with Delta Rule",
+ * the local retention; Titans' forget gate): Ret = ‖W − α W_{t-1}‖²
  * (local) + global ℓ2, which as a GD step is the decay W_t = α_t W_{t-1} +
  * step, α_t the kept fraction (scalar, channel-wise or data-dependent, as
  * the gate given). "none" is the same with α ≡ 1: nothing is forgotten. */
