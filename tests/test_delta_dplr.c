@@ -300,6 +300,18 @@ static bool computed_by(const mi_tensor *t, const char *name, int depth)
     return false;
 }
 
+/* Whether the forward of c on x computes y through the fused delta_scan op. */
+static bool runs_scan(const mi_miras_config *c, const inputs *x)
+{
+    mi_miras m;
+    ck_assert_int_eq(mi_miras_init(&m, c), 0);
+    mi_miras_gates g = {.eta = x->eta, .alpha = x->alpha};
+    mi_tensor *w0 = x->w0;
+    mi_tensor *y = mi_miras_forward(&m, x->q, x->k, x->v, &g, &w0, NULL);
+    ck_assert_msg(y != NULL, "%s", mi_error());
+    return computed_by(y, "delta_scan", 3);
+}
+
 /* At chunk 1 (and with form=auto for a small state at any chunk) the
  * key-side decay runs as the fused delta_scan op with its ALPHA_KEYS flag
  * (chunks_equal_the_loop compares its y, S_T and gradients); the op takes
@@ -311,13 +323,7 @@ START_TEST(scan_takes_the_key_side_decay)
     for (int b = 1; b <= 16; b += 15) {
         mi_miras_config c = rule_config(true, b);
         c.form = MI_FORM_AUTO;
-        mi_miras m;
-        ck_assert_int_eq(mi_miras_init(&m, &c), 0);
-        mi_miras_gates g = {.eta = x.eta, .alpha = x.alpha};
-        mi_tensor *w0 = x.w0;
-        mi_tensor *y = mi_miras_forward(&m, x.q, x.k, x.v, &g, &w0, NULL);
-        ck_assert_msg(y != NULL, "%s", mi_error());
-        ck_assert_msg(computed_by(y, "delta_scan", 3), "chunk %d: not the fused scan", b);
+        ck_assert_msg(runs_scan(&c, &x), "chunk %d: not the fused scan", b);
     }
     mi_rng r;
     mi_rng_seed(&r, 5);
@@ -349,13 +355,7 @@ START_TEST(gla_chunks_run_the_scan)
     mi_tensor *scan[8], *ref[8];
     mi_miras_config c = preset_config(mi_preset_find("gla"));
     c.chunk = 4;
-    mi_miras m;
-    ck_assert_int_eq(mi_miras_init(&m, &c), 0);
-    mi_miras_gates g = {.eta = x.eta, .alpha = x.alpha};
-    mi_tensor *w0 = x.w0;
-    mi_tensor *y = mi_miras_forward(&m, x.q, x.k, x.v, &g, &w0, NULL);
-    ck_assert_msg(y != NULL, "%s", mi_error());
-    ck_assert_msg(computed_by(y, "delta_scan", 3), "gla chunk 4: not the fused scan");
+    ck_assert_msg(runs_scan(&c, &x), "gla chunk 4: not the fused scan");
     ck_assert_msg(results(&c, &x, scan) == 0, "%s", mi_error());
     c.form = MI_FORM_MINIBATCH;
     ck_assert_msg(results(&c, &x, ref) == 0, "%s", mi_error());
@@ -376,13 +376,7 @@ START_TEST(unit_write_on_the_key_side)
     mi_tensor *got[8], *ref[8];
     mi_miras_config c = rule_config(true, 1);
     config_set(&c, "delta_write=unit");
-    mi_miras m;
-    ck_assert_int_eq(mi_miras_init(&m, &c), 0);
-    mi_miras_gates g = {.eta = x.eta, .alpha = x.alpha};
-    mi_tensor *w0 = x.w0;
-    mi_tensor *y = mi_miras_forward(&m, x.q, x.k, x.v, &g, &w0, NULL);
-    ck_assert_msg(y != NULL, "%s", mi_error());
-    ck_assert_msg(!computed_by(y, "delta_scan", 3), "the scan has no unit write on the key side");
+    ck_assert_msg(!runs_scan(&c, &x), "the scan has no unit write on the key side");
     ck_assert_msg(results(&c, &x, got) == 0, "%s", mi_error());
     mi_miras_config cm = c;
     config_set(&cm, "materialize=true");

@@ -504,3 +504,23 @@ bool mixer_spec_valid(const char *v, const char *also, char *msg, size_t n)
                                  mi_preset_at(i)->name);
     return false;
 }
+
+int variant_list(const char *given, const char *deflt, const char *(*spec)(const char *),
+                 const char *also, const char *what, char *buf, size_t n, const char **names,
+                 int max)
+{
+    int nv = split_list(given ? given : deflt, buf, n, names, max);
+    if (nv < 1) {
+        fprintf(stderr, "miras-bench: --variants wants 1 to %d comma-separated names\n", max);
+        return -1;
+    }
+    /* a name nobody knows is a mistake, not a case to skip: say so before any run */
+    for (int i = 0; i < nv; i++) {
+        char msg[1024];
+        if (!mixer_spec_valid(spec ? spec(names[i]) : names[i], also, msg, sizeof msg)) {
+            fprintf(stderr, "miras-bench: %s: %s\n", what, msg);
+            return -1;
+        }
+    }
+    return nv;
+}

@@ -150,6 +150,13 @@ const mi_preset *samba_preset(const char *spec);
 /* Whether spec v is well formed and known; else a message naming v and
  * every known spec, the subcommand's own names (`also`, may be NULL) first. */
 bool mixer_spec_valid(const char *v, const char *also, char *msg, size_t n);
+/* The --variants list (`given`, or `deflt` when NULL) split into at most max
+ * names in buf, each a known mixer spec once `spec` (NULL: none) maps the
+ * subcommand's own names (`also`) to one: their count, or -1 after a message
+ * on stderr naming the subcommand `what` and the name that is wrong. */
+int variant_list(const char *given, const char *deflt, const char *(*spec)(const char *),
+                 const char *also, const char *what, char *buf, size_t n, const char **names,
+                 int max);
 
 /* ================================================================ subcommands
  * Constants of layer, train and quality that --help prints too. */

@@ -238,19 +238,9 @@ int bench_generate(const bench_opts *o)
 {
     char vbuf[512], path[4352];
     const char *variants[32];
-    int nv = split_list(o->variants ? o->variants : gen_default_variants, vbuf, sizeof vbuf,
-                        variants, 32);
-    if (nv < 1) {
-        fprintf(stderr, "miras-bench: --variants wants 1 to 32 comma-separated names\n");
-        return 2;
-    }
-    for (int i = 0; i < nv; i++) {
-        char msg[1024];
-        if (!mixer_spec_valid(variants[i], NULL, msg, sizeof msg)) {
-            fprintf(stderr, "miras-bench: generate: %s\n", msg);
-            return 2;
-        }
-    }
+    int nv = variant_list(o->variants, gen_default_variants, NULL, NULL, "generate", vbuf,
+                          sizeof vbuf, variants, 32);
+    if (nv < 0) return 2;
     int64_t prompts[GEN_MAX_PROMPTS];
     int np = 0;
     if (o->seq_len) prompts[np++] = o->seq_len;

@@ -196,20 +196,9 @@ int bench_train(const bench_opts *o)
 {
     char vbuf[512], path[4352];
     const char *variants[32];
-    int nv = split_list(o->variants ? o->variants : train_default_variants, vbuf, sizeof vbuf,
-                        variants, 32);
-    if (nv < 1) {
-        fprintf(stderr, "miras-bench: --variants wants 1 to 32 comma-separated names\n");
-        return 2;
-    }
-    /* a name nobody knows is a mistake, not a case to skip: say so before any run */
-    for (int i = 0; i < nv; i++) {
-        char msg[1024];
-        if (!mixer_spec_valid(train_spec(variants[i]), "transformer, lattice", msg, sizeof msg)) {
-            fprintf(stderr, "miras-bench: train: %s\n", msg);
-            return 2;
-        }
-    }
+    int nv = variant_list(o->variants, train_default_variants, train_spec, "transformer, lattice",
+                          "train", vbuf, sizeof vbuf, variants, 32);
+    if (nv < 0) return 2;
     const char *data = o->data;
     if (data && access(data, R_OK) != 0) {
         fprintf(stderr, "miras-bench: --data '%s': %s\n", data, strerror(errno));
