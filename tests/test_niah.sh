@@ -2,8 +2,8 @@
 # Needle in a haystack end to end: tests/test_niah.sh BUILD_DIR.
 # Trains a small attention model on the pass key at 176 bytes (the training
 # target labels the answer and its terminator), requires its teacher-forced
-# answer accuracy to reach 0.99 within 3000 steps (a run that does not
-# fails the test: it never skips), then requires miras-eval's greedy answers, judged up to the
+# answer accuracy to reach 0.99 (a run that does not fails the test: it
+# never skips), then requires miras-eval's greedy answers, judged up to the
 # terminator, to match exactly on at least 0.95 of 64 held-out prompts at
 # the training length. About a minute on one idle core. Then the bench's
 # length-generalisation suites' machinery, for 3 steps.
@@ -27,14 +27,6 @@ at_least() { awk -v v="$1" -v b="$2" 'BEGIN { exit !(v != "" && v + 0 >= b + 0) 
   --heads 2 --batch 16 --steps 1500 --lr 3e-3 --warmup 100 --eval-every 500 --eval-batches 8 \
   --seed 1 --threads 1 --out "$tmp/run" >"$tmp/train.out" 2>&1 || tail -n 5 "$tmp/train.out"
 acc=$(last_val_acc "$tmp/run/log.csv" 2>/dev/null)
-# Where 1500 steps end just short of the bar (the rounding of another build or CPU: 0.985
-# once under the sanitizers, 1.0 in the plain build), the run continues to 3000 steps.
-if [ -n "$acc" ] && ! at_least "$acc" 0.99; then
-  echo "# teacher-forced accuracy $acc after 1500 steps: on to 3000"
-  "$train" --resume "$tmp/run/ckpt.safetensors" --steps 3000 --threads 1 --out "$tmp/run" \
-    >>"$tmp/train.out" 2>&1 || tail -n 5 "$tmp/train.out"
-  acc=$(last_val_acc "$tmp/run/log.csv" 2>/dev/null)
-fi
 echo "# teacher-forced answer accuracy (answer bytes and terminator): ${acc:-none}"
 check "niah: the trained model's teacher-forced accuracy reaches 0.99" at_least "$acc" 0.99
 
