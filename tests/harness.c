@@ -183,3 +183,13 @@ double max_rel_err(mi_tensor *const *a, mi_tensor *const *b, int n, int *worst,
     }
     return e;
 }
+
+/* Whether the op named `name` is within `depth` recorded steps of t. */
+bool computed_within(const mi_tensor *t, const char *name, int depth)
+{
+    if (!t || !t->node || depth < 0) return false;
+    if (!strcmp(t->node->op->name, name)) return true;
+    for (int i = 0; i < t->node->n_inputs; i++)
+        if (computed_within(t->node->inputs[i], name, depth - 1)) return true;
+    return false;
+}

@@ -290,16 +290,6 @@ START_TEST(multistep_has_no_key_side_chunk_form)
 }
 END_TEST
 
-/* Whether the op named `name` is within `depth` recorded steps of t. */
-static bool computed_by(const mi_tensor *t, const char *name, int depth)
-{
-    if (!t || !t->node || depth < 0) return false;
-    if (!strcmp(t->node->op->name, name)) return true;
-    for (int i = 0; i < t->node->n_inputs; i++)
-        if (computed_by(t->node->inputs[i], name, depth - 1)) return true;
-    return false;
-}
-
 /* Whether the forward of c on x computes y through the fused delta_scan op. */
 static bool runs_scan(const mi_miras_config *c, const inputs *x)
 {
@@ -309,7 +299,7 @@ static bool runs_scan(const mi_miras_config *c, const inputs *x)
     mi_tensor *w0 = x->w0;
     mi_tensor *y = mi_miras_forward(&m, x->q, x->k, x->v, &g, &w0, NULL);
     ck_assert_msg(y != NULL, "%s", mi_error());
-    return computed_by(y, "delta_scan", 3);
+    return computed_within(y, "delta_scan", 3);
 }
 
 /* At chunk 1 (and with form=auto for a small state at any chunk) the

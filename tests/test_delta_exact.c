@@ -231,16 +231,6 @@ START_TEST(step_equals_exact_forward)
 }
 END_TEST
 
-/* Whether the op named `name` is within `depth` recorded steps of t. */
-static bool computed_by(const mi_tensor *t, const char *name, int depth)
-{
-    if (!t || !t->node || depth < 0) return false;
-    if (!strcmp(t->node->op->name, name)) return true;
-    for (int i = 0; i < t->node->n_inputs; i++)
-        if (computed_by(t->node->inputs[i], name, depth - 1)) return true;
-    return false;
-}
-
 /* Whether gated DeltaNet at chunk 16 with heads of d ran the fused scan. */
 static bool ran_the_scan(int64_t d, int form)
 {
@@ -258,7 +248,7 @@ static bool ran_the_scan(int64_t d, int form)
                         .alpha = mi_full(MI_F64, MI_SHAPE(1, 20), 0.9)};
     mi_tensor *y = mi_miras_forward(&m, x, x, x, &g, &w0, NULL);
     ck_assert_msg(y != NULL, "%s", mi_error());
-    return computed_by(y, "delta_scan", 3);
+    return computed_within(y, "delta_scan", 3);
 }
 
 START_TEST(auto_runs_small_states_through_the_scan)
