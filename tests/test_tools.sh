@@ -90,6 +90,15 @@ seed_reaches_train() {
     ! grep -q -- '--seed 1 ' "$tmp/qseed.jsonl"
 }
 check "bench quality --seed N runs every case with seed N" seed_reaches_train
+# each case's CPU time is its own run's: positive, at most its wall time on every core
+cpu_of_case() {
+  python3 - "$tmp/qseed.jsonl" <<'PY'
+import json, os, sys
+c = [json.loads(l) for l in open(sys.argv[1]) if '"status":"ok"' in l][0]
+sys.exit(0 if 0 < c["cpu_s"] <= (os.cpu_count() or 1) * c["wall_s"] + 0.05 else 1)
+PY
+}
+check "bench quality records each case's CPU time (cpu_s) beside its wall time" cpu_of_case
 check "bench quality --seed 0 -> exit 2" status 2 "--seed wants a positive integer" \
   "$bench" quality --seed 0
 

@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -339,8 +340,20 @@ static int check_overrides(quality_case *c, char *msg, size_t n)
     return rc;
 }
 
+/* User and system CPU seconds of the children waited for so far: a case's CPU
+ * time is the difference around its run (cases run one at a time), which a
+ * shared machine's load does not inflate as it does the wall time. */
+static double children_cpu_s(void)
+{
+    struct rusage u;
+    if (getrusage(RUSAGE_CHILDREN, &u) != 0) return NAN;
+    return (double)u.ru_utime.tv_sec + (double)u.ru_stime.tv_sec +
+           1e-6 * (double)(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
+
 int quality_spawn(const char *exe, const char *const *argv, const char *out_path,
-                  const char *err_path, int *status, double *wall_s, char *msg, size_t n)
+                  const char *err_path, int *status, double *wall_s, double *cpu_s, char *msg,
+                  size_t n)
 {
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
@@ -351,13 +364,14 @@ int quality_spawn(const char *exe, const char *const *argv, const char *out_path
     else posix_spawn_file_actions_adddup2(&fa, 1, 2);
     fflush(stdout);
     fflush(stderr);
-    double t0 = now_s();
+    double t0 = now_s(), cpu0 = children_cpu_s();
     pid_t pid;
     int e = posix_spawn(&pid, exe, &fa, NULL, (char *const *)argv, environ);
     posix_spawn_file_actions_destroy(&fa);
     if (e != 0) return snprintf(msg, n, "cannot start %.300s: %s", exe, strerror(e)), -1;
     while (waitpid(pid, status, 0) < 0 && errno == EINTR) {}
     *wall_s = now_s() - t0;
+    *cpu_s = children_cpu_s() - cpu0;
     return 0;
 }
 
@@ -382,7 +396,8 @@ static void run_case(quality_case *c, const char *train, const char *data, const
     remove(log_path); /* a failed run must not leave an old log to read */
 
     int status = 0;
-    if (quality_spawn(train, cmd.argv, out_path, NULL, &status, &c->wall_s, msg, sizeof msg) != 0) {
+    if (quality_spawn(train, cmd.argv, out_path, NULL, &status, &c->wall_s, &c->cpu_s, msg,
+                      sizeof msg) != 0) {
         copy_str(c->message, sizeof c->message, msg);
         return;
     }
@@ -579,6 +594,7 @@ int bench_quality(const bench_opts *o, const quality_opts *q)
             *c = (quality_case){.suite = su, .steps = q->steps ? q->steps : suite_steps(su),
                                 .params = -1, .val_loss = NAN, .val_acc = NAN,
                                 .train_loss = NAN, .wall_s = NAN, .eval_wall_s = NAN,
+                                .cpu_s = NAN, .eval_cpu_s = NAN,
                                 .floor = su->floor,
                                 .status = skip[0] ? CASE_SKIPPED : CASE_OK};
             snprintf(c->variant, sizeof c->variant, "%s", variants[s][v]);
@@ -607,7 +623,8 @@ int bench_quality(const bench_opts *o, const quality_opts *q)
             if (c->status == CASE_OK && c->suite->eval) run_case_eval(c, eval_exe, q->threads);
             if (c->status == CASE_OK) {
                 const quality_case *base = baseline_of(cases, i + 1, c->suite);
-                fprintf(stderr, c->wall_s < 10 ? "%.2f s  %s %.4f" : "%.1f s  %s %.4f", c->wall_s,
+                fprintf(stderr, c->wall_s < 10 ? "%.2f s (%.2f s CPU)  %s %.4f"
+                                                : "%.1f s (%.1f s CPU)  %s %.4f", c->wall_s, c->cpu_s,
                         lower_is_better(c->suite->metric) ? "val_loss" : "acc", metric_of(c));
                 if (base && base != c)
                     fprintf(stderr, " (%+.4f vs %s)", metric_of(c) - metric_of(base),
@@ -657,7 +674,7 @@ int bench_quality(const bench_opts *o, const quality_opts *q)
     }
     if (!o->json_only)
         printf("each case: one miras-train run (its output in <out>/<suite>-<variant>/train.out);"
-               "\nthe metric is the last validation in its log.csv; wall = the run's own time.\n");
+               "\nthe metric is the last validation in its log.csv; wall = the run's own time (its CPU time beside it).\n");
     for (int i = 0; i < n; i++) free(cases[i].command);
     free(cases);
     /* a skipped case checked nothing: under --check it fails like a failed run */
@@ -722,7 +739,7 @@ void bench_quality_usage(FILE *f)
         "  --check           exit status 1 when a case failed, was skipped (its suite's data\n"
         "                    not found) or is below its floor\n"
         "Output: one JSON line per case (suite, variant, command, steps, params, metric,\n"
-        "val_loss, val_acc, train_loss, wall_s, mixer_overrides, status ok/failed/skipped,\n"
+        "val_loss, val_acc, train_loss, wall_s, cpu_s, mixer_overrides, status ok/failed/skipped,\n"
         "message, floor, ok, out), then a table per suite (delta to the baseline, floor, ok or\n"
         "BELOW FLOOR), its chart and its Markdown table. Exit status 0 (a failed run is a\n"
         "row); with --check 1 when a case failed, was skipped or is below its floor; 1 when\n"

@@ -78,7 +78,8 @@ void run_case_eval(quality_case *c, const char *eval_exe, int threads)
     argv[argc] = NULL;
     int status = 0;
     c->status = CASE_FAILED;
-    if (quality_spawn(eval_exe, argv, out, err, &status, &c->eval_wall_s, msg, sizeof msg) != 0) {
+    if (quality_spawn(eval_exe, argv, out, err, &status, &c->eval_wall_s, &c->eval_cpu_s, msg,
+                      sizeof msg) != 0) {
         snprintf(c->message, sizeof c->message, "miras-eval: %.400s", msg);
         return;
     }
@@ -121,10 +122,12 @@ static void point_label(char *buf, size_t n, const quality_point *p, const quali
     else snprintf(buf, n, "%lld", (long long)p->length);
 }
 
-static void fmt_wall(char *buf, size_t n, double s)
+/* "603 s (93 s CPU)": the wall time, and the CPU time where it was measured */
+static void fmt_wall(char *buf, size_t n, double s, double cpu)
 {
     if (!(s > 0)) snprintf(buf, n, "-");
-    else snprintf(buf, n, s < 10 ? "%.2f s" : "%.0f s", s);
+    else if (!(cpu >= 0)) snprintf(buf, n, s < 10 ? "%.2f s" : "%.0f s", s);
+    else snprintf(buf, n, s < 10 ? "%.2f s (%.2f s CPU)" : "%.0f s (%.0f s CPU)", s, cpu);
 }
 
 void print_points_table(const quality_case *cases, int n, const quality_suite *s)
@@ -142,18 +145,18 @@ void print_points_table(const quality_case *cases, int n, const quality_suite *s
         point_label(l, sizeof l, &head->points[k], &head->points[0], true);
         printf(" %12s", l);
     }
-    printf(" %9s %9s\n", "train", "eval");
+    printf(" %20s %20s\n", "train", "eval");
     for (int i = 0; i < n; i++) {
         const quality_case *c = &cases[i];
         if (c->suite != s) continue;
-        char tw[24], ew[24];
-        fmt_wall(tw, sizeof tw, c->wall_s);
-        fmt_wall(ew, sizeof ew, c->eval_wall_s);
+        char tw[48], ew[48];
+        fmt_wall(tw, sizeof tw, c->wall_s, c->cpu_s);
+        fmt_wall(ew, sizeof ew, c->eval_wall_s, c->eval_cpu_s);
         printf("%-*s", w, c->variant);
         for (int k = 0; k < head->n_points; k++)
             if (k < c->n_points) printf(" %12.3f", c->points[k].accuracy);
             else printf(" %12s", "-");
-        printf(" %9s %9s%s%s\n", tw, ew, c->status == CASE_OK ? "" : "  ",
+        printf(" %20s %20s%s%s\n", tw, ew, c->status == CASE_OK ? "" : "  ",
                c->status == CASE_OK ? "" : c->status == CASE_FAILED ? "FAILED" : "skipped");
     }
 }
@@ -177,9 +180,9 @@ char *points_markdown(const quality_case *cases, int n, const quality_suite *s, 
     for (int i = 0; i < n; i++) {
         const quality_case *c = &cases[i];
         if (c->suite != s) continue;
-        char tw[24], ew[24];
-        fmt_wall(tw, sizeof tw, c->wall_s);
-        fmt_wall(ew, sizeof ew, c->eval_wall_s);
+        char tw[48], ew[48];
+        fmt_wall(tw, sizeof tw, c->wall_s, c->cpu_s);
+        fmt_wall(ew, sizeof ew, c->eval_wall_s, c->eval_cpu_s);
         sb_printf(&b, "| `%s` |", c->variant);
         for (int k = 0; k < cols; k++)
             if (k < c->n_points) sb_printf(&b, " %.3f |", c->points[k].accuracy);

@@ -86,6 +86,7 @@ typedef struct quality_case {
     quality_point points[MAX_POINTS]; /* suites with eval: miras-eval's, in its order */
     int n_points;
     double eval_wall_s;      /* miras-eval's wall time (NaN: not run) */
+    double cpu_s, eval_cpu_s; /* user + system CPU seconds of the two runs (NaN: not run) */
 } quality_case;
 
 static inline double metric_of(const quality_case *c)
@@ -102,10 +103,12 @@ static inline bool below_floor(const quality_case *c)
 
 /* Runs exe with argv (argv[0] the program), stdin /dev/null, stdout into
  * out_path and stderr into err_path (NULL: with stdout), and waits: 0 with
- * its wait status in *status and the wall time in *wall_s, or -1 when it
+ * its wait status in *status, the wall time in *wall_s and the child's CPU
+ * time (user + system) in *cpu_s, or -1 when it
  * could not start (msg says why). */
 int quality_spawn(const char *exe, const char *const *argv, const char *out_path,
-                  const char *err_path, int *status, double *wall_s, char *msg, size_t n);
+                  const char *err_path, int *status, double *wall_s, double *cpu_s, char *msg,
+                  size_t n);
 
 /* Suites with eval (bench_quality_eval.c): miras-eval (eval_exe) on the case's
  * checkpoint, its JSON in DIR/eval.json, its points into c; a failure makes

@@ -51,8 +51,10 @@ void print_case_json_line(const quality_case *c)
     json_num("val_acc", c->val_acc);
     json_num("train_loss", c->train_loss);
     json_num("wall_s", c->wall_s);
+    json_num("cpu_s", c->cpu_s);
     if (c->suite->eval) {
         json_num("eval_wall_s", c->eval_wall_s);
+        json_num("eval_cpu_s", c->eval_cpu_s);
         printf(",\"points\":[");
         for (int k = 0; k < c->n_points; k++) {
             printf("%s{\"length\":%lld", k ? "," : "", (long long)c->points[k].length);
