@@ -433,6 +433,29 @@ START_TEST(miras_overrides_pass_through)
     ck_assert_int_eq(mi_mixer_create(&m, "titans:3", &o, MI_F64, &r, test_scope), -1);
     ck_assert_error_has("unknown spec 'titans:3'");
     mi_error_clear();
+    /* the same judgement without making a mixer: each kind checks its own argument */
+    const struct { const char *spec; int want; const char *needle; } spec[] = {
+        {"samba:titans", 1, NULL},
+        {"samba:titans:32", 1, NULL},
+        {"swa:32", 1, NULL},
+        {"swa", 1, NULL},
+        {"hope", 1, NULL},
+        {"gated-deltanet", 1, NULL},
+        {"samba:no-such", -1, "mixer 'samba:no-such': 'no-such' is not a MIRAS preset"},
+        {"samba", -1, "mixer 'samba': expected samba:<preset>[:W]"},
+        {"samba:titans:0", -1, "window '0' is not a whole number >= 1"},
+        {"swa:x", -1, "mixer 'swa:x': window 'x' is not a whole number >= 1"},
+        {"attention:3", -1, "mixer 'attention:3': attention takes no ':' argument"},
+        {"hope:1", -1, "mixer 'hope:1': hope takes no ':' argument"},
+        {"titans:3", 0, "unknown spec 'titans:3'"},
+        {"bogus", 0, "unknown spec 'bogus'"},
+    };
+    for (size_t k = 0; k < sizeof spec / sizeof spec[0]; k++) {
+        mi_error_clear();
+        ck_assert_msg(mi_mixer_spec_check(spec[k].spec) == spec[k].want, "%s", spec[k].spec);
+        if (spec[k].needle) ck_assert_error_has(spec[k].needle);
+    }
+    mi_error_clear();
     /* the table lists the kinds, the presets' row last */
     ck_assert_str_eq(mi_mixer_kind_at(0)->name, "attention");
     int i = 0;

@@ -108,8 +108,15 @@ typedef struct mi_mixer_kind {
      * (mi_mixer.ffn), known before it is made: 1, 0, or -1 with a message
      * (bad overrides). NULL: never. */
     int (*own_ffn)(const char *arg, const mi_mixer_options *opt);
+    /* Whether arg (the text after "name:", NULL when there is none) is one this
+     * kind takes: 0, or -1 with a message. NULL: the kind takes no argument. */
+    int (*check_arg)(const char *arg);
 } mi_mixer_kind;
 const mi_mixer_kind *mi_mixer_kind_at(int i); /* enumeration; NULL past the end */
+/* Whether a spec names a mixer this library makes, without making it: 1; 0
+ * when no kind or preset has its name (a message lists the known ones); -1
+ * when a kind has the name but not the argument (a message says why). */
+int mi_mixer_spec_check(const char *spec);
 /* The kind's own_ffn for a spec: 1, 0, or -1 with a message (unknown spec). */
 int mi_mixer_own_ffn(const char *spec, const mi_mixer_options *opt);
 /* A window from a spec's argument ("64"), or `fallback` when arg is NULL:

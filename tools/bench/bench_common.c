@@ -471,29 +471,14 @@ const mi_preset *samba_preset(const char *spec)
 
 bool mixer_spec_valid(const char *v, const char *also, char *msg, size_t n)
 {
-    if (mi_preset_find(v)) return true;
-    for (int i = 0; mi_mixer_kind_at(i); i++) {
-        const mi_mixer_kind *k = mi_mixer_kind_at(i);
-        size_t len = k->name ? strlen(k->name) : 0;
-        if (!k->name || strncmp(v, k->name, len) != 0 || (v[len] && v[len] != ':')) continue;
-        const char *arg = v[len] ? v + len + 1 : NULL;
-        if (!strcmp(k->name, "samba")) {
-            if (!arg || !samba_preset(v)) {
-                snprintf(msg, n, "'%s': samba takes samba:<preset>[:W] with a MIRAS preset", v);
-                return false;
-            }
-            arg = strchr(arg, ':') ? strchr(arg, ':') + 1 : NULL;
-        } else if (strcmp(k->name, "swa") != 0 && arg) {
-            snprintf(msg, n, "'%s': %s takes no ':' argument", v, k->name);
-            return false;
-        }
-        if (arg && mi_mixer_window_arg(arg, 64) < 0) {
-            snprintf(msg, n, "'%s': %s", v, mi_error());
-            mi_error_clear();
-            return false;
-        }
-        return true;
+    int known = mi_mixer_spec_check(v);
+    if (known == 1) return true;
+    if (known < 0) {
+        snprintf(msg, n, "'%s': %s", v, mi_error());
+        mi_error_clear();
+        return false;
     }
+    mi_error_clear();
     size_t used = (size_t)snprintf(msg, n, "unknown variant '%s'; known: %s%s", v,
                                    also ? also : "", also ? ", " : "");
     for (int i = 0; mi_mixer_kind_at(i) && used < n; i++)

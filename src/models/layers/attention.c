@@ -310,6 +310,11 @@ int64_t mi_mixer_window_arg(const char *arg, int64_t fallback)
     return w;
 }
 
+int mi_mixer_swa_arg(const char *arg)
+{
+    return mi_mixer_window_arg(arg, 64) < 1 ? -1 : 0;
+}
+
 int mi_mixer_create_swa(mi_mixer *out, const char *spec, const char *arg,
                         const mi_mixer_options *opt, mi_dtype dt, mi_rng *rng, mi_scope *scope)
 {

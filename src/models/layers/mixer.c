@@ -8,11 +8,11 @@
 #include "models.h"
 
 static const mi_mixer_kind kinds[] = {
-    {"attention", "attention", mi_mixer_create_attention, NULL},
-    {"swa", "swa[:W]", mi_mixer_create_swa, NULL},
-    {"samba", "samba:<preset>[:W]", mi_mixer_create_samba, NULL},
-    {"hope", "hope", mi_mixer_create_hope, mi_mixer_hope_own_ffn},
-    {NULL, "<preset>", mi_mixer_create_miras, NULL},  /* every MIRAS preset, by name */
+    {"attention", "attention", mi_mixer_create_attention, NULL, NULL},
+    {"swa", "swa[:W]", mi_mixer_create_swa, NULL, mi_mixer_swa_arg},
+    {"samba", "samba:<preset>[:W]", mi_mixer_create_samba, NULL, mi_mixer_samba_arg},
+    {"hope", "hope", mi_mixer_create_hope, mi_mixer_hope_own_ffn, NULL},
+    {NULL, "<preset>", mi_mixer_create_miras, NULL, NULL}, /* every MIRAS preset, by name */
 };
 #define N_KINDS ((int)(sizeof kinds / sizeof kinds[0]))
 
@@ -56,6 +56,22 @@ static const mi_mixer_kind *find_kind(const char *spec, const char **arg)
         }
     }
     return NULL;
+}
+
+int mi_mixer_spec_check(const char *spec)
+{
+    if (!spec) return mi_error_set("mixer: NULL spec"), -1;
+    const char *arg;
+    const mi_mixer_kind *kind = find_kind(spec, &arg);
+    if (!kind) return unknown_spec(spec), 0;
+    if (kind->check_arg ? kind->check_arg(arg) != 0 : arg != NULL) {
+        if (!kind->check_arg) mi_error_set("%s takes no ':' argument", kind->name);
+        char who[MI_LM_TEXT + 16];
+        snprintf(who, sizeof who, "mixer '%s'", spec);
+        mi_error_prefix(who);
+        return -1;
+    }
+    return 1;
 }
 
 int mi_mixer_own_ffn(const char *spec, const mi_mixer_options *opt)

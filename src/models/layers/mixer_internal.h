@@ -20,6 +20,9 @@ int mi_mixer_create_hope(mi_mixer *out, const char *spec, const char *arg,
                          const mi_mixer_options *opt, mi_dtype dt, mi_rng *rng, mi_scope *scope);
 /* Its CMS is the block's feed-forward (cms_place=ffn with a CMS, the default). */
 int mi_mixer_hope_own_ffn(const char *arg, const mi_mixer_options *opt);
+/* The kinds' check_arg: swa's window "W", samba's "<preset>[:W]". */
+int mi_mixer_swa_arg(const char *arg);
+int mi_mixer_samba_arg(const char *arg);
 int mi_mixer_create_samba(mi_mixer *out, const char *spec, const char *arg,
                           const mi_mixer_options *opt, mi_dtype dt, mi_rng *rng, mi_scope *scope);
 

@@ -114,23 +114,39 @@ static char *prefixed(mi_scope *scope, const char *prefix, const char *name)
     return s;
 }
 
+/* "<preset>" or "<preset>:<W>" (preset names hold no ':'): the preset's name
+ * into preset[n] and the window (fallback when none is given), or -1. */
+static int samba_arg(const char *arg, char *preset, size_t n, int64_t fallback, int64_t *window)
+{
+    if (!arg || !*arg) return mi_error_set("expected samba:<preset>[:W]"), -1;
+    const char *colon = strchr(arg, ':');
+    size_t len = colon ? (size_t)(colon - arg) : strlen(arg);
+    if (len >= n) return mi_error_set("'%.40s...' is not a MIRAS preset", arg), -1;
+    memcpy(preset, arg, len);
+    preset[len] = '\0';
+    *window = mi_mixer_window_arg(colon ? colon + 1 : NULL, fallback);
+    if (*window < 1) return -1;
+    if (!mi_preset_find(preset))
+        return mi_error_set("'%s' is not a MIRAS preset (samba:<preset>[:W])", preset), -1;
+    return 0;
+}
+
+int mi_mixer_samba_arg(const char *arg)
+{
+    char preset[MI_LM_TEXT];
+    int64_t window;
+    return samba_arg(arg, preset, sizeof preset, 64, &window);
+}
+
 int mi_mixer_create_samba(mi_mixer *out, const char *spec, const char *arg,
                           const mi_mixer_options *opt, mi_dtype dt, mi_rng *rng, mi_scope *scope)
 {
-    if (!arg || !*arg) return mi_error_set("expected samba:<preset>[:W]"), -1;
-    /* "<preset>" or "<preset>:<W>" (preset names hold no ':') */
-    const char *colon = strchr(arg, ':');
-    size_t len = colon ? (size_t)(colon - arg) : strlen(arg);
-    char *preset = mi_scope_alloc(scope, len + 1);
+    char *preset = mi_scope_alloc(scope, MI_LM_TEXT);
     samba *s = mi_scope_alloc(scope, sizeof *s);
     if (!preset || !s) return mi_error_set("out of memory"), -1;
-    memcpy(preset, arg, len);
-    preset[len] = '\0';
+    int64_t window;
+    if (samba_arg(arg, preset, MI_LM_TEXT, opt->window, &window) != 0) return -1;
     memset(s, 0, sizeof *s);
-    int64_t window = mi_mixer_window_arg(colon ? colon + 1 : NULL, opt->window);
-    if (window < 1) return -1;
-    if (!mi_preset_find(preset))
-        return mi_error_set("'%s' is not a MIRAS preset (samba:<preset>[:W])", preset), -1;
     if (mi_mixer_create_miras(&s->miras, preset, NULL, opt, dt, rng, scope) != 0) return -1;
     if (mi_attention_layer_init(&s->swa, opt->d_model, opt->heads, window, opt->rope_base,
                                 opt->out_scale, dt, rng, scope) != 0)
