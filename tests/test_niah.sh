@@ -64,6 +64,7 @@ for r in rows:
     got = [(p["length"], p.get("pairs", 0)) for p in r["points"]]
     assert got == want[r["suite"]], got
     assert all(0 <= p["accuracy"] <= 1 for p in r["points"]) and r["eval_wall_s"] > 0
+    assert r["cpu_s"] > 0 and r["eval_cpu_s"] > 0, r
 ' "$tmp/q.jsonl"
 check "niah-long / mqar-long: the per-length tables and charts" bash -c \
   "grep -q '| 192 (1x) | 384 (2x) | 768 (4x) | 1536 (8x) | 3072 (16x) |' \

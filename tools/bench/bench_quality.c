@@ -513,11 +513,10 @@ static void write_points(const quality_case *cases, int n, const quality_suite *
     snprintf(path, sizeof path, "%s/quality-%s-points.md", out, su->name);
     if (!doc || write_atomic(path, doc, size, msg, sizeof msg) != 0)
         fprintf(stderr, "miras-bench: %s\n", doc ? msg : "out of memory for the table");
+    if (doc && !json_only) /* the same table on stdout */
+        printf("\nquality %s, per miras-eval point:\n%schart: %s/quality-%s-points.svg\n",
+               su->name, doc, out, su->name);
     free(doc);
-    if (!json_only) {
-        print_points_table(cases, n, su);
-        printf("chart: %s/quality-%s-points.svg\n", out, su->name);
-    }
 }
 
 int bench_quality(const bench_opts *o, const quality_opts *q)

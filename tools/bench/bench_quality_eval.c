@@ -130,37 +130,6 @@ static void fmt_wall(char *buf, size_t n, double s, double cpu)
     else snprintf(buf, n, s < 10 ? "%.2f s (%.2f s CPU)" : "%.0f s (%.0f s CPU)", s, cpu);
 }
 
-void print_points_table(const quality_case *cases, int n, const quality_suite *s)
-{
-    const quality_case *head = columns_of(cases, n, s);
-    if (!head) return;
-    int w = 22;
-    for (int i = 0; i < n; i++)
-        if (cases[i].suite == s && (int)strlen(cases[i].variant) > w)
-            w = (int)strlen(cases[i].variant);
-    printf("\nquality %s: accuracy per miras-eval point (%s)\n%-*s", s->name, s->eval, w,
-           "variant");
-    for (int k = 0; k < head->n_points; k++) {
-        char l[48];
-        point_label(l, sizeof l, &head->points[k], &head->points[0], true);
-        printf(" %12s", l);
-    }
-    printf(" %20s %20s\n", "train", "eval");
-    for (int i = 0; i < n; i++) {
-        const quality_case *c = &cases[i];
-        if (c->suite != s) continue;
-        char tw[48], ew[48];
-        fmt_wall(tw, sizeof tw, c->wall_s, c->cpu_s);
-        fmt_wall(ew, sizeof ew, c->eval_wall_s, c->eval_cpu_s);
-        printf("%-*s", w, c->variant);
-        for (int k = 0; k < head->n_points; k++)
-            if (k < c->n_points) printf(" %12.3f", c->points[k].accuracy);
-            else printf(" %12s", "-");
-        printf(" %20s %20s%s%s\n", tw, ew, c->status == CASE_OK ? "" : "  ",
-               c->status == CASE_OK ? "" : c->status == CASE_FAILED ? "FAILED" : "skipped");
-    }
-}
-
 char *points_markdown(const quality_case *cases, int n, const quality_suite *s, size_t *size)
 {
     const quality_case *head = columns_of(cases, n, s);

@@ -104,8 +104,8 @@ static inline bool below_floor(const quality_case *c)
 /* Runs exe with argv (argv[0] the program), stdin /dev/null, stdout into
  * out_path and stderr into err_path (NULL: with stdout), and waits: 0 with
  * its wait status in *status, the wall time in *wall_s and the child's CPU
- * time (user + system) in *cpu_s, or -1 when it
- * could not start (msg says why). */
+ * time (user + system) in *cpu_s, or -1 when it could not start (msg says
+ * why). */
 int quality_spawn(const char *exe, const char *const *argv, const char *out_path,
                   const char *err_path, int *status, double *wall_s, double *cpu_s, char *msg,
                   size_t n);
@@ -114,9 +114,8 @@ int quality_spawn(const char *exe, const char *const *argv, const char *out_path
  * checkpoint, its JSON in DIR/eval.json, its points into c; a failure makes
  * the case failed with miras-eval's message. threads: --threads (0: none). */
 void run_case_eval(quality_case *c, const char *eval_exe, int threads);
-/* The points as a table (text on stdout, Markdown) and a line chart (SVG,
+/* The points as a Markdown table (the file and stdout) and a line chart (SVG,
  * accuracy against the points, one line per variant) (bench_quality_eval.c). */
-void print_points_table(const quality_case *cases, int n, const quality_suite *s);
 char *points_markdown(const quality_case *cases, int n, const quality_suite *s, size_t *size);
 char *points_svg(const quality_case *cases, int n, const quality_suite *s, size_t *size);
 
