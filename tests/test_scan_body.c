@@ -2,7 +2,8 @@
  * - values and f64 gradients (to carry0, every xs and the body's parameters)
  *   equal the same body unrolled token by token with recording on, for a
  *   gated delta rule (also against mi_delta_scan), an MLP memory taking one
- *   gradient step per token, and a recurrence with outer parameters; at the
+ *   gradient step per token, and a recurrence with outer parameters (also a
+ *   scan in a scan's body, a scan inside mi_checkpoint); at the
  *   default segment (⌈√T⌉), T not a multiple of it, T = 1, a segment longer
  *   than T, segments of one token;
  * - an f64 central-difference gradcheck of losses through mi_scan;
@@ -333,6 +334,83 @@ START_TEST(chained_scans)
     ck_assert_msg(mi_grad(&lr, NULL, 1, w, n, false, gr) == 0, "%s", mi_error());
     ck_assert_double_le(fabs(mi_item(ls) - mi_item(lr)), 1e-12 * (1 + fabs(mi_item(lr))));
     for (int k = 0; k < n; k++) ck_assert_double_le(max_rel_diff(gs[k], gr[k]), 1e-12);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- scans inside others
+ * A body whose step is itself a scan: x_t [N, T2, d] is a sub-sequence the
+ * rnn runs over from the carry (by mi_scan or unrolled), y_t = its ys[0]
+ * [N, T2, e]; and mi_scan as the function of a mi_checkpoint. */
+typedef struct outer_ctx {
+    rnn *m;
+    bool inner_scan;
+} outer_ctx;
+
+static int outer_body(void *ctx, mi_tensor *const *c, mi_tensor *const *x, mi_tensor **c_out,
+                      mi_tensor **y)
+{
+    const outer_ctx *o = ctx;
+    mi_tensor *ys[2];
+    problem p = {.body = rnn_body, .ctx = o->m, .n_carry = 1, .n_xs = 1, .n_ys = 2,
+                 .carry0 = {c[0]}, .xs = {x[0]}};
+    int rc = o->inner_scan ? mi_scan(rnn_body, o->m, 1, c, 1, x, 2, 2, c_out, ys)
+                           : unrolled(&p, c_out, ys);
+    if (rc != 0) return -1;
+    y[0] = ys[0];
+    return 0;
+}
+
+START_TEST(nested_scans)
+{
+    rnn m;
+    problem p = rnn_problem(&m, 51, 2, 4, 3, 2); /* for the parameters and the start carry */
+    mi_rng r;
+    mi_rng_seed(&r, 52);
+    mi_tensor *X = randn(&r, MI_SHAPE(2, 5, 3, 3), 1); /* N 2, T 5, T2 3, d 3 */
+    mi_tensor *wy = mi_randn(&r, MI_F64, MI_SHAPE(2, 5, 3, 2), 0, 1);
+    mi_tensor *w[8] = {p.carry0[0], X, m.W, m.U, m.b, m.V}, *g[2][8];
+    double loss[2];
+    for (int k = 0; k < 2; k++) {
+        outer_ctx o = {&m, k == 0};
+        mi_tensor *c, *ys;
+        int rc = k == 0 ? mi_scan(outer_body, &o, 1, p.carry0, 1, &X, 1, 0, &c, &ys)
+                        : unrolled(&(problem){.body = outer_body, .ctx = &o, .n_carry = 1, .n_xs = 1,
+                                              .n_ys = 1, .carry0 = {p.carry0[0]}, .xs = {X}},
+                                   &c, &ys);
+        ck_assert_msg(rc == 0, "%s", mi_error());
+        mi_tensor *l = mi_add(mi_sum(mi_mul(ys, wy), MI_ALL, false),
+                              mi_sum(mi_mul(c, p.r_carry[0]), MI_ALL, false));
+        ck_assert_msg(l && mi_grad(&l, NULL, 1, w, 6, false, g[k]) == 0, "%s", mi_error());
+        loss[k] = mi_item(l);
+    }
+    ck_assert_double_le(fabs(loss[0] - loss[1]), 1e-12 * (1 + fabs(loss[1])));
+    for (int k = 0; k < 6; k++) ck_assert_double_le(max_rel_diff(g[0][k], g[1][k]), 1e-12);
+}
+END_TEST
+
+static mi_tensor *checkpointed_scan(void *ctx, mi_tensor *const *in, int n)
+{
+    (void)n;
+    mi_tensor *c, *ys[2];
+    if (mi_scan(rnn_body, ctx, 1, in, 1, in + 1, 2, 0, &c, ys) != 0) return NULL;
+    return mi_add(mi_sum(ys[0], MI_ALL, false), mi_sum(c, MI_ALL, false));
+}
+
+START_TEST(scan_inside_checkpoint)
+{
+    rnn m;
+    problem p = rnn_problem(&m, 61, 2, 6, 3, 2);
+    mi_tensor *in[2] = {p.carry0[0], p.xs[0]}, *w[8], *g[2][8];
+    int n = leaves_of(&p, w);
+    double loss[2];
+    for (int k = 0; k < 2; k++) {
+        mi_tensor *l = k == 0 ? mi_checkpoint(checkpointed_scan, &m, in, 2)
+                              : checkpointed_scan(&m, in, 2);
+        ck_assert_msg(l && mi_grad(&l, NULL, 1, w, n, false, g[k]) == 0, "%s", mi_error());
+        loss[k] = mi_item(l);
+    }
+    ck_assert_double_le(fabs(loss[0] - loss[1]), 1e-12 * (1 + fabs(loss[1])));
+    for (int k = 0; k < n; k++) ck_assert_double_le(max_rel_diff(g[0][k], g[1][k]), 1e-12);
 }
 END_TEST
 
@@ -690,6 +768,8 @@ Suite *make_suite(void)
     tcase_add_test(tc, mlp_memory_equals_unrolled);
     tcase_add_test(tc, outer_parameters_equal_unrolled);
     tcase_add_test(tc, chained_scans);
+    tcase_add_test(tc, nested_scans);
+    tcase_add_test(tc, scan_inside_checkpoint);
     tcase_add_test(tc, gradcheck_scans);
     tcase_add_test(tc, random_bodies);
     tcase_add_test(tc, f32_forward_equals_unrolled);

@@ -21,7 +21,14 @@
  * is dropped before the next. So the backward holds one segment's record at
  * a time: memory O(T/S · |c| + S · |body record|) = O(√T) in the carry and
  * the body, besides the inputs, the outputs and their gradients, and the
- * body runs twice per token.
+ * body runs twice per token (the √n checkpointing of Chen, Xu, Zhang,
+ * Guestrin, "Training Deep Nets with Sublinear Memory Cost", 2016, Sec. 4.1,
+ * with the tokens as the layers).
+ *
+ * First-order only: the vjp runs a nested backward pass that records
+ * nothing, so under create_graph it fails with a message; differentiating
+ * twice would need the nested pass recorded, which is the unrolled tape this
+ * op exists to avoid.
  *
  * The node has one output, O = concat(flatten(c_T…), flatten(ys…)), and the
  * results are views of it; its inputs are carry0 and xs (each one, or packed
