@@ -3,7 +3,8 @@
  *   equal the same body unrolled token by token with recording on, for a
  *   gated delta rule (also against mi_delta_scan), an MLP memory taking one
  *   gradient step per token, and a recurrence with outer parameters (also a
- *   scan in a scan's body, a scan inside mi_checkpoint); at the
+ *   scan in a scan's body, a scan inside mi_checkpoint, more carries and
+ *   inputs than a node takes, constant carries and inputs); at the
  *   default segment (⌈√T⌉), T not a multiple of it, T = 1, a segment longer
  *   than T, segments of one token;
  * - an f64 central-difference gradcheck of losses through mi_scan;
@@ -94,6 +95,8 @@ static double max_rel_diff(const mi_tensor *a, const mi_tensor *b)
         worst = fmax(worst, fabs(mi_get(a, i) - mi_get(b, i)) / (1 + scale));
     return worst;
 }
+
+static void gradcheck_problem(const char *what, problem *p, int segment);
 
 /* mi_scan's loss and gradients equal the unrolled body's to rounding */
 static void check_against_unrolled(const char *what, problem *p, int segment)
@@ -334,6 +337,64 @@ START_TEST(chained_scans)
     ck_assert_msg(mi_grad(&lr, NULL, 1, w, n, false, gr) == 0, "%s", mi_error());
     ck_assert_double_le(fabs(mi_item(ls) - mi_item(lr)), 1e-12 * (1 + fabs(mi_item(lr))));
     for (int k = 0; k < n; k++) ck_assert_double_le(max_rel_diff(gs[k], gr[k]), 1e-12);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- many inputs, some constant
+ * Four carries and five per-token inputs and a parameter: more than a node
+ * takes, so mi_scan packs each group into one input.
+ * c_i ← tanh(c_i W + x_i + x_4 ⊙ c_{i+1 mod 4}), y = c_0 ⊙ c_3. */
+static int four_body(void *ctx, mi_tensor *const *c, mi_tensor *const *x, mi_tensor **c_out,
+                     mi_tensor **y)
+{
+    mi_tensor *W = ctx;
+    for (int i = 0; i < 4; i++)
+        c_out[i] = mi_tanh(mi_add(mi_add(mi_matmul(c[i], W), x[i]), mi_mul(x[4], c[(i + 1) % 4])));
+    y[0] = mi_mul(c_out[0], c_out[3]);
+    return 0;
+}
+
+static problem four_problem(uint64_t seed, int64_t T)
+{
+    mi_rng r;
+    mi_rng_seed(&r, seed);
+    problem p = {.body = four_body, .n_carry = 4, .n_xs = 5, .n_ys = 1, .n_params = 1};
+    p.params[0] = randn(&r, MI_SHAPE(3, 3), 0.5);
+    p.ctx = p.params[0];
+    for (int i = 0; i < 4; i++) p.carry0[i] = randn(&r, MI_SHAPE(2, 3), 0.5);
+    for (int j = 0; j < 5; j++) p.xs[j] = randn(&r, MI_SHAPE(2, T, 3), 0.7);
+    loss_weights(&p, &r);
+    return p;
+}
+
+START_TEST(many_inputs_are_packed)
+{
+    problem p = four_problem(71, 7);
+    check_against_unrolled("four carries", &p, 0);
+    check_against_unrolled("four carries", &p, 3);
+    gradcheck_problem("four carries", &p, 2);
+}
+END_TEST
+
+/* carries and inputs that do not require grad: the others' gradients are
+ * still the unrolled body's */
+START_TEST(constant_inputs)
+{
+    for (int packed = 0; packed < 2; packed++) {
+        rnn m;
+        problem p = packed ? four_problem(72, 6) : rnn_problem(&m, 73, 2, 6, 3, 2);
+        p.carry0[0]->requires_grad = false;
+        p.xs[p.n_xs - 1]->requires_grad = false;
+        mi_tensor *w[16], *gs[16], *gr[16];
+        int n = 0;
+        for (int i = 1; i < p.n_carry; i++) w[n++] = p.carry0[i];
+        for (int j = 0; j < p.n_xs - 1; j++) w[n++] = p.xs[j];
+        for (int k = 0; k < p.n_params; k++) w[n++] = p.params[k];
+        mi_tensor *ls = loss_of(&p, true, 0), *lr = loss_of(&p, false, 0);
+        ck_assert_msg(ls && mi_grad(&ls, NULL, 1, w, n, false, gs) == 0, "%s", mi_error());
+        ck_assert_msg(lr && mi_grad(&lr, NULL, 1, w, n, false, gr) == 0, "%s", mi_error());
+        for (int k = 0; k < n; k++) ck_assert_double_le(max_rel_diff(gs[k], gr[k]), 1e-12);
+    }
 }
 END_TEST
 
@@ -769,6 +830,8 @@ Suite *make_suite(void)
     tcase_add_test(tc, outer_parameters_equal_unrolled);
     tcase_add_test(tc, chained_scans);
     tcase_add_test(tc, nested_scans);
+    tcase_add_test(tc, many_inputs_are_packed);
+    tcase_add_test(tc, constant_inputs);
     tcase_add_test(tc, scan_inside_checkpoint);
     tcase_add_test(tc, gradcheck_scans);
     tcase_add_test(tc, random_bodies);

@@ -22,7 +22,7 @@
  * a time: memory O(T/S · |c| + S · |body record|) = O(√T) in the carry and
  * the body, besides the inputs, the outputs and their gradients, and the
  * body runs twice per token (the √n checkpointing of Chen, Xu, Zhang,
- * Guestrin, "Training Deep Nets with Sublinear Memory Cost", 2016, Sec. 4.1,
+ * Guestrin, "Training Deep Nets with Sublinear Memory Cost", 2016,
  * with the tokens as the layers).
  *
  * First-order only: the vjp runs a nested backward pass that records
