@@ -823,7 +823,6 @@ Suite *make_suite(void)
 {
     Suite *s = suite_create("scan_body");
     TCase *tc = tcase_slow("scan_body");
-    tcase_add_checked_fixture(tc, scope_setup, scope_teardown);
     tcase_add_test(tc, delta_rule_equals_unrolled);
     tcase_add_test(tc, delta_rule_equals_delta_scan);
     tcase_add_test(tc, mlp_memory_equals_unrolled);
