@@ -200,12 +200,12 @@ mi_tensor *mi_checkpoint(mi_checkpoint_fn fn, void *ctx, mi_tensor *const *in, i
  * runs each segment again, recording, and differentiates it in a nested
  * pass. Memory: the kept carries and one segment's record, O(√T) by default,
  * besides inputs, outputs and their gradients; the body runs twice a token.
- * Gradients reach carry0, xs and the leaves the body uses that require grad
- * (its parameters, found as mi_checkpoint finds them). The body must compute
- * the same thing each time it runs, must not keep the tensors it makes (they
- * live for one token), and ctx must live until the backward; a tensor with
- * autograd history that the body reads from ctx is refused (pass it as a
- * carry). At most 32 carries, per-token inputs and outputs each. First-order
+ * Gradients reach carry0, xs and the tensors from outside that the body
+ * reads (from ctx) and that require grad: its parameters, leaves or views
+ * and functions of them, found as mi_checkpoint finds its leaves. The body
+ * must compute the same thing each time it runs, must not keep the tensors
+ * it makes (they live for one token), and ctx must live until the backward.
+ * At most 32 carries, per-token inputs and outputs each. First-order
  * gradients only: its vjp under create_graph fails with a message. 0, or -1
  * with a message naming mi_scan. */
 typedef int (*mi_scan_fn)(void *ctx, mi_tensor *const *carry, mi_tensor *const *x,

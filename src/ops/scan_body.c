@@ -9,9 +9,10 @@
  * Forward: the body runs T times with recording off; each token's tensors
  * live in a scratch scope reset after the token, so the forward keeps the
  * outputs and the carry at the start of every segment of S tokens (S =
- * ⌈√T⌉ by default), nothing else. The leaves the body uses that require
- * grad (its parameters) are found on the way, by mi_apply's input hook, as
- * mi_checkpoint finds them.
+ * ⌈√T⌉ by default), nothing else. The tensors from outside the body uses
+ * that require grad (its parameters: leaves, or views and functions of
+ * them) are found on the way, by mi_apply's input hook, as mi_checkpoint
+ * finds its leaves.
  *
  * Backward (the node's vjp), segment by segment from the last: the body runs
  * again, recording, from the segment's kept carry over its ≤ S tokens, and a
@@ -44,48 +45,43 @@
 typedef struct scan_closure {
     mi_scan_fn body;
     void *ctx;
-    int n_carry, n_xs, n_ys, n_leaves;
+    int n_carry, n_xs, n_ys, n_params;
     mi_dtype dt;
     int64_t N, T, S, n_seg;
-    mi_tensor **carry0, **xs, **leaves; /* as the caller gave them (shapes, requires_grad) */
+    mi_tensor **carry0, **xs, **params; /* as the caller gave them (shapes, requires_grad) */
     mi_tensor **kept;                   /* per carry: [n_seg · numel], each segment's start */
     int y_rank[SCAN_MAX];
     int64_t y_shape[SCAN_MAX][MI_MAX_RANK]; /* y_t's shape [N, …] */
     /* where each tensor sits among the node's inputs: slot, element offset */
-    int carry_slot[SCAN_MAX], xs_slot[SCAN_MAX], leaves_slot;
+    int carry_slot[SCAN_MAX], xs_slot[SCAN_MAX], params_slot;
     int64_t carry_off[SCAN_MAX], xs_off[SCAN_MAX];
     int64_t out_off_y[SCAN_MAX]; /* y's offset in O (the carries come first) */
 } scan_closure;
 
-/* What the body used, from the input hook: leaves that require grad, and the
- * first recorded tensor (a foreign one: its gradient would be lost). */
+/* What the body used, from the input hook: the tensors from outside that
+ * require grad (the body's own arguments do not), leaves or recorded. */
 typedef struct finder {
     int n, cap;
-    mi_tensor **leaves;
-    const mi_tensor *foreign;
+    mi_tensor **params;
     bool out_of_memory;
 } finder;
 
 static void note_input(void *ctx, mi_tensor *t)
 {
     finder *f = ctx;
-    if (t->node) {
-        if (!f->foreign) f->foreign = t;
-        return;
-    }
     for (int i = 0; i < f->n; i++)
-        if (f->leaves[i] == t) return;
+        if (f->params[i] == t) return;
     if (f->n == f->cap) {
         int cap = f->cap ? 2 * f->cap : 16;
-        mi_tensor **v = realloc(f->leaves, sizeof *v * (size_t)cap);
+        mi_tensor **v = realloc(f->params, sizeof *v * (size_t)cap);
         if (!v) {
             f->out_of_memory = true;
             return;
         }
-        f->leaves = v;
+        f->params = v;
         f->cap = cap;
     }
-    f->leaves[f->n++] = t;
+    f->params[f->n++] = t;
 }
 
 /* Tracking ids of mi_scan's own, apart from the engine's (counting up from
@@ -243,7 +239,7 @@ static int segment_grad(scan_closure *c, int64_t a, int64_t b, mi_tensor **gc, c
     size_t es = mi_dtype_size(c->dt);
     int64_t L = b - a;
     int n_out = c->n_carry + (int)L * c->n_ys;
-    int max_in = c->n_carry + (int)L * c->n_xs + c->n_leaves;
+    int max_in = c->n_carry + (int)L * c->n_xs + c->n_params;
     mi_tensor **v = calloc((size_t)(2 * n_out + 2 * max_in + c->n_carry + c->n_xs + c->n_ys),
                            sizeof *v);
     if (!v) {
@@ -282,7 +278,9 @@ static int segment_grad(scan_closure *c, int64_t a, int64_t b, mi_tensor **gc, c
     }
     mi_set_grad_enabled(false);
     for (int i = 0; i < c->n_carry; i++) outs[i] = cur[i], seeds[i] = gc[i];
-    for (int j = 0; gp && j < c->n_leaves; j++) wrt[m++] = c->leaves[j];
+    /* the parameters asked for even when their gradient is not needed: the
+     * nested pass then keeps the outer pass's gradient slots for them */
+    for (int j = 0; j < c->n_params; j++) wrt[m++] = c->params[j];
     if (mi_grad(outs, seeds, n_out, wrt, m, false, got) != 0) goto done;
     /* the gradients out of the segment's scratch */
     m = 0;
@@ -294,9 +292,9 @@ static int segment_grad(scan_closure *c, int64_t a, int64_t b, mi_tensor **gc, c
                 scatter(gx[j], gt->data, c->N, c->T, t, gt->numel / c->N, es);
             }
     int64_t off = 0;
-    for (int j = 0; gp && j < c->n_leaves; j++) {
+    for (int j = 0; gp && j < c->n_params; j++) {
         add_into((char *)gp + (size_t)off * es, got[m++]);
-        off += c->leaves[j]->numel;
+        off += c->params[j]->numel;
     }
     rc = 0;
 done:
@@ -324,7 +322,7 @@ static int scan_vjp_all(const mi_node *nd, mi_tensor *g, const bool *need, mi_te
         mi_tensor *gs = gin[c->xs_slot[j]];
         if (gs && c->xs[j]->requires_grad) gx[j] = (char *)gs->data + (size_t)c->xs_off[j] * es;
     }
-    void *gp = c->n_leaves && gin[c->leaves_slot] ? gin[c->leaves_slot]->data : NULL;
+    void *gp = c->n_params && gin[c->params_slot] ? gin[c->params_slot]->data : NULL;
 
     mi_scope *scratch = mi_scope_new("mi_scan backward");
     mi_scope *hold = mi_scope_new("mi_scan carry gradient");
@@ -332,6 +330,20 @@ static int scan_vjp_all(const mi_node *nd, mi_tensor *g, const bool *need, mi_te
         mi_scope_free(scratch);
         mi_scope_free(hold);
         return -1;
+    }
+    /* a parameter with autograd history (a view of a leaf, a function of
+     * one) stands as a leaf in the nested passes, so that they stop at it:
+     * the outer pass takes its gradient on through its node */
+    mi_node **nodes = c->n_params ? malloc(sizeof *nodes * (size_t)c->n_params) : NULL;
+    if (c->n_params && !nodes) {
+        mi_error_set("mi_scan: out of memory");
+        mi_scope_free(scratch);
+        mi_scope_free(hold);
+        return -1;
+    }
+    for (int j = 0; j < c->n_params; j++) {
+        nodes[j] = c->params[j]->node;
+        c->params[j]->node = NULL;
     }
     mi_track_mark outer = mi_tensor_track_push(next_pass());
     int rc = -1;
@@ -365,6 +377,8 @@ static int scan_vjp_all(const mi_node *nd, mi_tensor *g, const bool *need, mi_te
 leave_hold:
     mi_scope_leave();
     mi_tensor_track_pop(outer);
+    for (int j = 0; j < c->n_params; j++) c->params[j]->node = nodes[j];
+    free(nodes);
     mi_scope_free(scratch);
     mi_scope_free(hold);
     if (rc != 0) return -1;
@@ -474,7 +488,7 @@ static int check_args(mi_scan_fn body, int n_carry, mi_tensor *const *carry0, in
 static int node_inputs(scan_closure *c, mi_tensor **in)
 {
     int n = 0;
-    bool pack = c->n_carry + c->n_xs + (c->n_leaves > 0) > MI_MAX_INPUTS;
+    bool pack = c->n_carry + c->n_xs + (c->n_params > 0) > MI_MAX_INPUTS;
     int64_t off = 0;
     for (int i = 0; i < c->n_carry; i++) {
         c->carry_slot[i] = pack ? 0 : n;
@@ -492,8 +506,8 @@ static int node_inputs(scan_closure *c, mi_tensor **in)
         if (!pack) in[n++] = c->xs[j];
     }
     if (pack && !(in[n++] = packed(c->xs, c->n_xs))) return -1;
-    c->leaves_slot = n;
-    if (c->n_leaves && !(in[n++] = packed(c->leaves, c->n_leaves))) return -1;
+    c->params_slot = n;
+    if (c->n_params && !(in[n++] = packed(c->params, c->n_params))) return -1;
     return n;
 }
 
@@ -651,36 +665,28 @@ int mi_scan(mi_scan_fn body, void *ctx, int n_carry, mi_tensor *const *carry0, i
         mi_error_set("mi_scan: out of memory");
         goto done;
     }
-    if (f.foreign) {
-        char s[96];
-        mi_error_set("mi_scan: the body used a tensor %s that requires grad and is neither a "
-                     "carry, a per-token input nor a leaf; pass it as a carry the body returns "
-                     "unchanged, or compute it inside the body",
-                     mi_shape_str(s, sizeof s, f.foreign->rank, f.foreign->shape));
-        goto done;
-    }
     bool any = f.n > 0;
     for (int i = 0; i < n_carry; i++) any |= carry0[i]->requires_grad;
     for (int j = 0; j < n_xs; j++) any |= xs[j]->requires_grad;
     if (recording && any) {
         for (int j = 0; j < f.n; j++)
-            if (f.leaves[j]->dtype != c->dt) {
+            if (f.params[j]->dtype != c->dt) {
                 mi_error_set("mi_scan: the body's parameter %s is %s and the carries and inputs %s",
-                             f.leaves[j]->name ? f.leaves[j]->name : "(unnamed)",
-                             mi_dtype_name(f.leaves[j]->dtype), mi_dtype_name(c->dt));
+                             f.params[j]->name ? f.params[j]->name : "(unnamed)",
+                             mi_dtype_name(f.params[j]->dtype), mi_dtype_name(c->dt));
                 goto done;
             }
-        if (f.n && !(c->leaves = mi_scope_alloc(outer, sizeof *c->leaves * (size_t)f.n)))
+        if (f.n && !(c->params = mi_scope_alloc(outer, sizeof *c->params * (size_t)f.n)))
             goto done;
-        for (int j = 0; j < f.n; j++) c->leaves[j] = f.leaves[j];
-        c->n_leaves = f.n;
+        for (int j = 0; j < f.n; j++) c->params[j] = f.params[j];
+        c->n_params = f.n;
         mi_tensor *in[MI_MAX_INPUTS];
         int n = node_inputs(c, in);
         if (n < 0 || !mi_node_record(&mi_op_scan_body, in, n, &(mi_attrs){.data = c}, O)) goto done;
     }
     rc = split_outputs(c, O, carry_out, ys);
 done:
-    free(f.leaves);
+    free(f.params);
     mi_scope_free(scratch);
     mi_scope_free(hold);
     mi_tensor_track_pop(mark);
