@@ -101,8 +101,8 @@ static void gather(void *dst, const void *src, int64_t N, int64_t T, int64_t t, 
                    size_t es)
 {
     for (int64_t n = 0; n < N; n++)
-        memcpy((char *)dst + (size_t)(n * R) * es, (const char *)src + (size_t)((n * T + t) * R) * es,
-               (size_t)R * es);
+        memcpy((char *)dst + (size_t)(n * R) * es,
+               (const char *)src + (size_t)((n * T + t) * R) * es, (size_t)R * es);
 }
 
 /* ys[n, t, r] = y_t[n, r] */
@@ -110,8 +110,8 @@ static void scatter(void *dst, const void *src, int64_t N, int64_t T, int64_t t,
                     size_t es)
 {
     for (int64_t n = 0; n < N; n++)
-        memcpy((char *)dst + (size_t)((n * T + t) * R) * es, (const char *)src + (size_t)(n * R) * es,
-               (size_t)R * es);
+        memcpy((char *)dst + (size_t)((n * T + t) * R) * es,
+               (const char *)src + (size_t)(n * R) * es, (size_t)R * es);
 }
 
 static void add_into(void *acc, const mi_tensor *g)
@@ -134,7 +134,8 @@ static mi_tensor *token_of(const scan_closure *c, const mi_tensor *xs, int64_t t
     shape[0] = c->N;
     for (int d = 2; d < xs->rank; d++) shape[d - 1] = xs->shape[d];
     mi_tensor *x = mi_tensor_new(c->dt, xs->rank - 1, shape);
-    if (x) gather(x->data, xs->data, c->N, c->T, t, per_token(xs, c->N, c->T), mi_dtype_size(c->dt));
+    if (x)
+        gather(x->data, xs->data, c->N, c->T, t, per_token(xs, c->N, c->T), mi_dtype_size(c->dt));
     return x;
 }
 
@@ -150,8 +151,8 @@ static void body_failed(const char *what, int64_t t)
 
 /* One step of the body, its results checked against the carry's shapes and
  * (after the first token) the y's; the first token fixes the y's shapes. */
-static int step(scan_closure *c, mi_tensor *const *carry, mi_tensor *const *x, mi_tensor **carry_out,
-                mi_tensor **y, int64_t t)
+static int step(scan_closure *c, mi_tensor *const *carry, mi_tensor *const *x,
+                mi_tensor **carry_out, mi_tensor **y, int64_t t)
 {
     for (int i = 0; i < c->n_carry; i++) carry_out[i] = NULL;
     for (int j = 0; j < c->n_ys; j++) y[j] = NULL;
@@ -284,7 +285,8 @@ static int segment_grad(scan_closure *c, int64_t a, int64_t b, mi_tensor **gc, c
     if (mi_grad(outs, seeds, n_out, wrt, m, false, got) != 0) goto done;
     /* the gradients out of the segment's scratch */
     m = 0;
-    for (int i = 0; i < c->n_carry; i++) memmove(gc[i]->data, got[m++]->data, (size_t)gc[i]->numel * es);
+    for (int i = 0; i < c->n_carry; i++)
+        memmove(gc[i]->data, got[m++]->data, (size_t)gc[i]->numel * es);
     for (int64_t t = a; t < b; t++)
         for (int j = 0; j < c->n_xs; j++)
             if (gx[j]) {
