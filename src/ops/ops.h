@@ -185,6 +185,34 @@ mi_tensor *mi_mlp_scan(mi_tensor *const *state0, mi_tensor *q, mi_tensor *k, mi_
 typedef mi_tensor *(*mi_checkpoint_fn)(void *ctx, mi_tensor *const *in, int n_in);
 mi_tensor *mi_checkpoint(mi_checkpoint_fn fn, void *ctx, mi_tensor *const *in, int n_in);
 
+/* ---------------------------------------------------------------- scan of a body
+ * A differentiable scan of a body written with ordinary ops (JAX's
+ * lax.scan): for t = 1..T, (c_t, y_t) = body(c_{t−1}, x_t), c_0 = carry0;
+ * carry_out = c_T and ys[j] = the y_t[j] stacked on axis 1. xs[j] are
+ * [N, T, …] (token axis 1; every xs has the same N and T ≥ 1) and the body
+ * gets x_t[j] = xs[j][:, t] of shape [N, …]; each y_t[j] must be [N, …],
+ * the same at every token, ys[j] is then [N, T, …]; carry_out[i] must keep
+ * carry0[i]'s shape. One float dtype for all. The body fills carry_out[]
+ * and y[] with ops on its arguments, and returns 0 (or -1 with a message).
+ *
+ * No autograd record per token: the forward runs the body with recording
+ * off and keeps the carry every `segment` tokens (0: ⌈√T⌉); the backward
+ * runs each segment again, recording, and differentiates it in a nested
+ * pass. Memory: the kept carries and one segment's record, O(√T) by default,
+ * besides inputs, outputs and their gradients; the body runs twice a token.
+ * Gradients reach carry0, xs and the tensors from outside that the body
+ * reads (from ctx) and that require grad: its parameters, leaves or views
+ * and functions of them, found as mi_checkpoint finds its leaves. The body
+ * must compute the same thing each time it runs, must not keep the tensors
+ * it makes (they live for one token), and ctx must live until the backward.
+ * At most 32 carries, per-token inputs and outputs each. First-order
+ * gradients only: its vjp under create_graph fails with a message. 0, or -1
+ * with a message naming mi_scan. */
+typedef int (*mi_scan_fn)(void *ctx, mi_tensor *const *carry, mi_tensor *const *x,
+                          mi_tensor **carry_out, mi_tensor **y);
+int mi_scan(mi_scan_fn body, void *ctx, int n_carry, mi_tensor *const *carry0, int n_xs,
+            mi_tensor *const *xs, int n_ys, int segment, mi_tensor **carry_out, mi_tensor **ys);
+
 /* ---------------------------------------------------------------- shape */
 mi_tensor *mi_reshape(mi_tensor *x, int rank, const int64_t *shape); /* a view; one dim may be -1 */
 mi_tensor *mi_transpose(mi_tensor *x, int axis0, int axis1);

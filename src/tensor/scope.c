@@ -64,6 +64,25 @@ struct mi_scope {
 };
 
 static _Thread_local mi_scope *stack[MAX_DEPTH];
+/* the bytes all scopes hold from the system, and the most since the last reset of the peak */
+static size_t system_bytes, system_peak;
+
+static void system_add(size_t n)
+{
+    size_t now = __atomic_add_fetch(&system_bytes, n, __ATOMIC_RELAXED);
+    size_t peak = __atomic_load_n(&system_peak, __ATOMIC_RELAXED);
+    while (now > peak &&
+           !__atomic_compare_exchange_n(&system_peak, &peak, now, true, __ATOMIC_RELAXED,
+                                        __ATOMIC_RELAXED)) {
+    }
+}
+
+size_t mi_scope_system_bytes(void) { return __atomic_load_n(&system_bytes, __ATOMIC_RELAXED); }
+size_t mi_scope_system_peak(void) { return __atomic_load_n(&system_peak, __ATOMIC_RELAXED); }
+void mi_scope_system_peak_reset(void)
+{
+    __atomic_store_n(&system_peak, mi_scope_system_bytes(), __ATOMIC_RELAXED);
+}
 static _Thread_local int depth;
 
 static block *block_new(mi_scope *s, size_t size)
@@ -85,6 +104,7 @@ static block *block_new(mi_scope *s, size_t size)
     b->next = NULL;
     s->reserved += size;
     s->system_allocs++;
+    system_add(size);
     return b;
 }
 
@@ -96,6 +116,7 @@ static void blocks_free(mi_scope *s)
         free(b);
     }
     s->first = s->cur = NULL;
+    __atomic_sub_fetch(&system_bytes, s->reserved, __ATOMIC_RELAXED);
     s->reserved = 0;
 }
 

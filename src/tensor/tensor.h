@@ -63,6 +63,12 @@ typedef struct mi_scope_stats {
     size_t bytes_reused;    /* of which handed out again */
 } mi_scope_stats;
 mi_scope_stats mi_scope_stats_get(const mi_scope *s);
+/* The bytes every scope of the process holds from the system now, and the
+ * most they held at once since the last mi_scope_system_peak_reset (which
+ * sets it to now): what a computation that makes scopes of its own holds. */
+size_t mi_scope_system_bytes(void);
+size_t mi_scope_system_peak(void);
+void mi_scope_system_peak_reset(void);
 
 /* ---------------------------------------------------------------- tensors */
 struct mi_node;
