@@ -66,6 +66,15 @@ for sub in layer train quality; do
   check "bench $sub --variants bogus -> exit 2 naming it and the known ones" status 2 \
     "'bogus'.*(known|preset).*gated-deltanet" "$bench" $sub --variants bogus --json-only
 done
+# every table ends with the machine it was measured on, and the ISA each library really ran
+machine_line() {
+  env ONEDNN_MAX_CPU_ISA=AVX2 OPENBLAS_CORETYPE=Haswell "$bench" ops --reps 1 --budget-s 0.05 \
+    > "$tmp/machine.out" 2>&1 &&
+    grep -Eq '^machine: .+ \([0-9]+ CPUs online\); OpenBLAS core Haswell, oneDNN ISA avx2, own kernels [a-z0-9+]+$' \
+      "$tmp/machine.out"
+}
+check "bench prints the machine: CPU model, OpenBLAS core, oneDNN ISA (capped: avx2), own kernels" \
+  machine_line
 check "bench ops --variants -> exit 2 (ops has none)" status 2 "--variants is an option of" \
   "$bench" ops --variants titans
 # A suite whose data is not found is skipped; under --check that is a failure. A copy of

@@ -34,6 +34,12 @@ typedef struct mi_op_check_result {
 } mi_op_check_result;
 mi_op_check_result mi_op_check(const mi_op *op, unsigned seed);
 
+/* The instruction set backend b runs here: oneDNN's effective ISA
+ * ("avx512_core", "avx2", ...; ONEDNN_MAX_CPU_ISA caps it), OpenBLAS's core
+ * ("SkylakeX", "Haswell", ...; OPENBLAS_CORETYPE sets it), the own kernels'
+ * compiled target ("avx512f", "avx2+fma"), "c" for the reference loops. */
+const char *mi_backend_isa(mi_backend b);
+
 /* ---------------------------------------------------------------- elementwise */
 mi_tensor *mi_neg(mi_tensor *x);
 mi_tensor *mi_abs(mi_tensor *x);

@@ -459,6 +459,25 @@ const char *find_checkout_file(const char *path, char *buf, size_t n)
     return NULL;
 }
 
+/* ================================================================ the machine */
+
+void print_machine(void)
+{
+    char model[256] = "unknown CPU", line[512];
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, "model name", 10) && strchr(line, ':')) {
+            const char *v = strchr(line, ':') + 1;
+            v += strspn(v, " \t");
+            snprintf(model, sizeof model, "%.*s", (int)strcspn(v, "\n"), v);
+            break;
+        }
+    if (f) fclose(f);
+    printf("machine: %s (%ld CPUs online); OpenBLAS core %s, oneDNN ISA %s, own kernels %s\n",
+           model, sysconf(_SC_NPROCESSORS_ONLN), mi_backend_isa(MI_BACKEND_BLAS),
+           mi_backend_isa(MI_BACKEND_DNNL), mi_backend_isa(MI_BACKEND_OWN));
+}
+
 /* ================================================================ variants */
 
 const mi_preset *samba_preset(const char *spec)

@@ -122,6 +122,9 @@ bool over_budget(result *r, long est_kb, const bench_opts *o, const char *from);
 void print_case_json(const result *r);
 /* The table of layer or train cases from results[first] on. */
 void print_case_table(int first, const char *unit);
+/* "machine: <CPU model> (N CPUs); OpenBLAS core ..., oneDNN ISA ..., own kernels ...":
+ * what the figures above were measured on. */
+void print_machine(void);
 /* The OpenMP waiting this run had, as libgomp read it at start-up:
  * "OMP_WAIT_POLICY=passive GOMP_SPINCOUNT=(unset)". */
 const char *omp_wait_text(void);

@@ -260,5 +260,7 @@ int main(int argc, char **argv)
     (void)mi_threads(); /* reads MIRAS_THREADS first, so --threads wins */
     mi_set_threads(o.threads);
     o.threads = mi_threads();
-    return cmd->run(&o);
+    int rc = cmd->run(&o);
+    if (!o.json_only) print_machine();
+    return rc;
 }

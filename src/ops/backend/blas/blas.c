@@ -251,3 +251,9 @@ void matmul_acc_fill(mi_tensor *o, const mi_tensor *c)
     }
 ACC_KERNEL(matmul_acc_blas_f32, MI_F32, block_f32, float)
 ACC_KERNEL(matmul_acc_blas_f64, MI_F64, block_f64, double)
+
+const char *blas_core_name(void)
+{
+    const char *name = openblas_get_corename();
+    return name ? name : "unknown";
+}

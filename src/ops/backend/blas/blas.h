@@ -50,6 +50,9 @@ void matmul_acc_blas_f64(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a);
 /* Sets OpenBLAS to one thread, once (see blas.c): call before a cblas_* call
  * made outside gemm_run (cms_scan.c's per-chunk products). */
 void blas_single_thread_once(void);
+/* The kernels OpenBLAS chose for this CPU (its core name, "Haswell", "SkylakeX", ...;
+ * OPENBLAS_CORETYPE overrides its choice). */
+const char *blas_core_name(void);
 
 /* oneDNN 2.6 matmul primitive (f32 only), cached by geometry. */
 void matmul_dnnl_f32(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a);

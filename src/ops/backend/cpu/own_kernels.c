@@ -672,3 +672,17 @@ void own_linear_scan_from_f32(mi_tensor *o, mi_tensor *const *in, const mi_attrs
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC pop_options
 #endif
+
+/* The target these files were compiled for (meson's cpu option). */
+const char *own_isa_name(void)
+{
+#if defined(__AVX512F__)
+    return "avx512f";
+#elif defined(__AVX2__) && defined(__FMA__)
+    return "avx2+fma";
+#elif defined(__AVX2__)
+    return "avx2";
+#else
+    return "sse2";
+#endif
+}

@@ -105,4 +105,7 @@ OWN_DECL(sum) OWN_DECL(mean) OWN_DECL(max) OWN_DECL(logsumexp) OWN_DECL(norm) OW
 OWN_DECL(lq_normalize) OWN_DECL(sphere_retract)
 #undef OWN_DECL
 
+/* The instruction set the OWN kernels were compiled for ("avx512f", "avx2+fma", ...). */
+const char *own_isa_name(void);
+
 #endif

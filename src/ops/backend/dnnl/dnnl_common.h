@@ -41,6 +41,8 @@ int miras_dnnl_run(const dnnl_key *key, dnnl_build_fn build, void *ctx, void *co
  * older gemm:jit on AVX2, and its depthwise convolution wants channels in
  * blocks of 16 or of 8. */
 bool miras_dnnl_avx512(void);
+/* oneDNN's effective instruction set, by its name ("avx512_core", "avx2", ...). */
+const char *miras_dnnl_isa_name(void);
 /* Helpers for builders. */
 dnnl_data_type_t miras_dnnl_type(int mi_dtype);
 int miras_dnnl_memory(dnnl_entry *e, int arg, const dnnl_memory_desc_t *md);
