@@ -180,15 +180,16 @@ const quality_suite quality_suites[] = {
      * interpolation); swa:64 the same with a 64-byte window. Every MIRAS block runs its
  * per-token rule: the delta-rule presets in their exact chunkwise form at chunk 16,
  * the MLP memories at chunk 1, where the chunk-16 mini-batch rule (every token's
- * gradient at its chunk's start) kept Titans at chance (docs/quality.md, "Titans on
- * the pass key"). */
+ * gradient at its chunk's start) kept Titans at chance (docs/quality.md, "The deep
+ * memories at their per-token rule"); Titans' and Yaad's η bounded by twice its start,
+ * as Moneta's preset has it, without which their chunk-1 runs diverge. */
 #define NIAH_LONG "--task", "niah", "--seq-len", "192", "--d-model", "64", "--layers", "2", \
     "--heads", "4", "--batch", "16", "--steps", "1500", "--lr", "3e-3", "--warmup", "100", \
     "--clip", "1", "--eval-every", "500", "--eval-batches", "8", "--seed", "1", "--threads", "1"
 #define NIAH_LONG_EVAL(kind) \
     "--niah 192,384,768,1536,3072 --niah-kind " kind " --examples 32 --threads 1"
-#define NIAH_LONG_VARIANTS "attention,swa:64,linear-attention,mamba2,gated-deltanet,titans," \
-    "yaad,moneta,memora,lattice-dec,hope"
+#define NIAH_LONG_VARIANTS "attention,swa:64,linear-attention,mamba2,gated-deltanet," \
+    "titans+eta_max=0.01,yaad+eta_max=0.04,moneta,memora,lattice-dec,hope"
 #define NIAH_LONG_RULES {{"@miras", "chunk=16", 0, NULL}, {"@mlp", "chunk=1", 0, NULL}, \
     {"memora", NULL, 0, "--accum 2"}, {"hope", "chunk=16", 0, "--accum 2 --set memory_chunk=16"}}
     {"niah-long-passkey", {NIAH_LONG, "--niah", "passkey"}, "val_acc", NULL, NIAH_LONG_VARIANTS,
