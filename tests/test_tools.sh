@@ -108,6 +108,29 @@ sys.exit(0 if 0 < c["cpu_s"] <= (os.cpu_count() or 1) * c["wall_s"] + 0.05 else 
 PY
 }
 check "bench quality records each case's CPU time (cpu_s) beside its wall time" cpu_of_case
+# --replot: the reports from JSON lines, a later line of a suite and variant replacing an
+# earlier one, a table's lines passed over; a malformed line named by file and line
+replot_ok() {
+  local pt='"points":[{"length":192,"accuracy":0.5},{"length":384,"accuracy":0.25}]'
+  {
+    echo "{\"suite\":\"niah-long-passkey\",\"variant\":\"moneta\",\"steps\":3,\"val_acc\":0.1,\"wall_s\":2,\"cpu_s\":1,$pt,\"status\":\"ok\"}"
+    echo "| a table's line |"
+    echo "{\"suite\":\"niah-long-passkey\",\"variant\":\"gated-deltanet\",\"steps\":3,\"val_acc\":0.9,$pt,\"status\":\"ok\"}"
+  } > "$tmp/r1.jsonl"
+  echo "{\"suite\":\"niah-long-passkey\",\"variant\":\"moneta\",\"steps\":3,\"val_acc\":0.7,\"wall_s\":4,\"cpu_s\":3,\"points\":[{\"length\":192,\"accuracy\":0.875}],\"status\":\"ok\"}" \
+    > "$tmp/r2.jsonl"
+  "$bench" quality --replot "$tmp/r1.jsonl,$tmp/r2.jsonl" --out "$tmp/rp" > "$tmp/rp.out" 2>&1 &&
+    grep -q '| `moneta` | 0.875 | - | 4.00 s (3.00 s CPU) |' "$tmp/rp/quality-niah-long-passkey-points.md" &&
+    grep -q '| `gated-deltanet` | 0.500 | 0.250 |' "$tmp/rp/quality-niah-long-passkey-points.md" &&
+    [ "$(grep -c '<polyline class="series"' "$tmp/rp/quality-niah-long-passkey-points.svg")" = 2 ]
+}
+check "bench quality --replot: tables and charts from earlier JSON lines, later lines win" replot_ok
+printf '{"suite":"niah-long-passkey","variant":"x","status":"ok"}\n{"suite":"nope","variant":"x","status":"ok"}\n' \
+  > "$tmp/r3.jsonl"
+check "bench quality --replot, an unknown suite -> exit 1 naming file and line" status 1 \
+  "r3.jsonl:2: unknown suite 'nope'" "$bench" quality --replot "$tmp/r3.jsonl" --out "$tmp/rp3"
+check "bench quality --replot with --suite -> exit 2 (it runs nothing)" status 2 \
+  "--replot runs nothing" "$bench" quality --replot "$tmp/r3.jsonl" --suite lm
 check "bench quality --seed 0 -> exit 2" status 2 "--seed wants a positive integer" \
   "$bench" quality --seed 0
 

@@ -519,8 +519,79 @@ static void write_points(const quality_case *cases, int n, const quality_suite *
     free(doc);
 }
 
+/* A table and a chart per suite: DIR/quality-<suite>.{md,svg}, and for the
+ * suites with points their per-point table and chart. data_of[s]: the text
+ * suite s ran on (NULL: none, or not known). */
+static void report_suites(const quality_case *cases, int n, const quality_suite *const *chosen,
+                          int n_suites, const char *const *data_of, const char *out,
+                          bool json_only)
+{
+    char msg[1024];
+    for (int s = 0; s < n_suites; s++) {
+        const quality_suite *su = chosen[s];
+        char svg_path[PATH_LEN + 64];
+        const char *svg = NULL;
+        bool ran = false;
+        int64_t steps = 0;
+        for (int i = 0; i < n; i++) {
+            if (cases[i].suite != su) continue;
+            ran |= cases[i].status != CASE_SKIPPED;
+            steps = cases[i].steps;
+        }
+        if (ran) {
+            size_t size = 0;
+            char *doc = suite_svg(cases, n, su, steps, &size);
+            snprintf(svg_path, sizeof svg_path, "%s/quality-%s.svg", out, su->name);
+            if (doc && write_atomic(svg_path, doc, size, msg, sizeof msg) == 0) svg = svg_path;
+            else fprintf(stderr, "miras-bench: %s\n", doc ? msg : "out of memory for the chart");
+            free(doc);
+        }
+        const char *name = data_of[s] ? strrchr(data_of[s], '/') : NULL;
+        const char *data_name = data_of[s] ? (name ? name + 1 : data_of[s]) : NULL;
+        if (ran) {
+            size_t size = 0;
+            char *doc = suite_markdown(cases, n, su, data_name, &size), md_path[PATH_LEN + 64];
+            snprintf(md_path, sizeof md_path, "%s/quality-%s.md", out, su->name);
+            if (!doc || write_atomic(md_path, doc, size, msg, sizeof msg) != 0)
+                fprintf(stderr, "miras-bench: %s\n", doc ? msg : "out of memory for the table");
+            free(doc);
+        }
+        if (!json_only) print_suite_table(cases, n, su, data_name, svg);
+        if (ran && su->eval) write_points(cases, n, su, out, json_only);
+    }
+}
+
+/* --replot: the reports again from the JSON lines of earlier runs, no run. */
+static int replot(const bench_opts *o, const quality_opts *q)
+{
+    char msg[1024];
+    quality_case *cases = calloc(MAX_CASES, sizeof *cases);
+    if (!cases) return fprintf(stderr, "miras-bench: out of memory\n"), 1;
+    int n = quality_read_cases(q->replot, cases, MAX_CASES, msg, sizeof msg);
+    const quality_suite *chosen[MAX_SUITES];
+    const char *data_of[MAX_SUITES] = {NULL};
+    int n_suites = 0;
+    for (int s = 0; n > 0 && s < n_quality_suites; s++)
+        for (int i = 0; i < n; i++)
+            if (cases[i].suite == &quality_suites[s]) {
+                chosen[n_suites++] = &quality_suites[s];
+                break;
+            }
+    const char *out = q->out ? q->out : DEFAULT_OUT;
+    int rc = 0;
+    if (n < 0) fprintf(stderr, "miras-bench: --replot: %s\n", msg), rc = 1;
+    else if (n == 0) fprintf(stderr, "miras-bench: --replot: no case in %s\n", q->replot), rc = 1;
+    else if (make_dir(out, msg, sizeof msg) != 0)
+        fprintf(stderr, "miras-bench: --out: %s\n", msg), rc = 1;
+    else report_suites(cases, n, chosen, n_suites, data_of, out, o->json_only);
+    for (int i = 0; i < n; i++) free(cases[i].command);
+    free(cases);
+    return rc;
+}
+
 int bench_quality(const bench_opts *o, const quality_opts *q)
 {
+    if (q->replot) return replot(o, q);
     char msg[2048];
     const quality_suite *chosen[MAX_SUITES];
     int n_suites = select_suites(q, chosen, msg, sizeof msg);
@@ -565,7 +636,7 @@ int bench_quality(const bench_opts *o, const quality_opts *q)
     /* every case, with its text or the reason its suite is skipped */
     quality_case *cases = calloc(MAX_CASES, sizeof *cases);
     static char data[MAX_SUITES][PATH_LEN];
-    const char *data_of[MAX_SUITES];
+    const char *data_of[MAX_SUITES] = {NULL};
     if (!cases) {
         fprintf(stderr, "miras-bench: out of memory\n");
         return 1;
@@ -638,39 +709,7 @@ int bench_quality(const bench_opts *o, const quality_opts *q)
         }
     }
 
-    /* a table and a chart per suite */
-    for (int s = 0; s < n_suites; s++) {
-        const quality_suite *su = chosen[s];
-        char svg_path[PATH_LEN + 64];
-        const char *svg = NULL;
-        bool ran = false;
-        int64_t steps = 0;
-        for (int i = 0; i < n; i++) {
-            if (cases[i].suite != su) continue;
-            ran |= cases[i].status != CASE_SKIPPED;
-            steps = cases[i].steps;
-        }
-        if (ran) {
-            size_t size = 0;
-            char *doc = suite_svg(cases, n, su, steps, &size);
-            snprintf(svg_path, sizeof svg_path, "%s/quality-%s.svg", out, su->name);
-            if (doc && write_atomic(svg_path, doc, size, msg, sizeof msg) == 0) svg = svg_path;
-            else fprintf(stderr, "miras-bench: %s\n", doc ? msg : "out of memory for the chart");
-            free(doc);
-        }
-        const char *name = data_of[s] ? strrchr(data_of[s], '/') : NULL;
-        const char *data_name = data_of[s] ? (name ? name + 1 : data_of[s]) : NULL;
-        if (ran) {
-            size_t size = 0;
-            char *doc = suite_markdown(cases, n, su, data_name, &size), md_path[PATH_LEN + 64];
-            snprintf(md_path, sizeof md_path, "%s/quality-%s.md", out, su->name);
-            if (!doc || write_atomic(md_path, doc, size, msg, sizeof msg) != 0)
-                fprintf(stderr, "miras-bench: %s\n", doc ? msg : "out of memory for the table");
-            free(doc);
-        }
-        if (!o->json_only) print_suite_table(cases, n, su, data_name, svg);
-        if (ran && su->eval) write_points(cases, n, su, out, o->json_only);
-    }
+    report_suites(cases, n, chosen, n_suites, data_of, out, o->json_only);
     if (!o->json_only)
         printf("each case: one miras-train run (its output in <out>/<suite>-<variant>/train.out);"
                "\nthe metric is the last validation in its log.csv; wall = the run's own time (its CPU time beside it).\n");
@@ -724,6 +763,9 @@ void bench_quality_usage(FILE *f)
         "                    it reached the model (its checkpoint's lm.mixer_overrides)\n"
         "  --steps N         every suite's steps instead of its own (a --warmup >= N becomes "
         "N/10)\n"
+        "  --replot F1,F2,.. no run: the tables and charts (into --out) from the JSON lines\n"
+        "                    that earlier runs printed, one case per suite and variant (a\n"
+        "                    later line replaces an earlier one)\n"
         "  --seed N          every suite's seed instead of its own (model initialisation and\n"
         "                    the task's streams; the floors hold for every seed)\n"
         "  --set KEY=VALUE   a --set for every MIRAS case (presets, samba:<preset>); "

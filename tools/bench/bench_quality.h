@@ -23,6 +23,7 @@ typedef struct quality_opts {
     const char *out;    /* --out; NULL: runs/quality */
     const char *train;  /* --train; NULL: miras-train beside this executable */
     bool check;         /* --check: exit 1 when a case failed or is below its floor */
+    const char *replot; /* --replot FILE,...: the reports from earlier runs' JSON lines */
 } quality_opts;
 
 int bench_quality(const bench_opts *o, const quality_opts *q);

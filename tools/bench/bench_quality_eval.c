@@ -102,13 +102,15 @@ void run_case_eval(quality_case *c, const char *eval_exe, int threads)
 
 /* ---------------------------------------------------------------- tables */
 
-/* The suite's columns: the points of its first case that has them. */
+/* The suite's columns: the points of its case that has the most (the first of them). */
 static const quality_case *columns_of(const quality_case *cases, int n, const quality_suite *s)
 {
+    const quality_case *best = NULL;
     for (int i = 0; i < n; i++)
-        if (cases[i].suite == s && cases[i].status == CASE_OK && cases[i].n_points)
-            return &cases[i];
-    return NULL;
+        if (cases[i].suite == s && cases[i].status == CASE_OK && cases[i].n_points &&
+            (!best || cases[i].n_points > best->n_points))
+            best = &cases[i];
+    return best;
 }
 
 /* A column's head: "256" (niah, bytes; "(2x)" against the first) or "L=128 N=4" (mqar). */

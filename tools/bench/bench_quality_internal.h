@@ -110,6 +110,11 @@ int quality_spawn(const char *exe, const char *const *argv, const char *out_path
                   const char *err_path, int *status, double *wall_s, double *cpu_s, char *msg,
                   size_t n);
 
+/* The cases in the JSON lines of files (a comma list), a later line of a
+ * suite and variant replacing an earlier one: their count, or -1 with a
+ * message naming the file and line (bench_quality_replot.c). */
+int quality_read_cases(const char *files, quality_case *cases, int max, char *msg, size_t n);
+
 /* Suites with eval (bench_quality_eval.c): miras-eval (eval_exe) on the case's
  * checkpoint, its JSON in DIR/eval.json, its points into c; a failure makes
  * the case failed with miras-eval's message. threads: --threads (0: none). */

@@ -128,7 +128,7 @@ static bool takes_value(const char *a)
     static const char *const names[] = {"--threads", "--reps", "--seq-len", "--batch",
                                          "--budget-s", "--max-rss-gb", "--variants", "--chunks",
                                          "--data", "--suite", "--set", "--steps", "--seed",
-                                         "--out", "--train"};
+                                         "--out", "--train", "--replot"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (!strcmp(a, names[i])) return true;
     return false;
@@ -210,6 +210,9 @@ int main(int argc, char **argv)
             }
             quality.seed = n;
             quality_only = quality_only ? quality_only : a;
+        } else if (!strcmp(a, "--replot")) {
+            quality.replot = v;
+            quality_only = quality_only ? quality_only : a;
         } else if (!strcmp(a, "--out") || !strcmp(a, "--train")) {
             if (!strcmp(a, "--out")) quality.out = v;
             else quality.train = v;
@@ -244,6 +247,12 @@ int main(int argc, char **argv)
                        || o.budget_s != LAYER_TRAIN_BUDGET_S || o.max_rss_gb != MAX_RSS_GB)) {
         fprintf(stderr, "miras-bench: quality takes no --reps, --seq-len, --batch, --chunks, "
                 "--budget-s or --max-rss-gb: its cases are miras-train runs (see --help)\n");
+        return 2;
+    }
+    if (quality.replot && (quality.n_suites || quality.n_sets || quality.steps || quality.seed ||
+                           quality.check || quality.train || o.variants || o.data)) {
+        fprintf(stderr, "miras-bench: --replot runs nothing: it takes only --out and --json-only "
+                "(the suites and variants are the files')\n");
         return 2;
     }
     /* ops times fixed shapes, no variants: ignoring the list would pass off a typo */
