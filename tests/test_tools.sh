@@ -120,8 +120,8 @@ replot_ok() {
   echo "{\"suite\":\"niah-long-passkey\",\"variant\":\"moneta\",\"steps\":3,\"val_acc\":0.7,\"wall_s\":4,\"cpu_s\":3,\"points\":[{\"length\":192,\"accuracy\":0.875}],\"status\":\"ok\"}" \
     > "$tmp/r2.jsonl"
   "$bench" quality --replot "$tmp/r1.jsonl,$tmp/r2.jsonl" --out "$tmp/rp" > "$tmp/rp.out" 2>&1 &&
-    grep -q '| `moneta` | 0.875 | - | 4.00 s (3.00 s CPU) |' "$tmp/rp/quality-niah-long-passkey-points.md" &&
-    grep -q '| `gated-deltanet` | 0.500 | 0.250 |' "$tmp/rp/quality-niah-long-passkey-points.md" &&
+    grep -q '| `moneta` | 0.700 | 0.875 | - | 4.00 s (3.00 s CPU) |' "$tmp/rp/quality-niah-long-passkey-points.md" &&
+    grep -q '| `gated-deltanet` | 0.900 | 0.500 | 0.250 |' "$tmp/rp/quality-niah-long-passkey-points.md" &&
     [ "$(grep -c '<polyline class="series"' "$tmp/rp/quality-niah-long-passkey-points.svg")" = 2 ]
 }
 check "bench quality --replot: tables and charts from earlier JSON lines, later lines win" replot_ok

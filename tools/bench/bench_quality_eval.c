@@ -136,9 +136,11 @@ char *points_markdown(const quality_case *cases, int n, const quality_suite *s, 
 {
     const quality_case *head = columns_of(cases, n, s);
     strbuf b = {0};
-    sb_printf(&b, "%s per column (`miras-eval %s`); wall: training, then evaluation.\n\n"
-              "| variant |", head && head->points[0].pairs ? "Recall accuracy"
-              : "Exact match of the greedy answer up to the terminator", s->eval);
+    sb_printf(&b, "%s per column (`miras-eval %s`); %s: the training's last validation; "
+              "wall: training, then evaluation.\n\n| variant | %s |",
+              head && head->points[0].pairs ? "Recall accuracy"
+              : "Exact match of the greedy answer up to the terminator", s->eval, s->metric,
+              s->metric);
     int cols = head ? head->n_points : 0;
     for (int k = 0; k < cols; k++) {
         char l[48];
@@ -146,7 +148,7 @@ char *points_markdown(const quality_case *cases, int n, const quality_suite *s, 
         sb_printf(&b, " %s |", l);
     }
     sb_printf(&b, " train | eval |\n|---|");
-    for (int k = 0; k < cols + 2; k++) sb_printf(&b, "---:|");
+    for (int k = 0; k < cols + 3; k++) sb_printf(&b, "---:|");
     sb_printf(&b, "\n");
     for (int i = 0; i < n; i++) {
         const quality_case *c = &cases[i];
@@ -155,6 +157,8 @@ char *points_markdown(const quality_case *cases, int n, const quality_suite *s, 
         fmt_wall(tw, sizeof tw, c->wall_s, c->cpu_s);
         fmt_wall(ew, sizeof ew, c->eval_wall_s, c->eval_cpu_s);
         sb_printf(&b, "| `%s` |", c->variant);
+        if (c->status == CASE_OK && isfinite(metric_of(c))) sb_printf(&b, " %.3f |", metric_of(c));
+        else sb_printf(&b, " %s |", c->status == CASE_FAILED ? "failed" : "-");
         for (int k = 0; k < cols; k++)
             if (k < c->n_points) sb_printf(&b, " %.3f |", c->points[k].accuracy);
             else sb_printf(&b, " %s |", c->status == CASE_FAILED ? "failed" : "-");
