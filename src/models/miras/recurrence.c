@@ -45,6 +45,7 @@
 #include "components.h"
 #include "recurrence_delta.h"
 #include "recurrence_mlp.h"
+#include "recurrence_scan.h"
 
 typedef struct run {
     const mi_miras *m;
@@ -627,6 +628,11 @@ mi_tensor *mi_miras_forward(const mi_miras *m, mi_tensor *q, mi_tensor *k, mi_te
         for (int i = 0; y && final_state && i < r.nw; i++) final_state[i] = r.a[i];
         return y;
     }
+    if (miras_scan_applies(m)) {
+        mi_tensor *y = miras_scan_forward(m, r.nw, r.a, r.s, q, k, v, gates);
+        for (int i = 0; y && final_state && i < r.nw; i++) final_state[i] = r.a[i];
+        return y;
+    }
 
     int64_t tokens = positions / steps, chunk = m->config.chunk;
     int64_t n_chunks = (tokens + chunk - 1) / chunk;
@@ -749,6 +755,8 @@ static int end_segment(const run *r, mi_miras_state *st)
     return 0;
 }
 
+static mi_tensor *read_token(const run *r, const mi_miras_state *st, mi_tensor *q);
+
 mi_tensor *mi_miras_step(const mi_miras *m, mi_miras_state *st, mi_tensor *q, mi_tensor *k,
                          mi_tensor *v, const mi_miras_gates *gates)
 {
@@ -795,26 +803,46 @@ mi_tensor *mi_miras_step(const mi_miras *m, mi_miras_state *st, mi_tensor *q, mi
         st->tokens++;
         return y;
     }
-    if (b == 1 && steps > 1) {
-        /* the exact multistep rule: every step a segment of its own */
-        for (int p = 0; p < steps; p++) {
-            begin_segment(st);
-            if (write_position(&r, st, k, v, gates, p) != 0 || end_segment(&r, st) != 0)
-                return NULL;
-        }
-    } else {
-        if (j == 0 || (lag && j == 1)) begin_segment(st);
-        for (int p = 0; p < steps; p++)
-            if (write_position(&r, st, k, v, gates, p) != 0) return NULL;
-        if ((j == b - 1 || (lag && j == 0)) && end_segment(&r, st) != 0) return NULL;
+    if (b == 1) {
+        mi_tensor *y = miras_token(m, st, q, k, v, gates);
+        if (y) st->tokens++;
+        return y;
     }
+    if (j == 0 || (lag && j == 1)) begin_segment(st);
+    for (int p = 0; p < steps; p++)
+        if (write_position(&r, st, k, v, gates, p) != 0) return NULL;
+    if ((j == b - 1 || (lag && j == 0)) && end_segment(&r, st) != 0) return NULL;
     st->tokens++;
+    return read_token(&r, st, q);
+}
+
+/* y = M_{read(A)}(q) after the token's writes (a split read: A and the part
+ * carried from the segment's start). */
+static mi_tensor *read_token(const run *r, const mi_miras_state *st, mi_tensor *q)
+{
+    const mi_miras *m = r->m;
     mi_tensor *w[MI_MEMORY_MAX_WEIGHTS];
-    for (int i = 0; i < r.nw; i++) {
-        mi_tensor *kept = m->retention->read_split ? stream_carried(&r, st, i) : NULL;
-        if ((m->retention->read_split && !kept) ||
-            !(w[i] = read_within(&r, i, kept, st->a[i], st->eta)))
+    for (int i = 0; i < r->nw; i++) {
+        mi_tensor *kept = m->retention->read_split ? stream_carried(r, st, i) : NULL;
+        if ((m->retention->read_split && !kept) || !(w[i] = read_within(r, i, kept, st->a[i], st->eta)))
             return NULL;
     }
     return m->memory->forward(&m->config, w, q);
+}
+
+/* The exact per-token rule (b = 1) by the composed ops, one token: each of
+ * its positions a segment of its own (the multistep rule: one step at a
+ * time), then the read. */
+mi_tensor *miras_token(const mi_miras *m, mi_miras_state *st, mi_tensor *q, mi_tensor *k,
+                       mi_tensor *v, const mi_miras_gates *gates)
+{
+    run r = {.m = m, .c = &m->config};
+    int ranks[MI_MEMORY_MAX_WEIGHTS];
+    int64_t shapes[MI_MEMORY_MAX_WEIGHTS][MI_MAX_RANK];
+    if (layout(&r, q->shape[2], v->shape[2], ranks, shapes) != 0) return NULL;
+    for (int p = 0, steps = mi_miras_writes(m); p < steps; p++) {
+        begin_segment(st);
+        if (write_position(&r, st, k, v, gates, p) != 0 || end_segment(&r, st) != 0) return NULL;
+    }
+    return read_token(&r, st, q);
 }
