@@ -714,8 +714,9 @@ static int write_position(const run *r, mi_miras_state *st, mi_tensor *k, mi_ten
     }
     if (inner_gradients(r, wg, kp, vp, delta, g) != 0) return -1;
     if (m->algorithm->rate) eta = m->algorithm->rate(eta, kp);
+    mi_tensor *neg_eta = mi_neg(eta); /* negate the gate, not the full-size product */
     for (int i = 0; i < r->nw; i++) {
-        mi_tensor *step = mi_neg(mi_mul(gate_of(r, i, eta, g[i]), g[i]));
+        mi_tensor *step = mi_mul(g[i], gate_of(r, i, neg_eta, g[i]));
         step = unit_write(r, step, eta, kp, vp);
         if (mu) step = st->s[i] = mi_add(mi_mul(gate_of(r, i, mu, g[i]), st->s[i]), step);
         st->a[i] = alpha ? mi_add(mi_mul(alpha_of(r, i, alpha, g[i]), st->a[i]), step)
