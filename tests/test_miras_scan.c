@@ -52,7 +52,8 @@ typedef struct kase {
 
 static const kase cases[] = {
     {"titans bias=logcosh",
-     {"memory=mlp", "memory.expansion=1", "bias=logcosh", "retention=l2", "algorithm=momentum"}, false},
+     {"memory=mlp", "memory.expansion=1", "bias=logcosh", "retention=l2",
+      "algorithm=momentum"}, false},
     {"matrix huber channel-wise gates", {"memory=matrix", "bias=huber", "retention=l2"}, true},
     {"mlp depth 3", {"memory=mlp", "memory.depth=3", "memory.expansion=1", "bias=l2"}, false},
     {"registered bias", {"memory=matrix", "bias=test-scan-cauchy", "retention=l2",
