@@ -9,6 +9,8 @@
  *   gates and W_0) equal the composed per-token ops' (scan=composed) to
  *   1e-10 relative, and the output is made by mi_scan;
  * - an f64 central-difference gradcheck of the layer through mi_scan;
+ * - with recording off the two agree too; a second derivative through the
+ *   scan path is refused with a message, and scan=composed gives one;
  * - a bad value of the key is refused with a message naming it. */
 #include <math.h>
 
@@ -212,6 +214,34 @@ START_TEST(gradcheck_through_scan)
 }
 END_TEST
 
+/* With recording off (evaluation) the scan path gives the composed path's
+ * output; through it a second derivative is refused with a message, and
+ * scan=composed still gives one. */
+START_TEST(no_grad_and_second_derivatives)
+{
+    const kase *c = &cases[0];
+    mi_miras ms = make_miras(c, "auto"), mc = make_miras(c, "composed");
+    inputs in = make_inputs(&ms, c, 6, 31);
+    mi_tensor *out[2][1 + W_MAX];
+    bool was = mi_set_grad_enabled(false);
+    int n_out = layer(&ms, in.t, in.nw, out[0]);
+    ck_assert_msg(n_out > 0 && layer(&mc, in.t, in.nw, out[1]) == n_out, "%s", mi_error());
+    mi_set_grad_enabled(was);
+    int worst;
+    double e = max_rel_err(out[0], out[1], n_out, &worst, NULL);
+    ck_assert_msg(e <= 1e-10, "no grad: output %d differs by %g", worst, e);
+
+    mi_requires_grad(in.t[Q], true);
+    ck_assert_int_gt(layer(&ms, in.t, in.nw, out[0]), 0);
+    assert_no_second_derivative(out[0][0], in.t[Q]);
+    ck_assert_int_gt(layer(&mc, in.t, in.nw, out[1]), 0);
+    mi_tensor *loss = mi_sum(mi_square(out[1][0]), MI_ALL, false), *g, *gg;
+    ck_assert_msg(mi_grad(&loss, NULL, 1, &in.t[Q], 1, true, &g) == 0, "%s", mi_error());
+    mi_tensor *l2 = mi_sum(mi_square(g), MI_ALL, false);
+    ck_assert_msg(mi_grad(&l2, NULL, 1, &in.t[Q], 1, false, &gg) == 0 && gg, "%s", mi_error());
+}
+END_TEST
+
 START_TEST(bad_scan_value_is_refused)
 {
     mi_miras_config cfg = mi_miras_config_default();
@@ -228,6 +258,7 @@ Suite *make_suite(void)
     tcase_add_checked_fixture(tc, NULL, reset);
     tcase_add_loop_test(tc, scan_equals_composed, 0, N_CASES);
     tcase_add_loop_test(tc, gradcheck_through_scan, 0, N_CASES);
+    tcase_add_test(tc, no_grad_and_second_derivatives);
     tcase_add_test(tc, bad_scan_value_is_refused);
     suite_add_tcase(s, tc);
     return s;
