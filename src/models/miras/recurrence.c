@@ -18,6 +18,9 @@
  * A retention whose write is not linear in its state (read_split, the
  * f-divergence gate) reads and projects from A_t and the part of it carried
  * from where the segment's gradients were taken, ᾱ_t ⊙ A_{t'} (below).
+ * At b = 1 a combination that no fused op covers (delta_scan, mlp_scan)
+ * runs this rule token by token as the body of mi_scan (recurrence_scan.c;
+ * scan=composed records the ops of the chunks below instead).
  *
  * Chunked training: for the delta rule (matrix memory, ℓ2 bias, retention
  * none or ℓ2, gd/implicit/multistep) the default form=auto runs each chunk
