@@ -413,7 +413,7 @@ mi_tensor *mi_miras_forward(const mi_miras *m, mi_tensor *q, mi_tensor *k, mi_te
         for (int i = 0; y && final_state && i < r.nw; i++) final_state[i] = r.a[i];
         return y;
     }
-    if (miras_scan_applies(m)) {
+    if (positions > 0 && miras_scan_applies(m)) {
         mi_tensor *y = miras_scan_forward(m, r.nw, r.a, r.s, q, k, v, gates);
         for (int i = 0; y && final_state && i < r.nw; i++) final_state[i] = r.a[i];
         return y;

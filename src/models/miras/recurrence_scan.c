@@ -13,7 +13,7 @@
  * per-token inputs = q, k, v and the gates the components read. mi_scan keeps
  * no autograd record per token: it keeps the carry every ⌈√T⌉ tokens and
  * differentiates one segment at a time in its backward, so the layer holds
- * O(√T) states and one segment's record instead of ~60 recorded ops per token.
+ * O(√T) states and one segment's record instead of every token's record.
  *
  * Before the first token no position has written the state (η_0: none), so
  * with a read the first token runs outside the scan, recorded as the
