@@ -100,6 +100,8 @@ typedef struct mi_miras_config {
                               * tests) */
     int form;                /* chunked: MI_FORM_AUTO (default), MI_FORM_EXACT or
                                 MI_FORM_MINIBATCH, below */
+    int scan;                /* chunk 1 without a fused kernel: MI_SCAN_AUTO (default) or
+                                MI_SCAN_COMPOSED, below */
 } mi_miras_config;
 
 /* The chunked training form (config key `form`), for chunk b > 1:
@@ -119,6 +121,15 @@ typedef struct mi_miras_config {
  * the MIRAS table writes it, Longhorn, DeltaProduct, TTT-linear). It equals
  * the b = 1 recurrence up to rounding. */
 enum { MI_FORM_AUTO = 0, MI_FORM_EXACT = 1, MI_FORM_MINIBATCH = 2 };
+
+/* How chunk 1 runs a combination that no fused kernel (delta_scan, mlp_scan)
+ * covers (config key `scan`):
+ *   MI_SCAN_AUTO      the per-token rule as the body of mi_scan: no record per
+ *                     token, the state kept every ⌈√T⌉ tokens and each segment
+ *                     run again in the backward (default; first-order only)
+ *   MI_SCAN_COMPOSED  the same ops recorded token by token (differentiable
+ *                     twice; materialize=true runs them too) */
+enum { MI_SCAN_AUTO = 0, MI_SCAN_COMPOSED = 1 };
 
 /* The delta rule's write (config key `delta_write`), with β the step (η, or
  * Longhorn's η / (1 + η‖k‖²)):

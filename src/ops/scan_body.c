@@ -59,16 +59,20 @@ typedef struct scan_closure {
 } scan_closure;
 
 /* What the body used, from the input hook: the tensors from outside that
- * require grad (the body's own arguments do not), leaves or recorded. */
+ * require grad (the body's own arguments do not), leaves or recorded. What
+ * the body makes lives in the token's scope and is never one of them, even
+ * when the body records for a gradient of its own (an inner mi_grad). */
 typedef struct finder {
     int n, cap;
     mi_tensor **params;
+    const mi_scope *token; /* the scope the body's tensors go to */
     bool out_of_memory;
 } finder;
 
 static void note_input(void *ctx, mi_tensor *t)
 {
     finder *f = ctx;
+    if (t->scope == f->token) return;
     for (int i = 0; i < f->n; i++)
         if (f->params[i] == t) return;
     if (f->n == f->cap) {
@@ -661,6 +665,7 @@ int mi_scan(mi_scan_fn body, void *ctx, int n_carry, mi_tensor *const *carry0, i
     int rc = -1;
     mi_tensor *O = NULL;
     if (!scratch || !hold) goto done;
+    f.token = scratch;
     O = run_forward(c, outer, scratch, hold, recording ? c->kept : NULL, recording ? &f : NULL);
     if (!O) goto done;
     if (f.out_of_memory) {

@@ -1,10 +1,12 @@
 /* miras-bench layer: one memory layer, forward + backward, per MIRAS preset
+ * (with overrides as miras-bench quality writes them: titans+bias=logcosh)
  * and chunk size; each case in a child process of its own (bench_common). */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "bench_common.h"
+#include "bench_quality_internal.h"
 
 /* ================================================================ layer
  * One memory layer, forward + backward (the benchmark's "layer" configuration): N = B·H
@@ -214,9 +216,10 @@ int bench_layer(const bench_opts *o)
                     chunk_txt[i]);
             return 2;
         }
+    char spec[NAME_MAX_LEN];
     for (int i = 0; i < nv; i++)
-        if (!mi_preset_find(variants[i])) {
-            fprintf(stderr, "miras-bench: layer: '%s' is not a MIRAS preset (", variants[i]);
+        if (!mi_preset_find(variant_spec(variants[i], spec, sizeof spec))) {
+            fprintf(stderr, "miras-bench: layer: '%s' is not a MIRAS preset (", spec);
             for (int k = 0; mi_preset_at(k); k++)
                 fprintf(stderr, "%s%s", k ? ", " : "", mi_preset_at(k)->name);
             fprintf(stderr, ")\n");
@@ -225,12 +228,21 @@ int bench_layer(const bench_opts *o)
     int first = n_results, failed = 0;
     for (int i = 0; i < nv; i++)
         for (int j = 0; j < nc; j++) {
-            layer_case lc = {.o = o, .preset = mi_preset_find(variants[i]),
+            layer_case lc = {.o = o,
+                             .preset = mi_preset_find(variant_spec(variants[i], spec, sizeof spec)),
                              .batch = o->batch ? o->batch : LAYER_BATCH};
             if (mi_preset_config(lc.preset, &lc.config) != 0) {
                 fprintf(stderr, "miras-bench: %s\n", mi_error());
                 return 2;
             }
+            /* the variant's own +KEY=VALUE overrides of the preset's config */
+            char kv[NAME_MAX_LEN];
+            for (const char *at = variants[i]; next_override(&at, kv, sizeof kv);)
+                if (mi_miras_config_set(&lc.config, kv) != 0) {
+                    fprintf(stderr, "miras-bench: layer: variant '%s': %s\n", variants[i],
+                            mi_error());
+                    return 2;
+                }
             lc.config.chunk = chunks[j];
             const mi_memory_kind *mem = mi_memory_find(lc.config.memory);
             if (mem && mem->keys_are_slots) lc.config.slots = LAYER_HEAD_DIM;

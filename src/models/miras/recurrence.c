@@ -18,6 +18,9 @@
  * A retention whose write is not linear in its state (read_split, the
  * f-divergence gate) reads and projects from A_t and the part of it carried
  * from where the segment's gradients were taken, ᾱ_t ⊙ A_{t'} (below).
+ * At b = 1 a combination that no fused op covers (delta_scan, mlp_scan)
+ * runs this rule token by token as the body of mi_scan (recurrence_scan.c;
+ * scan=composed records the ops of the chunks below instead).
  *
  * Chunked training: for the delta rule (matrix memory, ℓ2 bias, retention
  * none or ℓ2, gd/implicit/multistep) the default form=auto runs each chunk
@@ -42,22 +45,10 @@
  * ℓ(E_W(v_t); k_t) in place of ℓ(M_W(k_t); v_t); the read is M_W(q_t). */
 #include <string.h>
 
-#include "components.h"
 #include "recurrence_delta.h"
 #include "recurrence_mlp.h"
-
-typedef struct run {
-    const mi_miras *m;
-    const mi_miras_config *c;
-    int nw;                                  /* number of weight tensors */
-    mi_tensor *a[MI_MEMORY_MAX_WEIGHTS];     /* state after the last processed position, [N,1,...] */
-    mi_tensor *s[MI_MEMORY_MAX_WEIGHTS];     /* momentum, [N,1,...] */
-    mi_tensor *eta;                          /* η of the last processed position, [N,1(,dv)]
-                                                (NULL: none yet), for read and boundary */
-    int64_t unit0[MI_MEMORY_MAX_WEIGHTS];    /* weight i's rows are entries [unit0[i], unit0[i]
-                                                + units[i]) of a channel-wise gate */
-    int64_t units[MI_MEMORY_MAX_WEIGHTS];
-} run;
+#include "recurrence_run.h"
+#include "recurrence_scan.h"
 
 /* The weights' count and shapes for key and value widths dk, dv, and where
  * each weight's rows sit in a channel-wise gate: one entry per output unit
@@ -73,24 +64,6 @@ static int layout(run *r, int64_t dk, int64_t dv, int *ranks, int64_t (*shapes)[
         at += r->units[i] = shapes[i][0];
     }
     return 0;
-}
-
-/* The part of a gate [N, n(, units)] that scales weight i: a channel-wise gate
- * of a memory of several weights is cut to weight i's rows. */
-static mi_tensor *gate_part(const run *r, mi_tensor *g, int i)
-{
-    if (!g || g->rank != 3 || r->nw < 2) return g;
-    return mi_slice(g, 2, r->unit0[i], r->unit0[i] + r->units[i]);
-}
-
-/* A gate [N, n] or [N, n, d] shaped to scale a weight [N, n', ...] of rank r:
- * [N, n, 1, …, 1] or [N, n, d, 1, …]. */
-static mi_tensor *gate_like(mi_tensor *g, const mi_tensor *w)
-{
-    if (!g || !w) return NULL;
-    int64_t shape[MI_MAX_RANK];
-    for (int d = 0; d < w->rank; d++) shape[d] = d < g->rank ? g->shape[d] : 1;
-    return mi_reshape(g, w->rank, shape);
 }
 
 /* α shaped to scale the weight w: as gate_like (a channel-wise α on the value
@@ -130,22 +103,10 @@ static mi_tensor *scan_from(mi_tensor *prev, mi_tensor *a, mi_tensor *x)
     return mi_linear_scan_from(a, x, prev, 1, false);
 }
 
-/* Gate g's part for weight i shaped to scale w (gate_like), and α's (alpha_like). */
-static mi_tensor *gate_of(const run *r, int i, mi_tensor *g, const mi_tensor *w)
-{
-    return gate_like(gate_part(r, g, i), w);
-}
-
+/* α's part for weight i shaped to scale w (alpha_like). */
 static mi_tensor *alpha_of(const run *r, int i, mi_tensor *a, const mi_tensor *w)
 {
     return alpha_like(r->c, gate_part(r, a, i), w);
-}
-
-/* Weight i from the state A that a position with step size eta (a gate
- * [N, n(, units)], or NULL: none) wrote last. */
-static mi_tensor *read_state(const run *r, int i, mi_tensor *a, mi_tensor *eta)
-{
-    return r->m->retention->read ? r->m->retention->read(r->c, a, gate_of(r, i, eta, a)) : a;
 }
 
 /* W from a state A inside a segment whose carried part is `carried`
@@ -155,11 +116,6 @@ static mi_tensor *read_within(const run *r, int i, mi_tensor *carried, mi_tensor
 {
     const mi_retention_kind *ret = r->m->retention;
     return ret->read_split ? ret->read_split(r->c, carried, a) : read_state(r, i, a, eta);
-}
-
-static bool has_boundary(const mi_retention_kind *ret)
-{
-    return ret->boundary || ret->boundary_split;
 }
 
 /* The state at each token's last step, [N, n/steps, ...], from the state at
@@ -217,106 +173,6 @@ static int inner_gradients(const run *r, mi_tensor *const *w, mi_tensor *k, mi_t
     return rc;
 }
 
-/* ---------------------------------------------------------------- rank-one chunks
- * For a memory of matrices whose per-token gradients are rank one,
- * g_t = δ_t x_tᵀ (memory->grad_factors), a linear retention (no read, no
- * boundary) and gd or momentum, every state inside the chunk is
- *   A_t = c_t A_prev + d_t S_prev + Σ_{i≤t} C_{t,i} δ_i x_iᵀ
- * with c_t = ᾱ_t, d_t = Σ_{j≤t} (ᾱ_t/ᾱ_j) μ̄_j and C_{t,i} = −η_i Ac_{t,i}, where
- * Ac is the n×n matrix of the two scans (momentum over j, then retention)
- * run on the identity, so no per-token copy of W is built: a layer's
- * product with u_t is c_t A_prev u_t + d_t S_prev u_t + ((C ⊙ U Xᵀ) Δ)_t
- * (chunked linear attention), and the chunk's end state is one matmul.
- * A read that scales each weight, W_t = s(‖A_t‖²)·A_t (Moneta's ℓq
- * normalisation in the Frobenius form), multiplies each layer's product by s_t,
- * with ‖A_t‖² from the same factors (factored_sq_norm). */
-typedef struct factored {
-    mi_tensor *a[MI_MEMORY_MAX_WEIGHTS], *s[MI_MEMORY_MAX_WEIGHTS]; /* [N, out, in] */
-    mi_tensor *c, *d;                        /* [N, n, 1] (c NULL: 1; d NULL: no momentum) */
-    mi_tensor *coef;                         /* C, [N, n, n] */
-    mi_tensor *delta[MI_MEMORY_MAX_WEIGHTS], *x[MI_MEMORY_MAX_WEIGHTS];
-    mi_tensor *scale[MI_MEMORY_MAX_WEIGHTS]; /* s_t [N, n, 1] (NULL: W = A) */
-} factored;
-
-static mi_tensor *factored_linear(void *ctx, int l, mi_tensor *u)
-{
-    factored *f = ctx;
-    mi_tensor *out = mi_matmul_t(u, f->a[l], false, true);
-    if (f->c) out = mi_mul(f->c, out);
-    if (f->d) out = mi_add(out, mi_mul(f->d, mi_matmul_t(u, f->s[l], false, true)));
-    mi_tensor *att = mi_mul(f->coef, mi_matmul_t(u, f->x[l], false, true));
-    out = mi_add(out, mi_matmul(att, f->delta[l]));
-    return f->scale[l] ? mi_mul(f->scale[l], out) : out;
-}
-
-static bool scaled_read(const run *r)
-{
-    const mi_retention_kind *ret = r->m->retention;
-    return ret->read && ret->read_is_scale && ret->read_scale && ret->read_is_scale(r->c);
-}
-
-/* ‖A_t‖_F² of one weight at every token of the chunk, [N, n, 1], from the
- * dual form A_t = B_t + Σ_{i≤t} C_{t,i} δ_i x_iᵀ with B_t = c_t A + d_t S:
- *   ‖A_t‖² = ‖B_t‖² + 2 Σ_i C_{t,i} δ_iᵀ B_t x_i + Σ_{i,j} C_{t,i} C_{t,j} (δ_i·δ_j)(x_i·x_j)
- * where ‖B_t‖² = c_t²‖A‖² + 2 c_t d_t ⟨A, S⟩ + d_t²‖S‖² and δ_iᵀ B_t x_i =
- * c_t δ_iᵀ A x_i + d_t δ_iᵀ S x_i: n×n Gram matrices, no n×out×in tensor. */
-static mi_tensor *factored_sq_norm(const factored *f, int l)
-{
-    mi_tensor *A = f->a[l], *S = f->s[l], *D = f->delta[l], *X = f->x[l];
-    uint32_t mat = (1u << 1) | (1u << 2);
-    mi_tensor *gram = mi_mul(mi_matmul_t(D, D, false, true), mi_matmul_t(X, X, false, true));
-    mi_tensor *sq = mi_sum(mi_mul(mi_matmul(f->coef, gram), f->coef), -1, true);
-    /* δ_iᵀ A x_i for every i, [N, n, 1] */
-    mi_tensor *hA = mi_sum(mi_mul(mi_matmul(D, A), X), -1, true);
-    mi_tensor *cross = mi_matmul(f->coef, hA), *bb = mi_sum_axes(mi_square(A), mat, true);
-    if (f->c) {
-        cross = mi_mul(f->c, cross);
-        bb = mi_mul(mi_square(f->c), bb);
-    }
-    if (f->d) {
-        mi_tensor *hS = mi_sum(mi_mul(mi_matmul(D, S), X), -1, true);
-        cross = mi_add(cross, mi_mul(f->d, mi_matmul(f->coef, hS)));
-        mi_tensor *as = mi_sum_axes(mi_mul(A, S), mat, true);
-        if (f->c) as = mi_mul(f->c, as);
-        bb = mi_add(bb, mi_add(mi_mul_scalar(mi_mul(f->d, as), 2),
-                               mi_mul(mi_square(f->d), mi_sum_axes(mi_square(S), mat, true))));
-    }
-    return mi_add(mi_add(bb, mi_mul_scalar(cross, 2)), sq);
-}
-
-static bool factored_ok(const run *r, const mi_tensor *eta, const mi_tensor *alpha,
-                        const mi_tensor *mu)
-{
-    const mi_miras *m = r->m;
-    const mi_miras_config *c = r->c;
-    /* one token of a matrix memory is one outer product: cheaper than the
-     * factors' coefficient scans */
-    if (eta->shape[1] == 1 && m->memory->rule == MI_MEMORY_RULE_MATRIX) return false;
-    return !c->materialize && c->closed_form && m->memory->grad_factors &&
-           m->memory->forward_linear && m->bias->error && !m->bias->encoding &&
-           (!m->retention->read || scaled_read(r)) && !has_boundary(m->retention) &&
-           !m->retention->lag_token &&
-           !c->decay_first && c->delta_write == MI_DELTA_WRITE_BETA &&
-           m->algorithm->factored &&
-           eta->rank == 2 && (!alpha || alpha->rank == 2) && (!mu || mu->rank == 2);
-}
-
-/* A constant [N, rows, cols] with ones at (i, i + shift) for i < ones (ones = 1 with
- * shift = col: a single one at (0, col)). */
-static mi_tensor *unit(mi_dtype dt, int64_t n_seq, int64_t rows, int64_t cols, int64_t ones,
-                       int64_t shift)
-{
-    mi_tensor *e = mi_zeros(dt, 3, (int64_t[]){n_seq, rows, cols});
-    if (!e) return NULL;
-    for (int64_t b = 0; b < n_seq; b++)
-        for (int64_t i = 0; i < ones; i++) {
-            int64_t at = (b * rows + i) * cols + i + shift;
-            if (dt == MI_F64) ((double *)e->data)[at] = 1;
-            else ((float *)e->data)[at] = 1;
-        }
-    return e;
-}
-
 /* The delta rule's unit write (delta_write=unit, models.h): the step
  * −β (W k − v) kᵀ becomes −β W k kᵀ + v kᵀ, the step plus (1 − β) v kᵀ, for
  * every position of k, v [N, n, …] with β [N, n(, dv)] (after the algorithm's
@@ -327,76 +183,6 @@ static mi_tensor *unit_write(const run *r, mi_tensor *step, mi_tensor *beta, mi_
     if (r->c->delta_write != MI_DELTA_WRITE_UNIT) return step;
     mi_tensor *vk = mi_outer(v, k);
     return mi_add(step, mi_mul(gate_of(r, 0, mi_add_scalar(mi_neg(beta), 1), vk), vk));
-}
-
-static int factored_chunk(run *r, mi_tensor *qc, mi_tensor *kc, mi_tensor *vc, mi_tensor *eta,
-                          mi_tensor *alpha, mi_tensor *mu, mi_tensor *delta, int64_t n,
-                          mi_tensor **y)
-{
-    const mi_miras *m = r->m;
-    const mi_miras_config *c = r->c;
-    int64_t n_seq = kc->shape[0];
-    factored f = {0};
-    /* the factors of the gradients at the chunk's start, W = read(A) */
-    mi_tensor *w[MI_MEMORY_MAX_WEIGHTS];
-    for (int i = 0; i < r->nw; i++)
-        if (!(w[i] = read_state(r, i, r->a[i], r->eta))) return -1;
-    mi_tensor *e = m->bias->error(c, m->memory->forward(c, w, kc), vc, delta);
-    if (!e || m->memory->grad_factors(c, w, kc, e, f.delta, f.x) != 0) return -1;
-    /* The coefficients: the two scans run on coordinates over the basis
-     * (step_0 … step_{n−1}, S_prev, A_prev), each from the coordinates of the
-     * state the previous chunk left: S_t = μ_t S_{t−1} + step_t from e_{S_prev},
-     * A_t = α_t A_{t−1} + S_t from e_{A_prev}. Columns [0, n) of A's row t are
-     * C_{t,·}/(−η), column n is d_t, column n + 1 is c_t. */
-    mi_dtype dt = kc->dtype;
-    int64_t nb = n + 2;
-    mi_tensor *sf = unit(dt, n_seq, n, nb, n, 0);
-    if (mu) sf = mi_linear_scan_from(mi_unsqueeze(mu, -1), sf, unit(dt, n_seq, 1, nb, 1, n), 1,
-                                     false);
-    mi_tensor *h0 = unit(dt, n_seq, 1, nb, 1, n + 1);
-    mi_tensor *af = alpha ? mi_linear_scan_from(mi_unsqueeze(alpha, -1), sf, h0, 1, false)
-                          : mi_add(h0, mi_cumsum(sf, 1, false));
-    mi_tensor *neg_eta = mi_reshape(mi_neg(eta), 3, (int64_t[]){n_seq, 1, n});
-    f.coef = mi_mul(mi_slice(af, 2, 0, n), neg_eta);
-    if (!f.coef) return -1;
-    f.d = mu ? mi_slice(af, 2, n, n + 1) : NULL;
-    f.c = alpha ? mi_slice(af, 2, n + 1, n + 2) : NULL;
-    for (int i = 0; i < r->nw; i++) {
-        f.a[i] = mi_squeeze(r->a[i], 1);
-        f.s[i] = mu ? mi_squeeze(r->s[i], 1) : NULL;
-        if (!f.a[i] || (mu && !f.s[i])) return -1;
-        if (y && scaled_read(r) &&
-            !(f.scale[i] = m->retention->read_scale(c, factored_sq_norm(&f, i))))
-            return -1;
-    }
-    /* the read, before the state moves on */
-    if (y && !(*y = m->memory->forward_linear(c, factored_linear, &f, qc))) return -1;
-    /* the end of the chunk: A_end = c A + d S + Δᵀ diag(C_{n−1,·}) X, likewise S_end */
-    mi_tensor *last = mi_reshape(mi_slice(f.coef, 1, n - 1, n), 3, (int64_t[]){n_seq, n, 1});
-    mi_tensor *s_end = mu ? mi_slice(sf, 1, n - 1, n) : NULL;
-    mi_tensor *s_last = mu ? mi_reshape(mi_mul(mi_slice(s_end, 2, 0, n), neg_eta), 3,
-                                        (int64_t[]){n_seq, n, 1})
-                           : NULL;
-    mi_tensor *c_last = alpha ? mi_reshape(mi_slice(f.c, 1, n - 1, n), 2, (int64_t[]){n_seq, 1})
-                              : NULL;
-    mi_tensor *d_last = mu ? mi_reshape(mi_slice(f.d, 1, n - 1, n), 2, (int64_t[]){n_seq, 1})
-                           : NULL;
-    mi_tensor *mu_last = mu ? mi_reshape(mi_slice(s_end, 2, n, n + 1), 2, (int64_t[]){n_seq, 1})
-                            : NULL;
-    for (int i = 0; i < r->nw; i++) {
-        mi_tensor *a = r->a[i], *s = mu ? r->s[i] : NULL;
-        mi_tensor *sum = mi_matmul_t(mi_mul(f.delta[i], last), f.x[i], true, false);
-        sum = mi_reshape(sum, a->rank, a->shape);
-        mi_tensor *na = mi_add(c_last ? mi_mul(gate_like(c_last, a), a) : a, sum);
-        if (mu) {
-            na = mi_add(na, mi_mul(gate_like(d_last, s), s));
-            mi_tensor *ss = mi_matmul_t(mi_mul(f.delta[i], s_last), f.x[i], true, false);
-            r->s[i] = mi_add(mi_mul(gate_like(mu_last, s), s), mi_reshape(ss, s->rank, s->shape));
-            if (!r->s[i]) return -1;
-        }
-        if (!(r->a[i] = na)) return -1;
-    }
-    return 0;
 }
 
 /* Runs positions [p0, p0 + n) of the write sequence as one chunk and writes
@@ -627,6 +413,11 @@ mi_tensor *mi_miras_forward(const mi_miras *m, mi_tensor *q, mi_tensor *k, mi_te
         for (int i = 0; y && final_state && i < r.nw; i++) final_state[i] = r.a[i];
         return y;
     }
+    if (positions > 0 && miras_scan_applies(m)) {
+        mi_tensor *y = miras_scan_forward(m, r.nw, r.a, r.s, q, k, v, gates);
+        for (int i = 0; y && final_state && i < r.nw; i++) final_state[i] = r.a[i];
+        return y;
+    }
 
     int64_t tokens = positions / steps, chunk = m->config.chunk;
     int64_t n_chunks = (tokens + chunk - 1) / chunk;
@@ -708,8 +499,9 @@ static int write_position(const run *r, mi_miras_state *st, mi_tensor *k, mi_ten
     }
     if (inner_gradients(r, wg, kp, vp, delta, g) != 0) return -1;
     if (m->algorithm->rate) eta = m->algorithm->rate(eta, kp);
+    mi_tensor *neg_eta = mi_neg(eta); /* negate the gate, not the full-size product */
     for (int i = 0; i < r->nw; i++) {
-        mi_tensor *step = mi_neg(mi_mul(gate_of(r, i, eta, g[i]), g[i]));
+        mi_tensor *step = mi_mul(g[i], gate_of(r, i, neg_eta, g[i]));
         step = unit_write(r, step, eta, kp, vp);
         if (mu) step = st->s[i] = mi_add(mi_mul(gate_of(r, i, mu, g[i]), st->s[i]), step);
         st->a[i] = alpha ? mi_add(mi_mul(alpha_of(r, i, alpha, g[i]), st->a[i]), step)
@@ -748,6 +540,8 @@ static int end_segment(const run *r, mi_miras_state *st)
     if (ret->read_split) begin_segment(st);
     return 0;
 }
+
+static mi_tensor *read_token(const run *r, const mi_miras_state *st, mi_tensor *q);
 
 mi_tensor *mi_miras_step(const mi_miras *m, mi_miras_state *st, mi_tensor *q, mi_tensor *k,
                          mi_tensor *v, const mi_miras_gates *gates)
@@ -795,26 +589,47 @@ mi_tensor *mi_miras_step(const mi_miras *m, mi_miras_state *st, mi_tensor *q, mi
         st->tokens++;
         return y;
     }
-    if (b == 1 && steps > 1) {
-        /* the exact multistep rule: every step a segment of its own */
-        for (int p = 0; p < steps; p++) {
-            begin_segment(st);
-            if (write_position(&r, st, k, v, gates, p) != 0 || end_segment(&r, st) != 0)
-                return NULL;
-        }
-    } else {
-        if (j == 0 || (lag && j == 1)) begin_segment(st);
-        for (int p = 0; p < steps; p++)
-            if (write_position(&r, st, k, v, gates, p) != 0) return NULL;
-        if ((j == b - 1 || (lag && j == 0)) && end_segment(&r, st) != 0) return NULL;
+    if (b == 1) {
+        mi_tensor *y = miras_token(m, st, q, k, v, gates);
+        if (y) st->tokens++;
+        return y;
     }
+    if (j == 0 || (lag && j == 1)) begin_segment(st);
+    for (int p = 0; p < steps; p++)
+        if (write_position(&r, st, k, v, gates, p) != 0) return NULL;
+    if ((j == b - 1 || (lag && j == 0)) && end_segment(&r, st) != 0) return NULL;
     st->tokens++;
+    return read_token(&r, st, q);
+}
+
+/* y = M_{read(A)}(q) after the token's writes (a split read: A and the part
+ * carried from the segment's start). */
+static mi_tensor *read_token(const run *r, const mi_miras_state *st, mi_tensor *q)
+{
+    const mi_miras *m = r->m;
     mi_tensor *w[MI_MEMORY_MAX_WEIGHTS];
-    for (int i = 0; i < r.nw; i++) {
-        mi_tensor *kept = m->retention->read_split ? stream_carried(&r, st, i) : NULL;
+    for (int i = 0; i < r->nw; i++) {
+        mi_tensor *kept = m->retention->read_split ? stream_carried(r, st, i) : NULL;
         if ((m->retention->read_split && !kept) ||
-            !(w[i] = read_within(&r, i, kept, st->a[i], st->eta)))
+            !(w[i] = read_within(r, i, kept, st->a[i], st->eta)))
             return NULL;
     }
     return m->memory->forward(&m->config, w, q);
+}
+
+/* The exact per-token rule (b = 1) by the composed ops, one token: each of
+ * its positions a segment of its own (the multistep rule: one step at a
+ * time), then the read. */
+mi_tensor *miras_token(const mi_miras *m, mi_miras_state *st, mi_tensor *q, mi_tensor *k,
+                       mi_tensor *v, const mi_miras_gates *gates)
+{
+    run r = {.m = m, .c = &m->config};
+    int ranks[MI_MEMORY_MAX_WEIGHTS];
+    int64_t shapes[MI_MEMORY_MAX_WEIGHTS][MI_MAX_RANK];
+    if (layout(&r, q->shape[2], v->shape[2], ranks, shapes) != 0) return NULL;
+    for (int p = 0, steps = mi_miras_writes(m); p < steps; p++) {
+        begin_segment(st);
+        if (write_position(&r, st, k, v, gates, p) != 0 || end_segment(&r, st) != 0) return NULL;
+    }
+    return read_token(&r, st, q);
 }

@@ -1,0 +1,144 @@
+/* The exact per-token rule (chunk 1) as the body of mi_scan, for a
+ * combination of components that no fused kernel (delta_scan, mlp_scan)
+ * covers: a registered component, a bias or retention outside the kernels'
+ * rules, a deeper MLP memory, ...
+ *
+ * Per token t the body runs the MIRAS recurrence of recurrence.c's header
+ * (its per-token ops, miras_token: the MIRAS paper's online gradient
+ * descent, eq:OGDupdate, with the retention gate's decay, then the read):
+ *   (A_t, S_t, η_t), y_t = token(A_{t−1}, S_{t−1}, η_{t−1}; q_t, k_t, v_t, η_t, α_t, μ_t, δ_t)
+ * carry = the memory's weights A (one per weight tensor), the momentum S
+ * (momentum algorithms) and, for a retention with a read, η of the position
+ * that wrote the state last (the ℓ1 retentions' threshold λ η reads it);
+ * per-token inputs = q, k, v and the gates the components read. mi_scan keeps
+ * no autograd record per token: it keeps the carry every ⌈√T⌉ tokens and
+ * differentiates one segment at a time in its backward, so the layer holds
+ * O(√T) states and one segment's record instead of every token's record.
+ *
+ * Before the first token no position has written the state (η_0: none), so
+ * with a read the first token runs outside the scan, recorded as the
+ * composed path records it, and the scan takes the remaining T − 1 tokens
+ * from the state it leaves. First-order gradients only (mi_scan's own
+ * limit): scan=composed or materialize=true keeps the recorded ops. */
+#include <string.h>
+
+#include "recurrence_scan.h"
+
+enum { GATE_ETA, GATE_ALPHA, GATE_MU, GATE_DELTA, N_GATES };
+
+typedef struct scan_ctx {
+    mi_miras m; /* a copy: the backward runs the body after the caller's may be gone */
+    int nw;
+    bool momentum, eta_carried;
+    bool has[N_GATES]; /* the gates among the per-token inputs, after q, k, v */
+} scan_ctx;
+
+/* The carry's layout: A[0..nw), then S[0..nw) with momentum, then η. */
+static int n_carry(const scan_ctx *sc)
+{
+    return sc->nw * (sc->momentum ? 2 : 1) + (sc->eta_carried ? 1 : 0);
+}
+
+/* One token from the carry c (η NULL before the first token) and the token's
+ * inputs x: q [N, dk], k [N, S, dk], v [N, S, dv], gates [N, S(, units)]. */
+static int token(const scan_ctx *sc, mi_tensor *const *c, mi_tensor *eta_prev,
+                 mi_tensor *const *x, mi_tensor **c_out, mi_tensor **y)
+{
+    mi_miras_state st = {.nw = sc->nw, .eta = eta_prev};
+    for (int i = 0; i < sc->nw; i++) {
+        st.a[i] = c[i];
+        st.s[i] = sc->momentum ? c[sc->nw + i] : NULL;
+    }
+    mi_tensor *gate[N_GATES] = {0};
+    for (int g = 0, j = 3; g < N_GATES; g++)
+        if (sc->has[g]) gate[g] = x[j++];
+    mi_miras_gates gt = {.eta = gate[GATE_ETA], .alpha = gate[GATE_ALPHA], .mu = gate[GATE_MU],
+                         .delta = gate[GATE_DELTA]};
+    mi_tensor *yt = miras_token(&sc->m, &st, mi_unsqueeze(x[0], 1), x[1], x[2], &gt);
+    if (!yt || !(*y = mi_squeeze(yt, 1))) return -1;
+    for (int i = 0; i < sc->nw; i++) {
+        c_out[i] = st.a[i];
+        if (sc->momentum) c_out[sc->nw + i] = st.s[i];
+    }
+    if (sc->eta_carried) c_out[n_carry(sc) - 1] = st.eta;
+    return 0;
+}
+
+static int body(void *ctx, mi_tensor *const *c, mi_tensor *const *x, mi_tensor **c_out,
+                mi_tensor **y)
+{
+    const scan_ctx *sc = ctx;
+    return token(sc, c, sc->eta_carried ? c[n_carry(sc) - 1] : NULL, x, c_out, y);
+}
+
+bool miras_scan_applies(const mi_miras *m)
+{
+    const mi_miras_config *c = &m->config;
+    return c->chunk == 1 && c->scan == MI_SCAN_AUTO && !c->materialize;
+}
+
+/* [N, S·T, …] as [N, T, S, …]: a token's S positions, the body's axis 1. */
+static mi_tensor *by_token(mi_tensor *t, int64_t T)
+{
+    int64_t shape[MI_MAX_RANK];
+    shape[0] = t->shape[0];
+    shape[1] = T;
+    shape[2] = t->shape[1] / T;
+    memcpy(shape + 3, t->shape + 2, sizeof(int64_t) * (size_t)(t->rank - 2));
+    return mi_reshape(t, t->rank + 1, shape);
+}
+
+/* Token t of xs [N, T, …] as [N, …]. */
+static mi_tensor *at_token(mi_tensor *xs, int64_t t)
+{
+    return mi_squeeze(mi_slice(xs, 1, t, t + 1), 1);
+}
+
+mi_tensor *miras_scan_forward(const mi_miras *m, int nw, mi_tensor **a, mi_tensor **s,
+                              mi_tensor *q, mi_tensor *k, mi_tensor *v, const mi_miras_gates *gt)
+{
+    /* the body's context lives until the backward: in the scope */
+    scan_ctx *sc = mi_scope_alloc(mi_scope_current(), sizeof *sc);
+    if (!sc) return NULL;
+    *sc = (scan_ctx){.m = *m, .nw = nw, .momentum = m->algorithm->uses_mu,
+                     .eta_carried = m->retention->read != NULL,
+                     .has = {true, m->retention->uses_alpha, m->algorithm->uses_mu,
+                             m->bias->needs_delta}};
+    int64_t T = q->shape[1];
+    mi_tensor *gates[N_GATES] = {gt->eta, gt->alpha, gt->mu, gt->delta};
+    mi_tensor *xs[3 + N_GATES] = {q, by_token(k, T), by_token(v, T)};
+    int n_xs = 3;
+    for (int g = 0; g < N_GATES; g++)
+        if (sc->has[g] && !(xs[n_xs++] = by_token(gates[g], T))) return NULL;
+    if (!xs[1] || !xs[2]) return NULL;
+    int nc = n_carry(sc);
+    mi_tensor *carry[2 * MI_MEMORY_MAX_WEIGHTS + 1], *out[2 * MI_MEMORY_MAX_WEIGHTS + 1];
+    for (int i = 0; i < nw; i++) {
+        carry[i] = a[i];
+        if (sc->momentum) carry[nw + i] = s[i];
+    }
+    mi_tensor *y0 = NULL, *y = NULL;
+    int64_t t0 = 0;
+    if (sc->eta_carried) {
+        /* the first token: no η has written the state yet */
+        mi_tensor *x0[3 + N_GATES];
+        for (int j = 0; j < n_xs; j++)
+            if (!(x0[j] = at_token(xs[j], 0))) return NULL;
+        if (token(sc, carry, NULL, x0, out, &y0) != 0) return NULL;
+        memcpy(carry, out, sizeof(mi_tensor *) * (size_t)nc);
+        if (!(y0 = mi_unsqueeze(y0, 1))) return NULL;
+        for (int j = 0; T > 1 && j < n_xs; j++)
+            if (!(xs[j] = mi_slice(xs[j], 1, 1, T))) return NULL;
+        t0 = 1;
+    }
+    if (t0 < T) {
+        if (mi_scan(body, sc, nc, carry, n_xs, xs, 1, 0, out, &y) != 0) return NULL;
+        memcpy(carry, out, sizeof(mi_tensor *) * (size_t)nc);
+    }
+    for (int i = 0; i < nw; i++) {
+        a[i] = carry[i];
+        if (sc->momentum) s[i] = carry[nw + i];
+    }
+    if (!y0) return y;
+    return y ? mi_concat((mi_tensor *[]){y0, y}, 2, 1) : y0;
+}

@@ -1,0 +1,26 @@
+/* The exact per-token rule (chunk 1) of a combination that no fused kernel
+ * covers, as the body of mi_scan. Internal to the models layer. */
+#ifndef MIRAS_RECURRENCE_SCAN_H
+#define MIRAS_RECURRENCE_SCAN_H
+
+#include "components.h"
+
+/* One token of the exact per-token rule by the composed ops (recurrence.c):
+ * q [N, 1, dk], k [N, S, dk], v [N, S, dv], gates [N, S(, units)] (S = the
+ * writes per token) → y [N, 1, dv]; st's a, s and eta move to the state after
+ * the token (st->tokens is the caller's). NULL with a message. */
+mi_tensor *miras_token(const mi_miras *m, mi_miras_state *st, mi_tensor *q, mi_tensor *k,
+                       mi_tensor *v, const mi_miras_gates *gates);
+
+/* Whether mi_miras_forward runs m's chunk-1 recurrence through mi_scan once
+ * the fused kernels have declined it: chunk 1, scan=auto, not materialize. */
+bool miras_scan_applies(const mi_miras *m);
+
+/* The T tokens of q [N, T, dk], k, v [N, S·T, …] and the gates through
+ * miras_token as mi_scan's body, from the state a, s (momentum; [N, 1, …]
+ * each, as init_run leaves them), which are replaced by the state after the
+ * last token; y [N, T, dv], or NULL with a message. */
+mi_tensor *miras_scan_forward(const mi_miras *m, int nw, mi_tensor **a, mi_tensor **s,
+                              mi_tensor *q, mi_tensor *k, mi_tensor *v, const mi_miras_gates *gt);
+
+#endif
