@@ -72,6 +72,11 @@ typedef int (*mi_example_fn)(mi_rng *rng, int variant, mi_tensor **in, mi_attrs 
  * of OWN, DNNL, BLAS, REF. */
 typedef mi_backend (*mi_select_fn)(mi_tensor *const *in, int n, const mi_attrs *a,
                                    const mi_tensor *out, unsigned available);
+/* The floating-point operations of the matrix products one call computes,
+ * from the shapes (the ops layer's tally, mi_flops); optional, NULL for ops
+ * without matrix products. */
+typedef uint64_t (*mi_flops_fn)(mi_tensor *const *in, int n, const mi_attrs *a,
+                                const mi_tensor *out);
 
 enum {
     MI_OP_VARIADIC = 1u << 0,      /* arity is a maximum, at least one input */
@@ -96,6 +101,7 @@ struct mi_op {
     size_t (*view_offset)(mi_tensor *const *in, const mi_attrs *a);
     mi_example_fn examples;
     mi_select_fn select;
+    mi_flops_fn flops;
 };
 
 /* The kernel mi_apply will run for this call (after the allow mask and the

@@ -284,20 +284,51 @@ static int ex_cms_scan_backward(mi_rng *r, int variant, mi_tensor **in, mi_attrs
     return CS_IN + 1;
 }
 
+/* The recurrence's products, 2·d·h each, as written in the header (not the
+ * kernel's reorganisation into rank-m corrections): every token's read W2 u_t,
+ * W1 s_t (2); a token of an updating chunk (every full chunk ending before T:
+ * C·⌊(T − 1)/C⌋ tokens) also W1ᵀ e_t and its terms of the two rank-C steps (3).
+ * The backward counts the forward rerun and two products per forward product
+ * (one for each operand's gradient): 3× the forward. */
+static uint64_t cs_flops(mi_tensor *const *in, const mi_attrs *at, uint64_t times)
+{
+    cs_dims k = cs_dims_of(in, at);
+    uint64_t up = k.C > 0 && k.T > 0 ? (uint64_t)(k.C * ((k.T - 1) / k.C)) : 0;
+    uint64_t products = 2u * (uint64_t)k.T + 3u * up;
+    return times * products * 2u * (uint64_t)k.d * (uint64_t)k.h * (uint64_t)k.B;
+}
+
+static uint64_t cms_scan_flops(mi_tensor *const *in, int n, const mi_attrs *a,
+                               const mi_tensor *out)
+{
+    (void)n;
+    (void)out;
+    return cs_flops(in, a, 1);
+}
+
+static uint64_t cms_scan_backward_flops(mi_tensor *const *in, int n, const mi_attrs *a,
+                                        const mi_tensor *out)
+{
+    (void)n;
+    (void)out;
+    return cs_flops(in, a, 3);
+}
+
 const mi_op mi_op_cms_scan = {
     .name = "cms_scan",
     .formula = "y_t = W1_j gelu(W2_j u_t) for t in chunk j; W_{j+1} = W_j - sum_t c_t grad "
                "1/2|W1 gelu(W2 u_t) - v_t|^2 (Nested Learning Eq. 31)",
     .arity = CS_IN, .flags = MI_OP_NO_GRADGRAD, .shape = cms_scan_shape, KERNELS(cms_scan),
     .kernel[MI_BACKEND_OWN][MI_F32] = cms_scan_own_f32,
-    .vjp = cms_scan_vjp, .vjp_all = cms_scan_vjp_all, .examples = ex_cms_scan};
+    .vjp = cms_scan_vjp, .vjp_all = cms_scan_vjp_all, .examples = ex_cms_scan,
+    .flops = cms_scan_flops};
 
 const mi_op mi_op_cms_scan_backward = {
     .name = "cms_scan_backward",
     .formula = "the reverse chunk scan of cms_scan's vjp (packed gradients)",
     .arity = CS_IN + 1, .flags = MI_OP_NONDIFF, .shape = cms_scan_backward_shape,
     KERNELS(cms_scan_backward), .kernel[MI_BACKEND_OWN][MI_F32] = cms_scan_backward_own_f32,
-    .examples = ex_cms_scan_backward};
+    .examples = ex_cms_scan_backward, .flops = cms_scan_backward_flops};
 
 mi_tensor *mi_cms_scan(mi_tensor *u, mi_tensor *v, mi_tensor *eta, mi_tensor *w1, mi_tensor *w2,
                        int64_t chunk, bool lms, double eps, double hidden_eps)

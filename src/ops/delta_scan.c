@@ -251,20 +251,51 @@ static int ex_delta_scan_backward(mi_rng *r, int variant, mi_tensor **in, mi_att
     return DS_IN + 1;
 }
 
+/* The matrix–vector and rank-1 products per token, each 2·dv·dk: forward
+ * S_{t−1} k_t, u_t k_tᵀ and S_t q_t (3); backward (the kernel above) the
+ * states' rerun (2), S_tᵀ gy_t and gy_t q_tᵀ (2), G k_t, S_{t−1} k_t and
+ * ⟨G, S_{t−1}⟩ (3), Gᵀ u_t and S_{t−1}ᵀ gp (2), gp k_tᵀ (1): 10. The gates'
+ * scalings are elementwise and not counted. */
+static uint64_t ds_flops(mi_tensor *const *in, uint64_t products)
+{
+    uint64_t N = (uint64_t)in[0]->shape[0], dv = (uint64_t)in[0]->shape[1];
+    uint64_t dk = (uint64_t)in[0]->shape[2], T = (uint64_t)in[2]->shape[1];
+    return products * 2u * dv * dk * N * T;
+}
+
+static uint64_t delta_scan_flops(mi_tensor *const *in, int n, const mi_attrs *a,
+                                 const mi_tensor *out)
+{
+    (void)n;
+    (void)a;
+    (void)out;
+    return ds_flops(in, 3);
+}
+
+static uint64_t delta_scan_backward_flops(mi_tensor *const *in, int n, const mi_attrs *a,
+                                          const mi_tensor *out)
+{
+    (void)n;
+    (void)a;
+    (void)out;
+    return ds_flops(in, 10);
+}
+
 const mi_op mi_op_delta_scan = {
     .name = "delta_scan",
     .formula = "S_t = a_t S_{t-1} + (w_t v_t - b_t rho_t S_{t-1} k_t) k_t^T, y_t = S_t q_t",
     .arity = DS_IN, .flags = MI_OP_NO_GRADGRAD, .shape = delta_scan_shape,
     KERNELS(delta_scan), .kernel[MI_BACKEND_OWN][MI_F32] = own_delta_scan_f32,
     .vjp = delta_scan_vjp, .vjp_all = delta_scan_vjp_all,
-    .examples = ex_delta_scan};
+    .examples = ex_delta_scan, .flops = delta_scan_flops};
 
 const mi_op mi_op_delta_scan_backward = {
     .name = "delta_scan_backward",
     .formula = "the reverse-time scan of delta_scan's vjp (packed gradients)",
     .arity = DS_IN + 1, .flags = MI_OP_NONDIFF, .shape = delta_scan_backward_shape,
     KERNELS(delta_scan_backward),
-    .kernel[MI_BACKEND_OWN][MI_F32] = own_delta_scan_backward_f32, .examples = ex_delta_scan_backward};
+    .kernel[MI_BACKEND_OWN][MI_F32] = own_delta_scan_backward_f32, .examples = ex_delta_scan_backward,
+    .flops = delta_scan_backward_flops};
 
 mi_tensor *mi_delta_scan_packed(mi_tensor *s0, mi_tensor *q, mi_tensor *k, mi_tensor *v,
                                 mi_tensor *beta, mi_tensor *alpha, mi_delta_rule rule)

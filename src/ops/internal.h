@@ -12,6 +12,8 @@
 /* Every public op function goes through here (it also hands the engine the
  * ops it needs for accumulation and un-broadcasting). */
 mi_tensor *op_run(const mi_op *op, mi_tensor *const *in, int n, const mi_attrs *a);
+/* Adds n to the process-wide tally mi_flops reads (flops.c). */
+void op_flops_add(uint64_t n);
 
 #define IN(...) ((mi_tensor *[]){__VA_ARGS__})
 #define NARGS(...) ((int)(sizeof((mi_tensor *[]){__VA_ARGS__}) / sizeof(mi_tensor *)))

@@ -183,6 +183,15 @@ static mi_backend matmul_select(mi_tensor *const *in, int n, const mi_attrs *a,
     return MI_BACKEND_REF;
 }
 
+/* 2·M·N·K per product (a multiply and an add per term), times the batch. */
+static uint64_t matmul_flops(mi_tensor *const *in, int n, const mi_attrs *a, const mi_tensor *out)
+{
+    (void)n;
+    gemm_geom g;
+    gemm_geom_matmul(&g, out, in, a);
+    return 2u * (uint64_t)g.M * (uint64_t)g.N * (uint64_t)g.K * (uint64_t)g.nbatch;
+}
+
 const mi_op mi_op_matmul = {.name = "matmul", .formula = "C = op(A) op(B), op = T if trans",
                             .arity = 2, .shape = matmul_shape,
                             .kernel = {[MI_BACKEND_REF] = {matmul_f32, matmul_f64},
@@ -190,7 +199,7 @@ const mi_op mi_op_matmul = {.name = "matmul", .formula = "C = op(A) op(B), op = 
                                        [MI_BACKEND_DNNL] = {matmul_dnnl_f32, NULL},
                                        [MI_BACKEND_OWN] = {own_matmul_f32, NULL}},
                             .vjp = matmul_vjp, .examples = ex_matmul,
-                            .select = matmul_select};
+                            .select = matmul_select, .flops = matmul_flops};
 
 mi_tensor *mi_matmul_t(mi_tensor *a, mi_tensor *b, bool trans_a, bool trans_b)
 {
@@ -297,12 +306,23 @@ static mi_backend outer_select(mi_tensor *const *in, int n, const mi_attrs *a,
     return dnnl ? MI_BACKEND_DNNL : MI_BACKEND_REF;
 }
 
+/* One multiply per output, M·N per product, times the batch: a product
+ * with K = 1 has no sums. */
+static uint64_t outer_flops(mi_tensor *const *in, int n, const mi_attrs *a, const mi_tensor *out)
+{
+    (void)in;
+    (void)n;
+    (void)a;
+    return (uint64_t)out->numel;
+}
+
 const mi_op mi_op_outer = {.name = "outer", .formula = "y[..., i, j] = a[..., i] b[..., j]",
                            .arity = 2, .shape = outer_shape,
                            .kernel = {[MI_BACKEND_REF] = {outer_f32, outer_f64},
                                       [MI_BACKEND_BLAS] = {outer_blas_f32, outer_blas_f64},
                                       [MI_BACKEND_DNNL] = {outer_dnnl_f32, NULL}},
-                           .vjp = outer_vjp, .examples = ex_outer, .select = outer_select};
+                           .vjp = outer_vjp, .examples = ex_outer, .select = outer_select,
+                           .flops = outer_flops};
 mi_tensor *mi_outer(mi_tensor *a, mi_tensor *b) { return RUN(&mi_op_outer, NULL, a, b); }
 
 /* ---------------------------------------------------------------- tri_solve
@@ -494,12 +514,21 @@ static int ex_matmul_acc(mi_rng *r, int v, mi_tensor **in, mi_attrs *a)
     return 3;
 }
 
+/* The product's 2·M·N·K per batch entry, as matmul (the scaled add into C
+ * is the GEMM's β = 1 and not counted apart). */
+static uint64_t matmul_acc_flops(mi_tensor *const *in, int n, const mi_attrs *a,
+                                 const mi_tensor *out)
+{
+    return matmul_flops(in, n, a, out);
+}
+
 const mi_op mi_op_matmul_acc = {.name = "matmul_acc", .formula = "Y = C + s op(A) op(B)",
                                 .arity = 3, .shape = matmul_acc_shape,
                                 .kernel = {[MI_BACKEND_REF] = {matmul_acc_f32, matmul_acc_f64},
                                            [MI_BACKEND_BLAS] = {matmul_acc_blas_f32,
                                                                 matmul_acc_blas_f64}},
-                                .vjp = matmul_acc_vjp, .examples = ex_matmul_acc};
+                                .vjp = matmul_acc_vjp, .examples = ex_matmul_acc,
+                                .flops = matmul_acc_flops};
 
 mi_tensor *mi_matmul_acc(mi_tensor *c, mi_tensor *a, mi_tensor *b, bool trans_a, bool trans_b,
                          double s)

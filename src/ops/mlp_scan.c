@@ -287,13 +287,44 @@ static int ex_mlp_scan_backward(mi_rng *r, int variant, mi_tensor **in, mi_attrs
     return MS_IN + 1;
 }
 
+/* The matrix–vector, rank-1 and Frobenius products per token, 2·d·h each
+ * (mlp_scan_impl.h): forward, the write's W2 k, W1 s, W1ᵀ δ1 and its steps
+ * δ1 sᵀ, δ2 kᵀ, and the read's W2 q, W1 s (7); backward, the write run
+ * twice (checkpoints, then each segment: 10) and token_backward's read (2),
+ * W1ᵀ gz, W2ᵀ ga, gz sᵀ, ga qᵀ (4), the four G̃ products (4), c W1 gm, c W1ᵀ
+ * gz, c W2ᵀ ga (3) and the folds' three rank-1 terms and four ⟨·, W⟩ (7):
+ * 30. The plain rule's count (momentum's S and the reads' R(A) add
+ * elementwise work, not counted). */
+static uint64_t ms_flops(mi_tensor *const *in, const mi_attrs *a, uint64_t products)
+{
+    ms_dims k = ms_dims_of(in, a);
+    return products * 2u * (uint64_t)k.d * (uint64_t)k.h * (uint64_t)k.N * (uint64_t)k.T;
+}
+
+static uint64_t mlp_scan_flops(mi_tensor *const *in, int n, const mi_attrs *a,
+                               const mi_tensor *out)
+{
+    (void)n;
+    (void)out;
+    return ms_flops(in, a, 7);
+}
+
+static uint64_t mlp_scan_backward_flops(mi_tensor *const *in, int n, const mi_attrs *a,
+                                        const mi_tensor *out)
+{
+    (void)n;
+    (void)out;
+    return ms_flops(in, a, 30);
+}
+
 const mi_op mi_op_mlp_scan = {
     .name = "mlp_scan",
     .formula = "W_t = a_t W_{t-1} - eta_t grad l(M_{W_{t-1}}(k_t); v_t) (or with momentum), "
                "y_t = M_{W_t}(q_t), M_W(x) = x + LN(W1 gelu(W2 x))",
     .arity = MS_IN, .flags = MI_OP_NO_GRADGRAD, .shape = mlp_scan_shape, KERNELS(mlp_scan),
     .kernel[MI_BACKEND_OWN][MI_F32] = own_mlp_scan_f32,
-    .vjp = mlp_scan_vjp, .vjp_all = mlp_scan_vjp_all, .examples = ex_mlp_scan};
+    .vjp = mlp_scan_vjp, .vjp_all = mlp_scan_vjp_all, .examples = ex_mlp_scan,
+    .flops = mlp_scan_flops};
 
 const mi_op mi_op_mlp_scan_backward = {
     .name = "mlp_scan_backward",
@@ -301,7 +332,7 @@ const mi_op mi_op_mlp_scan_backward = {
     .arity = MS_IN + 1, .flags = MI_OP_NONDIFF, .shape = mlp_scan_backward_shape,
     KERNELS(mlp_scan_backward),
     .kernel[MI_BACKEND_OWN][MI_F32] = own_mlp_scan_backward_f32,
-    .examples = ex_mlp_scan_backward};
+    .examples = ex_mlp_scan_backward, .flops = mlp_scan_backward_flops};
 
 /* The rule as attributes: index = the flags, p = yaad's sharpness or lp's
  * p, eps = lp's ε, scalar = lq's q or kl's c, lo = lq's ε. */

@@ -40,6 +40,14 @@ mi_op_check_result mi_op_check(const mi_op *op, unsigned seed);
  * compiled target ("avx512f", "avx2+fma"), "c" for the reference loops. */
 const char *mi_backend_isa(mi_backend b);
 
+/* Floating-point operations of the matrix products the ops have computed
+ * since the process started, all threads (a reader takes differences):
+ * 2·M·N·K per product of matmul and matmul_acc (times the batch), M·N per
+ * outer product, and the products of the fused ops (attention's q kᵀ and P v,
+ * the scans' per-token matrix–vector and rank-1 products) from their shapes.
+ * Elementwise ops, reductions, softmax, norms and tri_solve are not counted. */
+uint64_t mi_flops(void);
+
 /* ---------------------------------------------------------------- elementwise */
 mi_tensor *mi_neg(mi_tensor *x);
 mi_tensor *mi_abs(mi_tensor *x);

@@ -52,5 +52,7 @@ mi_tensor *op_run(const mi_op *op, mi_tensor *const *in, int n, const mi_attrs *
         mi_engine_set_ops(&mi_op_add, &mi_op_sum_to);
         engine_ready = true;
     }
-    return mi_apply(op, in, n, a);
+    mi_tensor *out = mi_apply(op, in, n, a);
+    if (out && op->flops) op_flops_add(op->flops(in, n, a, out));
+    return out;
 }

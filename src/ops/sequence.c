@@ -398,12 +398,33 @@ static int ex_attention(mi_rng *r, int v, mi_tensor **in, mi_attrs *a)
     default: return 0;
     }
 }
+/* q kᵀ and P v over the keys each query row reads (the mask's lo … hi, as
+ * the forward kernel): 2·(D + Dv) per row and key. */
+static uint64_t attention_flops(mi_tensor *const *in, int n, const mi_attrs *a,
+                                const mi_tensor *out)
+{
+    (void)n;
+    int rk = in[0]->rank;
+    int64_t nt = in[0]->shape[rk - 2], d = in[0]->shape[rk - 1];
+    int64_t ns = in[1]->shape[rk - 2], dv = in[2]->shape[rk - 1], w = a->window;
+    uint64_t keys = 0;
+    for (int64_t t = 0; t < nt; t++) {
+        int64_t p = a->start + t;
+        int64_t lo = w > 0 && p - w + 1 > 0 ? p - w + 1 : 0;
+        int64_t hi = a->causal && p < ns - 1 ? p : ns - 1;
+        keys += hi >= lo ? (uint64_t)(hi - lo + 1) : 0;
+    }
+    uint64_t lead = nt ? (uint64_t)(out->numel / (nt * dv)) : 0;
+    return lead * keys * 2u * (uint64_t)(d + dv);
+}
+
 const mi_op mi_op_attention = {.name = "attention",
                                .formula = "softmax(q k^T / sqrt(D) + mask) v", .arity = 3,
                                .shape = attention_shape, KERNELS(attention),
                                .kernel[MI_BACKEND_OWN][MI_F32] = own_attention_f32,
                                .select = select_own, .vjp = attention_vjp,
-                               .vjp_all = attention_vjp_all, .examples = ex_attention};
+                               .vjp_all = attention_vjp_all, .examples = ex_attention,
+                               .flops = attention_flops};
 mi_tensor *mi_attention(mi_tensor *q, mi_tensor *k, mi_tensor *v, bool causal, int64_t window)
 {
     return mi_attention_at(q, k, v, causal, window, 0);

@@ -1,0 +1,164 @@
+/* The matrix-product tally mi_flops: each op call adds its products'
+ * operations once, whichever backend runs it — 2·M·N·K per matmul and
+ * matmul_acc product (times the batch), M·N per outer product, the fused
+ * ops' products from their shapes — and a refused call adds nothing. The
+ * expected counts are worked out here from the shapes. */
+#include "harness.h"
+
+static mi_rng rng;
+static void seed_setup(void)
+{
+    scope_setup();
+    mi_backends_allow(MI_BACKEND_ALL);
+    mi_rng_seed(&rng, 7);
+}
+static void teardown(void)
+{
+    mi_backends_allow(MI_BACKEND_ALL);
+    scope_teardown();
+}
+
+static mi_tensor *randn(int rank, const int64_t *shape)
+{
+    return mi_randn(&rng, MI_F32, rank, shape, 0, 1);
+}
+
+/* The tally's growth over one call (the inputs are made before): the mark
+ * is taken, then the call runs as since's argument. */
+static uint64_t mark;
+static uint64_t since(const mi_tensor *y)
+{
+    ck_assert_msg(y != NULL, "%s", mi_error());
+    return mi_flops() - mark;
+}
+#define DELTA(expr) (mark = mi_flops(), since(expr))
+
+static const unsigned masks[] = {1u << MI_BACKEND_REF, 1u << MI_BACKEND_BLAS,
+                                 1u << MI_BACKEND_DNNL, 1u << MI_BACKEND_OWN, MI_BACKEND_ALL};
+
+/* [a,b]·[b,c], batched, a shared B (folded into one GEMM), transposed,
+ * and sizes that send the select rule to each library. */
+START_TEST(matmul_counts_2mnk)
+{
+    mi_backends_allow(masks[_i]);
+    const int64_t sz[][3] = {{3, 4, 5}, {33, 65, 7}, {64, 64, 64}};
+    for (size_t s = 0; s < sizeof sz / sizeof *sz; s++) {
+        int64_t a = sz[s][0], b = sz[s][1], c = sz[s][2];
+        uint64_t abc = (uint64_t)(a * b * c);
+        mi_tensor *A = randn(MI_SHAPE(a, b)), *B = randn(MI_SHAPE(b, c));
+        ck_assert_uint_eq(DELTA(mi_matmul(A, B)), 2 * abc);
+        mi_tensor *A3 = randn(MI_SHAPE(6, a, b)), *B3 = randn(MI_SHAPE(6, b, c));
+        ck_assert_uint_eq(DELTA(mi_matmul(A3, B3)), 12 * abc);
+        ck_assert_uint_eq(DELTA(mi_matmul(A3, B)), 12 * abc);
+        mi_tensor *At = randn(MI_SHAPE(2, 1, b, a)), *Bt = randn(MI_SHAPE(3, c, b));
+        ck_assert_uint_eq(DELTA(mi_matmul_t(At, Bt, true, true)), 12 * abc);
+        mi_tensor *C = randn(MI_SHAPE(a, c));
+        ck_assert_uint_eq(DELTA(mi_matmul_acc(C, A3, B3, false, false, -0.5)), 12 * abc);
+    }
+}
+END_TEST
+
+START_TEST(outer_counts_mn)
+{
+    mi_backends_allow(masks[_i]);
+    const int64_t sz[][2] = {{3, 4}, {96, 96}, {1024, 1024}};
+    for (size_t s = 0; s < sizeof sz / sizeof *sz; s++) {
+        int64_t m = sz[s][0], n = sz[s][1];
+        mi_tensor *x = randn(MI_SHAPE(m)), *y = randn(MI_SHAPE(n));
+        ck_assert_uint_eq(DELTA(mi_outer(x, y)), (uint64_t)(m * n));
+        mi_tensor *xb = randn(MI_SHAPE(5, m)), *yb = randn(MI_SHAPE(1, n));
+        ck_assert_uint_eq(DELTA(mi_outer(xb, yb)), (uint64_t)(5 * m * n));
+    }
+}
+END_TEST
+
+/* The vjps' products count too: dA = g Bᵀ and dB = Aᵀ g, 2abc each. */
+START_TEST(backward_counts_vjp_products)
+{
+    int64_t a = 5, b = 6, c = 7;
+    mi_tensor *A = mi_requires_grad(randn(MI_SHAPE(a, b)), true);
+    mi_tensor *B = mi_requires_grad(randn(MI_SHAPE(b, c)), true);
+    uint64_t f0 = mi_flops();
+    mi_tensor *loss = mi_sum(mi_matmul(A, B), MI_ALL, false);
+    ck_assert_int_eq(mi_backward(loss), 0);
+    ck_assert_uint_eq(mi_flops() - f0, (uint64_t)(3 * 2 * a * b * c));
+}
+END_TEST
+
+/* A refused call and elementwise ops add nothing. */
+START_TEST(refused_and_elementwise_add_nothing)
+{
+    mi_tensor *A = randn(MI_SHAPE(3, 4)), *B = randn(MI_SHAPE(5, 6));
+    uint64_t f0 = mi_flops();
+    ck_assert_ptr_null(mi_matmul(A, B));
+    mi_error_clear();
+    ck_assert_ptr_nonnull(mi_exp(mi_add(mi_mul(A, A), A)));
+    ck_assert_ptr_nonnull(mi_sum(A, MI_ALL, false));
+    ck_assert_uint_eq(mi_flops() - f0, 0);
+}
+END_TEST
+
+/* Causal attention with a window: query t reads min(t + 1, W) keys, each
+ * 2·(D + Dv) for q·k and the weighted add of v. */
+START_TEST(attention_counts_read_keys)
+{
+    int64_t H = 3, T = 6, D = 4, Dv = 5, W = 3;
+    mi_tensor *q = randn(MI_SHAPE(H, T, D)), *k = randn(MI_SHAPE(H, T, D));
+    mi_tensor *v = randn(MI_SHAPE(H, T, Dv));
+    uint64_t keys = 1 + 2 + 3 + 3 + 3 + 3;
+    ck_assert_uint_eq(DELTA(mi_attention(q, k, v, true, W)), H * keys * 2 * (uint64_t)(D + Dv));
+    ck_assert_uint_eq(DELTA(mi_attention(q, k, v, false, 0)),
+                      (uint64_t)(H * T * T * 2 * (D + Dv)));
+}
+END_TEST
+
+/* delta_scan: 3 products of 2·dv·dk per token forward, 10 backward, on
+ * every backend. */
+START_TEST(delta_scan_counts_per_token)
+{
+    mi_backends_allow(masks[_i]);
+    int64_t N = 2, T = 5, dv = 3, dk = 4;
+    mi_tensor *s0 = randn(MI_SHAPE(N, dv, dk)), *q = randn(MI_SHAPE(N, T, dk));
+    mi_tensor *k = randn(MI_SHAPE(N, T, dk)), *v = randn(MI_SHAPE(N, T, dv));
+    mi_tensor *beta = mi_full(MI_F32, MI_SHAPE(N, T), 0.5);
+    mi_tensor *alpha = mi_full(MI_F32, MI_SHAPE(N, T), 0.9);
+    uint64_t per = (uint64_t)(2 * dv * dk * N * T);
+    ck_assert_uint_eq(DELTA(mi_delta_scan_packed(s0, q, k, v, beta, alpha, MI_DELTA_RULE_DELTA)),
+                      3 * per);
+    mi_tensor *g = randn(MI_SHAPE(N, T * dv + dv * dk));
+    ck_assert_uint_eq(DELTA(mi_delta_scan_backward(s0, q, k, v, beta, alpha, g,
+                                                   MI_DELTA_RULE_DELTA)),
+                      10 * per);
+}
+END_TEST
+
+/* cms_scan with chunks of 2 over T = 5: every token's read (2 products of
+ * 2·d·h) and the 4 tokens of the two full chunks before T their update (3). */
+START_TEST(cms_scan_counts_reads_and_updates)
+{
+    int64_t B = 2, T = 5, d = 3, h = 4;
+    mi_tensor *u = randn(MI_SHAPE(B, T, d)), *v = randn(MI_SHAPE(B, T, d));
+    mi_tensor *eta = mi_full(MI_F32, MI_SHAPE(B, T), 0.1);
+    mi_tensor *w1 = randn(MI_SHAPE(d, h)), *w2 = randn(MI_SHAPE(h, d));
+    uint64_t per = (uint64_t)(2 * d * h * B);
+    ck_assert_uint_eq(DELTA(mi_cms_scan(u, v, eta, w1, w2, 2, false, 1e-6, 1e-6)),
+                      (2 * 5 + 3 * 4) * per);
+}
+END_TEST
+
+Suite *make_suite(void)
+{
+    Suite *s = suite_create("flops");
+    TCase *tc = tcase_slow("tally");
+    tcase_add_checked_fixture(tc, seed_setup, teardown);
+    int nm = (int)(sizeof masks / sizeof *masks);
+    tcase_add_loop_test(tc, matmul_counts_2mnk, 0, nm);
+    tcase_add_loop_test(tc, outer_counts_mn, 0, nm);
+    tcase_add_test(tc, backward_counts_vjp_products);
+    tcase_add_test(tc, refused_and_elementwise_add_nothing);
+    tcase_add_test(tc, attention_counts_read_keys);
+    tcase_add_loop_test(tc, delta_scan_counts_per_token, 0, nm);
+    tcase_add_test(tc, cms_scan_counts_reads_and_updates);
+    suite_add_tcase(s, tc);
+    return s;
+}
