@@ -75,6 +75,17 @@ machine_line() {
 }
 check "bench prints the machine: CPU model, OpenBLAS core, oneDNN ISA (capped: avx2), own kernels" \
   machine_line
+# a train and a layer case report their step's matrix-product GFLOP and GFLOP/s (mi_flops)
+case_flops() {
+  "$bench" "$@" --reps 1 --threads 1 --batch 1 --seq-len 16 --json-only > "$tmp/flops.jsonl" \
+    2>/dev/null && python3 - "$tmp/flops.jsonl" <<'PY'
+import json, sys
+c = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+sys.exit(0 if c and all(r["gflop"] > 0 and r["gflops"] > 0 for r in c) else 1)
+PY
+}
+check "bench train reports gflop > 0 and gflops > 0" case_flops train --variants transformer
+check "bench layer reports gflop > 0 and gflops > 0" case_flops layer --variants titans --chunks 1,16
 check "bench ops --variants -> exit 2 (ops has none)" status 2 "--variants is an option of" \
   "$bench" ops --variants titans
 # A suite whose data is not found is skipped; under --check that is a failure. A copy of

@@ -361,6 +361,9 @@ void print_case_json(const result *r)
                "\"tokens\":%.0f,\"tokens_per_s\":%.6g,",
                r->t.median_ms, r->t.min_ms, r->t.max_ms, r->t.reps, r->t.inner, r->tokens,
                r->tokens / r->t.median_ms * 1e3);
+        if (r->flops > 0)
+            printf("\"gflop\":%.6g,\"gflops\":%.6g,", r->flops * 1e-9,
+                   r->flops * 1e-9 / (r->t.median_ms * 1e-3));
         if (isfinite(r->loss)) printf("\"loss\":%.6g,", r->loss);
         if (r->prompt_tokens > 0)
             printf("\"prompt_tokens\":%.0f,\"prompt_ms\":%.6g,\"prompt_user_ms\":%.6g,"
@@ -390,8 +393,8 @@ static void fmt_rss(char *buf, size_t n, long kb)
 /* The table of layer or train cases from results[first] on. */
 void print_case_table(int first, const char *unit)
 {
-    printf("\n%-28s %3s %10s %10s %10s %11s %9s %8s %5s  %s\n", "case", "thr", "median", "min",
-           "max", "tokens/s", "peak RSS", "faults", "sys", "");
+    printf("\n%-28s %3s %10s %10s %10s %11s %8s %9s %8s %5s  %s\n", "case", "thr", "median",
+           "min", "max", "tokens/s", "GFLOP/s", "peak RSS", "faults", "sys", "");
     for (int i = first; i < n_results; i++) {
         const result *r = &results[i];
         char rss[24];
@@ -412,15 +415,19 @@ void print_case_table(int first, const char *unit)
             snprintf(note + strlen(note), sizeof note - strlen(note), "%s%d rep%s", *note ? ", "
                      : "", r->t.reps, r->t.reps == 1 ? "" : "s");
         double cpu = r->t.user_ms + r->t.sys_ms;
-        printf("%-28s %3d %10s %10s %10s %11.0f %9s %8.0f %4.0f%%  %s\n", r->name, r->threads,
-               med, lo, hi, r->tokens / r->t.median_ms * 1e3, rss, r->t.faults,
+        char gf[24] = "-";
+        if (r->flops > 0)
+            snprintf(gf, sizeof gf, "%.2f", r->flops * 1e-9 / (r->t.median_ms * 1e-3));
+        printf("%-28s %3d %10s %10s %10s %11.0f %8s %9s %8.0f %4.0f%%  %s\n", r->name,
+               r->threads, med, lo, hi, r->tokens / r->t.median_ms * 1e3, gf, rss, r->t.faults,
                cpu > 0 ? 100 * r->t.sys_ms / cpu : 0.0, note);
     }
     printf("median/min/max per %s over the timed repetitions after two warm-ups; tokens/s = "
-           "B*T / median;\npeak RSS = getrusage of the case's own process (each case runs in a "
-           "fresh child); faults = minor page\nfaults per %s and sys = system share of the CPU "
-           "time, over the timed repetitions; OpenMP waiting: %s.\n", unit, unit,
-           omp_wait_text());
+           "B*T / median;\nGFLOP/s = the matrix products' floating-point operations of the last "
+           "timed %s (mi_flops) / median;\npeak RSS = getrusage of the case's own process (each "
+           "case runs in a fresh child); faults = minor page\nfaults per %s and sys = system "
+           "share of the CPU time, over the timed repetitions; OpenMP waiting: %s.\n", unit, unit,
+           unit, omp_wait_text());
 }
 
 /* Splits a comma list into at most max names (pointers into buf). */

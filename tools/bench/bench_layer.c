@@ -40,6 +40,7 @@ typedef struct layer_state {
     int n_leaves;
     mi_tensor *leaves[4 + 4 + MI_MEMORY_MAX_WEIGHTS];
     mi_scope *step;
+    uint64_t flops; /* mi_flops over the last forward+backward */
     bool failed;
 } layer_state;
 
@@ -100,6 +101,7 @@ static void layer_body(void *ctx)
 {
     layer_state *s = ctx;
     if (s->failed) return;
+    uint64_t f0 = mi_flops();
     mi_scope_reset(s->step);
     mi_scope_enter(s->step);
     mi_zero_grad(s->leaves, s->n_leaves);
@@ -107,6 +109,7 @@ static void layer_body(void *ctx)
     mi_tensor *loss = y ? mi_sum(mi_mul(y, s->r), MI_ALL, false) : NULL;
     if (!loss || mi_backward(loss) != 0) s->failed = true;
     mi_scope_leave();
+    s->flops = mi_flops() - f0;
 }
 
 /* Runs once at T tokens (a probe); the kB the step allocated, or -1. */
@@ -158,6 +161,7 @@ static void layer_child(const void *ctx, result *out)
         note_error(out, "forward/backward");
         goto done;
     }
+    out->flops = (double)s.flops; /* the last timed forward+backward's */
     for (int i = 0; i < s.n_leaves; i++)
         if (!s.leaves[i]->grad) {
             out->failed = true;

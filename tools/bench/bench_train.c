@@ -37,6 +37,7 @@ typedef struct train_state {
     int64_t batch, T, next;
     mi_scope *step;
     double loss;
+    uint64_t flops; /* mi_flops over the last step */
     bool failed;
 } train_state;
 
@@ -44,6 +45,7 @@ static void train_body(void *ctx)
 {
     train_state *s = ctx;
     if (s->failed) return;
+    uint64_t f0 = mi_flops();
     mi_scope_reset(s->step);
     mi_scope_enter(s->step);
     mi_tensor *in, *tgt;
@@ -56,6 +58,7 @@ static void train_body(void *ctx)
     if (!loss || mi_backward(loss) != 0 || mi_optim_step(s->opt) != 0) s->failed = true;
     else s->loss = mi_item(loss);
     mi_scope_leave();
+    s->flops = mi_flops() - f0;
 }
 
 /* 1 MiB of bytes when the text is absent: printable ASCII and newlines. */
@@ -175,6 +178,7 @@ static void train_child(const void *ctx, result *out)
         snprintf(out->note, sizeof out->note, "the loss is not finite (%g)", s.loss);
     }
     out->loss = s.loss;
+    out->flops = (double)s.flops; /* the last timed step's */
 done:
     mi_scope_leave();
     out->rss_kb = peak_rss_kb();
