@@ -146,6 +146,39 @@ START_TEST(cms_scan_counts_reads_and_updates)
 }
 END_TEST
 
+/* cms_scan's backward: the forward's products rerun and two per product. */
+START_TEST(cms_scan_backward_counts_three_forwards)
+{
+    int64_t B = 1, T = 4, d = 2, h = 3;
+    mi_tensor *u = randn(MI_SHAPE(B, T, d)), *v = randn(MI_SHAPE(B, T, d));
+    mi_tensor *eta = mi_full(MI_F32, MI_SHAPE(B, T), 0.1);
+    mi_tensor *w1 = randn(MI_SHAPE(d, h)), *w2 = randn(MI_SHAPE(h, d));
+    mi_tensor *g = randn(MI_SHAPE(B, T, d));
+    uint64_t per = (uint64_t)(2 * d * h * B), fwd = (2 * 4 + 3 * 3) * per; /* C = 1 */
+    ck_assert_uint_eq(DELTA(mi_cms_scan(u, v, eta, w1, w2, 1, true, 1e-6, 1e-6)), fwd);
+    ck_assert_uint_eq(DELTA(mi_cms_scan_backward(u, v, eta, w1, w2, g, 1, true, 1e-6, 1e-6)),
+                      3 * fwd);
+}
+END_TEST
+
+/* mlp_scan: 7 products of 2·d·h per token forward, 30 backward; with
+ * momentum the state is twice as long and h the same. */
+START_TEST(mlp_scan_counts_per_token)
+{
+    int64_t N = 2, T = 3, d = 4, h = 5;
+    uint64_t per = (uint64_t)(2 * d * h * N * T);
+    for (int mom = 0; mom < 2; mom++) {
+        mi_mlp_scan_rule rule = {.momentum = mom, .read = MI_MLP_READ_STATE};
+        mi_tensor *st = mi_mul_scalar(randn(MI_SHAPE(N, (mom ? 4 : 2) * d * h)), 0.3);
+        mi_tensor *q = randn(MI_SHAPE(N, T, d)), *k = randn(MI_SHAPE(N, T, d));
+        mi_tensor *v = randn(MI_SHAPE(N, T, d)), *gates = mi_full(MI_F32, MI_SHAPE(N, T, 4), 0.5);
+        ck_assert_uint_eq(DELTA(mi_mlp_scan_packed(st, q, k, v, gates, &rule)), 7 * per);
+        mi_tensor *g = randn(MI_SHAPE(N, T * d + st->shape[1]));
+        ck_assert_uint_eq(DELTA(mi_mlp_scan_backward(st, q, k, v, gates, g, &rule)), 30 * per);
+    }
+}
+END_TEST
+
 Suite *make_suite(void)
 {
     Suite *s = suite_create("flops");
@@ -159,6 +192,8 @@ Suite *make_suite(void)
     tcase_add_test(tc, attention_counts_read_keys);
     tcase_add_loop_test(tc, delta_scan_counts_per_token, 0, nm);
     tcase_add_test(tc, cms_scan_counts_reads_and_updates);
+    tcase_add_test(tc, cms_scan_backward_counts_three_forwards);
+    tcase_add_test(tc, mlp_scan_counts_per_token);
     suite_add_tcase(s, tc);
     return s;
 }
