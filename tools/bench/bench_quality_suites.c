@@ -181,15 +181,17 @@ const quality_suite quality_suites[] = {
  * per-token rule: the delta-rule presets in their exact chunkwise form at chunk 16,
  * the MLP memories at chunk 1, where the chunk-16 mini-batch rule (every token's
  * gradient at its chunk's start) kept Titans at chance (docs/quality.md, "The deep
- * memories at their per-token rule"); Titans' and Yaad's η bounded by twice its start,
- * as Moneta's preset has it, without which their chunk-1 runs diverge. */
+ * memories at their per-token rule"). Titans', Yaad's and Memora's η bounded by twice
+ * its start, as Moneta's preset has it (Yaad's started at Moneta's 0.007): their chunk-1
+ * runs diverged without (and Yaad's with 0.02 bounded by 0.04). */
 #define NIAH_LONG "--task", "niah", "--seq-len", "192", "--d-model", "64", "--layers", "2", \
     "--heads", "4", "--batch", "16", "--steps", "1500", "--lr", "3e-3", "--warmup", "100", \
     "--clip", "1", "--eval-every", "500", "--eval-batches", "8", "--seed", "1", "--threads", "1"
 #define NIAH_LONG_EVAL(kind) \
     "--niah 192,384,768,1536,3072 --niah-kind " kind " --examples 32 --threads 1"
 #define NIAH_LONG_VARIANTS "attention,swa:64,linear-attention,mamba2,gated-deltanet," \
-    "titans+eta_max=0.01,yaad+eta_max=0.04,moneta,memora,lattice-dec,hope"
+    "titans+eta_max=0.01,yaad+eta=head:0.007+eta_max=0.014,moneta,memora+eta_max=0.01," \
+    "lattice-dec,hope"
 #define NIAH_LONG_RULES {{"@miras", "chunk=16", 0, NULL}, {"@mlp", "chunk=1", 0, NULL}, \
     {"memora", NULL, 0, "--accum 2"}, {"hope", "chunk=16", 0, "--accum 2 --set memory_chunk=16"}}
     {"niah-long-passkey", {NIAH_LONG, "--niah", "passkey"}, "val_acc", NULL, NIAH_LONG_VARIANTS,
