@@ -46,19 +46,7 @@ static void note_input(void *ctx, mi_tensor *t)
         if (!f->foreign) f->foreign = t;
         return;
     }
-    for (int i = 0; i < f->n; i++)
-        if (f->leaves[i] == t) return;
-    if (f->n == f->cap) {
-        int cap = f->cap ? 2 * f->cap : 16;
-        mi_tensor **v = realloc(f->leaves, sizeof *v * (size_t)cap);
-        if (!v) {
-            f->out_of_memory = true;
-            return;
-        }
-        f->leaves = v;
-        f->cap = cap;
-    }
-    f->leaves[f->n++] = t;
+    if (!tensor_list_add_once(&f->leaves, &f->n, &f->cap, t)) f->out_of_memory = true;
 }
 
 /* Pass ids of the forward's tracking, apart from the engine's (which count

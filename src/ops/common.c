@@ -1,6 +1,23 @@
 /* Helpers shared by the op families: common shape rules, the broadcast
  * walk, example inputs. */
+#include <stdlib.h>
+
 #include "internal.h"
+
+bool tensor_list_add_once(mi_tensor ***items, int *n, int *cap, mi_tensor *t)
+{
+    for (int i = 0; i < *n; i++)
+        if ((*items)[i] == t) return true;
+    if (*n == *cap) {
+        int grown = *cap ? 2 * *cap : 16;
+        mi_tensor **v = realloc(*items, sizeof *v * (size_t)grown);
+        if (!v) return false;
+        *items = v;
+        *cap = grown;
+    }
+    (*items)[(*n)++] = t;
+    return true;
+}
 
 int require_float(const char *op, mi_tensor *const *in, int i)
 {

@@ -12,6 +12,10 @@
 /* Every public op function goes through here (it also hands the engine the
  * ops it needs for accumulation and un-broadcasting). */
 mi_tensor *op_run(const mi_op *op, mi_tensor *const *in, int n, const mi_attrs *a);
+/* Appends t to the list items[0..*n) (capacity *cap, grown by realloc) unless
+ * it is there already: false when out of memory. The input hooks of
+ * mi_checkpoint and mi_scan collect the tensors a function used with it. */
+bool tensor_list_add_once(mi_tensor ***items, int *n, int *cap, mi_tensor *t);
 /* Adds n to the process-wide tally mi_flops reads (flops.c). */
 void op_flops_add(uint64_t n);
 

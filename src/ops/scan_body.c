@@ -72,20 +72,8 @@ typedef struct finder {
 static void note_input(void *ctx, mi_tensor *t)
 {
     finder *f = ctx;
-    if (t->scope == f->token) return;
-    for (int i = 0; i < f->n; i++)
-        if (f->params[i] == t) return;
-    if (f->n == f->cap) {
-        int cap = f->cap ? 2 * f->cap : 16;
-        mi_tensor **v = realloc(f->params, sizeof *v * (size_t)cap);
-        if (!v) {
-            f->out_of_memory = true;
-            return;
-        }
-        f->params = v;
-        f->cap = cap;
-    }
-    f->params[f->n++] = t;
+    if (t->scope != f->token && !tensor_list_add_once(&f->params, &f->n, &f->cap, t))
+        f->out_of_memory = true;
 }
 
 /* Tracking ids of mi_scan's own, apart from the engine's (counting up from
