@@ -6,16 +6,15 @@
 #include "harness.h"
 
 static mi_rng rng;
+/* tcase_slow's fixture makes and frees the test's scope */
 static void seed_setup(void)
 {
-    scope_setup();
     mi_backends_allow(MI_BACKEND_ALL);
     mi_rng_seed(&rng, 7);
 }
 static void teardown(void)
 {
     mi_backends_allow(MI_BACKEND_ALL);
-    scope_teardown();
 }
 
 static mi_tensor *randn(int rank, const int64_t *shape)
