@@ -504,15 +504,10 @@ bool mixer_spec_valid(const char *v, const char *also, char *msg, size_t n)
         mi_error_clear();
         return false;
     }
+    /* the library's message lists the mixer kinds and the presets */
+    snprintf(msg, n, "unknown variant '%s'%s%s: %s", v, also ? "; also known: " : "",
+             also ? also : "", mi_error());
     mi_error_clear();
-    size_t used = (size_t)snprintf(msg, n, "unknown variant '%s'; known: %s%s", v,
-                                   also ? also : "", also ? ", " : "");
-    for (int i = 0; mi_mixer_kind_at(i) && used < n; i++)
-        if (mi_mixer_kind_at(i)->name)
-            used += (size_t)snprintf(msg + used, n - used, "%s, ", mi_mixer_kind_at(i)->usage);
-    for (int i = 0; mi_preset_at(i) && used < n; i++)
-        used += (size_t)snprintf(msg + used, n - used, "%s%s", i ? ", " : "",
-                                 mi_preset_at(i)->name);
     return false;
 }
 
