@@ -515,6 +515,27 @@ START_TEST(hope_bad_configurations)
     ck_assert_ptr_null(mi_hope_forward(&h, mi_zeros(MI_F32, MI_SHAPE(1, 3, HD_MODEL))));
     ck_assert_error_has("expected f64");
     mi_error_clear();
+    mi_hope_state *st = mi_hope_state_new(&h, 2, test_scope);
+    ck_assert_ptr_nonnull(st);
+    ck_assert_ptr_null(mi_hope_step(&h, st, mi_zeros(MI_F64, MI_SHAPE(2, 2, HD_MODEL))));
+    ck_assert_error_has("hope: step: x is [2,2,4]; expected [2, 1, 4]");
+    mi_error_clear();
+    ck_assert_ptr_null(mi_hope_step(&h, st, mi_zeros(MI_F64, MI_SHAPE(3, 1, HD_MODEL))));
+    ck_assert_error_has("expected [2, 1, 4]");
+    mi_error_clear();
+    ck_assert_ptr_null(mi_hope_state_new(&h, 0, test_scope));
+    ck_assert_error_has("batch < 1");
+    mi_error_clear();
+    ck_assert_ptr_null(mi_cms_state_new(&h.cms, 2, test_scope));   /* this HOPE has no CMS */
+    ck_assert_error_has("cms: state: needs an initialised CMS");
+    mi_error_clear();
+    c = hope_config(1, 1, true, 2);
+    make_hope(&h, &c, 1);
+    mi_cms_state *cs = mi_cms_state_new(&h.cms, 2, test_scope);
+    ck_assert_ptr_nonnull(cs);
+    ck_assert_ptr_null(mi_cms_step(&h.cms, cs, mi_zeros(MI_F64, MI_SHAPE(2, 3, HD_MODEL))));
+    ck_assert_error_has("cms: step: cms: x is f64 [2,3,4]; expected f64 [2, 1, 4]");
+    mi_error_clear();
 }
 END_TEST
 

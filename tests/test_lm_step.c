@@ -1,9 +1,10 @@
 /* The language model one token at a time (lm_step.c, mi_miras_step): for
  * every preset at chunk sizes 1, 2 and 3, and for attention, SWA and samba,
  * the logits of mi_lm_step at each position equal mi_lm_forward's on the
- * whole sequence (f64, T a multiple of the chunk); a MIRAS model's state
- * keeps one size however many tokens it has read, SWA's too once the window
- * is full, full attention's grows; bad inputs are reported. */
+ * whole sequence (f64, T a multiple of the chunk), and HOPE's at chunk sizes
+ * that do not divide T; a MIRAS model's state keeps one size however many
+ * tokens it has read, SWA's too once the window is full, HOPE's after whole
+ * chunks, full attention's grows; bad inputs are reported. */
 #include "harness.h"
 
 enum { V = 11, DM = 8, HEADS = 2, B = 2, T = 6 };
@@ -13,7 +14,10 @@ static mi_lm_config tiny(const char *mixer, const char *override)
     mi_lm_config c = mi_lm_config_default();
     c.vocab = V, c.d_model = DM, c.layers = 2, c.heads = HEADS, c.mlp_hidden = 6, c.window = 3;
     strcpy(c.mixer, mixer);
-    if (override) ck_assert_msg(mi_lm_config_set(&c, override) == 0, "%s", mi_error());
+    char buf[256];   /* override: assignments separated by ';' */
+    snprintf(buf, sizeof buf, "%s", override ? override : "");
+    for (char *save, *a = strtok_r(buf, ";", &save); a; a = strtok_r(NULL, ";", &save))
+        ck_assert_msg(mi_lm_config_set(&c, a) == 0, "%s: %s", a, mi_error());
     return c;
 }
 
@@ -71,6 +75,24 @@ START_TEST(every_preset_steps_like_its_forward)
 }
 END_TEST
 
+/* HOPE at chunk 1 and at chunk sizes that cut T = 6 into unequal pieces,
+ * its CMS as the feed-forward or in the mixer, no conv, Eq. 88, q static. */
+START_TEST(hope_steps_like_its_forward)
+{
+    const char *ov[] = {NULL,
+                        "mixer.chunk=2;mixer.memory_chunk=3",
+                        "mixer.chunk=4;mixer.memory_chunk=2;mixer.cms=5",
+                        "mixer.cms_place=mixer;mixer.cms=3",
+                        "mixer.conv_kernel=1;mixer.rule=eq88;mixer.adaptive_q=false",
+                        "mixer.cms=none;mixer.out_gate=false"};
+    for (int i = 0; i < 6; i++) {
+        double err = step_vs_forward("hope", ov[i]);
+        ck_assert_msg(err < 1e-10, "hope %s: step and forward logits differ by %g",
+                      ov[i] ? ov[i] : "", err);
+    }
+}
+END_TEST
+
 START_TEST(baselines_and_hybrids_step_like_their_forward)
 {
     const char *specs[] = {"attention", "swa", "swa:2", "samba:gated-deltanet",
@@ -115,6 +137,17 @@ START_TEST(miras_and_swa_states_keep_their_size_attention_grows)
                           "attention: %zu -> %zu bytes", early, late);
         mi_lm_state_free(s);
     }
+    /* HOPE's state holds its chunks' steps until they end: compare after whole chunks
+       of every level (the CMS's slowest is 16) */
+    mi_lm_config c = tiny("hope", NULL);
+    mi_lm lm;
+    ck_assert(mi_lm_init(&lm, &c, MI_F32, 1, test_scope) == 0);
+    mi_lm_state *s = mi_lm_state_new(&lm, 1);
+    ck_assert_msg(s != NULL, "%s", mi_error());
+    size_t early = state_bytes_after(&lm, s, 16), late = state_bytes_after(&lm, s, 96);
+    ck_assert_msg(late == early, "hope: state %zu bytes after 16 tokens, %zu after 112", early,
+                  late);
+    mi_lm_state_free(s);
 }
 END_TEST
 
@@ -144,6 +177,7 @@ Suite *make_suite(void)
     TCase *tc = tcase_slow("lm_step");
     tcase_add_test(tc, every_preset_steps_like_its_forward);
     tcase_add_test(tc, baselines_and_hybrids_step_like_their_forward);
+    tcase_add_test(tc, hope_steps_like_its_forward);
     tcase_add_test(tc, miras_and_swa_states_keep_their_size_attention_grows);
     tcase_add_test(tc, bad_steps_are_reported);
     suite_add_tcase(s, tc);

@@ -139,6 +139,18 @@ mi_tensor *mi_cms_forward(const mi_cms *c, mi_tensor *x);
 /* The same, also filling *trace (NULL: none). */
 mi_tensor *mi_cms_forward_trace(const mi_cms *c, mi_tensor *x, mi_cms_trace *trace);
 
+/* One token at a time (generation): the state of `batch` sequences, in
+ * `scope` (its tensors are created by the steps in the current scope; list
+ * them with mi_cms_state_tensors to keep them, as mi_lm_step does). A step
+ * x [batch, 1, d] → [batch, 1, d] equals mi_cms_forward's output at that
+ * position; its cost does not grow with the tokens read. NULL or -1 with a
+ * message. */
+typedef struct mi_cms_state mi_cms_state;
+mi_cms_state *mi_cms_state_new(const mi_cms *c, int64_t batch, mi_scope *scope);
+mi_tensor *mi_cms_step(const mi_cms *c, mi_cms_state *s, mi_tensor *x);
+/* Where the state's tensors live: fills slots, returns how many (or -1). */
+int mi_cms_state_tensors(mi_cms_state *s, mi_tensor **slots[], int max);
+
 /* ---------------------------------------------------------------- HOPE (hope.c) */
 /* The six memories of the self-modifying Titans (Nested Learning arXiv §8.1, Eq. 83–89). */
 enum { MI_HOPE_K, MI_HOPE_V, MI_HOPE_Q, MI_HOPE_ETA, MI_HOPE_ALPHA, MI_HOPE_MEMORY,
@@ -212,6 +224,15 @@ const mi_named_tensor *mi_hope_params(const mi_hope *h, int *count);
 /* x [B, T, d] → [B, T, d] (a mixer: the caller adds the residual around it):
  * the self-modifying Titans, then the CMS when it runs inside the layer. */
 mi_tensor *mi_hope_forward(const mi_hope *h, mi_tensor *x);
+
+/* One token at a time, as the CMS's (mi_cms_state_new): a step x [batch, 1, d] →
+ * [batch, 1, d] equals mi_hope_forward's output at that position, at a cost
+ * that does not grow with the tokens read (the CMS's state too with
+ * cms_place=mixer; with ffn the block's feed-forward keeps its own). */
+typedef struct mi_hope_state mi_hope_state;
+mi_hope_state *mi_hope_state_new(const mi_hope *h, int64_t batch, mi_scope *scope);
+mi_tensor *mi_hope_step(const mi_hope *h, mi_hope_state *s, mi_tensor *x);
+int mi_hope_state_tensors(mi_hope_state *s, mi_tensor **slots[], int max);
 
 /* Whether the CMS is the block's feed-forward: there is one and cms_place is ffn. */
 bool mi_hope_has_ffn(const mi_hope *h);

@@ -28,7 +28,7 @@
 #define GEN_TOKENS 16 /* greedy tokens a repetition */
 #define GEN_MAX_PROMPTS 8
 
-static const char gen_default_variants[] = "attention,swa,gated-deltanet,titans,mamba2";
+static const char gen_default_variants[] = "attention,swa,gated-deltanet,titans,mamba2,hope";
 static const int64_t gen_default_prompts[] = {1024, 4096};
 
 typedef struct gen_case {

@@ -49,7 +49,7 @@ static const subcommand subcommands[] = {
      bench_train, LAYER_TRAIN_REPS},
     {"generate", "greedy decoding one token at a time after 1024- and 4096-byte prompts "
                  "(prompt\n           timed apart), ms and CPU per token: d_model 128, 4 "
-                 "layers; attention, swa,\n           gated-deltanet, titans, mamba2",
+                 "layers; attention, swa,\n           gated-deltanet, titans, mamba2, hope",
      bench_generate, 5},
     {"quality", "learning quality at a fixed budget and seeds: each case a miras-train run;"
                 "\n           suites lm (tinyshakespeare, 200 steps), mqar, mqar-hard, quick,\n           experiments (the MIRAS ablations and baseline comparisons)",

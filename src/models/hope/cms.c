@@ -230,6 +230,19 @@ static mi_tensor *per_position(mi_tensor *w, int64_t B, int64_t n)
     return mi_broadcast_to(w4, MI_SHAPE(B, n, out, in));
 }
 
+/* Block ℓ's read input, inner target and rate at every position of h [B, n, d]:
+ * u = RMSNorm(h) ⊙ γ, v = u W_v [B, n, d], η = σ(u w_η + b_η) (/ C) [B, n]. */
+static int level_inputs(const mi_cms *c, int l, mi_tensor *h, mi_tensor **u, mi_tensor **v,
+                        mi_tensor **eta)
+{
+    const mi_cms_level *b = &c->level[l];
+    *u = mi_mul(mi_rms_norm(h, c->config.norm_eps), b->norm);
+    *v = mi_matmul(*u, b->value);
+    *eta = mi_squeeze(mi_sigmoid(mi_add(mi_matmul(*u, b->eta_w), b->eta_bias)), -1);
+    if (c->config.rate_mean) *eta = mi_mul_scalar(*eta, 1 / (double)c->config.chunk[l]);
+    return *u && *v && *eta ? 0 : -1;
+}
+
 /* One block over the whole sequence: h [B, T, d] → h + W1 gelu(W2 u), the
  * weights changing after every position that is a multiple of C. */
 static mi_tensor *level_forward(const mi_cms *c, int l, mi_tensor *h, mi_cms_trace *trace)
@@ -237,11 +250,8 @@ static mi_tensor *level_forward(const mi_cms *c, int l, mi_tensor *h, mi_cms_tra
     const mi_cms_level *b = &c->level[l];
     int64_t B = h->shape[0], T = h->shape[1], C = c->config.chunk[l];
     int64_t n_chunks = (T + C - 1) / C;
-    mi_tensor *u = mi_mul(mi_rms_norm(h, c->config.norm_eps), b->norm);
-    mi_tensor *v = mi_matmul(u, b->value);
-    mi_tensor *eta = mi_squeeze(mi_sigmoid(mi_add(mi_matmul(u, b->eta_w), b->eta_bias)), -1);
-    if (c->config.rate_mean) eta = mi_mul_scalar(eta, 1 / (double)C);
-    if (!u || !v || !eta) return NULL;
+    mi_tensor *u, *v, *eta;
+    if (level_inputs(c, l, h, &u, &v, &eta) != 0) return NULL;
     if (!trace && !c->config.composed)  /* the same loop as one op (cms_scan.c) */
         return mi_add(h, mi_cms_scan(u, v, eta, b->w1, b->w2, C, c->config.lms,
                                      c->config.norm_eps, MI_NL_MLP_HIDDEN_EPS));
@@ -271,17 +281,25 @@ static mi_tensor *level_forward(const mi_cms *c, int l, mi_tensor *h, mi_cms_tra
     return mi_add(h, m);
 }
 
+/* x [B, T, d] with T = 1 (a step of a state of `batch` sequences) or any T >= 1 (batch 0). */
+static int check_input(const mi_cms *c, mi_tensor *x, int64_t batch)
+{
+    int64_t d = c->config.d_model;
+    if (x->rank == 3 && x->shape[2] == d && x->shape[1] >= 1 && x->dtype == c->level[0].w1->dtype &&
+        (!batch || (x->shape[0] == batch && x->shape[1] == 1)))
+        return 0;
+    char s[96], want[64];
+    if (batch) snprintf(want, sizeof want, "[%lld, 1, %lld]", (long long)batch, (long long)d);
+    else snprintf(want, sizeof want, "[B, T, %lld] with T >= 1", (long long)d);
+    return mi_error_set("cms: x is %s %s; expected %s %s", mi_dtype_name(x->dtype),
+                        mi_shape_str(s, sizeof s, x->rank, x->shape),
+                        mi_dtype_name(c->level[0].w1->dtype), want), -1;
+}
+
 mi_tensor *mi_cms_forward_trace(const mi_cms *c, mi_tensor *x, mi_cms_trace *trace)
 {
     if (!c || !x) return mi_error_set("cms: NULL cms or input"), NULL;
-    int64_t d = c->config.d_model;
-    if (x->rank != 3 || x->shape[2] != d || x->shape[1] < 1 || x->dtype != c->level[0].w1->dtype) {
-        char s[96];
-        mi_error_set("cms: x is %s %s; expected %s [B, T, %lld] with T >= 1",
-                     mi_dtype_name(x->dtype), mi_shape_str(s, sizeof s, x->rank, x->shape),
-                     mi_dtype_name(c->level[0].w1->dtype), (long long)d);
-        return NULL;
-    }
+    if (check_input(c, x, 0) != 0) return NULL;
     if (trace) {
         memset(trace, 0, sizeof *trace);
         trace->n_blocks = c->config.n_blocks;
@@ -295,4 +313,72 @@ mi_tensor *mi_cms_forward_trace(const mi_cms *c, mi_tensor *x, mi_cms_trace *tra
 mi_tensor *mi_cms_forward(const mi_cms *c, mi_tensor *x)
 {
     return mi_cms_forward_trace(c, x, NULL);
+}
+
+/* ---------------------------------------------------------------- one token at a time */
+
+/* Each block reads with the weights in force and keeps its chunk's inputs,
+ * targets and rates until the chunk ends; then Eq. 31's step, as the forward
+ * takes it, from those weights. A token costs one read per block and, at a
+ * chunk's end, that chunk's step: constant in the number of tokens read. */
+struct mi_cms_state {
+    int64_t batch, t;
+    mi_tensor *w1[MI_CMS_MAX_BLOCKS], *w2[MI_CMS_MAX_BLOCKS];   /* θ in force (NULL: θ_0) */
+    mi_tensor *u[MI_CMS_MAX_BLOCKS], *v[MI_CMS_MAX_BLOCKS];     /* the chunk's [B, n, d] */
+    mi_tensor *eta[MI_CMS_MAX_BLOCKS];                          /* its rates [B, n] */
+};
+
+mi_cms_state *mi_cms_state_new(const mi_cms *c, int64_t batch, mi_scope *scope)
+{
+    if (!c || !scope || batch < 1) return mi_error_set("cms: state: NULL cms or batch < 1"), NULL;
+    if (c->config.n_blocks < 1 || !c->level[0].w1)
+        return mi_error_set("cms: state: needs an initialised CMS (mi_cms_init)"), NULL;
+    mi_cms_state *s = mi_scope_alloc(scope, sizeof *s);
+    if (!s) return mi_error_set("cms: state: out of memory"), NULL;
+    memset(s, 0, sizeof *s);
+    s->batch = batch;
+    return s;
+}
+
+static mi_tensor *append(mi_tensor *chunk, mi_tensor *t)
+{
+    return chunk ? mi_concat((mi_tensor *[]){chunk, t}, 2, 1) : t;
+}
+
+mi_tensor *mi_cms_step(const mi_cms *c, mi_cms_state *s, mi_tensor *x)
+{
+    if (!c || !s || !x) return mi_error_set("cms: step: NULL cms, state or input"), NULL;
+    if (check_input(c, x, s->batch) != 0) return mi_error_prefix("cms: step"), NULL;
+    mi_tensor *h = x;
+    for (int l = 0; l < c->config.n_blocks; l++) {
+        const mi_cms_level *b = &c->level[l];
+        mi_tensor *u, *v, *eta;
+        if (level_inputs(c, l, h, &u, &v, &eta) != 0) return mi_error_prefix("cms: step"), NULL;
+        mi_tensor *w1 = s->w1[l] ? s->w1[l] : b->w1, *w2 = s->w2[l] ? s->w2[l] : b->w2;
+        h = mi_add(h, mi_nl_mlp_read(w1, w2, false, u));
+        s->u[l] = append(s->u[l], u), s->v[l] = append(s->v[l], v);
+        s->eta[l] = append(s->eta[l], eta);
+        if (!h || !s->u[l] || !s->v[l] || !s->eta[l]) return mi_error_prefix("cms: step"), NULL;
+        if ((s->t + 1) % c->config.chunk[l] == 0) {
+            if (mi_nl_mlp_step(w1, w2, false, s->u[l], s->v[l], s->eta[l], c->config.lms,
+                               c->config.norm_eps, MI_NL_MLP_HIDDEN_EPS, &w1, &w2) != 0)
+                return mi_error_prefix("cms: step"), NULL;
+            s->u[l] = s->v[l] = s->eta[l] = NULL;
+        }
+        s->w1[l] = w1, s->w2[l] = w2;
+    }
+    s->t++;
+    return h;
+}
+
+int mi_cms_state_tensors(mi_cms_state *s, mi_tensor **slots[], int max)
+{
+    int n = 0;
+    if (max < 5 * MI_CMS_MAX_BLOCKS)
+        return mi_error_set("cms: state: %d slots needed", 5 * MI_CMS_MAX_BLOCKS), -1;
+    for (int l = 0; l < MI_CMS_MAX_BLOCKS; l++) {
+        slots[n++] = &s->w1[l], slots[n++] = &s->w2[l];
+        slots[n++] = &s->u[l], slots[n++] = &s->v[l], slots[n++] = &s->eta[l];
+    }
+    return n;
 }

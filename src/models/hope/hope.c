@@ -508,8 +508,10 @@ static mi_tensor *segment(run *r, mi_tensor *xs, bool update)
 
 static int64_t next_multiple(int64_t t, int64_t C) { return (t / C + 1) * C; }
 
-/* The layers' initial states and step lists; 0 or -1. */
-static int run_init(run *r, int64_t T)
+/* The layers' states in force, from `state` (one per layer, in run order;
+ * NULL or a NULL entry: the initial state), and room for `cap` segments'
+ * steps per layer; 0 or -1. */
+static int run_init(run *r, int64_t cap, mi_tensor *const *state)
 {
     const mi_hope *h = r->h;
     const mi_hope_config *c = &h->config;
@@ -520,44 +522,60 @@ static int run_init(run *r, int64_t T)
         r->layer[1 + r->n_comp].w = h->w1[m];
         r->comp[r->n_comp++] = m;
     }
-    r->layer[STACK].w = mi_concat(w2s, r->n_comp, 0);              /* [n_comp·h_c, d] */
     layer *mem = &r->layer[1 + r->n_comp];
-    /* [H, out, in] → [B·H, out, in]: the same initial memory for every batch row */
-    mi_tensor *w[2] = {h->w1[MI_HOPE_MEMORY], h->w2[MI_HOPE_MEMORY]};
-    for (int i = 0; i < 2; i++) {
-        int64_t o = w[i]->shape[1], in = w[i]->shape[2];
-        mem[i].w = mi_reshape(mi_broadcast_to(mi_reshape(w[i], MI_SHAPE(1, r->H, o, in)),
-                                              MI_SHAPE(r->B, r->H, o, in)),
-                              MI_SHAPE(r->B * r->H, o, in));
-        mem[i].chunk = c->memory_chunk;
-    }
+    mem[0].chunk = mem[1].chunk = c->memory_chunk;
     for (int i = 0; i < r->n_comp + 3; i++) {
         layer *l = &r->layer[i];
         if (i <= r->n_comp) l->chunk = c->chunk;
+        if (state && state[i]) {
+            l->w = state[i];
+        } else if (i == STACK) {
+            l->w = mi_concat(w2s, r->n_comp, 0);                       /* [n_comp·h_c, d] */
+        } else if (i > r->n_comp) {
+            /* [H, out, in] → [B·H, out, in]: the same initial memory for every batch row */
+            mi_tensor *w = i == r->n_comp + 1 ? h->w1[MI_HOPE_MEMORY] : h->w2[MI_HOPE_MEMORY];
+            int64_t o = w->shape[1], in = w->shape[2];
+            l->w = mi_reshape(mi_broadcast_to(mi_reshape(w, MI_SHAPE(1, r->H, o, in)),
+                                              MI_SHAPE(r->B, r->H, o, in)),
+                              MI_SHAPE(r->B * r->H, o, in));
+        }
         if (!l->w) return -1;
-        /* a chunk of C tokens is at most C segments */
-        l->cap = (int)(l->chunk < T ? l->chunk : T);
+        l->cap = (int)(l->chunk < cap ? l->chunk : cap);
         l->part = mi_scope_alloc(mi_scope_current(), sizeof(mi_tensor *) * PARTS * (size_t)l->cap);
         if (!l->part) return mi_error_set("hope: out of memory"), -1;
     }
     return 0;
 }
 
+/* o [B·H, n, hd] → y = (RMSNorm_head(o) ⊙ w_norm ⊙ SiLU(x W_g)) W_out, [B, n, d]. */
+static mi_tensor *output(const mi_hope *h, mi_tensor *o, mi_tensor *x)
+{
+    o = mi_mul(mi_rms_norm(o, h->config.norm_eps), h->norm_weight);
+    if (!o) return NULL;
+    o = from_heads(o, x->shape[0], h->config.heads);
+    if (h->w_gate) o = mi_mul(o, mi_silu(mi_matmul(x, h->w_gate)));
+    return mi_matmul(o, h->w_out);
+}
+
+static int check_input(const mi_hope *h, mi_tensor *x, const char *what)
+{
+    int64_t d = h->config.d_model;
+    if (x->rank == 3 && x->shape[2] == d && x->shape[1] >= 1 && x->dtype == h->conv->dtype)
+        return 0;
+    char s[96];
+    return mi_error_set("hope: x is %s %s; expected %s [B, %s, %lld]", mi_dtype_name(x->dtype),
+                        mi_shape_str(s, sizeof s, x->rank, x->shape),
+                        mi_dtype_name(h->conv->dtype), what, (long long)d), -1;
+}
+
 mi_tensor *mi_hope_forward(const mi_hope *h, mi_tensor *x)
 {
     if (!h || !x) return mi_error_set("hope: NULL hope or input"), NULL;
+    if (check_input(h, x, "T") != 0) return NULL;
     const mi_hope_config *c = &h->config;
-    int64_t d = c->d_model;
-    if (x->rank != 3 || x->shape[2] != d || x->shape[1] < 1 || x->dtype != h->conv->dtype) {
-        char s[96];
-        mi_error_set("hope: x is %s %s; expected %s [B, T, %lld] with T >= 1",
-                     mi_dtype_name(x->dtype), mi_shape_str(s, sizeof s, x->rank, x->shape),
-                     mi_dtype_name(h->conv->dtype), (long long)d);
-        return NULL;
-    }
-    int64_t B = x->shape[0], T = x->shape[1], H = c->heads;
-    run r = {.h = h, .B = B, .H = H, .hc = c->component_expansion * d};
-    if (run_init(&r, T) != 0) return mi_error_prefix("hope"), NULL;
+    int64_t B = x->shape[0], T = x->shape[1];
+    run r = {.h = h, .B = B, .H = c->heads, .hc = c->component_expansion * c->d_model};
+    if (run_init(&r, T, NULL) != 0) return mi_error_prefix("hope"), NULL;   /* ≤ C segments a chunk */
     mi_tensor *xt = mi_l2_normalize(mi_conv1d_causal(x, h->conv), c->qk_eps);  /* x̂ */
     mi_tensor **os = mi_scope_alloc(mi_scope_current(), sizeof(mi_tensor *) * (size_t)T);
     if (!xt || !os) return mi_error_prefix("hope"), NULL;
@@ -574,11 +592,112 @@ mi_tensor *mi_hope_forward(const mi_hope *h, mi_tensor *x)
                 return mi_error_prefix("hope"), NULL;
         t0 = t1;
     }
-    mi_tensor *o = n_seg == 1 ? os[0] : mi_concat(os, n_seg, 1);   /* [B·H, T, hd] */
-    o = from_heads(mi_mul(mi_rms_norm(o, c->norm_eps), h->norm_weight), B, H);
-    if (h->w_gate) o = mi_mul(o, mi_silu(mi_matmul(x, h->w_gate)));
-    o = mi_matmul(o, h->w_out);
+    mi_tensor *o = output(h, n_seg == 1 ? os[0] : mi_concat(os, n_seg, 1), x);
     if (o && h->has_cms && c->cms_place == MI_HOPE_CMS_MIXER) o = mi_cms_forward(&h->cms, o);
     if (!o) mi_error_prefix("hope");
     return o;
+}
+
+/* ---------------------------------------------------------------- one token at a time */
+
+/* The forward's loop one token at a time. Every token is a segment of its
+ * own; a layer keeps the steps of its current chunk (its factors and rates,
+ * [M, n, ·] with n < C) and applies them, as the forward does, when its
+ * chunk ends. The cost of a token is one segment and, at a chunk's end, the
+ * chunk's update: constant in the number of tokens read. */
+#define LAYERS (MI_HOPE_MEMORY + 3)
+struct mi_hope_state {
+    int64_t batch, t;
+    mi_tensor *tail;                  /* the conv's last K − 1 inputs [B, K − 1, d] */
+    mi_tensor *w[LAYERS];             /* each layer's state in force (NULL: the initial one) */
+    mi_tensor *part[LAYERS][PARTS];   /* its steps in the current chunk (NULL: none) */
+    mi_cms_state *cms;                /* the CMS's, with cms_place=mixer */
+};
+
+mi_hope_state *mi_hope_state_new(const mi_hope *h, int64_t batch, mi_scope *scope)
+{
+    if (!h || !scope || batch < 1) return mi_error_set("hope: state: NULL hope or batch < 1"), NULL;
+    mi_hope_state *s = mi_scope_alloc(scope, sizeof *s);
+    if (!s) return mi_error_set("hope: state: out of memory"), NULL;
+    memset(s, 0, sizeof *s);
+    s->batch = batch;
+    int64_t K = h->config.conv_kernel;
+    if (K > 1) {
+        mi_scope_enter(scope);
+        s->tail = mi_zeros(h->conv->dtype, MI_SHAPE(batch, K - 1, h->config.d_model));
+        mi_scope_leave();
+        if (!s->tail) return mi_error_prefix("hope: state"), NULL;
+    }
+    if (h->has_cms && h->config.cms_place == MI_HOPE_CMS_MIXER &&
+        !(s->cms = mi_cms_state_new(&h->cms, batch, scope)))
+        return mi_error_prefix("hope: state"), NULL;
+    return s;
+}
+
+/* Appends a token's steps to the chunk's, [M, n, ·] ++ [M, 1, ·]. */
+static int keep_steps(mi_tensor *part[PARTS], const layer *l)
+{
+    for (int i = 0; i < PARTS; i++) {
+        mi_tensor *step = l->part[i * l->cap];
+        part[i] = part[i] ? mi_concat((mi_tensor *[]){part[i], step}, 2, 1) : step;
+        if (!part[i]) return -1;
+    }
+    return 0;
+}
+
+mi_tensor *mi_hope_step(const mi_hope *h, mi_hope_state *s, mi_tensor *x)
+{
+    if (!h || !s || !x) return mi_error_set("hope: step: NULL hope, state or input"), NULL;
+    if (check_input(h, x, "1") != 0 || x->shape[1] != 1 || x->shape[0] != s->batch) {
+        char b[96];
+        mi_error_set("hope: step: x is %s; expected [%lld, 1, %lld]",
+                     mi_shape_str(b, sizeof b, x->rank, x->shape), (long long)s->batch,
+                     (long long)h->config.d_model);
+        return NULL;
+    }
+    const mi_hope_config *c = &h->config;
+    run r = {.h = h, .B = s->batch, .H = c->heads, .hc = c->component_expansion * c->d_model};
+    if (run_init(&r, 1, s->w) != 0) return mi_error_prefix("hope: step"), NULL;
+    /* x̂_t = ℓ2norm(conv(x)_t): the conv over the K − 1 inputs before x_t and x_t */
+    mi_tensor *xc = x;
+    if (s->tail) {
+        mi_tensor *win = mi_concat((mi_tensor *[]){s->tail, x}, 2, 1);   /* [B, K, d] */
+        int64_t K = c->conv_kernel;
+        s->tail = win ? mi_slice(win, 1, 1, K) : NULL;
+        xc = win ? mi_conv1d_causal(win, h->conv) : NULL;
+        xc = xc ? mi_slice(xc, 1, K - 1, K) : NULL;
+    } else {
+        xc = mi_conv1d_causal(x, h->conv);
+    }
+    mi_tensor *o = xc ? segment(&r, mi_l2_normalize(xc, c->qk_eps), true) : NULL;
+    for (int i = 0; o && i < r.n_comp + 3; i++) {
+        layer *l = &r.layer[i];
+        if (keep_steps(s->part[i], l) != 0) return mi_error_prefix("hope: step"), NULL;
+        if ((s->t + 1) % l->chunk == 0) {   /* the chunk ends: its steps, as flush applies them */
+            l->w = dgd_layer(l->w, (mi_nl_mlp_factor){s->part[i][G], s->part[i][U]},
+                             s->part[i][ETA], s->part[i][ALPHA], c->rule);
+            memset(s->part[i], 0, sizeof s->part[i]);
+            if (!l->w) return mi_error_prefix("hope: step"), NULL;
+        }
+        s->w[i] = l->w;
+    }
+    o = o ? output(h, o, x) : NULL;
+    if (o && s->cms) o = mi_cms_step(&h->cms, s->cms, o);
+    if (!o) return mi_error_prefix("hope: step"), NULL;
+    s->t++;
+    return o;
+}
+
+int mi_hope_state_tensors(mi_hope_state *s, mi_tensor **slots[], int max)
+{
+    int n = 0, need = 1 + LAYERS * (1 + PARTS);
+    if (max < need) return mi_error_set("hope: state: %d slots needed", need), -1;
+    slots[n++] = &s->tail;
+    for (int i = 0; i < LAYERS; i++) {
+        slots[n++] = &s->w[i];
+        for (int p = 0; p < PARTS; p++) slots[n++] = &s->part[i][p];
+    }
+    if (!s->cms) return n;
+    int m = mi_cms_state_tensors(s->cms, slots + n, max - n);
+    return m < 0 ? mi_error_prefix("hope: state"), -1 : n + m;
 }

@@ -7,12 +7,9 @@
  * feed-forward: the CMS on the residual stream, in place of the backbone's
  * MLP (Nested Learning §3, Fig. 3; lm.h, mi_mixer.ffn).
  *
- * One token at a time. HOPE's memories and the CMS levels update at chunk
- * boundaries from the states their chunk started with, and no per-token
- * recurrence of the layer is written yet; the step keeps the inputs seen so
- * far (of the mixer and of the feed-forward) and runs the forward over them,
- * returning the last position. So step equals forward exactly, and its
- * state and cost grow with the tokens (as full attention's cache does). */
+ * One token at a time: HOPE's step and the CMS's (mi_hope_step,
+ * mi_cms_step), each equal to its forward at that position and constant in
+ * cost per token. */
 #include "mixer_internal.h"
 #include "models.h"
 
@@ -47,55 +44,42 @@ static const mi_named_tensor *hope_ffn_params(const void *self, int *count)
     return mi_hope_ffn_params(self, count);
 }
 
-/* The inputs so far, [B, n, d] (NULL before the first token). */
+/* The layer's state and, when the CMS is the feed-forward, the CMS's. */
 typedef struct hope_state {
-    int64_t batch;
-    mi_tensor *x;   /* the mixer's */
-    mi_tensor *h;   /* the feed-forward's */
+    mi_hope_state *mixer;
+    mi_cms_state *ffn;
 } hope_state;
 
 static void *hope_state_new(const void *self, int64_t batch, mi_scope *scope)
 {
-    (void)self;
+    const mi_hope *h = self;
     hope_state *s = mi_scope_alloc(scope, sizeof *s);
     if (!s) return mi_error_set("hope: state: out of memory"), NULL;
-    *s = (hope_state){.batch = batch};
+    *s = (hope_state){.mixer = mi_hope_state_new(h, batch, scope)};
+    if (!s->mixer) return NULL;
+    if (mi_hope_has_ffn(h) && !(s->ffn = mi_cms_state_new(&h->cms, batch, scope))) return NULL;
     return s;
-}
-
-/* Appends x [B, 1, d] to *seen and returns f over all of it at the last position. */
-static mi_tensor *prefix_step(const void *self, mi_tensor **seen, mi_tensor *x, int64_t batch,
-                              mi_tensor *(*f)(const mi_hope *, mi_tensor *))
-{
-    if (!x || x->rank != 3 || x->shape[0] != batch || x->shape[1] != 1)
-        return mi_error_set("hope: step: needs x [%lld, 1, d_model]", (long long)batch), NULL;
-    mi_tensor *all = *seen ? mi_concat((mi_tensor *[]){*seen, x}, 2, 1) : x;
-    mi_tensor *y = all ? f(self, all) : NULL;
-    if (!y) return NULL;
-    *seen = all;
-    int64_t n = all->shape[1];
-    return mi_slice(y, 1, n - 1, n);
 }
 
 static mi_tensor *hope_step(const void *self, void *state, mi_tensor *x)
 {
-    hope_state *s = state;
-    return prefix_step(self, &s->x, x, s->batch, mi_hope_forward);
+    return mi_hope_step(self, ((hope_state *)state)->mixer, x);
 }
 
 static mi_tensor *hope_ffn_step(const void *self, void *state, mi_tensor *h)
 {
-    hope_state *s = state;
-    return prefix_step(self, &s->h, h, s->batch, mi_hope_ffn_forward);
+    mi_tensor *y = mi_cms_step(&((const mi_hope *)self)->cms, ((hope_state *)state)->ffn, h);
+    if (!y) mi_error_prefix("hope");
+    return y;
 }
 
 static int hope_state_tensors(void *state, mi_tensor **slots[], int max)
 {
     hope_state *s = state;
-    if (max < 2) return mi_error_set("hope: 2 state slots needed"), -1;
-    slots[0] = &s->x;
-    slots[1] = &s->h;
-    return 2;
+    int n = mi_hope_state_tensors(s->mixer, slots, max);
+    if (n < 0 || !s->ffn) return n;
+    int m = mi_cms_state_tensors(s->ffn, slots + n, max - n);
+    return m < 0 ? -1 : n + m;
 }
 
 int mi_mixer_create_hope(mi_mixer *out, const char *spec, const char *arg,

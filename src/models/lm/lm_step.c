@@ -17,7 +17,7 @@
 
 #include "models.h"
 
-#define MAX_SLOTS 256
+#define MAX_SLOTS 2048
 
 struct mi_lm_state {
     int64_t batch, tokens;
