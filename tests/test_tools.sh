@@ -546,6 +546,16 @@ check "sample: prompt + 40 bytes" bash -c \
   "[ \$('$sample' '$ck' --prompt 'the ' --length 40 --seed 3 | head -c 44 | wc -c) = 44 ]"
 check "sample: same seed, same bytes" bash -c \
   "diff <('$sample' '$ck' --length 30 --seed 5) <('$sample' '$ck' --length 30 --seed 5)"
+check "sample --prompt-file --prompt-bytes --timing: the prompt's bytes, then the timing line" bash -c \
+  "'$sample' '$ck' --prompt-file '$tmp/small.txt' --prompt-bytes 100 --length 20 --timing \
+     > '$tmp/sample.out' 2> '$tmp/sample.err' &&
+   cmp <(head -c 100 '$tmp/small.txt') <(head -c 100 '$tmp/sample.out') &&
+   [ \$(wc -c < '$tmp/sample.out') = 121 ] &&
+   grep -Eq '^prompt 100 bytes and the first byte: [0-9.]+ s; 19 bytes after it: [0-9.]+ s, [0-9.]+ ms per byte' '$tmp/sample.err'"
+check "sample --prompt-bytes without --prompt-file -> exit 2" status 2 "needs --prompt-file" \
+  "$sample" "$ck" --prompt-bytes 4
+check "sample --prompt-file missing -> exit 1 naming it" status 1 "no-such.txt" \
+  "$sample" "$ck" --prompt-file "$tmp/no-such.txt"
 
 # ------------------------------------------------------------------ smoke: the loss falls
 falls() { # falls LOG: last train loss < first train loss - margin
