@@ -551,7 +551,7 @@ check "sample --prompt-file --prompt-bytes --timing: the prompt's bytes, then th
      > '$tmp/sample.out' 2> '$tmp/sample.err' &&
    cmp <(head -c 100 '$tmp/small.txt') <(head -c 100 '$tmp/sample.out') &&
    [ \$(wc -c < '$tmp/sample.out') = 121 ] &&
-   grep -Eq '^prompt 100 bytes and the first byte: [0-9.]+ s; 19 bytes after it: [0-9.]+ s, [0-9.]+ ms per byte' '$tmp/sample.err'"
+   grep -Eq '^prompt 100 bytes and the first byte: [0-9.]+ s \\(CPU [0-9.]+ s\\); 19 bytes after it: [0-9.]+ s, [0-9.]+ ms per byte \\(CPU [0-9.]+ ms\\)' '$tmp/sample.err'"
 check "sample --prompt-bytes without --prompt-file -> exit 2" status 2 "needs --prompt-file" \
   "$sample" "$ck" --prompt-bytes 4
 check "sample --prompt-file missing -> exit 1 naming it" status 1 "no-such.txt" \
