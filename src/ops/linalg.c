@@ -170,8 +170,8 @@ static mi_backend matmul_select(mi_tensor *const *in, int n, const mi_attrs *a,
     gemm_geom_matmul(&g, out, in, a);
     double mnk = (double)g.M * (double)g.N * (double)g.K, total = mnk * (double)g.nbatch;
     bool blas = available >> MI_BACKEND_BLAS & 1u, dnnl = available >> MI_BACKEND_DNNL & 1u;
-    if (available >> MI_BACKEND_OWN & 1u && !g.ta && !g.tb && own_matmul_fits(&g) &&
-        g.nbatch > 1 && total >= 1024)
+    if (available >> MI_BACKEND_OWN & 1u && ((!g.ta && !g.tb) || g.N == 1 || g.K == 1) &&
+        own_matmul_fits(&g) && g.nbatch > 1 && total >= 1024)
         return MI_BACKEND_OWN;
     if (blas && dnnl) {
         if (!miras_dnnl_avx512() && g.nbatch > 1 && mnk <= 32768) dnnl = false;
