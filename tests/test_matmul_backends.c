@@ -187,8 +187,8 @@ END_TEST
 
 /* The project's own f32 kernel on batched products with one column (a
  * matrix times a vector, plain and transposed) or K = 1 (an outer product,
- * each form of the flags): it must take them (OWN's select rule), and agree
- * with the reference loop. */
+ * each form of the flags), and outer's: it must take them (OWN's select
+ * rules), and agree with the reference loop. */
 static const mm_case own_vector_cases[] = {
     {3, 3, {5, 33, 65}, {5, 65, 1}, false, false},  /* A x */
     {3, 3, {5, 33, 65}, {5, 1, 65}, false, true},   /* A x, x as a row */
@@ -221,6 +221,19 @@ START_TEST(own_vector_products_match_ref)
         ck_assert_msg(e <= 1e-5, "%s: relative error %g > 1e-5", what, e);
         check_kernel_direct(op, MI_BACKEND_OWN, a, b, c, ref, 1e-5, what);
     }
+    /* outer on a batch of products between oneDNN's sizes and OpenBLAS's */
+    const mi_op *outer = mi_op_find("outer");
+    const mm_case oc = {2, 2, {9, 65}, {9, 33}, false, false};
+    mi_tensor *a = operand(MI_F32, oc.ra, oc.sa), *b = operand(MI_F32, oc.rb, oc.sb);
+    mi_backends_allow(1u << MI_BACKEND_REF);
+    mi_tensor *ref = mi_outer(a, b);
+    mi_backends_allow(MI_BACKEND_ALL);
+    mi_tensor *y = mi_outer(a, b);
+    ck_assert_msg(ref && y, "%s", mi_error());
+    ck_assert_msg(mi_backend_last() == MI_BACKEND_OWN, "outer ran on %s",
+                  mi_backend_name(mi_backend_last()));
+    ck_assert_double_le(rel_err(y, ref), 1e-5);
+    check_kernel_direct(outer, MI_BACKEND_OWN, a, b, &oc, ref, 1e-5, "outer own");
 }
 END_TEST
 

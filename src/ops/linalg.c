@@ -70,20 +70,24 @@ static int matmul_shape(mi_tensor *const *in, int n, const mi_attrs *at, mi_dtyp
                          mi_shape_str(sa, sizeof sa, in[i]->rank, in[i]->shape));
             return -1;
         }
-    mi_shape_str(sa, sizeof sa, a->rank, a->shape);
-    mi_shape_str(sb, sizeof sb, b->rank, b->shape);
     int ra = a->rank, rb = b->rank;
     int64_t m = at->trans_a ? a->shape[ra - 1] : a->shape[ra - 2];
     int64_t ka = at->trans_a ? a->shape[ra - 2] : a->shape[ra - 1];
     int64_t kb = at->trans_b ? b->shape[rb - 1] : b->shape[rb - 2];
     int64_t nn = at->trans_b ? b->shape[rb - 2] : b->shape[rb - 1];
+    /* the shapes formatted only for a message (a per-token op's shape check
+     * is on the hot path) */
     if (ka != kb) {
-        mi_error_set("matmul: inner dims differ: %s x %s%s", sa, sb, flags);
+        mi_error_set("matmul: inner dims differ: %s x %s%s",
+                     mi_shape_str(sa, sizeof sa, a->rank, a->shape),
+                     mi_shape_str(sb, sizeof sb, b->rank, b->shape), flags);
         return -1;
     }
     int r;
     if (!batch_broadcast(ra - 2, a->shape, rb - 2, b->shape, &r, shape)) {
-        mi_error_set("matmul: batch dims do not broadcast: %s x %s", sa, sb);
+        mi_error_set("matmul: batch dims do not broadcast: %s x %s",
+                     mi_shape_str(sa, sizeof sa, a->rank, a->shape),
+                     mi_shape_str(sb, sizeof sb, b->rank, b->shape));
         return -1;
     }
     shape[r] = m;
@@ -218,21 +222,19 @@ static int outer_shape(mi_tensor *const *in, int n, const mi_attrs *at, mi_dtype
                        int64_t *shape)
 {
     const mi_tensor *a = in[0], *b = in[1];
-    char sa[96], sb[96];
     if (require_float("outer", in, 0) != 0 || require_float("outer", in, 1) != 0) return -1;
-    mi_shape_str(sa, sizeof sa, a->rank, a->shape);
-    mi_shape_str(sb, sizeof sb, b->rank, b->shape);
-    if (a->rank < 1 || b->rank < 1) {
-        mi_error_set("outer: inputs must have rank >= 1, got %s x %s", sa, sb);
-        return -1;
-    }
-    int r;
-    if (!batch_broadcast(a->rank - 1, a->shape, b->rank - 1, b->shape, &r, shape)) {
-        mi_error_set("outer: batch dims do not broadcast: %s x %s", sa, sb);
-        return -1;
-    }
-    if (r + 2 > MI_MAX_RANK) {
-        mi_error_set("outer: result rank %d exceeds %d: %s x %s", r + 2, MI_MAX_RANK, sa, sb);
+    int r = 0;
+    bool low = a->rank < 1 || b->rank < 1,
+         apart = !low && !batch_broadcast(a->rank - 1, a->shape, b->rank - 1, b->shape, &r, shape);
+    if (low || apart || r + 2 > MI_MAX_RANK) {
+        /* the shapes formatted only for a message (a per-token op's shape
+         * check is on the hot path) */
+        char sa[96], sb[96];
+        mi_shape_str(sa, sizeof sa, a->rank, a->shape);
+        mi_shape_str(sb, sizeof sb, b->rank, b->shape);
+        if (low) mi_error_set("outer: inputs must have rank >= 1, got %s x %s", sa, sb);
+        else if (apart) mi_error_set("outer: batch dims do not broadcast: %s x %s", sa, sb);
+        else mi_error_set("outer: result rank %d exceeds %d: %s x %s", r + 2, MI_MAX_RANK, sa, sb);
         return -1;
     }
     shape[r] = a->shape[a->rank - 1];
@@ -303,6 +305,7 @@ static mi_backend outer_select(mi_tensor *const *in, int n, const mi_attrs *a,
     bool blas = available >> MI_BACKEND_BLAS & 1u, dnnl = available >> MI_BACKEND_DNNL & 1u;
     if (out->numel < 8192 || per < 512) return MI_BACKEND_REF;
     if (blas && per >= (dnnl ? 1048576 : 524288)) return MI_BACKEND_BLAS;
+    if (available >> MI_BACKEND_OWN & 1u) return MI_BACKEND_OWN;
     return dnnl ? MI_BACKEND_DNNL : MI_BACKEND_REF;
 }
 
@@ -320,7 +323,8 @@ const mi_op mi_op_outer = {.name = "outer", .formula = "y[..., i, j] = a[..., i]
                            .arity = 2, .shape = outer_shape,
                            .kernel = {[MI_BACKEND_REF] = {outer_f32, outer_f64},
                                       [MI_BACKEND_BLAS] = {outer_blas_f32, outer_blas_f64},
-                                      [MI_BACKEND_DNNL] = {outer_dnnl_f32, NULL}},
+                                      [MI_BACKEND_DNNL] = {outer_dnnl_f32, NULL},
+                                      [MI_BACKEND_OWN] = {own_outer_f32, NULL}},
                            .vjp = outer_vjp, .examples = ex_outer, .select = outer_select,
                            .flops = outer_flops};
 mi_tensor *mi_outer(mi_tensor *a, mi_tensor *b) { return RUN(&mi_op_outer, NULL, a, b); }

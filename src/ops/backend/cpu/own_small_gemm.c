@@ -249,3 +249,14 @@ void own_matmul_f32(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a)
      * from memory (OWN_PAR_MIN's unit) */
     own_parallel(g.nbatch, g.nbatch * g.M * g.N * g.K / 4, OWN_PAR_MIN, 1, mm_range, &k);
 }
+
+/* outer's OWN f32 kernel: the batch of rank-one products as matmul's K = 1
+ * (vector_gemm_f32), entries split across threads like matmul's. */
+void own_outer_f32(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a)
+{
+    (void)a;
+    gemm_geom g;
+    gemm_geom_outer(&g, o, in);
+    mm_ctx k = {&g, in[0]->data, in[1]->data, o->data};
+    own_parallel(g.nbatch, g.nbatch * g.M * g.N / 4, OWN_PAR_MIN, 1, mm_range, &k);
+}
