@@ -165,7 +165,13 @@ static int ex_matmul(mi_rng *r, int v, mi_tensor **in, mi_attrs *a)
  *    batches of products up to mnk = 8·64·64 a loop of OpenBLAS calls beat
  *    it by 1.2–3.7× (64 × 8×64·64×16ᵀ 27.3 vs 31.3; 64 × (16×8)ᵀ·8×64 32.8
  *    vs 46.7; 64 × 8×16·16×8ᵀ 8.4 vs 31.5; 64 × (8×8)ᵀ·8×64 18.4 vs 68.5)
- *    and lost above (64 × 8×128·128×128 737 vs 367). */
+ *    and lost above (64 × 8×128·128×128 737 vs 367).
+ * Batched matrix-vector products (N = 1) and rank-one products (K = 1), the
+ * per-token products of an MLP memory run one token at a time (mi_scan's
+ * body) and their vjps, go to OWN whatever the flags: one pass over the
+ * weight-sized operand or result (CPU µs per call, 1 thread, AVX-512, best
+ * of 15 × 100, loaded host: 16 × 128×32·32×1 OWN 4.2, oneDNN 21.7; 16 ×
+ * (128×32)ᵀ·128×1 3.7 vs 24.4; 16 × 128×1·(32×1)ᵀ 9.6 vs 11.8). */
 static mi_backend matmul_select(mi_tensor *const *in, int n, const mi_attrs *a,
                                 const mi_tensor *out, unsigned available)
 {
@@ -293,7 +299,10 @@ static int ex_outer(mi_rng *r, int v, mi_tensor **in, mi_attrs *a)
  * 6.5); oneDNN above (96² 0.84 vs 0.87; 256² 2.5 vs 4.3; 16×32² 1.3 vs
  * 1.8; 512×32² 20 vs 49; 724² 22 vs 51); OpenBLAS split over both cores
  * only for single products of 2^20 outputs and up (1024² 52 vs 97 oneDNN,
- * 91 reference), and in f64 from 2^19 (724² 56 vs 78; 512² 57 vs 42). */
+ * 91 reference), and in f64 from 2^19 (724² 56 vs 78; 512² 57 vs 42). In
+ * f32 the project's own loop (matmul's K = 1 kernel) takes oneDNN's sizes:
+ * 16 × 128 ⊗ 32 12.6 vs 16.4 (CPU µs, 1 thread, AVX-512, best of 15 × 100,
+ * loaded host). */
 static mi_backend outer_select(mi_tensor *const *in, int n, const mi_attrs *a,
                                const mi_tensor *out, unsigned available)
 {

@@ -166,10 +166,10 @@ bool own_small_gemm_f32(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float
 }
 
 /* The products with one column (N = 1: a matrix times a vector) or a
- * rank-one product (K = 1: an outer product) for matmul's OWN kernel, the
- * per-token products of a memory's MLP and their vjps (16 × 128×32 · 32×1:
- * oneDNN's JIT kernel took ~30 µs a call, most of mi_scan's time); false
- * for any other shape. */
+ * rank-one product (K = 1: an outer product) for matmul's OWN kernel: the
+ * per-token products of a memory's MLP and their vjps, where each call
+ * reads or writes a weight-sized block once (linalg.c's matmul_select has
+ * the timings); false for any other shape. */
 static bool vector_gemm_f32(bool ta, int64_t M, int64_t N, int64_t K, float alpha,
                             const float *restrict A, int64_t lda, const float *restrict B,
                             float beta, float *restrict C, int64_t ldc)
