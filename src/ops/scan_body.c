@@ -278,17 +278,21 @@ static void put_carries(const scan_closure *c, void *const *dst, mi_tensor *cons
         memmove(dst[i], src[i]->data, (size_t)src[i]->numel * mi_dtype_size(c->dt));
 }
 
-/* Token t with recording off from the carry cur[] in scope s, reset first:
- * co[] and y[] as the body gave them, valid until s is reset. f: the input
- * hook's finder, or NULL. */
-static int token_step(scan_closure *c, mi_scope *s, mi_tensor *const *cur, int64_t t,
+/* Token t with recording off in scope s, reset first, from the carry cur[]
+ * (NULL: views of kept slot k, made in s): co[] and y[] as the body gave
+ * them, valid until s is reset. f: the input hook's finder, or NULL. */
+static int token_step(scan_closure *c, mi_scope *s, mi_tensor *const *cur, int64_t k, int64_t t,
                       mi_tensor **co, mi_tensor **y, finder *f)
 {
     mi_scope_reset(s);
     mi_scope_enter(s);
     mi_track_mark tok = mi_tensor_track_push(next_pass());
-    mi_tensor *x[SCAN_MAX];
+    mi_tensor *x[SCAN_MAX], *view[SCAN_MAX];
     int r = 0;
+    if (!cur) {
+        r = slot_views(c, k, view);
+        cur = view;
+    }
     for (int j = 0; j < c->n_xs && r == 0; j++)
         if (!(x[j] = token_of(c, c->xs[j], t))) r = -1;
     mi_input_hook was;
@@ -381,19 +385,16 @@ done:
  * the one kept at its start (slot sg), by the body with recording off, into
  * the slots after it, then token_grad from the last token back. gc, g, gx,
  * gp, v: token_grad's. */
-static int segment_grad(scan_closure *c, mi_scope *sc, mi_scope *outer, int64_t sg,
+static int segment_grad(scan_closure *c, mi_scope *sc, int64_t sg,
                         mi_tensor **gc, const mi_tensor *g, void *const *gx, void *gp,
                         mi_tensor **v)
 {
     int64_t a = c->start[sg], b = c->start[sg + 1];
-    mi_tensor *cur[SCAN_MAX], *co[SCAN_MAX], *y[SCAN_MAX];
+    mi_tensor *co[SCAN_MAX], *y[SCAN_MAX];
     void *at[SCAN_MAX];
     if (b - a > 1) c->kept_valid = false;
     for (int64_t t = a; t + 1 < b; t++) {
-        mi_scope_enter(outer);
-        int r = slot_views(c, sg + t - a, cur);
-        mi_scope_leave();
-        if (r != 0 || token_step(c, sc, cur, t, co, y, NULL) != 0) return -1;
+        if (token_step(c, sc, NULL, sg + t - a, t, co, y, NULL) != 0) return -1;
         for (int i = 0; i < c->n_carry; i++) at[i] = slot(c, i, sg + t + 1 - a);
         put_carries(c, at, co);
     }
@@ -406,16 +407,14 @@ static int segment_grad(scan_closure *c, mi_scope *sc, mi_scope *outer, int64_t 
  * pass overwrote them), by the body with recording off from the first,
  * which no pass overwrites: segment s's tokens from slot s, each carry into
  * slot s + 1 (the last one the next segment's start). */
-static int refill_kept(scan_closure *c, mi_scope *sc, mi_scope *outer)
+static int refill_kept(scan_closure *c, mi_scope *sc)
 {
-    mi_tensor *cur[SCAN_MAX], *co[SCAN_MAX], *y[SCAN_MAX];
+    mi_tensor *co[SCAN_MAX], *y[SCAN_MAX];
     void *at[SCAN_MAX];
     for (int64_t s = 0; s + 1 < c->n_seg; s++)
         for (int64_t t = c->start[s]; t < c->start[s + 1]; t++) {
-            mi_scope_enter(outer);
-            int r = slot_views(c, t == c->start[s] ? s : s + 1, cur);
-            mi_scope_leave();
-            if (r != 0 || token_step(c, sc, cur, t, co, y, NULL) != 0) return -1;
+            if (token_step(c, sc, NULL, t == c->start[s] ? s : s + 1, t, co, y, NULL) != 0)
+                return -1;
             for (int i = 0; i < c->n_carry; i++) at[i] = slot(c, i, s + 1);
             put_carries(c, at, co);
         }
@@ -469,14 +468,14 @@ static int scan_vjp_all(const mi_node *nd, mi_tensor *g, const bool *need, mi_te
     mi_tensor *gc[SCAN_MAX] = {0};
     for (int i = 0; i < c->n_carry; i++)
         if (!(gc[i] = mi_tensor_new(c->dt, c->carry0[i]->rank, c->carry0[i]->shape))) goto done;
-    if (!c->kept_valid && refill_kept(c, sc, outer_scope) != 0) goto done;
+    if (!c->kept_valid && refill_kept(c, sc) != 0) goto done;
     int64_t off = 0;
     for (int i = 0; i < c->n_carry; i++) {
         memcpy(gc[i]->data, (const char *)g->data + (size_t)off * es, (size_t)gc[i]->numel * es);
         off += gc[i]->numel;
     }
     for (int64_t s = c->n_seg; s-- > 0;)
-        if (segment_grad(c, sc, outer_scope, s, gc, g, gx, gp, v) != 0) goto done;
+        if (segment_grad(c, sc, s, gc, g, gx, gp, v) != 0) goto done;
     for (int i = 0; i < c->n_carry; i++) {
         mi_tensor *gs = gin[c->carry_slot[i]];
         if (gs) memcpy((char *)gs->data + (size_t)c->carry_off[i] * es, gc[i]->data,
@@ -666,7 +665,7 @@ static mi_tensor *run_forward(scan_closure *c, mi_scope *outer, mi_scope *sc, bo
             put_carries(c, at, cur);
             sg++;
         }
-        if ((r = token_step(c, sc, cur, t, co, y, f)) != 0) break;
+        if ((r = token_step(c, sc, cur, 0, t, co, y, f)) != 0) break;
         if (t == 0) {
             int64_t total = 0;
             for (int i = 0; i < c->n_carry; i++) total += c->carry0[i]->numel;
