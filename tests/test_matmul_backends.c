@@ -185,6 +185,58 @@ START_TEST(outer_backends_match_ref)
 }
 END_TEST
 
+/* The project's own f32 kernel on batched products with one column (a
+ * matrix times a vector, plain and transposed) or K = 1 (an outer product,
+ * each form of the flags), and outer's: it must take them (OWN's select
+ * rules), and agree with the reference loop. */
+static const mm_case own_vector_cases[] = {
+    {3, 3, {5, 33, 65}, {5, 65, 1}, false, false},  /* A x */
+    {3, 3, {5, 33, 65}, {5, 1, 65}, false, true},   /* A x, x as a row */
+    {3, 3, {5, 65, 33}, {5, 65, 1}, true, false},   /* Aᵀ x */
+    {3, 3, {5, 65, 33}, {5, 1, 65}, true, true},    /* Aᵀ x, x as a row */
+    {4, 4, {3, 2, 33, 7}, {3, 2, 7, 1}, false, false},
+    {3, 3, {5, 33, 1}, {5, 1, 65}, false, false},   /* a bᵀ */
+    {3, 3, {5, 1, 33}, {5, 1, 65}, true, false},
+    {3, 3, {5, 33, 1}, {5, 65, 1}, false, true},
+    {3, 3, {5, 1, 33}, {5, 65, 1}, true, true},
+};
+
+START_TEST(own_vector_products_match_ref)
+{
+    const mi_op *op = mi_op_find("matmul");
+    for (size_t i = 0; i < sizeof own_vector_cases / sizeof *own_vector_cases; i++) {
+        const mm_case *c = &own_vector_cases[i];
+        char what[96];
+        snprintf(what, sizeof what, "matmul own case %zu", i);
+        mi_tensor *a = operand(MI_F32, c->ra, c->sa), *b = operand(MI_F32, c->rb, c->sb);
+        mi_backends_allow(1u << MI_BACKEND_REF);
+        mi_tensor *ref = call(false, a, b, c);
+        ck_assert_msg(ref != NULL, "%s: %s", what, mi_error());
+        mi_backends_allow(MI_BACKEND_ALL);
+        mi_tensor *y = call(false, a, b, c);
+        ck_assert_msg(y != NULL, "%s: %s", what, mi_error());
+        ck_assert_msg(mi_backend_last() == MI_BACKEND_OWN, "%s: ran on %s", what,
+                      mi_backend_name(mi_backend_last()));
+        double e = rel_err(y, ref);
+        ck_assert_msg(e <= 1e-5, "%s: relative error %g > 1e-5", what, e);
+        check_kernel_direct(op, MI_BACKEND_OWN, a, b, c, ref, 1e-5, what);
+    }
+    /* outer on a batch of products between oneDNN's sizes and OpenBLAS's */
+    const mi_op *outer = mi_op_find("outer");
+    const mm_case oc = {2, 2, {9, 65}, {9, 33}, false, false};
+    mi_tensor *a = operand(MI_F32, oc.ra, oc.sa), *b = operand(MI_F32, oc.rb, oc.sb);
+    mi_backends_allow(1u << MI_BACKEND_REF);
+    mi_tensor *ref = mi_outer(a, b);
+    mi_backends_allow(MI_BACKEND_ALL);
+    mi_tensor *y = mi_outer(a, b);
+    ck_assert_msg(ref && y, "%s", mi_error());
+    ck_assert_msg(mi_backend_last() == MI_BACKEND_OWN, "outer ran on %s",
+                  mi_backend_name(mi_backend_last()));
+    ck_assert_double_le(rel_err(y, ref), 1e-5);
+    check_kernel_direct(outer, MI_BACKEND_OWN, a, b, &oc, ref, 1e-5, "outer own");
+}
+END_TEST
+
 /* matmul_acc, Y = C + s op(A) op(B), on OpenBLAS and the reference kernel
  * against C + s · (matmul on the reference kernel), for every matmul case
  * (K = 0: Y = C) and three forms of C: the product's shape (one copy), its
@@ -322,6 +374,7 @@ Suite *make_suite(void)
     tcase_add_test(tc, matmul_backends_thread_independent);
     tcase_add_test(tc, dnnl_f64_runs_on_ref);
     tcase_add_test(tc, matmul_select_and_gradients);
+    tcase_add_test(tc, own_vector_products_match_ref);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -346,7 +346,7 @@ END_TEST
 
 /* ---------------------------------------------------------------- many inputs, some constant
  * Four carries and five per-token inputs and a parameter: more than a node
- * takes, so mi_scan packs each group into one input.
+ * takes, so mi_scan packs the smallest of them (three carries) into one input.
  * c_i ← tanh(c_i W + x_i + x_4 ⊙ c_{i+1 mod 4}), y = c_0 ⊙ c_3. */
 static int four_body(void *ctx, mi_tensor *const *c, mi_tensor *const *x, mi_tensor **c_out,
                      mi_tensor **y)
@@ -377,6 +377,42 @@ START_TEST(many_inputs_are_packed)
     check_against_unrolled("four carries", &p, 0);
     check_against_unrolled("four carries", &p, 3);
     gradcheck_problem("four carries", &p, 2);
+}
+END_TEST
+
+/* The smallest tensors packed, of both groups: x_4 [2, T, 1] (broadcast over
+ * the carry's 3 columns) is smaller than a carry at T = 2, so x_4 and two
+ * carries share the concatenation. */
+START_TEST(carries_and_inputs_packed_together)
+{
+    mi_rng r;
+    mi_rng_seed(&r, 74);
+    problem p = four_problem(74, 2);
+    p.xs[4] = randn(&r, MI_SHAPE(2, 2, 1), 0.7);
+    check_against_unrolled("mixed packing", &p, 0);
+    check_against_unrolled("mixed packing", &p, 1);
+    gradcheck_problem("mixed packing", &p, 0);
+}
+END_TEST
+
+/* A second backward pass through the same graph (the first overwrote the
+ * kept segment starts with the carries inside the segments) gives the first
+ * pass's gradients, equal to the unrolled body's. */
+START_TEST(second_backward_equals_first)
+{
+    for (int segment = 0; segment < 4; segment += 3) {
+        problem p = four_problem(75, 11);
+        mi_tensor *w[16], *g1[16], *g2[16], *gr[16];
+        int n = leaves_of(&p, w);
+        mi_tensor *ls = loss_of(&p, true, segment), *lr = loss_of(&p, false, 0);
+        ck_assert_msg(ls && mi_grad(&ls, NULL, 1, w, n, false, g1) == 0, "%s", mi_error());
+        ck_assert_msg(mi_grad(&ls, NULL, 1, w, n, false, g2) == 0, "%s", mi_error());
+        ck_assert_msg(lr && mi_grad(&lr, NULL, 1, w, n, false, gr) == 0, "%s", mi_error());
+        for (int k = 0; k < n; k++) {
+            ck_assert_double_le(max_rel_diff(g1[k], gr[k]), 1e-12);
+            ck_assert_double_le(max_rel_diff(g2[k], gr[k]), 1e-12);
+        }
+    }
 }
 END_TEST
 
@@ -724,6 +760,8 @@ Suite *make_suite(void)
     tcase_add_test(tc, chained_scans);
     tcase_add_test(tc, nested_scans);
     tcase_add_test(tc, many_inputs_are_packed);
+    tcase_add_test(tc, carries_and_inputs_packed_together);
+    tcase_add_test(tc, second_backward_equals_first);
     tcase_add_test(tc, constant_inputs);
     tcase_add_test(tc, parameters_with_history);
     tcase_add_test(tc, scan_inside_checkpoint);

@@ -70,20 +70,24 @@ static int matmul_shape(mi_tensor *const *in, int n, const mi_attrs *at, mi_dtyp
                          mi_shape_str(sa, sizeof sa, in[i]->rank, in[i]->shape));
             return -1;
         }
-    mi_shape_str(sa, sizeof sa, a->rank, a->shape);
-    mi_shape_str(sb, sizeof sb, b->rank, b->shape);
     int ra = a->rank, rb = b->rank;
     int64_t m = at->trans_a ? a->shape[ra - 1] : a->shape[ra - 2];
     int64_t ka = at->trans_a ? a->shape[ra - 2] : a->shape[ra - 1];
     int64_t kb = at->trans_b ? b->shape[rb - 1] : b->shape[rb - 2];
     int64_t nn = at->trans_b ? b->shape[rb - 2] : b->shape[rb - 1];
+    /* the shapes formatted only for a message (a per-token op's shape check
+     * is on the hot path) */
     if (ka != kb) {
-        mi_error_set("matmul: inner dims differ: %s x %s%s", sa, sb, flags);
+        mi_error_set("matmul: inner dims differ: %s x %s%s",
+                     mi_shape_str(sa, sizeof sa, a->rank, a->shape),
+                     mi_shape_str(sb, sizeof sb, b->rank, b->shape), flags);
         return -1;
     }
     int r;
     if (!batch_broadcast(ra - 2, a->shape, rb - 2, b->shape, &r, shape)) {
-        mi_error_set("matmul: batch dims do not broadcast: %s x %s", sa, sb);
+        mi_error_set("matmul: batch dims do not broadcast: %s x %s",
+                     mi_shape_str(sa, sizeof sa, a->rank, a->shape),
+                     mi_shape_str(sb, sizeof sb, b->rank, b->shape));
         return -1;
     }
     shape[r] = m;
@@ -161,7 +165,13 @@ static int ex_matmul(mi_rng *r, int v, mi_tensor **in, mi_attrs *a)
  *    batches of products up to mnk = 8·64·64 a loop of OpenBLAS calls beat
  *    it by 1.2–3.7× (64 × 8×64·64×16ᵀ 27.3 vs 31.3; 64 × (16×8)ᵀ·8×64 32.8
  *    vs 46.7; 64 × 8×16·16×8ᵀ 8.4 vs 31.5; 64 × (8×8)ᵀ·8×64 18.4 vs 68.5)
- *    and lost above (64 × 8×128·128×128 737 vs 367). */
+ *    and lost above (64 × 8×128·128×128 737 vs 367).
+ * Batched matrix-vector products (N = 1) and rank-one products (K = 1), the
+ * per-token products of an MLP memory run one token at a time (mi_scan's
+ * body) and their vjps, go to OWN whatever the flags: one pass over the
+ * weight-sized operand or result (CPU µs per call, 1 thread, AVX-512, best
+ * of 15 × 100, loaded host: 16 × 128×32·32×1 OWN 4.2, oneDNN 21.7; 16 ×
+ * (128×32)ᵀ·128×1 3.7 vs 24.4; 16 × 128×1·(32×1)ᵀ 9.6 vs 11.8). */
 static mi_backend matmul_select(mi_tensor *const *in, int n, const mi_attrs *a,
                                 const mi_tensor *out, unsigned available)
 {
@@ -170,8 +180,8 @@ static mi_backend matmul_select(mi_tensor *const *in, int n, const mi_attrs *a,
     gemm_geom_matmul(&g, out, in, a);
     double mnk = (double)g.M * (double)g.N * (double)g.K, total = mnk * (double)g.nbatch;
     bool blas = available >> MI_BACKEND_BLAS & 1u, dnnl = available >> MI_BACKEND_DNNL & 1u;
-    if (available >> MI_BACKEND_OWN & 1u && !g.ta && !g.tb && own_matmul_fits(&g) &&
-        g.nbatch > 1 && total >= 1024)
+    if (available >> MI_BACKEND_OWN & 1u && ((!g.ta && !g.tb) || g.N == 1 || g.K == 1) &&
+        own_matmul_fits(&g) && g.nbatch > 1 && total >= 1024)
         return MI_BACKEND_OWN;
     if (blas && dnnl) {
         if (!miras_dnnl_avx512() && g.nbatch > 1 && mnk <= 32768) dnnl = false;
@@ -218,21 +228,19 @@ static int outer_shape(mi_tensor *const *in, int n, const mi_attrs *at, mi_dtype
                        int64_t *shape)
 {
     const mi_tensor *a = in[0], *b = in[1];
-    char sa[96], sb[96];
     if (require_float("outer", in, 0) != 0 || require_float("outer", in, 1) != 0) return -1;
-    mi_shape_str(sa, sizeof sa, a->rank, a->shape);
-    mi_shape_str(sb, sizeof sb, b->rank, b->shape);
-    if (a->rank < 1 || b->rank < 1) {
-        mi_error_set("outer: inputs must have rank >= 1, got %s x %s", sa, sb);
-        return -1;
-    }
-    int r;
-    if (!batch_broadcast(a->rank - 1, a->shape, b->rank - 1, b->shape, &r, shape)) {
-        mi_error_set("outer: batch dims do not broadcast: %s x %s", sa, sb);
-        return -1;
-    }
-    if (r + 2 > MI_MAX_RANK) {
-        mi_error_set("outer: result rank %d exceeds %d: %s x %s", r + 2, MI_MAX_RANK, sa, sb);
+    int r = 0;
+    bool low = a->rank < 1 || b->rank < 1,
+         apart = !low && !batch_broadcast(a->rank - 1, a->shape, b->rank - 1, b->shape, &r, shape);
+    if (low || apart || r + 2 > MI_MAX_RANK) {
+        /* the shapes formatted only for a message (a per-token op's shape
+         * check is on the hot path) */
+        char sa[96], sb[96];
+        mi_shape_str(sa, sizeof sa, a->rank, a->shape);
+        mi_shape_str(sb, sizeof sb, b->rank, b->shape);
+        if (low) mi_error_set("outer: inputs must have rank >= 1, got %s x %s", sa, sb);
+        else if (apart) mi_error_set("outer: batch dims do not broadcast: %s x %s", sa, sb);
+        else mi_error_set("outer: result rank %d exceeds %d: %s x %s", r + 2, MI_MAX_RANK, sa, sb);
         return -1;
     }
     shape[r] = a->shape[a->rank - 1];
@@ -291,7 +299,10 @@ static int ex_outer(mi_rng *r, int v, mi_tensor **in, mi_attrs *a)
  * 6.5); oneDNN above (96² 0.84 vs 0.87; 256² 2.5 vs 4.3; 16×32² 1.3 vs
  * 1.8; 512×32² 20 vs 49; 724² 22 vs 51); OpenBLAS split over both cores
  * only for single products of 2^20 outputs and up (1024² 52 vs 97 oneDNN,
- * 91 reference), and in f64 from 2^19 (724² 56 vs 78; 512² 57 vs 42). */
+ * 91 reference), and in f64 from 2^19 (724² 56 vs 78; 512² 57 vs 42). In
+ * f32 the project's own loop (matmul's K = 1 kernel) takes oneDNN's sizes:
+ * 16 × 128 ⊗ 32 12.6 vs 16.4 (CPU µs, 1 thread, AVX-512, best of 15 × 100,
+ * loaded host). */
 static mi_backend outer_select(mi_tensor *const *in, int n, const mi_attrs *a,
                                const mi_tensor *out, unsigned available)
 {
@@ -303,6 +314,7 @@ static mi_backend outer_select(mi_tensor *const *in, int n, const mi_attrs *a,
     bool blas = available >> MI_BACKEND_BLAS & 1u, dnnl = available >> MI_BACKEND_DNNL & 1u;
     if (out->numel < 8192 || per < 512) return MI_BACKEND_REF;
     if (blas && per >= (dnnl ? 1048576 : 524288)) return MI_BACKEND_BLAS;
+    if (available >> MI_BACKEND_OWN & 1u) return MI_BACKEND_OWN;
     return dnnl ? MI_BACKEND_DNNL : MI_BACKEND_REF;
 }
 
@@ -320,7 +332,8 @@ const mi_op mi_op_outer = {.name = "outer", .formula = "y[..., i, j] = a[..., i]
                            .arity = 2, .shape = outer_shape,
                            .kernel = {[MI_BACKEND_REF] = {outer_f32, outer_f64},
                                       [MI_BACKEND_BLAS] = {outer_blas_f32, outer_blas_f64},
-                                      [MI_BACKEND_DNNL] = {outer_dnnl_f32, NULL}},
+                                      [MI_BACKEND_DNNL] = {outer_dnnl_f32, NULL},
+                                      [MI_BACKEND_OWN] = {own_outer_f32, NULL}},
                            .vjp = outer_vjp, .examples = ex_outer, .select = outer_select,
                            .flops = outer_flops};
 mi_tensor *mi_outer(mi_tensor *a, mi_tensor *b) { return RUN(&mi_op_outer, NULL, a, b); }

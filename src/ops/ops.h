@@ -210,10 +210,12 @@ mi_tensor *mi_checkpoint(mi_checkpoint_fn fn, void *ctx, mi_tensor *const *in, i
  * and y[] with ops on its arguments, and returns 0 (or -1 with a message).
  *
  * No autograd record per token: the forward runs the body with recording
- * off and keeps the carry every `segment` tokens (0: ⌈√T⌉); the backward
- * runs each segment again, recording, and differentiates it in a nested
- * pass. Memory: the kept carries and one segment's record, O(√T) by default,
- * besides inputs, outputs and their gradients; the body runs twice a token.
+ * off and keeps the carry at the start of every segment of `segment` tokens
+ * (0: segments of K, K − 1, …, 1 tokens, K (K + 1) / 2 ≥ T); the backward
+ * runs each segment again to have the carry before each token, then each
+ * token once more, recording, and differentiates it in a nested pass.
+ * Memory: ≈ √(2T) carries by default and one token's record, besides
+ * inputs, outputs and their gradients; the body runs three times a token.
  * Gradients reach carry0, xs and the tensors from outside that the body
  * reads (from ctx) and that require grad: its parameters, leaves or views
  * and functions of them, found as mi_checkpoint finds its leaves. The body
@@ -226,6 +228,10 @@ typedef int (*mi_scan_fn)(void *ctx, mi_tensor *const *carry, mi_tensor *const *
                           mi_tensor **carry_out, mi_tensor **y);
 int mi_scan(mi_scan_fn body, void *ctx, int n_carry, mi_tensor *const *carry0, int n_xs,
             mi_tensor *const *xs, int n_ys, int segment, mi_tensor **carry_out, mi_tensor **ys);
+/* mi_scan keeps the scratch scope its tokens run in per thread for the next
+ * call (one per nesting level, at most a body's token and its record); this
+ * frees them (a thread done with mi_scan). */
+void mi_scan_release(void);
 
 /* ---------------------------------------------------------------- shape */
 mi_tensor *mi_reshape(mi_tensor *x, int rank, const int64_t *shape); /* a view; one dim may be -1 */

@@ -6,25 +6,31 @@
  * returning c_T and the stacked y_1..y_T, without an autograd record per
  * token.
  *
- * Forward: the body runs T times with recording off; each token's tensors
- * live in a scratch scope reset after the token, so the forward keeps the
- * outputs and the carry at the start of every segment of S tokens (S =
- * ⌈√T⌉ by default), nothing else. The tensors from outside the body uses
- * that require grad (its parameters: leaves, or views and functions of
- * them) are found on the way, by mi_apply's input hook, as mi_checkpoint
- * finds its leaves.
+ * Forward: the body runs T times with recording off, each token in a
+ * scratch scope reset before the next (the scope is kept per thread for the
+ * next call), so the forward keeps the outputs and the carry at the start of
+ * every segment, nothing else. The tensors from outside the body uses that
+ * require grad (its parameters: leaves, or views and functions of them) are
+ * found on the way, by mi_apply's input hook, as mi_checkpoint finds its
+ * leaves.
  *
  * Backward (the node's vjp), segment by segment from the last: the body runs
- * again, recording, from the segment's kept carry over its ≤ S tokens, and a
- * backward pass nested in the outer one takes the segment's upstream
- * gradients (its y_t's, and the carry's from the later segment) to the
- * segment's start carry, its x_t and the parameters; the segment's record
- * is dropped before the next. So the backward holds one segment's record at
- * a time: memory O(T/S · |c| + S · |body record|) = O(√T) in the carry and
- * the body, besides the inputs, the outputs and their gradients, and the
- * body runs twice per token (the √n checkpointing of Chen, Xu, Zhang,
- * Guestrin, "Training Deep Nets with Sublinear Memory Cost", 2016,
- * with the tokens as the layers).
+ * again with recording off from the segment's kept carry, keeping the carry
+ * before each of its tokens, then token by token from the last it runs once
+ * more, recording, from the carry before the token, and a backward pass
+ * nested in the outer one takes the token's upstream gradients (its y_t's,
+ * and the carry's from the token after) to the carry before it, its x_t and
+ * the parameters; the token's record is dropped before the next. The √n
+ * checkpointing of Chen, Xu, Zhang, Guestrin, "Training Deep Nets with
+ * Sublinear Memory Cost", 2016, with the tokens as the layers, and the
+ * segments' carries in one array: segment s of L_s tokens fills slots s to
+ * s + L_s − 1 in the backward, when the later segments (whose starts the
+ * slots after s held) are done. With segments of K, K − 1, …, 1 tokens
+ * (K (K + 1) / 2 ≥ T) that is K ≈ √(2T) carries in all and one token's
+ * record at a time: memory O(√T · |c| + |body record|) besides the inputs,
+ * the outputs and their gradients; the body runs three times a token, and
+ * its vjps once. A second backward pass through the node (mi_grad again on
+ * the same graph) first runs the forward again to refill the starts.
  *
  * First-order only: the vjp runs a nested backward pass that records
  * nothing, so under create_graph it fails with a message; differentiating
@@ -32,9 +38,10 @@
  * op exists to avoid.
  *
  * The node has one output, O = concat(flatten(c_T…), flatten(ys…)), and the
- * results are views of it; its inputs are carry0 and xs (each one, or packed
- * into one concatenation per group when they would not fit MI_MAX_INPUTS),
- * and the concatenation of the parameters as mi_checkpoint does it. */
+ * results are views of it; its inputs are carry0 and xs (each one, the
+ * smallest of them packed into one concatenation when they would not fit
+ * MI_MAX_INPUTS), and the concatenation of the parameters as mi_checkpoint
+ * does it. */
 #include <stdlib.h>
 
 #include "internal.h"
@@ -47,9 +54,15 @@ typedef struct scan_closure {
     void *ctx;
     int n_carry, n_xs, n_ys, n_params;
     mi_dtype dt;
-    int64_t N, T, S, n_seg;
+    int64_t N, T, n_seg, n_slots;
+    int64_t *start;                     /* segment s is tokens [start[s], start[s + 1]) */
     mi_tensor **carry0, **xs, **params; /* as the caller gave them (shapes, requires_grad) */
-    mi_tensor **kept;                   /* per carry: [n_seg · numel], each segment's start */
+    /* per carry: [n_slots · numel]; slot s holds the carry at segment s's
+     * start after the forward, and a backward pass fills the slots after
+     * slot s with the carries inside segment s (the segments after it are
+     * done by then); kept_valid: the slots hold the starts */
+    mi_tensor **kept;
+    bool kept_valid;
     int y_rank[SCAN_MAX];
     int64_t y_shape[SCAN_MAX][MI_MAX_RANK]; /* y_t's shape [N, …] */
     /* where each tensor sits among the node's inputs: slot, element offset */
@@ -211,6 +224,87 @@ static int ys_shape(const scan_closure *c, int j, int64_t *shape)
     return c->y_rank[j] + 1;
 }
 
+/* ---------------------------------------------------------------- scratch scope
+ * The scope the tokens run in, kept per thread for the next call (reset, not
+ * freed): a layer calls mi_scan with the same shapes at every step, and a
+ * fresh scope would take its pages from the system each time (the kernel
+ * zeroing them was an eighth of a step). A body that calls mi_scan itself
+ * takes another scope from the pool. */
+#define POOL_MAX 8
+static _Thread_local mi_scope *pool[POOL_MAX];
+static _Thread_local int pool_n;
+
+static mi_scope *scratch_get(void)
+{
+    return pool_n ? pool[--pool_n] : mi_scope_new("mi_scan scratch");
+}
+
+static void scratch_put(mi_scope *s)
+{
+    if (!s) return;
+    mi_scope_reset(s);
+    if (pool_n < POOL_MAX) pool[pool_n++] = s;
+    else mi_scope_free(s);
+}
+
+void mi_scan_release(void)
+{
+    while (pool_n) mi_scope_free(pool[--pool_n]);
+}
+
+/* Carry i's elements in slot k of the kept carries. */
+static void *slot(const scan_closure *c, int i, int64_t k)
+{
+    return (char *)c->kept[i]->data + (size_t)(k * c->carry0[i]->numel) * mi_dtype_size(c->dt);
+}
+
+/* Tensors over slot k of the kept carries (views, in the current scope). */
+static int slot_views(const scan_closure *c, int64_t k, mi_tensor **cur)
+{
+    size_t es = mi_dtype_size(c->dt);
+    for (int i = 0; i < c->n_carry; i++) {
+        const mi_tensor *c0 = c->carry0[i];
+        cur[i] = mi_tensor_alias(c->kept[i], c0->rank, c0->shape, (size_t)(k * c0->numel) * es);
+        if (!cur[i]) return -1;
+    }
+    return 0;
+}
+
+/* Copies the carries src[] into the elements dst[] (memmove: a carry the
+ * body passed through may be a view of its destination). */
+static void put_carries(const scan_closure *c, void *const *dst, mi_tensor *const *src)
+{
+    for (int i = 0; i < c->n_carry; i++)
+        memmove(dst[i], src[i]->data, (size_t)src[i]->numel * mi_dtype_size(c->dt));
+}
+
+/* Token t with recording off in scope s, reset first, from the carry cur[]
+ * (NULL: views of kept slot k, made in s): co[] and y[] as the body gave
+ * them, valid until s is reset. f: the input hook's finder, or NULL. */
+static int token_step(scan_closure *c, mi_scope *s, mi_tensor *const *cur, int64_t k, int64_t t,
+                      mi_tensor **co, mi_tensor **y, finder *f)
+{
+    mi_scope_reset(s);
+    mi_scope_enter(s);
+    mi_track_mark tok = mi_tensor_track_push(next_pass());
+    mi_tensor *x[SCAN_MAX], *view[SCAN_MAX];
+    int r = 0;
+    if (!cur) {
+        r = slot_views(c, k, view);
+        cur = view;
+    }
+    for (int j = 0; j < c->n_xs && r == 0; j++)
+        if (!(x[j] = token_of(c, c->xs[j], t))) r = -1;
+    mi_input_hook was;
+    void *was_ctx;
+    if (f) mi_input_hook_set(note_input, f, &was, &was_ctx);
+    if (r == 0) r = step(c, cur, x, co, y, t);
+    if (f) mi_input_hook_set(was, was_ctx, NULL, NULL);
+    mi_tensor_track_pop(tok);
+    mi_scope_leave();
+    return r;
+}
+
 /* ---------------------------------------------------------------- backward */
 
 static int scan_shape(mi_tensor *const *in, int n, const mi_attrs *a, mi_dtype *dt, int *rank,
@@ -221,70 +315,59 @@ static int scan_shape(mi_tensor *const *in, int n, const mi_attrs *a, mi_dtype *
     return -1;
 }
 
-/* The gradient of one segment [a, b): the body run again from the kept
- * carry, recording, and a nested backward pass from the upstream gradients
- * (gc: the carry's at b, in place updated to the carry's at a; g: O's). The
- * x_t's gradients go into gx[j] (or nowhere when NULL), the parameters'
- * are added into gp. */
-static int segment_grad(scan_closure *c, int64_t a, int64_t b, mi_tensor **gc, const mi_tensor *g,
-                        void *const *gx, void *gp)
+/* The gradient of token t: the body run again, recording, from the carry
+ * before it (c_{t−1}: views of kept slot prev, leaves of the nested pass), and a nested
+ * backward pass from the upstream gradients (gc: c_t's, updated in place to
+ * c_{t−1}'s; g: O's), in scope s, reset first. x_t's gradients go into
+ * gx[j] (or nowhere when NULL), the parameters' are added into gp. v: room
+ * for 2 (n_carry + n_ys) + 2 (n_carry + n_xs + n_params) pointers. */
+static int token_grad(scan_closure *c, mi_scope *s, int64_t t, int64_t prev,
+                      mi_tensor **gc, const mi_tensor *g, void *const *gx, void *gp,
+                      mi_tensor **v)
 {
     size_t es = mi_dtype_size(c->dt);
-    int64_t L = b - a;
-    int n_out = c->n_carry + (int)L * c->n_ys;
-    int max_in = c->n_carry + (int)L * c->n_xs + c->n_params;
-    mi_tensor **v = calloc((size_t)(2 * n_out + 2 * max_in + c->n_carry + c->n_xs + c->n_ys),
-                           sizeof *v);
-    if (!v) {
-        mi_error_set("mi_scan: out of memory");
-        return -1;
-    }
+    int n_out = c->n_carry + c->n_ys, max_in = c->n_carry + c->n_xs + c->n_params;
     mi_tensor **outs = v, **seeds = v + n_out, **wrt = seeds + n_out, **got = wrt + max_in;
-    mi_tensor **cur = got + max_in, **x = cur + c->n_carry, **y = x + c->n_xs;
-    int rc = -1, m = 0, k = 0;
+    mi_tensor *cur[SCAN_MAX], *x[SCAN_MAX], *next[SCAN_MAX], *y[SCAN_MAX];
+    int rc = -1, m = 0;
+    mi_scope_reset(s);
+    mi_scope_enter(s);
+    mi_track_mark tok = mi_tensor_track_push(next_pass());
+    if (slot_views(c, prev, cur) != 0) goto done;
     for (int i = 0; i < c->n_carry; i++) {
-        const mi_tensor *c0 = c->carry0[i];
-        mi_tensor *s = mi_tensor_new(c->dt, c0->rank, c0->shape);
-        if (!s) goto done;
-        memcpy(s->data, (char *)c->kept[i]->data + (size_t)(a / c->S * c0->numel) * es,
-               (size_t)c0->numel * es);
-        s->requires_grad = true;
-        cur[i] = wrt[m++] = s;
+        cur[i]->requires_grad = true;
+        wrt[m++] = cur[i];
+    }
+    for (int j = 0; j < c->n_xs; j++) {
+        if (!(x[j] = token_of(c, c->xs[j], t))) goto done;
+        if (gx[j]) x[j]->requires_grad = true, wrt[m++] = x[j];
     }
     mi_set_grad_enabled(true);
-    for (int64_t t = a; t < b; t++) {
-        for (int j = 0; j < c->n_xs; j++) {
-            if (!(x[j] = token_of(c, c->xs[j], t))) goto done;
-            if (gx[j]) x[j]->requires_grad = true, wrt[m++] = x[j];
-        }
-        mi_tensor *next[SCAN_MAX];
-        if (step(c, cur, x, next, y, t) != 0) goto done;
-        for (int i = 0; i < c->n_carry; i++) cur[i] = next[i];
-        for (int j = 0; j < c->n_ys; j++) {
-            mi_tensor *s = mi_tensor_new(c->dt, c->y_rank[j], c->y_shape[j]);
-            if (!s) goto done;
-            gather(s->data, (const char *)g->data + (size_t)c->out_off_y[j] * es, c->N, c->T, t,
-                   y[j]->numel / c->N, es);
-            outs[c->n_carry + k] = y[j];
-            seeds[c->n_carry + k++] = s;
-        }
-    }
+    int r = step(c, cur, x, next, y, t);
     mi_set_grad_enabled(false);
-    for (int i = 0; i < c->n_carry; i++) outs[i] = cur[i], seeds[i] = gc[i];
+    if (r != 0) goto done;
+    for (int i = 0; i < c->n_carry; i++) outs[i] = next[i], seeds[i] = gc[i];
+    for (int j = 0; j < c->n_ys; j++) {
+        mi_tensor *sd = mi_tensor_new(c->dt, c->y_rank[j], c->y_shape[j]);
+        if (!sd) goto done;
+        gather(sd->data, (const char *)g->data + (size_t)c->out_off_y[j] * es, c->N, c->T, t,
+               y[j]->numel / c->N, es);
+        outs[c->n_carry + j] = y[j];
+        seeds[c->n_carry + j] = sd;
+    }
     /* the parameters asked for even when their gradient is not needed: the
      * nested pass then keeps the outer pass's gradient slots for them */
     for (int j = 0; j < c->n_params; j++) wrt[m++] = c->params[j];
     if (mi_grad(outs, seeds, n_out, wrt, m, false, got) != 0) goto done;
-    /* the gradients out of the segment's scratch */
+    /* the gradients out of the token's scratch */
     m = 0;
     for (int i = 0; i < c->n_carry; i++)
-        memmove(gc[i]->data, got[m++]->data, (size_t)gc[i]->numel * es);
-    for (int64_t t = a; t < b; t++)
-        for (int j = 0; j < c->n_xs; j++)
-            if (gx[j]) {
-                mi_tensor *gt = got[m++];
-                scatter(gx[j], gt->data, c->N, c->T, t, gt->numel / c->N, es);
-            }
+        memcpy(gc[i]->data, got[m++]->data, (size_t)gc[i]->numel * es);
+    for (int j = 0; j < c->n_xs; j++)
+        if (gx[j]) {
+            mi_tensor *gt = got[m++];
+            scatter(gx[j], gt->data, c->N, c->T, t, gt->numel / c->N, es);
+        }
     int64_t off = 0;
     for (int j = 0; gp && j < c->n_params; j++) {
         add_into((char *)gp + (size_t)off * es, got[m++]);
@@ -293,8 +376,50 @@ static int segment_grad(scan_closure *c, int64_t a, int64_t b, mi_tensor **gc, c
     rc = 0;
 done:
     mi_set_grad_enabled(false);
-    free(v);
+    mi_tensor_track_pop(tok);
+    mi_scope_leave();
     return rc;
+}
+
+/* The gradient of segment sg: the carries before each of its tokens from
+ * the one kept at its start (slot sg), by the body with recording off, into
+ * the slots after it, then token_grad from the last token back. gc, g, gx,
+ * gp, v: token_grad's. */
+static int segment_grad(scan_closure *c, mi_scope *sc, int64_t sg,
+                        mi_tensor **gc, const mi_tensor *g, void *const *gx, void *gp,
+                        mi_tensor **v)
+{
+    int64_t a = c->start[sg], b = c->start[sg + 1];
+    mi_tensor *co[SCAN_MAX], *y[SCAN_MAX];
+    void *at[SCAN_MAX];
+    if (b - a > 1) c->kept_valid = false;
+    for (int64_t t = a; t + 1 < b; t++) {
+        if (token_step(c, sc, NULL, sg + t - a, t, co, y, NULL) != 0) return -1;
+        for (int i = 0; i < c->n_carry; i++) at[i] = slot(c, i, sg + t + 1 - a);
+        put_carries(c, at, co);
+    }
+    for (int64_t t = b; t-- > a;)
+        if (token_grad(c, sc, t, sg + t - a, gc, g, gx, gp, v) != 0) return -1;
+    return 0;
+}
+
+/* The carries at the segments' starts into their slots again (a backward
+ * pass overwrote them), by the body with recording off from the first,
+ * which no pass overwrites: segment s's tokens from slot s, each carry into
+ * slot s + 1 (the last one the next segment's start). */
+static int refill_kept(scan_closure *c, mi_scope *sc)
+{
+    mi_tensor *co[SCAN_MAX], *y[SCAN_MAX];
+    void *at[SCAN_MAX];
+    for (int64_t s = 0; s + 1 < c->n_seg; s++)
+        for (int64_t t = c->start[s]; t < c->start[s + 1]; t++) {
+            if (token_step(c, sc, NULL, t == c->start[s] ? s : s + 1, t, co, y, NULL) != 0)
+                return -1;
+            for (int i = 0; i < c->n_carry; i++) at[i] = slot(c, i, s + 1);
+            put_carries(c, at, co);
+        }
+    c->kept_valid = true;
+    return 0;
 }
 
 static int scan_vjp_all(const mi_node *nd, mi_tensor *g, const bool *need, mi_tensor **grads)
@@ -318,21 +443,18 @@ static int scan_vjp_all(const mi_node *nd, mi_tensor *g, const bool *need, mi_te
     }
     void *gp = c->n_params && gin[c->params_slot] ? gin[c->params_slot]->data : NULL;
 
-    mi_scope *scratch = mi_scope_new("mi_scan backward");
-    mi_scope *hold = mi_scope_new("mi_scan carry gradient");
-    if (!scratch || !hold) {
-        mi_scope_free(scratch);
-        mi_scope_free(hold);
-        return -1;
-    }
+    int n_v = 2 * (c->n_carry + c->n_ys) + 2 * (c->n_carry + c->n_xs + c->n_params);
+    mi_tensor **v = calloc((size_t)n_v, sizeof *v);
+    mi_scope *sc = scratch_get(), *outer_scope = mi_scope_current();
     /* a parameter with autograd history (a view of a leaf, a function of
      * one) stands as a leaf in the nested passes, so that they stop at it:
      * the outer pass takes its gradient on through its node */
     mi_node **nodes = c->n_params ? malloc(sizeof *nodes * (size_t)c->n_params) : NULL;
-    if (c->n_params && !nodes) {
-        mi_error_set("mi_scan: out of memory");
-        mi_scope_free(scratch);
-        mi_scope_free(hold);
+    if (!v || !sc || (c->n_params && !nodes)) {
+        if (!mi_error_pending()) mi_error_set("mi_scan: out of memory");
+        free(v);
+        free(nodes);
+        scratch_put(sc);
         return -1;
     }
     for (int j = 0; j < c->n_params; j++) {
@@ -341,40 +463,33 @@ static int scan_vjp_all(const mi_node *nd, mi_tensor *g, const bool *need, mi_te
     }
     mi_track_mark outer = mi_tensor_track_push(next_pass());
     int rc = -1;
-    mi_tensor *gc[SCAN_MAX];
-    mi_scope_enter(hold);
-    for (int i = 0; i < c->n_carry; i++) {
-        const mi_tensor *c0 = c->carry0[i];
-        if (!(gc[i] = mi_tensor_new(c->dt, c0->rank, c0->shape))) goto leave_hold;
-    }
+    /* the carry's gradient in the outer pass's scope, given back to it at
+     * the end (the next call of this size takes the same piece) */
+    mi_tensor *gc[SCAN_MAX] = {0};
+    for (int i = 0; i < c->n_carry; i++)
+        if (!(gc[i] = mi_tensor_new(c->dt, c->carry0[i]->rank, c->carry0[i]->shape))) goto done;
+    if (!c->kept_valid && refill_kept(c, sc) != 0) goto done;
     int64_t off = 0;
     for (int i = 0; i < c->n_carry; i++) {
         memcpy(gc[i]->data, (const char *)g->data + (size_t)off * es, (size_t)gc[i]->numel * es);
         off += gc[i]->numel;
     }
-    for (int64_t s = c->n_seg; s-- > 0;) {
-        int64_t a = s * c->S, b = a + c->S < c->T ? a + c->S : c->T;
-        mi_scope_enter(scratch);
-        mi_track_mark seg = mi_tensor_track_push(next_pass());
-        int r = segment_grad(c, a, b, gc, g, gx, gp);
-        mi_tensor_track_pop(seg);
-        mi_scope_leave();
-        mi_scope_reset(scratch);
-        if (r != 0) goto leave_hold;
-    }
+    for (int64_t s = c->n_seg; s-- > 0;)
+        if (segment_grad(c, sc, s, gc, g, gx, gp, v) != 0) goto done;
     for (int i = 0; i < c->n_carry; i++) {
         mi_tensor *gs = gin[c->carry_slot[i]];
         if (gs) memcpy((char *)gs->data + (size_t)c->carry_off[i] * es, gc[i]->data,
                        (size_t)gc[i]->numel * es);
     }
     rc = 0;
-leave_hold:
-    mi_scope_leave();
+done:
+    for (int i = 0; i < c->n_carry; i++)
+        if (gc[i]) mi_scope_release(outer_scope, gc[i]->data, (size_t)gc[i]->numel * es);
     mi_tensor_track_pop(outer);
     for (int j = 0; j < c->n_params; j++) c->params[j]->node = nodes[j];
     free(nodes);
-    mi_scope_free(scratch);
-    mi_scope_free(hold);
+    free(v);
+    scratch_put(sc);
     if (rc != 0) return -1;
     for (int k = 0; k < nd->n_inputs; k++)
         if (need[k]) grads[k] = gin[k];
@@ -403,9 +518,17 @@ static mi_tensor *flat(mi_tensor *t) { return mi_reshape(t, 1, (int64_t[]){t->nu
 /* concat(flatten(ts[0..n))), a view when n = 1 */
 static mi_tensor *packed(mi_tensor *const *ts, int n)
 {
-    mi_tensor *p[SCAN_MAX];
-    for (int i = 0; i < n; i++) p[i] = flat(ts[i]);
-    return n == 1 ? p[0] : mi_concat(p, n, 0);
+    if (n == 1) return flat(ts[0]);
+    mi_tensor **p = malloc(sizeof *p * (size_t)n), *r = NULL;
+    if (!p) {
+        mi_error_set("mi_scan: out of memory");
+        return NULL;
+    }
+    int k = 0;
+    while (k < n && (p[k] = flat(ts[k]))) k++;
+    if (k == n) r = mi_concat(p, n, 0);
+    free(p);
+    return r;
 }
 
 static int check_args(mi_scan_fn body, int n_carry, mi_tensor *const *carry0, int n_xs,
@@ -477,69 +600,73 @@ static int check_args(mi_scan_fn body, int n_carry, mi_tensor *const *carry0, in
 }
 
 /* Where each carry and input sits among the node's inputs: one slot each,
- * or one concatenation per group when they do not fit. Fills in[]; the
- * count, or -1. */
+ * or, when they do not fit, the smallest of them packed into one
+ * concatenation (a copy, and its gradient a tensor of its size), as many as
+ * it takes. Fills in[]; the count, or -1. */
 static int node_inputs(scan_closure *c, mi_tensor **in)
 {
-    int n = 0;
-    bool pack = c->n_carry + c->n_xs + (c->n_params > 0) > MI_MAX_INPUTS;
+    int n_t = c->n_carry + c->n_xs, over = n_t + (c->n_params > 0) - MI_MAX_INPUTS;
+    int n_pack = over > 0 ? over + 1 : 0;
+    mi_tensor *all[2 * SCAN_MAX], *pk[2 * SCAN_MAX];
+    bool pack[2 * SCAN_MAX] = {0};
+    for (int k = 0; k < n_t; k++) all[k] = k < c->n_carry ? c->carry0[k] : c->xs[k - c->n_carry];
+    for (int m = 0; m < n_pack; m++) {
+        int best = -1;
+        for (int k = 0; k < n_t; k++)
+            if (!pack[k] && (best < 0 || all[k]->numel < all[best]->numel)) best = k;
+        pack[best] = true;
+    }
+    int n = 0, slot_of_pack = n_pack ? n_t - n_pack : -1, m = 0;
     int64_t off = 0;
-    for (int i = 0; i < c->n_carry; i++) {
-        c->carry_slot[i] = pack ? 0 : n;
-        c->carry_off[i] = pack ? off : 0;
-        off += c->carry0[i]->numel;
-        if (!pack) in[n++] = c->carry0[i];
+    for (int k = 0; k < n_t; k++) {
+        int sl = pack[k] ? slot_of_pack : n;
+        int64_t o = pack[k] ? off : 0;
+        if (pack[k]) off += all[k]->numel, pk[m++] = all[k];
+        else in[n++] = all[k];
+        if (k < c->n_carry) c->carry_slot[k] = sl, c->carry_off[k] = o;
+        else c->xs_slot[k - c->n_carry] = sl, c->xs_off[k - c->n_carry] = o;
     }
-    if (pack && c->n_carry && !(in[n++] = packed(c->carry0, c->n_carry))) return -1;
-    off = 0;
-    int first = n;
-    for (int j = 0; j < c->n_xs; j++) {
-        c->xs_slot[j] = pack ? first : n;
-        c->xs_off[j] = pack ? off : 0;
-        off += c->xs[j]->numel;
-        if (!pack) in[n++] = c->xs[j];
-    }
-    if (pack && !(in[n++] = packed(c->xs, c->n_xs))) return -1;
+    if (n_pack && !(in[n++] = packed(pk, n_pack))) return -1;
     c->params_slot = n;
     if (c->n_params && !(in[n++] = packed(c->params, c->n_params))) return -1;
     return n;
 }
 
-/* The forward's loop: every token's body with recording off in a scratch
- * scope, the carry copied out between tokens (cur, nxt in `hold`), the
- * carry at each segment's start into c->kept (when kept), the y's into O,
- * which the first token's y's size and which goes to the caller's scope. */
-static mi_tensor *run_forward(scan_closure *c, mi_scope *outer, mi_scope *scratch, mi_scope *hold,
-                              mi_tensor **keep, finder *f)
+/* The forward's loop: every token's body with recording off (token_step),
+ * the carry copied out between tokens (cur, nxt: two of the kept slots, or
+ * in the caller's scope and given back at the end when none are kept), the carry at each segment's start into its slot
+ * (when kept), the y's into O, which the first token's y's size and which
+ * goes to the caller's scope. */
+static mi_tensor *run_forward(scan_closure *c, mi_scope *outer, mi_scope *sc, bool keep, finder *f)
 {
     size_t es = mi_dtype_size(c->dt);
-    mi_tensor *cur[SCAN_MAX], *nxt[SCAN_MAX], *O = NULL;
-    mi_scope_enter(hold);
-    for (int i = 0; i < c->n_carry; i++) {
-        const mi_tensor *c0 = c->carry0[i];
-        cur[i] = mi_tensor_new(c->dt, c0->rank, c0->shape);
-        nxt[i] = mi_tensor_new(c->dt, c0->rank, c0->shape);
-        if (!cur[i] || !nxt[i]) goto fail;
-        memcpy(cur[i]->data, c0->data, (size_t)c0->numel * es);
-    }
-    mi_input_hook was;
-    void *was_ctx;
+    mi_tensor *cur[SCAN_MAX] = {0}, *nxt[SCAN_MAX] = {0}, *co[SCAN_MAX], *y[SCAN_MAX], *O = NULL;
+    void *at[SCAN_MAX];
+    int r = 0;
+    mi_scope_enter(outer);
+    if (keep) {
+        /* the two slots after the segments' starts, which only a backward
+         * pass fills */
+        r = slot_views(c, c->n_seg, cur) != 0 || slot_views(c, c->n_seg + 1, nxt) != 0 ? -1 : 0;
+    } else
+        for (int i = 0; i < c->n_carry && r == 0; i++) {
+            const mi_tensor *c0 = c->carry0[i];
+            if (!(cur[i] = mi_tensor_new(c->dt, c0->rank, c0->shape)) ||
+                !(nxt[i] = mi_tensor_new(c->dt, c0->rank, c0->shape)))
+                r = -1;
+        }
+    mi_scope_leave();
+    for (int i = 0; i < c->n_carry && r == 0; i++)
+        memcpy(cur[i]->data, c->carry0[i]->data, (size_t)cur[i]->numel * es);
     bool recording = mi_set_grad_enabled(false);
-    for (int64_t t = 0; t < c->T; t++) {
-        if (keep && t % c->S == 0)
-            for (int i = 0; i < c->n_carry; i++)
-                memcpy((char *)keep[i]->data + (size_t)(t / c->S * cur[i]->numel) * es,
-                       cur[i]->data, (size_t)cur[i]->numel * es);
-        mi_scope_enter(scratch);
-        mi_track_mark tok = mi_tensor_track_push(next_pass());
-        mi_tensor *x[SCAN_MAX], *co[SCAN_MAX], *y[SCAN_MAX];
-        int r = 0;
-        for (int j = 0; j < c->n_xs && r == 0; j++)
-            if (!(x[j] = token_of(c, c->xs[j], t))) r = -1;
-        if (f) mi_input_hook_set(note_input, f, &was, &was_ctx);
-        if (r == 0) r = step(c, cur, x, co, y, t);
-        if (f) mi_input_hook_set(was, was_ctx, NULL, NULL);
-        if (r == 0 && t == 0) {
+    for (int64_t t = 0, sg = 0; t < c->T && r == 0; t++) {
+        if (keep && t == c->start[sg]) {
+            for (int i = 0; i < c->n_carry; i++) at[i] = slot(c, i, sg);
+            put_carries(c, at, cur);
+            sg++;
+        }
+        if ((r = token_step(c, sc, cur, 0, t, co, y, f)) != 0) break;
+        if (t == 0) {
             int64_t total = 0;
             for (int i = 0; i < c->n_carry; i++) total += c->carry0[i]->numel;
             for (int j = 0; j < c->n_ys; j++) {
@@ -551,38 +678,29 @@ static mi_tensor *run_forward(scan_closure *c, mi_scope *outer, mi_scope *scratc
             mi_scope_leave();
             if (!O) r = -1;
         }
-        if (r == 0) {
-            for (int i = 0; i < c->n_carry; i++)
-                memcpy(nxt[i]->data, co[i]->data, (size_t)co[i]->numel * es);
-            for (int j = 0; j < c->n_ys; j++)
-                scatter((char *)O->data + (size_t)c->out_off_y[j] * es, y[j]->data, c->N, c->T, t,
-                        y[j]->numel / c->N, es);
-        }
-        mi_tensor_track_pop(tok);
-        mi_scope_leave();
-        mi_scope_reset(scratch);
-        if (r != 0) {
-            mi_set_grad_enabled(recording);
-            goto fail;
-        }
+        for (int j = 0; j < c->n_ys && r == 0; j++)
+            scatter((char *)O->data + (size_t)c->out_off_y[j] * es, y[j]->data, c->N, c->T, t,
+                    y[j]->numel / c->N, es);
+        for (int i = 0; i < c->n_carry && r == 0; i++) at[i] = nxt[i]->data;
+        if (r == 0) put_carries(c, at, co);
         for (int i = 0; i < c->n_carry; i++) {
-            mi_tensor *s = cur[i];
+            mi_tensor *tmp = cur[i];
             cur[i] = nxt[i];
-            nxt[i] = s;
+            nxt[i] = tmp;
         }
     }
     mi_set_grad_enabled(recording);
     /* c_T ahead of the y's in O */
     int64_t off = 0;
-    for (int i = 0; i < c->n_carry; i++) {
+    for (int i = 0; i < c->n_carry && r == 0; i++) {
         memcpy((char *)O->data + (size_t)off * es, cur[i]->data, (size_t)cur[i]->numel * es);
         off += cur[i]->numel;
     }
-    mi_scope_leave();
-    return O;
-fail:
-    mi_scope_leave();
-    return NULL;
+    for (int i = 0; i < c->n_carry && !keep; i++) {
+        if (cur[i]) mi_scope_release(outer, cur[i]->data, (size_t)cur[i]->numel * es);
+        if (nxt[i]) mi_scope_release(outer, nxt[i]->data, (size_t)nxt[i]->numel * es);
+    }
+    return r == 0 ? O : NULL;
 }
 
 /* The results as views of O (recorded when O is). */
@@ -615,6 +733,33 @@ static int split_outputs(const scan_closure *c, mi_tensor *O, mi_tensor **carry_
     return 0;
 }
 
+/* The segments, c->start[0..n_seg] in outer, and the slots they need.
+ * With segment = 0 they shorten by one token from the first (K, K − 1, …,
+ * K the least with K (K + 1) / 2 ≥ T), so that segment s, filling slots s
+ * to s + its length − 1 in the backward, never goes past slot K: K ≈ √(2T)
+ * carries in all, where segments of ⌈√T⌉ would keep ⌈√T⌉ starts and need
+ * ⌈√T⌉ more for one segment's carries. Else `segment` tokens each. */
+static int schedule(scan_closure *c, mi_scope *outer, int64_t segment)
+{
+    int64_t T = c->T, K = 1, n = 0;
+    if (segment == 0)
+        while (K * (K + 1) / 2 < T) K++;
+    for (int64_t t = 0; t < T; n++) t += segment ? segment : K - n;
+    if (!(c->start = mi_scope_alloc(outer, sizeof *c->start * (size_t)(n + 1)))) return -1;
+    c->n_seg = n;
+    c->n_slots = 0;
+    c->start[0] = 0;
+    for (int64_t s = 0; s < n; s++) {
+        int64_t len = segment ? segment : K - s;
+        c->start[s + 1] = c->start[s] + len < T ? c->start[s] + len : T;
+        int64_t last = s + c->start[s + 1] - c->start[s];
+        if (last > c->n_slots) c->n_slots = last;
+    }
+    /* and two after the starts for the forward's carry (run_forward) */
+    if (c->n_slots < n + 2) c->n_slots = n + 2;
+    return 0;
+}
+
 int mi_scan(mi_scan_fn body, void *ctx, int n_carry, mi_tensor *const *carry0, int n_xs,
             mi_tensor *const *xs, int n_ys, int segment, mi_tensor **carry_out, mi_tensor **ys)
 {
@@ -628,33 +773,30 @@ int mi_scan(mi_scan_fn body, void *ctx, int n_carry, mi_tensor *const *carry0, i
     mi_tensor **arrays = mi_scope_alloc(outer, sizeof *arrays * (size_t)(2 * (n_carry + n_xs) + 1));
     if (!c || !arrays) return -1;
     int64_t T = xs[0]->shape[1];
-    int64_t S = segment ? segment : (int64_t)ceil(sqrt((double)T));
-    if (S > T) S = T;
-    while (S * S < T && segment == 0) S++; /* ⌈√T⌉ despite rounding */
     *c = (scan_closure){.body = body, .ctx = ctx, .n_carry = n_carry, .n_xs = n_xs, .n_ys = n_ys,
-                        .dt = xs[0]->dtype, .N = xs[0]->shape[0], .T = T, .S = S,
-                        .n_seg = (T + S - 1) / S, .carry0 = arrays, .xs = arrays + n_carry,
-                        .kept = arrays + n_carry + n_xs};
+                        .dt = xs[0]->dtype, .N = xs[0]->shape[0], .T = T, .carry0 = arrays,
+                        .xs = arrays + n_carry, .kept = arrays + n_carry + n_xs,
+                        .kept_valid = true};
+    if (schedule(c, outer, segment) != 0) return -1;
     for (int i = 0; i < n_carry; i++) c->carry0[i] = carry0[i];
     for (int j = 0; j < n_xs; j++) c->xs[j] = xs[j];
     for (int j = 0; j < n_ys; j++) c->y_rank[j] = -1;
     bool recording = mi_grad_enabled();
     if (recording)
         for (int i = 0; i < n_carry; i++)
-            if (!(c->kept[i] = mi_tensor_new(c->dt, 1, (int64_t[]){c->n_seg * carry0[i]->numel})))
+            if (!(c->kept[i] = mi_tensor_new(c->dt, 1, (int64_t[]){c->n_slots * carry0[i]->numel})))
                 return -1;
 
     /* everything made here is listed under mi_scan's own pass, so that an
      * enclosing pass (a checkpoint's forward, a backward) never releases
      * what the scratch scopes hold */
     mi_track_mark mark = mi_tensor_track_push(next_pass());
-    mi_scope *scratch = mi_scope_new("mi_scan token"), *hold = mi_scope_new("mi_scan carry");
-    finder f = {0};
+    mi_scope *sc = scratch_get();
+    finder f = {.token = sc};
     int rc = -1;
     mi_tensor *O = NULL;
-    if (!scratch || !hold) goto done;
-    f.token = scratch;
-    O = run_forward(c, outer, scratch, hold, recording ? c->kept : NULL, recording ? &f : NULL);
+    if (!sc) goto done;
+    O = run_forward(c, outer, sc, recording, recording ? &f : NULL);
     if (!O) goto done;
     if (f.out_of_memory) {
         mi_error_set("mi_scan: out of memory");
@@ -682,8 +824,7 @@ int mi_scan(mi_scan_fn body, void *ctx, int n_carry, mi_tensor *const *carry0, i
     rc = split_outputs(c, O, carry_out, ys);
 done:
     free(f.params);
-    mi_scope_free(scratch);
-    mi_scope_free(hold);
+    scratch_put(sc);
     mi_tensor_track_pop(mark);
     return rc;
 }

@@ -11,9 +11,9 @@
  * (momentum algorithms) and, for a retention with a read, η of the position
  * that wrote the state last (the ℓ1 retentions' threshold λ η reads it);
  * per-token inputs = q, k, v and the gates the components read. mi_scan keeps
- * no autograd record per token: it keeps the carry every ⌈√T⌉ tokens and
- * differentiates one segment at a time in its backward, so the layer holds
- * O(√T) states and one segment's record instead of every token's record.
+ * no autograd record per token: it keeps ≈ √(2T) states and differentiates
+ * one token at a time in its backward, so the layer holds O(√T) states and
+ * one token's record instead of every token's record.
  *
  * Before the first token no position has written the state (η_0: none), so
  * with a read the first token runs outside the scan, recorded as the

@@ -165,6 +165,43 @@ bool own_small_gemm_f32(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float
     return false;
 }
 
+/* The products with one column (N = 1: a matrix times a vector) or a
+ * rank-one product (K = 1: an outer product) for matmul's OWN kernel: the
+ * per-token products of a memory's MLP and their vjps, where each call
+ * reads or writes a weight-sized block once (linalg.c's matmul_select has
+ * the timings); false for any other shape. */
+static bool vector_gemm_f32(bool ta, int64_t M, int64_t N, int64_t K, float alpha,
+                            const float *restrict A, int64_t lda, const float *restrict B,
+                            float beta, float *restrict C, int64_t ldc)
+{
+    if (N == 1 && ta) {
+        /* a matrix-vector product, Cᵀ = bᵀ A with b = op(B) (K × 1, contiguous
+         * either way): the rows of A added up, scaled, W outputs at a time */
+        nn_rows(1, M, K, alpha, B, K, A, lda, beta, C, M);
+        return true;
+    }
+    if (N == 1) {
+        /* C[m] = ⟨A[m, :], b⟩, each row of A once (a vector sum per row) */
+        for (int64_t m = 0; m < M; m++) {
+            const float *a = A + m * lda;
+            float acc = 0;
+            for (int64_t k = 0; k < K; k++) acc += a[k] * B[k];
+            C[m * ldc] = (beta == 0.0f ? 0.0f : beta * C[m * ldc]) + alpha * acc;
+        }
+        return true;
+    }
+    if (K == 1) {
+        /* an outer product, C[m, :] = alpha a[m] b + beta C[m, :] (a, b contiguous
+         * either way) */
+        for (int64_t m = 0; m < M; m++) {
+            float am = alpha * A[m], *c = C + m * ldc;
+            for (int64_t j = 0; j < N; j++) c[j] = (beta == 0.0f ? 0.0f : beta * c[j]) + am * B[j];
+        }
+        return true;
+    }
+    return false;
+}
+
 /* ---------------------------------------------------------------- matmul
  * matmul's OWN f32 kernel for the batched tiny products of chunked memory
  * updates (titans at chunk 8: 64 × 8×16·16×64, 64 × 8×64·64×16, …): one
@@ -174,7 +211,8 @@ bool own_small_gemm_f32(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float
 bool own_matmul_fits(const gemm_geom *g)
 {
     return g->alpha == 1 && g->beta == 0 &&
-           ((!g->ta && g->M <= SMALL) || (g->ta && !g->tb && g->K <= SMALL));
+           ((!g->ta && g->M <= SMALL) || (g->ta && !g->tb && g->K <= SMALL) || g->N == 1 ||
+            g->K == 1);
 }
 
 typedef struct {
@@ -188,11 +226,14 @@ static void mm_range(const void *v, int64_t q0, int64_t q1)
     const mm_ctx *k = v;
     const gemm_geom *g = k->g;
     int64_t lda = g->ta ? g->M : g->K, ldb = g->tb ? g->K : g->N;
-    for (int64_t q = q0; q < q1; q++)
-        own_small_gemm_f32(g->ta, g->tb, g->M, g->N, g->K, 1.0f,
-                           k->A + gemm_batch_offset(g, g->sa, q), lda,
-                           k->B + gemm_batch_offset(g, g->sb, q), ldb, 0.0f,
-                           k->C + q * g->M * g->N, g->N);
+    for (int64_t q = q0; q < q1; q++) {
+        const float *A = k->A + gemm_batch_offset(g, g->sa, q),
+                    *B = k->B + gemm_batch_offset(g, g->sb, q);
+        float *C = k->C + q * g->M * g->N;
+        if (!own_small_gemm_f32(g->ta, g->tb, g->M, g->N, g->K, 1.0f, A, lda, B, ldb, 0.0f, C,
+                                g->N))
+            vector_gemm_f32(g->ta, g->M, g->N, g->K, 1.0f, A, lda, B, 0.0f, C, g->N);
+    }
 }
 
 void own_matmul_f32(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a)
@@ -207,4 +248,15 @@ void own_matmul_f32(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a)
     /* work: multiply-adds / 4, an FMA in registers against an add streamed
      * from memory (OWN_PAR_MIN's unit) */
     own_parallel(g.nbatch, g.nbatch * g.M * g.N * g.K / 4, OWN_PAR_MIN, 1, mm_range, &k);
+}
+
+/* outer's OWN f32 kernel: the batch of rank-one products as matmul's K = 1
+ * (vector_gemm_f32), entries split across threads like matmul's. */
+void own_outer_f32(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a)
+{
+    (void)a;
+    gemm_geom g;
+    gemm_geom_outer(&g, o, in);
+    mm_ctx k = {&g, in[0]->data, in[1]->data, o->data};
+    own_parallel(g.nbatch, g.nbatch * g.M * g.N / 4, OWN_PAR_MIN, 1, mm_range, &k);
 }
