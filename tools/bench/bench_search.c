@@ -1,0 +1,790 @@
+/* miras-bench search: the MIRAS design space (docs/search.md).
+ *
+ * Candidates. Every memory × attentional bias × retention gate × learning
+ * algorithm of the registry (mi_memory_at, …: built-ins and plugins alike),
+ * times every combination of the --grid values, each as a quality variant
+ *
+ *   BASE+memory=M+bias=B+retention=R+algorithm=A[+KEY=V ...]
+ *
+ * on the base preset (--base, default titans: its gates and block; a gate the
+ * new components need and the base leaves unused takes the block's default).
+ * A combination is valid when the library builds its layer block (the check
+ * mi_mixer_create makes: component kinds, their pairings, the gates they
+ * need); the others are listed with the library's reason. The reference
+ * presets (--presets) run as themselves beside them.
+ *
+ * Successive halving (Jamieson & Talwalkar 2016; Hyperband's inner loop), per
+ * task: rung r trains every candidate still in for budget·ηʳ steps, seeds
+ * fixed; the best ⌈n/η⌉ by the task's metric (mean over --seeds) go on,
+ * ties broken by the candidate string. A trial that fails, diverges or passes
+ * a cap is recorded with that status and never promoted nor run again. The
+ * reference presets go on at every rung they finish, so the last rung
+ * compares the survivors with them at equal budget.
+ *
+ * Trials. Each is a miras-train run (quality's runner, one thread) in a
+ * worker process forked for it; --jobs N keeps N at once. Under an MPI
+ * launcher (mpirun, srun: its rank and size from the environment, no MPI
+ * call) rank R takes trials i ≡ R (mod size) of each rung, and a rung ends
+ * when every key of the rung is in the JSON lines of DIR (a directory the
+ * ranks share). Every rank then ranks the same lines the same way, so the
+ * ranks agree on the next rung and the result equals --jobs 1's. */
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "bench_common.h"
+#include "bench_quality.h"
+#include "bench_quality_internal.h"
+#include "bench_search.h"
+#include "common.h"
+#include "extend.h"
+
+extern char **environ;
+
+#define DEFAULT_OUT "runs/search"
+#define DEFAULT_TASKS "mqar-hard,quick-lm"
+#define DEFAULT_PRESETS "titans,moneta,yaad,memora,gated-deltanet"
+#define MAX_CANDIDATES 4096
+
+typedef struct candidate {
+    char name[SEARCH_NAME_LEN];
+    bool preset;
+} candidate;
+
+/* ================================================================ the candidates */
+
+typedef const char *(*kind_name_fn)(int i);
+static const char *memory_name(int i) { const mi_memory_kind *k = mi_memory_at(i); return k ? k->name : NULL; }
+static const char *bias_name(int i) { const mi_bias_kind *k = mi_bias_at(i); return k ? k->name : NULL; }
+static const char *retention_name(int i) { const mi_retention_kind *k = mi_retention_at(i); return k ? k->name : NULL; }
+static const char *algorithm_name(int i) { const mi_algorithm_kind *k = mi_algorithm_at(i); return k ? k->name : NULL; }
+
+static const char *const axis_keys[4] = {"memory", "bias", "retention", "algorithm"};
+static const char *const axis_options[4] = {"--memories", "--biases", "--retentions", "--algorithms"};
+static const kind_name_fn axis_names[4] = {memory_name, bias_name, retention_name, algorithm_name};
+
+/* The names of axis a: the registry's, or the --memories … list (each checked
+ * against the registry). Their count, or -1 with a message. */
+static int axis_list(const search_opts *o, int a, char names[][64], int max, char *msg, size_t n)
+{
+    int count = 0;
+    if (!o->axes[a]) {
+        for (int i = 0; axis_names[a](i) && count < max; i++)
+            snprintf(names[count++], 64, "%s", axis_names[a](i));
+        return count;
+    }
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s", o->axes[a]);
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        bool known = false;
+        for (int i = 0; axis_names[a](i); i++) known |= !strcmp(axis_names[a](i), t);
+        if (!known) {
+            size_t used = (size_t)snprintf(msg, n, "%s: no %s named '%s'; known:", axis_options[a],
+                                           axis_keys[a], t);
+            for (int i = 0; axis_names[a](i) && used < n; i++)
+                used += (size_t)snprintf(msg + used, n - used, " %s", axis_names[a](i));
+            return -1;
+        }
+        if (count == max) return snprintf(msg, n, "%s: too many names", axis_options[a]), -1;
+        snprintf(names[count++], 64, "%s", t);
+    }
+    return count ? count : (snprintf(msg, n, "%s: no name given", axis_options[a]), -1);
+}
+
+/* Whether the library builds the block of variant `overrides` (KEY=VALUE,
+ * n of them) on preset base: the reason in why when it does not. */
+static bool block_builds(const char *base, const char *const *overrides, int n_over, char *why,
+                         size_t n)
+{
+    mi_scope *scope = mi_scope_new("search-check");
+    if (!scope) return snprintf(why, n, "out of memory"), false;
+    mi_scope_enter(scope);
+    mi_mixer_options opt = mi_mixer_options_default(32, 2);
+    opt.overrides = overrides;
+    opt.n_overrides = n_over;
+    mi_rng rng;
+    mi_rng_seed(&rng, 1);
+    mi_mixer mx;
+    bool ok = mi_mixer_create(&mx, base, &opt, MI_F32, &rng, scope) == 0;
+    if (!ok) snprintf(why, n, "%s", mi_error());
+    for (char *p = why; !ok && *p; p++) /* one line of candidates.txt */
+        if (*p == '\n' || *p == '\t') *p = ' ';
+    mi_error_clear();
+    mi_scope_leave();
+    mi_scope_free(scope);
+    return ok;
+}
+
+/* The --grid lists: KEY and its values. */
+typedef struct grid {
+    char key[64];
+    char values[16][64];
+    int n;
+} grid;
+
+static int parse_grids(const search_opts *o, grid *g, char *msg, size_t n)
+{
+    for (int i = 0; i < o->n_grids; i++) {
+        const char *eq = strchr(o->grids[i], '=');
+        if (!eq || eq == o->grids[i] || !eq[1] || (size_t)(eq - o->grids[i]) >= sizeof g[i].key)
+            return snprintf(msg, n, "--grid wants KEY=V1,V2,..., got '%s'", o->grids[i]), -1;
+        snprintf(g[i].key, sizeof g[i].key, "%.*s", (int)(eq - o->grids[i]), o->grids[i]);
+        char buf[1024];
+        snprintf(buf, sizeof buf, "%s", eq + 1);
+        g[i].n = 0;
+        for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+            if (g[i].n == 16) return snprintf(msg, n, "--grid %.64s: more than 16 values", g[i].key), -1;
+            snprintf(g[i].values[g[i].n++], 64, "%s", t);
+        }
+        if (!g[i].n) return snprintf(msg, n, "--grid %.64s: no value", g[i].key), -1;
+    }
+    return 0;
+}
+
+/* Every candidate: the grid ones that build, then the reference presets.
+ * The invalid ones go to `invalid` (one line each, with the reason). Their
+ * count, or -1 with a message. */
+static int enumerate(const search_opts *o, candidate *cands, int max, strbuf *invalid,
+                     int *n_invalid, char *msg, size_t n)
+{
+    static char names[4][64][64];
+    int counts[4];
+    for (int a = 0; a < 4; a++)
+        if ((counts[a] = axis_list(o, a, names[a], 64, msg, n)) < 0) return -1;
+    grid grids[SEARCH_MAX_LIST];
+    if (parse_grids(o, grids, msg, n) != 0) return -1;
+    int count = 0;
+    *n_invalid = 0;
+    int total = counts[0] * counts[1] * counts[2] * counts[3];
+    int grid_total = 1;
+    for (int g = 0; g < o->n_grids; g++) grid_total *= grids[g].n;
+    for (int i = 0; i < total * grid_total; i++) {
+        int idx[4], rest = i / grid_total, gi = i % grid_total;
+        for (int a = 3; a >= 0; a--) idx[a] = rest % counts[a], rest /= counts[a];
+        char over[4 + SEARCH_MAX_LIST + SEARCH_MAX_LIST][96];
+        const char *ov[4 + 2 * SEARCH_MAX_LIST];
+        int n_ov = 0;
+        for (int a = 0; a < 4; a++)
+            snprintf(over[n_ov], sizeof over[0], "%s=%s", axis_keys[a], names[a][idx[a]]), n_ov++;
+        for (int g = o->n_grids - 1, r = gi; g >= 0; g--) {
+            snprintf(over[n_ov + g], sizeof over[0], "%s=%s", grids[g].key,
+                     grids[g].values[r % grids[g].n]);
+            r /= grids[g].n;
+        }
+        n_ov += o->n_grids;
+        strbuf name = {0};
+        sb_printf(&name, "%s", o->base);
+        for (int k = 0; k < n_ov; k++) sb_printf(&name, "+%s", over[k]);
+        for (int k = 0; k < n_ov + o->n_sets; k++) ov[k] = k < n_ov ? over[k] : o->sets[k - n_ov];
+        char why[512];
+        if (name.oom || name.len >= SEARCH_NAME_LEN) {
+            free(name.s);
+            return snprintf(msg, n, "a candidate's name is longer than %d characters",
+                            SEARCH_NAME_LEN - 1), -1;
+        }
+        if (!block_builds(o->base, ov, n_ov + o->n_sets, why, sizeof why)) {
+            sb_printf(invalid, "%s\tinvalid: %s\n", name.s, why);
+            (*n_invalid)++;
+        } else if (count < max) {
+            snprintf(cands[count].name, SEARCH_NAME_LEN, "%s", name.s);
+            cands[count++].preset = false;
+        } else {
+            free(name.s);
+            return snprintf(msg, n, "more than %d candidates", max), -1;
+        }
+        free(name.s);
+    }
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s", o->presets);
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        if (!mi_preset_find(t)) return snprintf(msg, n, "--presets: no MIRAS preset '%s'", t), -1;
+        if (count == max) return snprintf(msg, n, "more than %d candidates", max), -1;
+        snprintf(cands[count].name, SEARCH_NAME_LEN, "%s", t);
+        cands[count++].preset = true;
+    }
+    return count;
+}
+
+/* ================================================================ one trial */
+
+typedef struct search_ctx {
+    const search_opts *o;
+    const quality_suite *suite;
+    const char *data;          /* the suite's text, or NULL */
+    char train[4096 + 32];
+    char file[4096 + 64];      /* this process's JSON-lines file */
+    int rank, size;
+} search_ctx;
+
+static void trial_key(char *buf, size_t n, const char *task, int64_t steps, int64_t seed,
+                      const char *cand)
+{
+    snprintf(buf, n, "%s|%lld|%lld|%s", task, (long long)steps, (long long)seed, cand);
+}
+
+/* DIR/<task>/s<steps>-seed<seed>/<candidate>, characters outside [A-Za-z0-9._+=-] as '_'. */
+static void trial_dir(char *buf, size_t n, const char *out, const char *task, int64_t steps,
+                      int64_t seed, const char *cand)
+{
+    int w = snprintf(buf, n, "%s/%s/s%lld-seed%lld/", out, task, (long long)steps, (long long)seed);
+    char *p = buf + (w > 0 && (size_t)w < n ? w : 0);
+    for (const char *v = cand; *v && (size_t)(p - buf) + 1 < n; v++)
+        *p++ = (strchr("._-+=", *v) || (*v >= '0' && *v <= '9') || (*v >= 'a' && *v <= 'z') ||
+                (*v >= 'A' && *v <= 'Z')) ? *v : '_';
+    *p = '\0';
+}
+
+/* The status of a finished case: a NaN or infinite value is a divergence
+ * (miras-train's "… is NaN at step …", or no finite metric in the log), a run
+ * stopped at the CPU limit or past the RSS cap is over its cap. */
+static trial_status classify(const quality_case *c, const search_opts *o, double rss_mb)
+{
+    if (o->max_rss_mb > 0 && rss_mb > o->max_rss_mb) return TRIAL_OVER_MEMORY;
+    if (c->status == CASE_OK) return TRIAL_OK;
+    if (o->max_seconds > 0 && (strstr(c->message, "signal 24") || c->cpu_s >= o->max_seconds))
+        return TRIAL_OVER_TIME;
+    if (strstr(c->message, "is NaN at step") || strstr(c->message, "Inf at step") ||
+        strstr(c->message, "no finite"))
+        return TRIAL_DIVERGED;
+    /* out of address space under the cap: the allocation failed */
+    if (o->max_rss_mb > 0 && (strstr(c->message, "out of memory") || strstr(c->message, "signal 9")))
+        return TRIAL_OVER_MEMORY;
+    return TRIAL_FAILED;
+}
+
+/* In the worker process: runs the trial, appends its line, exits. */
+static _Noreturn void run_trial(const search_ctx *x, const candidate *c, int rung, int64_t steps,
+                                int64_t seed)
+{
+    const search_opts *o = x->o;
+    prctl(PR_SET_PDEATHSIG, SIGKILL); /* a killed search takes its workers along */
+    if (o->max_seconds > 0) {
+        rlim_t s = (rlim_t)ceil(o->max_seconds);
+        struct rlimit cpu = {s, s + 5};
+        setrlimit(RLIMIT_CPU, &cpu);
+    }
+    if (o->max_rss_mb > 0) { /* a hard stop well past the cap; the cap itself is the RSS */
+        rlim_t bytes = (rlim_t)((2 * o->max_rss_mb + 1024) * 1048576.0);
+        struct rlimit as = {bytes, bytes};
+        setrlimit(RLIMIT_AS, &as);
+    }
+    quality_case qc = {.suite = x->suite, .steps = steps, .params = -1, .val_loss = NAN,
+                       .val_acc = NAN, .train_loss = NAN, .wall_s = NAN, .eval_wall_s = NAN,
+                       .cpu_s = NAN, .eval_cpu_s = NAN, .status = CASE_OK};
+    snprintf(qc.variant, sizeof qc.variant, "%s", c->name);
+    trial_dir(qc.dir, sizeof qc.dir, o->out, x->suite->name, steps, seed, c->name);
+    quality_opts q = {.steps = steps, .seed = seed, .threads = 1};
+    for (int i = 0; i < o->n_sets && i < QUALITY_MAX_OPTS; i++) q.sets[q.n_sets++] = o->sets[i];
+    quality_run_case(&qc, x->train, x->data, &q);
+    struct rusage u;
+    double rss_mb = getrusage(RUSAGE_CHILDREN, &u) == 0 ? (double)u.ru_maxrss / 1024.0 : NAN;
+    trial t = {.preset = c->preset, .rung = rung, .steps = steps, .seed = seed,
+               .params = qc.params, .val_loss = qc.val_loss, .val_acc = qc.val_acc,
+               .cpu_s = qc.cpu_s, .wall_s = qc.wall_s, .peak_rss_mb = rss_mb,
+               .command = qc.command};
+    trial_key(t.key, sizeof t.key, x->suite->name, steps, seed, c->name);
+    snprintf(t.task, sizeof t.task, "%s", x->suite->name);
+    snprintf(t.candidate, sizeof t.candidate, "%s", c->name);
+    snprintf(t.metric, sizeof t.metric, "%s", x->suite->metric);
+    t.status = classify(&qc, o, rss_mb);
+    t.value = t.status == TRIAL_OK ? metric_of(&qc) : NAN;
+    t.ms_per_step = 1000.0 * qc.cpu_s / (double)steps;
+    if (t.status != TRIAL_OK)
+        snprintf(t.message, sizeof t.message, "%s", qc.message[0] ? qc.message : "over its cap");
+    char *line = trial_json(&t), msg[1024];
+    int rc = line ? trial_append(x->file, line, msg, sizeof msg) : -1;
+    if (rc != 0) fprintf(stderr, "miras-bench: %s\n", line ? msg : "out of memory");
+    else if (t.status == TRIAL_OK)
+        fprintf(stderr, "  %s s%lld seed %lld %s: %s %.4f, %.2f ms/step (CPU)\n", t.task,
+                (long long)steps, (long long)seed, c->name, t.metric, t.value, t.ms_per_step);
+    else
+        fprintf(stderr, "  %s s%lld seed %lld %s: %s: %.160s\n", t.task, (long long)steps,
+                (long long)seed, c->name, trial_status_names[t.status], t.message);
+    free(line);
+    free(qc.command);
+    _exit(rc == 0 ? 0 : 1);
+}
+
+/* A worker that died without its line (killed, out of memory): the line
+ * written for it, so that the rung can end. */
+static void record_lost(const search_ctx *x, const candidate *c, int rung, int64_t steps,
+                        int64_t seed, int status)
+{
+    trial t = {.preset = c->preset, .rung = rung, .steps = steps, .seed = seed, .params = -1,
+               .status = TRIAL_FAILED, .value = NAN, .val_loss = NAN, .val_acc = NAN,
+               .cpu_s = NAN, .wall_s = NAN, .ms_per_step = NAN, .peak_rss_mb = NAN};
+    trial_key(t.key, sizeof t.key, x->suite->name, steps, seed, c->name);
+    snprintf(t.task, sizeof t.task, "%s", x->suite->name);
+    snprintf(t.candidate, sizeof t.candidate, "%s", c->name);
+    snprintf(t.metric, sizeof t.metric, "%s", x->suite->metric);
+    if (WIFSIGNALED(status))
+        snprintf(t.message, sizeof t.message, "the trial's worker was killed by signal %d",
+                 WTERMSIG(status));
+    else
+        snprintf(t.message, sizeof t.message, "the trial's worker exited with status %d",
+                 WEXITSTATUS(status));
+    char *line = trial_json(&t), msg[1024];
+    if (!line || trial_append(x->file, line, msg, sizeof msg) != 0)
+        fprintf(stderr, "miras-bench: %s\n", line ? msg : "out of memory");
+    free(line);
+}
+
+/* ================================================================ a rung */
+
+typedef struct pending {
+    pid_t pid;
+    int cand;
+    int64_t seed;
+} pending;
+
+/* Runs this rank's trials of the rung that no line holds yet, --jobs at once. */
+static int run_rung(const search_ctx *x, const candidate *cands, const int *in, int n_in,
+                    const int64_t *seeds, int n_seeds, int rung, int64_t steps, const trial *done,
+                    int n_done)
+{
+    int jobs = x->o->jobs, running = 0, started = 0, todo = 0;
+    pending slots[64] = {{0}};
+    char key[SEARCH_NAME_LEN + 96];
+    for (int i = 0; i < n_in * n_seeds; i++) {
+        trial_key(key, sizeof key, x->suite->name, steps, seeds[i % n_seeds],
+                  cands[in[i / n_seeds]].name);
+        todo += i % x->size == x->rank && !trials_find(done, n_done, key);
+    }
+    for (int i = 0; i < n_in * n_seeds || running > 0;) {
+        if (i < n_in * n_seeds && running < jobs) {
+            const candidate *c = &cands[in[i / n_seeds]];
+            int64_t seed = seeds[i % n_seeds];
+            trial_key(key, sizeof key, x->suite->name, steps, seed, c->name);
+            bool mine = i % x->size == x->rank;
+            i++;
+            if (!mine || trials_find(done, n_done, key)) continue;
+            fprintf(stderr, "[%s rung %d, %lld steps: %d/%d] %s seed %lld\n", x->suite->name, rung,
+                    (long long)steps, ++started, todo, c->name, (long long)seed);
+            fflush(stderr);
+            pid_t pid = fork();
+            if (pid < 0) return fprintf(stderr, "miras-bench: fork: %s\n", strerror(errno)), -1;
+            if (pid == 0) run_trial(x, c, rung, steps, seed);
+            for (int s = 0; s < jobs; s++)
+                if (!slots[s].pid) { slots[s] = (pending){pid, (int)(c - cands), seed}; break; }
+            running++;
+            continue;
+        }
+        int status;
+        pid_t pid = wait(&status);
+        if (pid < 0) {
+            if (errno == EINTR) continue;
+            return fprintf(stderr, "miras-bench: wait: %s\n", strerror(errno)), -1;
+        }
+        for (int s = 0; s < jobs; s++) {
+            if (slots[s].pid != pid) continue;
+            if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+                record_lost(x, &cands[slots[s].cand], rung, steps, slots[s].seed, status);
+            slots[s].pid = 0;
+            running--;
+        }
+    }
+    return 0;
+}
+
+/* Waits until every key of the rung is in DIR's lines (other ranks'
+ * included); the lines, read again. */
+static int rung_barrier(const search_ctx *x, const candidate *cands, const int *in, int n_in,
+                        const int64_t *seeds, int n_seeds, int64_t steps, trial **ts, int *n_ts)
+{
+    char msg[1024], key[SEARCH_NAME_LEN + 96];
+    for (int waited = 0;; waited++) {
+        trials_free(*ts, *n_ts);
+        *ts = NULL;
+        *n_ts = trials_read(x->o->out, ts, msg, sizeof msg);
+        if (*n_ts < 0) return fprintf(stderr, "miras-bench: %s\n", msg), *n_ts = 0, -1;
+        int missing = 0;
+        for (int i = 0; i < n_in * n_seeds; i++) {
+            trial_key(key, sizeof key, x->suite->name, steps, seeds[i % n_seeds],
+                      cands[in[i / n_seeds]].name);
+            missing += !trials_find(*ts, *n_ts, key);
+        }
+        if (!missing) return 0;
+        if (x->size == 1) /* every trial of ours wrote a line, or one was written for it */
+            return fprintf(stderr, "miras-bench: %d trials of the rung have no line in %s\n",
+                           missing, x->o->out), -1;
+        if (waited % 600 == 0)
+            fprintf(stderr, "miras-bench: rank %d waits for %d trials of the other ranks\n",
+                    x->rank, missing);
+        pause_ms(200);
+    }
+}
+
+/* A candidate's score at a rung: the mean metric over the seeds, NaN when a
+ * seed's trial is not ok. */
+static double rung_score(const search_ctx *x, const candidate *c, const int64_t *seeds,
+                         int n_seeds, int64_t steps, const trial *ts, int n_ts)
+{
+    char key[SEARCH_NAME_LEN + 96];
+    double sum = 0;
+    for (int s = 0; s < n_seeds; s++) {
+        trial_key(key, sizeof key, x->suite->name, steps, seeds[s], c->name);
+        const trial *t = trials_find(ts, n_ts, key);
+        if (!t || t->status != TRIAL_OK) return NAN;
+        sum += t->value;
+    }
+    return sum / n_seeds;
+}
+
+typedef struct ranked {
+    int cand;
+    double score;
+    const char *name;
+    bool lower;
+} ranked;
+
+static int by_score(const void *a, const void *b)
+{
+    const ranked *x = a, *y = b;
+    if (x->score != y->score) return (x->lower ? x->score < y->score : x->score > y->score) ? -1 : 1;
+    return strcmp(x->name, y->name);
+}
+
+/* ================================================================ options */
+
+static int64_t suite_arg_int(const quality_suite *s, const char *opt, int64_t dflt)
+{
+    for (int i = 0; s->args[i] && s->args[i + 1]; i++)
+        if (!strcmp(s->args[i], opt)) return strtoll(s->args[i + 1], NULL, 10);
+    return dflt;
+}
+
+static const quality_suite *find_suite(const char *name)
+{
+    for (int k = 0; k < n_quality_suites; k++)
+        if (!strcmp(quality_suites[k].name, name)) return &quality_suites[k];
+    return NULL;
+}
+
+/* rank and size from the launcher's environment (Open MPI, PMI, Slurm); then
+ * the launcher's variables are dropped, so that the miras-train runs do not
+ * take themselves for ranks of this job. */
+static void launcher_rank(int *rank, int *size)
+{
+    const char *pairs[][2] = {{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+                              {"PMI_RANK", "PMI_SIZE"}, {"SLURM_PROCID", "SLURM_NTASKS"}};
+    *rank = 0, *size = 1;
+    for (size_t i = 0; i < sizeof pairs / sizeof *pairs; i++) {
+        const char *r = getenv(pairs[i][0]), *s = getenv(pairs[i][1]);
+        if (r && s && atoi(s) >= 1 && atoi(r) >= 0 && atoi(r) < atoi(s)) {
+            *rank = atoi(r), *size = atoi(s);
+            break;
+        }
+    }
+    for (bool again = true; again;) {
+        again = false;
+        for (char **e = environ; *e; e++)
+            if (!strncmp(*e, "OMPI_", 5) || !strncmp(*e, "PMIX_", 5) || !strncmp(*e, "PMI_", 4)) {
+                char name[256];
+                snprintf(name, sizeof name, "%.*s", (int)strcspn(*e, "="), *e);
+                unsetenv(name);
+                again = true;
+                break;
+            }
+    }
+}
+
+void bench_search_usage(FILE *f)
+{
+    fprintf(f,
+        "search (the MIRAS design space by successive halving; docs/search.md):\n"
+        "  miras-bench search [options]   every memory x bias x retention x algorithm of the\n"
+        "                    registry that builds, as BASE+memory=M+bias=B+retention=R+algorithm=A\n"
+        "  --suite A,B       the tasks: quality suites (default " DEFAULT_TASKS "), each its own\n"
+        "                    successive halving\n"
+        "  --budget N        rung 0's steps (default 100); rung r trains budget*eta^r steps\n"
+        "  --rungs R         rungs (default 3)\n"
+        "  --eta E           keep the best ceil(n/E) of a rung, budget times E (default 3)\n"
+        "  --seeds A,B,..    seeds of every trial; a rung ranks the mean (default: the suite's)\n"
+        "  --base PRESET     the preset the components replace: its gates and block (titans)\n"
+        "  --memories, --biases, --retentions, --algorithms A,B,..  restrict an axis\n"
+        "  --grid KEY=V1,V2  every candidate once per value (repeatable: the product)\n"
+        "  --set KEY=VALUE   for every candidate and preset (repeatable)\n"
+        "  --presets A,B,..  reference presets run at every rung (default\n"
+        "                    " DEFAULT_PRESETS "; '' none)\n"
+        "  --jobs N          trials at once on this process (default 1); under mpirun each rank\n"
+        "                    takes every size-th trial of a rung (--out on a shared directory)\n"
+        "  --max-seconds S   CPU seconds per trial; past it the trial is over-time\n"
+        "  --max-rss-mb M    peak RSS per trial; past it over-memory (address space capped at\n"
+        "                    2M + 1024 MB)\n"
+        "  --top K           configurations listed per task (default 5)\n"
+        "  --out DIR         trials.jsonl (trials.rankR.jsonl), candidates.txt, search.md,\n"
+        "                    search-<task>.svg and the runs (default " DEFAULT_OUT "); a rerun\n"
+        "                    with the same DIR runs only the trials it has no line for\n"
+        "  --list            the candidates and the invalid combinations with the reason, no run\n"
+        "  --quick           the test suite's search: quick-mqar, 4 candidates and\n"
+        "                    gated-deltanet, budget 8, 2 rungs, eta 2\n"
+        "  --train, --data, --json-only  as for quality\n");
+}
+
+static int usage_error(const char *fmt, const char *a, const char *b)
+{
+    fprintf(stderr, "miras-bench: search: ");
+    fprintf(stderr, fmt, a, b);
+    fprintf(stderr, " (see miras-bench --help)\n");
+    return 2;
+}
+
+static int parse_opts(int argc, char **argv, search_opts *o)
+{
+    *o = (search_opts){.tasks = DEFAULT_TASKS, .base = "titans", .presets = DEFAULT_PRESETS,
+                       .budget = 100, .rungs = 3, .eta = 3, .jobs = 1, .top = 5,
+                       .out = DEFAULT_OUT};
+    bool budget = false, rungs = false, eta = false, tasks = false, axes = false, presets = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--list")) { o->list = true; continue; }
+        if (!strcmp(a, "--quick")) { o->quick = true; continue; }
+        if (!strcmp(a, "--json-only")) { o->json_only = true; continue; }
+        if (a[0] != '-') return usage_error("unexpected argument '%s'%s", a, "");
+        if (!v) return usage_error("%s wants a value%s", a, "");
+        char *end;
+        double x = strtod(v, &end);
+        bool number = *v && !*end && isfinite(x);
+        int ax = -1;
+        for (int k = 0; k < 4; k++) if (!strcmp(a, axis_options[k])) ax = k;
+        if (ax >= 0) o->axes[ax] = v, axes = true;
+        else if (!strcmp(a, "--suite")) o->tasks = v, tasks = true;
+        else if (!strcmp(a, "--base")) o->base = v;
+        else if (!strcmp(a, "--presets")) o->presets = v, presets = true;
+        else if (!strcmp(a, "--seeds")) o->seeds = v;
+        else if (!strcmp(a, "--out")) o->out = v;
+        else if (!strcmp(a, "--train")) o->train = v;
+        else if (!strcmp(a, "--data")) o->data = v;
+        else if (!strcmp(a, "--grid") || !strcmp(a, "--set")) {
+            bool g = !strcmp(a, "--grid");
+            int *cnt = g ? &o->n_grids : &o->n_sets;
+            if (*cnt == SEARCH_MAX_LIST) return usage_error("%s given too often%s", a, "");
+            if (!strchr(v, '=') || v[0] == '=' || strchr(v, ' '))
+                return usage_error("%s wants KEY=VALUE, got '%s'", a, v);
+            (g ? o->grids : o->sets)[(*cnt)++] = v;
+        } else if (!strcmp(a, "--budget") || !strcmp(a, "--rungs") || !strcmp(a, "--jobs") ||
+                   !strcmp(a, "--top")) {
+            if (!number || x < 1 || x > 1e7 || x != floor(x))
+                return usage_error("%s wants a positive integer, got '%s'", a, v);
+            if (!strcmp(a, "--budget")) o->budget = (int64_t)x, budget = true;
+            else if (!strcmp(a, "--rungs")) o->rungs = (int)x, rungs = true;
+            else if (!strcmp(a, "--jobs")) o->jobs = (int)x;
+            else o->top = (int)x;
+        } else if (!strcmp(a, "--eta") || !strcmp(a, "--max-seconds") || !strcmp(a, "--max-rss-mb")) {
+            if (!number || !(x > 0)) return usage_error("%s wants a positive number, got '%s'", a, v);
+            if (!strcmp(a, "--eta")) {
+                if (!(x > 1)) return usage_error("%s wants a number above 1, got '%s'", a, v);
+                o->eta = x, eta = true;
+            } else if (!strcmp(a, "--max-seconds")) o->max_seconds = x;
+            else o->max_rss_mb = x;
+        } else return usage_error("unknown option '%s'%s", a, "");
+        i++;
+    }
+    if (o->rungs > 16) return usage_error("--rungs: at most 16, got %s%s", "more", "");
+    if (o->jobs > 64) return usage_error("--jobs: at most 64%s%s", "", "");
+    if (o->quick) {
+        if (!tasks) o->tasks = "quick-mqar";
+        if (!budget) o->budget = 8;
+        if (!rungs) o->rungs = 2;
+        if (!eta) o->eta = 2;
+        if (!presets) o->presets = "gated-deltanet";
+        if (!axes) o->axes[0] = "matrix", o->axes[1] = "dot,l2", o->axes[2] = "none,l2",
+                   o->axes[3] = "gd";
+    }
+    if (!mi_preset_find(o->base))
+        return usage_error("--base: no MIRAS preset '%s'%s", o->base, "");
+    if (o->data && access(o->data, R_OK) != 0)
+        return usage_error("--data '%s': %s", o->data, strerror(errno));
+    return 0;
+}
+
+/* ================================================================ the search */
+
+int bench_search_main(int argc, char **argv)
+{
+    search_opts o;
+    int rc = parse_opts(argc, argv, &o);
+    if (rc) return rc;
+    char msg[2048];
+    search_ctx x = {.o = &o};
+    launcher_rank(&x.rank, &x.size);
+    /* one thread per trial: the results do not depend on the machine's cores */
+    setenv("OMP_NUM_THREADS", "1", 0);
+    setenv("OPENBLAS_NUM_THREADS", "1", 0);
+
+    /* the tasks */
+    const quality_suite *tasks[SEARCH_MAX_LIST];
+    int n_tasks = 0;
+    char tbuf[1024];
+    snprintf(tbuf, sizeof tbuf, "%s", o.tasks);
+    for (char *save = NULL, *t = strtok_r(tbuf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        const quality_suite *s = find_suite(t);
+        if (!s) return usage_error("--suite: no quality suite '%s'%s (miras-bench --help lists them)", t, "");
+        if (n_tasks == SEARCH_MAX_LIST) return usage_error("--suite: too many%s%s", "", "");
+        tasks[n_tasks++] = s;
+    }
+    int64_t seeds_given[SEARCH_MAX_LIST];
+    int n_seeds = 0;
+    if (o.seeds) {
+        char sbuf[512];
+        snprintf(sbuf, sizeof sbuf, "%s", o.seeds);
+        for (char *save = NULL, *t = strtok_r(sbuf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+            char *end;
+            long long s = strtoll(t, &end, 10);
+            if (*end || s < 1 || n_seeds == SEARCH_MAX_LIST)
+                return usage_error("--seeds wants positive integers, got '%s'%s", o.seeds, "");
+            seeds_given[n_seeds++] = s;
+        }
+    }
+
+    /* the candidates */
+    candidate *cands = calloc(MAX_CANDIDATES, sizeof *cands);
+    strbuf invalid = {0};
+    int n_invalid = 0;
+    if (!cands) return fprintf(stderr, "miras-bench: out of memory\n"), 1;
+    int n_cands = enumerate(&o, cands, MAX_CANDIDATES, &invalid, &n_invalid, msg, sizeof msg);
+    if (n_cands < 0) {
+        free(cands), free(invalid.s);
+        return usage_error("%s%s", msg, "");
+    }
+    int n_grid = 0;
+    for (int i = 0; i < n_cands; i++) n_grid += !cands[i].preset;
+    strbuf list = {0};
+    sb_printf(&list, "# base %s: %d valid combinations, %d invalid, %d reference presets\n",
+              o.base, n_grid, n_invalid, n_cands - n_grid);
+    for (int i = 0; i < n_cands; i++)
+        sb_printf(&list, "%s\t%s\n", cands[i].name, cands[i].preset ? "preset" : "valid");
+    for (const char *p = invalid.s ? invalid.s : ""; *p;) {
+        size_t len = strcspn(p, "\n");
+        sb_printf(&list, "%.*s\n", (int)len, p);
+        p += len + (p[len] == '\n');
+    }
+    /* candidates.txt: NAME<TAB>valid|preset, or NAME<TAB>invalid: the reason */
+    strbuf file = {0};
+    sb_printf(&file, "%s", list.s ? list.s : "");
+    free(invalid.s);
+    if (o.list) {
+        /* the invalid lines say "invalid: <reason>" on stdout */
+        fputs(list.s ? list.s : "", stdout);
+        free(list.s), free(file.s), free(cands);
+        return 0;
+    }
+    free(list.s);
+    fprintf(stderr, "search: base %s, %d valid combinations (%d invalid: %s/candidates.txt), "
+            "%d reference presets, %d task%s; rank %d of %d, %d job%s\n", o.base, n_grid,
+            n_invalid, o.out, n_cands - n_grid, n_tasks, n_tasks == 1 ? "" : "s", x.rank, x.size,
+            o.jobs, o.jobs == 1 ? "" : "s");
+    if (make_dir(o.out, msg, sizeof msg) != 0) {
+        free(file.s), free(cands);
+        return fprintf(stderr, "miras-bench: --out: %s\n", msg), 1;
+    }
+    if (x.size == 1 && dir_lock(o.out, msg, sizeof msg) < 0) {
+        free(file.s), free(cands);
+        return fprintf(stderr, "miras-bench: --out: %s\n", msg), 1;
+    }
+    if (x.rank == 0) {
+        char path[4096 + 32];
+        snprintf(path, sizeof path, "%s/candidates.txt", o.out);
+        if (write_atomic(path, file.s ? file.s : "", file.len, msg, sizeof msg) != 0)
+            fprintf(stderr, "miras-bench: %s\n", msg);
+    }
+    free(file.s);
+    if (x.size > 1) snprintf(x.file, sizeof x.file, "%s/trials.rank%d.jsonl", o.out, x.rank);
+    else snprintf(x.file, sizeof x.file, "%s/trials.jsonl", o.out);
+    {
+        quality_opts q = {.train = o.train};
+        if ((rc = quality_find_train(&q, x.train, sizeof x.train)) != 0) {
+            free(cands);
+            return rc;
+        }
+    }
+
+    trial *ts = NULL;
+    int n_ts = trials_read(o.out, &ts, msg, sizeof msg);
+    if (n_ts < 0) {
+        free(cands);
+        return fprintf(stderr, "miras-bench: %s\n", msg), 1;
+    }
+    if (n_ts) fprintf(stderr, "search: %d trials already in %s (not run again)\n", n_ts, o.out);
+    search_task_report reports[SEARCH_MAX_LIST];
+    int *in = malloc((size_t)n_cands * sizeof *in);
+    ranked *rk = malloc((size_t)n_cands * sizeof *rk);
+    rc = in && rk ? 0 : 1;
+    for (int k = 0; k < n_tasks && rc == 0; k++) {
+        const quality_suite *su = tasks[k];
+        static char data_buf[4096];
+        x.suite = su;
+        x.data = NULL;
+        if (su->data && !strcmp(su->data, DATA_TEXT))
+            x.data = o.data ? o.data : find_checkout_file(TEXT_PATH, data_buf, sizeof data_buf);
+        else if (su->data)
+            x.data = find_checkout_file(su->data, data_buf, sizeof data_buf);
+        if (su->data && !x.data) {
+            fprintf(stderr, "miras-bench: task %s: its text was not found (give --data)\n",
+                    su->name);
+            rc = 1;
+            break;
+        }
+        int64_t seeds[SEARCH_MAX_LIST];
+        int ns = n_seeds;
+        if (ns) memcpy(seeds, seeds_given, sizeof seeds);
+        else seeds[0] = suite_arg_int(su, "--seed", 1), ns = 1;
+        reports[k] = (search_task_report){.task = su->name, .metric = su->metric, .rungs = o.rungs};
+        int n_in = n_cands;
+        for (int i = 0; i < n_cands; i++) in[i] = i;
+        bool lower = metric_lower_better(su->metric);
+        for (int r = 0; r < o.rungs && n_in > 0; r++) {
+            int64_t steps = llround((double)o.budget * pow(o.eta, r));
+            reports[k].budgets[r] = steps;
+            if (run_rung(&x, cands, in, n_in, seeds, ns, r, steps, ts, n_ts) != 0 ||
+                rung_barrier(&x, cands, in, n_in, seeds, ns, steps, &ts, &n_ts) != 0) {
+                rc = 1;
+                break;
+            }
+            /* the next rung: the best ⌈grid/η⌉ that finished, and every preset that did */
+            int n_rk = 0, n_grid_in = 0;
+            for (int i = 0; i < n_in; i++) {
+                const candidate *c = &cands[in[i]];
+                n_grid_in += !c->preset;
+                double s = rung_score(&x, c, seeds, ns, steps, ts, n_ts);
+                if (!c->preset && isfinite(s))
+                    rk[n_rk++] = (ranked){in[i], s, c->name, lower};
+            }
+            qsort(rk, (size_t)n_rk, sizeof *rk, by_score);
+            int keep = (int)ceil(n_grid_in / o.eta), next = 0;
+            if (keep > n_rk) keep = n_rk;
+            int *nxt = malloc((size_t)n_cands * sizeof *nxt);
+            if (!nxt) { rc = 1; break; }
+            for (int i = 0; i < keep; i++) nxt[next++] = rk[i].cand;
+            for (int i = 0; i < n_in; i++)
+                if (cands[in[i]].preset &&
+                    isfinite(rung_score(&x, &cands[in[i]], seeds, ns, steps, ts, n_ts)))
+                    nxt[next++] = in[i];
+            if (x.rank == 0)
+                fprintf(stderr, "search %s rung %d (%lld steps): %d of %d finished; %d go on\n",
+                        su->name, r, (long long)steps, n_rk, n_grid_in, next);
+            memcpy(in, nxt, (size_t)next * sizeof *in);
+            free(nxt);
+            n_in = next;
+        }
+    }
+    if (rc == 0 && x.rank == 0) {
+        const char **names = malloc((size_t)n_cands * sizeof *names);
+        if (!names) rc = 1;
+        for (int i = 0; names && i < n_cands; i++) names[i] = cands[i].name;
+        if (names && search_report(ts, n_ts, reports, n_tasks, names, n_cands, o.base, o.top,
+                                   o.out, o.json_only) != 0)
+            rc = 1;
+        free(names);
+    }
+    trials_free(ts, n_ts);
+    free(in), free(rk), free(cands);
+    return rc;
+}
