@@ -422,32 +422,37 @@ static int rung_barrier(const search_ctx *x, const candidate *cands, const int *
 }
 
 /* A candidate's score at a rung: the mean metric over the seeds, NaN when a
- * seed's trial is not ok. */
+ * seed's trial is not ok; *loss the mean validation loss (an accuracy's
+ * tie-break: early rungs of a recall task sit at chance, where the loss
+ * still orders them). */
 static double rung_score(const search_ctx *x, const candidate *c, const int64_t *seeds,
-                         int n_seeds, int64_t steps, const trial *ts, int n_ts)
+                         int n_seeds, int64_t steps, const trial *ts, int n_ts, double *loss)
 {
     char key[SEARCH_NAME_LEN + 96];
-    double sum = 0;
+    double sum = 0, loss_sum = 0;
     for (int s = 0; s < n_seeds; s++) {
         trial_key(key, sizeof key, x->suite->name, steps, seeds[s], c->name);
         const trial *t = trials_find(ts, n_ts, key);
-        if (!t || t->status != TRIAL_OK) return NAN;
-        sum += t->value;
+        if (!t || t->status != TRIAL_OK) return *loss = NAN, NAN;
+        sum += t->value, loss_sum += t->val_loss;
     }
+    *loss = isfinite(loss_sum) ? loss_sum / n_seeds : INFINITY;
     return sum / n_seeds;
 }
 
 typedef struct ranked {
     int cand;
-    double score;
+    double score, loss;
     const char *name;
     bool lower;
 } ranked;
 
+/* Better metric first; equal metrics by the lower validation loss, then by name. */
 static int by_score(const void *a, const void *b)
 {
     const ranked *x = a, *y = b;
     if (x->score != y->score) return (x->lower ? x->score < y->score : x->score > y->score) ? -1 : 1;
+    if (x->loss != y->loss) return x->loss < y->loss ? -1 : 1;
     return strcmp(x->name, y->name);
 }
 
@@ -567,7 +572,8 @@ static int parse_opts(int argc, char **argv, search_opts *o)
             int *cnt = g ? &o->n_grids : &o->n_sets;
             if (*cnt == SEARCH_MAX_LIST) return usage_error("%s given too often%s", a, "");
             if (!strchr(v, '=') || v[0] == '=' || strchr(v, ' '))
-                return usage_error("%s wants KEY=VALUE, got '%s'", a, v);
+                return usage_error(g ? "%s wants KEY=V1,V2,..., got '%s'" : "%s wants KEY=VALUE, "
+                                   "got '%s'", a, v);
             (g ? o->grids : o->sets)[(*cnt)++] = v;
         } else if (!strcmp(a, "--budget") || !strcmp(a, "--rungs") || !strcmp(a, "--jobs") ||
                    !strcmp(a, "--top")) {
@@ -753,9 +759,9 @@ int bench_search_main(int argc, char **argv)
             for (int i = 0; i < n_in; i++) {
                 const candidate *c = &cands[in[i]];
                 n_grid_in += !c->preset;
-                double s = rung_score(&x, c, seeds, ns, steps, ts, n_ts);
+                double loss, s = rung_score(&x, c, seeds, ns, steps, ts, n_ts, &loss);
                 if (!c->preset && isfinite(s))
-                    rk[n_rk++] = (ranked){in[i], s, c->name, lower};
+                    rk[n_rk++] = (ranked){in[i], s, loss, c->name, lower};
             }
             qsort(rk, (size_t)n_rk, sizeof *rk, by_score);
             int keep = (int)ceil(n_grid_in / o.eta), next = 0;
@@ -763,13 +769,18 @@ int bench_search_main(int argc, char **argv)
             int *nxt = malloc((size_t)n_cands * sizeof *nxt);
             if (!nxt) { rc = 1; break; }
             for (int i = 0; i < keep; i++) nxt[next++] = rk[i].cand;
-            for (int i = 0; i < n_in; i++)
+            for (int i = 0; i < n_in; i++) {
+                double loss;
                 if (cands[in[i]].preset &&
-                    isfinite(rung_score(&x, &cands[in[i]], seeds, ns, steps, ts, n_ts)))
+                    isfinite(rung_score(&x, &cands[in[i]], seeds, ns, steps, ts, n_ts, &loss)))
                     nxt[next++] = in[i];
-            if (x.rank == 0)
+            }
+            if (x.rank == 0 && r + 1 < o.rungs)
                 fprintf(stderr, "search %s rung %d (%lld steps): %d of %d finished; %d go on\n",
                         su->name, r, (long long)steps, n_rk, n_grid_in, next);
+            else if (x.rank == 0)
+                fprintf(stderr, "search %s rung %d (%lld steps): %d of %d finished\n", su->name,
+                        r, (long long)steps, n_rk, n_grid_in);
             memcpy(in, nxt, (size_t)next * sizeof *in);
             free(nxt);
             n_in = next;
