@@ -17,6 +17,7 @@ typedef struct standing {
     int64_t steps;
     double value;      /* mean over the seeds; NaN unless every seed's trial is ok */
     double ms;         /* mean CPU ms per step over the seeds */
+    double loss;       /* mean validation loss: an accuracy's tie-break, as the rungs' */
     int64_t params;
     trial_status status;
     const trial *first; /* the rung's first seed's trial (its command, its message) */
@@ -25,9 +26,9 @@ typedef struct standing {
 /* The candidate's standing in task k. */
 static standing stand(const trial *ts, int n, const search_task_report *k, const char *cand)
 {
-    standing s = {.rung = -1, .value = NAN, .ms = NAN, .params = -1};
+    standing s = {.rung = -1, .value = NAN, .ms = NAN, .loss = NAN, .params = -1};
     for (int r = k->rungs - 1; r >= 0 && s.rung < 0; r--) {
-        double sum = 0, ms = 0;
+        double sum = 0, ms = 0, loss = 0;
         int count = 0;
         bool all_ok = true;
         for (int i = 0; i < n; i++) {
@@ -39,13 +40,13 @@ static standing stand(const trial *ts, int n, const search_task_report *k, const
                 all_ok = false;
                 s.status = t->status, s.first = t;
             } else {
-                sum += t->value, ms += t->ms_per_step, count++;
+                sum += t->value, ms += t->ms_per_step, loss += t->val_loss, count++;
                 if (t->params >= 0) s.params = t->params;
             }
         }
         if (!s.first) continue;
         s.rung = r, s.steps = k->budgets[r];
-        if (all_ok && count) s.value = sum / count, s.ms = ms / count;
+        if (all_ok && count) s.value = sum / count, s.ms = ms / count, s.loss = loss / count;
     }
     return s;
 }
@@ -79,7 +80,7 @@ static const char *const rung_colors[] = {"#c8c8c8", "#8fb4d9", "#3b75af", "#1f3
 static char *task_svg(const standing *st, const char *const *cands, int nc,
                       const search_task_report *k, const char *base, size_t *size)
 {
-    const int W = 760, H = 480, L = 70, R = 170, T = 40, B = 50;
+    const int W = 800, H = 480, L = 70, R = 210, T = 40, B = 50;
     double x0 = INFINITY, x1 = -INFINITY, y0 = INFINITY, y1 = -INFINITY;
     for (int i = 0; i < nc; i++) {
         if (!isfinite(st[i].value) || !(st[i].ms > 0)) continue;
@@ -171,7 +172,7 @@ static char *task_svg(const standing *st, const char *const *cands, int nc,
               ly + 4);
     ly += 16;
     sb_printf(&b, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#d62728\" "
-                  "stroke-width=\"1.5\"/><text x=\"%d\" y=\"%d\">Pareto frontier (last rung, "
+                  "stroke-width=\"1.5\"/><text x=\"%d\" y=\"%d\">Pareto frontier, last rung ("
                   "%d)</text>\n", W - R + 6, ly, W - R + 18, ly, W - R + 20, ly + 4, n_front);
     sb_printf(&b, "</svg>\n");
 #undef PX
@@ -191,7 +192,7 @@ typedef struct row_order {
     const char *name;
 } row_order;
 
-/* The last rung first, then by the metric, then by name. */
+/* The last rung first, then by the metric, the validation loss, the name. */
 static int by_standing(const void *a, const void *b)
 {
     const row_order *x = a, *y = b;
@@ -199,6 +200,7 @@ static int by_standing(const void *a, const void *b)
     bool fx = isfinite(x->s->value), fy = isfinite(y->s->value);
     if (fx != fy) return fx ? -1 : 1;
     if (fx && x->s->value != y->s->value) return better(x->metric, x->s->value, y->s->value) ? -1 : 1;
+    if (fx && x->s->loss != y->s->loss) return x->s->loss < y->s->loss ? -1 : 1;
     return strcmp(x->name, y->name);
 }
 
