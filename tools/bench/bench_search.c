@@ -549,6 +549,10 @@ static int parse_opts(int argc, char **argv, search_opts *o)
     bool budget = false, rungs = false, eta = false, tasks = false, axes = false, presets = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            bench_search_usage(stdout);
+            return -1;
+        }
         if (!strcmp(a, "--list")) { o->list = true; continue; }
         if (!strcmp(a, "--quick")) { o->quick = true; continue; }
         if (!strcmp(a, "--json-only")) { o->json_only = true; continue; }
@@ -617,7 +621,7 @@ int bench_search_main(int argc, char **argv)
 {
     search_opts o;
     int rc = parse_opts(argc, argv, &o);
-    if (rc) return rc;
+    if (rc) return rc < 0 ? 0 : rc; /* -1: --help */
     char msg[2048];
     search_ctx x = {.o = &o};
     launcher_rank(&x.rank, &x.size);
