@@ -80,6 +80,13 @@ check "--list: implicit GD off the delta rule is invalid, with why" \
 check "--list: the quick search's candidates are valid" \
   grep -q $'^titans+memory=matrix+bias=l2+retention=none+algorithm=gd\tvalid$' "$tmp/list.txt"
 
+one=titans+memory=matrix+bias=l2+retention=none+algorithm=gd
+check "--only: that candidate alone, beside the presets" \
+  bash -c '"$1" search --list --only "$2" --presets gated-deltanet | grep -c valid$ | grep -qx 1' \
+  _ "$bench" "$one"
+check "--only: an invalid combination is refused" status 2 "not a valid candidate" \
+  "$bench" search --list --only titans+memory=mlp+bias=l2+retention=l2+algorithm=implicit
+
 check "--quick: exit 0" [ "$rc" = 0 ]
 # rung 0: 4 combinations + the preset at 8 steps; rung 1: the best 2 + the preset at 16
 check "--quick: 8 trials, each key once" [ "$(keys "$tmp/ref" | wc -l)" = 8 ]

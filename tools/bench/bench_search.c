@@ -148,6 +148,18 @@ static int parse_grids(const search_opts *o, grid *g, char *msg, size_t n)
     return 0;
 }
 
+/* Whether name is an entry of the comma list. */
+static bool in_list(const char *list, const char *name)
+{
+    size_t len = strlen(name);
+    for (const char *p = list; *p;) {
+        size_t n = strcspn(p, ",");
+        if (n == len && !strncmp(p, name, len)) return true;
+        p += n + (p[n] == ',');
+    }
+    return false;
+}
+
 /* Every candidate: the grid ones that build, then the reference presets.
  * The invalid ones go to `invalid` (one line each, with the reason). Their
  * count, or -1 with a message. */
@@ -189,6 +201,10 @@ static int enumerate(const search_opts *o, candidate *cands, int max, strbuf *in
             return snprintf(msg, n, "a candidate's name is longer than %d characters",
                             SEARCH_NAME_LEN - 1), -1;
         }
+        if (o->only && !in_list(o->only, name.s)) {
+            free(name.s);
+            continue;
+        }
         if (!block_builds(o->base, ov, n_ov + o->n_sets, why, sizeof why)) {
             sb_printf(invalid, "%s\tinvalid: %s\n", name.s, why);
             (*n_invalid)++;
@@ -200,6 +216,16 @@ static int enumerate(const search_opts *o, candidate *cands, int max, strbuf *in
             return snprintf(msg, n, "more than %d candidates", max), -1;
         }
         free(name.s);
+    }
+    for (const char *p = o->only ? o->only : ""; *p;) { /* every --only name is in the space */
+        size_t len = strcspn(p, ",");
+        bool found = false;
+        for (int k = 0; k < count; k++)
+            found |= strlen(cands[k].name) == len && !strncmp(cands[k].name, p, len);
+        if (!found)
+            return snprintf(msg, n, "--only: '%.*s' is not a valid candidate of this space "
+                            "(--list shows them)", (int)len, p), -1;
+        p += len + (p[len] == ',');
     }
     char buf[1024];
     snprintf(buf, sizeof buf, "%s", o->presets);
@@ -515,6 +541,8 @@ void bench_search_usage(FILE *f)
         "  --base PRESET     the preset the components replace: its gates and block (titans)\n"
         "  --memories, --biases, --retentions, --algorithms A,B,..  restrict an axis\n"
         "  --grid KEY=V1,V2  every candidate once per value (repeatable: the product)\n"
+        "  --only C1,C2,..   only these candidates (names as --list prints them): a re-check\n"
+        "                    of a search's best on more seeds or another task\n"
         "  --set KEY=VALUE   for every candidate and preset (repeatable)\n"
         "  --presets A,B,..  reference presets run at every rung (default\n"
         "                    " DEFAULT_PRESETS "; '' none)\n"
@@ -568,6 +596,7 @@ static int parse_opts(int argc, char **argv, search_opts *o)
         else if (!strcmp(a, "--base")) o->base = v;
         else if (!strcmp(a, "--presets")) o->presets = v, presets = true;
         else if (!strcmp(a, "--seeds")) o->seeds = v;
+        else if (!strcmp(a, "--only")) o->only = v;
         else if (!strcmp(a, "--out")) o->out = v;
         else if (!strcmp(a, "--train")) o->train = v;
         else if (!strcmp(a, "--data")) o->data = v;

@@ -25,6 +25,7 @@ typedef struct search_opts {
     const char *sets[SEARCH_MAX_LIST];  /* --set KEY=VALUE, every candidate */
     int n_sets;
     const char *presets;      /* --presets: reference presets run at every rung ("" none) */
+    const char *only;         /* --only: these candidates of the space alone (a comma list) */
     const char *seeds;        /* --seeds: a comma list (NULL: each suite's own seed) */
     int64_t budget;           /* --budget: rung 0's steps */
     int rungs;                /* --rungs */
