@@ -537,6 +537,8 @@ void bench_search_usage(FILE *f)
         "  --budget N        rung 0's steps (default 100); rung r trains budget*eta^r steps\n"
         "  --rungs R         rungs (default 3)\n"
         "  --eta E           keep the best ceil(n/E) of a rung, budget times E (default 3)\n"
+        "  --budgets B0,B1,. every rung's steps, in place of --budget and --rungs (--eta\n"
+        "                    still sets the fraction kept)\n"
         "  --seeds A,B,..    seeds of every trial; a rung ranks the mean (default: the suite's)\n"
         "  --base PRESET     the preset the components replace: its gates and block (titans)\n"
         "  --memories, --biases, --retentions, --algorithms A,B,..  restrict an axis\n"
@@ -597,6 +599,7 @@ static int parse_opts(int argc, char **argv, search_opts *o)
         else if (!strcmp(a, "--presets")) o->presets = v, presets = true;
         else if (!strcmp(a, "--seeds")) o->seeds = v;
         else if (!strcmp(a, "--only")) o->only = v;
+        else if (!strcmp(a, "--budgets")) o->budgets = v;
         else if (!strcmp(a, "--out")) o->out = v;
         else if (!strcmp(a, "--train")) o->train = v;
         else if (!strcmp(a, "--data")) o->data = v;
@@ -625,6 +628,21 @@ static int parse_opts(int argc, char **argv, search_opts *o)
             else o->max_rss_mb = x;
         } else return usage_error("unknown option '%s'%s", a, "");
         i++;
+    }
+    if (o->budgets) { /* rung r's steps: increasing positive integers */
+        if (budget || rungs) return usage_error("--budgets replaces --budget and --rungs%s%s", "", "");
+        o->rungs = 0;
+        int64_t prev = 0;
+        for (const char *p = o->budgets; *p;) {
+            char *end;
+            long long b = strtoll(p, &end, 10);
+            if (end == p || (*end && *end != ',') || b <= prev || o->rungs == 16)
+                return usage_error("--budgets wants up to 16 increasing step counts, got '%s'%s",
+                                   o->budgets, "");
+            o->rung_steps[o->rungs++] = prev = b;
+            p = *end ? end + 1 : end;
+        }
+        budget = rungs = true; /* --quick's defaults do not replace them */
     }
     if (o->rungs > 16) return usage_error("--rungs: at most 16, got %s%s", "more", "");
     if (o->jobs > 64) return usage_error("--jobs: at most 64%s%s", "", "");
@@ -780,7 +798,7 @@ int bench_search_main(int argc, char **argv)
         for (int i = 0; i < n_cands; i++) in[i] = i;
         bool lower = metric_lower_better(su->metric);
         for (int r = 0; r < o.rungs && n_in > 0; r++) {
-            int64_t steps = llround((double)o.budget * pow(o.eta, r));
+            int64_t steps = o.budgets ? o.rung_steps[r] : llround((double)o.budget * pow(o.eta, r));
             reports[k].budgets[r] = steps;
             if (run_rung(&x, cands, in, n_in, seeds, ns, r, steps, ts, n_ts) != 0 ||
                 rung_barrier(&x, cands, in, n_in, seeds, ns, steps, &ts, &n_ts) != 0) {

@@ -28,6 +28,8 @@ typedef struct search_opts {
     const char *only;         /* --only: these candidates of the space alone (a comma list) */
     const char *seeds;        /* --seeds: a comma list (NULL: each suite's own seed) */
     int64_t budget;           /* --budget: rung 0's steps */
+    const char *budgets;      /* --budgets: every rung's steps, in place of budget·eta^r */
+    int64_t rung_steps[16];   /* --budgets parsed */
     int rungs;                /* --rungs */
     double eta;               /* --eta: keep the top 1/eta, budget times eta */
     int jobs;                 /* --jobs: trials at once on this process */
