@@ -133,6 +133,8 @@ check "bad: --eta 1" status 2 'eta wants a number above 1' "$bench" search --eta
 check "bad: an unknown memory" status 2 "no memory named 'tensor'.*known: vector" \
   "$bench" search --memories tensor --list
 check "bad: --grid without values" status 2 'grid wants KEY=V1,V2' "$bench" search --grid chunk
+check "bad: --budgets not increasing" status 2 'budgets wants up to 16 increasing' \
+  "$bench" search --budgets 20,10 --list
 check "bad: an unknown task" status 2 "no quality suite 'nope'" "$bench" search --suite nope
 check "bad: search after another option" status 2 'search comes first' "$bench" --threads 1 search
 
