@@ -10,6 +10,7 @@
 #     --out runs only what is missing: no key twice, every key present, and the
 #     metrics those of an uninterrupted run;
 #   - --jobs 2 gives the same trials and metrics as --jobs 1;
+#   - a trial past --max-rss-mb or --max-seconds is recorded so and not promoted;
 #   - bad options are refused with a message (exit 2).
 # With `mpi`: the same search under `mpirun -np 2` gives the same trials and metrics
 # as --jobs 1 (exit 77, skipped, without mpirun).
@@ -128,6 +129,18 @@ check "a finished search rerun runs nothing" [ "$(grep -c '^\[quick-mqar rung' "
 "$bench" search --quick --jobs 2 --out "$tmp/jobs" >"$tmp/jobs.out" 2>"$tmp/jobs.err"
 check "--jobs 2: exit 0" [ $? = 0 ]
 check "--jobs 2: the trials and metrics of --jobs 1" same_trials "$tmp/ref" "$tmp/jobs"
+
+# the caps: a trial past one is recorded as such and not promoted
+statuses() { python3 -c '
+import glob, json, sys
+print(" ".join(sorted(json.loads(l)["status"] for f in glob.glob(sys.argv[1] + "/trials*.jsonl")
+                      for l in open(f))))' "$1"; }
+"$bench" search --quick --max-rss-mb 1 --out "$tmp/rss" >/dev/null 2>&1
+check "--max-rss-mb 1: the 5 trials of rung 0 over-memory, none promoted" \
+  [ "$(statuses "$tmp/rss")" = "$(echo over-memory{,,,,})" ]
+"$bench" search --quick --budgets 2000 --max-seconds 1 --presets '' \
+  --memories matrix --biases l2 --retentions none --algorithms gd --out "$tmp/cpu" >/dev/null 2>&1
+check "--max-seconds 1: a 2000-step trial over-time" [ "$(statuses "$tmp/cpu")" = over-time ]
 
 check "bad: --eta 1" status 2 'eta wants a number above 1' "$bench" search --eta 1
 check "bad: an unknown memory" status 2 "no memory named 'tensor'.*known: vector" \
