@@ -124,6 +124,9 @@ check "resume: ran only the $((8 - before)) missing trials (ran $ran)" [ "$ran" 
 check "resume: no key twice, every key there, the metrics of an uninterrupted run" \
   same_trials "$tmp/ref" "$tmp/kill"
 "$bench" search --quick --out "$tmp/kill" >"$tmp/again.out" 2>"$tmp/again.err"
+"$bench" search --quick --report --out "$tmp/kill" >"$tmp/report.out" 2>"$tmp/report.err"
+check "--report: runs nothing, writes the report" \
+  [ "$(grep -c '^\[quick-mqar rung' "$tmp/report.err")" = 0 -a -s "$tmp/kill/search.md" ]
 check "a finished search rerun runs nothing" [ "$(grep -c '^\[quick-mqar rung' "$tmp/again.err")" = 0 ]
 
 "$bench" search --quick --jobs 2 --out "$tmp/jobs" >"$tmp/jobs.out" 2>"$tmp/jobs.err"

@@ -558,6 +558,8 @@ void bench_search_usage(FILE *f)
         "                    search-<task>.svg and the runs (default " DEFAULT_OUT "); a rerun\n"
         "                    with the same DIR runs only the trials it has no line for\n"
         "  --list            the candidates and the invalid combinations with the reason, no run\n"
+        "  --report          no run: the report from DIR's lines as they are (a search under\n"
+        "                    way or stopped: its rungs as far as they got)\n"
         "  --quick           the test suite's search: quick-mqar, 4 candidates and\n"
         "                    gated-deltanet, budget 8, 2 rungs, eta 2\n"
         "  --train, --data, --json-only  as for quality\n");
@@ -584,6 +586,7 @@ static int parse_opts(int argc, char **argv, search_opts *o)
             return -1;
         }
         if (!strcmp(a, "--list")) { o->list = true; continue; }
+        if (!strcmp(a, "--report")) { o->report = true; continue; }
         if (!strcmp(a, "--quick")) { o->quick = true; continue; }
         if (!strcmp(a, "--json-only")) { o->json_only = true; continue; }
         if (a[0] != '-') return usage_error("unexpected argument '%s'%s", a, "");
@@ -742,7 +745,7 @@ int bench_search_main(int argc, char **argv)
         free(file.s), free(cands);
         return fprintf(stderr, "miras-bench: --out: %s\n", msg), 1;
     }
-    if (x.size == 1 && dir_lock(o.out, msg, sizeof msg) < 0) {
+    if (x.size == 1 && !o.report && dir_lock(o.out, msg, sizeof msg) < 0) {
         free(file.s), free(cands);
         return fprintf(stderr, "miras-bench: --out: %s\n", msg), 1;
     }
@@ -769,7 +772,8 @@ int bench_search_main(int argc, char **argv)
         free(cands);
         return fprintf(stderr, "miras-bench: %s\n", msg), 1;
     }
-    if (n_ts) fprintf(stderr, "search: %d trials already in %s (not run again)\n", n_ts, o.out);
+    if (n_ts && !o.report)
+        fprintf(stderr, "search: %d trials already in %s (not run again)\n", n_ts, o.out);
     search_task_report reports[SEARCH_MAX_LIST];
     int *in = malloc((size_t)n_cands * sizeof *in);
     ranked *rk = malloc((size_t)n_cands * sizeof *rk);
@@ -800,8 +804,8 @@ int bench_search_main(int argc, char **argv)
         for (int r = 0; r < o.rungs && n_in > 0; r++) {
             int64_t steps = o.budgets ? o.rung_steps[r] : llround((double)o.budget * pow(o.eta, r));
             reports[k].budgets[r] = steps;
-            if (run_rung(&x, cands, in, n_in, seeds, ns, r, steps, ts, n_ts) != 0 ||
-                rung_barrier(&x, cands, in, n_in, seeds, ns, steps, &ts, &n_ts) != 0) {
+            if (!o.report && (run_rung(&x, cands, in, n_in, seeds, ns, r, steps, ts, n_ts) != 0 ||
+                              rung_barrier(&x, cands, in, n_in, seeds, ns, steps, &ts, &n_ts) != 0)) {
                 rc = 1;
                 break;
             }

@@ -40,6 +40,7 @@ typedef struct search_opts {
     const char *train;        /* --train */
     const char *data;         /* --data */
     bool list;                /* --list: the candidates (and the invalid ones), no run */
+    bool report;              /* --report: the report from the lines there, no run */
     bool quick;               /* --quick: the test suite's small search */
     bool json_only;
 } search_opts;

@@ -242,6 +242,8 @@ int search_report(const trial *ts, int n, const search_task_report *tasks, int n
         for (int k = 0; k < n_tasks; k++) {
             const standing *s = &st[k * nc + i];
             if (s->params >= 0) params = s->params;
+            if (s->rung < 0)
+                sb_printf(&status, "%s%s: not run", status.len ? "; " : "", tasks[k].task);
             if (s->rung >= 0 && s->status != TRIAL_OK)
                 sb_printf(&status, "%s%s: %s", status.len ? "; " : "", tasks[k].task,
                           trial_status_names[s->status]);
