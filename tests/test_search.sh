@@ -11,7 +11,7 @@
 #     metrics those of an uninterrupted run;
 #   - --jobs 2 gives the same trials and metrics as --jobs 1;
 #   - a trial past --max-rss-mb or --max-seconds is recorded so and not promoted;
-#   - bad options are refused with a message (exit 2).
+#   - bad options, and a rerun with other --set values, are refused (exit 2).
 # With `mpi`: the same search under `mpirun -np 2` gives the same trials and metrics
 # as --jobs 1 (exit 77, skipped, without mpirun).
 # Prints "ok - …" / "FAIL - …" per check and ends with "search: N passed, M failed".
@@ -145,6 +145,8 @@ check "--max-rss-mb 1: the 5 trials of rung 0 over-memory, none promoted" \
   --memories matrix --biases l2 --retentions none --algorithms gd --out "$tmp/cpu" >/dev/null 2>&1
 check "--max-seconds 1: a 2000-step trial over-time" [ "$(statuses "$tmp/cpu")" = over-time ]
 
+check "bad: a rerun with other --set values than its --out's" status 2 'other --set values' \
+  "$bench" search --quick --set chunk=2 --out "$tmp/ref"
 check "bad: --eta 1" status 2 'eta wants a number above 1' "$bench" search --eta 1
 check "bad: an unknown memory" status 2 "no memory named 'tensor'.*known: vector" \
   "$bench" search --memories tensor --list

@@ -749,6 +749,30 @@ int bench_search_main(int argc, char **argv)
         free(file.s), free(cands);
         return fprintf(stderr, "miras-bench: --out: %s\n", msg), 1;
     }
+    /* the --set values are not in the trials' keys: a directory holds the trials of one
+     * list of them (DIR/sets.txt), and a rerun with another is refused */
+    {
+        strbuf sets = {0};
+        for (int i = 0; i < o.n_sets; i++) sb_printf(&sets, "%s\n", o.sets[i]);
+        char path[4096 + 32], why[128], old_sets[4096] = "";
+        snprintf(path, sizeof path, "%s/sets.txt", o.out);
+        FILE *f = fopen_regular(path, why, sizeof why);
+        bool had = f != NULL;
+        if (f) {
+            size_t got = fread(old_sets, 1, sizeof old_sets - 1, f);
+            old_sets[got] = '\0';
+            fclose(f);
+        }
+        const char *now = sets.s ? sets.s : "";
+        if (had && strcmp(old_sets, now)) {
+            free(sets.s), free(file.s), free(cands);
+            return usage_error("--out %s holds trials of other --set values (its sets.txt); "
+                               "give the same ones or another --out%s", o.out, "");
+        }
+        if (!had && x.rank == 0 && write_atomic(path, now, strlen(now), msg, sizeof msg) != 0)
+            fprintf(stderr, "miras-bench: %s\n", msg);
+        free(sets.s);
+    }
     if (x.rank == 0) {
         char path[4096 + 32];
         snprintf(path, sizeof path, "%s/candidates.txt", o.out);
