@@ -124,6 +124,21 @@ check "resume: ran only the $((8 - before)) missing trials (ran $ran)" [ "$ran" 
 check "resume: no key twice, every key there, the metrics of an uninterrupted run" \
   same_trials "$tmp/ref" "$tmp/kill"
 "$bench" search --quick --out "$tmp/kill" >"$tmp/again.out" 2>"$tmp/again.err"
+# kill -9 of the search alone: its workers die with it, their miras-train runs outlive
+# them and hold their directories; the rerun waits for them instead of failing the trial
+setsid "$bench" search --quick --out "$tmp/orphan" >/dev/null 2>&1 &
+pid=$!
+for _ in $(seq 600); do
+  [ "$(cat "$tmp/orphan/trials.jsonl" 2>/dev/null | wc -l)" -ge 1 ] && break
+  sleep 0.05
+done
+sleep 0.2
+kill -9 "$pid" 2>/dev/null
+wait "$pid" 2>/dev/null
+"$bench" search --quick --out "$tmp/orphan" >/dev/null 2>"$tmp/orphan.err"
+check "kill -9 of the search alone: the rerun ends with the trials of an uninterrupted run" \
+  same_trials "$tmp/ref" "$tmp/orphan"
+
 "$bench" search --quick --report --out "$tmp/kill" >"$tmp/report.out" 2>"$tmp/report.err"
 check "--report: runs nothing, writes the report" \
   [ "$(grep -c '^\[quick-mqar rung' "$tmp/report.err")" = 0 -a -s "$tmp/kill/search.md" ]

@@ -34,6 +34,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -285,12 +287,17 @@ static trial_status classify(const quality_case *c, const search_opts *o, double
     return TRIAL_FAILED;
 }
 
+/* --out's lock (dir_lock), held by the search alone: a worker closes its copy, so
+ * that a killed search's directory is free as soon as the search is gone. */
+static int lock_fd = -1;
+
 /* In the worker process: runs the trial, appends its line, exits. */
 static _Noreturn void run_trial(const search_ctx *x, const candidate *c, int rung, int64_t steps,
                                 int64_t seed)
 {
     const search_opts *o = x->o;
     prctl(PR_SET_PDEATHSIG, SIGKILL); /* a killed search takes its workers along */
+    if (lock_fd >= 0) close(lock_fd);
     if (o->max_seconds > 0) {
         rlim_t s = (rlim_t)ceil(o->max_seconds);
         struct rlimit cpu = {s, s + 5};
@@ -308,7 +315,32 @@ static _Noreturn void run_trial(const search_ctx *x, const candidate *c, int run
     trial_dir(qc.dir, sizeof qc.dir, o->out, x->suite->name, steps, seed, c->name);
     quality_opts q = {.steps = steps, .seed = seed, .threads = 1};
     for (int i = 0; i < o->n_sets && i < QUALITY_MAX_OPTS; i++) q.sets[q.n_sets++] = o->sets[i];
+    /* the run of a search killed earlier may still hold the directory (a miras-train
+     * outlives its worker): wait for it to end (its lock, DIR/.lock) before starting,
+     * as this run's output file would be cut under it; and again if it got there first */
+    char lock_path[sizeof qc.dir + 8];
+    snprintf(lock_path, sizeof lock_path, "%s/.lock", qc.dir);
+    for (int waited = 0; waited < 3600; waited++) {
+        int fd = open(lock_path, O_RDONLY | O_CLOEXEC);
+        bool held = fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+        if (fd >= 0) close(fd);
+        if (!held) break;
+        if (waited % 60 == 0)
+            fprintf(stderr, "  %s: waiting for an earlier run in its directory to end\n", c->name);
+        pause_ms(1000);
+    }
     quality_run_case(&qc, x->train, x->data, &q);
+    for (int waited = 0; qc.status != CASE_OK && strstr(qc.message, "is in use by another run") &&
+                         waited < 3600; waited++) {
+        if (waited % 60 == 0)
+            fprintf(stderr, "  %s: waiting for an earlier run in its directory to end\n", c->name);
+        pause_ms(1000);
+        free(qc.command);
+        qc.command = NULL;
+        qc.status = CASE_OK;
+        qc.message[0] = '\0';
+        quality_run_case(&qc, x->train, x->data, &q);
+    }
     struct rusage u;
     double rss_mb = getrusage(RUSAGE_CHILDREN, &u) == 0 ? (double)u.ru_maxrss / 1024.0 : NAN;
     trial t = {.preset = c->preset, .rung = rung, .steps = steps, .seed = seed,
@@ -745,7 +777,7 @@ int bench_search_main(int argc, char **argv)
         free(file.s), free(cands);
         return fprintf(stderr, "miras-bench: --out: %s\n", msg), 1;
     }
-    if (x.size == 1 && !o.report && dir_lock(o.out, msg, sizeof msg) < 0) {
+    if (x.size == 1 && !o.report && (lock_fd = dir_lock(o.out, msg, sizeof msg)) < 0) {
         free(file.s), free(cands);
         return fprintf(stderr, "miras-bench: --out: %s\n", msg), 1;
     }
