@@ -50,9 +50,6 @@
 
 extern char **environ;
 
-#define DEFAULT_OUT "runs/search"
-#define DEFAULT_TASKS "mqar-hard,quick-lm"
-#define DEFAULT_PRESETS "titans,moneta,yaad,memora,gated-deltanet"
 #define MAX_CANDIDATES 4096
 
 typedef struct candidate {
@@ -69,7 +66,6 @@ static const char *retention_name(int i) { const mi_retention_kind *k = mi_reten
 static const char *algorithm_name(int i) { const mi_algorithm_kind *k = mi_algorithm_at(i); return k ? k->name : NULL; }
 
 static const char *const axis_keys[4] = {"memory", "bias", "retention", "algorithm"};
-static const char *const axis_options[4] = {"--memories", "--biases", "--retentions", "--algorithms"};
 static const kind_name_fn axis_names[4] = {memory_name, bias_name, retention_name, algorithm_name};
 
 /* The names of axis a: the registry's, or the --memories … list (each checked
@@ -88,16 +84,16 @@ static int axis_list(const search_opts *o, int a, char names[][64], int max, cha
         bool known = false;
         for (int i = 0; axis_names[a](i); i++) known |= !strcmp(axis_names[a](i), t);
         if (!known) {
-            size_t used = (size_t)snprintf(msg, n, "%s: no %s named '%s'; known:", axis_options[a],
+            size_t used = (size_t)snprintf(msg, n, "%s: no %s named '%s'; known:", search_axis_options[a],
                                            axis_keys[a], t);
             for (int i = 0; axis_names[a](i) && used < n; i++)
                 used += (size_t)snprintf(msg + used, n - used, " %s", axis_names[a](i));
             return -1;
         }
-        if (count == max) return snprintf(msg, n, "%s: too many names", axis_options[a]), -1;
+        if (count == max) return snprintf(msg, n, "%s: too many names", search_axis_options[a]), -1;
         snprintf(names[count++], 64, "%s", t);
     }
-    return count ? count : (snprintf(msg, n, "%s: no name given", axis_options[a]), -1);
+    return count ? count : (snprintf(msg, n, "%s: no name given", search_axis_options[a]), -1);
 }
 
 /* Whether the library builds the block of variant `overrides` (KEY=VALUE,
@@ -558,151 +554,12 @@ static void launcher_rank(int *rank, int *size)
     }
 }
 
-void bench_search_usage(FILE *f)
-{
-    fprintf(f,
-        "search (the MIRAS design space by successive halving; docs/search.md):\n"
-        "  miras-bench search [options]   every memory x bias x retention x algorithm of the\n"
-        "                    registry that builds, as BASE+memory=M+bias=B+retention=R+algorithm=A\n"
-        "  --suite A,B       the tasks: quality suites (default " DEFAULT_TASKS "), each its own\n"
-        "                    successive halving\n"
-        "  --budget N        rung 0's steps (default 100); rung r trains budget*eta^r steps\n"
-        "  --rungs R         rungs (default 3)\n"
-        "  --eta E           keep the best ceil(n/E) of a rung, budget times E (default 3)\n"
-        "  --budgets B0,B1,. every rung's steps, in place of --budget and --rungs (--eta\n"
-        "                    still sets the fraction kept)\n"
-        "  --seeds A,B,..    seeds of every trial; a rung ranks the mean (default: the suite's)\n"
-        "  --base PRESET     the preset the components replace: its gates and block (titans)\n"
-        "  --memories, --biases, --retentions, --algorithms A,B,..  restrict an axis\n"
-        "  --grid KEY=V1,V2  every candidate once per value (repeatable: the product)\n"
-        "  --only C1,C2,..   only these candidates (names as --list prints them): a re-check\n"
-        "                    of a search's best on more seeds or another task\n"
-        "  --set KEY=VALUE   for every candidate and preset (repeatable)\n"
-        "  --presets A,B,..  reference presets run at every rung (default\n"
-        "                    " DEFAULT_PRESETS "; '' none)\n"
-        "  --jobs N          trials at once on this process (default 1); under mpirun each rank\n"
-        "                    takes every size-th trial of a rung (--out on a shared directory)\n"
-        "  --max-seconds S   CPU seconds per trial; past it the trial is over-time\n"
-        "  --max-rss-mb M    peak RSS per trial; past it over-memory (address space capped at\n"
-        "                    2M + 1024 MB)\n"
-        "  --top K           configurations listed per task (default 5)\n"
-        "  --out DIR         trials.jsonl (trials.rankR.jsonl), candidates.txt, search.md,\n"
-        "                    search-<task>.svg and the runs (default " DEFAULT_OUT "); a rerun\n"
-        "                    with the same DIR runs only the trials it has no line for\n"
-        "  --list            the candidates and the invalid combinations with the reason, no run\n"
-        "  --report          no run: the report from DIR's lines as they are (a search under\n"
-        "                    way or stopped: its rungs as far as they got)\n"
-        "  --quick           the test suite's search: quick-mqar, 4 candidates and\n"
-        "                    gated-deltanet, budget 8, 2 rungs, eta 2\n"
-        "  --train, --data, --json-only  as for quality\n");
-}
-
-static int usage_error(const char *fmt, const char *a, const char *b)
-{
-    fprintf(stderr, "miras-bench: search: ");
-    fprintf(stderr, fmt, a, b);
-    fprintf(stderr, " (see miras-bench --help)\n");
-    return 2;
-}
-
-static int parse_opts(int argc, char **argv, search_opts *o)
-{
-    *o = (search_opts){.tasks = DEFAULT_TASKS, .base = "titans", .presets = DEFAULT_PRESETS,
-                       .budget = 100, .rungs = 3, .eta = 3, .jobs = 1, .top = 5,
-                       .out = DEFAULT_OUT};
-    bool budget = false, rungs = false, eta = false, tasks = false, axes = false, presets = false;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            bench_search_usage(stdout);
-            return -1;
-        }
-        if (!strcmp(a, "--list")) { o->list = true; continue; }
-        if (!strcmp(a, "--report")) { o->report = true; continue; }
-        if (!strcmp(a, "--quick")) { o->quick = true; continue; }
-        if (!strcmp(a, "--json-only")) { o->json_only = true; continue; }
-        if (a[0] != '-') return usage_error("unexpected argument '%s'%s", a, "");
-        if (!v) return usage_error("%s wants a value%s", a, "");
-        char *end;
-        double x = strtod(v, &end);
-        bool number = *v && !*end && isfinite(x);
-        int ax = -1;
-        for (int k = 0; k < 4; k++) if (!strcmp(a, axis_options[k])) ax = k;
-        if (ax >= 0) o->axes[ax] = v, axes = true;
-        else if (!strcmp(a, "--suite")) o->tasks = v, tasks = true;
-        else if (!strcmp(a, "--base")) o->base = v;
-        else if (!strcmp(a, "--presets")) o->presets = v, presets = true;
-        else if (!strcmp(a, "--seeds")) o->seeds = v;
-        else if (!strcmp(a, "--only")) o->only = v;
-        else if (!strcmp(a, "--budgets")) o->budgets = v;
-        else if (!strcmp(a, "--out")) o->out = v;
-        else if (!strcmp(a, "--train")) o->train = v;
-        else if (!strcmp(a, "--data")) o->data = v;
-        else if (!strcmp(a, "--grid") || !strcmp(a, "--set")) {
-            bool g = !strcmp(a, "--grid");
-            int *cnt = g ? &o->n_grids : &o->n_sets;
-            if (*cnt == SEARCH_MAX_LIST) return usage_error("%s given too often%s", a, "");
-            if (!strchr(v, '=') || v[0] == '=' || strchr(v, ' '))
-                return usage_error(g ? "%s wants KEY=V1,V2,..., got '%s'" : "%s wants KEY=VALUE, "
-                                   "got '%s'", a, v);
-            (g ? o->grids : o->sets)[(*cnt)++] = v;
-        } else if (!strcmp(a, "--budget") || !strcmp(a, "--rungs") || !strcmp(a, "--jobs") ||
-                   !strcmp(a, "--top")) {
-            if (!number || x < 1 || x > 1e7 || x != floor(x))
-                return usage_error("%s wants a positive integer, got '%s'", a, v);
-            if (!strcmp(a, "--budget")) o->budget = (int64_t)x, budget = true;
-            else if (!strcmp(a, "--rungs")) o->rungs = (int)x, rungs = true;
-            else if (!strcmp(a, "--jobs")) o->jobs = (int)x;
-            else o->top = (int)x;
-        } else if (!strcmp(a, "--eta") || !strcmp(a, "--max-seconds") || !strcmp(a, "--max-rss-mb")) {
-            if (!number || !(x > 0)) return usage_error("%s wants a positive number, got '%s'", a, v);
-            if (!strcmp(a, "--eta")) {
-                if (!(x > 1)) return usage_error("%s wants a number above 1, got '%s'", a, v);
-                o->eta = x, eta = true;
-            } else if (!strcmp(a, "--max-seconds")) o->max_seconds = x;
-            else o->max_rss_mb = x;
-        } else return usage_error("unknown option '%s'%s", a, "");
-        i++;
-    }
-    if (o->budgets) { /* rung r's steps: increasing positive integers */
-        if (budget || rungs) return usage_error("--budgets replaces --budget and --rungs%s%s", "", "");
-        o->rungs = 0;
-        int64_t prev = 0;
-        for (const char *p = o->budgets; *p;) {
-            char *end;
-            long long b = strtoll(p, &end, 10);
-            if (end == p || (*end && *end != ',') || b <= prev || o->rungs == 16)
-                return usage_error("--budgets wants up to 16 increasing step counts, got '%s'%s",
-                                   o->budgets, "");
-            o->rung_steps[o->rungs++] = prev = b;
-            p = *end ? end + 1 : end;
-        }
-        budget = rungs = true; /* --quick's defaults do not replace them */
-    }
-    if (o->rungs > 16) return usage_error("--rungs: at most 16, got %s%s", "more", "");
-    if (o->jobs > 64) return usage_error("--jobs: at most 64%s%s", "", "");
-    if (o->quick) {
-        if (!tasks) o->tasks = "quick-mqar";
-        if (!budget) o->budget = 8;
-        if (!rungs) o->rungs = 2;
-        if (!eta) o->eta = 2;
-        if (!presets) o->presets = "gated-deltanet";
-        if (!axes) o->axes[0] = "matrix", o->axes[1] = "dot,l2", o->axes[2] = "none,l2",
-                   o->axes[3] = "gd";
-    }
-    if (!mi_preset_find(o->base))
-        return usage_error("--base: no MIRAS preset '%s'%s", o->base, "");
-    if (o->data && access(o->data, R_OK) != 0)
-        return usage_error("--data '%s': %s", o->data, strerror(errno));
-    return 0;
-}
-
 /* ================================================================ the search */
 
 int bench_search_main(int argc, char **argv)
 {
     search_opts o;
-    int rc = parse_opts(argc, argv, &o);
+    int rc = search_parse_opts(argc, argv, &o);
     if (rc) return rc < 0 ? 0 : rc; /* -1: --help */
     char msg[2048];
     search_ctx x = {.o = &o};
@@ -718,8 +575,8 @@ int bench_search_main(int argc, char **argv)
     snprintf(tbuf, sizeof tbuf, "%s", o.tasks);
     for (char *save = NULL, *t = strtok_r(tbuf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
         const quality_suite *s = find_suite(t);
-        if (!s) return usage_error("--suite: no quality suite '%s'%s (miras-bench --help lists them)", t, "");
-        if (n_tasks == SEARCH_MAX_LIST) return usage_error("--suite: too many%s%s", "", "");
+        if (!s) return search_usage_error("--suite: no quality suite '%s'%s (miras-bench --help lists them)", t, "");
+        if (n_tasks == SEARCH_MAX_LIST) return search_usage_error("--suite: too many%s%s", "", "");
         tasks[n_tasks++] = s;
     }
     int64_t seeds_given[SEARCH_MAX_LIST];
@@ -731,7 +588,7 @@ int bench_search_main(int argc, char **argv)
             char *end;
             long long s = strtoll(t, &end, 10);
             if (*end || s < 1 || n_seeds == SEARCH_MAX_LIST)
-                return usage_error("--seeds wants positive integers, got '%s'%s", o.seeds, "");
+                return search_usage_error("--seeds wants positive integers, got '%s'%s", o.seeds, "");
             seeds_given[n_seeds++] = s;
         }
     }
@@ -744,7 +601,7 @@ int bench_search_main(int argc, char **argv)
     int n_cands = enumerate(&o, cands, MAX_CANDIDATES, &invalid, &n_invalid, msg, sizeof msg);
     if (n_cands < 0) {
         free(cands), free(invalid.s);
-        return usage_error("%s%s", msg, "");
+        return search_usage_error("%s%s", msg, "");
     }
     int n_grid = 0;
     for (int i = 0; i < n_cands; i++) n_grid += !cands[i].preset;
@@ -798,7 +655,7 @@ int bench_search_main(int argc, char **argv)
         const char *now = sets.s ? sets.s : "";
         if (had && strcmp(old_sets, now)) {
             free(sets.s), free(file.s), free(cands);
-            return usage_error("--out %s holds trials of other --set values (its sets.txt); "
+            return search_usage_error("--out %s holds trials of other --set values (its sets.txt); "
                                "give the same ones or another --out%s", o.out, "");
         }
         if (!had && x.rank == 0 && write_atomic(path, now, strlen(now), msg, sizeof msg) != 0)

@@ -2,9 +2,10 @@
  * × retention gate × learning algorithm the registry holds, times optional
  * --grid values) trained by successive halving, resumable and spread over
  * processes or MPI ranks (docs/search.md). bench_search.c enumerates the
- * candidates and runs the rungs; bench_search_trials.c runs and records one
- * trial; bench_search_report.c writes the table, the frontier charts and the
- * top configurations. */
+ * candidates, runs the trials and the rungs; bench_search_options.c parses the
+ * options; bench_search_trials.c writes and reads the trials' JSON lines;
+ * bench_search_report.c writes the table, the frontier charts and the top
+ * configurations. */
 #ifndef MIRAS_BENCH_SEARCH_H
 #define MIRAS_BENCH_SEARCH_H
 
@@ -44,6 +45,19 @@ typedef struct search_opts {
     bool quick;               /* --quick: the test suite's small search */
     bool json_only;
 } search_opts;
+
+#define SEARCH_DEFAULT_OUT "runs/search"
+#define SEARCH_DEFAULT_TASKS "mqar-hard,quick-lm"
+#define SEARCH_DEFAULT_PRESETS "titans,moneta,yaad,memora,gated-deltanet"
+
+/* The options of the four axes: --memories, --biases, --retentions, --algorithms
+ * (bench_search_options.c). */
+extern const char *const search_axis_options[4];
+/* Parses search's options into o: 0, 2 after a message on stderr (bad arguments), or
+ * -1 after --help. */
+int search_parse_opts(int argc, char **argv, search_opts *o);
+/* "miras-bench: search: <fmt with a, b> (see miras-bench --help)" on stderr; 2. */
+int search_usage_error(const char *fmt, const char *a, const char *b);
 
 /* `miras-bench search ...`: argv[0] is "search"; its own option parser. The
  * exit status: 0, 1 (a failure, no trial at all finished), 2 (bad arguments). */
