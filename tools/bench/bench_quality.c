@@ -332,8 +332,8 @@ static int check_overrides(quality_case *c, char *msg, size_t n)
             have = c->overrides;
         }
         rc = -1;
-        snprintf(msg, n, "the override %s did not reach the model: its checkpoint has %s = "
-                 "'%s'", kv, key, have ? have : "(none)");
+        snprintf(msg, n, "the override %.200s did not reach the model: its checkpoint has %s = "
+                 "'%.400s'", kv, key, have ? have : "(none)");
     }
     mi_scope_leave();
     mi_scope_free(scope);
@@ -376,7 +376,8 @@ int quality_spawn(const char *exe, const char *const *argv, const char *out_path
 }
 
 /* Runs miras-train for case c (output to DIR/train.out) and reads its log. */
-static void run_case(quality_case *c, const char *train, const char *data, const quality_opts *q)
+void quality_run_case(quality_case *c, const char *train, const char *data,
+                      const quality_opts *q)
 {
     char msg[1024], out_path[PATH_LEN + 16], log_path[PATH_LEN + 16];
     cmdline cmd = {.argc = 0};
@@ -470,7 +471,7 @@ static int select_suites(const quality_opts *q, const quality_suite **out, char 
 
 /* miras-train: --train, else beside this executable. 0, 1 (not found next to
  * us: a runtime failure) or 2 (--train is not executable: a usage error). */
-static int find_train(const quality_opts *q, char *buf, size_t n)
+int quality_find_train(const quality_opts *q, char *buf, size_t n)
 {
     if (q->train) {
         if (access(q->train, X_OK) != 0) {
@@ -621,7 +622,7 @@ int bench_quality(const bench_opts *o, const quality_opts *q)
         return 2;
     }
     char train[PATH_LEN + 32], eval_exe[PATH_LEN + 48];
-    int found = find_train(q, train, sizeof train);
+    int found = quality_find_train(q, train, sizeof train);
     if (found) return found;
     /* miras-eval, for the suites that evaluate checkpoints: beside miras-train */
     snprintf(eval_exe, sizeof eval_exe, "%.*s/miras-eval",
@@ -689,7 +690,7 @@ int bench_quality(const bench_opts *o, const quality_opts *q)
             }
             fprintf(stderr, "[%d/%d] %s %s ... ", ++done, to_run, c->suite->name, c->variant);
             fflush(stderr);
-            run_case(c, train, data_of[s], q);
+            quality_run_case(c, train, data_of[s], q);
             if (c->status == CASE_OK && c->suite->eval) run_case_eval(c, eval_exe, q->threads);
             if (c->status == CASE_OK) {
                 const quality_case *base = baseline_of(cases, i + 1, c->suite);

@@ -18,7 +18,7 @@
 
 #define MAX_CASES 512
 #define MAX_VARIANTS 64
-#define NAME_MAX_LEN 96
+#define NAME_MAX_LEN 256 /* search candidates: a preset and four components, more with --grid */
 #define PATH_LEN 4096
 
 
@@ -109,6 +109,17 @@ static inline bool below_floor(const quality_case *c)
 int quality_spawn(const char *exe, const char *const *argv, const char *out_path,
                   const char *err_path, int *status, double *wall_s, double *cpu_s, char *msg,
                   size_t n);
+
+/* Runs miras-train for case c (its suite, variant and dir set; q's steps, seed,
+ * sets and threads as for quality) with its output in DIR/train.out, and reads
+ * its log: c->status, metric, params, wall and CPU time, or the message of a
+ * run that failed (bench_quality.c). Also miras-bench search's trial runner. */
+struct quality_opts;
+void quality_run_case(quality_case *c, const char *train, const char *data,
+                      const struct quality_opts *q);
+/* miras-train: q->train, else beside this executable: 0, 1 (not found beside
+ * it) or 2 (--train is not executable), with a message on stderr. */
+int quality_find_train(const struct quality_opts *q, char *buf, size_t n);
 
 /* The cases in the JSON lines of files (a comma list), a later line of a
  * suite and variant replacing an earlier one: their count, or -1 with a

@@ -8,6 +8,8 @@
  *   miras-bench generate  greedy decoding after a prompt, per token (bench_generate.c)
  *   miras-bench quality  how well each model learns at a fixed budget: real
  *                      miras-train runs, one after another (bench_quality.c)
+ *   miras-bench search   the MIRAS design space by successive halving, with its
+ *                      own options (bench_search.c)
  *
  * Each case runs after a warm-up; a repetition times `inner` calls (enough
  * for ≈ 2 ms) and reports the time per call; median/min/max are over the
@@ -25,6 +27,7 @@
 #include "common.h"
 #include "bench_common.h"
 #include "bench_quality.h"
+#include "bench_search.h"
 
 typedef struct subcommand {
     const char *name, *help;
@@ -54,6 +57,10 @@ static const subcommand subcommands[] = {
     {"quality", "learning quality at a fixed budget and seeds: each case a miras-train run;"
                 "\n           suites lm (tinyshakespeare, 200 steps), mqar, mqar-hard, quick,\n           experiments (the MIRAS ablations and baseline comparisons)",
      run_quality, 0},
+    /* search runs from main (its own options); this row is its --help line */
+    {"search", "every valid memory x bias x retention x algorithm trained by successive"
+               "\n           halving, resumable, over --jobs or MPI ranks (options below)",
+     NULL, 0},
 };
 #define N_SUBCOMMANDS ((int)(sizeof subcommands / sizeof subcommands[0]))
 
@@ -112,6 +119,7 @@ static void usage(FILE *f)
         "case failed, 2 on bad\narguments.\n",
         LAYER_TRAIN_REPS, LAYER_TRAIN_BUDGET_S, MAX_RSS_GB, LAYER_PER_TOKEN_MAX_T);
     bench_quality_usage(f);
+    bench_search_usage(f);
 }
 
 static int parse_positive(const char *text, double *out)
@@ -138,6 +146,18 @@ static bool takes_value(const char *a)
 int main(int argc, char **argv)
 {
     tool_start("miras-bench");
+    /* search parses its own options (bench_search.c) */
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "search")) {
+            if (i != 1) {
+                fprintf(stderr, "miras-bench: search comes first: miras-bench search [options]\n");
+                return 2;
+            }
+            int rc = bench_search_main(argc - 1, argv + 1);
+            return rc;
+        }
+        if (takes_value(argv[i])) i++;
+    }
     bench_opts o = {.threads = 0, .reps = 0, .budget_s = LAYER_TRAIN_BUDGET_S,
                     .max_rss_gb = MAX_RSS_GB};
     const subcommand *cmd = NULL;
