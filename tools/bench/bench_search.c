@@ -283,6 +283,17 @@ static trial_status classify(const quality_case *c, const search_opts *o, double
     return TRIAL_FAILED;
 }
 
+#if defined(__SANITIZE_ADDRESS__)
+#define ADDRESS_SANITIZER 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define ADDRESS_SANITIZER 1
+#endif
+#endif
+#ifndef ADDRESS_SANITIZER
+#define ADDRESS_SANITIZER 0
+#endif
+
 /* --out's lock (dir_lock), held by the search alone: a worker closes its copy, so
  * that a killed search's directory is free as soon as the search is gone. */
 static int lock_fd = -1;
@@ -299,7 +310,9 @@ static _Noreturn void run_trial(const search_ctx *x, const candidate *c, int run
         struct rlimit cpu = {s, s + 5};
         setrlimit(RLIMIT_CPU, &cpu);
     }
-    if (o->max_rss_mb > 0) { /* a hard stop well past the cap; the cap itself is the RSS */
+    if (o->max_rss_mb > 0 && !ADDRESS_SANITIZER) {
+        /* a hard stop well past the cap; the cap itself is the RSS (an ASan build maps
+           terabytes of shadow at start: there the RSS alone decides) */
         rlim_t bytes = (rlim_t)((2 * o->max_rss_mb + 1024) * 1048576.0);
         struct rlimit as = {bytes, bytes};
         setrlimit(RLIMIT_AS, &as);
