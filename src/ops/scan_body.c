@@ -520,10 +520,7 @@ static mi_tensor *packed(mi_tensor *const *ts, int n)
 {
     if (n == 1) return flat(ts[0]);
     mi_tensor **p = malloc(sizeof *p * (size_t)n), *r = NULL;
-    if (!p) {
-        mi_error_set("mi_scan: out of memory");
-        return NULL;
-    }
+    if (!p) return mi_error_set("mi_scan: out of memory"), NULL;
     int k = 0;
     while (k < n && (p[k] = flat(ts[k]))) k++;
     if (k == n) r = mi_concat(p, n, 0);
@@ -535,67 +532,44 @@ static int check_args(mi_scan_fn body, int n_carry, mi_tensor *const *carry0, in
                       mi_tensor *const *xs, int n_ys, int segment, mi_tensor **carry_out,
                       mi_tensor **ys)
 {
-    if (!body) {
-        mi_error_set("mi_scan: no body function");
-        return -1;
-    }
+    if (!body) return mi_error_set("mi_scan: no body function"), -1;
     if (n_carry < 0 || n_carry > SCAN_MAX || n_xs < 1 || n_xs > SCAN_MAX || n_ys < 0 ||
-        n_ys > SCAN_MAX) {
-        mi_error_set("mi_scan: takes 0 to %d carries, 1 to %d per-token inputs and 0 to %d "
-                     "per-token outputs; got %d, %d and %d", SCAN_MAX, SCAN_MAX, SCAN_MAX, n_carry,
-                     n_xs, n_ys);
-        return -1;
-    }
-    if ((n_carry && (!carry0 || !carry_out)) || !xs || (n_ys && !ys)) {
-        mi_error_set("mi_scan: a NULL array (carry0, xs, carry_out or ys) for a nonzero count");
-        return -1;
-    }
-    if (segment < 0) {
-        mi_error_set("mi_scan: segment %d is negative (0: ceil(sqrt(T)))", segment);
-        return -1;
-    }
+        n_ys > SCAN_MAX)
+        return mi_error_set("mi_scan: takes 0 to %d carries, 1 to %d per-token inputs and 0 to "
+                            "%d per-token outputs; got %d, %d and %d", SCAN_MAX, SCAN_MAX,
+                            SCAN_MAX, n_carry, n_xs, n_ys), -1;
+    if ((n_carry && (!carry0 || !carry_out)) || !xs || (n_ys && !ys))
+        return mi_error_set("mi_scan: a NULL array (carry0, xs, carry_out or ys) for a nonzero "
+                            "count"), -1;
+    if (segment < 0)
+        return mi_error_set("mi_scan: segment %d is negative (0: ceil(sqrt(T)))", segment), -1;
     for (int i = 0; i < n_carry; i++)
-        if (!carry0[i]) {
-            mi_error_set("mi_scan: carry0[%d] is NULL", i);
-            return -1;
-        }
+        if (!carry0[i]) return mi_error_set("mi_scan: carry0[%d] is NULL", i), -1;
     for (int j = 0; j < n_xs; j++)
-        if (!xs[j]) {
-            mi_error_set("mi_scan: xs[%d] is NULL", j);
-            return -1;
-        }
+        if (!xs[j]) return mi_error_set("mi_scan: xs[%d] is NULL", j), -1;
     mi_dtype dt = xs[0]->dtype;
     char a[96], b[96];
     for (int j = 0; j < n_xs; j++) {
         const mi_tensor *x = xs[j];
-        if (x->rank < 2) {
-            mi_error_set("mi_scan: xs[%d] is %s; per-token inputs are [N, T, …]", j,
-                         mi_shape_str(a, sizeof a, x->rank, x->shape));
-            return -1;
-        }
-        if (x->shape[0] != xs[0]->shape[0] || x->shape[1] != xs[0]->shape[1]) {
-            mi_error_set("mi_scan: xs[%d] is %s and xs[0] %s: N and T (axes 0 and 1) differ", j,
-                         mi_shape_str(a, sizeof a, x->rank, x->shape),
-                         mi_shape_str(b, sizeof b, xs[0]->rank, xs[0]->shape));
-            return -1;
-        }
-        if (x->dtype != dt || !mi_dtype_is_float(dt)) {
-            mi_error_set("mi_scan: xs[%d] is %s; every carry and input must be f32 or f64, "
-                         "one dtype (xs[0] is %s)", j, mi_dtype_name(x->dtype), mi_dtype_name(dt));
-            return -1;
-        }
+        if (x->rank < 2)
+            return mi_error_set("mi_scan: xs[%d] is %s; per-token inputs are [N, T, …]", j,
+                                mi_shape_str(a, sizeof a, x->rank, x->shape)), -1;
+        if (x->shape[0] != xs[0]->shape[0] || x->shape[1] != xs[0]->shape[1])
+            return mi_error_set("mi_scan: xs[%d] is %s and xs[0] %s: N and T (axes 0 and 1) "
+                                "differ", j, mi_shape_str(a, sizeof a, x->rank, x->shape),
+                                mi_shape_str(b, sizeof b, xs[0]->rank, xs[0]->shape)), -1;
+        if (x->dtype != dt || !mi_dtype_is_float(dt))
+            return mi_error_set("mi_scan: xs[%d] is %s; every carry and input must be f32 or "
+                                "f64, one dtype (xs[0] is %s)", j, mi_dtype_name(x->dtype),
+                                mi_dtype_name(dt)), -1;
     }
-    if (xs[0]->shape[1] < 1) {
-        mi_error_set("mi_scan: xs[0] is %s: no tokens (T = 0)",
-                     mi_shape_str(a, sizeof a, xs[0]->rank, xs[0]->shape));
-        return -1;
-    }
+    if (xs[0]->shape[1] < 1)
+        return mi_error_set("mi_scan: xs[0] is %s: no tokens (T = 0)",
+                            mi_shape_str(a, sizeof a, xs[0]->rank, xs[0]->shape)), -1;
     for (int i = 0; i < n_carry; i++)
-        if (carry0[i]->dtype != dt) {
-            mi_error_set("mi_scan: carry0[%d] is %s and xs[0] %s: one dtype for all", i,
-                         mi_dtype_name(carry0[i]->dtype), mi_dtype_name(dt));
-            return -1;
-        }
+        if (carry0[i]->dtype != dt)
+            return mi_error_set("mi_scan: carry0[%d] is %s and xs[0] %s: one dtype for all", i,
+                                mi_dtype_name(carry0[i]->dtype), mi_dtype_name(dt)), -1;
     return 0;
 }
 
@@ -716,11 +690,9 @@ static int split_outputs(const scan_closure *c, mi_tensor *O, mi_tensor **carry_
             memcpy(shape, c->carry0[k]->shape, sizeof(int64_t) * (size_t)rank);
         } else {
             rank = ys_shape(c, k - c->n_carry, shape);
-            if (rank > MI_MAX_RANK) {
-                mi_error_set("mi_scan: y[%d] of rank %d stacks to rank %d, above %d",
-                             k - c->n_carry, rank - 1, rank, MI_MAX_RANK);
-                return -1;
-            }
+            if (rank > MI_MAX_RANK)
+                return mi_error_set("mi_scan: y[%d] of rank %d stacks to rank %d, above %d",
+                                    k - c->n_carry, rank - 1, rank, MI_MAX_RANK), -1;
         }
         int64_t numel = mi_shape_numel(rank, shape);
         mi_tensor *part = n == 1 ? O : mi_slice(O, 0, off, off + numel);
@@ -765,10 +737,7 @@ int mi_scan(mi_scan_fn body, void *ctx, int n_carry, mi_tensor *const *carry0, i
 {
     if (check_args(body, n_carry, carry0, n_xs, xs, n_ys, segment, carry_out, ys) != 0) return -1;
     mi_scope *outer = mi_scope_current();
-    if (!outer) {
-        mi_error_set("mi_scan: no current scope (call mi_scope_enter first)");
-        return -1;
-    }
+    if (!outer) return mi_error_set("mi_scan: no current scope (call mi_scope_enter first)"), -1;
     scan_closure *c = mi_scope_alloc(outer, sizeof *c);
     mi_tensor **arrays = mi_scope_alloc(outer, sizeof *arrays * (size_t)(2 * (n_carry + n_xs) + 1));
     if (!c || !arrays) return -1;
