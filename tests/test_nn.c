@@ -276,6 +276,25 @@ START_TEST(conv1d_causal_matches_naive)
 }
 END_TEST
 
+/* mi_conv1d_causal_tail over stretches of 2, 1, 3 and 1 rows from a zero tail
+ * gives the whole sequence's conv, row for row. */
+START_TEST(conv1d_causal_tail_in_stretches)
+{
+    seed(7);
+    mi_tensor *x = randn(MI_SHAPE(2, 7, 5)), *w = randn(MI_SHAPE(5, 4));
+    double want[70];
+    naive_conv(x, w, want);
+    mi_tensor *tail = mi_zeros(MI_F64, MI_SHAPE(2, 3, 5)), *parts[4];
+    const int64_t cut[5] = {0, 2, 3, 6, 7};
+    for (int i = 0; i < 4; i++) {
+        parts[i] = mi_conv1d_causal_tail(mi_slice(x, 1, cut[i], cut[i + 1]), w, &tail);
+        ck_assert_ptr_nonnull(parts[i]);
+        ck_assert(tail->rank == 3 && tail->shape[1] == 3);
+    }
+    assert_values(mi_concat(parts, 4, 1), want, 70, 1e-14, "conv1d_causal_tail");
+}
+END_TEST
+
 START_TEST(conv1d_causal_wgrad_matches_naive)
 {
     seed(6);
@@ -558,6 +577,7 @@ Suite *make_suite(void)
     tcase_add_test(tc, one_hot_values_and_errors);
     tcase_add_test(tc, norms_have_their_moments);
     tcase_add_test(tc, conv1d_causal_matches_naive);
+    tcase_add_test(tc, conv1d_causal_tail_in_stretches);
     tcase_add_test(tc, conv1d_causal_wgrad_matches_naive);
     tcase_add_test(tc, rope_matches_naive_and_inverts);
     tcase_add_test(tc, attention_matches_naive);

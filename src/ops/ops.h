@@ -273,6 +273,11 @@ mi_tensor *mi_l2_normalize(mi_tensor *x, double eps); /* x / √(Σx² + eps) */
 mi_tensor *mi_embedding(mi_tensor *table, mi_tensor *idx);
 /* x [B, T, C], w [C, K]: y[b,t,c] = Σ_j w[c,j]·x[b, t−K+1+j, c], zeros before t = 0. */
 mi_tensor *mi_conv1d_causal(mi_tensor *x, mi_tensor *w);
+/* The same one stretch at a time (a recurrent step): x [B, n, C] continues the
+ * rows *tail [B, K − 1, C] that came before it (zeros before the first); the
+ * conv at x's n rows, and *tail moves on to the last K − 1 rows. NULL tail or
+ * *tail: mi_conv1d_causal(x, w). */
+mi_tensor *mi_conv1d_causal_tail(mi_tensor *x, mi_tensor *w, mi_tensor **tail);
 /* Rotary embedding on x [..., T, D] (D even; pairs (i, i + D/2)); position t,
  * frequency base^(−2i/D). `inverse` rotates by −angle. */
 mi_tensor *mi_rope(mi_tensor *x, double base, bool inverse);

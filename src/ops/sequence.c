@@ -83,6 +83,16 @@ mi_tensor *mi_conv1d_causal(mi_tensor *x, mi_tensor *w)
     return RUN(&mi_op_conv1d_causal, NULL, x, w);
 }
 
+mi_tensor *mi_conv1d_causal_tail(mi_tensor *x, mi_tensor *w, mi_tensor **tail)
+{
+    if (!tail || !*tail || !x) return mi_conv1d_causal(x, w);
+    mi_tensor *win = mi_concat((mi_tensor *[]){*tail, x}, 2, 1); /* [B, K − 1 + n, C] */
+    if (!win) return NULL;
+    int64_t m = win->shape[1], n = x->shape[1];
+    *tail = mi_slice(win, 1, n, m);
+    return mi_slice(mi_conv1d_causal(win, w), 1, m - n, m);
+}
+
 /* OWN (own_sequence.c) whenever it is allowed: it is faster at every size. */
 static mi_backend select_own(mi_tensor *const *in, int n, const mi_attrs *a, const mi_tensor *out,
                              unsigned available)

@@ -659,16 +659,7 @@ mi_tensor *mi_hope_step(const mi_hope *h, mi_hope_state *s, mi_tensor *x)
     run r = {.h = h, .B = s->batch, .H = c->heads, .hc = c->component_expansion * c->d_model};
     if (run_init(&r, 1, s->w) != 0) return mi_error_prefix("hope: step"), NULL;
     /* x̂_t = ℓ2norm(conv(x)_t): the conv over the K − 1 inputs before x_t and x_t */
-    mi_tensor *xc = x;
-    if (s->tail) {
-        mi_tensor *win = mi_concat((mi_tensor *[]){s->tail, x}, 2, 1);   /* [B, K, d] */
-        int64_t K = c->conv_kernel;
-        s->tail = win ? mi_slice(win, 1, 1, K) : NULL;
-        xc = win ? mi_conv1d_causal(win, h->conv) : NULL;
-        xc = xc ? mi_slice(xc, 1, K - 1, K) : NULL;
-    } else {
-        xc = mi_conv1d_causal(x, h->conv);
-    }
+    mi_tensor *xc = mi_conv1d_causal_tail(x, h->conv, &s->tail);
     mi_tensor *o = xc ? segment(&r, mi_l2_normalize(xc, c->qk_eps), true) : NULL;
     for (int i = 0; o && i < r.n_comp + 3; i++) {
         layer *l = &r.layer[i];

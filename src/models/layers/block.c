@@ -493,23 +493,10 @@ static mi_tensor *to_heads(mi_tensor *t, int64_t B, int64_t T, int S, int64_t H,
     return keep_c ? mi_reshape(r, MI_SHAPE(B * H, T * S, c)) : mi_reshape(r, MI_SHAPE(B * H, T * S));
 }
 
-/* The causal depthwise conv of p [B, T, C]. With a tail (one token at a
- * time), the conv sees the K − 1 rows before p, and the tail moves on by one
- * row. */
-static mi_tensor *causal_conv(mi_tensor *p, mi_tensor *conv, mi_tensor **tail)
-{
-    if (!tail || !*tail || !p) return mi_conv1d_causal(p, conv);
-    mi_tensor *win = mi_concat((mi_tensor *[]){*tail, p}, 2, 1);   /* [B, K, C] */
-    if (!win) return NULL;
-    int64_t K = win->shape[1];
-    *tail = mi_slice(win, 1, 1, K);
-    return mi_slice(mi_conv1d_causal(win, conv), 1, K - 1, K);
-}
-
 /* SiLU(conv(x W)): a projection, its causal depthwise conv, the activation. */
 static mi_tensor *branch(mi_tensor *x, mi_tensor *w, mi_tensor *conv, mi_tensor **tail)
 {
-    return mi_silu(causal_conv(mi_matmul(x, w), conv, tail));
+    return mi_silu(mi_conv1d_causal_tail(mi_matmul(x, w), conv, tail));
 }
 
 /* One gate, [N, T·S_g] or channel-wise [N, T·S_g, units(b, i)]; tail: HGRN2's α conv state. */
@@ -528,7 +515,7 @@ static mi_tensor *gate(const mi_miras_block *b, int i, mi_gate_spec s, mi_tensor
     }
     mi_tensor *lin = mi_matmul(mi_matmul(x, b->gate_down[i]), b->gate_up[i]);
     if (i == MI_BLOCK_ALPHA && b->config.key_is_one_minus_alpha) /* HGRN2: the key's conv */
-        lin = causal_conv(lin, b->conv_k, tail);
+        lin = mi_conv1d_causal_tail(lin, b->conv_k, tail);
     mi_tensor *pre = mi_add(lin, b->gate_bias[i]);
     double m = gate_max(s);
     mi_tensor *g;
