@@ -228,7 +228,7 @@ static void backward_case(const mi_op *op, const op_case *c, report *rep)
 START_TEST(backward_matches_ref)
 {
     const mi_op *op = mi_op_at(_i);
-    if (!op || !op->vjp || (op->flags & MI_OP_NONDIFF)) return;
+    if (!op || !mi_op_differentiable(op)) return;
     report rep = {0};
     for_each_case(op, 200u + (unsigned)_i, false, backward_case, &rep);
     ck_assert_msg(rep.failed == 0, "%d failures, %d gradients compared:\n%s", rep.failed,

@@ -12,7 +12,7 @@ START_TEST(every_listed_op_is_defined_and_covered)
     for (int i = 0; i < mi_op_count(); i++) {
         const mi_op *op = mi_op_at(i);
         if (!op || !op->examples || !op->shape || !op->kernel[0][0] || !op->kernel[0][1] ||
-            (!op->vjp && !(op->flags & MI_OP_NONDIFF)))
+            (!mi_op_differentiable(op) && !(op->flags & MI_OP_NONDIFF)))
             snprintf(missing + strlen(missing), sizeof missing - strlen(missing), " %s",
                      mi_op_listed_name(i));
     }

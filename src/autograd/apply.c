@@ -102,7 +102,7 @@ mi_tensor *mi_apply(const mi_op *op, mi_tensor *const *in, int n, const mi_attrs
         if (out->numel > 0) k(out, in, a);
     }
 
-    if (!recording || !op->vjp || (op->flags & MI_OP_NONDIFF)) return out;
+    if (!recording || !mi_op_differentiable(op)) return out;
     bool any = false;
     for (int i = 0; i < n; i++) any |= in[i]->requires_grad && input_is_diff(op, in, i);
     if (!any) return out;

@@ -92,8 +92,8 @@ struct mi_op {
     unsigned flags;
     mi_shape_fn shape;
     mi_kernel_fn kernel[MI_BACKEND_COUNT][2]; /* [backend][MI_F32, MI_F64] */
-    mi_vjp_fn vjp;
-    mi_vjp_all_fn vjp_all; /* optional: every input's vjp in one call */
+    mi_vjp_fn vjp;         /* vjp or vjp_all (or both), unless MI_OP_NONDIFF */
+    mi_vjp_all_fn vjp_all; /* every input's vjp in one call */
     mi_vjp_into_fn vjp_into; /* optional: a vjp added into the input's gradient in place */
     /* Which inputs can carry a gradient (bit i); 0 means all float inputs. */
     uint32_t diff_inputs;
@@ -103,6 +103,13 @@ struct mi_op {
     mi_select_fn select;
     mi_flops_fn flops;
 };
+
+/* Whether gradients flow through op: it has a vjp (one input, or all at once)
+ * and is not marked non-differentiable. */
+static inline bool mi_op_differentiable(const mi_op *op)
+{
+    return (op->vjp || op->vjp_all) && !(op->flags & MI_OP_NONDIFF);
+}
 
 /* The kernel mi_apply will run for this call (after the allow mask and the
  * op's select rule); NULL when the op has no kernel for out's dtype. */

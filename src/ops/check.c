@@ -34,7 +34,7 @@ mi_op_check_result mi_op_check(const mi_op *op, unsigned seed)
         snprintf(res.message, sizeof res.message, "%s: no examples", op->name);
         return res;
     }
-    bool diff = op->vjp && !(op->flags & MI_OP_NONDIFF);
+    bool diff = mi_op_differentiable(op);
     if (!diff && !(op->flags & MI_OP_NONDIFF)) {
         res.ok = false;
         snprintf(res.message, sizeof res.message,

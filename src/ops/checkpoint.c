@@ -142,19 +142,11 @@ static int checkpoint_vjp_all(const mi_node *nd, mi_tensor *g, const bool *need,
     return 0;
 }
 
-static mi_tensor *checkpoint_vjp(const mi_node *nd, int i, mi_tensor *g)
-{
-    mi_tensor *all[MI_MAX_INPUTS] = {0};
-    bool need[MI_MAX_INPUTS] = {0};
-    need[i] = true;
-    return checkpoint_vjp_all(nd, g, need, all) == 0 ? all[i] : NULL;
-}
-
 static const mi_op mi_op_checkpoint = {
     .name = "checkpoint",
     .formula = "y = f(x_1, ..., x_n; leaves), f run again in the backward",
     .arity = MI_MAX_INPUTS, .flags = MI_OP_VARIADIC | MI_OP_NO_GRADGRAD,
-    .shape = checkpoint_shape, .vjp = checkpoint_vjp, .vjp_all = checkpoint_vjp_all};
+    .shape = checkpoint_shape, .vjp_all = checkpoint_vjp_all};
 
 mi_tensor *mi_checkpoint(mi_checkpoint_fn fn, void *ctx, mi_tensor *const *in, int n_in)
 {

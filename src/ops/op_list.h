@@ -46,3 +46,5 @@ MI_OP(matmul_acc)
 MI_OP(cms_scan) MI_OP(cms_scan_backward)
 /* mlp_scan.c (appended) */
 MI_OP(mlp_scan) MI_OP(mlp_scan_backward)
+/* update.c (appended) */
+MI_OP(outer_update) MI_OP(scale_add)

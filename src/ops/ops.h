@@ -318,4 +318,13 @@ mi_tensor *mi_lq_normalize(mi_tensor *A, double q, int form, double eps);
 /* (s + d) / ‖s + d‖₂ along the last axis: a step retracted onto the sphere. */
 mi_tensor *mi_sphere_retract(mi_tensor *s, mi_tensor *d);
 
+/* ---------------------------------------------------------------- fused state updates
+ * One pass over a state where the composed ops take one per product and sum.
+ * a ⊙ X + b ⊙ (d xᵀ): X [..., out, in], d [..., out], x [..., in]; a broadcasts
+ * to X (NULL: 1), b to [..., out, 1]. A momentum or retention step with a
+ * rank-one gradient (S ← μ S − η δ xᵀ) without the outer product's tensor. */
+mi_tensor *mi_outer_update(mi_tensor *X, mi_tensor *a, mi_tensor *b, mi_tensor *d, mi_tensor *x);
+/* a ⊙ X + Z, Z of X's shape, a broadcasting to it (A ← α A + S). */
+mi_tensor *mi_scale_add(mi_tensor *X, mi_tensor *a, mi_tensor *Z);
+
 #endif

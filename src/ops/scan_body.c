@@ -496,20 +496,12 @@ done:
     return 0;
 }
 
-static mi_tensor *scan_vjp(const mi_node *nd, int i, mi_tensor *g)
-{
-    mi_tensor *all[MI_MAX_INPUTS] = {0};
-    bool need[MI_MAX_INPUTS] = {0};
-    need[i] = true;
-    return scan_vjp_all(nd, g, need, all) == 0 ? all[i] : NULL;
-}
-
 static const mi_op mi_op_scan_body = {
     .name = "mi_scan",
     .formula = "(c_t, y_t) = body(c_{t-1}, x_t), t = 1..T; the body run again per segment in "
                "the backward",
     .arity = MI_MAX_INPUTS, .flags = MI_OP_VARIADIC | MI_OP_NO_GRADGRAD,
-    .shape = scan_shape, .vjp = scan_vjp, .vjp_all = scan_vjp_all};
+    .shape = scan_shape, .vjp_all = scan_vjp_all};
 
 /* ---------------------------------------------------------------- forward */
 

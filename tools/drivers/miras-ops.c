@@ -35,7 +35,7 @@ int main(int argc, char **argv)
             missing++;
             continue;
         }
-        bool diff = op->vjp && !(op->flags & MI_OP_NONDIFF);
+        bool diff = mi_op_differentiable(op);
         const char *arity_text = (op->flags & MI_OP_VARIADIC) ? "variadic " : "";
         if (json)
             printf("{\"id\":%d,\"name\":\"%s\",\"arity\":%d,\"variadic\":%s,"

@@ -173,6 +173,26 @@ static int inner_gradients(const run *r, mi_tensor *const *w, mi_tensor *k, mi_t
     return rc;
 }
 
+/* Whether a position's writes can take the gradients' rank-one factors,
+ * ∂ℓ_t/∂W[i] = δ_i x_iᵀ (memory->grad_factors), into the fused update ops
+ * (mi_outer_update) in place of their outer products. */
+static bool rank_one_writes(const run *r)
+{
+    const mi_miras *m = r->m;
+    return r->c->closed_form && m->bias->error && !m->bias->encoding && m->memory->grad_factors &&
+           r->c->delta_write != MI_DELTA_WRITE_UNIT;
+}
+
+/* δ[i], x[i] [N, n, out / in]: the factors of the per-token gradients of
+ * ℓ(M_W(k_t); v_t) at w, in closed form. */
+static int inner_factors(const run *r, mi_tensor *const *w, mi_tensor *k, mi_tensor *v,
+                         mi_tensor *delta, mi_tensor **dl, mi_tensor **x)
+{
+    const mi_miras *m = r->m;
+    mi_tensor *e = m->bias->error(r->c, m->memory->forward(r->c, w, k), v, delta);
+    return e ? m->memory->grad_factors(r->c, w, k, e, dl, x) : -1;
+}
+
 /* The delta rule's unit write (delta_write=unit, models.h): the step
  * −β (W k − v) kᵀ becomes −β W k kᵀ + v kᵀ, the step plus (1 − β) v kᵀ, for
  * every position of k, v [N, n, …] with β [N, n(, dv)] (after the algorithm's
@@ -492,15 +512,31 @@ static int write_position(const run *r, mi_miras_state *st, mi_tensor *k, mi_ten
     if (track && !(st->alpha_bar = st->alpha_bar ? mi_mul(st->alpha_bar, alpha) : alpha))
         return -1;
     mi_tensor *wg[MI_MEMORY_MAX_WEIGHTS], *g[MI_MEMORY_MAX_WEIGHTS];
+    mi_tensor *dl[MI_MEMORY_MAX_WEIGHTS], *x[MI_MEMORY_MAX_WEIGHTS];
     for (int i = 0; i < r->nw; i++) {
         mi_tensor *a = st->a_grad[i];
         if (c->decay_first) a = mi_mul(alpha_of(r, i, st->alpha_bar, a), a);
         if (!(wg[i] = read_state(r, i, a, st->eta_grad))) return -1;
     }
-    if (inner_gradients(r, wg, kp, vp, delta, g) != 0) return -1;
+    bool rank_one = rank_one_writes(r);
+    if ((rank_one ? inner_factors(r, wg, kp, vp, delta, dl, x)
+                  : inner_gradients(r, wg, kp, vp, delta, g)) != 0)
+        return -1;
     if (m->algorithm->rate) eta = m->algorithm->rate(eta, kp);
     mi_tensor *neg_eta = mi_neg(eta); /* negate the gate, not the full-size product */
-    for (int i = 0; i < r->nw; i++) {
+    for (int i = 0; rank_one && i < r->nw; i++) {
+        mi_tensor *b = gate_of(r, i, neg_eta, st->a[i]);
+        mi_tensor *al = alpha ? alpha_of(r, i, alpha, st->a[i]) : NULL;
+        if (mu) {
+            /* S ← μ S − η δ xᵀ, then A ← α A + S */
+            st->s[i] = mi_outer_update(st->s[i], gate_of(r, i, mu, st->a[i]), b, dl[i], x[i]);
+            st->a[i] = al ? mi_scale_add(st->a[i], al, st->s[i]) : mi_add(st->a[i], st->s[i]);
+        } else {
+            st->a[i] = mi_outer_update(st->a[i], al, b, dl[i], x[i]); /* A ← α A − η δ xᵀ */
+        }
+        if (!st->a[i]) return -1;
+    }
+    for (int i = 0; !rank_one && i < r->nw; i++) {
         mi_tensor *step = mi_mul(g[i], gate_of(r, i, neg_eta, g[i]));
         step = unit_write(r, step, eta, kp, vp);
         if (mu) step = st->s[i] = mi_add(mi_mul(gate_of(r, i, mu, g[i]), st->s[i]), step);

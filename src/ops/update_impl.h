@@ -1,0 +1,96 @@
+/* The loops of update.c's ops, written once and included per dtype and
+ * backend (by update.c for REF, by backend/cpu/own_update.c for OWN f32),
+ * with UP_T the element type, UP_NAME(x) the function's name and UP_KERNEL
+ * its linkage (static, or empty for OWN's). The math is in update.c's top
+ * comment; up_geom and up_walk come from update_geom.h. Not a header of its
+ * own: no guard. */
+
+/* Y = a ⊙ X + b ⊙ (d ⊗ x), row by row. */
+UP_KERNEL void UP_NAME(outer_update_rows)(const up_geom *g, UP_T *Y, const UP_T *X,
+                                          const UP_T *A, const UP_T *B, const UP_T *D,
+                                          const UP_T *V)
+{
+    int64_t C = g->cols;
+    up_walk w = {0};
+    for (int64_t r = 0; r < g->rows; r++, up_walk_next(&w, g)) {
+        const UP_T *xr = X + r * C, *v = V + (r / g->out) * C;
+        UP_T *yr = Y + r * C, bd = B[w.b] * D[r];
+        if (g->a_col) {
+            const UP_T *ar = A + w.a;
+            for (int64_t c = 0; c < C; c++) yr[c] = ar[c] * xr[c] + bd * v[c];
+        } else {
+            UP_T a = A[w.a];
+            for (int64_t c = 0; c < C; c++) yr[c] = a * xr[c] + bd * v[c];
+        }
+    }
+}
+
+/* The vjps of outer_update in one pass over G and X, for the outputs that
+ * are not NULL: gX = a ⊙ G; gA += Σ G ⊙ X over a's broadcast axes;
+ * with w_r = Σ_c G_rc x_c: gB += d_r w_r, gD_r = b_r w_r; gV += b_r d_r G_r.
+ * gA, gB, gV start at zero (the caller's). */
+UP_KERNEL void UP_NAME(outer_update_grads)(const up_geom *g, const UP_T *G, const UP_T *X,
+                                           const UP_T *A, const UP_T *B, const UP_T *D,
+                                           const UP_T *V, UP_T *gX, UP_T *gA, UP_T *gB,
+                                           UP_T *gD, UP_T *gV)
+{
+    int64_t C = g->cols;
+    up_walk w = {0};
+    for (int64_t r = 0; r < g->rows; r++, up_walk_next(&w, g)) {
+        const UP_T *gr = G + r * C, *xr = X + r * C, *v = V + (r / g->out) * C;
+        if (gX) {
+            UP_T *o = gX + r * C;
+            if (g->a_col) {
+                const UP_T *ar = A + w.a;
+                for (int64_t c = 0; c < C; c++) o[c] = ar[c] * gr[c];
+            } else {
+                UP_T a = A[w.a];
+                for (int64_t c = 0; c < C; c++) o[c] = a * gr[c];
+            }
+        }
+        if (gA && g->a_col) {
+            UP_T *o = gA + w.a;
+            for (int64_t c = 0; c < C; c++) o[c] += gr[c] * xr[c];
+        } else if (gA) {
+            UP_T s = 0;
+            for (int64_t c = 0; c < C; c++) s += gr[c] * xr[c];
+            gA[w.a] += s;
+        }
+        if (gB || gD) {
+            UP_T s = 0;
+            for (int64_t c = 0; c < C; c++) s += gr[c] * v[c];
+            if (gB) gB[w.b] += D[r] * s;
+            if (gD) gD[r] = B[w.b] * s;
+        }
+        if (gV) {
+            UP_T bd = B[w.b] * D[r], *o = gV + (r / g->out) * C;
+            for (int64_t c = 0; c < C; c++) o[c] += bd * gr[c];
+        }
+    }
+}
+
+/* Y = a ⊙ X + Z, row by row. */
+UP_KERNEL void UP_NAME(scale_add_rows)(const up_geom *g, UP_T *Y, const UP_T *X, const UP_T *A,
+                                       const UP_T *Z)
+{
+    int64_t C = g->cols;
+    up_walk w = {0};
+    for (int64_t r = 0; r < g->rows; r++, up_walk_next(&w, g)) {
+        const UP_T *xr = X + r * C, *zr = Z + r * C;
+        UP_T *yr = Y + r * C;
+        if (g->a_col) {
+            const UP_T *ar = A + w.a;
+            for (int64_t c = 0; c < C; c++) yr[c] = ar[c] * xr[c] + zr[c];
+        } else {
+            UP_T a = A[w.a];
+            for (int64_t c = 0; c < C; c++) yr[c] = a * xr[c] + zr[c];
+        }
+    }
+}
+
+/* scale_add's vjps for X and a in one pass: gX = a ⊙ G, gA += Σ G ⊙ X. */
+UP_KERNEL void UP_NAME(scale_add_grads)(const up_geom *g, const UP_T *G, const UP_T *X,
+                                        const UP_T *A, UP_T *gX, UP_T *gA)
+{
+    UP_NAME(outer_update_grads)(g, G, X, A, NULL, NULL, NULL, gX, gA, NULL, NULL, NULL);
+}
