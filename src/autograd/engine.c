@@ -353,8 +353,10 @@ int mi_grad(mi_tensor *const *outputs, mi_tensor *const *grad_outputs, int n_out
         for (int i = 0; g && i < nd->n_inputs && rc == 0; i++) {
             if (!need[i]) continue;
             mi_tensor *in = nd->inputs[i];
-            if (nd->op->vjp_into && r.pass && (!TP(in)->gacc || own_gradient(&r, in))) {
-                if (!TP(in)->gacc && (rc = accumulate(&r, in, mi_zeros_like(in))) != 0) break;
+            /* a second contribution goes straight into the first (the
+             * first is the vjp itself: no zeros to add it to) */
+            if (nd->op->vjp_into && r.pass && TP(in)->gacc && own_gradient(&r, in) &&
+                mi_same_shape(TP(in)->gacc, in) && TP(in)->gacc->dtype == in->dtype) {
                 if ((rc = nd->op->vjp_into(nd, i, g, TP(in)->gacc)) != 0 && !mi_error_pending())
                     mi_error_set("grad: vjp of %s for input %d failed", nd->op->name, i);
                 continue;

@@ -59,7 +59,6 @@ static int reshape_shape(mi_tensor *const *in, int n, const mi_attrs *a, mi_dtyp
     const mi_tensor *x = in[0];
     char bx[96], bt[96];
     if (check_attr_rank("reshape", a) != 0) return -1;
-    mi_shape_str(bt, sizeof bt, a->rank, a->shape);
     int infer = -1;
     int64_t known = 1;
     for (int i = 0; i < a->rank; i++) {
@@ -69,11 +68,13 @@ static int reshape_shape(mi_tensor *const *in, int n, const mi_attrs *a, mi_dtyp
             continue;
         }
         if (s < 0) {
-            mi_error_set("reshape: bad target shape %s (sizes ≥ 0, at most one -1)", bt);
+            mi_error_set("reshape: bad target shape %s (sizes ≥ 0, at most one -1)",
+                         mi_shape_str(bt, sizeof bt, a->rank, a->shape));
             return -1;
         }
         if (__builtin_mul_overflow(known, s, &known)) {
-            mi_error_set("reshape: target shape %s overflows", bt);
+            mi_error_set("reshape: target shape %s overflows",
+                         mi_shape_str(bt, sizeof bt, a->rank, a->shape));
             return -1;
         }
         shape[i] = s;
@@ -88,7 +89,8 @@ static int reshape_shape(mi_tensor *const *in, int n, const mi_attrs *a, mi_dtyp
     *dt = x->dtype;
     return 0;
 mismatch:
-    mi_error_set("reshape: cannot view %s as %s", SHAPE_STR(bx, x), bt);
+    mi_error_set("reshape: cannot view %s as %s", SHAPE_STR(bx, x),
+                 mi_shape_str(bt, sizeof bt, a->rank, a->shape));
     return -1;
 }
 static mi_tensor *reshape_vjp(const mi_node *n, int i, mi_tensor *g)

@@ -212,6 +212,7 @@ BLAS_KERNEL(outer_blas_f64, mi_op_outer, gemm_geom_outer(&g, o, in), MI_F64, blo
 void matmul_acc_fill(mi_tensor *o, const mi_tensor *c)
 {
     size_t es = mi_dtype_size(o->dtype);
+    if (o->data == c->data) return; /* in place: acc += product */
     if (c->numel == o->numel) {
         memcpy(o->data, c->data, (size_t)o->numel * es);
         return;

@@ -219,6 +219,7 @@ typedef struct {
     const gemm_geom *g;
     const float *A, *B;
     float *C;
+    float beta; /* 0: C = product; 1: C += product */
 } mm_ctx;
 
 static void mm_range(const void *v, int64_t q0, int64_t q1)
@@ -230,9 +231,9 @@ static void mm_range(const void *v, int64_t q0, int64_t q1)
         const float *A = k->A + gemm_batch_offset(g, g->sa, q),
                     *B = k->B + gemm_batch_offset(g, g->sb, q);
         float *C = k->C + q * g->M * g->N;
-        if (!own_small_gemm_f32(g->ta, g->tb, g->M, g->N, g->K, 1.0f, A, lda, B, ldb, 0.0f, C,
-                                g->N))
-            vector_gemm_f32(g->ta, g->M, g->N, g->K, 1.0f, A, lda, B, 0.0f, C, g->N);
+        if (!own_small_gemm_f32(g->ta, g->tb, g->M, g->N, g->K, 1.0f, A, lda, B, ldb, k->beta,
+                                C, g->N))
+            vector_gemm_f32(g->ta, g->M, g->N, g->K, 1.0f, A, lda, B, k->beta, C, g->N);
     }
 }
 
@@ -244,10 +245,20 @@ void own_matmul_f32(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a)
         own_ref(&mi_op_matmul, o, in, a);
         return;
     }
-    mm_ctx k = {&g, in[0]->data, in[1]->data, o->data};
+    mm_ctx k = {&g, in[0]->data, in[1]->data, o->data, 0.0f};
     /* work: multiply-adds / 4, an FMA in registers against an add streamed
      * from memory (OWN_PAR_MIN's unit) */
     own_parallel(g.nbatch, g.nbatch * g.M * g.N * g.K / 4, OWN_PAR_MIN, 1, mm_range, &k);
+}
+
+bool own_matmul_into_f32(mi_tensor *acc, mi_tensor *const *in, const mi_attrs *a)
+{
+    gemm_geom g;
+    gemm_geom_matmul(&g, acc, in, a);
+    if (!own_matmul_fits(&g)) return false;
+    mm_ctx k = {&g, in[0]->data, in[1]->data, acc->data, 1.0f};
+    own_parallel(g.nbatch, g.nbatch * g.M * g.N * g.K / 4, OWN_PAR_MIN, 1, mm_range, &k);
+    return true;
 }
 
 /* outer's OWN f32 kernel: the batch of rank-one products as matmul's K = 1
@@ -257,6 +268,6 @@ void own_outer_f32(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a)
     (void)a;
     gemm_geom g;
     gemm_geom_outer(&g, o, in);
-    mm_ctx k = {&g, in[0]->data, in[1]->data, o->data};
+    mm_ctx k = {&g, in[0]->data, in[1]->data, o->data, 0.0f};
     own_parallel(g.nbatch, g.nbatch * g.M * g.N / 4, OWN_PAR_MIN, 1, mm_range, &k);
 }

@@ -44,6 +44,10 @@ bool own_small_gemm_f32(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float
 struct gemm_geom;
 bool own_matmul_fits(const struct gemm_geom *g);
 void own_matmul_f32(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a);
+/* acc += op(A) op(B), acc the product's shape (matmul's vjp added into a
+ * gradient, linalg.c); false, touching nothing, for a geometry that
+ * own_matmul_fits refuses. */
+bool own_matmul_into_f32(mi_tensor *acc, mi_tensor *const *in, const mi_attrs *a);
 /* outer's OWN f32 kernel (own_small_gemm.c), any shape. */
 void own_outer_f32(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a);
 
