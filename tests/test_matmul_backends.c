@@ -362,6 +362,38 @@ START_TEST(matmul_select_and_gradients)
 }
 END_TEST
 
+/* A and B each read by two products: the second gradient of each is added
+ * into the first in place (matmul's vjp_into: OWN, BLAS or REF GEMM with
+ * beta = 1, or a sum over a broadcast batch), and must equal the two vjps
+ * taken apart and summed, for every form on every backend. */
+START_TEST(matmul_gradients_add_in_place)
+{
+    static const unsigned masks[] = {MI_BACKEND_ALL, 1u << MI_BACKEND_BLAS, 1u << MI_BACKEND_REF};
+    mi_dtype dt = _i % 2 ? MI_F64 : MI_F32;
+    double tol = dt == MI_F32 ? 1e-5 : 1e-12;
+    mi_backends_allow(masks[_i / 2]);
+    for (size_t i = 0; i < sizeof matmul_cases / sizeof *matmul_cases; i++) {
+        const mm_case *c = &matmul_cases[i];
+        mi_tensor *a = mi_requires_grad(operand(dt, c->ra, c->sa), true);
+        mi_tensor *b = mi_requires_grad(operand(dt, c->rb, c->sb), true);
+        mi_tensor *y1 = mi_matmul_t(a, b, c->ta, c->tb), *y2 = mi_matmul_t(a, b, c->ta, c->tb);
+        ck_assert_msg(y1 && y2, "case %zu: %s", i, mi_error());
+        mi_tensor *s1 = operand(dt, y1->rank, y1->shape), *s2 = operand(dt, y1->rank, y1->shape);
+        mi_tensor *both[2], *one[2], *other[2];
+        ck_assert_int_eq(mi_grad((mi_tensor *[]){y1, y2}, (mi_tensor *[]){s1, s2}, 2,
+                                 (mi_tensor *[]){a, b}, 2, false, both), 0);
+        ck_assert_int_eq(mi_grad(&y1, &s1, 1, (mi_tensor *[]){a, b}, 2, false, one), 0);
+        ck_assert_int_eq(mi_grad(&y2, &s2, 1, (mi_tensor *[]){a, b}, 2, false, other), 0);
+        for (int k = 0; k < 2; k++) {
+            double e = rel_err(both[k], mi_add(one[k], other[k]));
+            ck_assert_msg(e <= tol, "case %zu, input %d, %s, mask %u: relative error %g", i, k,
+                          mi_dtype_name(dt), masks[_i / 2], e);
+        }
+    }
+    mi_backends_allow(MI_BACKEND_ALL);
+}
+END_TEST
+
 Suite *make_suite(void)
 {
     Suite *s = suite_create("matmul_backends");
@@ -374,6 +406,7 @@ Suite *make_suite(void)
     tcase_add_test(tc, matmul_backends_thread_independent);
     tcase_add_test(tc, dnnl_f64_runs_on_ref);
     tcase_add_test(tc, matmul_select_and_gradients);
+    tcase_add_loop_test(tc, matmul_gradients_add_in_place, 0, 6);
     tcase_add_test(tc, own_vector_products_match_ref);
     suite_add_tcase(s, tc);
     return s;
