@@ -264,6 +264,14 @@ START_TEST(an_invalid_registration_is_an_error)
     ck_assert_ptr_null(mi_memory_find("test-no-forward"));
     ck_assert_int_eq(mi_register_memory(NULL), -1);
     mi_error_clear();
+    static mi_memory_kind of_alone;
+    of_alone = mi_memory_mlp;
+    of_alone.name = "test-of-alone";
+    of_alone.grad_factors = NULL;
+    of_alone.forward_linear = NULL;
+    ck_assert_int_eq(mi_register_memory(&of_alone), -1);
+    ck_assert_error_has("'test-of-alone': grad_factors_of needs grad_factors");
+    mi_error_clear();
     static mi_retention_kind half_split;
     half_split = lq_copy;
     half_split.name = "test-half";

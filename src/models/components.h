@@ -98,6 +98,13 @@ struct mi_memory_kind {
      * the chunked recurrence reads the chunk without a copy of W per token. */
     int (*grad_factors)(const mi_miras_config *c, mi_tensor *const *w, mi_tensor *x, mi_tensor *e,
                         mi_tensor **delta, mi_tensor **xs);
+    /* Optional, with grad_factors: the same factors for an error that is a
+     * function of the read, e = err(ctx, M_W(x)), from one forward pass
+     * where forward then grad_factors run two (the per-token rule reads and
+     * differentiates every token). */
+    int (*grad_factors_of)(const mi_miras_config *c, mi_tensor *const *w, mi_tensor *x,
+                           mi_tensor *(*err)(void *ctx, mi_tensor *y), void *ctx,
+                           mi_tensor **delta, mi_tensor **xs);
     mi_tensor *(*forward_linear)(const mi_miras_config *c,
                                  mi_tensor *(*lin)(void *ctx, int i, mi_tensor *u), void *ctx,
                                  mi_tensor *x);

@@ -78,14 +78,15 @@ typedef struct scan_closure {
 typedef struct finder {
     int n, cap;
     mi_tensor **params;
-    const mi_scope *token; /* the scope the body's tensors go to */
+    const mi_scope *token[2]; /* the scopes the body's tensors go to, token by token */
     bool out_of_memory;
 } finder;
 
 static void note_input(void *ctx, mi_tensor *t)
 {
     finder *f = ctx;
-    if (t->scope != f->token && !tensor_list_add_once(&f->params, &f->n, &f->cap, t))
+    if (t->scope != f->token[0] && t->scope != f->token[1] &&
+        !tensor_list_add_once(&f->params, &f->n, &f->cap, t))
         f->out_of_memory = true;
 }
 
@@ -276,6 +277,24 @@ static void put_carries(const scan_closure *c, void *const *dst, mi_tensor *cons
 {
     for (int i = 0; i < c->n_carry; i++)
         memmove(dst[i], src[i]->data, (size_t)src[i]->numel * mi_dtype_size(c->dt));
+}
+
+/* The tensors ts[0..n) as tensors whose storage is in scope s: those whose
+ * storage is elsewhere (the body passed a carry through, or a view of one)
+ * copied into s. A token's results then live as long as its scope, which
+ * the token after the next resets (the scratch scopes alternate). */
+static int hold_in(mi_scope *s, mi_tensor **ts, int n)
+{
+    for (int i = 0; i < n; i++) {
+        if (mi_scope_holds(s, ts[i]->data)) continue;
+        mi_scope_enter(s);
+        mi_tensor *t = mi_tensor_new(ts[i]->dtype, ts[i]->rank, ts[i]->shape);
+        mi_scope_leave();
+        if (!t) return -1;
+        memcpy(t->data, ts[i]->data, (size_t)t->numel * mi_dtype_size(t->dtype));
+        ts[i] = t;
+    }
+    return 0;
 }
 
 /* Token t with recording off in scope s, reset first, from the carry cur[]
@@ -599,31 +618,31 @@ static int node_inputs(scan_closure *c, mi_tensor **in)
 }
 
 /* The forward's loop: every token's body with recording off (token_step),
- * the carry copied out between tokens (cur, nxt: two of the kept slots, or
- * in the caller's scope and given back at the end when none are kept), the carry at each segment's start into its slot
- * (when kept), the y's into O, which the first token's y's size and which
- * goes to the caller's scope. */
-static mi_tensor *run_forward(scan_closure *c, mi_scope *outer, mi_scope *sc, bool keep, finder *f)
+ * the tokens alternating between the two scratch scopes sc[0], sc[1], so
+ * that a token reads the carry the one before it left in the other scope
+ * (no copy between tokens); the carry at each segment's start into its slot
+ * (when kept); the y's into O, which the first token's y's size and which
+ * goes to the caller's scope. The carry before the first token is a copy of
+ * carry0 (slot 0 when kept, else in the caller's scope and given back at the
+ * end): the body must not see the caller's tensors as its parameters. */
+static mi_tensor *run_forward(scan_closure *c, mi_scope *outer, mi_scope *const *sc, bool keep,
+                              finder *f)
 {
     size_t es = mi_dtype_size(c->dt);
-    mi_tensor *cur[SCAN_MAX] = {0}, *nxt[SCAN_MAX] = {0}, *co[SCAN_MAX], *y[SCAN_MAX], *O = NULL;
+    mi_tensor *first[SCAN_MAX] = {0}, *cur[SCAN_MAX], *co[SCAN_MAX], *y[SCAN_MAX], *O = NULL;
     void *at[SCAN_MAX];
     int r = 0;
     mi_scope_enter(outer);
-    if (keep) {
-        /* the two slots after the segments' starts, which only a backward
-         * pass fills */
-        r = slot_views(c, c->n_seg, cur) != 0 || slot_views(c, c->n_seg + 1, nxt) != 0 ? -1 : 0;
-    } else
-        for (int i = 0; i < c->n_carry && r == 0; i++) {
-            const mi_tensor *c0 = c->carry0[i];
-            if (!(cur[i] = mi_tensor_new(c->dt, c0->rank, c0->shape)) ||
-                !(nxt[i] = mi_tensor_new(c->dt, c0->rank, c0->shape)))
+    if (keep) r = slot_views(c, 0, first);
+    else
+        for (int i = 0; i < c->n_carry && r == 0; i++)
+            if (!(first[i] = mi_tensor_new(c->dt, c->carry0[i]->rank, c->carry0[i]->shape)))
                 r = -1;
-        }
     mi_scope_leave();
-    for (int i = 0; i < c->n_carry && r == 0; i++)
-        memcpy(cur[i]->data, c->carry0[i]->data, (size_t)cur[i]->numel * es);
+    for (int i = 0; i < c->n_carry && r == 0; i++) {
+        memcpy(first[i]->data, c->carry0[i]->data, (size_t)first[i]->numel * es);
+        cur[i] = first[i];
+    }
     bool recording = mi_set_grad_enabled(false);
     for (int64_t t = 0, sg = 0; t < c->T && r == 0; t++) {
         if (keep && t == c->start[sg]) {
@@ -631,7 +650,9 @@ static mi_tensor *run_forward(scan_closure *c, mi_scope *outer, mi_scope *sc, bo
             put_carries(c, at, cur);
             sg++;
         }
-        if ((r = token_step(c, sc, cur, 0, t, co, y, f)) != 0) break;
+        mi_scope *s = sc[t & 1];
+        if ((r = token_step(c, s, cur, 0, t, co, y, f)) != 0 || (r = hold_in(s, co, c->n_carry)))
+            break;
         if (t == 0) {
             int64_t total = 0;
             for (int i = 0; i < c->n_carry; i++) total += c->carry0[i]->numel;
@@ -647,13 +668,7 @@ static mi_tensor *run_forward(scan_closure *c, mi_scope *outer, mi_scope *sc, bo
         for (int j = 0; j < c->n_ys && r == 0; j++)
             scatter((char *)O->data + (size_t)c->out_off_y[j] * es, y[j]->data, c->N, c->T, t,
                     y[j]->numel / c->N, es);
-        for (int i = 0; i < c->n_carry && r == 0; i++) at[i] = nxt[i]->data;
-        if (r == 0) put_carries(c, at, co);
-        for (int i = 0; i < c->n_carry; i++) {
-            mi_tensor *tmp = cur[i];
-            cur[i] = nxt[i];
-            nxt[i] = tmp;
-        }
+        for (int i = 0; i < c->n_carry; i++) cur[i] = co[i];
     }
     mi_set_grad_enabled(recording);
     /* c_T ahead of the y's in O */
@@ -662,10 +677,8 @@ static mi_tensor *run_forward(scan_closure *c, mi_scope *outer, mi_scope *sc, bo
         memcpy((char *)O->data + (size_t)off * es, cur[i]->data, (size_t)cur[i]->numel * es);
         off += cur[i]->numel;
     }
-    for (int i = 0; i < c->n_carry && !keep; i++) {
-        if (cur[i]) mi_scope_release(outer, cur[i]->data, (size_t)cur[i]->numel * es);
-        if (nxt[i]) mi_scope_release(outer, nxt[i]->data, (size_t)nxt[i]->numel * es);
-    }
+    for (int i = 0; i < c->n_carry && !keep; i++)
+        if (first[i]) mi_scope_release(outer, first[i]->data, (size_t)first[i]->numel * es);
     return r == 0 ? O : NULL;
 }
 
@@ -719,8 +732,6 @@ static int schedule(scan_closure *c, mi_scope *outer, int64_t segment)
         int64_t last = s + c->start[s + 1] - c->start[s];
         if (last > c->n_slots) c->n_slots = last;
     }
-    /* and two after the starts for the forward's carry (run_forward) */
-    if (c->n_slots < n + 2) c->n_slots = n + 2;
     return 0;
 }
 
@@ -752,11 +763,11 @@ int mi_scan(mi_scan_fn body, void *ctx, int n_carry, mi_tensor *const *carry0, i
      * enclosing pass (a checkpoint's forward, a backward) never releases
      * what the scratch scopes hold */
     mi_track_mark mark = mi_tensor_track_push(next_pass());
-    mi_scope *sc = scratch_get();
-    finder f = {.token = sc};
+    mi_scope *sc[2] = {scratch_get(), scratch_get()};
+    finder f = {.token = {sc[0], sc[1]}};
     int rc = -1;
     mi_tensor *O = NULL;
-    if (!sc) goto done;
+    if (!sc[0] || !sc[1]) goto done;
     O = run_forward(c, outer, sc, recording, recording ? &f : NULL);
     if (!O) goto done;
     if (f.out_of_memory) {
@@ -785,7 +796,8 @@ int mi_scan(mi_scan_fn body, void *ctx, int n_carry, mi_tensor *const *carry0, i
     rc = split_outputs(c, O, carry_out, ys);
 done:
     free(f.params);
-    scratch_put(sc);
+    scratch_put(sc[1]);
+    scratch_put(sc[0]);
     mi_tensor_track_pop(mark);
     return rc;
 }

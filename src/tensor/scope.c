@@ -242,6 +242,14 @@ void *mi_scope_alloc(mi_scope *s, size_t bytes)
     return p;
 }
 
+bool mi_scope_holds(const mi_scope *s, const void *p)
+{
+    const unsigned char *q = p;
+    for (const block *b = s ? s->first : NULL; b; b = b->next)
+        if (q >= b->base && q < b->base + b->size) return true;
+    return false;
+}
+
 void mi_scope_enter(mi_scope *s)
 {
     if (depth < MAX_DEPTH) stack[depth] = s;

@@ -55,6 +55,9 @@ void *mi_scope_alloc(mi_scope *s, size_t bytes); /* 64-byte aligned, NULL on fai
 /* Gives back a piece p of `bytes` that mi_scope_alloc(s, bytes) returned and
  * nothing reads any more; a later request of the same size reuses it. */
 void mi_scope_release(mi_scope *s, void *p, size_t bytes);
+/* Whether p points into memory that s holds from the system (what s hands
+ * out, or handed out before its last reset). */
+bool mi_scope_holds(const mi_scope *s, const void *p);
 typedef struct mi_scope_stats {
     size_t bytes_used;      /* since the last reset */
     size_t bytes_reserved;  /* held from the system */

@@ -183,14 +183,26 @@ static bool rank_one_writes(const run *r)
            r->c->delta_write != MI_DELTA_WRITE_UNIT;
 }
 
-/* δ[i], x[i] [N, n, out / in]: the factors of the per-token gradients of
- * ℓ(M_W(k_t); v_t) at w, in closed form. */
-static int inner_factors(const run *r, mi_tensor *const *w, mi_tensor *k, mi_tensor *v,
-                         mi_tensor *delta, mi_tensor **dl, mi_tensor **x)
+typedef struct bias_at {
+    const run *r;
+    mi_tensor *v, *delta;
+} bias_at;
+
+/* e = dℓ/dy of the bias against the target v */
+static mi_tensor *bias_error(void *ctx, mi_tensor *y)
 {
-    const mi_miras *m = r->m;
-    mi_tensor *e = m->bias->error(r->c, m->memory->forward(r->c, w, k), v, delta);
-    return e ? m->memory->grad_factors(r->c, w, k, e, dl, x) : -1;
+    const bias_at *b = ctx;
+    return b->r->m->bias->error(b->r->c, y, b->v, b->delta);
+}
+
+int inner_factors(const run *r, mi_tensor *const *w, mi_tensor *k, mi_tensor *v,
+                  mi_tensor *delta, mi_tensor **dl, mi_tensor **x)
+{
+    const mi_memory_kind *mem = r->m->memory;
+    bias_at b = {r, v, delta};
+    if (mem->grad_factors_of) return mem->grad_factors_of(r->c, w, k, bias_error, &b, dl, x);
+    mi_tensor *e = bias_error(&b, mem->forward(r->c, w, k));
+    return e ? mem->grad_factors(r->c, w, k, e, dl, x) : -1;
 }
 
 /* The delta rule's unit write (delta_write=unit, models.h): the step

@@ -114,8 +114,7 @@ int factored_chunk(run *r, mi_tensor *qc, mi_tensor *kc, mi_tensor *vc, mi_tenso
     mi_tensor *w[MI_MEMORY_MAX_WEIGHTS];
     for (int i = 0; i < r->nw; i++)
         if (!(w[i] = read_state(r, i, r->a[i], r->eta))) return -1;
-    mi_tensor *e = m->bias->error(c, m->memory->forward(c, w, kc), vc, delta);
-    if (!e || m->memory->grad_factors(c, w, kc, e, f.delta, f.x) != 0) return -1;
+    if (inner_factors(r, w, kc, vc, delta, f.delta, f.x) != 0) return -1;
     /* The coefficients: the two scans run on coordinates over the basis
      * (step_0 … step_{n−1}, S_prev, A_prev), each from the coordinates of the
      * state the previous chunk left: S_t = μ_t S_{t−1} + step_t from e_{S_prev},

@@ -55,6 +55,12 @@ static inline bool has_boundary(const mi_retention_kind *ret)
     return ret->boundary || ret->boundary_split;
 }
 
+/* δ[i], x[i] [N, n, out / in]: the factors of the per-token gradients
+ * ∂ℓ_t/∂W[i] = δ_i x_iᵀ of ℓ(M_W(k_t); v_t) at w, in closed form (the
+ * memory's grad_factors and the bias's error). */
+int inner_factors(const run *r, mi_tensor *const *w, mi_tensor *k, mi_tensor *v,
+                  mi_tensor *delta, mi_tensor **dl, mi_tensor **x);
+
 /* The rank-one chunk form (recurrence_factored.c): whether it applies to a
  * chunk with these gates, and the chunk run through it from r's state (moved
  * to the chunk's end), its outputs in *y (y NULL: no read). */

@@ -109,9 +109,11 @@ static mi_tensor *mlp_forward(const mi_miras_config *c, mi_tensor *const *w, mi_
 }
 
 /* The factors of the per-token gradients: ∂ℓ_t/∂W_{l+1} = δ_{l+1} u_{l+1}ᵀ with
- * delta[l] [N, n, out] and u[l] [N, n, in] (the layer's output-side error and input). */
-static int mlp_grad_factors(const mi_miras_config *c, mi_tensor *const *w, mi_tensor *x,
-                            mi_tensor *e, mi_tensor **dl, mi_tensor **u)
+ * delta[l] [N, n, out] and u[l] [N, n, in] (the layer's output-side error and input),
+ * for the error e, or (e NULL) err(ctx, y) of the forward's y = x + LN(a_1). */
+static int factors(const mi_miras_config *c, mi_tensor *const *w, mi_tensor *x, mi_tensor *e,
+                   mi_tensor *(*err)(void *ctx, mi_tensor *y), void *ctx, mi_tensor **dl,
+                   mi_tensor **u)
 {
     int depth = c->mlp_depth;
     if (depth < 1 || depth > MI_MEMORY_MAX_WEIGHTS) {
@@ -125,6 +127,7 @@ static int mlp_grad_factors(const mi_miras_config *c, mi_tensor *const *w, mi_te
         a[l] = apply(w[l], u[l]);
         if (l > 0) u[l - 1] = mi_gelu(a[l]);
     }
+    if (!e) e = err(ctx, mi_add(x, mi_layer_norm(a[0], MLP_LN_EPS)));
     /* LN backward: δ_1 = r (e − mean(e) − ẑ mean(e ⊙ ẑ)), r = 1/√(var(a_1) + eps),
      * as the fused layer_norm_backward op (differentiable, so the outer loop
      * trains through it; one saved tensor where the composed form kept ten) */
@@ -138,6 +141,19 @@ static int mlp_grad_factors(const mi_miras_config *c, mi_tensor *const *w, mi_te
         }
     }
     return 0;
+}
+
+static int mlp_grad_factors(const mi_miras_config *c, mi_tensor *const *w, mi_tensor *x,
+                            mi_tensor *e, mi_tensor **dl, mi_tensor **u)
+{
+    return e ? factors(c, w, x, e, NULL, NULL, dl, u) : -1;
+}
+
+static int mlp_grad_factors_of(const mi_miras_config *c, mi_tensor *const *w, mi_tensor *x,
+                               mi_tensor *(*err)(void *ctx, mi_tensor *y), void *ctx,
+                               mi_tensor **dl, mi_tensor **u)
+{
+    return factors(c, w, x, NULL, err, ctx, dl, u);
 }
 
 /* g[l] = ∂ℓ_t/∂W_{l+1} = δ_{l+1} u_{l+1}ᵀ per token, [N, n, out, in] */
@@ -165,6 +181,7 @@ const mi_memory_kind mi_memory_mlp = {
     .name = "mlp", .formula = "M(x) = x + LN(W1 gelu(W2 ... gelu(WL x)))",
     .shapes = mlp_shapes, .init = mlp_init, .forward = mlp_forward,
     .grad = mlp_grad, .channel_gates = true,
-    .grad_factors = mlp_grad_factors, .forward_linear = mlp_forward_linear,
+    .grad_factors = mlp_grad_factors, .grad_factors_of = mlp_grad_factors_of,
+    .forward_linear = mlp_forward_linear,
     .rule = MI_MEMORY_RULE_MLP,
 };
