@@ -671,6 +671,40 @@ START_TEST(random_bodies)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- carries passed through
+ * A body that hands carry 0 on as carry 1 and, as a view, as carry 2 (a
+ * shift register): the scan's tokens alternate scratch scopes and read the
+ * carry the token before left, so a result that is not in its token's scope
+ * (the token before's carry 0) must be copied there, or the token after next
+ * overwrites it. Its gradient comes back the same way (the nested pass hands
+ * back its seed). */
+static int passing_body(void *ctx, mi_tensor *const *c, mi_tensor *const *x, mi_tensor **c_out,
+                        mi_tensor **y)
+{
+    mi_tensor *W = ctx;
+    c_out[0] = mi_tanh(mi_add(mi_matmul(c[0], W), x[0]));
+    c_out[1] = c[0];
+    c_out[2] = mi_reshape(c[0], c[0]->rank, c[0]->shape);
+    y[0] = mi_add(mi_mul(c_out[0], c[1]), c[2]);
+    return 0;
+}
+
+START_TEST(carries_passed_through)
+{
+    mi_rng r;
+    mi_rng_seed(&r, 77);
+    int64_t N = 2, T = 11;
+    mi_tensor *W = randn(&r, MI_SHAPE(D, D), 0.6);
+    problem p = {.body = passing_body, .ctx = W, .n_carry = 3, .n_xs = 1, .n_ys = 1,
+                 .n_params = 1, .params = {W}};
+    for (int i = 0; i < 3; i++) p.carry0[i] = randn(&r, MI_SHAPE(N, D), 0.5);
+    p.xs[0] = randn(&r, MI_SHAPE(N, T, D), 1);
+    loss_weights(&p, &r);
+    check_against_unrolled("pass-through carries", &p, 0);
+    check_against_unrolled("pass-through carries", &p, 3);
+}
+END_TEST
+
 /* ---------------------------------------------------------------- f32 */
 
 START_TEST(f32_forward_equals_unrolled)
@@ -768,6 +802,7 @@ Suite *make_suite(void)
     tcase_add_test(tc, scan_inside_checkpoint);
     tcase_add_test(tc, gradcheck_scans);
     tcase_add_test(tc, random_bodies);
+    tcase_add_test(tc, carries_passed_through);
     tcase_add_test(tc, f32_forward_equals_unrolled);
     tcase_add_test(tc, no_recording_is_a_plain_loop);
     tcase_add_test(tc, memory_grows_like_sqrt_t);

@@ -6,10 +6,11 @@
  * returning c_T and the stacked y_1..y_T, without an autograd record per
  * token.
  *
- * Forward: the body runs T times with recording off, each token in a
- * scratch scope reset before the next (the scope is kept per thread for the
- * next call), so the forward keeps the outputs and the carry at the start of
- * every segment, nothing else. The tensors from outside the body uses that
+ * Forward: the body runs T times with recording off, the tokens alternating
+ * between two scratch scopes (scan_scratch.c), each reset before the token
+ * after next: a token reads the carry the one before left where it lies, and
+ * the forward keeps the outputs and the carry at the start of every segment,
+ * nothing else. The tensors from outside the body uses that
  * require grad (its parameters: leaves, or views and functions of them) are
  * found on the way, by mi_apply's input hook, as mi_checkpoint finds its
  * leaves.
@@ -20,7 +21,9 @@
  * more, recording, from the carry before the token, and a backward pass
  * nested in the outer one takes the token's upstream gradients (its y_t's,
  * and the carry's from the token after) to the carry before it, its x_t and
- * the parameters; the token's record is dropped before the next. The √n
+ * the parameters; the token's record is dropped before the next but one
+ * (the tokens alternate scopes again: the carry's gradient stays where its
+ * token's pass left it). The √n
  * checkpointing of Chen, Xu, Zhang, Guestrin, "Training Deep Nets with
  * Sublinear Memory Cost", 2016, with the tokens as the layers, and the
  * segments' carries in one array: segment s of L_s tokens fills slots s to
@@ -45,6 +48,7 @@
 #include <stdlib.h>
 
 #include "internal.h"
+#include "scan_scratch.h"
 #include "tensor_internal.h"
 
 #define SCAN_MAX 32 /* carries, per-token inputs, per-token outputs: each at most */
@@ -225,34 +229,6 @@ static int ys_shape(const scan_closure *c, int j, int64_t *shape)
     return c->y_rank[j] + 1;
 }
 
-/* ---------------------------------------------------------------- scratch scope
- * The scope the tokens run in, kept per thread for the next call (reset, not
- * freed): a layer calls mi_scan with the same shapes at every step, and a
- * fresh scope would take its pages from the system each time (the kernel
- * zeroing them was an eighth of a step). A body that calls mi_scan itself
- * takes another scope from the pool. */
-#define POOL_MAX 8
-static _Thread_local mi_scope *pool[POOL_MAX];
-static _Thread_local int pool_n;
-
-static mi_scope *scratch_get(void)
-{
-    return pool_n ? pool[--pool_n] : mi_scope_new("mi_scan scratch");
-}
-
-static void scratch_put(mi_scope *s)
-{
-    if (!s) return;
-    mi_scope_reset(s);
-    if (pool_n < POOL_MAX) pool[pool_n++] = s;
-    else mi_scope_free(s);
-}
-
-void mi_scan_release(void)
-{
-    while (pool_n) mi_scope_free(pool[--pool_n]);
-}
-
 /* Carry i's elements in slot k of the kept carries. */
 static void *slot(const scan_closure *c, int i, int64_t k)
 {
@@ -277,24 +253,6 @@ static void put_carries(const scan_closure *c, void *const *dst, mi_tensor *cons
 {
     for (int i = 0; i < c->n_carry; i++)
         memmove(dst[i], src[i]->data, (size_t)src[i]->numel * mi_dtype_size(c->dt));
-}
-
-/* The tensors ts[0..n) as tensors whose storage is in scope s: those whose
- * storage is elsewhere (the body passed a carry through, or a view of one)
- * copied into s. A token's results then live as long as its scope, which
- * the token after the next resets (the scratch scopes alternate). */
-static int hold_in(mi_scope *s, mi_tensor **ts, int n)
-{
-    for (int i = 0; i < n; i++) {
-        if (mi_scope_holds(s, ts[i]->data)) continue;
-        mi_scope_enter(s);
-        mi_tensor *t = mi_tensor_new(ts[i]->dtype, ts[i]->rank, ts[i]->shape);
-        mi_scope_leave();
-        if (!t) return -1;
-        memcpy(t->data, ts[i]->data, (size_t)t->numel * mi_dtype_size(t->dtype));
-        ts[i] = t;
-    }
-    return 0;
 }
 
 /* Token t with recording off in scope s, reset first, from the carry cur[]
@@ -336,8 +294,8 @@ static int scan_shape(mi_tensor *const *in, int n, const mi_attrs *a, mi_dtype *
 
 /* The gradient of token t: the body run again, recording, from the carry
  * before it (c_{t−1}: views of kept slot prev, leaves of the nested pass), and a nested
- * backward pass from the upstream gradients (gc: c_t's, updated in place to
- * c_{t−1}'s; g: O's), in scope s, reset first. x_t's gradients go into
+ * backward pass from the upstream gradients (gc: c_t's, replaced by c_{t−1}'s,
+ * which live in s; g: O's), in scope s, reset first (gc must not be in s). x_t's gradients go into
  * gx[j] (or nowhere when NULL), the parameters' are added into gp. v: room
  * for 2 (n_carry + n_ys) + 2 (n_carry + n_xs + n_params) pointers. */
 static int token_grad(scan_closure *c, mi_scope *s, int64_t t, int64_t prev,
@@ -378,10 +336,11 @@ static int token_grad(scan_closure *c, mi_scope *s, int64_t t, int64_t prev,
      * nested pass then keeps the outer pass's gradient slots for them */
     for (int j = 0; j < c->n_params; j++) wrt[m++] = c->params[j];
     if (mi_grad(outs, seeds, n_out, wrt, m, false, got) != 0) goto done;
-    /* the gradients out of the token's scratch */
+    /* the carry's gradients stay in s for the token before (which runs in
+     * the other scope); the others go out of it */
     m = 0;
-    for (int i = 0; i < c->n_carry; i++)
-        memcpy(gc[i]->data, got[m++]->data, (size_t)gc[i]->numel * es);
+    for (int i = 0; i < c->n_carry; i++) gc[i] = got[m++];
+    if (scratch_hold(s, gc, c->n_carry) != 0) goto done;
     for (int j = 0; j < c->n_xs; j++)
         if (gx[j]) {
             mi_tensor *gt = got[m++];
@@ -404,21 +363,26 @@ done:
  * the one kept at its start (slot sg), by the body with recording off, into
  * the slots after it, then token_grad from the last token back. gc, g, gx,
  * gp, v: token_grad's. */
-static int segment_grad(scan_closure *c, mi_scope *sc, int64_t sg,
+static int segment_grad(scan_closure *c, mi_scope *const *sc, int *held, int64_t sg,
                         mi_tensor **gc, const mi_tensor *g, void *const *gx, void *gp,
                         mi_tensor **v)
 {
+    /* the scope that does not hold gc (*held: which one does, −1 neither)
+     * runs the recompute and the segment's last token; then they alternate */
+    int k = *held == 0;
     int64_t a = c->start[sg], b = c->start[sg + 1];
     mi_tensor *co[SCAN_MAX], *y[SCAN_MAX];
     void *at[SCAN_MAX];
     if (b - a > 1) c->kept_valid = false;
     for (int64_t t = a; t + 1 < b; t++) {
-        if (token_step(c, sc, NULL, sg + t - a, t, co, y, NULL) != 0) return -1;
+        if (token_step(c, sc[k], NULL, sg + t - a, t, co, y, NULL) != 0) return -1;
         for (int i = 0; i < c->n_carry; i++) at[i] = slot(c, i, sg + t + 1 - a);
         put_carries(c, at, co);
     }
-    for (int64_t t = b; t-- > a;)
-        if (token_grad(c, sc, t, sg + t - a, gc, g, gx, gp, v) != 0) return -1;
+    for (int64_t t = b; t-- > a; k = !k) {
+        if (token_grad(c, sc[k], t, sg + t - a, gc, g, gx, gp, v) != 0) return -1;
+        *held = k;
+    }
     return 0;
 }
 
@@ -464,16 +428,17 @@ static int scan_vjp_all(const mi_node *nd, mi_tensor *g, const bool *need, mi_te
 
     int n_v = 2 * (c->n_carry + c->n_ys) + 2 * (c->n_carry + c->n_xs + c->n_params);
     mi_tensor **v = calloc((size_t)n_v, sizeof *v);
-    mi_scope *sc = scratch_get(), *outer_scope = mi_scope_current();
+    mi_scope *sc[2] = {scratch_get(), scratch_get()}, *outer_scope = mi_scope_current();
     /* a parameter with autograd history (a view of a leaf, a function of
      * one) stands as a leaf in the nested passes, so that they stop at it:
      * the outer pass takes its gradient on through its node */
     mi_node **nodes = c->n_params ? malloc(sizeof *nodes * (size_t)c->n_params) : NULL;
-    if (!v || !sc || (c->n_params && !nodes)) {
+    if (!v || !sc[0] || !sc[1] || (c->n_params && !nodes)) {
         if (!mi_error_pending()) mi_error_set("mi_scan: out of memory");
         free(v);
         free(nodes);
-        scratch_put(sc);
+        scratch_put(sc[1]);
+        scratch_put(sc[0]);
         return -1;
     }
     for (int j = 0; j < c->n_params; j++) {
@@ -484,17 +449,19 @@ static int scan_vjp_all(const mi_node *nd, mi_tensor *g, const bool *need, mi_te
     int rc = -1;
     /* the carry's gradient in the outer pass's scope, given back to it at
      * the end (the next call of this size takes the same piece) */
-    mi_tensor *gc[SCAN_MAX] = {0};
+    mi_tensor *gc[SCAN_MAX] = {0}, *gc_end[SCAN_MAX] = {0};
     for (int i = 0; i < c->n_carry; i++)
-        if (!(gc[i] = mi_tensor_new(c->dt, c->carry0[i]->rank, c->carry0[i]->shape))) goto done;
-    if (!c->kept_valid && refill_kept(c, sc) != 0) goto done;
+        if (!(gc[i] = gc_end[i] = mi_tensor_new(c->dt, c->carry0[i]->rank, c->carry0[i]->shape)))
+            goto done;
+    if (!c->kept_valid && refill_kept(c, sc[0]) != 0) goto done;
     int64_t off = 0;
     for (int i = 0; i < c->n_carry; i++) {
         memcpy(gc[i]->data, (const char *)g->data + (size_t)off * es, (size_t)gc[i]->numel * es);
         off += gc[i]->numel;
     }
+    int held = -1;
     for (int64_t s = c->n_seg; s-- > 0;)
-        if (segment_grad(c, sc, s, gc, g, gx, gp, v) != 0) goto done;
+        if (segment_grad(c, sc, &held, s, gc, g, gx, gp, v) != 0) goto done;
     for (int i = 0; i < c->n_carry; i++) {
         mi_tensor *gs = gin[c->carry_slot[i]];
         if (gs) memcpy((char *)gs->data + (size_t)c->carry_off[i] * es, gc[i]->data,
@@ -503,12 +470,13 @@ static int scan_vjp_all(const mi_node *nd, mi_tensor *g, const bool *need, mi_te
     rc = 0;
 done:
     for (int i = 0; i < c->n_carry; i++)
-        if (gc[i]) mi_scope_release(outer_scope, gc[i]->data, (size_t)gc[i]->numel * es);
+        if (gc_end[i]) mi_scope_release(outer_scope, gc_end[i]->data, (size_t)gc_end[i]->numel * es);
     mi_tensor_track_pop(outer);
     for (int j = 0; j < c->n_params; j++) c->params[j]->node = nodes[j];
     free(nodes);
     free(v);
-    scratch_put(sc);
+    scratch_put(sc[1]);
+    scratch_put(sc[0]);
     if (rc != 0) return -1;
     for (int k = 0; k < nd->n_inputs; k++)
         if (need[k]) grads[k] = gin[k];
@@ -651,7 +619,7 @@ static mi_tensor *run_forward(scan_closure *c, mi_scope *outer, mi_scope *const 
             sg++;
         }
         mi_scope *s = sc[t & 1];
-        if ((r = token_step(c, s, cur, 0, t, co, y, f)) != 0 || (r = hold_in(s, co, c->n_carry)))
+        if ((r = token_step(c, s, cur, 0, t, co, y, f)) != 0 || (r = scratch_hold(s, co, c->n_carry)))
             break;
         if (t == 0) {
             int64_t total = 0;
