@@ -11,7 +11,9 @@
  * - an f64 central-difference gradcheck of the layer through mi_scan;
  * - with recording off the two agree too; a second derivative through the
  *   scan path is refused with a message, and scan=composed gives one;
- * - a bad value of the key is refused with a message naming it. */
+ * - a bad value of the key is refused with a message naming it;
+ * - scan=mi_scan runs titans and gated DeltaNet, which the fused kernels
+ *   cover, through mi_scan, to the kernels' numbers. */
 #include <math.h>
 
 #include "harness.h"
@@ -135,12 +137,15 @@ static int used(const inputs *in, int *idx)
 
 /* ---------------------------------------------------------------- against the composed ops */
 
-START_TEST(scan_equals_composed)
+/* The layer by two values of `scan`, made by the ops named `by` and `other`
+ * (or not by mi_scan, NULL): outputs, final states and every f64 gradient
+ * equal to 1e-10 relative. */
+static void compare_scans(const kase *c, uint64_t seed, const char *scan, const char *by,
+                          const char *scan2, const char *by2)
 {
-    const kase *c = &cases[_i];
-    mi_miras ms = make_miras(c, "auto"), mc = make_miras(c, "composed");
+    mi_miras ms = make_miras(c, scan), mc = make_miras(c, scan2);
     for (int64_t T = 1; T <= 7; T += 6) {
-        inputs in = make_inputs(&ms, c, T, 11 + (uint64_t)_i);
+        inputs in = make_inputs(&ms, c, T, seed);
         int idx[7 + W_MAX], n = used(&in, idx);
         for (int j = 0; j < n; j++) mi_requires_grad(in.t[idx[j]], true);
         mi_tensor *out[2][1 + W_MAX], *grads[2][7 + W_MAX], *wrt[7 + W_MAX];
@@ -160,11 +165,12 @@ START_TEST(scan_equals_composed)
             ck_assert_msg(mi_grad(&loss, NULL, 1, wrt, n, false, grads[p]) == 0, "%s: %s",
                           c->label, mi_error());
         }
-        /* the scan path ran mi_scan (past the first token, which a read's
-         * missing η keeps outside); the composed one recorded its ops */
-        if (T > 1) ck_assert_msg(computed_within(out[0][0], "mi_scan", 4), "%s", c->label);
-        ck_assert_msg(out[1][0]->node && !computed_within(out[1][0], "mi_scan", 2), "%s",
-                      c->label);
+        /* past the first token, which a read's missing η keeps outside */
+        if (T > 1) ck_assert_msg(computed_within(out[0][0], by, 4), "%s: not by %s", c->label, by);
+        ck_assert_msg(out[1][0]->node &&
+                          (by2 ? computed_within(out[1][0], by2, 4)
+                               : !computed_within(out[1][0], "mi_scan", 2)),
+                      "%s: %s", c->label, by2 ? by2 : "by mi_scan");
         int worst;
         double e = max_rel_err(out[0], out[1], n_out, &worst, NULL);
         ck_assert_msg(e <= 1e-10, "%s T %lld: output %d differs by %g", c->label, (long long)T,
@@ -173,6 +179,30 @@ START_TEST(scan_equals_composed)
         ck_assert_msg(e <= 1e-10, "%s T %lld: gradient of input %d differs by %g", c->label,
                       (long long)T, idx[worst], e);
     }
+}
+
+/* mi_scan against the composed per-token ops (scan=composed records them) */
+START_TEST(scan_equals_composed)
+{
+    compare_scans(&cases[_i], 11 + (uint64_t)_i, "auto", "mi_scan", "composed", NULL);
+}
+END_TEST
+
+/* scan=mi_scan runs a combination a fused kernel covers through mi_scan
+ * too (to measure the kernel against it): the same numbers as the kernel */
+static const struct {
+    kase k;
+    const char *kernel;
+} fused[] = {
+    {{"titans", {"memory=mlp", "memory.expansion=1", "bias=l2", "retention=l2",
+                 "algorithm=momentum"}, false}, "mlp_scan"},
+    {{"gated deltanet", {"memory=matrix", "bias=l2", "retention=l2"}, false}, "delta_scan"},
+};
+
+START_TEST(forced_scan_equals_fused_kernel)
+{
+    compare_scans(&fused[_i].k, 31 + (uint64_t)_i, "mi_scan", "mi_scan", "auto",
+                  fused[_i].kernel);
 }
 END_TEST
 
@@ -257,6 +287,8 @@ Suite *make_suite(void)
     TCase *tc = tcase_slow("miras_scan");
     tcase_add_checked_fixture(tc, NULL, reset);
     tcase_add_loop_test(tc, scan_equals_composed, 0, N_CASES);
+    tcase_add_loop_test(tc, forced_scan_equals_fused_kernel, 0,
+                        (int)(sizeof fused / sizeof fused[0]));
     tcase_add_loop_test(tc, gradcheck_through_scan, 0, N_CASES);
     tcase_add_test(tc, no_grad_and_second_derivatives);
     tcase_add_test(tc, bad_scan_value_is_refused);

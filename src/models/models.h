@@ -128,8 +128,10 @@ enum { MI_FORM_AUTO = 0, MI_FORM_EXACT = 1, MI_FORM_MINIBATCH = 2 };
  *                     token, the state kept every ⌈√T⌉ tokens and each segment
  *                     run again in the backward (default; first-order only)
  *   MI_SCAN_COMPOSED  the same ops recorded token by token (differentiable
- *                     twice; materialize=true runs them too) */
-enum { MI_SCAN_AUTO = 0, MI_SCAN_COMPOSED = 1 };
+ *                     twice; materialize=true runs them too)
+ *   MI_SCAN_BODY      mi_scan as in auto, also for a combination a fused
+ *                     kernel covers (to measure the kernel against it) */
+enum { MI_SCAN_AUTO = 0, MI_SCAN_COMPOSED = 1, MI_SCAN_BODY = 2 };
 
 /* The delta rule's write (config key `delta_write`), with β the step (η, or
  * Longhorn's η / (1 + η‖k‖²)):

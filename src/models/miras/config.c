@@ -18,7 +18,7 @@ static const char *algorithm_name_at(int i) { const mi_algorithm_kind *k = mi_al
 /* Index = the enum's value (models.h). */
 static const char *const forms[] = {"auto", "exact", "minibatch", NULL};
 static const char *const delta_writes[] = {"beta", "unit", NULL};
-static const char *const scans[] = {"auto", "composed", NULL};
+static const char *const scans[] = {"auto", "composed", "mi_scan", NULL};
 
 #define C mi_miras_config
 #define HUGE_INT 1e9
@@ -65,7 +65,8 @@ static const mi_field miras_fields[] = {
                        "chunked: the exact chunkwise form, the mini-batch rule, or auto"),
     MI_FIELD_CHOICE_AT(C, "scan", scan, "auto", scans,
                        "chunk 1 without a fused kernel: mi_scan over the per-token rule "
-                       "(auto) or its ops recorded per token (composed)"),
+                       "(auto) or its ops recorded per token (composed); mi_scan: mi_scan "
+                       "even where a fused kernel covers the combination"),
 };
 #undef C
 #define N_FIELDS MI_FIELDS_COUNT(miras_fields)

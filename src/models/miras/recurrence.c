@@ -434,13 +434,15 @@ mi_tensor *mi_miras_forward(const mi_miras *m, mi_tensor *q, mi_tensor *k, mi_te
     run r = {.m = m, .c = &m->config};
     if (init_run(&r, w0, n_seq, k->shape[2], v->shape[2], v->dtype) != 0) return NULL;
     mi_delta_rule rule;
-    if (!two_sided(m, gates) && delta_fused_choose(m, gates, k->shape[2], v->shape[2], &rule)) {
+    bool kernels = m->config.chunk > 1 || m->config.scan != MI_SCAN_BODY;
+    if (kernels && !two_sided(m, gates) &&
+        delta_fused_choose(m, gates, k->shape[2], v->shape[2], &rule)) {
         mi_tensor *y = delta_fused_scan(m, rule, &r.a[0], q, k, v, gates);
         if (y && final_state) final_state[0] = r.a[0];
         return y;
     }
     mi_mlp_scan_rule mlp_rule;
-    if (m->config.chunk == 1 && mlp_fused_rule(m, gates, &mlp_rule)) {
+    if (kernels && m->config.chunk == 1 && mlp_fused_rule(m, gates, &mlp_rule)) {
         mi_tensor *y = mlp_fused_scan(m, &mlp_rule, r.a, r.s, q, k, v, gates);
         for (int i = 0; y && final_state && i < r.nw; i++) final_state[i] = r.a[i];
         return y;
@@ -620,7 +622,8 @@ mi_tensor *mi_miras_step(const mi_miras *m, mi_miras_state *st, mi_tensor *q, mi
     int64_t b = exact ? 1 : m->config.chunk, j = st->tokens % b;
     bool lag = m->retention->lag_token && b > 1;
     mi_delta_rule rule;
-    if (b == 1 && !two_sided(m, gates) && delta_fused_rule(m, gates, &rule)) {
+    bool kernels = m->config.scan != MI_SCAN_BODY;
+    if (kernels && b == 1 && !two_sided(m, gates) && delta_fused_rule(m, gates, &rule)) {
         mi_tensor *y = delta_fused_scan(m, rule, &st->a[0], q, k, v, gates);
         if (!y) return NULL;
         st->a_grad[0] = st->a[0];
@@ -629,7 +632,7 @@ mi_tensor *mi_miras_step(const mi_miras *m, mi_miras_state *st, mi_tensor *q, mi
         return y;
     }
     mi_mlp_scan_rule mlp_rule;
-    if (b == 1 && mlp_fused_rule(m, gates, &mlp_rule)) {
+    if (kernels && b == 1 && mlp_fused_rule(m, gates, &mlp_rule)) {
         mi_tensor *y = mlp_fused_scan(m, &mlp_rule, st->a, st->s, q, k, v, gates);
         if (!y) return NULL;
         for (int i = 0; i < st->nw; i++) st->a_grad[i] = st->a[i];

@@ -74,7 +74,7 @@ static int body(void *ctx, mi_tensor *const *c, mi_tensor *const *x, mi_tensor *
 bool miras_scan_applies(const mi_miras *m)
 {
     const mi_miras_config *c = &m->config;
-    return c->chunk == 1 && c->scan == MI_SCAN_AUTO && !c->materialize;
+    return c->chunk == 1 && c->scan != MI_SCAN_COMPOSED && !c->materialize;
 }
 
 /* [N, S·T, …] as [N, T, S, …]: a token's S positions, the body's axis 1. */
