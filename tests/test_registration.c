@@ -265,7 +265,7 @@ START_TEST(an_invalid_registration_is_an_error)
     ck_assert_int_eq(mi_register_memory(NULL), -1);
     mi_error_clear();
     static mi_memory_kind of_alone;
-    of_alone = mi_memory_mlp;
+    of_alone = *mi_memory_find("mlp");
     of_alone.name = "test-of-alone";
     of_alone.grad_factors = NULL;
     of_alone.forward_linear = NULL;

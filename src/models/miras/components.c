@@ -119,9 +119,6 @@ static int retention_check(const mi_retention_kind *k)
     if ((k->read_is_scale == NULL) != (k->read_scale == NULL))
         return mi_error_set("register: retention gate '%s': read_is_scale and read_scale come "
                             "together", k->name), -1;
-    if (k->grad_factors_of && !k->grad_factors)
-        return mi_error_set("register: memory '%s': grad_factors_of needs grad_factors",
-                            k->name), -1;
     if (k->rule == MI_RETENTION_RULE_DECAY && (k->init || k->read || k->boundary || k->lag_token))
         return mi_error_set("register: retention gate '%s': rule decay keeps W = A (no init, "
                             "read, boundary or lag token)", k->name), -1;
