@@ -90,16 +90,14 @@ def titans_layer(q, k, v, eta, alpha, mu, w1, w2, chunk):
         C[t, s] = η_s Σ_{s≤j≤t} P_α[t, j] P_μ[j, s],   ā_t = Π_{i≤t} α_i,   μ̄_t = Π_{i≤t} μ_i,
         m̄_t = Σ_{j≤t} P_α[t, j] μ̄_j   (P from decay_matrix),
     so A_t x_t for the read needs no A_t: A x_t scaled, plus (C ⊙ X Uᵀ) Δ (TTT's dual form)."""
-    N, T, d = q.shape
+    N = q.shape[0]
     if w1.dim() == 2:
         w1, w2 = w1.expand(N, *w1.shape), w2.expand(N, *w2.shape)
     a1, a2 = w1, w2                                   # A: W_1 [N, d, h], W_2 [N, h, d]
     s1, s2 = torch.zeros_like(a1), torch.zeros_like(a2)  # S_0 = 0
     ys = []
-    for t0 in range(0, T, chunk):
-        sl = slice(t0, min(t0 + chunk, T))
-        qc, kc, vc = q[:, sl], k[:, sl], v[:, sl]
-        et, al, m = eta[:, sl], alpha[:, sl], mu[:, sl]
+    # split once (slicing per chunk would make each chunk's backward fill a [N, T, …] gradient)
+    for qc, kc, vc, et, al, m in zip(*(x.split(chunk, 1) for x in (q, k, v, eta, alpha, mu))):
         # the chunk's gradients at W' = A, as factors
         z = kc @ a2.transpose(1, 2)                   # [N, n, h]
         u = F.gelu(z)
