@@ -61,6 +61,26 @@ def layer_norm(a):
     return (a - mean) * r, r
 
 
+class Gelu(torch.autograd.Function):
+    """F.gelu (exact erf) whose backward gets a contiguous incoming gradient. PyTorch 1.13's
+    float32 gelu_backward on the CPU returns garbage when that gradient is strided (here the
+    gradient of a transposed operand of a product: u in U Uᵀ); float64 and silu, sigmoid, erf
+    and exp are unaffected. .contiguous() is free when it already is."""
+
+    @staticmethod
+    def forward(ctx, z):
+        ctx.save_for_backward(z)
+        return F.gelu(z)
+
+    @staticmethod
+    def backward(ctx, g):
+        (z,) = ctx.saved_tensors
+        return torch.ops.aten.gelu_backward(g.contiguous(), z)
+
+
+gelu = Gelu.apply
+
+
 def gelu_grad(z):
     """gelu'(z) = Φ(z) + z φ(z) for the exact erf GELU."""
     return 0.5 * (1 + torch.erf(z * math.sqrt(0.5))) + z * torch.exp(-0.5 * z * z) / math.sqrt(2 * math.pi)
@@ -100,7 +120,7 @@ def titans_layer(q, k, v, eta, alpha, mu, w1, w2, chunk):
     for qc, kc, vc, et, al, m in zip(*(x.split(chunk, 1) for x in (q, k, v, eta, alpha, mu))):
         # the chunk's gradients at W' = A, as factors
         z = kc @ a2.transpose(1, 2)                   # [N, n, h]
-        u = F.gelu(z)
+        u = gelu(z)
         ahat, r = layer_norm(u @ a1.transpose(1, 2))  # [N, n, d]
         e = kc + ahat - vc
         d1 = r * (e - e.mean(-1, keepdim=True) - ahat * (e * ahat).mean(-1, keepdim=True))
@@ -114,7 +134,7 @@ def titans_layer(q, k, v, eta, alpha, mu, w1, w2, chunk):
         # the read, y_t = q_t + LN(A_{1,t} gelu(A_{2,t} q_t))
         zq = abar * (qc @ a2.transpose(1, 2)) + mix * (qc @ s2.transpose(1, 2)) \
             - (c * (qc @ kc.transpose(1, 2))) @ d2
-        uq = F.gelu(zq)
+        uq = gelu(zq)
         aq = abar * (uq @ a1.transpose(1, 2)) + mix * (uq @ s1.transpose(1, 2)) \
             - (c * (uq @ u.transpose(1, 2))) @ d1
         ys.append(qc + layer_norm(aq)[0])
