@@ -125,12 +125,16 @@ def titans_layer(q, k, v, eta, alpha, mu, w1, w2, chunk):
         e = kc + ahat - vc
         d1 = r * (e - e.mean(-1, keepdim=True) - ahat * (e * ahat).mean(-1, keepdim=True))
         d2 = gelu_grad(z) * (d1 @ a1)                 # [N, n, h]
-        # the scans' coefficients
-        p_a, p_m = decay_matrix(al), decay_matrix(m)
-        c = (p_a @ p_m) * et[:, None, :]              # C [N, n, n]
-        abar = al.cumprod(1)[..., None]               # [N, n, 1]
-        mbar = m.cumprod(1)
-        mix = (p_a @ mbar[..., None])                 # m̄ [N, n, 1]
+        # the scans' coefficients (one token: C = η, ā = α, m̄ = μ̄ = μ, P = 1)
+        if al.shape[1] == 1:
+            c, p_m, abar, mbar = et[..., None], None, al[..., None], m
+            mix = m[..., None]
+        else:
+            p_a, p_m = decay_matrix(al), decay_matrix(m)
+            c = (p_a @ p_m) * et[:, None, :]          # C [N, n, n]
+            abar = al.cumprod(1)[..., None]           # [N, n, 1]
+            mbar = m.cumprod(1)
+            mix = p_a @ mbar[..., None]               # m̄ [N, n, 1]
         # the read, y_t = q_t + LN(A_{1,t} gelu(A_{2,t} q_t))
         zq = abar * (qc @ a2.transpose(1, 2)) + mix * (qc @ s2.transpose(1, 2)) \
             - (c * (qc @ kc.transpose(1, 2))) @ d2
@@ -139,7 +143,8 @@ def titans_layer(q, k, v, eta, alpha, mu, w1, w2, chunk):
             - (c * (uq @ u.transpose(1, 2))) @ d1
         ys.append(qc + layer_norm(aq)[0])
         # the state the chunk leaves: row n − 1 of the sums above
-        ce, se = c[:, -1, :, None], (p_m[:, -1, :] * et)[..., None]     # [N, n, 1]
+        ce = c[:, -1, :, None]                                           # [N, n, 1]
+        se = (et if p_m is None else p_m[:, -1, :] * et)[..., None]
         ae, me, we = abar[:, -1, :, None], mix[:, -1, :, None], mbar[:, -1, None, None]
         g1a, g2a = (ce * d1).transpose(1, 2) @ u, (ce * d2).transpose(1, 2) @ kc
         g1s, g2s = (se * d1).transpose(1, 2) @ u, (se * d2).transpose(1, 2) @ kc
