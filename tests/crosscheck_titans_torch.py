@@ -40,6 +40,7 @@ import importlib.util
 import json
 import math
 import os
+import struct
 import subprocess
 import sys
 import tempfile
@@ -162,7 +163,7 @@ def check_float32(mod):
 def lm_from_checkpoint(mod, path):
     """The peer's LM with the parameters of a miras-train checkpoint, float64."""
     raw = open(path, "rb").read()
-    (n,) = __import__("struct").unpack("<Q", raw[:8])
+    (n,) = struct.unpack("<Q", raw[:8])
     meta = json.loads(raw[8:8 + n])["__metadata__"]
     w = {k: t.double() for k, t in load(path).items()}
     D, L, H = (int(meta["lm." + k]) for k in ("d_model", "layers", "heads"))
