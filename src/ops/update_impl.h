@@ -38,6 +38,22 @@ UP_KERNEL void UP_NAME(outer_update_grads)(const up_geom *g, const UP_T *G, cons
     up_walk w = {0};
     for (int64_t r = 0; r < g->rows; r++, up_walk_next(&w, g)) {
         const UP_T *gr = G + r * C, *xr = X + r * C, *v = V + (r / g->out) * C;
+        if (!g->a_col && gX && gA && gV) {
+            /* the common case (gates per matrix or per row, every gradient
+             * asked for) in one loop over the row */
+            UP_T a = A[w.a], bd = B[w.b] * D[r], sa = 0, sv = 0;
+            UP_T *ox = gX + r * C, *ov = gV + (r / g->out) * C;
+            for (int64_t c = 0; c < C; c++) {
+                ox[c] = a * gr[c];
+                sa += gr[c] * xr[c];
+                sv += gr[c] * v[c];
+                ov[c] += bd * gr[c];
+            }
+            gA[w.a] += sa;
+            if (gB) gB[w.b] += D[r] * sv;
+            if (gD) gD[r] = B[w.b] * sv;
+            continue;
+        }
         if (gX) {
             UP_T *o = gX + r * C;
             if (g->a_col) {
