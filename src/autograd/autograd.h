@@ -46,6 +46,15 @@ bool mi_backend_same_bits_across_threads(mi_backend b);
  * start-up, the default is every core. */
 void mi_set_threads(int n);
 int mi_threads(void);
+/* What a parallel region costs here against the fork/join the kernels'
+ * parallel thresholds were measured at (two threads spinning between
+ * regions: ≈ 1.1 µs back to back), ≥ 1: the thresholds are multiplied by
+ * it. With passive waiting (OMP_WAIT_POLICY=passive) the other threads
+ * sleep between regions and each region wakes them, tens of µs on a
+ * virtual machine. Measured on first use for the current thread count:
+ * back-to-back empty regions, timed. region_us: the time one took (may be
+ * NULL). 1 inside a parallel region or with one thread. */
+double mi_parallel_cost(double *region_us);
 
 /* ---------------------------------------------------------------- recording */
 bool mi_grad_enabled(void);

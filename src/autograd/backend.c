@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -93,6 +94,43 @@ int mi_threads(void)
 {
     init_from_env();
     return threads;
+}
+
+/* The fork/join the thresholds were measured at (own_kernels.h: OWN_PAR_MIN). */
+#define SPIN_REGION_US 1.1
+
+double mi_parallel_cost(double *region_us)
+{
+    static _Atomic int measured_for; /* the thread count measured, 0: none */
+    static _Atomic double factor = 1, last_us;
+#ifdef _OPENMP
+    int nt = mi_threads();
+    if (nt > 1 && !omp_in_parallel() && measured_for != nt) {
+        struct timespec a, b;
+        for (int i = 0; i < 4; i++) { /* the threads made and warm */
+#pragma omp parallel num_threads(nt)
+            __asm__ volatile("" ::: "memory");
+        }
+        enum { REGIONS = 32 };
+        clock_gettime(CLOCK_MONOTONIC, &a);
+        for (int i = 0; i < REGIONS; i++) {
+#pragma omp parallel num_threads(nt)
+            __asm__ volatile("" ::: "memory");
+        }
+        clock_gettime(CLOCK_MONOTONIC, &b);
+        double us = ((double)(b.tv_sec - a.tv_sec) * 1e6 + (double)(b.tv_nsec - a.tv_nsec) / 1e3) /
+                    REGIONS;
+        last_us = us;
+        factor = us > SPIN_REGION_US ? (us < 1000 * SPIN_REGION_US ? us / SPIN_REGION_US : 1000)
+                                     : 1;
+        measured_for = nt;
+    }
+    if (region_us) *region_us = last_us;
+    return nt > 1 ? factor : 1;
+#else
+    if (region_us) *region_us = 0;
+    return 1;
+#endif
 }
 
 mi_backend mi_backend_last(void) { return last; }

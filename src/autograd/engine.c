@@ -221,19 +221,21 @@ static bool own_gradient(const release *r, const mi_tensor *t)
     return r->pass && a && !a->base && a->data && TP(a)->pass == r->pass && TP(a)->uses == 1;
 }
 
-/* acc += g, element by element (same shape and dtype) */
+/* acc += g, element by element (same shape and dtype); on every thread from
+ * 128K elements (more where a parallel region costs more: mi_parallel_cost) */
 static void add_into(mi_tensor *acc, const mi_tensor *g)
 {
     int64_t n = acc->numel;
+    bool par = n >= (1 << 17) && n >= (int64_t)((1 << 17) * mi_parallel_cost(NULL));
     if (acc->dtype == MI_F32) {
         float *a = acc->data;
         const float *b = g->data;
-#pragma omp parallel for simd if (n >= (1 << 17)) schedule(static)
+#pragma omp parallel for simd if (par) schedule(static)
         for (int64_t k = 0; k < n; k++) a[k] += b[k];
     } else {
         double *a = acc->data;
         const double *b = g->data;
-#pragma omp parallel for simd if (n >= (1 << 17)) schedule(static)
+#pragma omp parallel for simd if (par) schedule(static)
         for (int64_t k = 0; k < n; k++) a[k] += b[k];
     }
 }

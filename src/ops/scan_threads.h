@@ -7,17 +7,21 @@
 
 #include <stdint.h>
 
+#include "autograd.h"
+
 #ifdef _OPENMP
 #include <omp.h>
 #endif
 
 /* Threads for a call: the sequences in parallel (one each) once the call
- * has ~64k multiply-adds; none inside another parallel region. */
+ * has ~64k multiply-adds (times mi_parallel_cost); none inside another
+ * parallel region. */
 static inline int scan_threads(int64_t n_seq, int64_t work)
 {
     int nt = 1;
 #ifdef _OPENMP
-    if (!omp_in_parallel() && work >= (1 << 16)) nt = omp_get_max_threads();
+    if (!omp_in_parallel() && work >= (1 << 16) * mi_parallel_cost(NULL))
+        nt = omp_get_max_threads();
 #endif
     return nt > n_seq ? (int)(n_seq > 0 ? n_seq : 1) : nt;
 }

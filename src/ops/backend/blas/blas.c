@@ -170,7 +170,8 @@ static void gemm_run(const gemm_geom *g, gemm_block_fn block, size_t es, const v
     int nt = 1;
 #ifdef _OPENMP
     double flops = 2.0 * (double)g->M * (double)g->N * (double)g->K * (double)g->nbatch;
-    if (!omp_in_parallel() && flops >= PAR_MIN_FLOPS) nt = omp_get_max_threads();
+    if (!omp_in_parallel() && flops >= PAR_MIN_FLOPS * mi_parallel_cost(NULL))
+        nt = omp_get_max_threads();
 #endif
     if (nt > n) nt = (int)n;
     if (nt <= 1) {

@@ -43,7 +43,8 @@ void own_parallel(int64_t n, int64_t work, int64_t min_work, int64_t align, own_
 {
     int nt = 1;
 #ifdef _OPENMP
-    if (work >= min_work && n > 1 && !omp_in_parallel()) nt = omp_get_max_threads();
+    if (n > 1 && !omp_in_parallel() && work >= min_work * mi_parallel_cost(NULL))
+        nt = omp_get_max_threads();
     if (nt > n) nt = (int)n;
 #endif
     if (nt <= 1) {

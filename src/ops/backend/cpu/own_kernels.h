@@ -72,7 +72,9 @@ void own_parallel(int64_t n, int64_t work, int64_t min_work, int64_t align, own_
 /* Elements of work below which one thread is faster: a fork/join of two
  * threads costs ≈ 1.1 µs back to back (more when the other core is busy),
  * and an f32 add streams ≈ 15–20 elements/ns from L2, so a 64K-element add
- * (3.4 µs on 1 thread, 2.1 µs on 2) is about where the second thread pays. */
+ * (3.4 µs on 1 thread, 2.1 µs on 2) is about where the second thread pays.
+ * own_parallel multiplies it by what a region costs here against that
+ * (mi_parallel_cost: a sleeping thread's wake-up with passive waiting). */
 #define OWN_PAR_MIN ((int64_t)1 << 16)
 
 /* ---------------------------------------------------------------- size rules

@@ -51,7 +51,8 @@ static void key_init(dnnl_key *k, int kind)
 }
 
 /* Runs the primitive for k (building it on a miss) with `ptr`, on one
- * thread when work < OWN_PAR_MIN, else on all; -1 when oneDNN refuses. */
+ * thread when work < OWN_PAR_MIN (times mi_parallel_cost), else on all; -1
+ * when oneDNN refuses. */
 static int run(dnnl_key *k, dnnl_build_fn build, void *const *ptr, int64_t work)
 {
     dnnl_engine_t eng = miras_dnnl_engine();
@@ -59,7 +60,7 @@ static int run(dnnl_key *k, dnnl_build_fn build, void *const *ptr, int64_t work)
     int nt = 1;
 #ifdef _OPENMP
     int saved = omp_get_max_threads();
-    if (work >= OWN_PAR_MIN && !omp_in_parallel()) nt = saved;
+    if (!omp_in_parallel() && work >= OWN_PAR_MIN * mi_parallel_cost(NULL)) nt = saved;
     if (nt != saved) omp_set_num_threads(nt);
 #endif
     k->dims[DNNL_KEY_DIMS - 1] = nt;

@@ -106,7 +106,7 @@ static int threads_for(const gemm_geom *g)
 {
 #ifdef _OPENMP
     double flops = 2.0 * (double)g->M * (double)g->N * (double)g->K * (double)g->nbatch;
-    if (omp_in_parallel() || flops < DNNL_PAR_MIN_FLOPS) return 1;
+    if (omp_in_parallel() || flops < DNNL_PAR_MIN_FLOPS * mi_parallel_cost(NULL)) return 1;
     return omp_get_max_threads();
 #else
     (void)g;
