@@ -3,6 +3,8 @@
  * matmul_acc product (times the batch), M·N per outer product, the fused
  * ops' products from their shapes — and a refused call adds nothing. The
  * expected counts are worked out here from the shapes. */
+#include <math.h>
+
 #include "harness.h"
 
 static mi_rng rng;
@@ -178,6 +180,16 @@ START_TEST(mlp_scan_counts_per_token)
 }
 END_TEST
 
+/* The peak the benchmarks divide by: measured, so only its sanity is
+ * checked (any CPU runs more than 0.1 GFLOP/s; no speed is asserted). */
+START_TEST(fma_peak_is_measured)
+{
+    double one = mi_fma_peak(1), none = mi_fma_peak(0);
+    ck_assert_msg(isfinite(one) && one > 0.1, "mi_fma_peak(1) = %g", one);
+    ck_assert_msg(isfinite(none) && none > 0.1, "mi_fma_peak(0) = %g", none);
+}
+END_TEST
+
 Suite *make_suite(void)
 {
     Suite *s = suite_create("flops");
@@ -193,6 +205,7 @@ Suite *make_suite(void)
     tcase_add_test(tc, cms_scan_counts_reads_and_updates);
     tcase_add_test(tc, cms_scan_backward_counts_three_forwards);
     tcase_add_test(tc, mlp_scan_counts_per_token);
+    tcase_add_test(tc, fma_peak_is_measured);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -86,6 +86,14 @@ PY
 }
 check "bench train reports gflop > 0 and gflops > 0" case_flops train --variants transformer
 check "bench layer reports gflop > 0 and gflops > 0" case_flops layer --variants titans --chunks 1,16
+# and the share of the FMA peak measured on the case's thread count (mi_fma_peak)
+case_peak() {
+  "$bench" train --variants transformer --reps 1 --threads 1 --batch 1 --seq-len 16 \
+    > "$tmp/peak.out" 2>/dev/null &&
+    grep -Eq '^train\.transformer +1 .* [0-9.]+ +[0-9]+% +[0-9.]+ (MB|GB) ' "$tmp/peak.out" &&
+    grep -Eq '^peak = GFLOP/s / the f32 FMA peak on 1 thread, [0-9.]+ GFLOP/s' "$tmp/peak.out"
+}
+check "bench train prints GFLOP/s as a share of the measured f32 FMA peak" case_peak
 check "bench ops --variants -> exit 2 (ops has none)" status 2 "--variants is an option of" \
   "$bench" ops --variants titans
 # A suite whose data is not found is skipped; under --check that is a failure. A copy of

@@ -7,6 +7,8 @@
 #include "backend/dnnl/dnnl_common.h"
 #include "ops.h"
 
+double mi_fma_peak(int threads) { return own_fma_peak_gflops(threads); }
+
 const char *mi_backend_isa(mi_backend b)
 {
     switch (b) {

@@ -390,11 +390,22 @@ static void fmt_rss(char *buf, size_t n, long kb)
     else snprintf(buf, n, "%.0f MB", (double)kb / 1024.0);
 }
 
+/* mi_fma_peak for a thread count, measured once per count. */
+static double fma_peak(int threads)
+{
+    static double peak[64];
+    if (threads < 1 || threads >= 64) return mi_fma_peak(threads);
+    if (peak[threads] == 0) peak[threads] = mi_fma_peak(threads);
+    return peak[threads];
+}
+
 /* The table of layer or train cases from results[first] on. */
 void print_case_table(int first, const char *unit)
 {
-    printf("\n%-28s %3s %10s %10s %10s %11s %8s %9s %8s %5s  %s\n", "case", "thr", "median",
-           "min", "max", "tokens/s", "GFLOP/s", "peak RSS", "faults", "sys", "");
+    printf("\n%-28s %3s %10s %10s %10s %11s %8s %5s %9s %8s %5s  %s\n", "case", "thr",
+           "median", "min", "max", "tokens/s", "GFLOP/s", "peak", "peak RSS", "faults", "sys",
+           "");
+    int peak_threads[8], n_peaks = 0;
     for (int i = first; i < n_results; i++) {
         const result *r = &results[i];
         char rss[24];
@@ -415,12 +426,18 @@ void print_case_table(int first, const char *unit)
             snprintf(note + strlen(note), sizeof note - strlen(note), "%s%d rep%s", *note ? ", "
                      : "", r->t.reps, r->t.reps == 1 ? "" : "s");
         double cpu = r->t.user_ms + r->t.sys_ms;
-        char gf[24] = "-";
-        if (r->flops > 0)
-            snprintf(gf, sizeof gf, "%.2f", r->flops * 1e-9 / (r->t.median_ms * 1e-3));
-        printf("%-28s %3d %10s %10s %10s %11.0f %8s %9s %8.0f %4.0f%%  %s\n", r->name,
-               r->threads, med, lo, hi, r->tokens / r->t.median_ms * 1e3, gf, rss, r->t.faults,
-               cpu > 0 ? 100 * r->t.sys_ms / cpu : 0.0, note);
+        char gf[24] = "-", pk[24] = "-";
+        if (r->flops > 0) {
+            double gflops = r->flops * 1e-9 / (r->t.median_ms * 1e-3);
+            snprintf(gf, sizeof gf, "%.2f", gflops);
+            snprintf(pk, sizeof pk, "%.0f%%", 100 * gflops / fma_peak(r->threads));
+            bool seen = false;
+            for (int k = 0; k < n_peaks; k++) seen |= peak_threads[k] == r->threads;
+            if (!seen && n_peaks < 8) peak_threads[n_peaks++] = r->threads;
+        }
+        printf("%-28s %3d %10s %10s %10s %11.0f %8s %5s %9s %8.0f %4.0f%%  %s\n", r->name,
+               r->threads, med, lo, hi, r->tokens / r->t.median_ms * 1e3, gf, pk, rss,
+               r->t.faults, cpu > 0 ? 100 * r->t.sys_ms / cpu : 0.0, note);
     }
     printf("median/min/max per %s over the timed repetitions after two warm-ups; tokens/s = "
            "B*T / median;\nGFLOP/s = the matrix products' floating-point operations of the last "
@@ -428,6 +445,11 @@ void print_case_table(int first, const char *unit)
            "case runs in a fresh child); faults = minor page\nfaults per %s and sys = system "
            "share of the CPU time, over the timed repetitions; OpenMP waiting: %s.\n", unit, unit,
            unit, omp_wait_text());
+    for (int k = 0; k < n_peaks; k++)
+        printf("peak = GFLOP/s / the f32 FMA peak on %d thread%s, %.1f GFLOP/s (mi_fma_peak: "
+               "independent FMA chains in %s registers, measured now)\n", peak_threads[k],
+               peak_threads[k] == 1 ? "" : "s", fma_peak(peak_threads[k]),
+               mi_backend_isa(MI_BACKEND_OWN));
 }
 
 /* Splits a comma list into at most max names (pointers into buf). */

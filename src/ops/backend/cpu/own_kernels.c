@@ -25,6 +25,8 @@
 #define OWN_VECTORS
 #include "own_kernels.h"
 
+#include <time.h>
+
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -686,4 +688,46 @@ const char *own_isa_name(void)
 #else
     return "sse2";
 #endif
+}
+
+/* ---------------------------------------------------------------- FMA peak
+ * CHAINS independent chains acc = acc · x + y in vector registers: enough
+ * to cover the FMA latency (4 cycles) on two FMA pipes with either register
+ * width, few enough to stay in the 16 ymm of AVX2. */
+#define CHAINS 12
+
+static float fma_chains(int64_t iters, float x0, float y0)
+{
+    vecf acc[CHAINS], x, y;
+    for (int l = 0; l < OWN_W; l++) x[l] = x0, y[l] = y0;
+    for (int i = 0; i < CHAINS; i++)
+        for (int l = 0; l < OWN_W; l++) acc[i][l] = (float)(i + l);
+    for (int64_t it = 0; it < iters; it++) {
+        for (int i = 0; i < CHAINS; i++) acc[i] = acc[i] * x + y;
+    }
+    vecf s = acc[0];
+    for (int i = 1; i < CHAINS; i++) s += acc[i];
+    return s[0];
+}
+
+double own_fma_peak_gflops(int threads)
+{
+    static volatile float x = 0.999999f, y = 1e-7f, sink;
+    struct timespec a, b;
+    int64_t iters = 1 << 16;
+    double s = 0;
+    for (;;) {
+        clock_gettime(CLOCK_MONOTONIC, &a);
+#pragma omp parallel num_threads(threads > 0 ? threads : 1)
+        {
+            float r = fma_chains(iters, x, y);
+#pragma omp critical
+            sink += r;
+        }
+        clock_gettime(CLOCK_MONOTONIC, &b);
+        s = (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) * 1e-9;
+        if (s >= 0.05 || iters >= ((int64_t)1 << 40)) break;
+        iters *= 4;
+    }
+    return (threads > 0 ? threads : 1) * (double)iters * CHAINS * OWN_W * 2 / s * 1e-9;
 }

@@ -109,5 +109,7 @@ OWN_DECL(lq_normalize) OWN_DECL(sphere_retract)
 
 /* The instruction set the OWN kernels were compiled for ("avx512f", "avx2+fma", ...). */
 const char *own_isa_name(void);
+/* mi_fma_peak's measurement (own_kernels.c). */
+double own_fma_peak_gflops(int threads);
 
 #endif
