@@ -48,8 +48,9 @@ static void gate_strides(const mi_tensor *t, const mi_tensor *X, int64_t *st)
 
 static void geom_of(up_geom *g, const mi_tensor *X, const mi_tensor *a, const mi_tensor *b)
 {
-    *g = (up_geom){.cols = X->shape[X->rank - 1], .out = X->shape[X->rank - 2],
-                   .nd = X->rank - 1};
+    /* a rank-1 X (scale_add's) is one row */
+    *g = (up_geom){.cols = X->shape[X->rank - 1],
+                   .out = X->rank > 1 ? X->shape[X->rank - 2] : 1, .nd = X->rank - 1};
     g->rows = g->cols ? X->numel / g->cols : 0;
     memcpy(g->shape, X->shape, sizeof(int64_t) * (size_t)g->nd);
     if (a) {
@@ -231,19 +232,14 @@ static int scale_add_shape(mi_tensor *const *in, int n, const mi_attrs *at, mi_d
     return 0;
 }
 
-/* A rank-1 X is one row: the walk wants [..., out, cols] */
-static void scale_geom(up_geom *g, const mi_tensor *X, const mi_tensor *a)
-{
-    geom_of(g, X, a, NULL);
-    if (X->rank == 1) g->out = 1;
-}
+
 
 #define SCALE_ADD_KERNEL(sfx, loop)                                                          \
     static void scale_add##sfx(mi_tensor *o, mi_tensor *const *in, const mi_attrs *at)     \
     {                                                                                      \
         (void)at;                                                                          \
         up_geom g;                                                                         \
-        scale_geom(&g, in[0], in[1]);                                                      \
+        geom_of(&g, in[0], in[1], NULL);                                                      \
         loop(&g, o->data, in[0]->data, in[1]->data, in[2]->data);                          \
     }
 SCALE_ADD_KERNEL(_f32, scale_add_rows_f32)
@@ -263,7 +259,7 @@ static int scale_add_vjp_all(const mi_node *n, mi_tensor *g, const bool *need, m
     mi_tensor *ga = need[1] ? mi_zeros_like(a) : NULL;
     if ((need[0] && !gX) || (need[1] && !ga)) return -1;
     up_geom geo;
-    scale_geom(&geo, X, a);
+    geom_of(&geo, X, a, NULL);
     if (X->dtype == MI_F32)
         (own_kernel(n, scale_add_own_f32) ? own_scale_add_grads_f32 : scale_add_grads_f32)(
             &geo, g->data, X->data, a->data, DATA(gX), DATA(ga));
