@@ -705,6 +705,46 @@ START_TEST(carries_passed_through)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- ys the backward skips
+ * A body that leaves its y out when mi_scan says it will not read it (a
+ * token run again for its carry in the backward) gives the same values and
+ * gradients, and mi_scan does say so. */
+typedef struct lazy {
+    mi_tensor *W;
+    int skipped;
+} lazy;
+
+static int lazy_body(void *ctx, mi_tensor *const *c, mi_tensor *const *x, mi_tensor **c_out,
+                     mi_tensor **y)
+{
+    lazy *l = ctx;
+    c_out[0] = mi_tanh(mi_add(mi_matmul(c[0], l->W), x[0]));
+    if (!mi_scan_wants_ys()) {
+        l->skipped++;
+        y[0] = NULL;
+        return 0;
+    }
+    y[0] = mi_mul(mi_sigmoid(c_out[0]), x[0]);
+    return 0;
+}
+
+START_TEST(ys_skipped_when_not_read)
+{
+    mi_rng r;
+    mi_rng_seed(&r, 91);
+    int64_t N = 2, T = 13;
+    lazy l = {.W = randn(&r, MI_SHAPE(D, D), 0.6)};
+    problem p = {.body = lazy_body, .ctx = &l, .n_carry = 1, .n_xs = 1, .n_ys = 1,
+                 .n_params = 1, .params = {l.W}};
+    p.carry0[0] = randn(&r, MI_SHAPE(N, D), 0.5);
+    p.xs[0] = randn(&r, MI_SHAPE(N, T, D), 1);
+    loss_weights(&p, &r);
+    check_against_unrolled("lazy ys", &p, 0);
+    ck_assert_msg(l.skipped > 0, "mi_scan never ran a token for its carry alone");
+    ck_assert(mi_scan_wants_ys()); /* outside a scan: always */
+}
+END_TEST
+
 /* ---------------------------------------------------------------- f32 */
 
 START_TEST(f32_forward_equals_unrolled)
@@ -803,6 +843,7 @@ Suite *make_suite(void)
     tcase_add_test(tc, gradcheck_scans);
     tcase_add_test(tc, random_bodies);
     tcase_add_test(tc, carries_passed_through);
+    tcase_add_test(tc, ys_skipped_when_not_read);
     tcase_add_test(tc, f32_forward_equals_unrolled);
     tcase_add_test(tc, no_recording_is_a_plain_loop);
     tcase_add_test(tc, memory_grows_like_sqrt_t);

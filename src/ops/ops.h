@@ -233,9 +233,13 @@ typedef int (*mi_scan_fn)(void *ctx, mi_tensor *const *carry, mi_tensor *const *
                           mi_tensor **carry_out, mi_tensor **y);
 int mi_scan(mi_scan_fn body, void *ctx, int n_carry, mi_tensor *const *carry0, int n_xs,
             mi_tensor *const *xs, int n_ys, int segment, mi_tensor **carry_out, mi_tensor **ys);
-/* mi_scan keeps the scratch scope its tokens run in per thread for the next
- * call (one per nesting level, at most a body's token and its record); this
- * frees them (a thread done with mi_scan). */
+/* Inside a body: whether mi_scan reads this call's y's. False while it runs a
+ * token again for its carry alone (the backward's recomputation): the body
+ * may then skip its outputs' work and leave y[j] NULL. */
+bool mi_scan_wants_ys(void);
+/* mi_scan keeps the two scratch scopes its tokens alternate between per
+ * thread for the next call (two per nesting level, each at most a token and
+ * its record); this frees them (a thread done with mi_scan). */
 void mi_scan_release(void);
 
 /* ---------------------------------------------------------------- shape */

@@ -159,8 +159,14 @@ static void body_failed(const char *what, int64_t t)
     mi_error_set("mi_scan: %s at token %lld%s%s", what, (long long)t, why[0] ? ": " : "", why);
 }
 
+/* While a token runs again for its carry alone: mi_scan_wants_ys's answer, negated. */
+static _Thread_local bool skip_ys;
+
+bool mi_scan_wants_ys(void) { return !skip_ys; }
+
 /* One step of the body, its results checked against the carry's shapes and
- * (after the first token) the y's; the first token fixes the y's shapes. */
+ * (after the first token, unless skip_ys) the y's; the first token fixes the
+ * y's shapes. */
 static int step(scan_closure *c, mi_tensor *const *carry, mi_tensor *const *x,
                 mi_tensor **carry_out, mi_tensor **y, int64_t t)
 {
@@ -187,7 +193,7 @@ static int step(scan_closure *c, mi_tensor *const *carry, mi_tensor *const *x,
             return -1;
         }
     }
-    for (int j = 0; j < c->n_ys; j++) {
+    for (int j = 0; j < c->n_ys && !skip_ys; j++) {
         const mi_tensor *o = y[j];
         if (!o) {
             char what[48];
@@ -261,6 +267,9 @@ static void put_carries(const scan_closure *c, void *const *dst, mi_tensor *cons
 static int token_step(scan_closure *c, mi_scope *s, mi_tensor *const *cur, int64_t k, int64_t t,
                       mi_tensor **co, mi_tensor **y, finder *f)
 {
+    /* a token run again from a kept slot (cur NULL) is run for its carry */
+    bool was_skip = skip_ys;
+    skip_ys = !cur;
     mi_scope_reset(s);
     mi_scope_enter(s);
     mi_track_mark tok = mi_tensor_track_push(next_pass());
@@ -279,6 +288,7 @@ static int token_step(scan_closure *c, mi_scope *s, mi_tensor *const *cur, int64
     if (f) mi_input_hook_set(was, was_ctx, NULL, NULL);
     mi_tensor_track_pop(tok);
     mi_scope_leave();
+    skip_ys = was_skip;
     return r;
 }
 

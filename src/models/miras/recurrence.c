@@ -670,17 +670,17 @@ static mi_tensor *read_token(const run *r, const mi_miras_state *st, mi_tensor *
 
 /* The exact per-token rule (b = 1) by the composed ops, one token: each of
  * its positions a segment of its own (the multistep rule: one step at a
- * time), then the read. */
+ * time), then the read (q NULL: none, and the result is st->a[0]). */
 mi_tensor *miras_token(const mi_miras *m, mi_miras_state *st, mi_tensor *q, mi_tensor *k,
                        mi_tensor *v, const mi_miras_gates *gates)
 {
     run r = {.m = m, .c = &m->config};
     int ranks[MI_MEMORY_MAX_WEIGHTS];
     int64_t shapes[MI_MEMORY_MAX_WEIGHTS][MI_MAX_RANK];
-    if (layout(&r, q->shape[2], v->shape[2], ranks, shapes) != 0) return NULL;
+    if (layout(&r, k->shape[2], v->shape[2], ranks, shapes) != 0) return NULL;
     for (int p = 0, steps = mi_miras_writes(m); p < steps; p++) {
         begin_segment(st);
         if (write_position(&r, st, k, v, gates, p) != 0 || end_segment(&r, st) != 0) return NULL;
     }
-    return read_token(&r, st, q);
+    return q ? read_token(&r, st, q) : st->a[0];
 }

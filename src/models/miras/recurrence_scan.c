@@ -54,8 +54,10 @@ static int token(const scan_ctx *sc, mi_tensor *const *c, mi_tensor *eta_prev,
         if (sc->has[g]) gate[g] = x[j++];
     mi_miras_gates gt = {.eta = gate[GATE_ETA], .alpha = gate[GATE_ALPHA], .mu = gate[GATE_MU],
                          .delta = gate[GATE_DELTA]};
-    mi_tensor *yt = miras_token(&sc->m, &st, mi_unsqueeze(x[0], 1), x[1], x[2], &gt);
-    if (!yt || !(*y = mi_squeeze(yt, 1))) return -1;
+    /* a token mi_scan runs again for its carry alone needs no read */
+    bool read = mi_scan_wants_ys();
+    mi_tensor *yt = miras_token(&sc->m, &st, read ? mi_unsqueeze(x[0], 1) : NULL, x[1], x[2], &gt);
+    if (!yt || (read && !(*y = mi_squeeze(yt, 1)))) return -1;
     for (int i = 0; i < sc->nw; i++) {
         c_out[i] = st.a[i];
         if (sc->momentum) c_out[sc->nw + i] = st.s[i];

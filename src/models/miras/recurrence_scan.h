@@ -8,7 +8,8 @@
 /* One token of the exact per-token rule by the composed ops (recurrence.c):
  * q [N, 1, dk], k [N, S, dk], v [N, S, dv], gates [N, S(, units)] (S = the
  * writes per token) → y [N, 1, dv]; st's a, s and eta move to the state after
- * the token (st->tokens is the caller's). NULL with a message. */
+ * the token (st->tokens is the caller's). q NULL: the writes alone (the
+ * result is then st->a[0]). NULL with a message. */
 mi_tensor *miras_token(const mi_miras *m, mi_miras_state *st, mi_tensor *q, mi_tensor *k,
                        mi_tensor *v, const mi_miras_gates *gates);
 
