@@ -357,8 +357,7 @@ int mi_grad(mi_tensor *const *outputs, mi_tensor *const *grad_outputs, int n_out
             mi_tensor *in = nd->inputs[i];
             /* a second contribution goes straight into the first (the
              * first is the vjp itself: no zeros to add it to) */
-            if (nd->op->vjp_into && r.pass && TP(in)->gacc && own_gradient(&r, in) &&
-                mi_same_shape(TP(in)->gacc, in) && TP(in)->gacc->dtype == in->dtype) {
+            if (nd->op->vjp_into && r.pass && TP(in)->gacc && own_gradient(&r, in)) {
                 if ((rc = nd->op->vjp_into(nd, i, g, TP(in)->gacc)) != 0 && !mi_error_pending())
                     mi_error_set("grad: vjp of %s for input %d failed", nd->op->name, i);
                 continue;

@@ -9,6 +9,7 @@
  * each op's select rule picks one per call by shape class. */
 #include "blas.h"
 #include "dnnl_common.h"
+#include "own_kernels.h"
 #include "own_unary.h"
 
 /* Broadcasts two batch shapes without touching the error state. */
@@ -103,45 +104,6 @@ static mi_tensor *matmul_vjp(const mi_node *n, int i, mi_tensor *g)
     bool ta = n->attrs.trans_a, tb = n->attrs.trans_b;
     if (i == 0) return ta ? mi_matmul_t(b, g, tb, true) : mi_matmul_t(g, b, false, !tb);
     return tb ? mi_matmul_t(g, a, true, ta) : mi_matmul_t(a, g, !ta, false);
-}
-
-static uint64_t matmul_flops(mi_tensor *const *in, int n, const mi_attrs *a,
-                             const mi_tensor *out);
-extern const mi_op mi_op_add, mi_op_matmul_acc;
-
-/* acc += matmul_vjp's product, in place, when the product is acc's shape
- * (no batch to sum over): one GEMM with β = 1, where the vjp would write the
- * product to a tensor of its own and the engine then add it (a weight's
- * gradient from each token's W u, a read of the carried state). The OWN
- * kernel for the small products it takes, else matmul_acc's (C = acc). */
-static int matmul_vjp_into(const mi_node *n, int i, mi_tensor *g, mi_tensor *acc)
-{
-    mi_tensor *a = n->inputs[0], *b = n->inputs[1], *in[3];
-    bool ta = n->attrs.trans_a, tb = n->attrs.trans_b;
-    mi_attrs at = {.scalar = 1};
-    if (i == 0 && ta) in[0] = b, in[1] = g, at.trans_a = tb, at.trans_b = true;
-    else if (i == 0) in[0] = g, in[1] = b, at.trans_b = !tb;
-    else if (tb) in[0] = g, in[1] = a, at.trans_a = true, at.trans_b = ta;
-    else in[0] = a, in[1] = g, at.trans_a = !ta;
-    in[2] = acc;
-    int rank;
-    int64_t shape[MI_MAX_RANK];
-    mi_dtype dt;
-    if (matmul_shape(in, 2, &at, &dt, &rank, shape) != 0) return -1;
-    if (rank != acc->rank || memcmp(shape, acc->shape, sizeof(int64_t) * (size_t)rank) != 0) {
-        mi_tensor *v = mi_sum_to(matmul_vjp(n, i, g), acc->rank, acc->shape);
-        if (!v) return -1;
-        mi_op_add.kernel[MI_BACKEND_REF][acc->dtype == MI_F64](acc, (mi_tensor *[]){acc, v}, NULL);
-        return 0;
-    }
-    op_flops_add(matmul_flops(in, 2, &at, acc));
-    if (acc->dtype == MI_F32 && (mi_backends_allowed() >> MI_BACKEND_OWN & 1u) &&
-        own_matmul_into_f32(acc, in, &at))
-        return 0;
-    mi_kernel_fn k = mi_kernel_choose(&mi_op_matmul_acc, in, 3, &at, acc);
-    if (!k) return mi_error_set("matmul: no kernel adds a gradient into %s", mi_dtype_name(dt)), -1;
-    k(acc, in, &at);
-    return 0;
 }
 
 /* Plain; both transposed with a broadcast batch; trans_a against a
@@ -239,6 +201,41 @@ static uint64_t matmul_flops(mi_tensor *const *in, int n, const mi_attrs *a, con
     gemm_geom g;
     gemm_geom_matmul(&g, out, in, a);
     return 2u * (uint64_t)g.M * (uint64_t)g.N * (uint64_t)g.K * (uint64_t)g.nbatch;
+}
+
+/* acc += matmul_vjp's product, in place, when the product is acc's shape
+ * (no batch to sum over): one GEMM with β = 1, where the vjp would write the
+ * product to a tensor of its own and the engine then add it (a weight's
+ * gradient from each token's W u, a read of the carried state). The OWN
+ * kernel for the small products it takes, else matmul_acc's (C = acc). */
+static int matmul_vjp_into(const mi_node *n, int i, mi_tensor *g, mi_tensor *acc)
+{
+    mi_tensor *a = n->inputs[0], *b = n->inputs[1], *in[3];
+    bool ta = n->attrs.trans_a, tb = n->attrs.trans_b;
+    mi_attrs at = {.scalar = 1};
+    if (i == 0 && ta) in[0] = b, in[1] = g, at.trans_a = tb, at.trans_b = true;
+    else if (i == 0) in[0] = g, in[1] = b, at.trans_b = !tb;
+    else if (tb) in[0] = g, in[1] = a, at.trans_a = true, at.trans_b = ta;
+    else in[0] = a, in[1] = g, at.trans_a = !ta;
+    in[2] = acc;
+    int rank;
+    int64_t shape[MI_MAX_RANK];
+    mi_dtype dt;
+    if (matmul_shape(in, 2, &at, &dt, &rank, shape) != 0) return -1;
+    if (rank != acc->rank || memcmp(shape, acc->shape, sizeof(int64_t) * (size_t)rank) != 0) {
+        mi_tensor *v = mi_sum_to(matmul_vjp(n, i, g), acc->rank, acc->shape);
+        if (!v) return -1;
+        mi_op_add.kernel[MI_BACKEND_REF][acc->dtype == MI_F64](acc, (mi_tensor *[]){acc, v}, NULL);
+        return 0;
+    }
+    op_flops_add(matmul_flops(in, 2, &at, acc));
+    if (acc->dtype == MI_F32 && (mi_backends_allowed() >> MI_BACKEND_OWN & 1u) &&
+        own_matmul_into_f32(acc, in, &at))
+        return 0;
+    mi_kernel_fn k = mi_kernel_choose(&mi_op_matmul_acc, in, 3, &at, acc);
+    if (!k) return mi_error_set("matmul: no kernel adds a gradient into %s", mi_dtype_name(dt)), -1;
+    k(acc, in, &at);
+    return 0;
 }
 
 const mi_op mi_op_matmul = {.name = "matmul", .formula = "C = op(A) op(B), op = T if trans",

@@ -71,16 +71,11 @@ static bool gate_fits(const mi_tensor *t, const mi_tensor *X, bool row_gate)
     return !(row_gate && t->rank > 0 && t->shape[t->rank - 1] != 1);
 }
 
-static int same_dtype(const char *op, mi_tensor *const *in, int n)
+/* mi_apply has checked that the inputs share a dtype; it must be a float */
+static int floats(const char *op, mi_tensor *const *in, int n)
 {
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < n; i++)
         if (require_float(op, in, i) != 0) return -1;
-        if (in[i]->dtype != in[0]->dtype) {
-            mi_error_set("%s: input %d is %s, input 0 %s", op, i, mi_dtype_name(in[i]->dtype),
-                         mi_dtype_name(in[0]->dtype));
-            return -1;
-        }
-    }
     return 0;
 }
 
@@ -90,7 +85,7 @@ static int outer_update_shape(mi_tensor *const *in, int n, const mi_attrs *at, m
                               int *rank, int64_t *shape)
 {
     (void)at;
-    if (same_dtype("outer_update", in, n) != 0) return -1;
+    if (floats("outer_update", in, n) != 0) return -1;
     const mi_tensor *X = in[0], *a = in[1], *b = in[2], *d = in[3], *x = in[4];
     char s[3][96];
     bool ok = X->rank >= 2 && d->rank == X->rank - 1 && x->rank == X->rank - 1;
@@ -217,7 +212,7 @@ static int scale_add_shape(mi_tensor *const *in, int n, const mi_attrs *at, mi_d
                            int *rank, int64_t *shape)
 {
     (void)at;
-    if (same_dtype("scale_add", in, n) != 0) return -1;
+    if (floats("scale_add", in, n) != 0) return -1;
     const mi_tensor *X = in[0], *a = in[1], *Z = in[2];
     if (X->rank < 1 || !mi_same_shape(X, Z) || !gate_fits(a, X, false)) {
         char s[3][96];
