@@ -4,7 +4,10 @@
  * registered here (its gradient by autodiff inside the body), a matrix
  * memory with the FTRL elastic-net retention (a read that takes the last η,
  * carried by the scan) and one with the elastic retention's boundary under
- * the multistep algorithm (two writes per token):
+ * the multistep algorithm (two writes per token); and chunked (b > 1, a chunk
+ * a body, a last chunk shorter than b): titans (the rank-one chunk form),
+ * memora (a lag token and the KL boundary), Moneta's ℓq read, the FTRL
+ * retention (η carried) and DeltaProduct's mini-batch rule:
  * - the layer's output, final state and f64 gradients (to q, k, v, the
  *   gates and W_0) equal the composed per-token ops' (scan=composed) to
  *   1e-10 relative, and the output is made by mi_scan;
@@ -50,7 +53,7 @@ static void reset(void)
 
 typedef struct kase {
     const char *label;
-    const char *set[6];
+    const char *set[8];
     bool channel; /* η, α and δ channel-wise, [N, P, dv] */
 } kase;
 
@@ -65,6 +68,17 @@ static const kase cases[] = {
     {"matrix elastic-ftrl", {"memory=matrix", "bias=l2", "retention=elastic-ftrl"}, false},
     {"matrix elastic multistep", {"memory=matrix", "bias=l2", "retention=elastic",
                                   "algorithm=multistep", "steps=2"}, false},
+    {"titans chunk 3", {"memory=mlp", "memory.expansion=1", "bias=l2", "retention=l2",
+                        "algorithm=momentum", "chunk=3"}, false},
+    {"memora chunk 3", {"memory=mlp", "memory.expansion=1", "bias=l2", "retention=kl",
+                        "kl_scale=4", "chunk=3"}, false},
+    {"moneta chunk 2", {"memory=mlp", "memory.expansion=1", "bias=lp", "retention=lq",
+                        "chunk=2"}, false},
+    {"matrix elastic-ftrl chunk 2", {"memory=matrix", "bias=l2", "retention=elastic-ftrl",
+                                     "chunk=2"}, true},
+    {"deltaproduct mini-batch chunk 2", {"memory=matrix", "bias=l2", "retention=l2",
+                                         "algorithm=multistep", "steps=2", "form=minibatch",
+                                         "chunk=2"}, false},
 };
 #define N_CASES ((int)(sizeof cases / sizeof cases[0]))
 
@@ -72,7 +86,7 @@ static mi_miras make_miras(const kase *c, const char *scan)
 {
     register_user();
     mi_miras_config cfg = mi_miras_config_default();
-    for (int i = 0; i < 6 && c->set[i]; i++) config_set(&cfg, c->set[i]);
+    for (int i = 0; i < 8 && c->set[i]; i++) config_set(&cfg, c->set[i]);
     config_setf(&cfg, "scan=%s", scan);
     mi_miras m;
     ck_assert_msg(mi_miras_init(&m, &cfg) == 0, "%s: %s", c->label, mi_error());

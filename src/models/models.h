@@ -100,8 +100,8 @@ typedef struct mi_miras_config {
                               * tests) */
     int form;                /* chunked: MI_FORM_AUTO (default), MI_FORM_EXACT or
                                 MI_FORM_MINIBATCH, below */
-    int scan;                /* chunk 1 without a fused kernel: MI_SCAN_AUTO (default) or
-                                MI_SCAN_COMPOSED, below */
+    int scan;                /* a recurrence without a fused kernel: MI_SCAN_AUTO (default)
+                                or MI_SCAN_COMPOSED, below */
 } mi_miras_config;
 
 /* The chunked training form (config key `form`), for chunk b > 1:
@@ -122,13 +122,17 @@ typedef struct mi_miras_config {
  * the b = 1 recurrence up to rounding. */
 enum { MI_FORM_AUTO = 0, MI_FORM_EXACT = 1, MI_FORM_MINIBATCH = 2 };
 
-/* How chunk 1 runs a combination that no fused kernel (delta_scan, mlp_scan)
- * covers (config key `scan`):
- *   MI_SCAN_AUTO      the per-token rule as the body of mi_scan: no record per
- *                     token, the state kept every ⌈√T⌉ tokens and each segment
- *                     run again in the backward (default; first-order only)
- *   MI_SCAN_COMPOSED  the same ops recorded token by token (differentiable
- *                     twice; materialize=true runs them too)
+/* How a recurrence that no fused kernel (delta_scan, mlp_scan) covers runs
+ * (config key `scan`):
+ *   MI_SCAN_AUTO      as the body of mi_scan, with no record per token or
+ *                     chunk (default; first-order only). Chunk 1: the
+ *                     per-token rule, the state kept every ⌈√T⌉ tokens and
+ *                     each segment run again in the backward. Chunk b > 1:
+ *                     one chunk a body, the state kept at every chunk's
+ *                     start and each chunk run again, recorded, in the
+ *                     backward (a last chunk shorter than b runs recorded)
+ *   MI_SCAN_COMPOSED  the same ops recorded token by token or chunk by chunk
+ *                     (differentiable twice; materialize=true runs them too)
  *   MI_SCAN_BODY      mi_scan as in auto, also for a combination a fused
  *                     kernel covers (to measure the kernel against it) */
 enum { MI_SCAN_AUTO = 0, MI_SCAN_COMPOSED = 1, MI_SCAN_BODY = 2 };

@@ -64,8 +64,8 @@ static const mi_field miras_fields[] = {
     MI_FIELD_CHOICE_AT(C, "form", form, "auto", forms,
                        "chunked: the exact chunkwise form, the mini-batch rule, or auto"),
     MI_FIELD_CHOICE_AT(C, "scan", scan, "auto", scans,
-                       "chunk 1 without a fused kernel: mi_scan over the per-token rule "
-                       "(auto) or its ops recorded per token (composed); mi_scan: mi_scan "
+                       "without a fused kernel: mi_scan over the tokens (chunk 1) or the "
+                       "chunks (auto) or their ops recorded (composed); mi_scan: mi_scan "
                        "even where a fused kernel covers the combination"),
 };
 #undef C

@@ -221,7 +221,7 @@ static mi_tensor *unit_write(const run *r, mi_tensor *step, mi_tensor *beta, mi_
  * the outputs for the tokens it completes to *y (y NULL: no read). n is a
  * whole number of tokens (n = k·steps), or n = 1: one step of a multistep
  * token, read when y is given (the token's last step). */
-static int run_chunk(run *r, mi_tensor *q, mi_tensor *k, mi_tensor *v, const mi_miras_gates *gt,
+int run_chunk(run *r, mi_tensor *q, mi_tensor *k, mi_tensor *v, const mi_miras_gates *gt,
                      int64_t p0, int64_t n, mi_tensor **y)
 {
     const mi_miras *m = r->m;
@@ -315,6 +315,26 @@ static int run_chunk(run *r, mi_tensor *q, mi_tensor *k, mi_tensor *v, const mi_
                              : slice_positions(q, p0 / steps, (p0 + n) / steps);
     *y = m->memory->forward(c, w_read, qc);
     return *y ? 0 : -1;
+}
+
+int run_tokens(run *r, mi_tensor *q, mi_tensor *k, mi_tensor *v, const mi_miras_gates *gt,
+               int64_t t0, int64_t t1, mi_tensor **y)
+{
+    int steps = mi_miras_writes(r->m);
+    if (r->c->chunk == 1 && steps > 1) {
+        /* the exact multistep rule: one step at a time */
+        for (int s = 0; s < steps; s++)
+            if (run_chunk(r, q, k, v, gt, t0 * steps + s, 1, s == steps - 1 ? y : NULL) != 0)
+                return -1;
+        return 0;
+    }
+    if (!r->m->retention->lag_token || t1 - t0 == 1)
+        return run_chunk(r, q, k, v, gt, t0 * steps, (t1 - t0) * steps, y);
+    mi_tensor *part[2] = {0};
+    if (run_chunk(r, q, k, v, gt, t0 * steps, steps, y ? &part[0] : NULL) != 0 ||
+        run_chunk(r, q, k, v, gt, (t0 + 1) * steps, (t1 - t0 - 1) * steps, y ? &part[1] : NULL) != 0)
+        return -1;
+    return !y || (*y = mi_concat(part, 2, 1)) ? 0 : -1;
 }
 
 static int check_inputs(const mi_miras *m, mi_tensor *q, mi_tensor *k, mi_tensor *v,
@@ -454,28 +474,18 @@ mi_tensor *mi_miras_forward(const mi_miras *m, mi_tensor *q, mi_tensor *k, mi_te
     }
 
     int64_t tokens = positions / steps, chunk = m->config.chunk;
+    if (tokens > chunk && miras_chunk_scan_applies(m)) {
+        mi_tensor *y = miras_chunk_scan_forward(&r, q, k, v, gates);
+        for (int i = 0; y && final_state && i < r.nw; i++) final_state[i] = r.a[i];
+        return y;
+    }
     int64_t n_chunks = (tokens + chunk - 1) / chunk;
-    int64_t n_parts = n_chunks * (m->retention->lag_token ? 2 : 1);
-    mi_tensor **ys = mi_scope_alloc(mi_scope_current(), sizeof(mi_tensor *) * (size_t)n_parts);
+    mi_tensor **ys = mi_scope_alloc(mi_scope_current(), sizeof(mi_tensor *) * (size_t)n_chunks);
     if (!ys) return NULL;
     int n_y = 0;
     for (int64_t t0 = 0; t0 < tokens; t0 += chunk) {
         int64_t t1 = t0 + chunk < tokens ? t0 + chunk : tokens;
-        int64_t start = t0;
-        if (chunk == 1 && steps > 1) {
-            /* the exact multistep rule: one step at a time */
-            for (int s = 0; s < steps; s++)
-                if (run_chunk(&r, q, k, v, gates, t0 * steps + s, 1,
-                              s == steps - 1 ? &ys[n_y++] : NULL) != 0)
-                    return NULL;
-            continue;
-        }
-        if (m->retention->lag_token && t1 - t0 > 1) {
-            if (run_chunk(&r, q, k, v, gates, t0 * steps, steps, &ys[n_y++]) != 0) return NULL;
-            start = t0 + 1;
-        }
-        if (run_chunk(&r, q, k, v, gates, start * steps, (t1 - start) * steps, &ys[n_y++]) != 0)
-            return NULL;
+        if (run_tokens(&r, q, k, v, gates, t0, t1, &ys[n_y++]) != 0) return NULL;
     }
     if (final_state)
         for (int i = 0; i < r.nw; i++) final_state[i] = r.a[i];

@@ -159,14 +159,15 @@ int factored_chunk(run *r, mi_tensor *qc, mi_tensor *kc, mi_tensor *vc, mi_tenso
         mi_tensor *a = r->a[i], *s = mu ? r->s[i] : NULL;
         mi_tensor *sum = mi_matmul_t(mi_mul(f.delta[i], last), f.x[i], true, false);
         sum = mi_reshape(sum, a->rank, a->shape);
-        mi_tensor *na = mi_add(c_last ? mi_mul(gate_like(c_last, a), a) : a, sum);
+        /* one pass each over the state (mi_scale_add), forward and backward */
         if (mu) {
-            na = mi_add(na, mi_mul(gate_like(d_last, s), s));
+            sum = mi_scale_add(s, gate_like(d_last, s), sum);
             mi_tensor *ss = mi_matmul_t(mi_mul(f.delta[i], s_last), f.x[i], true, false);
-            r->s[i] = mi_add(mi_mul(gate_like(mu_last, s), s), mi_reshape(ss, s->rank, s->shape));
+            r->s[i] = mi_scale_add(s, gate_like(mu_last, s), mi_reshape(ss, s->rank, s->shape));
             if (!r->s[i]) return -1;
         }
-        if (!(r->a[i] = na)) return -1;
+        if (!(r->a[i] = c_last ? mi_scale_add(a, gate_like(c_last, a), sum) : mi_add(a, sum)))
+            return -1;
     }
     return 0;
 }

@@ -61,6 +61,19 @@ static inline bool has_boundary(const mi_retention_kind *ret)
 int inner_factors(const run *r, mi_tensor *const *w, mi_tensor *k, mi_tensor *v,
                   mi_tensor *delta, mi_tensor **dl, mi_tensor **x);
 
+/* Positions [p0, p0 + n) of k, v and the gates (q: their tokens) as one
+ * segment of the chunked rule (recurrence.c's header) from r's state, moved
+ * to the segment's end; its outputs in *y (y NULL: no read). */
+int run_chunk(run *r, mi_tensor *q, mi_tensor *k, mi_tensor *v, const mi_miras_gates *gt,
+              int64_t p0, int64_t n, mi_tensor **y);
+
+/* Tokens [t0, t1) of q and their positions of k, v and the gates as the
+ * chunked rule's segments (a lag token first, alone; at chunk 1 a multistep
+ * token's steps one at a time), from r's state, moved to their end; the
+ * tokens' outputs [N, t1 − t0, dv] in *y (y NULL: no read). */
+int run_tokens(run *r, mi_tensor *q, mi_tensor *k, mi_tensor *v, const mi_miras_gates *gt,
+               int64_t t0, int64_t t1, mi_tensor **y);
+
 /* The rank-one chunk form (recurrence_factored.c): whether it applies to a
  * chunk with these gates, and the chunk run through it from r's state (moved
  * to the chunk's end), its outputs in *y (y NULL: no read). */

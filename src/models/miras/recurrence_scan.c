@@ -22,6 +22,7 @@
  * limit): scan=composed or materialize=true keeps the recorded ops. */
 #include <string.h>
 
+#include "recurrence_run.h"
 #include "recurrence_scan.h"
 
 enum { GATE_ETA, GATE_ALPHA, GATE_MU, GATE_DELTA, N_GATES };
@@ -143,4 +144,113 @@ mi_tensor *miras_scan_forward(const mi_miras *m, int nw, mi_tensor **a, mi_tenso
     }
     if (!y0) return y;
     return y ? mi_concat((mi_tensor *[]){y0, y}, 2, 1) : y0;
+}
+
+/* ---------------------------------------------------------------- chunks
+ * The chunked rule (b > 1, recurrence.c's header) the same way: the body is
+ * one chunk, run_tokens over its b tokens (the mini-batch rule, the rank-one
+ * form or the delta rule's exact form, whichever the chunk takes recorded),
+ *   (A_c, S_c, η_c), y_c = chunk(A_{c−1}, S_{c−1}, η_{c−1}; q, k, v, gates of chunk c)
+ * so the layer holds the states at the chunks' starts and one chunk's record,
+ * not every chunk's record (each chunk's per-token states, the read's
+ * intermediates). A chunk is already b tokens of work and T/b states are
+ * few, so every chunk's start is kept (segments of one chunk): each chunk
+ * runs twice, once in the forward and once recorded in the backward. A last
+ * chunk of fewer than b tokens runs after the scan, recorded. */
+typedef struct chunk_ctx {
+    scan_ctx sc;
+    run r;      /* the layout of the weights (units) and, per chunk, the state */
+    int64_t b;  /* tokens per chunk */
+} chunk_ctx;
+
+static int chunk_body(void *ctx, mi_tensor *const *c, mi_tensor *const *x, mi_tensor **c_out,
+                      mi_tensor **y)
+{
+    const chunk_ctx *cc = ctx;
+    const scan_ctx *sc = &cc->sc;
+    run r = cc->r;
+    r.m = &sc->m;
+    r.c = &sc->m.config;
+    for (int i = 0; i < sc->nw; i++) {
+        r.a[i] = c[i];
+        r.s[i] = sc->momentum ? c[sc->nw + i] : NULL;
+    }
+    r.eta = sc->eta_carried ? c[n_carry(sc) - 1] : NULL;
+    mi_tensor *gate[N_GATES] = {0};
+    for (int g = 0, j = 3; g < N_GATES; g++)
+        if (sc->has[g]) gate[g] = x[j++];
+    mi_miras_gates gt = {.eta = gate[GATE_ETA], .alpha = gate[GATE_ALPHA], .mu = gate[GATE_MU],
+                         .delta = gate[GATE_DELTA]};
+    /* a chunk mi_scan runs again for its carry alone needs no read */
+    if (run_tokens(&r, x[0], x[1], x[2], &gt, 0, cc->b, mi_scan_wants_ys() ? y : NULL) != 0)
+        return -1;
+    for (int i = 0; i < sc->nw; i++) {
+        c_out[i] = r.a[i];
+        if (sc->momentum) c_out[sc->nw + i] = r.s[i];
+    }
+    if (sc->eta_carried) c_out[n_carry(sc) - 1] = r.eta;
+    return 0;
+}
+
+bool miras_chunk_scan_applies(const mi_miras *m)
+{
+    const mi_miras_config *c = &m->config;
+    return c->chunk > 1 && c->scan != MI_SCAN_COMPOSED && !c->materialize;
+}
+
+mi_tensor *miras_chunk_scan_forward(run *r, mi_tensor *q, mi_tensor *k, mi_tensor *v,
+                                    const mi_miras_gates *gt)
+{
+    const mi_miras *m = r->m;
+    chunk_ctx *cc = mi_scope_alloc(mi_scope_current(), sizeof *cc);
+    if (!cc) return NULL;
+    *cc = (chunk_ctx){.sc = {.m = *m, .nw = r->nw, .momentum = m->algorithm->uses_mu,
+                             .eta_carried = m->retention->read != NULL,
+                             .has = {true, m->retention->uses_alpha, m->algorithm->uses_mu,
+                                     m->bias->needs_delta}},
+                      .r = *r, .b = m->config.chunk};
+    const scan_ctx *sc = &cc->sc;
+    int64_t b = cc->b, tokens = q->shape[1], steps = mi_miras_writes(m);
+    int64_t full = tokens / b * b, t0 = 0;
+    mi_tensor *part[3] = {0};
+    int n_part = 0;
+    if (sc->eta_carried) {
+        /* the first chunk: no η has written the state yet */
+        if (run_tokens(r, q, k, v, gt, 0, b, &part[n_part++]) != 0) return NULL;
+        t0 = b;
+    }
+    if (t0 < full) {
+        int64_t n = (full - t0) / b;
+        mi_tensor *gates[N_GATES] = {gt->eta, gt->alpha, gt->mu, gt->delta};
+        mi_tensor *xs[3 + N_GATES] = {
+            by_token(mi_slice(q, 1, t0, full), n),
+            by_token(mi_slice(k, 1, t0 * steps, full * steps), n),
+            by_token(mi_slice(v, 1, t0 * steps, full * steps), n)};
+        int n_xs = 3;
+        for (int g = 0; g < N_GATES; g++)
+            if (sc->has[g] &&
+                !(xs[n_xs++] = by_token(mi_slice(gates[g], 1, t0 * steps, full * steps), n)))
+                return NULL;
+        if (!xs[0] || !xs[1] || !xs[2]) return NULL;
+        int nc = n_carry(sc);
+        mi_tensor *carry[2 * MI_MEMORY_MAX_WEIGHTS + 1], *out[2 * MI_MEMORY_MAX_WEIGHTS + 1];
+        for (int i = 0; i < r->nw; i++) {
+            carry[i] = r->a[i];
+            if (sc->momentum) carry[r->nw + i] = r->s[i];
+        }
+        if (sc->eta_carried) carry[nc - 1] = r->eta;
+        mi_tensor *y = NULL;
+        if (mi_scan(chunk_body, cc, nc, carry, n_xs, xs, 1, 1, out, &y) != 0) return NULL;
+        for (int i = 0; i < r->nw; i++) {
+            r->a[i] = out[i];
+            if (sc->momentum) r->s[i] = out[r->nw + i];
+        }
+        if (sc->eta_carried) r->eta = out[nc - 1];
+        /* [N, T/b, b, dv] → [N, T, dv] */
+        int64_t shape[3] = {y->shape[0], y->shape[1] * y->shape[2], y->shape[3]};
+        if (!(part[n_part++] = mi_reshape(y, 3, shape))) return NULL;
+    }
+    if (full < tokens && run_tokens(r, q, k, v, gt, full, tokens, &part[n_part++]) != 0)
+        return NULL;
+    return n_part == 1 ? part[0] : mi_concat(part, n_part, 1);
 }

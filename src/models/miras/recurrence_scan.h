@@ -4,6 +4,7 @@
 #define MIRAS_RECURRENCE_SCAN_H
 
 #include "components.h"
+#include "recurrence_run.h"
 
 /* One token of the exact per-token rule by the composed ops (recurrence.c):
  * q [N, 1, dk], k [N, S, dk], v [N, S, dv], gates [N, S(, units)] (S = the
@@ -23,5 +24,15 @@ bool miras_scan_applies(const mi_miras *m);
  * last token; y [N, T, dv], or NULL with a message. */
 mi_tensor *miras_scan_forward(const mi_miras *m, int nw, mi_tensor **a, mi_tensor **s,
                               mi_tensor *q, mi_tensor *k, mi_tensor *v, const mi_miras_gates *gt);
+
+/* Whether mi_miras_forward runs m's chunked rule (b > 1) through mi_scan,
+ * one chunk a body: scan=auto or mi_scan, not materialize. */
+bool miras_chunk_scan_applies(const mi_miras *m);
+
+/* The tokens of q [N, T, dk], k, v [N, S·T, …] and the gates chunk by chunk
+ * through run_tokens as mi_scan's body, from r's state, moved to the state
+ * after the last token; y [N, T, dv], or NULL with a message. */
+mi_tensor *miras_chunk_scan_forward(run *r, mi_tensor *q, mi_tensor *k, mi_tensor *v,
+                                    const mi_miras_gates *gt);
 
 #endif
