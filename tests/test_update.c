@@ -111,6 +111,47 @@ START_TEST(scale_add_matches_its_formula)
 }
 END_TEST
 
+/* States of millions of entries, where the OWN loops split the rows over two
+ * threads (the gradients by whole matrices, and on one thread when a gate is
+ * shared by matrices, whose sums two threads would race on): the outputs and
+ * the fused vjps' gradients equal the one-thread REF loops', for gates per
+ * matrix, per row, on the key axis and shared by every matrix. */
+START_TEST(large_states_split_over_threads)
+{
+    static const int64_t A[4][4] = {{16, 1, 1, 1}, {16, 1, 512, 1}, {16, 1, 1, 256}, {1, 1, 1, 1}};
+    const int64_t X[4] = {16, 1, 512, 256}, dshape[3] = {16, 1, 512}, xshape[3] = {16, 1, 256};
+    int threads = mi_threads();
+    mi_set_threads(2);
+    for (int v = 0; v < 4; v++) {
+        mi_tensor *in[5] = {normal(MI_F32, 4, X), normal(MI_F32, 4, A[v]),
+                            normal(MI_F32, 4, A[v == 2 ? 0 : v]), normal(MI_F32, 3, dshape),
+                            normal(MI_F32, 3, xshape)};
+        mi_tensor *z = normal(MI_F32, 4, X), *w = normal(MI_F32, 4, X);
+        mi_tensor *out[2][2], *grads[2][2][5];
+        for (int p = 0; p < 2; p++) {
+            mi_backends_allow(p ? 1u << MI_BACKEND_REF : MI_BACKEND_ALL);
+            for (int i = 0; i < 5; i++) mi_requires_grad(in[i], true);
+            out[p][0] = mi_outer_update(in[0], in[1], in[2], in[3], in[4]);
+            out[p][1] = mi_scale_add(in[0], in[1], z);
+            for (int o = 0; o < 2; o++) {
+                mi_tensor *loss = mi_sum(mi_mul(out[p][o], w), MI_ALL, false);
+                ck_assert_msg(mi_grad(&loss, NULL, 1, in, o ? 2 : 5, false, grads[p][o]) == 0,
+                              "%s", mi_error());
+            }
+        }
+        mi_backends_allow(MI_BACKEND_ALL);
+        for (int o = 0; o < 2; o++) {
+            int worst;
+            double e = max_rel_err(out[0] + o, out[1] + o, 1, &worst, NULL);
+            ck_assert_msg(e <= 1e-5, "gates %d op %d: output differs by %g", v, o, e);
+            e = max_rel_err(grads[0][o], grads[1][o], o ? 2 : 5, &worst, NULL);
+            ck_assert_msg(e <= 1e-4, "gates %d op %d: gradient %d differs by %g", v, o, worst, e);
+        }
+    }
+    mi_set_threads(threads);
+}
+END_TEST
+
 START_TEST(bad_inputs_are_refused)
 {
     mi_tensor *X = mi_zeros(MI_F64, MI_SHAPE(2, 3, 4)), *g = mi_zeros(MI_F64, MI_SHAPE(2, 1, 1));
@@ -159,6 +200,7 @@ Suite *make_suite(void)
     tcase_add_loop_test(tc, outer_update_matches_its_formula, 0,
                         2 * (int)(sizeof layouts / sizeof layouts[0]));
     tcase_add_test(tc, scale_add_matches_its_formula);
+    tcase_add_test(tc, large_states_split_over_threads);
     tcase_add_test(tc, bad_inputs_are_refused);
     suite_add_tcase(s, tc);
     return s;

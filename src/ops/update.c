@@ -110,6 +110,16 @@ static int outer_update_shape(mi_tensor *const *in, int n, const mi_attrs *at, m
     return 0;
 }
 
+/* REF: every row, one thread; OWN: own_update.c's split over the threads */
+#define ALL_ROWS(loop) loop##_all
+#define OUTER_UPDATE_ALL(loop)                                                               \
+    static void loop##_all(const up_geom *g, void *Y, const void *X, const void *A,          \
+                           const void *B, const void *D, const void *V)                      \
+    {                                                                                        \
+        loop(g, 0, g->rows, Y, X, A, B, D, V);                                               \
+    }
+OUTER_UPDATE_ALL(outer_update_rows_f32)
+OUTER_UPDATE_ALL(outer_update_rows_f64)
 #define OUTER_UPDATE_KERNEL(sfx, loop)                                                        \
     static void outer_update##sfx(mi_tensor *o, mi_tensor *const *in, const mi_attrs *at)   \
     {                                                                                       \
@@ -118,8 +128,8 @@ static int outer_update_shape(mi_tensor *const *in, int n, const mi_attrs *at, m
         geom_of(&g, in[0], in[1], in[2]);                                                   \
         loop(&g, o->data, in[0]->data, in[1]->data, in[2]->data, in[3]->data, in[4]->data); \
     }
-OUTER_UPDATE_KERNEL(_f32, outer_update_rows_f32)
-OUTER_UPDATE_KERNEL(_f64, outer_update_rows_f64)
+OUTER_UPDATE_KERNEL(_f32, ALL_ROWS(outer_update_rows_f32))
+OUTER_UPDATE_KERNEL(_f64, ALL_ROWS(outer_update_rows_f64))
 OUTER_UPDATE_KERNEL(_own_f32, own_outer_update_rows_f32)
 
 #define DATA(t) ((t) ? (t)->data : NULL)
@@ -156,14 +166,17 @@ static int outer_update_vjp_all(const mi_node *n, mi_tensor *g, const bool *need
     }
     up_geom geo;
     geom_of(&geo, X, a, b);
-    if (X->dtype == MI_F32)
-        (own_kernel(n, outer_update_own_f32) ? own_outer_update_grads_f32
-                                             : outer_update_grads_f32)(
-            &geo, g->data, X->data, a->data, b->data, d->data, x->data, DATA(out[0]),
-            DATA(out[1]), DATA(out[2]), DATA(out[3]), DATA(out[4]));
+    if (X->dtype == MI_F32 && own_kernel(n, outer_update_own_f32))
+        own_outer_update_grads_f32(&geo, g->data, X->data, a->data, b->data, d->data, x->data,
+                                   DATA(out[0]), DATA(out[1]), DATA(out[2]), DATA(out[3]),
+                                   DATA(out[4]));
+    else if (X->dtype == MI_F32)
+        outer_update_grads_f32(&geo, 0, geo.rows, g->data, X->data, a->data, b->data, d->data,
+                               x->data, DATA(out[0]), DATA(out[1]), DATA(out[2]), DATA(out[3]),
+                               DATA(out[4]));
     else
-        outer_update_grads_f64(&geo, g->data, X->data, a->data, b->data, d->data, x->data,
-                               DATA(out[0]), DATA(out[1]), DATA(out[2]), DATA(out[3]),
+        outer_update_grads_f64(&geo, 0, geo.rows, g->data, X->data, a->data, b->data, d->data,
+                               x->data, DATA(out[0]), DATA(out[1]), DATA(out[2]), DATA(out[3]),
                                DATA(out[4]));
     for (int i = 0; i < 5; i++)
         if (need[i]) grads[i] = out[i];
@@ -237,8 +250,16 @@ static int scale_add_shape(mi_tensor *const *in, int n, const mi_attrs *at, mi_d
         geom_of(&g, in[0], in[1], NULL);                                                      \
         loop(&g, o->data, in[0]->data, in[1]->data, in[2]->data);                          \
     }
-SCALE_ADD_KERNEL(_f32, scale_add_rows_f32)
-SCALE_ADD_KERNEL(_f64, scale_add_rows_f64)
+#define SCALE_ADD_ALL(loop)                                                                  \
+    static void loop##_all(const up_geom *g, void *Y, const void *X, const void *A,          \
+                           const void *Z)                                                    \
+    {                                                                                        \
+        loop(g, 0, g->rows, Y, X, A, Z);                                                     \
+    }
+SCALE_ADD_ALL(scale_add_rows_f32)
+SCALE_ADD_ALL(scale_add_rows_f64)
+SCALE_ADD_KERNEL(_f32, ALL_ROWS(scale_add_rows_f32))
+SCALE_ADD_KERNEL(_f64, ALL_ROWS(scale_add_rows_f64))
 SCALE_ADD_KERNEL(_own_f32, own_scale_add_rows_f32)
 
 static int scale_add_vjp_all(const mi_node *n, mi_tensor *g, const bool *need, mi_tensor **grads)
@@ -255,11 +276,12 @@ static int scale_add_vjp_all(const mi_node *n, mi_tensor *g, const bool *need, m
     if ((need[0] && !gX) || (need[1] && !ga)) return -1;
     up_geom geo;
     geom_of(&geo, X, a, NULL);
-    if (X->dtype == MI_F32)
-        (own_kernel(n, scale_add_own_f32) ? own_scale_add_grads_f32 : scale_add_grads_f32)(
-            &geo, g->data, X->data, a->data, DATA(gX), DATA(ga));
+    if (X->dtype == MI_F32 && own_kernel(n, scale_add_own_f32))
+        own_scale_add_grads_f32(&geo, g->data, X->data, a->data, DATA(gX), DATA(ga));
+    else if (X->dtype == MI_F32)
+        scale_add_grads_f32(&geo, 0, geo.rows, g->data, X->data, a->data, DATA(gX), DATA(ga));
     else
-        scale_add_grads_f64(&geo, g->data, X->data, a->data, DATA(gX), DATA(ga));
+        scale_add_grads_f64(&geo, 0, geo.rows, g->data, X->data, a->data, DATA(gX), DATA(ga));
     if (need[0]) grads[0] = gX;
     if (need[1]) grads[1] = ga;
     return 0;

@@ -20,6 +20,19 @@ typedef struct up_walk {
     int64_t a, b; /* the row's offsets in a and b */
 } up_walk;
 
+/* The walk at row r. */
+static inline up_walk up_walk_at(const up_geom *g, int64_t r)
+{
+    up_walk w = {0};
+    for (int d = g->nd - 1; d >= 0; d--) {
+        w.idx[d] = r % g->shape[d];
+        r /= g->shape[d];
+        w.a += w.idx[d] * g->a_st[d];
+        w.b += w.idx[d] * g->b_st[d];
+    }
+    return w;
+}
+
 static inline void up_walk_next(up_walk *w, const up_geom *g)
 {
     for (int d = g->nd - 1; d >= 0; d--) {
@@ -32,6 +45,9 @@ static inline void up_walk_next(up_walk *w, const up_geom *g)
     }
 }
 
+/* OWN f32, whole tensors, split over the OpenMP threads by rows (the
+ * gradients by whole matrices, and only where no gate is shared by two
+ * matrices, whose sums would then race). */
 void own_outer_update_rows_f32(const up_geom *g, float *Y, const float *X, const float *A,
                                const float *B, const float *D, const float *V);
 void own_outer_update_grads_f32(const up_geom *g, const float *G, const float *X,

@@ -5,14 +5,14 @@
  * comment; up_geom and up_walk come from update_geom.h. Not a header of its
  * own: no guard. */
 
-/* Y = a ⊙ X + b ⊙ (d ⊗ x), row by row. */
-UP_KERNEL void UP_NAME(outer_update_rows)(const up_geom *g, UP_T *Y, const UP_T *X,
-                                          const UP_T *A, const UP_T *B, const UP_T *D,
-                                          const UP_T *V)
+/* Y = a ⊙ X + b ⊙ (d ⊗ x), rows [r0, r1). */
+UP_KERNEL void UP_NAME(outer_update_rows)(const up_geom *g, int64_t r0, int64_t r1, UP_T *Y,
+                                          const UP_T *X, const UP_T *A, const UP_T *B,
+                                          const UP_T *D, const UP_T *V)
 {
     int64_t C = g->cols;
-    up_walk w = {0};
-    for (int64_t r = 0; r < g->rows; r++, up_walk_next(&w, g)) {
+    up_walk w = up_walk_at(g, r0);
+    for (int64_t r = r0; r < r1; r++, up_walk_next(&w, g)) {
         const UP_T *xr = X + r * C, *v = V + (r / g->out) * C;
         UP_T *yr = Y + r * C, bd = B[w.b] * D[r];
         if (g->a_col) {
@@ -25,18 +25,18 @@ UP_KERNEL void UP_NAME(outer_update_rows)(const up_geom *g, UP_T *Y, const UP_T 
     }
 }
 
-/* The vjps of outer_update in one pass over G and X, for the outputs that
- * are not NULL: gX = a ⊙ G; gA += Σ G ⊙ X over a's broadcast axes;
+/* The vjps of outer_update in one pass over rows [r0, r1) of G and X, for
+ * the outputs that are not NULL: gX = a ⊙ G; gA += Σ G ⊙ X over a's broadcast axes;
  * with w_r = Σ_c G_rc x_c: gB += d_r w_r, gD_r = b_r w_r; gV += b_r d_r G_r.
  * gA, gB, gV start at zero (the caller's). */
-UP_KERNEL void UP_NAME(outer_update_grads)(const up_geom *g, const UP_T *G, const UP_T *X,
-                                           const UP_T *A, const UP_T *B, const UP_T *D,
-                                           const UP_T *V, UP_T *gX, UP_T *gA, UP_T *gB,
-                                           UP_T *gD, UP_T *gV)
+UP_KERNEL void UP_NAME(outer_update_grads)(const up_geom *g, int64_t r0, int64_t r1,
+                                           const UP_T *G, const UP_T *X, const UP_T *A,
+                                           const UP_T *B, const UP_T *D, const UP_T *V,
+                                           UP_T *gX, UP_T *gA, UP_T *gB, UP_T *gD, UP_T *gV)
 {
     int64_t C = g->cols;
-    up_walk w = {0};
-    for (int64_t r = 0; r < g->rows; r++, up_walk_next(&w, g)) {
+    up_walk w = up_walk_at(g, r0);
+    for (int64_t r = r0; r < r1; r++, up_walk_next(&w, g)) {
         const UP_T *gr = G + r * C, *xr = X + r * C, *v = V + (r / g->out) * C;
         if (!g->a_col && gX && gA && gV) {
             /* the common case (gates per matrix or per row, every gradient
@@ -85,13 +85,13 @@ UP_KERNEL void UP_NAME(outer_update_grads)(const up_geom *g, const UP_T *G, cons
     }
 }
 
-/* Y = a ⊙ X + Z, row by row. */
-UP_KERNEL void UP_NAME(scale_add_rows)(const up_geom *g, UP_T *Y, const UP_T *X, const UP_T *A,
-                                       const UP_T *Z)
+/* Y = a ⊙ X + Z, rows [r0, r1). */
+UP_KERNEL void UP_NAME(scale_add_rows)(const up_geom *g, int64_t r0, int64_t r1, UP_T *Y,
+                                       const UP_T *X, const UP_T *A, const UP_T *Z)
 {
     int64_t C = g->cols;
-    up_walk w = {0};
-    for (int64_t r = 0; r < g->rows; r++, up_walk_next(&w, g)) {
+    up_walk w = up_walk_at(g, r0);
+    for (int64_t r = r0; r < r1; r++, up_walk_next(&w, g)) {
         const UP_T *xr = X + r * C, *zr = Z + r * C;
         UP_T *yr = Y + r * C;
         if (g->a_col) {
@@ -105,8 +105,8 @@ UP_KERNEL void UP_NAME(scale_add_rows)(const up_geom *g, UP_T *Y, const UP_T *X,
 }
 
 /* scale_add's vjps for X and a in one pass: gX = a ⊙ G, gA += Σ G ⊙ X. */
-UP_KERNEL void UP_NAME(scale_add_grads)(const up_geom *g, const UP_T *G, const UP_T *X,
-                                        const UP_T *A, UP_T *gX, UP_T *gA)
+UP_KERNEL void UP_NAME(scale_add_grads)(const up_geom *g, int64_t r0, int64_t r1, const UP_T *G,
+                                        const UP_T *X, const UP_T *A, UP_T *gX, UP_T *gA)
 {
-    UP_NAME(outer_update_grads)(g, G, X, A, NULL, NULL, NULL, gX, gA, NULL, NULL, NULL);
+    UP_NAME(outer_update_grads)(g, r0, r1, G, X, A, NULL, NULL, NULL, gX, gA, NULL, NULL, NULL);
 }

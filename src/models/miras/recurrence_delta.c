@@ -220,12 +220,17 @@ static int chunk_wy(mi_tensor **state, mi_tensor *q, mi_tensor *k, mi_tensor *v,
     /* (4): the state at the chunk's end, [N, 1, dv, dk] */
     mi_tensor *sum = mi_matmul_t(alpha ? mi_mul(u, to_end) : u, k4, true, false);
     sum = mi_reshape(sum, 4, (int64_t[]){n_seq, 1, dv, dk});
-    mi_tensor *kept = s0;
-    if (alpha) {
-        int64_t g = gamma_n->shape[1];
-        kept = mi_mul(mi_reshape(gamma_n, 4, (int64_t[]){n_seq, 1, g, 1}), s0);
+    if (!alpha) {
+        *state = mi_add(s0, sum);
+        return *state ? 0 : -1;
     }
-    *state = mi_add(kept, sum);
+    /* γ_n ⊙ S_0 + sum, one pass over the state (mi_scale_add) where S_0 is a
+     * state per sequence, not one shared state broadcast over them */
+    int64_t g = gamma_n->shape[1];
+    mi_tensor *gamma = mi_reshape(gamma_n, 4, (int64_t[]){n_seq, 1, g, 1});
+    bool own = sum && s0->rank == sum->rank &&
+               !memcmp(s0->shape, sum->shape, sizeof(int64_t) * (size_t)sum->rank);
+    *state = own ? mi_scale_add(s0, gamma, sum) : mi_add(mi_mul(gamma, s0), sum);
     return *state ? 0 : -1;
 }
 
