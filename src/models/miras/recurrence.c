@@ -222,7 +222,7 @@ static mi_tensor *unit_write(const run *r, mi_tensor *step, mi_tensor *beta, mi_
  * whole number of tokens (n = k·steps), or n = 1: one step of a multistep
  * token, read when y is given (the token's last step). */
 int run_chunk(run *r, mi_tensor *q, mi_tensor *k, mi_tensor *v, const mi_miras_gates *gt,
-                     int64_t p0, int64_t n, mi_tensor **y)
+              int64_t p0, int64_t n, mi_tensor **y)
 {
     const mi_miras *m = r->m;
     const mi_miras_config *c = r->c;

@@ -1,7 +1,8 @@
 /* The exact per-token rule (chunk 1) as the body of mi_scan, for a
  * combination of components that no fused kernel (delta_scan, mlp_scan)
  * covers: a registered component, a bias or retention outside the kernels'
- * rules, a deeper MLP memory, ...
+ * rules, a deeper MLP memory, ... (and, at the end of this file, the chunked
+ * rule with one chunk a body).
  *
  * Per token t the body runs the MIRAS recurrence of recurrence.c's header
  * (its per-token ops, miras_token: the MIRAS paper's online gradient

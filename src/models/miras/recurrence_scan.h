@@ -1,5 +1,6 @@
 /* The exact per-token rule (chunk 1) of a combination that no fused kernel
- * covers, as the body of mi_scan. Internal to the models layer. */
+ * covers, and the chunked rule (b > 1), as the body of mi_scan. Internal to
+ * the models layer. */
 #ifndef MIRAS_RECURRENCE_SCAN_H
 #define MIRAS_RECURRENCE_SCAN_H
 
