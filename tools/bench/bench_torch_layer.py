@@ -14,7 +14,8 @@ Delta Networks: Improving Mamba2 with Delta Rule" (Yang, Kautz, Hatamizadeh,
 §3): the intra-chunk parts of every chunk in one batch, then a loop over the
 chunks carrying the state (see `chunked`). T need not be a multiple of C.
 
-Prints the median ms over --reps after one warm-up and the peak RSS.
+Prints the median wall ms over --reps after one warm-up (and the median CPU
+ms, user + system, of the process) and the peak RSS.
 
     /usr/bin/python3 tools/bench/bench_torch_layer.py --threads 2
     /usr/bin/python3 tools/bench/bench_torch_layer.py --chunk 64 --threads 2
@@ -176,15 +177,19 @@ def main():
     B, H, D, T = 4, 4, 32, a.seq_len
     for variant in VARIANTS:
         xs, r = inputs(B * H, T, D, torch.float32)
-        times = []
-        for i in range(a.reps + 1):
-            t0 = time.perf_counter()
+        times, cpu = [], []
+        for i in range(a.reps + 1):  # one warm-up
+            for x in xs:
+                x.grad = None
+            t0, c0 = time.perf_counter(), time.process_time()
             (layer(variant, a.chunk, xs) * r).sum().backward()
             if i:
                 times.append((time.perf_counter() - t0) * 1e3)
+                cpu.append((time.process_time() - c0) * 1e3)
         rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         print(f"torch layer.{variant}.b{a.chunk}  threads {a.threads}  T {T}  median "
-              f"{statistics.median(times):.1f} ms  (min {min(times):.1f})  peak RSS {rss:.0f} MB")
+              f"{statistics.median(times):.1f} ms  (min {min(times):.1f}; CPU "
+              f"{statistics.median(cpu):.1f} ms)  peak RSS {rss:.0f} MB")
 
 
 if __name__ == "__main__":
