@@ -101,11 +101,15 @@ def chunked(variant, q, k, v, eta, alpha, C):
         U, W, P, qg, kd = v, None, (q @ k.transpose(-1, -2)).masked_fill(~incl, 0), q, k
     S = q.new_zeros(N, D, D)
     ys = []
+    # unbind, not x[:, c] in the loop: each select's backward would write a
+    # zero-filled gradient of the whole tensor
+    U, P, qg, kd = (x.unbind(1) for x in (U, P, qg, kd))
+    W, decay = (None, None) if W is None else (W.unbind(1), decay.unbind(1))
     for c in range(n):
         St = S.transpose(1, 2)
-        X = U[:, c] if W is None else U[:, c] - W[:, c] @ St
-        ys.append(qg[:, c] @ St + P[:, c] @ X)
-        S = (S if W is None else decay[:, c] * S) + X.transpose(1, 2) @ kd[:, c]
+        X = U[c] if W is None else U[c] - W[c] @ St
+        ys.append(qg[c] @ St + P[c] @ X)
+        S = (S if W is None else decay[c] * S) + X.transpose(1, 2) @ kd[c]
     return torch.cat(ys, 1)[:, :T]
 
 
