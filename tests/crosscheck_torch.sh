@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# tests/crosscheck_layer_torch.py and tests/crosscheck_titans_torch.py where a
-# python3 with PyTorch is installed (e.g. apt-get install python3-torch);
+# tests/crosscheck_layer_torch.py, tests/crosscheck_titans_torch.py and the
+# chunked PyTorch peer's own check (tools/bench/bench_torch_layer.py --check)
+# where a python3 with PyTorch is installed (e.g. apt-get install python3-torch);
 # otherwise skipped (exit 77). The titans check also runs miras-train and
 # miras-eval from MIRAS_LAYER's directory.
 # tests/crosscheck_torch.sh MIRAS_LAYER
@@ -13,6 +14,7 @@ for py in python3 /usr/bin/python3; do
     "$py" tests/crosscheck_layer_torch.py "$layer" || rc=1
     tools=$(dirname "$layer")
     "$py" tests/crosscheck_titans_torch.py "$layer" "$tools/miras-train" "$tools/miras-eval" || rc=1
+    "$py" tools/bench/bench_torch_layer.py --check --threads 1 || rc=1
     exit $rc
   fi
 done
