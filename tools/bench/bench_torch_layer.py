@@ -9,9 +9,9 @@ side-by-side figure: B=4, H=4, head dim 32, T=512, forward + backward of <y, r>:
 --chunk 1 (the default) writes the recurrence as a loop over t. --chunk C > 1
 runs the exact chunkwise form a PyTorch user would write for C = 64: the WY /
 UT-transform form of "Parallelizing Linear Transformers with the Delta Rule
-over Sequence Length" (Yang et al., §3) with the gate's decay as in "Gated
-Delta Networks: Improving Mamba2 with Delta Rule" (Yang, Kautz, Hatamizadeh,
-§3): the intra-chunk parts of every chunk in one batch, then a loop over the
+over Sequence Length" (Yang et al.) with the gate's decay as in "Gated
+Delta Networks: Improving Mamba2 with Delta Rule" (Yang, Kautz, Hatamizadeh):
+the intra-chunk parts of every chunk in one batch, then a loop over the
 chunks carrying the state (see `chunked`). T need not be a multiple of C.
 
 Prints the median wall ms over --reps after one warm-up (and the median CPU
