@@ -82,11 +82,21 @@ static const kase cases[] = {
 };
 #define N_CASES ((int)(sizeof cases / sizeof cases[0]))
 
+/* A chunked case's states are too small for scan=auto to take mi_scan
+ * (auto_scans_large_chunked_states below): its "auto" is scan=mi_scan. */
+static bool chunked(const kase *c)
+{
+    for (int i = 0; i < 8 && c->set[i]; i++)
+        if (!strncmp(c->set[i], "chunk=", 6) && strcmp(c->set[i], "chunk=1")) return true;
+    return false;
+}
+
 static mi_miras make_miras(const kase *c, const char *scan)
 {
     register_user();
     mi_miras_config cfg = mi_miras_config_default();
     for (int i = 0; i < 8 && c->set[i]; i++) config_set(&cfg, c->set[i]);
+    if (chunked(c) && !strcmp(scan, "auto")) scan = "mi_scan";
     config_setf(&cfg, "scan=%s", scan);
     mi_miras m;
     ck_assert_msg(mi_miras_init(&m, &cfg) == 0, "%s: %s", c->label, mi_error());
@@ -286,6 +296,42 @@ START_TEST(no_grad_and_second_derivatives)
 }
 END_TEST
 
+/* scan=auto runs chunks through mi_scan once the states the chunks start
+ * from come to 16 MiB, and records them below: titans (two weights of
+ * 128 × 32 and their momentum, f32: 64 KiB a sequence) over 4 chunks of 2,
+ * 64 sequences (16 MiB) and 32 (8 MiB). */
+START_TEST(auto_scans_large_chunked_states)
+{
+    mi_miras_config cfg = mi_miras_config_default();
+    config_set(&cfg, "memory=mlp");
+    config_set(&cfg, "algorithm=momentum");
+    config_set(&cfg, "retention=l2");
+    config_set(&cfg, "chunk=2");
+    mi_miras m;
+    ck_assert_msg(mi_miras_init(&m, &cfg) == 0, "%s", mi_error());
+    mi_rng r;
+    mi_rng_seed(&r, 3);
+    int ranks[W_MAX], nw;
+    int64_t shapes[W_MAX][MI_MAX_RANK];
+    ck_assert_int_eq(m.memory->shapes(&m.config, 32, 32, &nw, ranks, shapes), 0);
+    mi_tensor *w0[W_MAX];
+    for (int i = 0; i < nw; i++) w0[i] = mi_randn(&r, MI_F32, ranks[i], shapes[i], 0, 0.1);
+    for (int big = 0; big < 2; big++) {
+        int64_t n = big ? 64 : 32;
+        mi_tensor *q = mi_randn(&r, MI_F32, MI_SHAPE(n, 8, 32), 0, 1);
+        mi_tensor *k = mi_randn(&r, MI_F32, MI_SHAPE(n, 8, 32), 0, 1);
+        mi_tensor *v = mi_randn(&r, MI_F32, MI_SHAPE(n, 8, 32), 0, 1);
+        mi_tensor *g = mi_full(MI_F32, MI_SHAPE(n, 8), 0.5);
+        mi_requires_grad(q, true);
+        mi_miras_gates gt = {.eta = g, .alpha = g, .mu = g};
+        mi_tensor *y = mi_miras_forward(&m, q, k, v, &gt, w0, NULL);
+        ck_assert_msg(y != NULL, "%s", mi_error());
+        ck_assert_msg(computed_within(y, "mi_scan", 4) == big, "%lld sequences: %s mi_scan",
+                      (long long)n, big ? "not by" : "by");
+    }
+}
+END_TEST
+
 START_TEST(bad_scan_value_is_refused)
 {
     mi_miras_config cfg = mi_miras_config_default();
@@ -305,6 +351,7 @@ Suite *make_suite(void)
                         (int)(sizeof fused / sizeof fused[0]));
     tcase_add_loop_test(tc, gradcheck_through_scan, 0, N_CASES);
     tcase_add_test(tc, no_grad_and_second_derivatives);
+    tcase_add_test(tc, auto_scans_large_chunked_states);
     tcase_add_test(tc, bad_scan_value_is_refused);
     suite_add_tcase(s, tc);
     return s;

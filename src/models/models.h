@@ -127,14 +127,18 @@ enum { MI_FORM_AUTO = 0, MI_FORM_EXACT = 1, MI_FORM_MINIBATCH = 2 };
  *   MI_SCAN_AUTO      as the body of mi_scan, with no record per token or
  *                     chunk (default; first-order only). Chunk 1: the
  *                     per-token rule, the state kept every ⌈√T⌉ tokens and
- *                     each segment run again in the backward. Chunk b > 1:
- *                     one chunk a body, the state kept at every chunk's
- *                     start and each chunk run again, recorded, in the
- *                     backward (a last chunk shorter than b runs recorded)
+ *                     each segment run again in the backward. Chunk b > 1,
+ *                     once the states the chunks start from come to 16 MiB
+ *                     (the recorded chunks would keep several times that;
+ *                     below, they are recorded): one chunk a body, the state
+ *                     kept at every chunk's start and each chunk run again,
+ *                     recorded, in the backward (a last chunk shorter than b
+ *                     runs recorded)
  *   MI_SCAN_COMPOSED  the same ops recorded token by token or chunk by chunk
  *                     (differentiable twice; materialize=true runs them too)
  *   MI_SCAN_BODY      mi_scan as in auto, also for a combination a fused
- *                     kernel covers (to measure the kernel against it) */
+ *                     kernel covers (to measure the kernel against it) and
+ *                     for chunks of any size */
 enum { MI_SCAN_AUTO = 0, MI_SCAN_COMPOSED = 1, MI_SCAN_BODY = 2 };
 
 /* The delta rule's write (config key `delta_write`), with β the step (η, or

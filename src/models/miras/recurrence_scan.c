@@ -193,10 +193,19 @@ static int chunk_body(void *ctx, mi_tensor *const *c, mi_tensor *const *x, mi_te
     return 0;
 }
 
-bool miras_chunk_scan_applies(const mi_miras *m)
+bool miras_chunk_scan_applies(const run *r, int64_t tokens)
 {
-    const mi_miras_config *c = &m->config;
-    return c->chunk > 1 && c->scan != MI_SCAN_COMPOSED && !c->materialize;
+    const mi_miras_config *c = r->c;
+    if (c->chunk <= 1 || tokens <= c->chunk || c->materialize || c->scan == MI_SCAN_COMPOSED)
+        return false;
+    if (c->scan == MI_SCAN_BODY) return true;
+    /* auto: the states the chunks start from, which the recorded chunks would
+     * keep several times over (the state updates' intermediates) */
+    double bytes = 0;
+    for (int i = 0; i < r->nw; i++)
+        bytes += (double)r->a[i]->numel * (double)mi_dtype_size(r->a[i]->dtype);
+    if (r->m->algorithm->uses_mu) bytes *= 2;
+    return bytes * (double)((tokens + c->chunk - 1) / c->chunk) >= MIRAS_CHUNK_SCAN_BYTES;
 }
 
 mi_tensor *miras_chunk_scan_forward(run *r, mi_tensor *q, mi_tensor *k, mi_tensor *v,
