@@ -299,7 +299,8 @@ END_TEST
 /* scan=auto runs chunks through mi_scan once the states the chunks start
  * from come to 16 MiB, and records them below: titans (two weights of
  * 128 × 32 and their momentum, f32: 64 KiB a sequence) over 4 chunks of 2,
- * 64 sequences (16 MiB) and 32 (8 MiB). */
+ * 64 sequences (16 MiB) and 32 (8 MiB); and at any size where a chunk makes
+ * a state per token (the KL retention's softmax read: 2 sequences). */
 START_TEST(auto_scans_large_chunked_states)
 {
     mi_miras_config cfg = mi_miras_config_default();
@@ -329,6 +330,16 @@ START_TEST(auto_scans_large_chunked_states)
         ck_assert_msg(computed_within(y, "mi_scan", 4) == big, "%lld sequences: %s mi_scan",
                       (long long)n, big ? "not by" : "by");
     }
+    config_set(&cfg, "retention=kl");
+    config_set(&cfg, "algorithm=gd");
+    ck_assert_msg(mi_miras_init(&m, &cfg) == 0, "%s", mi_error());
+    mi_tensor *x = mi_randn(&r, MI_F32, MI_SHAPE(2, 8, 32), 0, 1);
+    mi_tensor *g = mi_full(MI_F32, MI_SHAPE(2, 8), 0.5);
+    mi_requires_grad(x, true);
+    mi_miras_gates gt = {.eta = g, .alpha = g};
+    mi_tensor *y = mi_miras_forward(&m, x, x, x, &gt, w0, NULL);
+    ck_assert_msg(y != NULL, "%s", mi_error());
+    ck_assert_msg(computed_within(y, "mi_scan", 4), "kl: not by mi_scan");
 }
 END_TEST
 

@@ -113,7 +113,8 @@ START_TEST(titans_layer_at_four_tokens)
     /* the closed-form chunk reads from the gradients' rank-one factors, no
      * outer product; materialised (one W per token) it builds dℓ/dW with
      * outer products; the same gradient by mi_grad(create_graph) is made of
-     * the forward's vjps */
+     * the forward's vjps (recorded with scan=composed: a chunk with a state
+     * per token runs through mi_scan by default) */
     ck_assert(!has_op(r->out, "outer") && !has_op(r->out, "mi_scan"));
     r = RUN("--model", "titans", "--chunk", "2", "--tokens", "4", "--dim", "3", "--set",
             "materialize=true");
@@ -121,7 +122,7 @@ START_TEST(titans_layer_at_four_tokens)
     parse_dot(r->out);
     ck_assert(has_op(r->out, "outer") && has_op(r->out, "linear_scan_from"));
     r = RUN("--model", "titans", "--chunk", "2", "--tokens", "4", "--dim", "3", "--set",
-            "closed_form=false");
+            "closed_form=false", "--set", "scan=composed");
     ck_assert_msg(r->status == 0, "status %d: %s", r->status, r->err);
     parse_dot(r->out);
     ck_assert(!has_op(r->out, "outer") && has_op(r->out, "linear_scan_from"));

@@ -64,10 +64,11 @@ static const mi_field miras_fields[] = {
     MI_FIELD_CHOICE_AT(C, "form", form, "auto", forms,
                        "chunked: the exact chunkwise form, the mini-batch rule, or auto"),
     MI_FIELD_CHOICE_AT(C, "scan", scan, "auto", scans,
-                       "without a fused kernel: mi_scan over the tokens (chunk 1) or, from "
-                       "16 MiB of chunk states, the chunks (auto), or their ops recorded "
-                       "(composed); mi_scan: mi_scan even where a fused kernel covers the "
-                       "combination, and for chunks of any size"),
+                       "without a fused kernel: mi_scan over the tokens (chunk 1) or the "
+                       "chunks (auto: where a chunk makes a state per token, or from 16 MiB "
+                       "of chunk states), or their ops recorded (composed); mi_scan: mi_scan "
+                       "even where a fused kernel covers the combination, and for chunks of "
+                       "any size"),
 };
 #undef C
 #define N_FIELDS MI_FIELDS_COUNT(miras_fields)

@@ -474,7 +474,7 @@ mi_tensor *mi_miras_forward(const mi_miras *m, mi_tensor *q, mi_tensor *k, mi_te
     }
 
     int64_t tokens = positions / steps, chunk = m->config.chunk;
-    if (miras_chunk_scan_applies(&r, tokens)) {
+    if (miras_chunk_scan_applies(&r, tokens, gates)) {
         mi_tensor *y = miras_chunk_scan_forward(&r, q, k, v, gates);
         for (int i = 0; y && final_state && i < r.nw; i++) final_state[i] = r.a[i];
         return y;

@@ -23,6 +23,7 @@
  * limit): scan=composed or materialize=true keeps the recorded ops. */
 #include <string.h>
 
+#include "recurrence_delta.h"
 #include "recurrence_run.h"
 #include "recurrence_scan.h"
 
@@ -193,13 +194,21 @@ static int chunk_body(void *ctx, mi_tensor *const *c, mi_tensor *const *x, mi_te
     return 0;
 }
 
-bool miras_chunk_scan_applies(const run *r, int64_t tokens)
+bool miras_chunk_scan_applies(const run *r, int64_t tokens, const mi_miras_gates *gt)
 {
     const mi_miras_config *c = r->c;
+    const mi_miras *m = r->m;
     if (c->chunk <= 1 || tokens <= c->chunk || c->materialize || c->scan == MI_SCAN_COMPOSED)
         return false;
     if (c->scan == MI_SCAN_BODY) return true;
-    /* auto: the states the chunks start from, which the recorded chunks would
+    /* auto: a chunk that neither the rank-one form nor the delta rule's exact
+     * form takes makes a state per token, which its record would keep */
+    mi_tensor *alpha = m->retention->uses_alpha ? gt->alpha : NULL;
+    mi_tensor *mu = m->algorithm->uses_mu ? gt->mu : NULL;
+    int exact = delta_exact_choose(m, alpha);
+    if (exact < 0) mi_error_clear(); /* form=exact without one: run_chunk says so */
+    if (exact == 0 && !factored_ok(r, gt->eta, alpha, mu)) return true;
+    /* else the states the chunks start from, which the recorded chunks would
      * keep several times over (the state updates' intermediates) */
     double bytes = 0;
     for (int i = 0; i < r->nw; i++)

@@ -27,13 +27,14 @@ mi_tensor *miras_scan_forward(const mi_miras *m, int nw, mi_tensor **a, mi_tenso
                               mi_tensor *q, mi_tensor *k, mi_tensor *v, const mi_miras_gates *gt);
 
 /* Whether mi_miras_forward runs the chunked rule (b > 1) of r's memory over
- * `tokens` tokens (more than one chunk) through mi_scan, one chunk a body:
- * scan=mi_scan, or scan=auto once the states the chunks start from come to
- * MIRAS_CHUNK_SCAN_BYTES (the recorded chunks would keep several times
- * that; below it the memory saved is small and the chunks' second forward
- * is not); never with materialize. */
+ * `tokens` tokens (more than one chunk) with gates gt through mi_scan, one
+ * chunk a body: scan=mi_scan; scan=auto where a chunk makes a state per token
+ * (neither the rank-one form nor the exact form takes it), or once the
+ * states the chunks start from come to MIRAS_CHUNK_SCAN_BYTES (the recorded
+ * chunks would keep several times that; below it the memory saved is small
+ * and the chunks' second forward is not); never with materialize. */
 #define MIRAS_CHUNK_SCAN_BYTES (16.0 * (1 << 20))
-bool miras_chunk_scan_applies(const run *r, int64_t tokens);
+bool miras_chunk_scan_applies(const run *r, int64_t tokens, const mi_miras_gates *gt);
 
 /* The tokens of q [N, T, dk], k, v [N, S·T, …] and the gates chunk by chunk
  * through run_tokens as mi_scan's body, from r's state, moved to the state
