@@ -1,9 +1,9 @@
 /* The loops of update.c's ops, written once and included per dtype and
  * backend (by update.c for REF, by backend/cpu/own_update.c for OWN f32),
  * with UP_T the element type, UP_NAME(x) the function's name and UP_KERNEL
- * its linkage (static, or empty for OWN's). The math is in update.c's top
- * comment; up_geom and up_walk come from update_geom.h. Not a header of its
- * own: no guard. */
+ * its linkage. Each loop takes a range of rows [r0, r1) (OWN's callers split
+ * the rows over the threads). The math is in update.c's top comment; up_geom
+ * and up_walk come from update_geom.h. Not a header of its own: no guard. */
 
 /* Y = a ⊙ X + b ⊙ (d ⊗ x), rows [r0, r1). */
 UP_KERNEL void UP_NAME(outer_update_rows)(const up_geom *g, int64_t r0, int64_t r1, UP_T *Y,

@@ -1,6 +1,7 @@
 /* update.c's OWN f32 loops: update_impl.h built like the other OWN files
  * with -O3 -ffast-math -march=<cpu>, so the rows run in vector registers
- * with fused multiply-adds (the row sums reassociated: a few ulp from REF). */
+ * with fused multiply-adds (the row sums reassociated: a few ulp from REF),
+ * the rows split over the OpenMP threads (own_parallel) above its size. */
 #include "own_kernels.h"
 #include "update_geom.h"
 
