@@ -1,7 +1,8 @@
 /* The attention baselines: multi-head causal softmax attention with RoPE
  * against a naive O(T²) loop written here (full and windowed), SWA with a
  * window ≥ T equal to attention, gradcheck w.r.t. the input and every
- * weight, causality, and the attention/swa mixers' spec errors. */
+ * weight, causality, the op's f32 vjp against the composed one, and the
+ * attention/swa mixers' spec errors. */
 #include "harness.h"
 
 enum { B = 2, T = 7, D = 8, H = 2, HD = D / H, MAXT = 8 };
@@ -252,6 +253,49 @@ START_TEST(bad_specs_are_reported)
 }
 END_TEST
 
+/* The op's f32 output and gradients with OWN allowed (rows four at a time;
+ * the vjp's probabilities in one pass over the keys each row reads) equal
+ * REF's and the composed vjp's (q kᵀ, the mask, softmax): causal, causal with a window, a window alone with
+ * T ≠ S, queries from position 3 of 9 keys, no mask; 40 and 64 rows, so
+ * the rows split over two threads. */
+START_TEST(vjp_probabilities_in_one_pass)
+{
+    static const struct {
+        int64_t t, s;
+        bool causal;
+        int64_t window, start;
+    } cases[] = {{40, 40, true, 0, 0}, {40, 40, true, 5, 0}, {40, 48, false, 6, 0},
+                 {6, 9, true, 0, 3}, {64, 33, false, 0, 0}};
+    int threads = mi_threads();
+    mi_set_threads(2);
+    for (int c = 0; c < 5; c++) {
+        mi_rng r;
+        mi_rng_seed(&r, 40 + (uint64_t)c);
+        mi_tensor *in[3] = {mi_randn(&r, MI_F32, MI_SHAPE(3, 2, cases[c].t, 8), 0, 1),
+                            mi_randn(&r, MI_F32, MI_SHAPE(3, 2, cases[c].s, 8), 0, 1),
+                            mi_randn(&r, MI_F32, MI_SHAPE(3, 2, cases[c].s, 5), 0, 1)};
+        mi_tensor *w = mi_randn(&r, MI_F32, MI_SHAPE(3, 2, cases[c].t, 5), 0, 1);
+        mi_tensor *g[2][3], *y[2];
+        for (int p = 0; p < 2; p++) {
+            mi_backends_allow(p ? 1u << MI_BACKEND_REF : MI_BACKEND_ALL);
+            for (int i = 0; i < 3; i++) mi_requires_grad(in[i], true);
+            y[p] = mi_attention_at(in[0], in[1], in[2], cases[c].causal, cases[c].window,
+                                   cases[c].start);
+            mi_tensor *loss = mi_sum(mi_mul(y[p], w), MI_ALL, false);
+            ck_assert_msg(loss && mi_grad(&loss, NULL, 1, in, 3, false, g[p]) == 0, "%s",
+                          mi_error());
+        }
+        mi_backends_allow(MI_BACKEND_ALL);
+        int worst;
+        double e = max_rel_err(y, y + 1, 1, &worst, NULL);
+        ck_assert_msg(e <= 1e-5, "case %d: output differs by %g", c, e);
+        e = max_rel_err(g[0], g[1], 3, &worst, NULL);
+        ck_assert_msg(e <= 1e-4, "case %d: gradient of input %d differs by %g", c, worst, e);
+    }
+    mi_set_threads(threads);
+}
+END_TEST
+
 Suite *make_suite(void)
 {
     Suite *s = suite_create("attention");
@@ -260,6 +304,7 @@ Suite *make_suite(void)
     tcase_add_test(tc, swa_with_window_at_least_t_is_attention);
     tcase_add_test(tc, gradcheck_input_and_weights);
     tcase_add_test(tc, output_at_t_ignores_later_inputs);
+    tcase_add_test(tc, vjp_probabilities_in_one_pass);
     tcase_add_test(tc, bad_specs_are_reported);
     suite_add_tcase(s, tc);
     return s;

@@ -344,12 +344,22 @@ static int attention_vjp_all(const mi_node *n, mi_tensor *g, const bool *need, m
     const mi_attrs *a = &n->attrs;
     int rk = q->rank;
     double sc = 1.0 / sqrt((double)q->shape[rk - 1]);
-    mi_tensor *qs = mi_mul_scalar(q, sc);
-    mi_tensor *s = mi_matmul_t(qs, k, false, true);
-    if (a->causal || a->window > 0)
-        s = mi_add(s, attention_mask_at(q->dtype, q->shape[rk - 2], k->shape[rk - 2], a->causal,
-                                        a->window, a->start));
-    mi_tensor *p = mi_softmax(s, -1);
+    mi_tensor *qs = mi_mul_scalar(q, sc), *p;
+    if (!mi_grad_enabled() && q->dtype == MI_F32 &&
+        (mi_backends_allowed() >> MI_BACKEND_OWN & 1u)) {
+        /* not recorded: P over the keys each row reads, in one pass (OWN) */
+        int64_t shape[MI_MAX_RANK];
+        memcpy(shape, q->shape, sizeof(int64_t) * (size_t)rk);
+        shape[rk - 1] = k->shape[rk - 2];
+        if (!(p = mi_tensor_new(MI_F32, rk, shape))) return -1;
+        own_attention_probs_f32(p, q, k, a);
+    } else {
+        mi_tensor *s = mi_matmul_t(qs, k, false, true);
+        if (a->causal || a->window > 0)
+            s = mi_add(s, attention_mask_at(q->dtype, q->shape[rk - 2], k->shape[rk - 2],
+                                            a->causal, a->window, a->start));
+        p = mi_softmax(s, -1);
+    }
     if (need[2] && !(grads[2] = mi_matmul_t(p, g, true, false))) return -1;
     if (!need[0] && !need[1]) return 0;
     mi_tensor *ds = mi_softmax_backward(p, mi_matmul_t(g, v, false, true), -1);

@@ -27,7 +27,9 @@
  * into dwᵀ [K, C]: the same sums in the same order (fast math may fuse the
  * products into them), split over channels between threads. */
 #include <stdlib.h>
+#include <string.h>
 
+#define OWN_VECTORS
 #include "own_kernels.h"
 #include "own_math.h"
 #include "own_sequence.h"
@@ -93,6 +95,46 @@ static void attention_keys(const attention_ctx *c, int64_t t, int64_t *lo, int64
     *hi = c->causal && p < c->ns - 1 ? p : c->ns - 1;
 }
 
+/* y = scale · Σ_j p_j V[j] for rows V[j] of P·OWN_W floats: y in P vector
+ * registers across the n rows (P a constant after inlining). */
+static inline __attribute__((always_inline)) void weighted_rows(int P, const float *restrict V,
+                                                                const float *restrict p,
+                                                                int64_t n, float scale,
+                                                                float *restrict y)
+{
+    vecf acc[4] = {0};
+    for (int64_t j = 0; j < n; j++)
+        for (int u = 0; u < P; u++) acc[u] += p[j] * vld(V + (j * P + u) * OWN_W);
+    for (int u = 0; u < P; u++) vst(y + u * OWN_W, scale * acc[u]);
+}
+
+/* s[r][j] = sc · q_r · k_{lo + j}, j < n, for R query rows q_r (row stride
+ * d) against kt = Kᵀ [d, ns]: OWN_W keys at a time in R registers over the
+ * head dimension, each key vector loaded once for the R rows (R a constant
+ * after inlining; rows of s ns apart). */
+static inline __attribute__((always_inline)) void scores_rows(int R, const float *restrict q,
+                                                              int64_t d, float sc,
+                                                              const float *restrict kt,
+                                                              int64_t ns, int64_t lo, int64_t n,
+                                                              float *restrict s)
+{
+    int64_t j = 0;
+    for (; j + OWN_W <= n; j += OWN_W) {
+        vecf acc[4] = {0};
+        for (int64_t e = 0; e < d; e++) {
+            vecf kv = vld(kt + e * ns + lo + j);
+            for (int r = 0; r < R; r++) acc[r] += (q[r * d + e] * sc) * kv;
+        }
+        for (int r = 0; r < R; r++) vst(s + r * ns + j, acc[r]);
+    }
+    for (; j < n; j++)
+        for (int r = 0; r < R; r++) {
+            float dot = 0;
+            for (int64_t e = 0; e < d; e++) dot += q[r * d + e] * kt[e * ns + lo + j];
+            s[r * ns + j] = dot * sc;
+        }
+}
+
 /* p[0 … n) = exp(p − max p) and y = Σ_j p_j V[lo + j] / Σ_j p_j. */
 static void attention_softmax_v(const attention_ctx *c, const float *restrict V, int64_t lo,
                                 int64_t n, float *restrict p, float *restrict y)
@@ -105,30 +147,21 @@ static void attention_softmax_v(const attention_ctx *c, const float *restrict V,
         p[j] = f_exp_lo(p[j] - m);
         z += p[j];
     }
+    float iz = 1.0f / z;
+    if (dv == OWN_W || dv == 2 * OWN_W || dv == 4 * OWN_W) {
+        /* y in registers across the keys (heads of 16, 32, 64 with AVX-512) */
+        switch (dv / OWN_W) {
+        case 1: weighted_rows(1, V + lo * dv, p, n, iz, y); return;
+        case 2: weighted_rows(2, V + lo * dv, p, n, iz, y); return;
+        default: weighted_rows(4, V + lo * dv, p, n, iz, y); return;
+        }
+    }
     for (int64_t e = 0; e < dv; e++) y[e] = 0;
     for (int64_t j = 0; j < n; j++) {
         const float *restrict vs = V + (lo + j) * dv;
         for (int64_t e = 0; e < dv; e++) y[e] += p[j] * vs[e];
     }
-    float iz = 1.0f / z;
     for (int64_t e = 0; e < dv; e++) y[e] *= iz;
-}
-
-/* Row r's output, with kt = Kᵀ [d, ns] of its batch entry and p a buffer of
- * ns scores: the scores accumulate over the head dimension, contiguous in s. */
-static void attention_row(const attention_ctx *c, int64_t r, const float *restrict kt,
-                          float *restrict p)
-{
-    int64_t l = r / c->nt, d = c->d, ns = c->ns, lo, hi;
-    attention_keys(c, r % c->nt, &lo, &hi);
-    int64_t n = hi - lo + 1;
-    const float *restrict q = c->q + r * d;
-    for (int64_t j = 0; j < n; j++) p[j] = 0;
-    for (int64_t e = 0; e < d; e++) {
-        const float qe = q[e] * c->sc, *restrict ke = kt + e * ns + lo;
-        for (int64_t j = 0; j < n; j++) p[j] += qe * ke[j];
-    }
-    attention_softmax_v(c, c->v + l * ns * c->dv, lo, n, p, c->y + r * c->dv);
 }
 
 /* Row r's output from the key rows in place: p_j = sc·q·k_{lo+j}, each a
@@ -174,12 +207,36 @@ static void attention_row_online(const attention_ctx *c, int64_t r)
     for (int64_t e = 0; e < dv; e++) y[e] /= z;
 }
 
+/* Query rows taken at once by the forward and the vjp's probabilities. */
+#define ROWS 4
+
+/* Rows from r on, before r1 and in r's batch entry, to take at once. */
+static int64_t rows_at_once(const attention_ctx *c, int64_t r, int64_t r1)
+{
+    int64_t end = (r / c->nt + 1) * c->nt, n = (end < r1 ? end : r1) - r;
+    return n < ROWS ? n : ROWS;
+}
+
+/* Scores of rows r … r + n_rows − 1 over keys lo … lo + n − 1 into s (rows
+ * ns apart), from kt = Kᵀ of their batch entry. */
+static void row_block_scores(const attention_ctx *c, int64_t r, int64_t n_rows,
+                             const float *kt, int64_t lo, int64_t n, float *s)
+{
+    const float *q = c->q + r * c->d;
+    switch (n_rows) {
+    case 4: scores_rows(4, q, c->d, c->sc, kt, c->ns, lo, n, s); break;
+    case 3: scores_rows(3, q, c->d, c->sc, kt, c->ns, lo, n, s); break;
+    case 2: scores_rows(2, q, c->d, c->sc, kt, c->ns, lo, n, s); break;
+    default: scores_rows(1, q, c->d, c->sc, kt, c->ns, lo, n, s); break;
+    }
+}
+
 static void attention_range(const void *c, int64_t r0, int64_t r1)
 {
     const attention_ctx *k = c;
     int64_t ns = k->ns, d = k->d, lo, hi;
     bool direct = k->nt == 1;
-    float *buf = malloc(sizeof(float) * (size_t)(direct ? ns : ns * d + ns));
+    float *buf = malloc(sizeof(float) * (size_t)(direct ? ns : ns * d + ROWS * ns));
     if (!buf) {
         for (int64_t r = r0; r < r1; r++) attention_row_online(k, r);
         return;
@@ -192,7 +249,7 @@ static void attention_range(const void *c, int64_t r0, int64_t r1)
     float *kt = buf, *p = buf + ns * d;
     attention_keys(k, k->nt - 1, &lo, &hi); /* no row reads a key past the last row's */
     int64_t have = -1; /* the batch entry kt holds */
-    for (int64_t r = r0; r < r1; r++) {
+    for (int64_t r = r0; r < r1;) {
         int64_t l = r / k->nt;
         if (l != have) {
             const float *K = k->k + l * ns * d;
@@ -200,7 +257,18 @@ static void attention_range(const void *c, int64_t r0, int64_t r1)
                 for (int64_t e = 0; e < d; e++) kt[e * ns + s] = K[s * d + e];
             have = l;
         }
-        attention_row(k, r, kt, p);
+        /* up to ROWS rows of the entry at once, over the keys any of them reads */
+        int64_t n_rows = rows_at_once(k, r, r1), blo, bhi, rlo, rhi;
+        attention_keys(k, r % k->nt, &blo, &rhi);
+        attention_keys(k, (r + n_rows - 1) % k->nt, &rlo, &bhi);
+        row_block_scores(k, r, n_rows, kt, blo, bhi - blo + 1, p);
+        const float *V = k->v + l * ns * k->dv;
+        for (int64_t i = 0; i < n_rows; i++) {
+            attention_keys(k, (r + i) % k->nt, &rlo, &rhi);
+            attention_softmax_v(k, V, rlo, rhi - rlo + 1, p + i * ns + (rlo - blo),
+                                k->y + (r + i) * k->dv);
+        }
+        r += n_rows;
     }
     free(buf);
 }
@@ -215,6 +283,78 @@ void own_attention_f32(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a)
     k.sc = (float)(1.0 / sqrt((double)k.d));
     int64_t rows = k.nt ? in[0]->numel / k.d : 0;
     own_parallel(rows, rows * k.ns * (k.d + k.dv), OWN_PAR_MIN, 1, attention_range, &k);
+}
+
+/* ---------------------------------------------------------------- attention's P
+ * For the vjp: each row's scores over the keys it reads only (the causal
+ * half of S, or a window of it), ROWS rows at a time from the same
+ * transposed keys as the forward, then p = exp(s − max) / Σ, and zeros at
+ * the other keys; in place of q kᵀ, the mask's add and a softmax over the
+ * whole T×S. */
+typedef struct probs_ctx {
+    attention_ctx a;
+    float *p;
+} probs_ctx;
+
+static void probs_range(const void *v, int64_t r0, int64_t r1)
+{
+    const probs_ctx *c = v;
+    const attention_ctx *k = &c->a;
+    int64_t ns = k->ns, d = k->d;
+    float *kt = malloc(sizeof(float) * (size_t)(ns * d));
+    int64_t have = -1;
+    for (int64_t r = r0; r < r1;) {
+        int64_t l = r / k->nt, n_rows = kt ? rows_at_once(k, r, r1) : 1, blo, bhi, lo, hi;
+        const float *K = k->k + l * ns * d;
+        if (kt && l != have) {
+            for (int64_t t = 0; t < ns; t++)
+                for (int64_t e = 0; e < d; e++) kt[e * ns + t] = K[t * d + e];
+            have = l;
+        }
+        attention_keys(k, r % k->nt, &blo, &hi);
+        attention_keys(k, (r + n_rows - 1) % k->nt, &lo, &bhi);
+        float *block = c->p + r * ns;
+        if (kt) {
+            row_block_scores(k, r, n_rows, kt, blo, bhi - blo + 1, block + blo);
+        } else {
+            const float *q = k->q + r * d;
+            for (int64_t j = blo; j <= bhi; j++) {
+                float dot = 0;
+                for (int64_t e = 0; e < d; e++) dot += q[e] * K[j * d + e];
+                block[j] = dot * k->sc;
+            }
+        }
+        for (int64_t i = 0; i < n_rows; i++) {
+            float *row = block + i * ns;
+            attention_keys(k, (r + i) % k->nt, &lo, &hi);
+            int64_t n = hi - lo + 1;
+            float *restrict s = row + lo, m = -INFINITY, z = 0;
+            for (int64_t j = 0; j < n; j++) m = s[j] > m ? s[j] : m;
+            for (int64_t j = 0; j < n; j++) {
+                s[j] = f_exp_lo(s[j] - m);
+                z += s[j];
+            }
+            float iz = 1.0f / z;
+            for (int64_t j = 0; j < n; j++) s[j] *= iz;
+            memset(row, 0, sizeof(float) * (size_t)lo);
+            memset(row + hi + 1, 0, sizeof(float) * (size_t)(ns - hi - 1));
+        }
+        r += n_rows;
+    }
+    free(kt);
+}
+
+void own_attention_probs_f32(mi_tensor *p, const mi_tensor *q, const mi_tensor *k,
+                             const mi_attrs *a)
+{
+    int rk = q->rank;
+    probs_ctx c = {.a = {.q = q->data, .k = k->data, .nt = q->shape[rk - 2],
+                         .ns = k->shape[rk - 2], .d = q->shape[rk - 1], .window = a->window,
+                         .start = a->start, .causal = a->causal},
+                   .p = p->data};
+    c.a.sc = (float)(1.0 / sqrt((double)c.a.d));
+    int64_t rows = c.a.nt ? q->numel / c.a.d : 0;
+    own_parallel(rows, rows * c.a.ns * c.a.d, OWN_PAR_MIN, 1, probs_range, &c);
 }
 
 /* ================================================================ conv1d_causal_wgrad */

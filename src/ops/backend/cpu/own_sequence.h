@@ -8,6 +8,11 @@
 
 void own_rope_f32(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a);
 void own_attention_f32(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a);
+/* attention's probabilities for its vjp, P = softmax(sc·q kᵀ + mask) into p
+ * [..., T, S] (zeros at the keys a row does not read): q [..., T, D], k
+ * [..., S, D] and attrs as the op's. */
+void own_attention_probs_f32(mi_tensor *p, const mi_tensor *q, const mi_tensor *k,
+                             const mi_attrs *a);
 void own_conv1d_causal_wgrad_f32(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a);
 
 #endif
