@@ -109,30 +109,44 @@ static inline __attribute__((always_inline)) void weighted_rows(int P, const flo
 }
 
 /* s[r][j] = sc · q_r · k_{lo + j}, j < n, for R query rows q_r (row stride
- * d) against kt = Kᵀ [d, ns]: OWN_W keys at a time in R registers over the
- * head dimension, each key vector loaded once for the R rows (R a constant
- * after inlining; rows of s ns apart). */
+ * d) against kt = Kᵀ [d, ns] (with OWN_W floats of zeros after it): OWN_W
+ * keys at a time in R registers over the head dimension, each key vector
+ * loaded once for the R rows (R a constant after inlining; rows of s ns
+ * apart). The last keys too are a vector (its lanes past n read kt's next
+ * row or its padding and are not stored): every score is the same lane
+ * arithmetic wherever its key falls, so it does not depend on how the rows
+ * were grouped, nor on the thread count. */
 static inline __attribute__((always_inline)) void scores_rows(int R, const float *restrict q,
                                                               int64_t d, float sc,
                                                               const float *restrict kt,
                                                               int64_t ns, int64_t lo, int64_t n,
                                                               float *restrict s)
 {
-    int64_t j = 0;
-    for (; j + OWN_W <= n; j += OWN_W) {
+    for (int64_t j = 0; j < n; j += OWN_W) {
         vecf acc[4] = {0};
         for (int64_t e = 0; e < d; e++) {
             vecf kv = vld(kt + e * ns + lo + j);
             for (int r = 0; r < R; r++) acc[r] += (q[r * d + e] * sc) * kv;
         }
-        for (int r = 0; r < R; r++) vst(s + r * ns + j, acc[r]);
-    }
-    for (; j < n; j++)
-        for (int r = 0; r < R; r++) {
-            float dot = 0;
-            for (int64_t e = 0; e < d; e++) dot += q[r * d + e] * kt[e * ns + lo + j];
-            s[r * ns + j] = dot * sc;
+        if (j + OWN_W <= n) {
+            for (int r = 0; r < R; r++) vst(s + r * ns + j, acc[r]);
+        } else {
+            float part[OWN_W];
+            for (int r = 0; r < R; r++) {
+                vst(part, acc[r]);
+                memcpy(s + r * ns + j, part, sizeof(float) * (size_t)(n - j));
+            }
         }
+    }
+}
+
+/* Kᵀ [d, ns] of one batch entry's keys 0 … hi into kt, and OWN_W zeros after
+ * its last row (scores_rows reads past a row's end). */
+static void keys_transposed(const float *K, int64_t d, int64_t ns, int64_t hi, float *kt)
+{
+    for (int64_t t = 0; t <= hi; t++)
+        for (int64_t e = 0; e < d; e++) kt[e * ns + t] = K[t * d + e];
+    memset(kt + d * ns, 0, sizeof(float) * OWN_W);
 }
 
 /* p[0 … n) = exp(p − max p) and y = Σ_j p_j V[lo + j] / Σ_j p_j. */
@@ -236,7 +250,7 @@ static void attention_range(const void *c, int64_t r0, int64_t r1)
     const attention_ctx *k = c;
     int64_t ns = k->ns, d = k->d, lo, hi;
     bool direct = k->nt == 1;
-    float *buf = malloc(sizeof(float) * (size_t)(direct ? ns : ns * d + ROWS * ns));
+    float *buf = malloc(sizeof(float) * (size_t)(direct ? ns : ns * d + OWN_W + ROWS * ns));
     if (!buf) {
         for (int64_t r = r0; r < r1; r++) attention_row_online(k, r);
         return;
@@ -246,15 +260,13 @@ static void attention_range(const void *c, int64_t r0, int64_t r1)
         free(buf);
         return;
     }
-    float *kt = buf, *p = buf + ns * d;
+    float *kt = buf, *p = buf + ns * d + OWN_W;
     attention_keys(k, k->nt - 1, &lo, &hi); /* no row reads a key past the last row's */
     int64_t have = -1; /* the batch entry kt holds */
     for (int64_t r = r0; r < r1;) {
         int64_t l = r / k->nt;
         if (l != have) {
-            const float *K = k->k + l * ns * d;
-            for (int64_t s = 0; s <= hi; s++)
-                for (int64_t e = 0; e < d; e++) kt[e * ns + s] = K[s * d + e];
+            keys_transposed(k->k + l * ns * d, d, ns, hi, kt);
             have = l;
         }
         /* up to ROWS rows of the entry at once, over the keys any of them reads */
@@ -301,14 +313,13 @@ static void probs_range(const void *v, int64_t r0, int64_t r1)
     const probs_ctx *c = v;
     const attention_ctx *k = &c->a;
     int64_t ns = k->ns, d = k->d;
-    float *kt = malloc(sizeof(float) * (size_t)(ns * d));
+    float *kt = malloc(sizeof(float) * (size_t)(ns * d + OWN_W));
     int64_t have = -1;
     for (int64_t r = r0; r < r1;) {
         int64_t l = r / k->nt, n_rows = kt ? rows_at_once(k, r, r1) : 1, blo, bhi, lo, hi;
         const float *K = k->k + l * ns * d;
         if (kt && l != have) {
-            for (int64_t t = 0; t < ns; t++)
-                for (int64_t e = 0; e < d; e++) kt[e * ns + t] = K[t * d + e];
+            keys_transposed(K, d, ns, ns - 1, kt);
             have = l;
         }
         attention_keys(k, r % k->nt, &blo, &hi);
