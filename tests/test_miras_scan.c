@@ -301,22 +301,33 @@ END_TEST
  * 128 × 32 and their momentum, f32: 64 KiB a sequence) over 4 chunks of 2,
  * 64 sequences (16 MiB) and 32 (8 MiB); and at any size where a chunk makes
  * a state per token (the KL retention's softmax read: 2 sequences). */
-START_TEST(auto_scans_large_chunked_states)
+/* Titans' memory at chunk 2 (MLP, momentum, ℓ2 retention) with `scan`, for
+ * heads of 32, and its initial weights w0 (requiring grad when asked). */
+static mi_miras titans_chunk2(const char *scan, mi_rng *r, bool grad, mi_tensor **w0)
 {
     mi_miras_config cfg = mi_miras_config_default();
     config_set(&cfg, "memory=mlp");
     config_set(&cfg, "algorithm=momentum");
     config_set(&cfg, "retention=l2");
     config_set(&cfg, "chunk=2");
+    config_setf(&cfg, "scan=%s", scan);
     mi_miras m;
     ck_assert_msg(mi_miras_init(&m, &cfg) == 0, "%s", mi_error());
-    mi_rng r;
-    mi_rng_seed(&r, 3);
     int ranks[W_MAX], nw;
     int64_t shapes[W_MAX][MI_MAX_RANK];
     ck_assert_int_eq(m.memory->shapes(&m.config, 32, 32, &nw, ranks, shapes), 0);
+    for (int i = 0; i < nw; i++)
+        w0[i] = mi_requires_grad(mi_randn(r, MI_F32, ranks[i], shapes[i], 0, 0.1), grad);
+    return m;
+}
+
+START_TEST(auto_scans_large_chunked_states)
+{
+    mi_rng r;
+    mi_rng_seed(&r, 3);
     mi_tensor *w0[W_MAX];
-    for (int i = 0; i < nw; i++) w0[i] = mi_randn(&r, MI_F32, ranks[i], shapes[i], 0, 0.1);
+    mi_miras m = titans_chunk2("auto", &r, false, w0);
+    mi_miras_config cfg = m.config;
     for (int big = 0; big < 2; big++) {
         int64_t n = big ? 64 : 32;
         mi_tensor *q = mi_randn(&r, MI_F32, MI_SHAPE(n, 8, 32), 0, 1);
@@ -348,22 +359,10 @@ END_TEST
  * `scan`. */
 static void chunked_layer_bytes(const char *scan, size_t *forward, size_t *total)
 {
-    mi_miras_config cfg = mi_miras_config_default();
-    config_set(&cfg, "memory=mlp");
-    config_set(&cfg, "algorithm=momentum");
-    config_set(&cfg, "retention=l2");
-    config_set(&cfg, "chunk=2");
-    config_setf(&cfg, "scan=%s", scan);
-    mi_miras m;
-    ck_assert_msg(mi_miras_init(&m, &cfg) == 0, "%s", mi_error());
     mi_rng r;
     mi_rng_seed(&r, 5);
-    int ranks[W_MAX], nw;
-    int64_t shapes[W_MAX][MI_MAX_RANK];
-    ck_assert_int_eq(m.memory->shapes(&m.config, 32, 32, &nw, ranks, shapes), 0);
     mi_tensor *w0[W_MAX];
-    for (int i = 0; i < nw; i++)
-        w0[i] = mi_requires_grad(mi_randn(&r, MI_F32, ranks[i], shapes[i], 0, 0.1), true);
+    mi_miras m = titans_chunk2(scan, &r, true, w0);
     mi_tensor *x = mi_requires_grad(mi_randn(&r, MI_F32, MI_SHAPE(4, 32, 32), 0, 1), true);
     mi_tensor *g = mi_full(MI_F32, MI_SHAPE(4, 32), 0.5);
     mi_miras_gates gt = {.eta = g, .alpha = g, .mu = g};
