@@ -9,14 +9,16 @@
  * (fast math may contract them into FMAs).
  *
  * attention: REF's online softmax rescales the running sum at every new
- * maximum and calls expf per key, on one thread. Here each query row takes
- * its scores into a buffer (one row of S, never the T×S matrix), summed over
- * the head dimension from a transposed copy of the row's keys (so the inner
- * loop runs over keys, contiguous), the max, the exponentials with
- * own_math.h's polynomial (≤ 2 ulp), then y = Σ p_s v_s / Σ p_s; rows are
- * independent, so they run in parallel and the result does not depend on
- * the thread count. The scale goes on q and sums are reassociated (a few ulp
- * from REF). With one query per batch entry (a decoding step against a KV
+ * maximum and calls expf per key, on one thread. Here the query rows take
+ * their scores four rows at a time into a buffer (rows of S, never the T×S
+ * matrix), summed over the head dimension from a transposed copy of the
+ * entry's keys (a vector of keys in a register per row, each loaded once for
+ * the four), then per row the max, the exponentials with own_math.h's
+ * polynomial (≤ 2 ulp) and y = Σ p_s v_s / Σ p_s with y in registers; every
+ * score is the same lane arithmetic however the rows were grouped, so the
+ * result does not depend on the thread count. The scale goes on q and sums
+ * are reassociated (a few ulp from REF). The vjp's probabilities
+ * (own_attention_probs_f32, below) come from the same scores. With one query per batch entry (a decoding step against a KV
  * cache) nothing is shared to pay for the transposed copy: the scores are
  * dot products with the key rows as they lie, and only the keys the row
  * reads are touched. Row t sits at position attrs.start + t.
