@@ -47,7 +47,6 @@
  * position p(t), so (3) takes rows p(t) of γ and Γ and the mask i ≤ p(t). */
 #include <float.h>
 #include <math.h>
-#include <string.h>
 
 #include "recurrence_delta.h"
 
@@ -228,9 +227,8 @@ static int chunk_wy(mi_tensor **state, mi_tensor *q, mi_tensor *k, mi_tensor *v,
      * state per sequence, not one shared state broadcast over them */
     int64_t g = gamma_n->shape[1];
     mi_tensor *gamma = mi_reshape(gamma_n, 4, (int64_t[]){n_seq, 1, g, 1});
-    bool own = sum && s0->rank == sum->rank &&
-               !memcmp(s0->shape, sum->shape, sizeof(int64_t) * (size_t)sum->rank);
-    *state = own ? mi_scale_add(s0, gamma, sum) : mi_add(mi_mul(gamma, s0), sum);
+    *state = sum && mi_same_shape(s0, sum) ? mi_scale_add(s0, gamma, sum)
+                                           : mi_add(mi_mul(gamma, s0), sum);
     return *state ? 0 : -1;
 }
 

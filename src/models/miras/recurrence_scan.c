@@ -42,30 +42,61 @@ static int n_carry(const scan_ctx *sc)
     return sc->nw * (sc->momentum ? 2 : 1) + (sc->eta_carried ? 1 : 0);
 }
 
+static scan_ctx scan_ctx_of(const mi_miras *m, int nw)
+{
+    return (scan_ctx){.m = *m, .nw = nw, .momentum = m->algorithm->uses_mu,
+                      .eta_carried = m->retention->read != NULL,
+                      .has = {true, m->retention->uses_alpha, m->algorithm->uses_mu,
+                              m->bias->needs_delta}};
+}
+
+/* The carry c from the weights a, the momentum s and η (in that layout). */
+static void pack_carry(const scan_ctx *sc, mi_tensor *const *a, mi_tensor *const *s,
+                       mi_tensor *eta, mi_tensor **c)
+{
+    for (int i = 0; i < sc->nw; i++) {
+        c[i] = a[i];
+        if (sc->momentum) c[sc->nw + i] = s[i];
+    }
+    if (sc->eta_carried) c[n_carry(sc) - 1] = eta;
+}
+
+/* The weights, momentum and η of the carry c (NULL where it has none). */
+static void unpack_carry(const scan_ctx *sc, mi_tensor *const *c, mi_tensor **a, mi_tensor **s,
+                         mi_tensor **eta)
+{
+    for (int i = 0; i < sc->nw; i++) {
+        a[i] = c[i];
+        s[i] = sc->momentum ? c[sc->nw + i] : NULL;
+    }
+    *eta = sc->eta_carried ? c[n_carry(sc) - 1] : NULL;
+}
+
+/* The gates among a step's inputs x, after q, k, v. */
+static mi_miras_gates gates_of(const scan_ctx *sc, mi_tensor *const *x)
+{
+    mi_tensor *gate[N_GATES] = {0};
+    for (int g = 0, j = 3; g < N_GATES; g++)
+        if (sc->has[g]) gate[g] = x[j++];
+    return (mi_miras_gates){.eta = gate[GATE_ETA], .alpha = gate[GATE_ALPHA],
+                            .mu = gate[GATE_MU], .delta = gate[GATE_DELTA]};
+}
+
 /* One token from the carry c (η NULL before the first token) and the token's
  * inputs x: q [N, dk], k [N, S, dk], v [N, S, dv], gates [N, S(, units)]. */
 static int token(const scan_ctx *sc, mi_tensor *const *c, mi_tensor *eta_prev,
                  mi_tensor *const *x, mi_tensor **c_out, mi_tensor **y)
 {
-    mi_miras_state st = {.nw = sc->nw, .eta = eta_prev};
-    for (int i = 0; i < sc->nw; i++) {
-        st.a[i] = c[i];
-        st.s[i] = sc->momentum ? c[sc->nw + i] : NULL;
-    }
-    mi_tensor *gate[N_GATES] = {0};
-    for (int g = 0, j = 3; g < N_GATES; g++)
-        if (sc->has[g]) gate[g] = x[j++];
-    mi_miras_gates gt = {.eta = gate[GATE_ETA], .alpha = gate[GATE_ALPHA], .mu = gate[GATE_MU],
-                         .delta = gate[GATE_DELTA]};
+    mi_miras_state st = {.nw = sc->nw};
+    mi_tensor *carried_eta;
+    unpack_carry(sc, c, st.a, st.s, &carried_eta);
+    st.eta = eta_prev;
+    mi_miras_gates gt = gates_of(sc, x);
     /* a token mi_scan runs again for its carry alone needs no read */
     bool read = mi_scan_wants_ys();
     mi_tensor *yt = miras_token(&sc->m, &st, read ? mi_unsqueeze(x[0], 1) : NULL, x[1], x[2], &gt);
     if (!yt || (read && !(*y = mi_squeeze(yt, 1)))) return -1;
-    for (int i = 0; i < sc->nw; i++) {
-        c_out[i] = st.a[i];
-        if (sc->momentum) c_out[sc->nw + i] = st.s[i];
-    }
-    if (sc->eta_carried) c_out[n_carry(sc) - 1] = st.eta;
+    pack_carry(sc, st.a, st.s, st.eta, c_out);
     return 0;
 }
 
@@ -105,10 +136,7 @@ mi_tensor *miras_scan_forward(const mi_miras *m, int nw, mi_tensor **a, mi_tenso
     /* the body's context lives until the backward: in the scope */
     scan_ctx *sc = mi_scope_alloc(mi_scope_current(), sizeof *sc);
     if (!sc) return NULL;
-    *sc = (scan_ctx){.m = *m, .nw = nw, .momentum = m->algorithm->uses_mu,
-                     .eta_carried = m->retention->read != NULL,
-                     .has = {true, m->retention->uses_alpha, m->algorithm->uses_mu,
-                             m->bias->needs_delta}};
+    *sc = scan_ctx_of(m, nw);
     int64_t T = q->shape[1];
     mi_tensor *gates[N_GATES] = {gt->eta, gt->alpha, gt->mu, gt->delta};
     mi_tensor *xs[3 + N_GATES] = {q, by_token(k, T), by_token(v, T)};
@@ -118,10 +146,7 @@ mi_tensor *miras_scan_forward(const mi_miras *m, int nw, mi_tensor **a, mi_tenso
     if (!xs[1] || !xs[2]) return NULL;
     int nc = n_carry(sc);
     mi_tensor *carry[2 * MI_MEMORY_MAX_WEIGHTS + 1], *out[2 * MI_MEMORY_MAX_WEIGHTS + 1];
-    for (int i = 0; i < nw; i++) {
-        carry[i] = a[i];
-        if (sc->momentum) carry[nw + i] = s[i];
-    }
+    pack_carry(sc, a, s, NULL, carry);
     mi_tensor *y0 = NULL, *y = NULL;
     int64_t t0 = 0;
     if (sc->eta_carried) {
@@ -140,10 +165,8 @@ mi_tensor *miras_scan_forward(const mi_miras *m, int nw, mi_tensor **a, mi_tenso
         if (mi_scan(body, sc, nc, carry, n_xs, xs, 1, 0, out, &y) != 0) return NULL;
         memcpy(carry, out, sizeof(mi_tensor *) * (size_t)nc);
     }
-    for (int i = 0; i < nw; i++) {
-        a[i] = carry[i];
-        if (sc->momentum) s[i] = carry[nw + i];
-    }
+    mi_tensor *eta_last;
+    unpack_carry(sc, carry, a, s, &eta_last);
     if (!y0) return y;
     return y ? mi_concat((mi_tensor *[]){y0, y}, 2, 1) : y0;
 }
@@ -173,24 +196,12 @@ static int chunk_body(void *ctx, mi_tensor *const *c, mi_tensor *const *x, mi_te
     run r = cc->r;
     r.m = &sc->m;
     r.c = &sc->m.config;
-    for (int i = 0; i < sc->nw; i++) {
-        r.a[i] = c[i];
-        r.s[i] = sc->momentum ? c[sc->nw + i] : NULL;
-    }
-    r.eta = sc->eta_carried ? c[n_carry(sc) - 1] : NULL;
-    mi_tensor *gate[N_GATES] = {0};
-    for (int g = 0, j = 3; g < N_GATES; g++)
-        if (sc->has[g]) gate[g] = x[j++];
-    mi_miras_gates gt = {.eta = gate[GATE_ETA], .alpha = gate[GATE_ALPHA], .mu = gate[GATE_MU],
-                         .delta = gate[GATE_DELTA]};
+    unpack_carry(sc, c, r.a, r.s, &r.eta);
+    mi_miras_gates gt = gates_of(sc, x);
     /* a chunk mi_scan runs again for its carry alone needs no read */
     if (run_tokens(&r, x[0], x[1], x[2], &gt, 0, cc->b, mi_scan_wants_ys() ? y : NULL) != 0)
         return -1;
-    for (int i = 0; i < sc->nw; i++) {
-        c_out[i] = r.a[i];
-        if (sc->momentum) c_out[sc->nw + i] = r.s[i];
-    }
-    if (sc->eta_carried) c_out[n_carry(sc) - 1] = r.eta;
+    pack_carry(sc, r.a, r.s, r.eta, c_out);
     return 0;
 }
 
@@ -223,11 +234,7 @@ mi_tensor *miras_chunk_scan_forward(run *r, mi_tensor *q, mi_tensor *k, mi_tenso
     const mi_miras *m = r->m;
     chunk_ctx *cc = mi_scope_alloc(mi_scope_current(), sizeof *cc);
     if (!cc) return NULL;
-    *cc = (chunk_ctx){.sc = {.m = *m, .nw = r->nw, .momentum = m->algorithm->uses_mu,
-                             .eta_carried = m->retention->read != NULL,
-                             .has = {true, m->retention->uses_alpha, m->algorithm->uses_mu,
-                                     m->bias->needs_delta}},
-                      .r = *r, .b = m->config.chunk};
+    *cc = (chunk_ctx){.sc = scan_ctx_of(m, r->nw), .r = *r, .b = m->config.chunk};
     const scan_ctx *sc = &cc->sc;
     int64_t b = cc->b, tokens = q->shape[1], steps = mi_miras_writes(m);
     int64_t full = tokens / b * b, t0 = 0;
@@ -253,18 +260,10 @@ mi_tensor *miras_chunk_scan_forward(run *r, mi_tensor *q, mi_tensor *k, mi_tenso
         if (!xs[0] || !xs[1] || !xs[2]) return NULL;
         int nc = n_carry(sc);
         mi_tensor *carry[2 * MI_MEMORY_MAX_WEIGHTS + 1], *out[2 * MI_MEMORY_MAX_WEIGHTS + 1];
-        for (int i = 0; i < r->nw; i++) {
-            carry[i] = r->a[i];
-            if (sc->momentum) carry[r->nw + i] = r->s[i];
-        }
-        if (sc->eta_carried) carry[nc - 1] = r->eta;
+        pack_carry(sc, r->a, r->s, r->eta, carry);
         mi_tensor *y = NULL;
         if (mi_scan(chunk_body, cc, nc, carry, n_xs, xs, 1, 1, out, &y) != 0) return NULL;
-        for (int i = 0; i < r->nw; i++) {
-            r->a[i] = out[i];
-            if (sc->momentum) r->s[i] = out[r->nw + i];
-        }
-        if (sc->eta_carried) r->eta = out[nc - 1];
+        unpack_carry(sc, out, r->a, r->s, &r->eta);
         /* [N, T/b, b, dv] → [N, T, dv] */
         int64_t shape[3] = {y->shape[0], y->shape[1] * y->shape[2], y->shape[3]};
         if (!(part[n_part++] = mi_reshape(y, 3, shape))) return NULL;
