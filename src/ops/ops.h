@@ -233,6 +233,20 @@ typedef int (*mi_scan_fn)(void *ctx, mi_tensor *const *carry, mi_tensor *const *
                           mi_tensor **carry_out, mi_tensor **y);
 int mi_scan(mi_scan_fn body, void *ctx, int n_carry, mi_tensor *const *carry0, int n_xs,
             mi_tensor *const *xs, int n_ys, int segment, mi_tensor **carry_out, mi_tensor **ys);
+/* mi_scan for a body whose rows are independent: row n of what it returns
+ * depends on row n of its carries and of x_t alone (no op of the body mixes
+ * axis 0, as for per-sequence or per-head memories), and every carry is [N,
+ * …]. Then the N rows are split into one consecutive range a thread
+ * (mi_threads()), and each range runs as a scan of its own on its thread,
+ * forward and backward: one parallel region a pass, however small its ops
+ * (a body of small ops otherwise runs on one thread, each op below the size
+ * that pays a fork). The results are mi_scan's up to rounding (a kernel's
+ * arithmetic on a row may depend on how many rows it sees); with parameters
+ * (tensors from outside that require grad) the backward runs the ranges one
+ * after the other. Inside a parallel region it is mi_scan. */
+int mi_scan_rows(mi_scan_fn body, void *ctx, int n_carry, mi_tensor *const *carry0, int n_xs,
+                 mi_tensor *const *xs, int n_ys, int segment, mi_tensor **carry_out,
+                 mi_tensor **ys);
 /* Inside a body: whether mi_scan reads this call's y's. False while it runs a
  * token again for its carry alone (the backward's recomputation): the body
  * may then skip its outputs' work and leave y[j] NULL. */

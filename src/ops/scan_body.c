@@ -46,6 +46,9 @@
  * MI_MAX_INPUTS), and the concatenation of the parameters as mi_checkpoint
  * does it. */
 #include <stdlib.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include "internal.h"
 #include "scan_scratch.h"
@@ -72,7 +75,14 @@ typedef struct scan_closure {
     /* where each tensor sits among the node's inputs: slot, element offset */
     int carry_slot[SCAN_MAX], xs_slot[SCAN_MAX], params_slot;
     int64_t carry_off[SCAN_MAX], xs_off[SCAN_MAX];
-    int64_t out_off_y[SCAN_MAX]; /* y's offset in O (the carries come first) */
+    /* where c_T and the y's are in O (the carries come first): a part's own rows */
+    int64_t out_off_c[SCAN_MAX], out_off_y[SCAN_MAX];
+    /* mi_scan_rows: the closure of rows [row0, row0 + N) of N_all (a part;
+     * the whole scan: row0 0, N_all N), and the whole scan's parts (n_parts
+     * > 1: its rows run on that many threads, each part a scan of its own) */
+    int64_t row0, N_all;
+    int n_parts;
+    struct scan_closure *part;
 } scan_closure;
 
 /* What the body used, from the input hook: the tensors from outside that
@@ -97,8 +107,11 @@ static void note_input(void *ctx, mi_tensor *t)
 /* Tracking ids of mi_scan's own, apart from the engine's (counting up from
  * 1) and mi_checkpoint's (top bit): what a token or a segment made is listed
  * under one and dropped from the list with it. */
-static _Thread_local uint64_t scan_pass;
-static uint64_t next_pass(void) { return (UINT64_C(1) << 62) | ++scan_pass; }
+static uint64_t scan_pass; /* atomic: a pass's id is unique across threads too */
+static uint64_t next_pass(void)
+{
+    return (UINT64_C(1) << 62) | __atomic_add_fetch(&scan_pass, 1, __ATOMIC_RELAXED);
+}
 
 /* The elements of one token of a [N, T, …] tensor: R = numel / (N·T). */
 static int64_t per_token(const mi_tensor *t, int64_t N, int64_t T)
@@ -219,11 +232,6 @@ static int step(scan_closure *c, mi_tensor *const *carry, mi_tensor *const *x,
         }
     }
     return 0;
-}
-
-static int64_t y_numel(const scan_closure *c, int j)
-{
-    return mi_shape_numel(c->y_rank[j], c->y_shape[j]) * c->T;
 }
 
 /* The stacked shape of ys[j]: [N, T, y_t.shape[1:]] */
@@ -415,6 +423,101 @@ static int refill_kept(scan_closure *c, mi_scope *sc)
     return 0;
 }
 
+/* The backward of one part (or of the whole scan) on the thread that runs
+ * it, in scratch scopes of that thread: gc0[] (tensors of the part's carry
+ * shapes, made by the caller) take c_T's gradient from g, the segments run
+ * from the last, and carry0's gradient goes into gcar[i] (NULL: not needed),
+ * x's into gx[j], the parameters' are added into gp. */
+static int part_backward(scan_closure *c, const mi_tensor *g, mi_tensor *const *gc0,
+                         void *const *gcar, void *const *gx, void *gp)
+{
+    size_t es = mi_dtype_size(c->dt);
+    mi_tensor *gc[SCAN_MAX]; /* each token's pass replaces them with the carry's before it */
+    for (int i = 0; i < c->n_carry; i++) gc[i] = gc0[i];
+    int n_v = 2 * (c->n_carry + c->n_ys) + 2 * (c->n_carry + c->n_xs + c->n_params);
+    mi_tensor **v = calloc((size_t)n_v, sizeof *v);
+    mi_scope *sc[2] = {scratch_get(), scratch_get()};
+    bool recording = mi_set_grad_enabled(false);
+    mi_track_mark mark = mi_tensor_track_push(next_pass());
+    int rc = -1, held = -1;
+    if (!v || !sc[0] || !sc[1]) {
+        if (!mi_error_pending()) mi_error_set("mi_scan: out of memory");
+        goto done;
+    }
+    if (!c->kept_valid && refill_kept(c, sc[0]) != 0) goto done;
+    for (int i = 0; i < c->n_carry; i++)
+        memcpy(gc[i]->data, (const char *)g->data + (size_t)c->out_off_c[i] * es,
+               (size_t)gc[i]->numel * es);
+    for (int64_t s = c->n_seg; s-- > 0;)
+        if (segment_grad(c, sc, &held, s, gc, g, gx, gp, v) != 0) goto done;
+    for (int i = 0; i < c->n_carry; i++)
+        if (gcar[i]) memcpy(gcar[i], gc[i]->data, (size_t)gc[i]->numel * es);
+    rc = 0;
+done:
+    mi_tensor_track_pop(mark);
+    mi_set_grad_enabled(recording);
+    free(v);
+    scratch_put(sc[1]);
+    scratch_put(sc[0]);
+    return rc;
+}
+
+/* Runs run(c->part[p], p, ctx) for every part, on n_parts threads when
+ * `threads` (else one after the other, on this one), and keeps the first
+ * failing part's message: 0, or -1 with that message. */
+typedef int (*part_fn)(scan_closure *part, int p, void *ctx);
+static int over_parts(scan_closure *c, bool threads, part_fn run, void *ctx)
+{
+    enum { MSG = 600 };
+    char *msg = calloc((size_t)c->n_parts, MSG);
+    if (!msg) return mi_error_set("mi_scan: out of memory"), -1;
+    int failed = -1;
+#pragma omp parallel num_threads(c->n_parts) if (threads)
+    {
+        int t = 0, k = 1;
+#ifdef _OPENMP
+        t = omp_get_thread_num();
+        k = omp_get_num_threads();
+#endif
+        for (int p = t; p < c->n_parts; p += k)
+            if (run(&c->part[p], p, ctx) != 0) {
+                snprintf(msg + (size_t)p * MSG, MSG, "%s",
+                         mi_error_pending() ? mi_error() : "mi_scan: a part failed");
+                mi_error_clear();
+#pragma omp critical(mi_scan_parts)
+                if (failed < 0 || p < failed) failed = p;
+            }
+    }
+    if (failed >= 0) mi_error_set("%s", msg + (size_t)failed * MSG);
+    free(msg);
+    return failed >= 0 ? -1 : 0;
+}
+
+/* A part's gradient buffers: the whole scan's at the part's rows. */
+typedef struct part_grads {
+    const mi_tensor *g;
+    mi_tensor **gc;   /* [n_parts · n_carry] */
+    void *const *gcar, *const *gx;
+    void *gp;
+} part_grads;
+
+static int part_backward_of(scan_closure *part, int p, void *ctx)
+{
+    const part_grads *pg = ctx;
+    size_t es = mi_dtype_size(part->dt);
+    void *gcar[SCAN_MAX], *gx[SCAN_MAX];
+    for (int i = 0; i < part->n_carry; i++) {
+        int64_t R = part->carry0[i]->numel / part->N;
+        gcar[i] = pg->gcar[i] ? (char *)pg->gcar[i] + (size_t)(part->row0 * R) * es : NULL;
+    }
+    for (int j = 0; j < part->n_xs; j++) {
+        int64_t R = part->xs[j]->numel / part->N;
+        gx[j] = pg->gx[j] ? (char *)pg->gx[j] + (size_t)(part->row0 * R) * es : NULL;
+    }
+    return part_backward(part, pg->g, pg->gc + (size_t)p * (size_t)part->n_carry, gcar, gx,
+                         pg->gp);
+}
+
 static int scan_vjp_all(const mi_node *nd, mi_tensor *g, const bool *need, mi_tensor **grads)
 {
     scan_closure *c = (scan_closure *)(uintptr_t)nd->attrs.data;
@@ -429,64 +532,57 @@ static int scan_vjp_all(const mi_node *nd, mi_tensor *g, const bool *need, mi_te
     mi_tensor *gin[MI_MAX_INPUTS] = {0};
     for (int k = 0; k < nd->n_inputs; k++)
         if (need[k] && !(gin[k] = mi_zeros_like(nd->inputs[k]))) return -1;
-    void *gx[SCAN_MAX] = {0};
+    void *gx[SCAN_MAX] = {0}, *gcar[SCAN_MAX] = {0};
     for (int j = 0; j < c->n_xs; j++) {
         mi_tensor *gs = gin[c->xs_slot[j]];
         if (gs && c->xs[j]->requires_grad) gx[j] = (char *)gs->data + (size_t)c->xs_off[j] * es;
     }
+    for (int i = 0; i < c->n_carry; i++) {
+        mi_tensor *gs = gin[c->carry_slot[i]];
+        if (gs) gcar[i] = (char *)gs->data + (size_t)c->carry_off[i] * es;
+    }
     void *gp = c->n_params && gin[c->params_slot] ? gin[c->params_slot]->data : NULL;
-
-    int n_v = 2 * (c->n_carry + c->n_ys) + 2 * (c->n_carry + c->n_xs + c->n_params);
-    mi_tensor **v = calloc((size_t)n_v, sizeof *v);
-    mi_scope *sc[2] = {scratch_get(), scratch_get()}, *outer_scope = mi_scope_current();
+    mi_scope *outer_scope = mi_scope_current();
     /* a parameter with autograd history (a view of a leaf, a function of
      * one) stands as a leaf in the nested passes, so that they stop at it:
      * the outer pass takes its gradient on through its node */
     mi_node **nodes = c->n_params ? malloc(sizeof *nodes * (size_t)c->n_params) : NULL;
-    if (!v || !sc[0] || !sc[1] || (c->n_params && !nodes)) {
-        if (!mi_error_pending()) mi_error_set("mi_scan: out of memory");
-        free(v);
-        free(nodes);
-        scratch_put(sc[1]);
-        scratch_put(sc[0]);
-        return -1;
+    int parts = c->n_parts > 1 ? c->n_parts : 1;
+    /* the carry's gradient per part, in the outer pass's scope, given back
+     * to it at the end (the next call of this size takes the same piece) */
+    mi_tensor **gc = calloc((size_t)(parts * c->n_carry) + 1, sizeof *gc);
+    mi_track_mark mark = mi_tensor_track_push(next_pass());
+    int rc = -1;
+    if ((c->n_params && !nodes) || !gc) {
+        mi_error_set("mi_scan: out of memory");
+        goto out;
+    }
+    for (int p = 0; p < parts; p++) {
+        const scan_closure *pc = c->n_parts > 1 ? &c->part[p] : c;
+        for (int i = 0; i < c->n_carry; i++) {
+            const mi_tensor *c0 = pc->carry0[i];
+            if (!(gc[p * c->n_carry + i] = mi_tensor_new(c->dt, c0->rank, c0->shape))) goto out;
+        }
     }
     for (int j = 0; j < c->n_params; j++) {
         nodes[j] = c->params[j]->node;
         c->params[j]->node = NULL;
     }
-    mi_track_mark outer = mi_tensor_track_push(next_pass());
-    int rc = -1;
-    /* the carry's gradient in the outer pass's scope, given back to it at
-     * the end (the next call of this size takes the same piece) */
-    mi_tensor *gc[SCAN_MAX] = {0}, *gc_end[SCAN_MAX] = {0};
-    for (int i = 0; i < c->n_carry; i++)
-        if (!(gc[i] = gc_end[i] = mi_tensor_new(c->dt, c->carry0[i]->rank, c->carry0[i]->shape)))
-            goto done;
-    if (!c->kept_valid && refill_kept(c, sc[0]) != 0) goto done;
-    int64_t off = 0;
-    for (int i = 0; i < c->n_carry; i++) {
-        memcpy(gc[i]->data, (const char *)g->data + (size_t)off * es, (size_t)gc[i]->numel * es);
-        off += gc[i]->numel;
+    if (c->n_parts > 1) {
+        /* the nested passes of two threads would share the parameters'
+         * gradient slots: with parameters the parts run one after the other */
+        part_grads pg = {.g = g, .gc = gc, .gcar = gcar, .gx = gx, .gp = gp};
+        rc = over_parts(c, c->n_params == 0, part_backward_of, &pg);
+    } else {
+        rc = part_backward(c, g, gc, gcar, gx, gp);
     }
-    int held = -1;
-    for (int64_t s = c->n_seg; s-- > 0;)
-        if (segment_grad(c, sc, &held, s, gc, g, gx, gp, v) != 0) goto done;
-    for (int i = 0; i < c->n_carry; i++) {
-        mi_tensor *gs = gin[c->carry_slot[i]];
-        if (gs) memcpy((char *)gs->data + (size_t)c->carry_off[i] * es, gc[i]->data,
-                       (size_t)gc[i]->numel * es);
-    }
-    rc = 0;
-done:
-    for (int i = 0; i < c->n_carry; i++)
-        if (gc_end[i]) mi_scope_release(outer_scope, gc_end[i]->data, (size_t)gc_end[i]->numel * es);
-    mi_tensor_track_pop(outer);
     for (int j = 0; j < c->n_params; j++) c->params[j]->node = nodes[j];
+out:
+    for (int k = 0; gc && k < parts * c->n_carry; k++)
+        if (gc[k]) mi_scope_release(outer_scope, gc[k]->data, (size_t)gc[k]->numel * es);
+    mi_tensor_track_pop(mark);
+    free(gc);
     free(nodes);
-    free(v);
-    scratch_put(sc[1]);
-    scratch_put(sc[0]);
     if (rc != 0) return -1;
     for (int k = 0; k < nd->n_inputs; k++)
         if (need[k]) grads[k] = gin[k];
@@ -595,32 +691,62 @@ static int node_inputs(scan_closure *c, mi_tensor **in)
     return n;
 }
 
-/* The forward's loop: every token's body with recording off (token_step),
- * the tokens alternating between the two scratch scopes sc[0], sc[1], so
- * that a token reads the carry the one before it left in the other scope
- * (no copy between tokens); the carry at each segment's start into its slot
- * (when kept); the y's into O, which the first token's y's size and which
- * goes to the caller's scope. The carry before the first token is a copy of
- * carry0 (slot 0 when kept, else in the caller's scope and given back at the
- * end): the body must not see the caller's tensors as its parameters. */
-static mi_tensor *run_forward(scan_closure *c, mi_scope *outer, mi_scope *const *sc, bool keep,
-                              finder *f)
+/* Where this part's c_T and y's go in O, from the first token's y's (the
+ * carries first, then the y's, each over the N_all rows; a part's rows at
+ * row0), and O's size. */
+static int64_t layout(scan_closure *c, mi_tensor *const *y)
+{
+    int64_t total = 0;
+    for (int i = 0; i < c->n_carry; i++) {
+        int64_t n = c->carry0[i]->numel, R = n / c->N;
+        c->out_off_c[i] = total + c->row0 * R;
+        total += c->N == c->N_all ? n : R * c->N_all;
+    }
+    for (int j = 0; j < c->n_ys; j++) {
+        int64_t R = y[j]->numel / c->N;
+        c->out_off_y[j] = total + c->row0 * c->T * R;
+        total += R * c->T * c->N_all;
+    }
+    return total;
+}
+
+/* O, made in `outer` by the first part to ask (parts run on threads). */
+static mi_tensor *output_of(mi_dtype dt, mi_scope *outer, mi_tensor **O, int64_t total)
+{
+    mi_tensor *r;
+#pragma omp critical(mi_scan_output)
+    {
+        if (!*O) {
+            mi_scope_enter(outer);
+            *O = mi_tensor_new(dt, 1, (int64_t[]){total});
+            mi_scope_leave();
+        }
+        r = *O;
+    }
+    return r;
+}
+
+/* The forward's loop over one part's rows (or the whole scan's): every
+ * token's body with recording off (token_step), the tokens alternating
+ * between two scratch scopes of this thread, so that a token reads the carry
+ * the one before it left in the other scope (no copy between tokens); the
+ * carry at each segment's start into its slot (when kept); the y's and c_T
+ * into O (*O, made at the first token, in outer). first[]: the carry before
+ * the first token, a copy of carry0 the caller made (slot 0 when kept): the
+ * body must not see the caller's tensors as its parameters. f: the finder
+ * of the body's parameters, or NULL. */
+static int run_forward(scan_closure *c, mi_scope *outer, mi_tensor **O, mi_tensor *const *first,
+                       bool keep, finder *f)
 {
     size_t es = mi_dtype_size(c->dt);
-    mi_tensor *first[SCAN_MAX] = {0}, *cur[SCAN_MAX], *co[SCAN_MAX], *y[SCAN_MAX], *O = NULL;
+    mi_scope *sc[2] = {scratch_get(), scratch_get()};
+    mi_tensor *cur[SCAN_MAX], *co[SCAN_MAX], *y[SCAN_MAX], *out = NULL;
     void *at[SCAN_MAX];
-    int r = 0;
-    mi_scope_enter(outer);
-    if (keep) r = slot_views(c, 0, first);
-    else
-        for (int i = 0; i < c->n_carry && r == 0; i++)
-            if (!(first[i] = mi_tensor_new(c->dt, c->carry0[i]->rank, c->carry0[i]->shape)))
-                r = -1;
-    mi_scope_leave();
-    for (int i = 0; i < c->n_carry && r == 0; i++) {
-        memcpy(first[i]->data, c->carry0[i]->data, (size_t)first[i]->numel * es);
-        cur[i] = first[i];
-    }
+    int r = sc[0] && sc[1] ? 0 : -1;
+    if (r) mi_error_set("mi_scan: out of memory");
+    if (f) f->token[0] = sc[0], f->token[1] = sc[1];
+    for (int i = 0; i < c->n_carry; i++) cur[i] = first[i];
+    mi_track_mark mark = mi_tensor_track_push(next_pass());
     bool recording = mi_set_grad_enabled(false);
     for (int64_t t = 0, sg = 0; t < c->T && r == 0; t++) {
         if (keep && t == c->start[sg]) {
@@ -631,32 +757,106 @@ static mi_tensor *run_forward(scan_closure *c, mi_scope *outer, mi_scope *const 
         mi_scope *s = sc[t & 1];
         if ((r = token_step(c, s, cur, 0, t, co, y, f)) != 0 || (r = scratch_hold(s, co, c->n_carry)))
             break;
-        if (t == 0) {
-            int64_t total = 0;
-            for (int i = 0; i < c->n_carry; i++) total += c->carry0[i]->numel;
-            for (int j = 0; j < c->n_ys; j++) {
-                c->out_off_y[j] = total;
-                total += y_numel(c, j);
-            }
-            mi_scope_enter(outer);
-            O = mi_tensor_new(c->dt, 1, (int64_t[]){total});
-            mi_scope_leave();
-            if (!O) r = -1;
-        }
+        if (t == 0 && !(out = output_of(c->dt, outer, O, layout(c, y)))) r = -1;
         for (int j = 0; j < c->n_ys && r == 0; j++)
-            scatter((char *)O->data + (size_t)c->out_off_y[j] * es, y[j]->data, c->N, c->T, t,
+            scatter((char *)out->data + (size_t)c->out_off_y[j] * es, y[j]->data, c->N, c->T, t,
                     y[j]->numel / c->N, es);
         for (int i = 0; i < c->n_carry; i++) cur[i] = co[i];
     }
     mi_set_grad_enabled(recording);
-    /* c_T ahead of the y's in O */
-    int64_t off = 0;
-    for (int i = 0; i < c->n_carry && r == 0; i++) {
-        memcpy((char *)O->data + (size_t)off * es, cur[i]->data, (size_t)cur[i]->numel * es);
-        off += cur[i]->numel;
+    for (int i = 0; i < c->n_carry && r == 0; i++)
+        memcpy((char *)out->data + (size_t)c->out_off_c[i] * es, cur[i]->data,
+               (size_t)cur[i]->numel * es);
+    mi_tensor_track_pop(mark);
+    scratch_put(sc[1]);
+    scratch_put(sc[0]);
+    return r;
+}
+
+/* What the parts' forwards share: the output, and per part the carry
+ * before its first token and the finder of the body's parameters. */
+typedef struct parts_forward {
+    mi_scope *outer;
+    mi_tensor **O, **first; /* first: [n_parts · n_carry] */
+    finder *f;              /* [n_parts], or NULL */
+    bool keep;
+} parts_forward;
+
+static int part_forward_of(scan_closure *part, int p, void *ctx)
+{
+    const parts_forward *pf = ctx;
+    return run_forward(part, pf->outer, pf->O, pf->first + (size_t)p * (size_t)part->n_carry,
+                       pf->keep, pf->f ? &pf->f[p] : NULL);
+}
+
+/* The carry before the first token of closure c into first[] (views of slot
+ * 0 when kept, else copies in outer, which the caller gives back). */
+static int first_carries(const scan_closure *c, mi_scope *outer, bool keep, mi_tensor **first)
+{
+    size_t es = mi_dtype_size(c->dt);
+    int r = 0;
+    mi_scope_enter(outer);
+    if (keep) r = slot_views(c, 0, first);
+    else
+        for (int i = 0; i < c->n_carry && r == 0; i++)
+            if (!(first[i] = mi_tensor_new(c->dt, c->carry0[i]->rank, c->carry0[i]->shape)))
+                r = -1;
+    mi_scope_leave();
+    for (int i = 0; i < c->n_carry && r == 0; i++)
+        memcpy(first[i]->data, c->carry0[i]->data, (size_t)first[i]->numel * es);
+    return r;
+}
+
+/* The forward over all rows, or over the parts on their threads (each part
+ * checks its y's against its own rows; here they must agree past axis 0):
+ * O, or NULL. The parameters the parts' finders found go into f. */
+static mi_tensor *forward(scan_closure *c, mi_scope *outer, bool keep, finder *f)
+{
+    size_t es = mi_dtype_size(c->dt);
+    int parts = c->n_parts > 1 ? c->n_parts : 1;
+    mi_tensor *O = NULL, **first = calloc((size_t)(parts * c->n_carry) + 1, sizeof *first);
+    finder *pf = f && c->n_parts > 1 ? calloc((size_t)parts, sizeof *pf) : NULL;
+    int r = first && (!f || c->n_parts <= 1 || pf) ? 0 : -1;
+    if (r) mi_error_set("mi_scan: out of memory");
+    for (int p = 0; p < parts && r == 0; p++)
+        r = first_carries(c->n_parts > 1 ? &c->part[p] : c, outer, keep, first + p * c->n_carry);
+    if (r == 0 && c->n_parts > 1) {
+        parts_forward ctx = {.outer = outer, .O = &O, .first = first, .f = pf, .keep = keep};
+        r = over_parts(c, true, part_forward_of, &ctx);
+        for (int p = 0; p < parts && pf; p++) {
+            for (int j = 0; j < pf[p].n && r == 0; j++)
+                if (!tensor_list_add_once(&f->params, &f->n, &f->cap, pf[p].params[j])) r = -1;
+            f->out_of_memory |= pf[p].out_of_memory || r != 0;
+            free(pf[p].params);
+        }
+        const scan_closure *p0 = &c->part[0];
+        char a[96], b[96];
+        for (int j = 0; j < c->n_ys && r == 0; j++) {
+            for (int p = 1; p < parts && r == 0; p++) {
+                const scan_closure *pp = &c->part[p];
+                if (pp->y_rank[j] != p0->y_rank[j] ||
+                    memcmp(pp->y_shape[j] + 1, p0->y_shape[j] + 1,
+                           sizeof(int64_t) * (size_t)(p0->y_rank[j] - 1)) != 0) {
+                    mi_error_set("mi_scan_rows: the body's y[%d] is %s for rows [%lld, %lld) and "
+                                 "%s for rows [0, %lld): the rows must not change its shape", j,
+                                 mi_shape_str(a, sizeof a, pp->y_rank[j], pp->y_shape[j]),
+                                 (long long)pp->row0, (long long)(pp->row0 + pp->N),
+                                 mi_shape_str(b, sizeof b, p0->y_rank[j], p0->y_shape[j]),
+                                 (long long)p0->N);
+                    r = -1;
+                }
+            }
+            c->y_rank[j] = p0->y_rank[j];
+            memcpy(c->y_shape[j], p0->y_shape[j], sizeof c->y_shape[j]);
+            c->y_shape[j][0] = c->N;
+        }
+    } else if (r == 0) {
+        r = run_forward(c, outer, &O, first, keep, f);
     }
-    for (int i = 0; i < c->n_carry && !keep; i++)
-        if (first[i]) mi_scope_release(outer, first[i]->data, (size_t)first[i]->numel * es);
+    for (int k = 0; first && !keep && k < parts * c->n_carry; k++)
+        if (first[k]) mi_scope_release(outer, first[k]->data, (size_t)first[k]->numel * es);
+    free(first);
+    free(pf);
     return r == 0 ? O : NULL;
 }
 
@@ -713,8 +913,78 @@ static int schedule(scan_closure *c, mi_scope *outer, int64_t segment)
     return 0;
 }
 
-int mi_scan(mi_scan_fn body, void *ctx, int n_carry, mi_tensor *const *carry0, int n_xs,
-            mi_tensor *const *xs, int n_ys, int segment, mi_tensor **carry_out, mi_tensor **ys)
+/* The parts of mi_scan_rows: n closures over consecutive rows, each with
+ * views of its rows of carry0, xs and the kept carries (part p's slots
+ * follow part p − 1's, each slot over its own rows). */
+static int make_parts(scan_closure *c, mi_scope *outer, int n)
+{
+    size_t es = mi_dtype_size(c->dt);
+    char a[96];
+    for (int i = 0; i < c->n_carry; i++)
+        if (c->carry0[i]->rank < 1 || c->carry0[i]->shape[0] != c->N)
+            return mi_error_set("mi_scan_rows: carry0[%d] is %s; every carry must be [N = %lld, "
+                                "…], a row per row of the inputs", i,
+                                mi_shape_str(a, sizeof a, c->carry0[i]->rank,
+                                             c->carry0[i]->shape), (long long)c->N), -1;
+    mi_scope_enter(outer);
+    c->part = mi_scope_alloc(outer, sizeof *c->part * (size_t)n);
+    int r = c->part ? 0 : -1;
+    for (int p = 0; p < n && r == 0; p++) {
+        scan_closure *pc = &c->part[p];
+        int64_t row0 = c->N * p / n, rows = c->N * (p + 1) / n - row0;
+        mi_tensor **arrays =
+            mi_scope_alloc(outer, sizeof *arrays * (size_t)(2 * (c->n_carry + c->n_xs) + 1));
+        if (!arrays) {
+            r = -1;
+            break;
+        }
+        *pc = (scan_closure){.body = c->body, .ctx = c->ctx, .n_carry = c->n_carry,
+                             .n_xs = c->n_xs, .n_ys = c->n_ys, .dt = c->dt, .N = rows,
+                             .T = c->T, .n_seg = c->n_seg, .n_slots = c->n_slots,
+                             .start = c->start, .carry0 = arrays, .xs = arrays + c->n_carry,
+                             .kept = arrays + c->n_carry + c->n_xs, .kept_valid = true,
+                             .row0 = row0, .N_all = c->N};
+        for (int j = 0; j < c->n_ys; j++) pc->y_rank[j] = -1;
+        int64_t shape[MI_MAX_RANK];
+        for (int i = 0; i < c->n_carry && r == 0; i++) {
+            const mi_tensor *c0 = c->carry0[i];
+            int64_t R = c0->numel / c->N;
+            memcpy(shape, c0->shape, sizeof(int64_t) * (size_t)c0->rank);
+            shape[0] = rows;
+            pc->carry0[i] = mi_tensor_alias(c0, c0->rank, shape, (size_t)(row0 * R) * es);
+            pc->kept[i] = !c->kept[i] ? NULL
+                          : mi_tensor_alias(c->kept[i], 1, (int64_t[]){c->n_slots * rows * R},
+                                            (size_t)(c->n_slots * row0 * R) * es);
+            if (!pc->carry0[i] || (c->kept[i] && !pc->kept[i])) r = -1;
+        }
+        for (int j = 0; j < c->n_xs && r == 0; j++) {
+            const mi_tensor *x = c->xs[j];
+            memcpy(shape, x->shape, sizeof(int64_t) * (size_t)x->rank);
+            shape[0] = rows;
+            if (!(pc->xs[j] = mi_tensor_alias(x, x->rank, shape,
+                                              (size_t)(row0 * (x->numel / c->N)) * es)))
+                r = -1;
+        }
+    }
+    mi_scope_leave();
+    if (r == 0) c->n_parts = n;
+    return r;
+}
+
+/* The threads mi_scan_rows splits its rows over: one part a thread, at most
+ * a row each; none inside a parallel region. */
+static int parts_for(int64_t N)
+{
+    int n = 1;
+#ifdef _OPENMP
+    if (!omp_in_parallel()) n = mi_threads();
+#endif
+    return n > N ? (int)N : n;
+}
+
+static int scan(bool rows, mi_scan_fn body, void *ctx, int n_carry, mi_tensor *const *carry0,
+                int n_xs, mi_tensor *const *xs, int n_ys, int segment, mi_tensor **carry_out,
+                mi_tensor **ys)
 {
     if (check_args(body, n_carry, carry0, n_xs, xs, n_ys, segment, carry_out, ys) != 0) return -1;
     mi_scope *outer = mi_scope_current();
@@ -722,11 +992,11 @@ int mi_scan(mi_scan_fn body, void *ctx, int n_carry, mi_tensor *const *carry0, i
     scan_closure *c = mi_scope_alloc(outer, sizeof *c);
     mi_tensor **arrays = mi_scope_alloc(outer, sizeof *arrays * (size_t)(2 * (n_carry + n_xs) + 1));
     if (!c || !arrays) return -1;
-    int64_t T = xs[0]->shape[1];
+    int64_t T = xs[0]->shape[1], N = xs[0]->shape[0];
     *c = (scan_closure){.body = body, .ctx = ctx, .n_carry = n_carry, .n_xs = n_xs, .n_ys = n_ys,
-                        .dt = xs[0]->dtype, .N = xs[0]->shape[0], .T = T, .carry0 = arrays,
+                        .dt = xs[0]->dtype, .N = N, .T = T, .carry0 = arrays,
                         .xs = arrays + n_carry, .kept = arrays + n_carry + n_xs,
-                        .kept_valid = true};
+                        .kept_valid = true, .N_all = N};
     if (schedule(c, outer, segment) != 0) return -1;
     for (int i = 0; i < n_carry; i++) c->carry0[i] = carry0[i];
     for (int j = 0; j < n_xs; j++) c->xs[j] = xs[j];
@@ -736,17 +1006,16 @@ int mi_scan(mi_scan_fn body, void *ctx, int n_carry, mi_tensor *const *carry0, i
         for (int i = 0; i < n_carry; i++)
             if (!(c->kept[i] = mi_tensor_new(c->dt, 1, (int64_t[]){c->n_slots * carry0[i]->numel})))
                 return -1;
+    int n_parts = rows ? parts_for(N) : 1;
+    if (n_parts > 1 && make_parts(c, outer, n_parts) != 0) return -1;
 
     /* everything made here is listed under mi_scan's own pass, so that an
      * enclosing pass (a checkpoint's forward, a backward) never releases
      * what the scratch scopes hold */
     mi_track_mark mark = mi_tensor_track_push(next_pass());
-    mi_scope *sc[2] = {scratch_get(), scratch_get()};
-    finder f = {.token = {sc[0], sc[1]}};
+    finder f = {0};
     int rc = -1;
-    mi_tensor *O = NULL;
-    if (!sc[0] || !sc[1]) goto done;
-    O = run_forward(c, outer, sc, recording, recording ? &f : NULL);
+    mi_tensor *O = forward(c, outer, recording, recording ? &f : NULL);
     if (!O) goto done;
     if (f.out_of_memory) {
         mi_error_set("mi_scan: out of memory");
@@ -767,6 +1036,10 @@ int mi_scan(mi_scan_fn body, void *ctx, int n_carry, mi_tensor *const *carry0, i
             goto done;
         for (int j = 0; j < f.n; j++) c->params[j] = f.params[j];
         c->n_params = f.n;
+        for (int p = 0; p < c->n_parts; p++) {
+            c->part[p].params = c->params;
+            c->part[p].n_params = c->n_params;
+        }
         mi_tensor *in[MI_MAX_INPUTS];
         int n = node_inputs(c, in);
         if (n < 0 || !mi_node_record(&mi_op_scan_body, in, n, &(mi_attrs){.data = c}, O)) goto done;
@@ -774,8 +1047,19 @@ int mi_scan(mi_scan_fn body, void *ctx, int n_carry, mi_tensor *const *carry0, i
     rc = split_outputs(c, O, carry_out, ys);
 done:
     free(f.params);
-    scratch_put(sc[1]);
-    scratch_put(sc[0]);
     mi_tensor_track_pop(mark);
     return rc;
+}
+
+int mi_scan(mi_scan_fn body, void *ctx, int n_carry, mi_tensor *const *carry0, int n_xs,
+            mi_tensor *const *xs, int n_ys, int segment, mi_tensor **carry_out, mi_tensor **ys)
+{
+    return scan(false, body, ctx, n_carry, carry0, n_xs, xs, n_ys, segment, carry_out, ys);
+}
+
+int mi_scan_rows(mi_scan_fn body, void *ctx, int n_carry, mi_tensor *const *carry0, int n_xs,
+                 mi_tensor *const *xs, int n_ys, int segment, mi_tensor **carry_out,
+                 mi_tensor **ys)
+{
+    return scan(true, body, ctx, n_carry, carry0, n_xs, xs, n_ys, segment, carry_out, ys);
 }

@@ -130,6 +130,18 @@ static mi_tensor *at_token(mi_tensor *xs, int64_t t)
     return mi_squeeze(mi_slice(xs, 1, t, t + 1), 1);
 }
 
+/* The scan of the memories: each row of the carries and inputs is one
+ * memory (a sequence's head), which the body never mixes with another, so
+ * the rows run on the threads (mi_scan_rows) when every carry has them. */
+static int scan_memories(mi_scan_fn fn, void *ctx, int nc, mi_tensor *const *carry, int n_xs,
+                         mi_tensor *const *xs, int segment, mi_tensor **out, mi_tensor **y)
+{
+    bool rows = true;
+    for (int i = 0; i < nc; i++)
+        rows &= carry[i]->rank >= 1 && carry[i]->shape[0] == xs[0]->shape[0];
+    return (rows ? mi_scan_rows : mi_scan)(fn, ctx, nc, carry, n_xs, xs, 1, segment, out, y);
+}
+
 mi_tensor *miras_scan_forward(const mi_miras *m, int nw, mi_tensor **a, mi_tensor **s,
                               mi_tensor *q, mi_tensor *k, mi_tensor *v, const mi_miras_gates *gt)
 {
@@ -162,7 +174,7 @@ mi_tensor *miras_scan_forward(const mi_miras *m, int nw, mi_tensor **a, mi_tenso
         t0 = 1;
     }
     if (t0 < T) {
-        if (mi_scan(body, sc, nc, carry, n_xs, xs, 1, 0, out, &y) != 0) return NULL;
+        if (scan_memories(body, sc, nc, carry, n_xs, xs, 0, out, &y) != 0) return NULL;
         memcpy(carry, out, sizeof(mi_tensor *) * (size_t)nc);
     }
     mi_tensor *eta_last;
@@ -262,7 +274,7 @@ mi_tensor *miras_chunk_scan_forward(run *r, mi_tensor *q, mi_tensor *k, mi_tenso
         mi_tensor *carry[2 * MI_MEMORY_MAX_WEIGHTS + 1], *out[2 * MI_MEMORY_MAX_WEIGHTS + 1];
         pack_carry(sc, r->a, r->s, r->eta, carry);
         mi_tensor *y = NULL;
-        if (mi_scan(chunk_body, cc, nc, carry, n_xs, xs, 1, 1, out, &y) != 0) return NULL;
+        if (scan_memories(chunk_body, cc, nc, carry, n_xs, xs, 1, out, &y) != 0) return NULL;
         unpack_carry(sc, out, r->a, r->s, &r->eta);
         /* [N, T/b, b, dv] → [N, T, dv] */
         int64_t shape[3] = {y->shape[0], y->shape[1] * y->shape[2], y->shape[3]};

@@ -1,6 +1,7 @@
-/* One oneDNN engine and stream, and an LRU cache of primitives. */
+/* One oneDNN engine, and per thread a stream and an LRU cache of primitives. */
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "dnnl_common.h"
@@ -8,34 +9,55 @@
 
 #define CACHE_SIZE 512
 
+/* The engine is made once (under the lock) and only read after. */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static dnnl_engine_t engine;
-static dnnl_stream_t stream;
-static bool tried;
-static dnnl_entry cache[CACHE_SIZE];
-static int used;
-static uint64_t clock_tick;
-static dnnl_cache_stats stats;
+static bool tried, ready; /* ready: tried, and engine set (atomic) */
+static uint64_t hits, misses; /* atomic */
+
+/* Each thread has its own stream and its own cache of primitives, with the
+ * memory objects their data pointers are set on: two threads (mi_scan's row
+ * parts) run the same shapes at once, and a shared entry would serialize
+ * them. A thread's first miss on a shape oneDNN has built for another thread
+ * is a hit in oneDNN's own primitive cache. */
+typedef struct thread_cache {
+    dnnl_stream_t stream;
+    dnnl_entry entry[CACHE_SIZE];
+    int used;
+    uint64_t clock_tick;
+} thread_cache;
+static _Thread_local thread_cache *mine;
 
 static dnnl_engine_t engine_locked(void)
 {
     if (!tried) {
         tried = true;
         if (dnnl_engine_create(&engine, dnnl_cpu, 0) != dnnl_success) engine = NULL;
-        else if (dnnl_stream_create(&stream, engine, dnnl_stream_default_flags) != dnnl_success) {
-            dnnl_engine_destroy(engine);
-            engine = NULL;
-        }
     }
     return engine;
 }
 
 dnnl_engine_t miras_dnnl_engine(void)
 {
+    if (__atomic_load_n(&ready, __ATOMIC_ACQUIRE)) return engine;
     pthread_mutex_lock(&lock);
     dnnl_engine_t e = engine_locked();
+    __atomic_store_n(&ready, true, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&lock);
     return e;
+}
+
+/* This thread's cache, made (with its stream) on first use; NULL when that fails. */
+static thread_cache *cache_of_thread(dnnl_engine_t eng)
+{
+    if (mine) return mine;
+    thread_cache *c = calloc(1, sizeof *c);
+    if (!c) return NULL;
+    if (dnnl_stream_create(&c->stream, eng, dnnl_stream_default_flags) != dnnl_success) {
+        free(c);
+        return NULL;
+    }
+    return mine = c;
 }
 
 /* oneDNN 2.6 has no f64 on the CPU: DNNL kernels exist for f32 only. */
@@ -58,20 +80,20 @@ static void entry_destroy(dnnl_entry *e)
     memset(e, 0, sizeof *e);
 }
 
-static dnnl_entry *lookup(const dnnl_key *key, dnnl_build_fn build, void *ctx)
+static dnnl_entry *lookup(thread_cache *c, const dnnl_key *key, dnnl_build_fn build, void *ctx)
 {
-    for (int i = 0; i < used; i++)
-        if (memcmp(&cache[i].key, key, sizeof *key) == 0) {
-            stats.hits++;
-            return &cache[i];
+    for (int i = 0; i < c->used; i++)
+        if (memcmp(&c->entry[i].key, key, sizeof *key) == 0) {
+            __atomic_add_fetch(&hits, 1, __ATOMIC_RELAXED);
+            return &c->entry[i];
         }
-    stats.misses++;
+    __atomic_add_fetch(&misses, 1, __ATOMIC_RELAXED);
     dnnl_entry *e;
-    if (used < CACHE_SIZE) e = &cache[used++];
+    if (c->used < CACHE_SIZE) e = &c->entry[c->used++];
     else { /* evict the least recently used */
-        e = &cache[0];
+        e = &c->entry[0];
         for (int i = 1; i < CACHE_SIZE; i++)
-            if (cache[i].last_use < e->last_use) e = &cache[i];
+            if (c->entry[i].last_use < e->last_use) e = &c->entry[i];
         entry_destroy(e);
     }
     memset(e, 0, sizeof *e);
@@ -86,23 +108,19 @@ static dnnl_entry *lookup(const dnnl_key *key, dnnl_build_fn build, void *ctx)
 
 int miras_dnnl_run(const dnnl_key *key, dnnl_build_fn build, void *ctx, void *const *ptr)
 {
-    int rc = -1;
-    pthread_mutex_lock(&lock);
-    if (!engine_locked()) goto out;
-    dnnl_entry *e = lookup(key, build, ctx);
-    if (!e) goto out;
-    e->last_use = ++clock_tick;
+    dnnl_engine_t eng = miras_dnnl_engine();
+    thread_cache *c = eng ? cache_of_thread(eng) : NULL;
+    dnnl_entry *e = c ? lookup(c, key, build, ctx) : NULL;
+    if (!e) return -1;
+    e->last_use = ++c->clock_tick;
     dnnl_exec_arg_t args[DNNL_MAX_ARGS];
     for (int i = 0; i < e->n_args; i++) {
-        if (dnnl_memory_set_data_handle(e->mem[i], ptr[i]) != dnnl_success) goto out;
+        if (dnnl_memory_set_data_handle(e->mem[i], ptr[i]) != dnnl_success) return -1;
         args[i].arg = e->arg[i];
         args[i].memory = e->mem[i];
     }
-    if (dnnl_primitive_execute(e->prim, stream, e->n_args, args) != dnnl_success) goto out;
-    rc = dnnl_stream_wait(stream) == dnnl_success ? 0 : -1;
-out:
-    pthread_mutex_unlock(&lock);
-    return rc;
+    if (dnnl_primitive_execute(e->prim, c->stream, e->n_args, args) != dnnl_success) return -1;
+    return dnnl_stream_wait(c->stream) == dnnl_success ? 0 : -1;
 }
 
 bool miras_dnnl_avx512(void)
@@ -129,8 +147,6 @@ const char *miras_dnnl_isa_name(void)
 
 dnnl_cache_stats miras_dnnl_cache_stats(void)
 {
-    pthread_mutex_lock(&lock);
-    dnnl_cache_stats s = stats;
-    pthread_mutex_unlock(&lock);
-    return s;
+    return (dnnl_cache_stats){__atomic_load_n(&hits, __ATOMIC_RELAXED),
+                              __atomic_load_n(&misses, __ATOMIC_RELAXED)};
 }

@@ -1,5 +1,5 @@
-/* Shared oneDNN 2.6 state for the DNNL backend kernels: one CPU engine, one
- * stream, and a cache of primitives keyed by op and shape. Creating a
+/* Shared oneDNN 2.6 state for the DNNL backend kernels: one CPU engine, and
+ * per thread a stream and a cache of primitives keyed by op and shape. Creating a
  * primitive costs 50–450 µs and a cache hit a few µs (measured), so
  * kernels never create one on the hot path after warm-up. */
 #ifndef MIRAS_DNNL_COMMON_H

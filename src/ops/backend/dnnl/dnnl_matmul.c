@@ -65,8 +65,7 @@ static int md_init(dnnl_memory_desc_t *md, int nb, const int64_t *batch, int64_t
                : -1;
 }
 
-/* ctx is the engine: builders run under the cache's lock, where
- * miras_dnnl_engine() (which takes it too) must not be called. */
+/* ctx is the engine. */
 static int build_gemm(const dnnl_key *k, dnnl_entry *e, void *ctx)
 {
     int nb = (int)k->dims[0];
