@@ -1001,6 +1001,7 @@ static int scan(bool rows, mi_scan_fn body, void *ctx, int n_carry, mi_tensor *c
     for (int i = 0; i < n_carry; i++) c->carry0[i] = carry0[i];
     for (int j = 0; j < n_xs; j++) c->xs[j] = xs[j];
     for (int j = 0; j < n_ys; j++) c->y_rank[j] = -1;
+    for (int i = 0; i < n_carry; i++) c->kept[i] = NULL;
     bool recording = mi_grad_enabled();
     if (recording)
         for (int i = 0; i < n_carry; i++)

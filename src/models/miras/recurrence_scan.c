@@ -132,11 +132,14 @@ static mi_tensor *at_token(mi_tensor *xs, int64_t t)
 
 /* The scan of the memories: each row of the carries and inputs is one
  * memory (a sequence's head), which the body never mixes with another, so
- * the rows run on the threads (mi_scan_rows) when every carry has them. */
-static int scan_memories(mi_scan_fn fn, void *ctx, int nc, mi_tensor *const *carry, int n_xs,
-                         mi_tensor *const *xs, int segment, mi_tensor **out, mi_tensor **y)
+ * the rows run on the threads (mi_scan_rows) when every carry has them. A
+ * tensor of the configuration with a value per sequence (kl's kl_scale_t)
+ * is read whole by the body, so that the rows then stay together. */
+static int scan_memories(const mi_miras *m, mi_scan_fn fn, void *ctx, int nc,
+                         mi_tensor *const *carry, int n_xs, mi_tensor *const *xs, int segment,
+                         mi_tensor **out, mi_tensor **y)
 {
-    bool rows = true;
+    bool rows = !m->config.kl_scale_t;
     for (int i = 0; i < nc; i++)
         rows &= carry[i]->rank >= 1 && carry[i]->shape[0] == xs[0]->shape[0];
     return (rows ? mi_scan_rows : mi_scan)(fn, ctx, nc, carry, n_xs, xs, 1, segment, out, y);
@@ -174,7 +177,7 @@ mi_tensor *miras_scan_forward(const mi_miras *m, int nw, mi_tensor **a, mi_tenso
         t0 = 1;
     }
     if (t0 < T) {
-        if (scan_memories(body, sc, nc, carry, n_xs, xs, 0, out, &y) != 0) return NULL;
+        if (scan_memories(m, body, sc, nc, carry, n_xs, xs, 0, out, &y) != 0) return NULL;
         memcpy(carry, out, sizeof(mi_tensor *) * (size_t)nc);
     }
     mi_tensor *eta_last;
@@ -274,7 +277,7 @@ mi_tensor *miras_chunk_scan_forward(run *r, mi_tensor *q, mi_tensor *k, mi_tenso
         mi_tensor *carry[2 * MI_MEMORY_MAX_WEIGHTS + 1], *out[2 * MI_MEMORY_MAX_WEIGHTS + 1];
         pack_carry(sc, r->a, r->s, r->eta, carry);
         mi_tensor *y = NULL;
-        if (scan_memories(chunk_body, cc, nc, carry, n_xs, xs, 1, out, &y) != 0) return NULL;
+        if (scan_memories(m, chunk_body, cc, nc, carry, n_xs, xs, 1, out, &y) != 0) return NULL;
         unpack_carry(sc, out, r->a, r->s, &r->eta);
         /* [N, T/b, b, dv] → [N, T, dv] */
         int64_t shape[3] = {y->shape[0], y->shape[1] * y->shape[2], y->shape[3]};
