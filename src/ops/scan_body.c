@@ -35,6 +35,15 @@
  * its vjps once. A second backward pass through the node (mi_grad again on
  * the same graph) first runs the forward again to refill the starts.
  *
+ * mi_scan_rows, for a body whose rows are independent: the N rows split
+ * into one consecutive range a thread, and each range is a scan of its own
+ * (a part: a closure over views of its rows of carry0, xs and the kept
+ * carries), its forward and its backward run on its thread, one parallel
+ * region a pass, its records and scratch in that thread's scopes. O is laid
+ * out as for the whole scan and each part writes its rows of it. With
+ * parameters the parts' backward passes run one after the other: each
+ * nested pass borrows the parameters' gradient slots.
+ *
  * First-order only: the vjp runs a nested backward pass that records
  * nothing, so under create_graph it fails with a message; differentiating
  * twice would need the nested pass recorded, which is the unrolled tape this
@@ -50,51 +59,9 @@
 #include <omp.h>
 #endif
 
-#include "internal.h"
+#include "scan_body_impl.h"
 #include "scan_scratch.h"
 #include "tensor_internal.h"
-
-#define SCAN_MAX 32 /* carries, per-token inputs, per-token outputs: each at most */
-
-typedef struct scan_closure {
-    mi_scan_fn body;
-    void *ctx;
-    int n_carry, n_xs, n_ys, n_params;
-    mi_dtype dt;
-    int64_t N, T, n_seg, n_slots;
-    int64_t *start;                     /* segment s is tokens [start[s], start[s + 1]) */
-    mi_tensor **carry0, **xs, **params; /* as the caller gave them (shapes, requires_grad) */
-    /* per carry: [n_slots · numel]; slot s holds the carry at segment s's
-     * start after the forward, and a backward pass fills the slots after
-     * slot s with the carries inside segment s (the segments after it are
-     * done by then); kept_valid: the slots hold the starts */
-    mi_tensor **kept;
-    bool kept_valid;
-    int y_rank[SCAN_MAX];
-    int64_t y_shape[SCAN_MAX][MI_MAX_RANK]; /* y_t's shape [N, …] */
-    /* where each tensor sits among the node's inputs: slot, element offset */
-    int carry_slot[SCAN_MAX], xs_slot[SCAN_MAX], params_slot;
-    int64_t carry_off[SCAN_MAX], xs_off[SCAN_MAX];
-    /* where c_T and the y's are in O (the carries come first): a part's own rows */
-    int64_t out_off_c[SCAN_MAX], out_off_y[SCAN_MAX];
-    /* mi_scan_rows: the closure of rows [row0, row0 + N) of N_all (a part;
-     * the whole scan: row0 0, N_all N), and the whole scan's parts (n_parts
-     * > 1: its rows run on that many threads, each part a scan of its own) */
-    int64_t row0, N_all;
-    int n_parts;
-    struct scan_closure *part;
-} scan_closure;
-
-/* What the body used, from the input hook: the tensors from outside that
- * require grad (the body's own arguments do not), leaves or recorded. What
- * the body makes lives in the token's scope and is never one of them, even
- * when the body records for a gradient of its own (an inner mi_grad). */
-typedef struct finder {
-    int n, cap;
-    mi_tensor **params;
-    const mi_scope *token[2]; /* the scopes the body's tensors go to, token by token */
-    bool out_of_memory;
-} finder;
 
 static void note_input(void *ctx, mi_tensor *t)
 {
@@ -108,7 +75,7 @@ static void note_input(void *ctx, mi_tensor *t)
  * 1) and mi_checkpoint's (top bit): what a token or a segment made is listed
  * under one and dropped from the list with it. */
 static uint64_t scan_pass; /* atomic: a pass's id is unique across threads too */
-static uint64_t next_pass(void)
+uint64_t scan_next_pass(void)
 {
     return (UINT64_C(1) << 62) | __atomic_add_fetch(&scan_pass, 1, __ATOMIC_RELAXED);
 }
@@ -129,7 +96,7 @@ static void gather(void *dst, const void *src, int64_t N, int64_t T, int64_t t, 
 }
 
 /* ys[n, t, r] = y_t[n, r] */
-static void scatter(void *dst, const void *src, int64_t N, int64_t T, int64_t t, int64_t R,
+void scan_scatter(void *dst, const void *src, int64_t N, int64_t T, int64_t t, int64_t R,
                     size_t es)
 {
     for (int64_t n = 0; n < N; n++)
@@ -235,7 +202,7 @@ static int step(scan_closure *c, mi_tensor *const *carry, mi_tensor *const *x,
 }
 
 /* The stacked shape of ys[j]: [N, T, y_t.shape[1:]] */
-static int ys_shape(const scan_closure *c, int j, int64_t *shape)
+int scan_ys_shape(const scan_closure *c, int j, int64_t *shape)
 {
     shape[0] = c->N;
     shape[1] = c->T;
@@ -244,13 +211,13 @@ static int ys_shape(const scan_closure *c, int j, int64_t *shape)
 }
 
 /* Carry i's elements in slot k of the kept carries. */
-static void *slot(const scan_closure *c, int i, int64_t k)
+void *scan_slot(const scan_closure *c, int i, int64_t k)
 {
     return (char *)c->kept[i]->data + (size_t)(k * c->carry0[i]->numel) * mi_dtype_size(c->dt);
 }
 
 /* Tensors over slot k of the kept carries (views, in the current scope). */
-static int slot_views(const scan_closure *c, int64_t k, mi_tensor **cur)
+int scan_slot_views(const scan_closure *c, int64_t k, mi_tensor **cur)
 {
     size_t es = mi_dtype_size(c->dt);
     for (int i = 0; i < c->n_carry; i++) {
@@ -263,7 +230,7 @@ static int slot_views(const scan_closure *c, int64_t k, mi_tensor **cur)
 
 /* Copies the carries src[] into the elements dst[] (memmove: a carry the
  * body passed through may be a view of its destination). */
-static void put_carries(const scan_closure *c, void *const *dst, mi_tensor *const *src)
+void scan_put_carries(const scan_closure *c, void *const *dst, mi_tensor *const *src)
 {
     for (int i = 0; i < c->n_carry; i++)
         memmove(dst[i], src[i]->data, (size_t)src[i]->numel * mi_dtype_size(c->dt));
@@ -272,7 +239,7 @@ static void put_carries(const scan_closure *c, void *const *dst, mi_tensor *cons
 /* Token t with recording off in scope s, reset first, from the carry cur[]
  * (NULL: views of kept slot k, made in s): co[] and y[] as the body gave
  * them, valid until s is reset. f: the input hook's finder, or NULL. */
-static int token_step(scan_closure *c, mi_scope *s, mi_tensor *const *cur, int64_t k, int64_t t,
+int scan_token_step(scan_closure *c, mi_scope *s, mi_tensor *const *cur, int64_t k, int64_t t,
                       mi_tensor **co, mi_tensor **y, finder *f)
 {
     /* a token run again from a kept slot (cur NULL) is run for its carry */
@@ -280,11 +247,11 @@ static int token_step(scan_closure *c, mi_scope *s, mi_tensor *const *cur, int64
     skip_ys = !cur;
     mi_scope_reset(s);
     mi_scope_enter(s);
-    mi_track_mark tok = mi_tensor_track_push(next_pass());
+    mi_track_mark tok = mi_tensor_track_push(scan_next_pass());
     mi_tensor *x[SCAN_MAX], *view[SCAN_MAX];
     int r = 0;
     if (!cur) {
-        r = slot_views(c, k, view);
+        r = scan_slot_views(c, k, view);
         cur = view;
     }
     for (int j = 0; j < c->n_xs && r == 0; j++)
@@ -327,8 +294,8 @@ static int token_grad(scan_closure *c, mi_scope *s, int64_t t, int64_t prev,
     int rc = -1, m = 0;
     mi_scope_reset(s);
     mi_scope_enter(s);
-    mi_track_mark tok = mi_tensor_track_push(next_pass());
-    if (slot_views(c, prev, cur) != 0) goto done;
+    mi_track_mark tok = mi_tensor_track_push(scan_next_pass());
+    if (scan_slot_views(c, prev, cur) != 0) goto done;
     for (int i = 0; i < c->n_carry; i++) {
         cur[i]->requires_grad = true;
         wrt[m++] = cur[i];
@@ -362,7 +329,7 @@ static int token_grad(scan_closure *c, mi_scope *s, int64_t t, int64_t prev,
     for (int j = 0; j < c->n_xs; j++)
         if (gx[j]) {
             mi_tensor *gt = got[m++];
-            scatter(gx[j], gt->data, c->N, c->T, t, gt->numel / c->N, es);
+            scan_scatter(gx[j], gt->data, c->N, c->T, t, gt->numel / c->N, es);
         }
     int64_t off = 0;
     for (int j = 0; gp && j < c->n_params; j++) {
@@ -393,9 +360,9 @@ static int segment_grad(scan_closure *c, mi_scope *const *sc, int *held, int64_t
     void *at[SCAN_MAX];
     if (b - a > 1) c->kept_valid = false;
     for (int64_t t = a; t + 1 < b; t++) {
-        if (token_step(c, sc[k], NULL, sg + t - a, t, co, y, NULL) != 0) return -1;
-        for (int i = 0; i < c->n_carry; i++) at[i] = slot(c, i, sg + t + 1 - a);
-        put_carries(c, at, co);
+        if (scan_token_step(c, sc[k], NULL, sg + t - a, t, co, y, NULL) != 0) return -1;
+        for (int i = 0; i < c->n_carry; i++) at[i] = scan_slot(c, i, sg + t + 1 - a);
+        scan_put_carries(c, at, co);
     }
     for (int64_t t = b; t-- > a; k = !k) {
         if (token_grad(c, sc[k], t, sg + t - a, gc, g, gx, gp, v) != 0) return -1;
@@ -414,10 +381,10 @@ static int refill_kept(scan_closure *c, mi_scope *sc)
     void *at[SCAN_MAX];
     for (int64_t s = 0; s + 1 < c->n_seg; s++)
         for (int64_t t = c->start[s]; t < c->start[s + 1]; t++) {
-            if (token_step(c, sc, NULL, t == c->start[s] ? s : s + 1, t, co, y, NULL) != 0)
+            if (scan_token_step(c, sc, NULL, t == c->start[s] ? s : s + 1, t, co, y, NULL) != 0)
                 return -1;
-            for (int i = 0; i < c->n_carry; i++) at[i] = slot(c, i, s + 1);
-            put_carries(c, at, co);
+            for (int i = 0; i < c->n_carry; i++) at[i] = scan_slot(c, i, s + 1);
+            scan_put_carries(c, at, co);
         }
     c->kept_valid = true;
     return 0;
@@ -438,7 +405,7 @@ static int part_backward(scan_closure *c, const mi_tensor *g, mi_tensor *const *
     mi_tensor **v = calloc((size_t)n_v, sizeof *v);
     mi_scope *sc[2] = {scratch_get(), scratch_get()};
     bool recording = mi_set_grad_enabled(false);
-    mi_track_mark mark = mi_tensor_track_push(next_pass());
+    mi_track_mark mark = mi_tensor_track_push(scan_next_pass());
     int rc = -1, held = -1;
     if (!v || !sc[0] || !sc[1]) {
         if (!mi_error_pending()) mi_error_set("mi_scan: out of memory");
@@ -465,8 +432,7 @@ done:
 /* Runs run(c->part[p], p, ctx) for every part, on n_parts threads when
  * `threads` (else one after the other, on this one), and keeps the first
  * failing part's message: 0, or -1 with that message. */
-typedef int (*part_fn)(scan_closure *part, int p, void *ctx);
-static int over_parts(scan_closure *c, bool threads, part_fn run, void *ctx)
+int scan_over_parts(scan_closure *c, bool threads, part_fn run, void *ctx)
 {
     enum { MSG = 600 };
     char *msg = calloc((size_t)c->n_parts, MSG);
@@ -551,7 +517,7 @@ static int scan_vjp_all(const mi_node *nd, mi_tensor *g, const bool *need, mi_te
     /* the carry's gradient per part, in the outer pass's scope, given back
      * to it at the end (the next call of this size takes the same piece) */
     mi_tensor **gc = calloc((size_t)(parts * c->n_carry) + 1, sizeof *gc);
-    mi_track_mark mark = mi_tensor_track_push(next_pass());
+    mi_track_mark mark = mi_tensor_track_push(scan_next_pass());
     int rc = -1;
     if ((c->n_params && !nodes) || !gc) {
         mi_error_set("mi_scan: out of memory");
@@ -572,7 +538,7 @@ static int scan_vjp_all(const mi_node *nd, mi_tensor *g, const bool *need, mi_te
         /* the nested passes of two threads would share the parameters'
          * gradient slots: with parameters the parts run one after the other */
         part_grads pg = {.g = g, .gc = gc, .gcar = gcar, .gx = gx, .gp = gp};
-        rc = over_parts(c, c->n_params == 0, part_backward_of, &pg);
+        rc = scan_over_parts(c, c->n_params == 0, part_backward_of, &pg);
     } else {
         rc = part_backward(c, g, gc, gcar, gx, gp);
     }
@@ -589,478 +555,9 @@ out:
     return 0;
 }
 
-static const mi_op mi_op_scan_body = {
+const mi_op mi_op_scan_body = {
     .name = "mi_scan",
     .formula = "(c_t, y_t) = body(c_{t-1}, x_t), t = 1..T; the body run again per segment in "
                "the backward",
     .arity = MI_MAX_INPUTS, .flags = MI_OP_VARIADIC | MI_OP_NO_GRADGRAD,
     .shape = scan_shape, .vjp_all = scan_vjp_all};
-
-/* ---------------------------------------------------------------- forward */
-
-static mi_tensor *flat(mi_tensor *t) { return mi_reshape(t, 1, (int64_t[]){t->numel}); }
-
-/* concat(flatten(ts[0..n))), a view when n = 1 */
-static mi_tensor *packed(mi_tensor *const *ts, int n)
-{
-    if (n == 1) return flat(ts[0]);
-    mi_tensor **p = malloc(sizeof *p * (size_t)n), *r = NULL;
-    if (!p) return mi_error_set("mi_scan: out of memory"), NULL;
-    int k = 0;
-    while (k < n && (p[k] = flat(ts[k]))) k++;
-    if (k == n) r = mi_concat(p, n, 0);
-    free(p);
-    return r;
-}
-
-static int check_args(mi_scan_fn body, int n_carry, mi_tensor *const *carry0, int n_xs,
-                      mi_tensor *const *xs, int n_ys, int segment, mi_tensor **carry_out,
-                      mi_tensor **ys)
-{
-    if (!body) return mi_error_set("mi_scan: no body function"), -1;
-    if (n_carry < 0 || n_carry > SCAN_MAX || n_xs < 1 || n_xs > SCAN_MAX || n_ys < 0 ||
-        n_ys > SCAN_MAX)
-        return mi_error_set("mi_scan: takes 0 to %d carries, 1 to %d per-token inputs and 0 to "
-                            "%d per-token outputs; got %d, %d and %d", SCAN_MAX, SCAN_MAX,
-                            SCAN_MAX, n_carry, n_xs, n_ys), -1;
-    if ((n_carry && (!carry0 || !carry_out)) || !xs || (n_ys && !ys))
-        return mi_error_set("mi_scan: a NULL array (carry0, xs, carry_out or ys) for a nonzero "
-                            "count"), -1;
-    if (segment < 0)
-        return mi_error_set("mi_scan: segment %d is negative (0: ceil(sqrt(T)))", segment), -1;
-    for (int i = 0; i < n_carry; i++)
-        if (!carry0[i]) return mi_error_set("mi_scan: carry0[%d] is NULL", i), -1;
-    for (int j = 0; j < n_xs; j++)
-        if (!xs[j]) return mi_error_set("mi_scan: xs[%d] is NULL", j), -1;
-    mi_dtype dt = xs[0]->dtype;
-    char a[96], b[96];
-    for (int j = 0; j < n_xs; j++) {
-        const mi_tensor *x = xs[j];
-        if (x->rank < 2)
-            return mi_error_set("mi_scan: xs[%d] is %s; per-token inputs are [N, T, …]", j,
-                                mi_shape_str(a, sizeof a, x->rank, x->shape)), -1;
-        if (x->shape[0] != xs[0]->shape[0] || x->shape[1] != xs[0]->shape[1])
-            return mi_error_set("mi_scan: xs[%d] is %s and xs[0] %s: N and T (axes 0 and 1) "
-                                "differ", j, mi_shape_str(a, sizeof a, x->rank, x->shape),
-                                mi_shape_str(b, sizeof b, xs[0]->rank, xs[0]->shape)), -1;
-        if (x->dtype != dt || !mi_dtype_is_float(dt))
-            return mi_error_set("mi_scan: xs[%d] is %s; every carry and input must be f32 or "
-                                "f64, one dtype (xs[0] is %s)", j, mi_dtype_name(x->dtype),
-                                mi_dtype_name(dt)), -1;
-    }
-    if (xs[0]->shape[1] < 1)
-        return mi_error_set("mi_scan: xs[0] is %s: no tokens (T = 0)",
-                            mi_shape_str(a, sizeof a, xs[0]->rank, xs[0]->shape)), -1;
-    for (int i = 0; i < n_carry; i++)
-        if (carry0[i]->dtype != dt)
-            return mi_error_set("mi_scan: carry0[%d] is %s and xs[0] %s: one dtype for all", i,
-                                mi_dtype_name(carry0[i]->dtype), mi_dtype_name(dt)), -1;
-    return 0;
-}
-
-/* Where each carry and input sits among the node's inputs: one slot each,
- * or, when they do not fit, the smallest of them packed into one
- * concatenation (a copy, and its gradient a tensor of its size), as many as
- * it takes. Fills in[]; the count, or -1. */
-static int node_inputs(scan_closure *c, mi_tensor **in)
-{
-    int n_t = c->n_carry + c->n_xs, over = n_t + (c->n_params > 0) - MI_MAX_INPUTS;
-    int n_pack = over > 0 ? over + 1 : 0;
-    mi_tensor *all[2 * SCAN_MAX], *pk[2 * SCAN_MAX];
-    bool pack[2 * SCAN_MAX] = {0};
-    for (int k = 0; k < n_t; k++) all[k] = k < c->n_carry ? c->carry0[k] : c->xs[k - c->n_carry];
-    for (int m = 0; m < n_pack; m++) {
-        int best = -1;
-        for (int k = 0; k < n_t; k++)
-            if (!pack[k] && (best < 0 || all[k]->numel < all[best]->numel)) best = k;
-        pack[best] = true;
-    }
-    int n = 0, slot_of_pack = n_pack ? n_t - n_pack : -1, m = 0;
-    int64_t off = 0;
-    for (int k = 0; k < n_t; k++) {
-        int sl = pack[k] ? slot_of_pack : n;
-        int64_t o = pack[k] ? off : 0;
-        if (pack[k]) off += all[k]->numel, pk[m++] = all[k];
-        else in[n++] = all[k];
-        if (k < c->n_carry) c->carry_slot[k] = sl, c->carry_off[k] = o;
-        else c->xs_slot[k - c->n_carry] = sl, c->xs_off[k - c->n_carry] = o;
-    }
-    if (n_pack && !(in[n++] = packed(pk, n_pack))) return -1;
-    c->params_slot = n;
-    if (c->n_params && !(in[n++] = packed(c->params, c->n_params))) return -1;
-    return n;
-}
-
-/* Where this part's c_T and y's go in O, from the first token's y's (the
- * carries first, then the y's, each over the N_all rows; a part's rows at
- * row0), and O's size. */
-static int64_t layout(scan_closure *c, mi_tensor *const *y)
-{
-    int64_t total = 0;
-    for (int i = 0; i < c->n_carry; i++) {
-        int64_t n = c->carry0[i]->numel, R = n / c->N;
-        c->out_off_c[i] = total + c->row0 * R;
-        total += c->N == c->N_all ? n : R * c->N_all;
-    }
-    for (int j = 0; j < c->n_ys; j++) {
-        int64_t R = y[j]->numel / c->N;
-        c->out_off_y[j] = total + c->row0 * c->T * R;
-        total += R * c->T * c->N_all;
-    }
-    return total;
-}
-
-/* O, made in `outer` by the first part to ask (parts run on threads). */
-static mi_tensor *output_of(mi_dtype dt, mi_scope *outer, mi_tensor **O, int64_t total)
-{
-    mi_tensor *r;
-#pragma omp critical(mi_scan_output)
-    {
-        if (!*O) {
-            mi_scope_enter(outer);
-            *O = mi_tensor_new(dt, 1, (int64_t[]){total});
-            mi_scope_leave();
-        }
-        r = *O;
-    }
-    return r;
-}
-
-/* The forward's loop over one part's rows (or the whole scan's): every
- * token's body with recording off (token_step), the tokens alternating
- * between two scratch scopes of this thread, so that a token reads the carry
- * the one before it left in the other scope (no copy between tokens); the
- * carry at each segment's start into its slot (when kept); the y's and c_T
- * into O (*O, made at the first token, in outer). first[]: the carry before
- * the first token, a copy of carry0 the caller made (slot 0 when kept): the
- * body must not see the caller's tensors as its parameters. f: the finder
- * of the body's parameters, or NULL. */
-static int run_forward(scan_closure *c, mi_scope *outer, mi_tensor **O, mi_tensor *const *first,
-                       bool keep, finder *f)
-{
-    size_t es = mi_dtype_size(c->dt);
-    mi_scope *sc[2] = {scratch_get(), scratch_get()};
-    mi_tensor *cur[SCAN_MAX], *co[SCAN_MAX], *y[SCAN_MAX], *out = NULL;
-    void *at[SCAN_MAX];
-    int r = sc[0] && sc[1] ? 0 : -1;
-    if (r) mi_error_set("mi_scan: out of memory");
-    if (f) f->token[0] = sc[0], f->token[1] = sc[1];
-    for (int i = 0; i < c->n_carry; i++) cur[i] = first[i];
-    mi_track_mark mark = mi_tensor_track_push(next_pass());
-    bool recording = mi_set_grad_enabled(false);
-    for (int64_t t = 0, sg = 0; t < c->T && r == 0; t++) {
-        if (keep && t == c->start[sg]) {
-            for (int i = 0; i < c->n_carry; i++) at[i] = slot(c, i, sg);
-            put_carries(c, at, cur);
-            sg++;
-        }
-        mi_scope *s = sc[t & 1];
-        if ((r = token_step(c, s, cur, 0, t, co, y, f)) != 0 || (r = scratch_hold(s, co, c->n_carry)))
-            break;
-        if (t == 0 && !(out = output_of(c->dt, outer, O, layout(c, y)))) r = -1;
-        for (int j = 0; j < c->n_ys && r == 0; j++)
-            scatter((char *)out->data + (size_t)c->out_off_y[j] * es, y[j]->data, c->N, c->T, t,
-                    y[j]->numel / c->N, es);
-        for (int i = 0; i < c->n_carry; i++) cur[i] = co[i];
-    }
-    mi_set_grad_enabled(recording);
-    for (int i = 0; i < c->n_carry && r == 0; i++)
-        memcpy((char *)out->data + (size_t)c->out_off_c[i] * es, cur[i]->data,
-               (size_t)cur[i]->numel * es);
-    mi_tensor_track_pop(mark);
-    scratch_put(sc[1]);
-    scratch_put(sc[0]);
-    return r;
-}
-
-/* What the parts' forwards share: the output, and per part the carry
- * before its first token and the finder of the body's parameters. */
-typedef struct parts_forward {
-    mi_scope *outer;
-    mi_tensor **O, **first; /* first: [n_parts · n_carry] */
-    finder *f;              /* [n_parts], or NULL */
-    bool keep;
-} parts_forward;
-
-static int part_forward_of(scan_closure *part, int p, void *ctx)
-{
-    const parts_forward *pf = ctx;
-    return run_forward(part, pf->outer, pf->O, pf->first + (size_t)p * (size_t)part->n_carry,
-                       pf->keep, pf->f ? &pf->f[p] : NULL);
-}
-
-/* The carry before the first token of closure c into first[] (views of slot
- * 0 when kept, else copies in outer, which the caller gives back). */
-static int first_carries(const scan_closure *c, mi_scope *outer, bool keep, mi_tensor **first)
-{
-    size_t es = mi_dtype_size(c->dt);
-    int r = 0;
-    mi_scope_enter(outer);
-    if (keep) r = slot_views(c, 0, first);
-    else
-        for (int i = 0; i < c->n_carry && r == 0; i++)
-            if (!(first[i] = mi_tensor_new(c->dt, c->carry0[i]->rank, c->carry0[i]->shape)))
-                r = -1;
-    mi_scope_leave();
-    for (int i = 0; i < c->n_carry && r == 0; i++)
-        memcpy(first[i]->data, c->carry0[i]->data, (size_t)first[i]->numel * es);
-    return r;
-}
-
-/* The forward over all rows, or over the parts on their threads (each part
- * checks its y's against its own rows; here they must agree past axis 0):
- * O, or NULL. The parameters the parts' finders found go into f. */
-static mi_tensor *forward(scan_closure *c, mi_scope *outer, bool keep, finder *f)
-{
-    size_t es = mi_dtype_size(c->dt);
-    int parts = c->n_parts > 1 ? c->n_parts : 1;
-    mi_tensor *O = NULL, **first = calloc((size_t)(parts * c->n_carry) + 1, sizeof *first);
-    finder *pf = f && c->n_parts > 1 ? calloc((size_t)parts, sizeof *pf) : NULL;
-    int r = first && (!f || c->n_parts <= 1 || pf) ? 0 : -1;
-    if (r) mi_error_set("mi_scan: out of memory");
-    for (int p = 0; p < parts && r == 0; p++)
-        r = first_carries(c->n_parts > 1 ? &c->part[p] : c, outer, keep, first + p * c->n_carry);
-    if (r == 0 && c->n_parts > 1) {
-        parts_forward ctx = {.outer = outer, .O = &O, .first = first, .f = pf, .keep = keep};
-        r = over_parts(c, true, part_forward_of, &ctx);
-        for (int p = 0; p < parts && pf; p++) {
-            for (int j = 0; j < pf[p].n && r == 0; j++)
-                if (!tensor_list_add_once(&f->params, &f->n, &f->cap, pf[p].params[j])) r = -1;
-            f->out_of_memory |= pf[p].out_of_memory || r != 0;
-            free(pf[p].params);
-        }
-        const scan_closure *p0 = &c->part[0];
-        char a[96], b[96];
-        for (int j = 0; j < c->n_ys && r == 0; j++) {
-            for (int p = 1; p < parts && r == 0; p++) {
-                const scan_closure *pp = &c->part[p];
-                if (pp->y_rank[j] != p0->y_rank[j] ||
-                    memcmp(pp->y_shape[j] + 1, p0->y_shape[j] + 1,
-                           sizeof(int64_t) * (size_t)(p0->y_rank[j] - 1)) != 0) {
-                    mi_error_set("mi_scan_rows: the body's y[%d] is %s for rows [%lld, %lld) and "
-                                 "%s for rows [0, %lld): the rows must not change its shape", j,
-                                 mi_shape_str(a, sizeof a, pp->y_rank[j], pp->y_shape[j]),
-                                 (long long)pp->row0, (long long)(pp->row0 + pp->N),
-                                 mi_shape_str(b, sizeof b, p0->y_rank[j], p0->y_shape[j]),
-                                 (long long)p0->N);
-                    r = -1;
-                }
-            }
-            c->y_rank[j] = p0->y_rank[j];
-            memcpy(c->y_shape[j], p0->y_shape[j], sizeof c->y_shape[j]);
-            c->y_shape[j][0] = c->N;
-        }
-    } else if (r == 0) {
-        r = run_forward(c, outer, &O, first, keep, f);
-    }
-    for (int k = 0; first && !keep && k < parts * c->n_carry; k++)
-        if (first[k]) mi_scope_release(outer, first[k]->data, (size_t)first[k]->numel * es);
-    free(first);
-    free(pf);
-    return r == 0 ? O : NULL;
-}
-
-/* The results as views of O (recorded when O is). */
-static int split_outputs(const scan_closure *c, mi_tensor *O, mi_tensor **carry_out, mi_tensor **ys)
-{
-    int n = c->n_carry + c->n_ys;
-    int64_t off = 0;
-    for (int k = 0; k < n; k++) {
-        int rank;
-        int64_t shape[MI_MAX_RANK + 1];
-        if (k < c->n_carry) {
-            rank = c->carry0[k]->rank;
-            memcpy(shape, c->carry0[k]->shape, sizeof(int64_t) * (size_t)rank);
-        } else {
-            rank = ys_shape(c, k - c->n_carry, shape);
-            if (rank > MI_MAX_RANK)
-                return mi_error_set("mi_scan: y[%d] of rank %d stacks to rank %d, above %d",
-                                    k - c->n_carry, rank - 1, rank, MI_MAX_RANK), -1;
-        }
-        int64_t numel = mi_shape_numel(rank, shape);
-        mi_tensor *part = n == 1 ? O : mi_slice(O, 0, off, off + numel);
-        mi_tensor *r = part ? mi_reshape(part, rank, shape) : NULL;
-        if (!r) return -1;
-        if (k < c->n_carry) carry_out[k] = r;
-        else ys[k - c->n_carry] = r;
-        off += numel;
-    }
-    return 0;
-}
-
-/* The segments, c->start[0..n_seg] in outer, and the slots they need.
- * With segment = 0 they shorten by one token from the first (K, K − 1, …,
- * K the least with K (K + 1) / 2 ≥ T), so that segment s, filling slots s
- * to s + its length − 1 in the backward, never goes past slot K: K ≈ √(2T)
- * carries in all, where segments of ⌈√T⌉ would keep ⌈√T⌉ starts and need
- * ⌈√T⌉ more for one segment's carries. Else `segment` tokens each. */
-static int schedule(scan_closure *c, mi_scope *outer, int64_t segment)
-{
-    int64_t T = c->T, K = 1, n = 0;
-    if (segment == 0)
-        while (K * (K + 1) / 2 < T) K++;
-    for (int64_t t = 0; t < T; n++) t += segment ? segment : K - n;
-    if (!(c->start = mi_scope_alloc(outer, sizeof *c->start * (size_t)(n + 1)))) return -1;
-    c->n_seg = n;
-    c->n_slots = 0;
-    c->start[0] = 0;
-    for (int64_t s = 0; s < n; s++) {
-        int64_t len = segment ? segment : K - s;
-        c->start[s + 1] = c->start[s] + len < T ? c->start[s] + len : T;
-        int64_t last = s + c->start[s + 1] - c->start[s];
-        if (last > c->n_slots) c->n_slots = last;
-    }
-    return 0;
-}
-
-/* The parts of mi_scan_rows: n closures over consecutive rows, each with
- * views of its rows of carry0, xs and the kept carries (part p's slots
- * follow part p − 1's, each slot over its own rows). */
-static int make_parts(scan_closure *c, mi_scope *outer, int n)
-{
-    size_t es = mi_dtype_size(c->dt);
-    char a[96];
-    for (int i = 0; i < c->n_carry; i++)
-        if (c->carry0[i]->rank < 1 || c->carry0[i]->shape[0] != c->N)
-            return mi_error_set("mi_scan_rows: carry0[%d] is %s; every carry must be [N = %lld, "
-                                "…], a row per row of the inputs", i,
-                                mi_shape_str(a, sizeof a, c->carry0[i]->rank,
-                                             c->carry0[i]->shape), (long long)c->N), -1;
-    mi_scope_enter(outer);
-    c->part = mi_scope_alloc(outer, sizeof *c->part * (size_t)n);
-    int r = c->part ? 0 : -1;
-    for (int p = 0; p < n && r == 0; p++) {
-        scan_closure *pc = &c->part[p];
-        int64_t row0 = c->N * p / n, rows = c->N * (p + 1) / n - row0;
-        mi_tensor **arrays =
-            mi_scope_alloc(outer, sizeof *arrays * (size_t)(2 * (c->n_carry + c->n_xs) + 1));
-        if (!arrays) {
-            r = -1;
-            break;
-        }
-        *pc = (scan_closure){.body = c->body, .ctx = c->ctx, .n_carry = c->n_carry,
-                             .n_xs = c->n_xs, .n_ys = c->n_ys, .dt = c->dt, .N = rows,
-                             .T = c->T, .n_seg = c->n_seg, .n_slots = c->n_slots,
-                             .start = c->start, .carry0 = arrays, .xs = arrays + c->n_carry,
-                             .kept = arrays + c->n_carry + c->n_xs, .kept_valid = true,
-                             .row0 = row0, .N_all = c->N};
-        for (int j = 0; j < c->n_ys; j++) pc->y_rank[j] = -1;
-        int64_t shape[MI_MAX_RANK];
-        for (int i = 0; i < c->n_carry && r == 0; i++) {
-            const mi_tensor *c0 = c->carry0[i];
-            int64_t R = c0->numel / c->N;
-            memcpy(shape, c0->shape, sizeof(int64_t) * (size_t)c0->rank);
-            shape[0] = rows;
-            pc->carry0[i] = mi_tensor_alias(c0, c0->rank, shape, (size_t)(row0 * R) * es);
-            pc->kept[i] = !c->kept[i] ? NULL
-                          : mi_tensor_alias(c->kept[i], 1, (int64_t[]){c->n_slots * rows * R},
-                                            (size_t)(c->n_slots * row0 * R) * es);
-            if (!pc->carry0[i] || (c->kept[i] && !pc->kept[i])) r = -1;
-        }
-        for (int j = 0; j < c->n_xs && r == 0; j++) {
-            const mi_tensor *x = c->xs[j];
-            memcpy(shape, x->shape, sizeof(int64_t) * (size_t)x->rank);
-            shape[0] = rows;
-            if (!(pc->xs[j] = mi_tensor_alias(x, x->rank, shape,
-                                              (size_t)(row0 * (x->numel / c->N)) * es)))
-                r = -1;
-        }
-    }
-    mi_scope_leave();
-    if (r == 0) c->n_parts = n;
-    return r;
-}
-
-/* The threads mi_scan_rows splits its rows over: one part a thread, at most
- * a row each; none inside a parallel region. */
-static int parts_for(int64_t N)
-{
-    int n = 1;
-#ifdef _OPENMP
-    if (!omp_in_parallel()) n = mi_threads();
-#endif
-    return n > N ? (int)N : n;
-}
-
-static int scan(bool rows, mi_scan_fn body, void *ctx, int n_carry, mi_tensor *const *carry0,
-                int n_xs, mi_tensor *const *xs, int n_ys, int segment, mi_tensor **carry_out,
-                mi_tensor **ys)
-{
-    if (check_args(body, n_carry, carry0, n_xs, xs, n_ys, segment, carry_out, ys) != 0) return -1;
-    mi_scope *outer = mi_scope_current();
-    if (!outer) return mi_error_set("mi_scan: no current scope (call mi_scope_enter first)"), -1;
-    scan_closure *c = mi_scope_alloc(outer, sizeof *c);
-    mi_tensor **arrays = mi_scope_alloc(outer, sizeof *arrays * (size_t)(2 * (n_carry + n_xs) + 1));
-    if (!c || !arrays) return -1;
-    int64_t T = xs[0]->shape[1], N = xs[0]->shape[0];
-    *c = (scan_closure){.body = body, .ctx = ctx, .n_carry = n_carry, .n_xs = n_xs, .n_ys = n_ys,
-                        .dt = xs[0]->dtype, .N = N, .T = T, .carry0 = arrays,
-                        .xs = arrays + n_carry, .kept = arrays + n_carry + n_xs,
-                        .kept_valid = true, .N_all = N};
-    if (schedule(c, outer, segment) != 0) return -1;
-    for (int i = 0; i < n_carry; i++) c->carry0[i] = carry0[i];
-    for (int j = 0; j < n_xs; j++) c->xs[j] = xs[j];
-    for (int j = 0; j < n_ys; j++) c->y_rank[j] = -1;
-    for (int i = 0; i < n_carry; i++) c->kept[i] = NULL;
-    bool recording = mi_grad_enabled();
-    if (recording)
-        for (int i = 0; i < n_carry; i++)
-            if (!(c->kept[i] = mi_tensor_new(c->dt, 1, (int64_t[]){c->n_slots * carry0[i]->numel})))
-                return -1;
-    int n_parts = rows ? parts_for(N) : 1;
-    if (n_parts > 1 && make_parts(c, outer, n_parts) != 0) return -1;
-
-    /* everything made here is listed under mi_scan's own pass, so that an
-     * enclosing pass (a checkpoint's forward, a backward) never releases
-     * what the scratch scopes hold */
-    mi_track_mark mark = mi_tensor_track_push(next_pass());
-    finder f = {0};
-    int rc = -1;
-    mi_tensor *O = forward(c, outer, recording, recording ? &f : NULL);
-    if (!O) goto done;
-    if (f.out_of_memory) {
-        mi_error_set("mi_scan: out of memory");
-        goto done;
-    }
-    bool any = f.n > 0;
-    for (int i = 0; i < n_carry; i++) any |= carry0[i]->requires_grad;
-    for (int j = 0; j < n_xs; j++) any |= xs[j]->requires_grad;
-    if (recording && any) {
-        for (int j = 0; j < f.n; j++)
-            if (f.params[j]->dtype != c->dt) {
-                mi_error_set("mi_scan: the body's parameter %s is %s and the carries and inputs %s",
-                             f.params[j]->name ? f.params[j]->name : "(unnamed)",
-                             mi_dtype_name(f.params[j]->dtype), mi_dtype_name(c->dt));
-                goto done;
-            }
-        if (f.n && !(c->params = mi_scope_alloc(outer, sizeof *c->params * (size_t)f.n)))
-            goto done;
-        for (int j = 0; j < f.n; j++) c->params[j] = f.params[j];
-        c->n_params = f.n;
-        for (int p = 0; p < c->n_parts; p++) {
-            c->part[p].params = c->params;
-            c->part[p].n_params = c->n_params;
-        }
-        mi_tensor *in[MI_MAX_INPUTS];
-        int n = node_inputs(c, in);
-        if (n < 0 || !mi_node_record(&mi_op_scan_body, in, n, &(mi_attrs){.data = c}, O)) goto done;
-    }
-    rc = split_outputs(c, O, carry_out, ys);
-done:
-    free(f.params);
-    mi_tensor_track_pop(mark);
-    return rc;
-}
-
-int mi_scan(mi_scan_fn body, void *ctx, int n_carry, mi_tensor *const *carry0, int n_xs,
-            mi_tensor *const *xs, int n_ys, int segment, mi_tensor **carry_out, mi_tensor **ys)
-{
-    return scan(false, body, ctx, n_carry, carry0, n_xs, xs, n_ys, segment, carry_out, ys);
-}
-
-int mi_scan_rows(mi_scan_fn body, void *ctx, int n_carry, mi_tensor *const *carry0, int n_xs,
-                 mi_tensor *const *xs, int n_ys, int segment, mi_tensor **carry_out,
-                 mi_tensor **ys)
-{
-    return scan(true, body, ctx, n_carry, carry0, n_xs, xs, n_ys, segment, carry_out, ys);
-}
