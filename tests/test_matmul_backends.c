@@ -7,6 +7,8 @@
  * an output surrounded by guard elements, asserting that every element is
  * written and nothing outside. Shapes large enough for the OpenMP paths
  * (batch loop, row and column splits) are included. */
+#include <pthread.h>
+
 #include "harness.h"
 
 static mi_rng rng;
@@ -394,6 +396,57 @@ START_TEST(matmul_gradients_add_in_place)
 }
 END_TEST
 
+/* oneDNN from threads of the caller's own, at once on one shape: each
+ * thread has its own primitive cache and stream (dnnl_common.c), and gives
+ * them back when it exits (the sanitizer pass's LSan reports them if not). */
+typedef struct mm_job {
+    mi_tensor *a, *b, *want;
+    double err;
+    int rc;
+    mi_backend ran;
+} mm_job;
+
+static void *matmul_thread(void *p)
+{
+    mm_job *j = p;
+    mi_scope *s = mi_scope_new("matmul thread");
+    mi_scope_enter(s);
+    for (int i = 0; i < 20 && j->rc == 0; i++) {
+        mi_tensor *c = mi_matmul(j->a, j->b);
+        if (!c) {
+            j->rc = -1;
+            break;
+        }
+        j->ran = mi_backend_last();
+        for (int64_t k = 0; k < c->numel; k++)
+            j->err = fmax(j->err, fabs(mi_get(c, k) - mi_get(j->want, k)));
+    }
+    mi_scope_leave();
+    mi_scope_free(s);
+    return NULL;
+}
+
+START_TEST(dnnl_from_two_threads_at_once)
+{
+    mi_tensor *a = mi_randn(&rng, MI_F32, MI_SHAPE(96, 80), 0, 1);
+    mi_tensor *b = mi_randn(&rng, MI_F32, MI_SHAPE(80, 72), 0, 1);
+    mi_backends_allow(1u << MI_BACKEND_REF);
+    mi_tensor *want = mi_matmul(a, b);
+    mi_backends_allow(1u << MI_BACKEND_DNNL);
+    mm_job job[2] = {{a, b, want, 0, 0, MI_BACKEND_REF}, {a, b, want, 0, 0, MI_BACKEND_REF}};
+    pthread_t th[2];
+    for (int t = 0; t < 2; t++)
+        ck_assert_int_eq(pthread_create(&th[t], NULL, matmul_thread, &job[t]), 0);
+    for (int t = 0; t < 2; t++) ck_assert_int_eq(pthread_join(th[t], NULL), 0);
+    mi_backends_allow(MI_BACKEND_ALL);
+    for (int t = 0; t < 2; t++) {
+        ck_assert_msg(job[t].rc == 0, "thread %d: %s", t, mi_error());
+        ck_assert_msg(job[t].ran == MI_BACKEND_DNNL, "thread %d ran backend %d", t, job[t].ran);
+        ck_assert_msg(job[t].err <= 1e-3, "thread %d: max |dnnl - ref| %g", t, job[t].err);
+    }
+}
+END_TEST
+
 Suite *make_suite(void)
 {
     Suite *s = suite_create("matmul_backends");
@@ -408,6 +461,7 @@ Suite *make_suite(void)
     tcase_add_test(tc, matmul_select_and_gradients);
     tcase_add_loop_test(tc, matmul_gradients_add_in_place, 0, 6);
     tcase_add_test(tc, own_vector_products_match_ref);
+    tcase_add_test(tc, dnnl_from_two_threads_at_once);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -27,6 +27,10 @@ typedef struct thread_cache {
     uint64_t clock_tick;
 } thread_cache;
 static _Thread_local thread_cache *mine;
+/* A thread's cache goes with the thread: the key's destructor frees it. */
+static pthread_key_t cache_key;
+static pthread_once_t key_once = PTHREAD_ONCE_INIT;
+static bool key_made;
 
 static dnnl_engine_t engine_locked(void)
 {
@@ -47,6 +51,18 @@ dnnl_engine_t miras_dnnl_engine(void)
     return e;
 }
 
+static void entry_destroy(dnnl_entry *e);
+
+static void cache_free(void *p)
+{
+    thread_cache *c = p;
+    for (int i = 0; i < c->used; i++) entry_destroy(&c->entry[i]);
+    dnnl_stream_destroy(c->stream);
+    free(c);
+}
+
+static void key_make(void) { key_made = pthread_key_create(&cache_key, cache_free) == 0; }
+
 /* This thread's cache, made (with its stream) on first use; NULL when that fails. */
 static thread_cache *cache_of_thread(dnnl_engine_t eng)
 {
@@ -57,6 +73,8 @@ static thread_cache *cache_of_thread(dnnl_engine_t eng)
         free(c);
         return NULL;
     }
+    pthread_once(&key_once, key_make);
+    if (key_made) pthread_setspecific(cache_key, c);
     return mine = c;
 }
 
