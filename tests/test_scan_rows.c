@@ -4,9 +4,13 @@
  *   grad, a parameter the body reads) equal mi_scan's to rounding, at N
  *   rows that split evenly, unevenly, into fewer rows than threads (N = 1),
  *   recording and not, and again at a second backward pass;
+ * - with a learned parameter the backward still runs on both threads, and
+ *   a parameter that is a function of a leaf passes its gradient on;
  * - an f64 central-difference gradcheck through it;
  * - what it refuses: a carry without the rows, a body whose y's shape
  *   depends on the rows, a body failing on one thread's rows only. */
+#include <pthread.h>
+
 #include "harness.h"
 
 enum { D = 3, T = 7 };
@@ -16,6 +20,8 @@ enum { D = 3, T = 7 };
 typedef struct rnn {
     mi_tensor *W;
     int64_t fail_rows;
+    pthread_t caller;
+    int seen; /* recording: 1 on the caller's thread, 2 on another */
 } rnn;
 
 static int rnn_body(void *ctx, mi_tensor *const *c, mi_tensor *const *x, mi_tensor **c_out,
@@ -27,6 +33,9 @@ static int rnn_body(void *ctx, mi_tensor *const *c, mi_tensor *const *x, mi_tens
         mi_error_set("rows %lld refused", (long long)m->fail_rows);
         return -1;
     }
+    if (mi_grad_enabled())
+        __atomic_fetch_or(&m->seen, pthread_equal(pthread_self(), m->caller) ? 1 : 2,
+                          __ATOMIC_RELAXED);
     c_out[0] = mi_mul(mi_tanh(mi_add(mi_matmul(c[0], m->W), x[0])), x[1]);
     y[0] = mi_mul_scalar(mi_mul(c_out[0], x[0]), 2);
     return 0;
@@ -127,6 +136,35 @@ START_TEST(rows_equal_scan)
 }
 END_TEST
 
+/* the backward of a body with a learned parameter runs on both threads */
+START_TEST(parameters_on_the_threads)
+{
+    mi_set_threads(2);
+    problem p = make(6, true, 5);
+    p.m.caller = pthread_self();
+    mi_tensor *w[4] = {p.c0, p.xs[0], p.xs[1], p.m.W}, *g[4];
+    mi_tensor *l = loss_of(&p, true, 0, &p.c0, p.xs);
+    ck_assert_msg(l && mi_grad(&l, NULL, 1, w, 4, false, g) == 0, "%s", mi_error());
+    ck_assert_msg(p.m.seen == 3, "the recorded tokens ran on %s", p.m.seen == 1 ? "the caller's thread alone" : "one thread");
+}
+END_TEST
+
+/* a parameter that is a function of a leaf: the leaf's gradient goes on
+ * through the function's node, as with mi_scan */
+START_TEST(parameter_with_history)
+{
+    mi_set_threads(2);
+    problem p = make(5, false, 9);
+    mi_tensor *W0 = mi_requires_grad(mi_detach(p.m.W), true), *g[2];
+    for (int k = 0; k < 2; k++) {
+        p.m.W = mi_mul_scalar(mi_transpose(W0, 0, 1), 0.7);
+        mi_tensor *l = loss_of(&p, k == 1, 0, &p.c0, p.xs);
+        ck_assert_msg(l && mi_grad(&l, NULL, 1, &W0, 1, false, &g[k]) == 0, "%s", mi_error());
+    }
+    ck_assert_msg(max_diff(g[0], g[1]) <= 1e-13, "dL/dW0 differs by %g", max_diff(g[0], g[1]));
+}
+END_TEST
+
 START_TEST(no_recording_equals_scan)
 {
     mi_set_threads(2);
@@ -197,6 +235,8 @@ Suite *make_suite(void)
     Suite *s = suite_create("scan_rows");
     TCase *tc = tcase_slow("scan_rows");
     tcase_add_test(tc, rows_equal_scan);
+    tcase_add_test(tc, parameters_on_the_threads);
+    tcase_add_test(tc, parameter_with_history);
     tcase_add_test(tc, no_recording_equals_scan);
     tcase_add_test(tc, gradcheck_rows);
     tcase_add_test(tc, refusals);

@@ -8,6 +8,8 @@ static _Thread_local bool recording = true;
 static uint64_t next_seq = 1; /* shared by all threads; only orders nodes */
 static _Thread_local mi_input_hook input_hook;
 static _Thread_local void *input_hook_ctx;
+static _Thread_local mi_input_map input_map;
+static _Thread_local void *input_map_ctx;
 
 void mi_input_hook_set(mi_input_hook hook, void *ctx, mi_input_hook *was, void **was_ctx)
 {
@@ -15,6 +17,14 @@ void mi_input_hook_set(mi_input_hook hook, void *ctx, mi_input_hook *was, void *
     if (was_ctx) *was_ctx = input_hook_ctx;
     input_hook = hook;
     input_hook_ctx = ctx;
+}
+
+void mi_input_map_set(mi_input_map map, void *ctx, mi_input_map *was, void **was_ctx)
+{
+    if (was) *was = input_map;
+    if (was_ctx) *was_ctx = input_map_ctx;
+    input_map = map;
+    input_map_ctx = ctx;
 }
 
 bool mi_grad_enabled(void) { return recording; }
@@ -58,6 +68,11 @@ mi_tensor *mi_apply(const mi_op *op, mi_tensor *const *in, int n, const mi_attrs
             mi_error_set("%s: input %d is NULL", op->name, i); /* kept only if first */
             return NULL;
         }
+    mi_tensor *mapped[MI_MAX_INPUTS];
+    if (input_map) {
+        for (int i = 0; i < n; i++) mapped[i] = input_map(input_map_ctx, in[i]);
+        in = mapped;
+    }
     if (input_hook)
         for (int i = 0; i < n; i++)
             if (in[i]->requires_grad && input_is_diff(op, in, i) && !(op->flags & MI_OP_NONDIFF))

@@ -134,6 +134,12 @@ mi_node *mi_node_record(const mi_op *op, mi_tensor *const *in, int n, const mi_a
  * the one before in *was, *was_ctx. */
 typedef void (*mi_input_hook)(void *ctx, mi_tensor *t);
 void mi_input_hook_set(mi_input_hook hook, void *ctx, mi_input_hook *was, void **was_ctx);
+/* Called by mi_apply on every input before the hook, on this thread: the op
+ * takes what it returns in the input's place (mi_scan_rows gives each thread
+ * its own leaves for the parameters a body reads, so that the nested passes
+ * of two threads never share a tensor's gradient slot). One per thread. */
+typedef mi_tensor *(*mi_input_map)(void *ctx, mi_tensor *t);
+void mi_input_map_set(mi_input_map map, void *ctx, mi_input_map *was, void **was_ctx);
 
 /* Whether gradient flows into input i of a recorded node. */
 bool mi_node_input_is_diff(const mi_node *node, int i);

@@ -241,9 +241,10 @@ int mi_scan(mi_scan_fn body, void *ctx, int n_carry, mi_tensor *const *carry0, i
  * forward and backward: one parallel region a pass, however small its ops
  * (a body of small ops otherwise runs on one thread, each op below the size
  * that pays a fork). The results are mi_scan's up to rounding (a kernel's
- * arithmetic on a row may depend on how many rows it sees); with parameters
- * (tensors from outside that require grad) the backward runs the ranges one
- * after the other. Inside a parallel region it is mi_scan. */
+ * arithmetic on a row may depend on how many rows it sees). Parameters
+ * (tensors from outside that require grad) stand as each thread's own leaves
+ * in its backward, their gradients summed over the ranges. Inside a parallel
+ * region it is mi_scan. */
 int mi_scan_rows(mi_scan_fn body, void *ctx, int n_carry, mi_tensor *const *carry0, int n_xs,
                  mi_tensor *const *xs, int n_ys, int segment, mi_tensor **carry_out,
                  mi_tensor **ys);

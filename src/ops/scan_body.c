@@ -40,9 +40,12 @@
  * (a part: a closure over views of its rows of carry0, xs and the kept
  * carries), its forward and its backward run on its thread, one parallel
  * region a pass, its records and scratch in that thread's scopes. O is laid
- * out as for the whole scan and each part writes its rows of it. With
- * parameters the parts' backward passes run one after the other: each
- * nested pass borrows the parameters' gradient slots.
+ * out as for the whole scan and each part writes its rows of it. In a part's
+ * backward the body's parameters are the part's own leaves (headers over
+ * their storage, put in their place by mi_apply's input map): a nested pass
+ * keeps a gradient slot in each tensor it differentiates, and two threads
+ * must not share one. Each part sums its parameters' gradients apart; the
+ * sums are added after the parts are done.
  *
  * First-order only: the vjp runs a nested backward pass that records
  * nothing, so under create_graph it fails with a message; differentiating
@@ -277,6 +280,15 @@ static int scan_shape(mi_tensor *const *in, int n, const mi_attrs *a, mi_dtype *
     return -1;
 }
 
+/* A part's own leaf in place of a parameter (the input map of its backward). */
+static mi_tensor *leaf_of(void *ctx, mi_tensor *t)
+{
+    const scan_closure *c = ctx;
+    for (int j = 0; j < c->n_params; j++)
+        if (t == c->params[j]) return c->leaf[j];
+    return t;
+}
+
 /* The gradient of token t: the body run again, recording, from the carry
  * before it (c_{t−1}: views of kept slot prev, leaves of the nested pass), and a nested
  * backward pass from the upstream gradients (gc: c_t's, replaced by c_{t−1}'s,
@@ -304,9 +316,13 @@ static int token_grad(scan_closure *c, mi_scope *s, int64_t t, int64_t prev,
         if (!(x[j] = token_of(c, c->xs[j], t))) goto done;
         if (gx[j]) x[j]->requires_grad = true, wrt[m++] = x[j];
     }
+    mi_input_map was;
+    void *was_ctx;
+    if (c->leaf) mi_input_map_set(leaf_of, c, &was, &was_ctx);
     mi_set_grad_enabled(true);
     int r = step(c, cur, x, next, y, t);
     mi_set_grad_enabled(false);
+    if (c->leaf) mi_input_map_set(was, was_ctx, NULL, NULL);
     if (r != 0) goto done;
     for (int i = 0; i < c->n_carry; i++) outs[i] = next[i], seeds[i] = gc[i];
     for (int j = 0; j < c->n_ys; j++) {
@@ -319,7 +335,7 @@ static int token_grad(scan_closure *c, mi_scope *s, int64_t t, int64_t prev,
     }
     /* the parameters asked for even when their gradient is not needed: the
      * nested pass then keeps the outer pass's gradient slots for them */
-    for (int j = 0; j < c->n_params; j++) wrt[m++] = c->params[j];
+    for (int j = 0; j < c->n_params; j++) wrt[m++] = c->leaf ? c->leaf[j] : c->params[j];
     if (mi_grad(outs, seeds, n_out, wrt, m, false, got) != 0) goto done;
     /* the carry's gradients stay in s for the token before (which runs in
      * the other scope); the others go out of it */
@@ -429,16 +445,15 @@ done:
     return rc;
 }
 
-/* Runs run(c->part[p], p, ctx) for every part, on n_parts threads when
- * `threads` (else one after the other, on this one), and keeps the first
- * failing part's message: 0, or -1 with that message. */
-int scan_over_parts(scan_closure *c, bool threads, part_fn run, void *ctx)
+/* Runs run(c->part[p], p, ctx) for every part, on n_parts threads, and
+ * keeps the first failing part's message: 0, or -1 with that message. */
+int scan_over_parts(scan_closure *c, part_fn run, void *ctx)
 {
     enum { MSG = 600 };
     char *msg = calloc((size_t)c->n_parts, MSG);
     if (!msg) return mi_error_set("mi_scan: out of memory"), -1;
     int failed = -1;
-#pragma omp parallel num_threads(c->n_parts) if (threads)
+#pragma omp parallel num_threads(c->n_parts)
     {
         int t = 0, k = 1;
 #ifdef _OPENMP
@@ -464,7 +479,7 @@ typedef struct part_grads {
     const mi_tensor *g;
     mi_tensor **gc;   /* [n_parts · n_carry] */
     void *const *gcar, *const *gx;
-    void *gp;
+    mi_tensor **gp;   /* [n_parts]: each part's sums of the parameters' gradients, or NULL */
 } part_grads;
 
 static int part_backward_of(scan_closure *part, int p, void *ctx)
@@ -481,7 +496,28 @@ static int part_backward_of(scan_closure *part, int p, void *ctx)
         gx[j] = pg->gx[j] ? (char *)pg->gx[j] + (size_t)(part->row0 * R) * es : NULL;
     }
     return part_backward(part, pg->g, pg->gc + (size_t)p * (size_t)part->n_carry, gcar, gx,
-                         pg->gp);
+                         pg->gp[p] ? pg->gp[p]->data : NULL);
+}
+
+/* Each part's leaves for the parameters (headers over their storage, in the
+ * current scope) and, when their gradients are needed (gp), a zeroed sum of
+ * them per part in gpp[]. */
+static int part_leaves(scan_closure *c, const void *gp, mi_tensor **gpp)
+{
+    int64_t total = 0;
+    for (int j = 0; j < c->n_params; j++) total += c->params[j]->numel;
+    for (int p = 0; p < c->n_parts && c->n_params; p++) {
+        scan_closure *pc = &c->part[p];
+        pc->leaf = mi_scope_alloc(mi_scope_current(), sizeof *pc->leaf * (size_t)c->n_params);
+        if (!pc->leaf) return -1;
+        for (int j = 0; j < c->n_params; j++) {
+            const mi_tensor *w = c->params[j];
+            if (!(pc->leaf[j] = mi_tensor_alias(w, w->rank, w->shape, 0))) return -1;
+            pc->leaf[j]->requires_grad = true;
+        }
+        if (gp && !(gpp[p] = mi_zeros(c->dt, 1, (int64_t[]){total}))) return -1;
+    }
+    return 0;
 }
 
 static int scan_vjp_all(const mi_node *nd, mi_tensor *g, const bool *need, mi_tensor **grads)
@@ -517,9 +553,10 @@ static int scan_vjp_all(const mi_node *nd, mi_tensor *g, const bool *need, mi_te
     /* the carry's gradient per part, in the outer pass's scope, given back
      * to it at the end (the next call of this size takes the same piece) */
     mi_tensor **gc = calloc((size_t)(parts * c->n_carry) + 1, sizeof *gc);
+    mi_tensor **gpp = calloc((size_t)parts, sizeof *gpp);
     mi_track_mark mark = mi_tensor_track_push(scan_next_pass());
     int rc = -1;
-    if ((c->n_params && !nodes) || !gc) {
+    if ((c->n_params && !nodes) || !gc || !gpp) {
         mi_error_set("mi_scan: out of memory");
         goto out;
     }
@@ -535,10 +572,15 @@ static int scan_vjp_all(const mi_node *nd, mi_tensor *g, const bool *need, mi_te
         c->params[j]->node = NULL;
     }
     if (c->n_parts > 1) {
-        /* the nested passes of two threads would share the parameters'
-         * gradient slots: with parameters the parts run one after the other */
-        part_grads pg = {.g = g, .gc = gc, .gcar = gcar, .gx = gx, .gp = gp};
-        rc = scan_over_parts(c, c->n_params == 0, part_backward_of, &pg);
+        /* each part its own leaves for the parameters and its own sums of
+         * their gradients: two threads' nested passes share no slot */
+        part_grads pg = {.g = g, .gc = gc, .gcar = gcar, .gx = gx, .gp = gpp};
+        rc = part_leaves(c, gp, gpp);
+        if (rc == 0) rc = scan_over_parts(c, part_backward_of, &pg);
+        for (int p = 0; p < c->n_parts; p++) {
+            if (rc == 0 && gpp[p]) add_into(gp, gpp[p]);
+            c->part[p].leaf = NULL;
+        }
     } else {
         rc = part_backward(c, g, gc, gcar, gx, gp);
     }
@@ -546,8 +588,11 @@ static int scan_vjp_all(const mi_node *nd, mi_tensor *g, const bool *need, mi_te
 out:
     for (int k = 0; gc && k < parts * c->n_carry; k++)
         if (gc[k]) mi_scope_release(outer_scope, gc[k]->data, (size_t)gc[k]->numel * es);
+    for (int p = 0; gpp && p < parts; p++)
+        if (gpp[p]) mi_scope_release(outer_scope, gpp[p]->data, (size_t)gpp[p]->numel * es);
     mi_tensor_track_pop(mark);
     free(gc);
+    free(gpp);
     free(nodes);
     if (rc != 0) return -1;
     for (int k = 0; k < nd->n_inputs; k++)

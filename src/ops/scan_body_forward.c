@@ -236,7 +236,7 @@ static mi_tensor *forward(scan_closure *c, mi_scope *outer, bool keep, finder *f
         r = first_carries(c->n_parts > 1 ? &c->part[p] : c, outer, keep, first + p * c->n_carry);
     if (r == 0 && c->n_parts > 1) {
         parts_forward ctx = {.outer = outer, .O = &O, .first = first, .f = pf, .keep = keep};
-        r = scan_over_parts(c, true, part_forward_of, &ctx);
+        r = scan_over_parts(c, part_forward_of, &ctx);
         for (int p = 0; p < parts && pf; p++) {
             for (int j = 0; j < pf[p].n && r == 0; j++)
                 if (!tensor_list_add_once(&f->params, &f->n, &f->cap, pf[p].params[j])) r = -1;

@@ -35,6 +35,9 @@ typedef struct scan_closure {
     int64_t row0, N_all;
     int n_parts;
     struct scan_closure *part;
+    /* a part's own leaves for the parameters while its backward runs on a
+     * thread (the body's reads of params[j] are mapped to leaf[j]), or NULL */
+    mi_tensor **leaf;
 } scan_closure;
 
 /* What the body used, from the input hook: the tensors from outside that
@@ -64,10 +67,10 @@ void scan_put_carries(const scan_closure *c, void *const *dst, mi_tensor *const 
 /* Token t with recording off in scope s (scan_body.c). */
 int scan_token_step(scan_closure *c, mi_scope *s, mi_tensor *const *cur, int64_t k, int64_t t,
                     mi_tensor **co, mi_tensor **y, finder *f);
-/* Runs run(&c->part[p], p, ctx) for every part, on threads when `threads`;
- * 0, or -1 with the first failing part's message. */
+/* Runs run(&c->part[p], p, ctx) for every part, one a thread; 0, or -1
+ * with the first failing part's message. */
 typedef int (*part_fn)(scan_closure *part, int p, void *ctx);
-int scan_over_parts(scan_closure *c, bool threads, part_fn run, void *ctx);
+int scan_over_parts(scan_closure *c, part_fn run, void *ctx);
 /* The node's op: its vjp is the backward. */
 extern const mi_op mi_op_scan_body;
 
