@@ -327,6 +327,15 @@ static int schedule(scan_closure *c, mi_scope *outer, int64_t segment)
     return 0;
 }
 
+/* Rows [row0, row0 + rows) of t, whose axis 0 has N rows: a view. */
+static mi_tensor *rows_of(const mi_tensor *t, int64_t N, int64_t row0, int64_t rows)
+{
+    int64_t shape[MI_MAX_RANK];
+    memcpy(shape, t->shape, sizeof(int64_t) * (size_t)t->rank);
+    shape[0] = rows;
+    return mi_tensor_alias(t, t->rank, shape, (size_t)(row0 * (t->numel / N)) * mi_dtype_size(t->dtype));
+}
+
 /* The parts of mi_scan_rows: n closures over consecutive rows, each with
  * views of its rows of carry0, xs and the kept carries (part p's slots
  * follow part p − 1's, each slot over its own rows). */
@@ -359,26 +368,16 @@ static int make_parts(scan_closure *c, mi_scope *outer, int n)
                              .kept = arrays + c->n_carry + c->n_xs, .kept_valid = true,
                              .row0 = row0, .N_all = c->N};
         for (int j = 0; j < c->n_ys; j++) pc->y_rank[j] = -1;
-        int64_t shape[MI_MAX_RANK];
         for (int i = 0; i < c->n_carry && r == 0; i++) {
-            const mi_tensor *c0 = c->carry0[i];
-            int64_t R = c0->numel / c->N;
-            memcpy(shape, c0->shape, sizeof(int64_t) * (size_t)c0->rank);
-            shape[0] = rows;
-            pc->carry0[i] = mi_tensor_alias(c0, c0->rank, shape, (size_t)(row0 * R) * es);
+            int64_t R = c->carry0[i]->numel / c->N;
+            pc->carry0[i] = rows_of(c->carry0[i], c->N, row0, rows);
             pc->kept[i] = !c->kept[i] ? NULL
                           : mi_tensor_alias(c->kept[i], 1, (int64_t[]){c->n_slots * rows * R},
                                             (size_t)(c->n_slots * row0 * R) * es);
             if (!pc->carry0[i] || (c->kept[i] && !pc->kept[i])) r = -1;
         }
-        for (int j = 0; j < c->n_xs && r == 0; j++) {
-            const mi_tensor *x = c->xs[j];
-            memcpy(shape, x->shape, sizeof(int64_t) * (size_t)x->rank);
-            shape[0] = rows;
-            if (!(pc->xs[j] = mi_tensor_alias(x, x->rank, shape,
-                                              (size_t)(row0 * (x->numel / c->N)) * es)))
-                r = -1;
-        }
+        for (int j = 0; j < c->n_xs && r == 0; j++)
+            if (!(pc->xs[j] = rows_of(c->xs[j], c->N, row0, rows))) r = -1;
     }
     mi_scope_leave();
     if (r == 0) c->n_parts = n;

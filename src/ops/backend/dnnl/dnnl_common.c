@@ -9,10 +9,9 @@
 
 #define CACHE_SIZE 512
 
-/* The engine is made once (under the lock) and only read after. */
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+/* The engine is made once (pthread_once) and only read after. */
+static pthread_once_t engine_once = PTHREAD_ONCE_INIT;
 static dnnl_engine_t engine;
-static bool tried, ready; /* ready: tried, and engine set (atomic) */
 static uint64_t hits, misses; /* atomic */
 
 /* Each thread has its own stream and its own cache of primitives, with the
@@ -32,23 +31,15 @@ static pthread_key_t cache_key;
 static pthread_once_t key_once = PTHREAD_ONCE_INIT;
 static bool key_made;
 
-static dnnl_engine_t engine_locked(void)
+static void engine_make(void)
 {
-    if (!tried) {
-        tried = true;
-        if (dnnl_engine_create(&engine, dnnl_cpu, 0) != dnnl_success) engine = NULL;
-    }
-    return engine;
+    if (dnnl_engine_create(&engine, dnnl_cpu, 0) != dnnl_success) engine = NULL;
 }
 
 dnnl_engine_t miras_dnnl_engine(void)
 {
-    if (__atomic_load_n(&ready, __ATOMIC_ACQUIRE)) return engine;
-    pthread_mutex_lock(&lock);
-    dnnl_engine_t e = engine_locked();
-    __atomic_store_n(&ready, true, __ATOMIC_RELEASE);
-    pthread_mutex_unlock(&lock);
-    return e;
+    pthread_once(&engine_once, engine_make);
+    return engine;
 }
 
 static void entry_destroy(dnnl_entry *e);

@@ -118,10 +118,7 @@ static int threads_for(const gemm_geom *g)
  * no output written. */
 static int gemm_dnnl(const gemm_geom *g, const void *A, const void *B, void *C)
 {
-    /* The engine never changes once made: ask (and lock) once. */
-    static _Atomic(dnnl_engine_t) cached;
-    dnnl_engine_t engine = cached;
-    if (!engine) cached = engine = miras_dnnl_engine();
+    dnnl_engine_t engine = miras_dnnl_engine();
     if (!engine || !gemm_fits_int(g)) return -1; /* K = 0 */
     int nt = threads_for(g);
     dnnl_key k;
