@@ -369,6 +369,31 @@ static int layer_results(const mi_miras_config *cfg, mi_tensor *const *x, mi_ten
     return 3 + n_in;
 }
 
+/* A layer's inputs x (as layer_results) and cotangents g for m. */
+static void layer_inputs(const mi_miras *m, unsigned seed, mi_tensor **x, mi_tensor **g)
+{
+    int64_t h = (int64_t)m->config.mlp_expansion * LD;
+    mi_rng r;
+    mi_rng_seed(&r, seed);
+    x[0] = leaf(mi_randn(&r, MI_F64, MI_SHAPE(2, T_LAYER, LD), 0, 1));
+    x[1] = leaf(mi_randn(&r, MI_F64, MI_SHAPE(2, T_LAYER, LD), 0, 1));
+    x[2] = leaf(mi_randn(&r, MI_F64, MI_SHAPE(2, T_LAYER, LD), 0, 1));
+    /* kl: spread rows (the kl_init_sd option) and α near 1, as in
+     * make_inputs: near-uniform rows make the recurrence amplify rounding */
+    bool kl = !strcmp(m->retention->name, "kl");
+    double s1 = kl ? 1.5 : 1 / sqrt((double)h), s2 = kl ? 1.5 : 1 / sqrt((double)LD);
+    x[3] = leaf(mi_randn(&r, MI_F64, MI_SHAPE(LD, h), 0, s1));
+    x[4] = leaf(mi_randn(&r, MI_F64, MI_SHAPE(h, LD), 0, s2));
+    x[5] = layer_gate(&r, true, 0.01, 0.1);
+    x[6] = layer_gate(&r, m->retention->uses_alpha, kl ? 0.9 : 0.6, 0.99);
+    x[7] = layer_gate(&r, m->algorithm->uses_mu, 0.3, 0.7);
+    /* δ around the error norms (≈ 3–5 here): both branches of yaad's switch */
+    x[8] = layer_gate(&r, m->bias->needs_delta, 2, 6);
+    g[0] = mi_randn(&r, MI_F64, MI_SHAPE(2, T_LAYER, LD), 0, 1);
+    g[1] = mi_randn(&r, MI_F64, 4, (int64_t[]){2, 1, LD, h}, 0, 1);
+    g[2] = mi_randn(&r, MI_F64, 4, (int64_t[]){2, 1, h, LD}, 0, 1);
+}
+
 START_TEST(chunk1_equals_composed_path)
 {
     const mi_preset *p = mi_preset_find(presets[_i].name);
@@ -378,27 +403,8 @@ START_TEST(chunk1_equals_composed_path)
     cfg.chunk = 1;
     mi_miras m;
     ck_assert_msg(mi_miras_init(&m, &cfg) == 0, "%s", mi_error());
-    int64_t h = (int64_t)cfg.mlp_expansion * LD;
-    mi_rng r;
-    mi_rng_seed(&r, 700u + (unsigned)_i);
-    mi_tensor *x[9];
-    x[0] = leaf(mi_randn(&r, MI_F64, MI_SHAPE(2, T_LAYER, LD), 0, 1));
-    x[1] = leaf(mi_randn(&r, MI_F64, MI_SHAPE(2, T_LAYER, LD), 0, 1));
-    x[2] = leaf(mi_randn(&r, MI_F64, MI_SHAPE(2, T_LAYER, LD), 0, 1));
-    /* kl: spread rows (the kl_init_sd option) and α near 1, as in
-     * make_inputs: near-uniform rows make the recurrence amplify rounding */
-    bool kl = !strcmp(m.retention->name, "kl");
-    double s1 = kl ? 1.5 : 1 / sqrt((double)h), s2 = kl ? 1.5 : 1 / sqrt((double)LD);
-    x[3] = leaf(mi_randn(&r, MI_F64, MI_SHAPE(LD, h), 0, s1));
-    x[4] = leaf(mi_randn(&r, MI_F64, MI_SHAPE(h, LD), 0, s2));
-    x[5] = layer_gate(&r, true, 0.01, 0.1);
-    x[6] = layer_gate(&r, m.retention->uses_alpha, kl ? 0.9 : 0.6, 0.99);
-    x[7] = layer_gate(&r, m.algorithm->uses_mu, 0.3, 0.7);
-    /* δ around the error norms (≈ 3–5 here): both branches of yaad's switch */
-    x[8] = layer_gate(&r, m.bias->needs_delta, 2, 6);
-    mi_tensor *g[3] = {mi_randn(&r, MI_F64, MI_SHAPE(2, T_LAYER, LD), 0, 1),
-                       mi_randn(&r, MI_F64, 4, (int64_t[]){2, 1, LD, h}, 0, 1),
-                       mi_randn(&r, MI_F64, 4, (int64_t[]){2, 1, h, LD}, 0, 1)};
+    mi_tensor *x[9], *g[3];
+    layer_inputs(&m, 700u + (unsigned)_i, x, g);
     mi_tensor *ref[12], *got[12];
     mi_miras_config slow = cfg;
     slow.materialize = true;
@@ -433,6 +439,36 @@ START_TEST(chunk1_equals_composed_path)
            presets[_i].set ? presets[_i].set : "", es);
     ck_assert_msg(es <= 1e-12, "%s: the step differs from the forward by %.3g",
                   presets[_i].name, es);
+}
+END_TEST
+
+/* Memora's mini-batch rule (kl's read, the lag token) runs as mlp_scan's
+ * chunks and equals the composed chunks (materialize=true), values and
+ * gradients, at chunks of 2, 3, 4 and 16 over 11 tokens (last chunks of 1,
+ * 2, 3 and 11 tokens), with the ℓ2 and yaad biases. */
+START_TEST(kl_chunks_equal_composed_path)
+{
+    static const int64_t chunks[] = {2, 3, 4, 16};
+    mi_miras_config cfg = preset_config(mi_preset_find("memora"));
+    if (_i >= 4) config_set(&cfg, "bias=yaad");
+    cfg.chunk = chunks[_i % 4];
+    mi_miras m;
+    ck_assert_msg(mi_miras_init(&m, &cfg) == 0, "%s", mi_error());
+    mi_tensor *x[9], *g[3];
+    layer_inputs(&m, 900u + (unsigned)_i, x, g);
+    mi_tensor *ref[12], *got[12];
+    mi_miras_config slow = cfg;
+    slow.materialize = true;
+    int n = layer_results(&slow, x, g, ref);
+    ck_assert_int_eq(layer_results(&cfg, x, g, got), n);
+    ck_assert_msg(computed_within(got[0], "mlp_scan", 4), "chunk %lld: not by mlp_scan",
+                  (long long)cfg.chunk);
+    int worst = 0;
+    double e = max_rel_err(got, ref, n, &worst, NULL);
+    printf("chunk %-2lld memora %-9s: max error %.2e (result %d)\n", (long long)cfg.chunk,
+           _i >= 4 ? "bias=yaad" : "", e, worst);
+    ck_assert_msg(e <= 1e-12, "chunk %lld: result %d differs by %.3g", (long long)cfg.chunk,
+                  worst, e);
 }
 END_TEST
 
@@ -503,6 +539,15 @@ START_TEST(bad_inputs_give_messages)
     mi_mlp_scan_rule kl_bad = {.read = MI_MLP_READ_KL, .kl_scale = -1};
     ck_assert_ptr_null(mi_mlp_scan(w2, in[4], in[5], in[6], x.gates, &kl_bad, st));
     ck_assert_error_has("kl needs a scale c > 0");
+    /* the mini-batch rule takes neither decay_first nor lq's read */
+    mi_error_clear();
+    mi_mlp_scan_rule chunk_bad = {.decay_first = true, .chunk = 4};
+    ck_assert_ptr_null(mi_mlp_scan(w2, in[4], in[5], in[6], x.gates, &chunk_bad, st));
+    ck_assert_error_has("chunk 4: the mini-batch rule (chunk > 1) takes no decay_first");
+    mi_error_clear();
+    mi_mlp_scan_rule chunk_neg = {.chunk = -2};
+    ck_assert_ptr_null(mi_mlp_scan(w2, in[4], in[5], in[6], x.gates, &chunk_neg, st));
+    ck_assert_error_has("chunk -2");
     /* NULL propagates */
     mi_error_clear();
     ck_assert_ptr_null(mi_mlp_scan(in, NULL, in[5], in[6], x.gates, &rule, st));
@@ -528,6 +573,7 @@ Suite *make_suite(void)
     tcase_add_loop_test(tc, op_equals_composed_ops, 0, N_VARIANTS);
     tcase_add_loop_test(tc, op_gradcheck, 0, N_VARIANTS);
     tcase_add_loop_test(tc, chunk1_equals_composed_path, 0, N_PRESETS);
+    tcase_add_loop_test(tc, kl_chunks_equal_composed_path, 0, 8);
     tcase_add_test(tc, bad_inputs_give_messages);
     suite_add_tcase(s, tc);
     return s;

@@ -34,7 +34,7 @@ mi_tensor *mi_cms_scan_backward(mi_tensor *u, mi_tensor *v, mi_tensor *eta, mi_t
  * Its flags (attrs, packed from mi_mlp_scan_rule). */
 enum {
     MI_MLP_SCAN_MOMENTUM = 1, MI_MLP_SCAN_YAAD = 2, MI_MLP_SCAN_DECAY_FIRST = 4,
-    MI_MLP_SCAN_LP = 8, MI_MLP_SCAN_LQ = 16, MI_MLP_SCAN_KL = 32
+    MI_MLP_SCAN_LP = 8, MI_MLP_SCAN_LQ = 16, MI_MLP_SCAN_KL = 32, MI_MLP_SCAN_LAG = 64
 };
 /* The op mi_mlp_scan runs: state0 packed [N, P] (W1, W2 (, S1, S2) flattened, P =
  * 2·d·h, ×2 with momentum) → y and the final state packed [N, T·d + P]. */

@@ -33,6 +33,14 @@
  *   kl (Memora; MIRAS Variant 1, eq:xmodel, retention/kl.c), per row of each
  *       weight: R(L) = c softmax(L), and after every write the boundary
  *       L_t ← log c + log_softmax(L_t) (b = 1: each token its own chunk)
+ * The mini-batch rule (MIRAS "Parallelizable Training"; models/miras/
+ * recurrence.c), chunk b > 1: the tokens of a segment take their gradients
+ * at the state before its first token, g_t = ∇ℓ at R(A_{t'−1}) for t in
+ * [t', t''), and write one by one as above; kl's boundary applies at the
+ * segment's end only. The segments are the chunks of b tokens, or with the
+ * lag token (Memora) each chunk's first token alone, then the rest. The
+ * weights of a chunk's tokens are formed one at a time and never kept: the
+ * backward recomputes them from the checkpoints below.
  * Inputs: state0 [N, P], the packed state W1, W2 (then S1, S2 with
  * momentum), each row-major, P = 2·d·h (×2 with momentum), h from P;
  * q, k, v [N, T, d]; gates [N, T, 4] = (η, α, μ, δ) per head and token (α ≡ 1
@@ -40,7 +48,9 @@
  * gradients 0). Attributes (mi_attrs has no fields named for them): index =
  * the flags MI_MLP_SCAN_MOMENTUM | MI_MLP_SCAN_YAAD | MI_MLP_SCAN_DECAY_FIRST
  * | MI_MLP_SCAN_LP | MI_MLP_SCAN_LQ | MI_MLP_SCAN_KL, p = a (yaad) or p (lp),
- * eps = lp's ε, scalar = lq's q or kl's c, lo = lq's ε. One output,
+ * eps = lp's ε, scalar = lq's q or kl's c, lo = lq's ε, window = the
+ * chunk b of the mini-batch rule (0 or 1: per token; flag MI_MLP_SCAN_LAG: the
+ * lag token). One output,
  * packed [N, T·d + P]: y [N, T, d] then the final state as state0
  * (mi_mlp_scan packs and splits).
  *
@@ -78,13 +88,18 @@ static int ms_check(const char *op, mi_tensor *const *in, int n, const mi_attrs 
             return -1;
         }
     int64_t f = at->index;
-    if (f < 0 || f >= 2 * MI_MLP_SCAN_KL ||
+    if (f < 0 || f >= 2 * MI_MLP_SCAN_LAG ||
         ((f & MI_MLP_SCAN_YAAD) && (f & MI_MLP_SCAN_LP)) ||
         ((f & MI_MLP_SCAN_LQ) && (f & MI_MLP_SCAN_KL)) ||
         ((f & (MI_MLP_SCAN_LQ | MI_MLP_SCAN_KL)) && (f & MI_MLP_SCAN_MOMENTUM))) {
         mi_error_set("%s: flags %lld are not a combination of momentum (1), yaad (2) or lp "
-                     "(8), decay_first (4), lq (16) or kl (32) (a read with gd only)", op,
-                     (long long)f);
+                     "(8), decay_first (4), lq (16) or kl (32) (a read with gd only), lag "
+                     "token (64)", op, (long long)f);
+        return -1;
+    }
+    if (at->window < 0 || (at->window > 1 && (f & (MI_MLP_SCAN_DECAY_FIRST | MI_MLP_SCAN_LQ)))) {
+        mi_error_set("%s: chunk %lld: the mini-batch rule (chunk > 1) takes no decay_first and "
+                     "no lq read (flags %lld)", op, (long long)at->window, (long long)f);
         return -1;
     }
     if ((f & MI_MLP_SCAN_YAAD) && !(at->p > 0)) {
@@ -196,7 +211,8 @@ static mi_mlp_scan_rule ms_rule_of(const mi_attrs *at)
                               .decay_first = f & MI_MLP_SCAN_DECAY_FIRST,
                               .sign_sharpness = at->p, .lp_p = at->p, .lp_eps = at->eps,
                               .read = lq ? MI_MLP_READ_LQ : kl ? MI_MLP_READ_KL : MI_MLP_READ_STATE,
-                              .lq_q = at->scalar, .lq_eps = at->lo, .kl_scale = at->scalar};
+                              .lq_q = at->scalar, .lq_eps = at->lo, .kl_scale = at->scalar,
+                              .chunk = at->window, .lag_token = f & MI_MLP_SCAN_LAG};
 }
 
 static mi_tensor *ms_backward(const mi_node *nd, mi_tensor *g)
@@ -247,6 +263,12 @@ static int ex_mlp_scan(mi_rng *r, int variant, mi_tensor **in, mi_attrs *a)
     case 8: a->index = MI_MLP_SCAN_KL, a->scalar = 3; break;
     case 9: a->index = MI_MLP_SCAN_KL | MI_MLP_SCAN_DECAY_FIRST | MI_MLP_SCAN_LP, a->p = 3,
             a->eps = 1e-3, a->scalar = 3; break;
+    /* the mini-batch rule: T 7 in chunks of 3 (a last chunk of one token),
+     * two checkpoints; kl with the lag token, and momentum in chunks of 2 */
+    case 10: a->index = MI_MLP_SCAN_KL | MI_MLP_SCAN_LAG, a->scalar = 3, a->window = 3, T = 7;
+             break;
+    case 11: a->index = MI_MLP_SCAN_MOMENTUM | MI_MLP_SCAN_LP, a->p = 3, a->eps = 1e-3,
+             a->window = 2, T = 5; break;
     default: return 0;
     }
     int64_t copies = a->index & MI_MLP_SCAN_MOMENTUM ? 4 : 2;
@@ -335,7 +357,8 @@ const mi_op mi_op_mlp_scan_backward = {
     .examples = ex_mlp_scan_backward, .flops = mlp_scan_backward_flops};
 
 /* The rule as attributes: index = the flags, p = yaad's sharpness or lp's
- * p, eps = lp's ε, scalar = lq's q or kl's c, lo = lq's ε. */
+ * p, eps = lp's ε, scalar = lq's q or kl's c, lo = lq's ε, window = the
+ * chunk. */
 static mi_attrs ms_attrs(const mi_mlp_scan_rule *rule)
 {
     bool lq = rule->read == MI_MLP_READ_LQ, kl = rule->read == MI_MLP_READ_KL;
@@ -343,11 +366,12 @@ static mi_attrs ms_attrs(const mi_mlp_scan_rule *rule)
                             (rule->yaad ? MI_MLP_SCAN_YAAD : 0) |
                             (rule->lp ? MI_MLP_SCAN_LP : 0) |
                             (rule->decay_first ? MI_MLP_SCAN_DECAY_FIRST : 0) |
-                            (lq ? MI_MLP_SCAN_LQ : 0) | (kl ? MI_MLP_SCAN_KL : 0),
+                            (lq ? MI_MLP_SCAN_LQ : 0) | (kl ? MI_MLP_SCAN_KL : 0) |
+                            (rule->lag_token ? MI_MLP_SCAN_LAG : 0),
                    .p = rule->yaad ? rule->sign_sharpness : rule->lp ? rule->lp_p : 0,
                    .eps = rule->lp ? rule->lp_eps : 0,
                    .scalar = lq ? rule->lq_q : kl ? rule->kl_scale : 0,
-                   .lo = lq ? rule->lq_eps : 0};
+                   .lo = lq ? rule->lq_eps : 0, .window = rule->chunk};
     if (rule->read != MI_MLP_READ_STATE && !lq && !kl) at.index = -1; /* refused by ms_check */
     return at;
 }

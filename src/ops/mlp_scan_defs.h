@@ -38,6 +38,8 @@ typedef struct ms_dims {
     double sharp, lp_p, lp_eps;
     mi_mlp_scan_read read;
     double rq, reps, kc; /* lq's q and ε, kl's c */
+    int64_t chunk;       /* the mini-batch rule's b (1: per token) */
+    bool lag;            /* a chunk's first token its own segment (Memora's lag token) */
 } ms_dims;
 
 static inline ms_dims ms_dims_of(mi_tensor *const *in, const mi_attrs *at)
@@ -51,10 +53,32 @@ static inline ms_dims ms_dims_of(mi_tensor *const *in, const mi_attrs *at)
                  .read = (f & MI_MLP_SCAN_LQ)   ? MI_MLP_READ_LQ
                          : (f & MI_MLP_SCAN_KL) ? MI_MLP_READ_KL
                                                 : MI_MLP_READ_STATE,
-                 .rq = at->scalar, .reps = at->lo, .kc = at->scalar};
+                 .rq = at->scalar, .reps = at->lo, .kc = at->scalar,
+                 .chunk = at->window > 1 ? at->window : 1, .lag = f & MI_MLP_SCAN_LAG};
     k.m = k.momentum ? k.P / 2 : k.P;
     k.h = k.m / (2 * k.d);
     return k;
+}
+
+/* The mini-batch rule's segments (mlp_scan.c's top comment): runs of tokens
+ * whose gradients are taken at the state before the run's first token. Per
+ * token every token is one; with chunk b the chunks, and with a lag token the
+ * chunk's first token alone, then the rest. */
+static inline bool ms_seg_start(const ms_dims *k, int64_t t)
+{
+    int64_t j = t % k->chunk;
+    return j == 0 || (k->lag && j == 1);
+}
+/* The first token of t's segment. */
+static inline int64_t ms_seg_first(const ms_dims *k, int64_t t)
+{
+    int64_t c0 = t - t % k->chunk;
+    return k->lag && t > c0 ? c0 + 1 : c0;
+}
+/* Whether t ends its segment (where kl's boundary applies). */
+static inline bool ms_seg_end(const ms_dims *k, int64_t t)
+{
+    return t + 1 == k->T || ms_seg_start(k, t + 1);
 }
 
 /* The elements of one act and of one thread's backward work vectors

@@ -108,9 +108,10 @@ static void MS(inner_at)(const ms_dims *k, const MS_T *A, const MS_T *x, const M
  *   momentum: S ← μ S − η g,  W ← α W + S
  * with g = (δ1 sᵀ, δ2 kᵀ) from inner's act (taken at α W with decay_first,
  * gated DeltaNet's order). The state is A (W with no read); with a read
- * then W_t = R(A_t) into wt, after kl's boundary (boundary_read). */
+ * then W_t = R(A_t) into wt, after kl's boundary (boundary_read) where the
+ * token ends its segment (boundary). */
 static void MS(step)(const ms_dims *k, MS_T *state, const MS_T *x, const MS_T *gate,
-                     const MS(act) *o, MS_T *wt)
+                     const MS(act) *o, MS_T *wt, bool boundary)
 {
     int64_t d = k->d, h = k->h, m = 2 * d * h;
     MS_T eta = gate[0], alpha = gate[1], mu = gate[2];
@@ -133,15 +134,30 @@ static void MS(step)(const ms_dims *k, MS_T *state, const MS_T *x, const MS_T *g
             }
         }
     }
-    if (k->read == MI_MLP_READ_KL)
+    if (k->read == MI_MLP_READ_KL && boundary)
         MS(boundary_read)(k, state, wt);
-    else if (k->read == MI_MLP_READ_LQ)
+    else if (k->read)
         MS(wread)(k, state, 1, wt);
 }
 
+/* Where token t takes its inner gradient with the mini-batch rule (chunk
+ * > 1): at the segment's first token, the weights of the state before it,
+ * A (R(A) with a read: the last token's wt, or read here at t = 0), into gp;
+ * then gp for every token of the segment. */
+static const MS_T *MS(grad_point)(const ms_dims *k, int64_t t, const MS_T *A, const MS_T *wt,
+                                  MS_T *gp)
+{
+    if (ms_seg_start(k, t)) {
+        if (!k->read) memcpy(gp, A, sizeof(MS_T) * (size_t)k->m);
+        else if (t > 0) memcpy(gp, wt, sizeof(MS_T) * (size_t)ms_read_elems(k));
+        else MS(wread)(k, A, 1, gp);
+    }
+    return gp;
+}
+
 /* Forward: per sequence, the state in the output's slot; per token the
- * inner gradient at W_{t−1} (α_t W_{t−1} with decay_first), the write, then
- * y_t = M_{W_t}(q_t). */
+ * inner gradient at W_{t−1} (α_t W_{t−1} with decay_first; with chunk > 1
+ * at the segment's grad_point), the write, then y_t = M_{W_t}(q_t). */
 MS_KERNEL void MS(mlp_scan)(mi_tensor *o, mi_tensor *const *in, const mi_attrs *at)
 {
     ms_dims k = ms_dims_of(in, at);
@@ -149,7 +165,8 @@ MS_KERNEL void MS(mlp_scan)(mi_tensor *o, mi_tensor *const *in, const mi_attrs *
     const MS_T *W0 = in[0]->data, *Q = in[1]->data, *K = in[2]->data, *V = in[3]->data;
     const MS_T *Gt = in[4]->data;
     int64_t nr = ms_read_elems(&k), per = ms_act_elems(&k) + (k.read ? 2 * nr : 0);
-    /* act, R(A_{t−1}), R(A_t) */
+    if (k.chunk > 1 && !k.read) per += k.m; /* the segment's W */
+    /* act, R(A_{t−1}) (with chunk > 1 the segment's: grad_point), R(A_t) */
     mi_scope *sc = mi_scope_current();
     int n_thr = scan_threads(N, N * T * P);
     size_t bytes = sizeof(MS_T) * (size_t)(per * n_thr);
@@ -162,17 +179,21 @@ MS_KERNEL void MS(mlp_scan)(mi_tensor *o, mi_tensor *const *in, const mi_attrs *
     MS_PRAGMA(omp parallel for num_threads(n_thr) schedule(static))
     for (int64_t n = 0; n < N; n++) {
         MS(act) x;
-        MS_T *wg = MS(act_carve)(&x, scratch + per * scan_thread(), &k), *wt = wg + nr;
+        MS_T *wg = MS(act_carve)(&x, scratch + per * scan_thread(), &k);
+        MS_T *wt = k.read ? wg + nr : NULL;
         MS_T *Y = (MS_T *)o->data + n * width, *state = Y + T * d;
         memcpy(state, W0 + n * P, sizeof(MS_T) * (size_t)P);
         for (int64_t t = 0; t < T; t++) {
             int64_t nt = n * T + t;
             const MS_T *gate = Gt + nt * MS_GATES;
-            if (k.read && t > 0 && !k.decay_first) /* R(A_{t−1}): the last token's read */
+            if (k.chunk > 1)
+                MS(inner)(&k, MS(grad_point)(&k, t, state, wt, wg), 1, K + nt * d, V + nt * d,
+                          gate, &x);
+            else if (k.read && t > 0 && !k.decay_first) /* R(A_{t−1}): the last token's read */
                 MS(inner)(&k, wt, 1, K + nt * d, V + nt * d, gate, &x);
             else
                 MS(inner_at)(&k, state, K + nt * d, V + nt * d, gate, wg, &x);
-            MS(step)(&k, state, K + nt * d, gate, &x, wt);
+            MS(step)(&k, state, K + nt * d, gate, &x, wt, ms_seg_end(&k, t));
             MS(read)(&k, k.read ? wt : state, 1, Q + nt * d, &x);
             memcpy(Y + t * d, x.y, sizeof(MS_T) * (size_t)d);
         }
@@ -296,18 +317,24 @@ static void MS(lq_fold)(const ms_dims *k, MS_T *G, const MS_T *A, int64_t rows, 
  * J = ∂L/∂R(c A_{t−1}) through wread_back at c A_{t−1}, and G ← α G + c R'ᵀJ
  * (gα: ⟨G, A_{t−1}⟩, + ⟨R'ᵀJ, A_{t−1}⟩ with decay_first). Ap, At: the
  * states A_{t−1}, A_t; with a read rt = R(A_t) and rg = R(A_{t−1}) (NULL
- * with decay_first: R(α_t A_{t−1}) is computed here). */
+ * with decay_first: R(α_t A_{t−1}) is computed here).
+ * The mini-batch rule (chunk > 1): rg is the weights where the segment takes
+ * its gradients (R(A) or, with no read, A, of the state before its first
+ * token), J goes to the segment's sum ja instead (G ← α G), and at the
+ * segment's first token (flush) G += R'ᵀ ja (ja with no read) and ja ← 0;
+ * kl's boundary_back only where the token ends its segment (boundary). */
 static void MS(token_backward)(const ms_dims *k, const MS_T *Ap, const MS_T *At, MS_T *G,
                                MS_T *H, const MS_T *q, const MS_T *kt, const MS_T *v,
                                const MS_T *gate, const MS(act) *ik, const MS(act) *ra,
                                const MS_T *gy, MS_T *gq, MS_T *gk, MS_T *gv, MS_T *ggate,
-                               const MS_T *rg, const MS_T *rt, const MS(work) *w)
+                               const MS_T *rg, const MS_T *rt, MS_T *ja, bool boundary,
+                               bool flush, const MS(work) *w)
 {
     int64_t d = k->d, h = k->h, dh = d * h, m = 2 * dh;
     MS_T eta = gate[0], alpha = gate[1], mu = gate[2], delta = gate[3];
     MS_T c = k->decay_first ? alpha : 1; /* the inner gradient at c W_{t−1} */
     /* the weights: Wt read at y, Wp (at scale cp) where the inner gradient is taken */
-    const MS_T *Wt = At, *Wp = Ap;
+    const MS_T *Wt = At, *Wp = rg ? rg : Ap;
     MS_T cp = c, *GR = G;
     bool lq = k->read == MI_MLP_READ_LQ, kl = k->read == MI_MLP_READ_KL;
     if (k->read) {
@@ -338,7 +365,7 @@ static void MS(token_backward)(const ms_dims *k, const MS_T *Ap, const MS_T *At,
     } else if (kl) {
         MS(wread_back)(k, Wt, GR, w->j);
         for (int64_t i = 0; i < m; i++) G[i] += w->j[i];
-        MS(boundary_back)(k, Wt, G);
+        if (boundary) MS(boundary_back)(k, Wt, G);
     }
     /* the write: G̃ (H + G with momentum, in H) */
     MS_T *Gs = G;
@@ -396,6 +423,21 @@ static void MS(token_backward)(const ms_dims *k, const MS_T *Ap, const MS_T *At,
                     &jw);
         MS(lq_fold)(k, G + dh, Ap + dh, h, d, alpha, c, Wp[m + 1], w->ga, kt, NULL, NULL,
                     &galpha, &jw);
+    } else if (ja) {
+        /* the mini-batch rule: J to the segment's sum, G ← α G */
+        MS(add_outer)(ja, d, h, ik->dl1, w->gm);
+        MS(add_outer)(ja, d, h, w->gz, ik->s);
+        MS(add_outer)(ja + dh, h, d, w->ga, kt);
+        for (int64_t i = 0; i < m; i++) {
+            galpha += G[i] * Ap[i];
+            G[i] *= alpha;
+        }
+        if (flush) {
+            const MS_T *add = ja;
+            if (kl) MS(wread_back)(k, Wp, ja, w->gr), add = w->gr;
+            for (int64_t i = 0; i < m; i++) G[i] += add[i];
+            memset(ja, 0, sizeof(MS_T) * (size_t)m);
+        }
     } else if (kl) {
         /* J = ∂L/∂R(c A_{t−1}) written out, then R'ᵀ J = ∂L/∂(c A_{t−1}) in gr */
         memset(w->j, 0, sizeof(MS_T) * (size_t)m);
@@ -425,7 +467,9 @@ static void MS(token_backward)(const ms_dims *k, const MS_T *Ap, const MS_T *At,
 }
 
 /* Backward: per sequence, the forward's writes again keeping the state
- * before every K-th token (K = ⌈√T⌉); then segment by segment from the last,
+ * before every K-th token (K = ⌈√T⌉, with chunk b > 1 rounded up to a
+ * multiple of b: a segment of the mini-batch rule never straddles two
+ * checkpoints); then segment by segment from the last,
  * the segment's states recomputed from its checkpoint (with each token's
  * inner act, and with a read each state's R(A)) and its tokens run
  * backwards through token_backward.
@@ -435,11 +479,13 @@ MS_KERNEL void MS(mlp_scan_backward)(mi_tensor *o, mi_tensor *const *in, const m
 {
     ms_dims k = ms_dims_of(in, at);
     int64_t N = k.N, T = k.T, d = k.d, P = k.P, gw = T * d + P, ow = o->shape[1];
-    int64_t K = scan_segment(T), ncp = (T + K - 1) / K, na = ms_act_elems(&k);
+    int64_t K = (scan_segment(T) + k.chunk - 1) / k.chunk * k.chunk;
+    int64_t ncp = (T + K - 1) / K, na = ms_act_elems(&k);
     const MS_T *W0 = in[0]->data, *Q = in[1]->data, *Kx = in[2]->data, *V = in[3]->data;
     const MS_T *Gt = in[4]->data, *Gin = in[5]->data;
     int64_t nr = ms_read_elems(&k), nrd = k.read ? (K + 1) * nr : 0; /* R(A) of a segment */
     int64_t per = (ncp + K + 1) * P + (K + 1) * na + ms_work_elems(&k) + P + nrd;
+    if (k.chunk > 1) per += 2 * k.m; /* the segment's J and (no read) its W */
     mi_scope *sc = mi_scope_current();
     int n_thr = scan_threads(N, 4 * N * T * P);
     size_t bytes = sizeof(MS_T) * (size_t)(per * n_thr);
@@ -456,6 +502,8 @@ MS_KERNEL void MS(mlp_scan_backward)(mi_tensor *o, mi_tensor *const *in, const m
         MS(work) w;
         MS(act) ra, ik;
         MS_T *rd = MS(work_carve)(&w, H + P, &k);
+        MS_T *ja = k.chunk > 1 ? rd + nrd : NULL, *gp = ja ? ja + k.m : NULL;
+        if (ja) memset(ja, 0, sizeof(MS_T) * (size_t)k.m);
         MS(act_carve)(&ra, acts + K * na, &k);
         MS_T *out = (MS_T *)o->data + n * ow, *G = out;
         MS_T *gQ = out + P, *gK = gQ + T * d, *gV = gK + T * d, *gG = gV + T * d;
@@ -466,11 +514,14 @@ MS_KERNEL void MS(mlp_scan_backward)(mi_tensor *o, mi_tensor *const *in, const m
             int64_t nt = n * T + t;
             if (t % K == 0) memcpy(cp + t / K * P, seg, sizeof(MS_T) * (size_t)P);
             MS(act_carve)(&ik, acts, &k);
-            if (k.read && t > 0 && !k.decay_first) /* R(A_{t−1}) from the last step */
+            if (k.chunk > 1)
+                MS(inner)(&k, MS(grad_point)(&k, t, seg, w.wt, k.read ? w.wg : gp), 1,
+                          Kx + nt * d, V + nt * d, Gt + nt * MS_GATES, &ik);
+            else if (k.read && t > 0 && !k.decay_first) /* R(A_{t−1}) from the last step */
                 MS(inner)(&k, w.wt, 1, Kx + nt * d, V + nt * d, Gt + nt * MS_GATES, &ik);
             else
                 MS(inner_at)(&k, seg, Kx + nt * d, V + nt * d, Gt + nt * MS_GATES, w.wg, &ik);
-            MS(step)(&k, seg, Kx + nt * d, Gt + nt * MS_GATES, &ik, w.wt);
+            MS(step)(&k, seg, Kx + nt * d, Gt + nt * MS_GATES, &ik, w.wt, ms_seg_end(&k, t));
         }
         /* ∂L/∂ the final state: G (W, in the output's gstate slot) and H (S) */
         memcpy(G, gEnd, sizeof(MS_T) * (size_t)k.m);
@@ -479,29 +530,33 @@ MS_KERNEL void MS(mlp_scan_backward)(mi_tensor *o, mi_tensor *const *in, const m
             int64_t t0 = s * K, t1 = t0 + K < T ? t0 + K : T;
             memcpy(seg, cp + s * P, sizeof(MS_T) * (size_t)P);
             if (k.read) MS(wread)(&k, seg, 1, rd);
+            /* p: where token t takes its gradient, the state before token t0 + p
+             * (t itself per token; its segment's first with chunk > 1) */
             for (int64_t t = t0; t < t1; t++) {
-                int64_t nt = n * T + t, j = t - t0;
+                int64_t nt = n * T + t, j = t - t0, p = ms_seg_first(&k, t) - t0;
                 MS_T *st = seg + j * P;
                 MS(act_carve)(&ik, acts + j * na, &k);
                 if (k.read && !k.decay_first)
-                    MS(inner)(&k, rd + j * nr, 1, Kx + nt * d, V + nt * d, Gt + nt * MS_GATES,
+                    MS(inner)(&k, rd + p * nr, 1, Kx + nt * d, V + nt * d, Gt + nt * MS_GATES,
                               &ik);
                 else
-                    MS(inner_at)(&k, st, Kx + nt * d, V + nt * d, Gt + nt * MS_GATES, w.wg,
-                                 &ik);
+                    MS(inner_at)(&k, seg + p * P, Kx + nt * d, V + nt * d, Gt + nt * MS_GATES,
+                                 w.wg, &ik);
                 memcpy(st + P, st, sizeof(MS_T) * (size_t)P);
                 MS(step)(&k, st + P, Kx + nt * d, Gt + nt * MS_GATES, &ik,
-                         k.read ? rd + (j + 1) * nr : NULL);
+                         k.read ? rd + (j + 1) * nr : NULL, ms_seg_end(&k, t));
             }
             for (int64_t t = t1 - 1; t >= t0; t--) {
-                int64_t nt = n * T + t, j = t - t0;
+                int64_t nt = n * T + t, j = t - t0, p = ms_seg_first(&k, t) - t0;
                 MS(act_carve)(&ik, acts + j * na, &k);
-                const MS_T *rg = k.read && !k.decay_first ? rd + j * nr : NULL;
+                const MS_T *rg = k.read && !k.decay_first ? rd + p * nr
+                                 : ja                     ? seg + p * P
+                                                          : NULL;
                 MS(token_backward)(&k, seg + j * P, seg + (j + 1) * P, G, H, Q + nt * d,
                                    Kx + nt * d, V + nt * d, Gt + nt * MS_GATES, &ik, &ra,
                                    gY + t * d, gQ + t * d, gK + t * d, gV + t * d,
                                    gG + t * MS_GATES, rg, k.read ? rd + (j + 1) * nr : NULL,
-                                   &w);
+                                   ja, ms_seg_end(&k, t), ms_seg_start(&k, t), &w);
             }
         }
         if (k.momentum) memcpy(G + k.m, H, sizeof(MS_T) * (size_t)k.m);

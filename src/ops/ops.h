@@ -164,6 +164,9 @@ mi_tensor *mi_cms_scan(mi_tensor *u, mi_tensor *v, mi_tensor *eta, mi_tensor *w1
  * with the read R the identity (the state is W), or per weight matrix
  * lq: R(A) = A / (‖A‖_F² + ε)^((q−2)/(2q)), or kl: R(L) = c·softmax(L) per row
  * with L ← log c + log_softmax(L) after each write (gd only for both).
+ * With chunk b > 1 the mini-batch rule: the tokens of a chunk (with
+ * lag_token: its first token, then the rest) take g_t at R(A) of the state
+ * before the chunk (the segment), and kl's projection applies at its end.
  * state0: W1 [N, d, h], W2 [N, h, d] (then S1, S2 of the same shapes with
  * momentum; any shape [N, ...] with those elements); q, k, v [N, T, d];
  * gates [N, T, 4] = (η, α, μ, δ) (α ≡ 1: no retention; μ and δ ignored
@@ -184,6 +187,9 @@ typedef struct mi_mlp_scan_rule {
     double lp_p, lp_eps;
     mi_mlp_scan_read read;
     double lq_q, lq_eps, kl_scale;
+    int64_t chunk;    /* > 1: the mini-batch rule, g_t at the state before t's segment
+                         (no decay_first, no lq read); 0 or 1: per token */
+    bool lag_token;   /* with chunk > 1 each chunk's first token is a segment of its own */
 } mi_mlp_scan_rule;
 mi_tensor *mi_mlp_scan(mi_tensor *const *state0, mi_tensor *q, mi_tensor *k, mi_tensor *v,
                        mi_tensor *gates, const mi_mlp_scan_rule *rule, mi_tensor **state);

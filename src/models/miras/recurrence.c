@@ -462,7 +462,7 @@ mi_tensor *mi_miras_forward(const mi_miras *m, mi_tensor *q, mi_tensor *k, mi_te
         return y;
     }
     mi_mlp_scan_rule mlp_rule;
-    if (kernels && m->config.chunk == 1 && mlp_fused_rule(m, gates, &mlp_rule)) {
+    if (kernels && mlp_fused_rule(m, gates, &mlp_rule)) {
         mi_tensor *y = mlp_fused_scan(m, &mlp_rule, r.a, r.s, q, k, v, gates);
         for (int i = 0; y && final_state && i < r.nw; i++) final_state[i] = r.a[i];
         return y;

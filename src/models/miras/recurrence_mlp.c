@@ -1,5 +1,5 @@
 /* The fused per-token path of the MLP memory: with b = 1 (and in the
- * one-token step of generation) a memory=mlp of depth 2 with bias l2, yaad
+ * one-token step of generation), and for kl's chunks (below), a memory=mlp of depth 2 with bias l2, yaad
  * or lp, retention none, l2, lq (the Frobenius form) or kl (a constant
  * scale c), gd or momentum (none or l2 retention only) and one η, α, μ, δ per
  * head is one mlp_scan op over the sequence, not ~40 ops per token:
@@ -10,7 +10,13 @@
  *   y_t = M_{read(A_t)}(q_t)
  * with α ≡ 1 for retention none, read the identity for none and l2, and
  * with decay_first g_t at read(α_t A_{t−1}) (recurrence.c's header, the op's
- * in ops/mlp_scan.c). Channel-wise gates, other depths, lq's paper form, a
+ * in ops/mlp_scan.c). With b > 1 a kl read (Memora) takes the op's
+ * mini-batch rule, the lag token included (recurrence.c's header): its
+ * tokens each read the weights of their own state, c softmax(L_t), which
+ * the op forms one at a time where the recorded chunk keeps one copy a
+ * token; the other reads take their chunks' rank-one form
+ * (recurrence_factored.c). scan=composed and scan=mi_scan keep the chunks
+ * as recorded ops and as mi_scan's body. Channel-wise gates, other depths, lq's paper form, a
  * learned kl scale and every other component keep the composed path, and so
  * does materialize=true (the tests' reference). Not differentiable twice.
  * The components are known by the rules they declare (components.h), a
@@ -65,7 +71,11 @@ bool mlp_fused_rule(const mi_miras *m, const mi_miras_gates *gt, mi_mlp_scan_rul
     /* the algorithm's step is η's own (no rate) once per token: gd, or momentum
      * with uses_mu (components.h) */
     const mi_algorithm_kind *alg = m->algorithm;
-    mi_mlp_scan_rule r = {.momentum = alg->uses_mu, .decay_first = c->decay_first};
+    mi_mlp_scan_rule r = {.momentum = alg->uses_mu, .decay_first = c->decay_first,
+                          .chunk = c->chunk, .lag_token = m->retention->lag_token};
+    if (c->chunk > 1 && (c->scan != MI_SCAN_AUTO || c->decay_first ||
+                         m->retention->rule != MI_RETENTION_RULE_KL))
+        return false;
     if (c->materialize || m->memory->rule != MI_MEMORY_RULE_MLP || c->mlp_depth != 2 ||
         alg->rate || alg->multistep || !fused_components(m, &r) ||
         (r.momentum && r.read != MI_MLP_READ_STATE))
