@@ -109,7 +109,8 @@ static void MS(inner_at)(const ms_dims *k, const MS_T *A, const MS_T *x, const M
  * with g = (δ1 sᵀ, δ2 kᵀ) from inner's act (taken at α W with decay_first,
  * gated DeltaNet's order). The state is A (W with no read); with a read
  * then W_t = R(A_t) into wt, after kl's boundary (boundary_read) where the
- * token ends its segment (boundary). */
+ * token ends its segment (boundary); wt NULL: no read (never with a
+ * boundary). */
 static void MS(step)(const ms_dims *k, MS_T *state, const MS_T *x, const MS_T *gate,
                      const MS(act) *o, MS_T *wt, bool boundary)
 {
@@ -136,7 +137,7 @@ static void MS(step)(const ms_dims *k, MS_T *state, const MS_T *x, const MS_T *g
     }
     if (k->read == MI_MLP_READ_KL && boundary)
         MS(boundary_read)(k, state, wt);
-    else if (k->read)
+    else if (k->read && wt)
         MS(wread)(k, state, 1, wt);
 }
 
@@ -335,15 +336,15 @@ static void MS(token_backward)(const ms_dims *k, const MS_T *Ap, const MS_T *At,
     MS_T c = k->decay_first ? alpha : 1; /* the inner gradient at c W_{t−1} */
     /* the weights: Wt read at y, Wp (at scale cp) where the inner gradient is taken */
     const MS_T *Wt = At, *Wp = rg ? rg : Ap;
-    MS_T cp = c, *GR = G;
+    MS_T cp = c;
     bool lq = k->read == MI_MLP_READ_LQ, kl = k->read == MI_MLP_READ_KL;
     if (k->read) {
         if (!rg) MS(wread)(k, Ap, c, w->wg);
-        Wt = rt, Wp = rg ? rg : w->wg, cp = 1, GR = kl ? w->gr : G;
-        if (kl) memset(GR, 0, sizeof(MS_T) * (size_t)m);
+        Wt = rt, Wp = rg ? rg : w->wg, cp = 1;
     }
-    /* the read y_t = M_{W_t}(q_t); with lq ∂L/∂A_t of W = σ A as the outer
-     * products: G += σ GR − κ A, κ = r ⟨GR, W⟩ / S (lq_vjp_terms) */
+    /* the read y_t = M_{W_t}(q_t), its ∂L/∂W_t = GR the outer products
+     * (gz sᵀ, ga qᵀ); with lq ∂L/∂A_t of W = σ A: G += σ GR − κ A,
+     * κ = r ⟨GR, W⟩ / S (lq_add), with kl R'ᵀ GR (kl_outer_back) */
     MS(read)(k, Wt, 1, q, ra);
     MS(ln_back)(d, gy, ra->zh, *ra->r, w->gz);
     MS(mv)(true, d, h, 1, Wt, w->gz, false, w->gs);
@@ -352,9 +353,9 @@ static void MS(token_backward)(const ms_dims *k, const MS_T *Ap, const MS_T *At,
         gw1 += w->gs[j] * ra->s[j];
         w->ga[j] = w->gs[j] * ra->gp[j];
     }
-    if (!lq) {
-        MS(add_outer)(GR, d, h, w->gz, ra->s);
-        MS(add_outer)(GR + dh, h, d, w->ga, q);
+    if (!k->read) {
+        MS(add_outer)(G, d, h, w->gz, ra->s);
+        MS(add_outer)(G + dh, h, d, w->ga, q);
     }
     memcpy(gq, gy, sizeof(MS_T) * (size_t)d);
     MS(mv)(true, h, d, 1, Wt + dh, w->ga, true, gq);
@@ -363,8 +364,8 @@ static void MS(token_backward)(const ms_dims *k, const MS_T *Ap, const MS_T *At,
         MS(lq_add)(k, G, At, d, h, rt[m], w->gz, ra->s, gw1);
         MS(lq_add)(k, G + dh, At + dh, h, d, rt[m + 1], w->ga, q, gw2);
     } else if (kl) {
-        MS(wread_back)(k, Wt, GR, w->j);
-        for (int64_t i = 0; i < m; i++) G[i] += w->j[i];
+        MS(kl_outer_back)(k, Wt, 0, w->gz, ra->s, G);
+        MS(kl_outer_back)(k, Wt, 1, w->ga, q, G);
         if (boundary) MS(boundary_back)(k, Wt, G);
     }
     /* the write: G̃ (H + G with momentum, in H) */
@@ -521,7 +522,11 @@ MS_KERNEL void MS(mlp_scan_backward)(mi_tensor *o, mi_tensor *const *in, const m
                 MS(inner)(&k, w.wt, 1, Kx + nt * d, V + nt * d, Gt + nt * MS_GATES, &ik);
             else
                 MS(inner_at)(&k, seg, Kx + nt * d, V + nt * d, Gt + nt * MS_GATES, w.wg, &ik);
-            MS(step)(&k, seg, Kx + nt * d, Gt + nt * MS_GATES, &ik, w.wt, ms_seg_end(&k, t));
+            /* with chunk > 1 a token's read matters where the next segment takes
+             * its gradients from it */
+            bool end = ms_seg_end(&k, t);
+            MS(step)(&k, seg, Kx + nt * d, Gt + nt * MS_GATES, &ik,
+                     k.chunk == 1 || end ? w.wt : NULL, end);
         }
         /* ∂L/∂ the final state: G (W, in the output's gstate slot) and H (S) */
         memcpy(G, gEnd, sizeof(MS_T) * (size_t)k.m);

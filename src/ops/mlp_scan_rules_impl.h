@@ -91,12 +91,23 @@ static void MS(wread)(const ms_dims *k, const MS_T *A, MS_T c, MS_T *W)
             for (int64_t i = 0; i < n; i++) w[i] = s * a[i];
             continue;
         }
+        /* each row less its max, then the exponentials of the whole matrix in
+         * one run (a row of 32 is two vectors: the vector exp's calls row by
+         * row cost more than its work), then each row scaled to sum c_kl */
         for (int64_t i = 0; i < rows; i++) {
             const MS_T *ar = a + i * cols;
-            MS_T *wr = w + i * cols, mx = c * ar[0], sum = 0;
+            MS_T *wr = w + i * cols, mx = c * ar[0];
             MS_PRAGMA(omp simd reduction(max : mx))
-            for (int64_t j = 1; j < cols; j++) mx = c * ar[j] > mx ? c * ar[j] : mx;
-            for (int64_t j = 0; j < cols; j++) sum += wr[j] = MS_EXP(c * ar[j] - mx);
+            for (int64_t j = 0; j < cols; j++) mx = c * ar[j] > mx ? c * ar[j] : mx;
+            MS_PRAGMA(omp simd)
+            for (int64_t j = 0; j < cols; j++) wr[j] = c * ar[j] - mx;
+        }
+        MS_PRAGMA(omp simd)
+        for (int64_t i = 0; i < n; i++) w[i] = MS_EXP(w[i]);
+        for (int64_t i = 0; i < rows; i++) {
+            MS_T *wr = w + i * cols, sum = 0;
+            MS_PRAGMA(omp simd reduction(+ : sum))
+            for (int64_t j = 0; j < cols; j++) sum += wr[j];
             MS_T f = (MS_T)k->kc / sum;
             MS_PRAGMA(omp simd)
             for (int64_t j = 0; j < cols; j++) wr[j] *= f;
@@ -126,6 +137,27 @@ static void MS(wread_back)(const ms_dims *k, const MS_T *W, const MS_T *GW, MS_T
     }
 }
 
+/* wread_back of kl for weight l's ∂L/∂W = a bᵀ, added to G in one pass
+ * without writing it out (the read's part of a token's backward):
+ *   ∂L/∂X_ij = W_ij a_i (b_j − (W b)_i / c_kl) */
+static void MS(kl_outer_back)(const ms_dims *k, const MS_T *W, int l, const MS_T *a,
+                              const MS_T *b, MS_T *G)
+{
+    int64_t rows, cols, at = l * k->d * k->h;
+    MS(shape_of)(k, l, &rows, &cols);
+    MS_T inv = 1 / (MS_T)k->kc;
+    for (int64_t i = 0; i < rows; i++) {
+        const MS_T *wr = W + at + i * cols;
+        MS_T *g = G + at + i * cols, dot = 0;
+        MS_PRAGMA(omp simd reduction(+ : dot))
+        for (int64_t j = 0; j < cols; j++) dot += wr[j] * b[j];
+        dot *= inv;
+        MS_T ai = a[i];
+        MS_PRAGMA(omp simd)
+        for (int64_t j = 0; j < cols; j++) g[j] += ai * wr[j] * (b[j] - dot);
+    }
+}
+
 /* kl's projection after each write (retention/kl.c's boundary), per row,
  * and the read of its result, from the same exponentials:
  *   L ← log c_kl + log_softmax(L),  W = c_kl softmax(L) */
@@ -135,12 +167,24 @@ static void MS(boundary_read)(const ms_dims *k, MS_T *A, MS_T *W)
     for (int l = 0; l < 2; l++) {
         int64_t rows, cols, at = l * k->d * k->h;
         MS(shape_of)(k, l, &rows, &cols);
+        /* as wread: each row less its max (in L too), the exponentials in
+         * one run, then L ← L + log c_kl − log Σ exp and W = c_kl exp / Σ */
         for (int64_t i = 0; i < rows; i++) {
-            MS_T *ar = A + at + i * cols, *wr = W + at + i * cols, mx = ar[0], sum = 0;
+            MS_T *ar = A + at + i * cols, *wr = W + at + i * cols, mx = ar[0];
             MS_PRAGMA(omp simd reduction(max : mx))
-            for (int64_t j = 1; j < cols; j++) mx = ar[j] > mx ? ar[j] : mx;
-            for (int64_t j = 0; j < cols; j++) sum += wr[j] = MS_EXP(ar[j] - mx);
-            MS_T sh = lc - mx - MS_LOG(sum), f = (MS_T)k->kc / sum;
+            for (int64_t j = 0; j < cols; j++) mx = ar[j] > mx ? ar[j] : mx;
+            MS_PRAGMA(omp simd)
+            for (int64_t j = 0; j < cols; j++) wr[j] = ar[j] -= mx;
+        }
+        int64_t n = rows * cols;
+        MS_T *w = W + at;
+        MS_PRAGMA(omp simd)
+        for (int64_t i = 0; i < n; i++) w[i] = MS_EXP(w[i]);
+        for (int64_t i = 0; i < rows; i++) {
+            MS_T *ar = A + at + i * cols, *wr = W + at + i * cols, sum = 0;
+            MS_PRAGMA(omp simd reduction(+ : sum))
+            for (int64_t j = 0; j < cols; j++) sum += wr[j];
+            MS_T sh = lc - MS_LOG(sum), f = (MS_T)k->kc / sum;
             MS_PRAGMA(omp simd)
             for (int64_t j = 0; j < cols; j++) {
                 ar[j] += sh;
