@@ -91,23 +91,13 @@ static void MS(wread)(const ms_dims *k, const MS_T *A, MS_T c, MS_T *W)
             for (int64_t i = 0; i < n; i++) w[i] = s * a[i];
             continue;
         }
-        /* each row less its max, then the exponentials of the whole matrix in
-         * one run (a row of 32 is two vectors: the vector exp's calls row by
-         * row cost more than its work), then each row scaled to sum c_kl */
         for (int64_t i = 0; i < rows; i++) {
             const MS_T *ar = a + i * cols;
-            MS_T *wr = w + i * cols, mx = c * ar[0];
+            MS_T *wr = w + i * cols, mx = c * ar[0], sum = 0;
             MS_PRAGMA(omp simd reduction(max : mx))
             for (int64_t j = 0; j < cols; j++) mx = c * ar[j] > mx ? c * ar[j] : mx;
-            MS_PRAGMA(omp simd)
-            for (int64_t j = 0; j < cols; j++) wr[j] = c * ar[j] - mx;
-        }
-        MS_PRAGMA(omp simd)
-        for (int64_t i = 0; i < n; i++) w[i] = MS_EXP(w[i]);
-        for (int64_t i = 0; i < rows; i++) {
-            MS_T *wr = w + i * cols, sum = 0;
             MS_PRAGMA(omp simd reduction(+ : sum))
-            for (int64_t j = 0; j < cols; j++) sum += wr[j];
+            for (int64_t j = 0; j < cols; j++) sum += wr[j] = MS_EXPV(c * ar[j] - mx);
             MS_T f = (MS_T)k->kc / sum;
             MS_PRAGMA(omp simd)
             for (int64_t j = 0; j < cols; j++) wr[j] *= f;
@@ -167,24 +157,13 @@ static void MS(boundary_read)(const ms_dims *k, MS_T *A, MS_T *W)
     for (int l = 0; l < 2; l++) {
         int64_t rows, cols, at = l * k->d * k->h;
         MS(shape_of)(k, l, &rows, &cols);
-        /* as wread: each row less its max (in L too), the exponentials in
-         * one run, then L ← L + log c_kl − log Σ exp and W = c_kl exp / Σ */
         for (int64_t i = 0; i < rows; i++) {
-            MS_T *ar = A + at + i * cols, *wr = W + at + i * cols, mx = ar[0];
+            MS_T *ar = A + at + i * cols, *wr = W + at + i * cols, mx = ar[0], sum = 0;
             MS_PRAGMA(omp simd reduction(max : mx))
             for (int64_t j = 0; j < cols; j++) mx = ar[j] > mx ? ar[j] : mx;
-            MS_PRAGMA(omp simd)
-            for (int64_t j = 0; j < cols; j++) wr[j] = ar[j] -= mx;
-        }
-        int64_t n = rows * cols;
-        MS_T *w = W + at;
-        MS_PRAGMA(omp simd)
-        for (int64_t i = 0; i < n; i++) w[i] = MS_EXP(w[i]);
-        for (int64_t i = 0; i < rows; i++) {
-            MS_T *ar = A + at + i * cols, *wr = W + at + i * cols, sum = 0;
             MS_PRAGMA(omp simd reduction(+ : sum))
-            for (int64_t j = 0; j < cols; j++) sum += wr[j];
-            MS_T sh = lc - MS_LOG(sum), f = (MS_T)k->kc / sum;
+            for (int64_t j = 0; j < cols; j++) sum += wr[j] = MS_EXPV(ar[j] - mx);
+            MS_T sh = lc - mx - MS_LOG(sum), f = (MS_T)k->kc / sum;
             MS_PRAGMA(omp simd)
             for (int64_t j = 0; j < cols; j++) {
                 ar[j] += sh;
