@@ -108,9 +108,10 @@ static void MS(inner_at)(const ms_dims *k, const MS_T *A, const MS_T *x, const M
  *   momentum: S ← μ S − η g,  W ← α W + S
  * with g = (δ1 sᵀ, δ2 kᵀ) from inner's act (taken at α W with decay_first,
  * gated DeltaNet's order). The state is A (W with no read); with a read
- * then W_t = R(A_t) into wt, after kl's boundary (boundary_read) where the
+ * then W_t = R(A_t) into wt, after kl's boundary (kl_row) where the
  * token ends its segment (boundary); wt NULL: no read (never with a
- * boundary). */
+ * boundary). kl reads each row as soon as it is written, from the max the
+ * write found. */
 static void MS(step)(const ms_dims *k, MS_T *state, const MS_T *x, const MS_T *gate,
                      const MS(act) *o, MS_T *wt, bool boundary)
 {
@@ -129,16 +130,21 @@ static void MS(step)(const ms_dims *k, MS_T *state, const MS_T *x, const MS_T *g
                     s[j] = mu * s[j] - c * in[j];
                     w[j] = alpha * w[j] + s[j];
                 }
+            } else if (k->read == MI_MLP_READ_KL && wt) {
+                MS_T mx = alpha * w[0] - c * in[0];
+                MS_PRAGMA(omp simd reduction(max : mx))
+                for (int64_t j = 0; j < cols; j++) {
+                    w[j] = alpha * w[j] - c * in[j];
+                    mx = w[j] > mx ? w[j] : mx;
+                }
+                MS(kl_row)(k, w, boundary ? w : NULL, wt + l * d * h + i * cols, cols, 1, mx);
             } else {
                 MS_PRAGMA(omp simd)
                 for (int64_t j = 0; j < cols; j++) w[j] = alpha * w[j] - c * in[j];
             }
         }
     }
-    if (k->read == MI_MLP_READ_KL && boundary)
-        MS(boundary_read)(k, state, wt);
-    else if (k->read && wt)
-        MS(wread)(k, state, 1, wt);
+    if (k->read == MI_MLP_READ_LQ && wt) MS(wread)(k, state, 1, wt);
 }
 
 /* Where token t takes its inner gradient with the mini-batch rule (chunk

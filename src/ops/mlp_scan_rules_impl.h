@@ -68,6 +68,29 @@ static void MS(shape_of)(const ms_dims *k, int l, int64_t *rows, int64_t *cols)
     *cols = l == 0 ? k->h : k->d;
 }
 
+/* One row of kl's read, from c a's max mx: w = c_kl softmax(c a); with a_out
+ * also kl's projection (retention/kl.c's boundary; c = 1) from the same
+ * exponentials, a_out ← log c_kl + log_softmax(a). */
+static void MS(kl_row)(const ms_dims *k, const MS_T *a, MS_T *a_out, MS_T *w, int64_t cols,
+                       MS_T c, MS_T mx)
+{
+    MS_T sum = 0;
+    MS_PRAGMA(omp simd reduction(+ : sum))
+    for (int64_t j = 0; j < cols; j++) sum += w[j] = MS_EXPV(c * a[j] - mx);
+    MS_T f = (MS_T)k->kc / sum;
+    if (!a_out) {
+        MS_PRAGMA(omp simd)
+        for (int64_t j = 0; j < cols; j++) w[j] *= f;
+        return;
+    }
+    MS_T sh = MS_LOG((MS_T)k->kc) - mx - MS_LOG(sum);
+    MS_PRAGMA(omp simd)
+    for (int64_t j = 0; j < cols; j++) {
+        a_out[j] = a[j] + sh;
+        w[j] *= f;
+    }
+}
+
 /* W = R(c A), both weights (c = α_t where the gradient is taken at α_t A
  * with decay_first, else 1), W [m + 2] (ms_read_elems; lq: then S of each):
  *   lq (MIRAS Variant 4, eq:q-norm, the Frobenius form of retention/lq.c):
@@ -93,14 +116,10 @@ static void MS(wread)(const ms_dims *k, const MS_T *A, MS_T c, MS_T *W)
         }
         for (int64_t i = 0; i < rows; i++) {
             const MS_T *ar = a + i * cols;
-            MS_T *wr = w + i * cols, mx = c * ar[0], sum = 0;
+            MS_T mx = c * ar[0];
             MS_PRAGMA(omp simd reduction(max : mx))
             for (int64_t j = 0; j < cols; j++) mx = c * ar[j] > mx ? c * ar[j] : mx;
-            MS_PRAGMA(omp simd reduction(+ : sum))
-            for (int64_t j = 0; j < cols; j++) sum += wr[j] = MS_EXPV(c * ar[j] - mx);
-            MS_T f = (MS_T)k->kc / sum;
-            MS_PRAGMA(omp simd)
-            for (int64_t j = 0; j < cols; j++) wr[j] *= f;
+            MS(kl_row)(k, ar, NULL, w + i * cols, cols, c, mx);
         }
     }
 }
@@ -145,31 +164,6 @@ static void MS(kl_outer_back)(const ms_dims *k, const MS_T *W, int l, const MS_T
         MS_T ai = a[i];
         MS_PRAGMA(omp simd)
         for (int64_t j = 0; j < cols; j++) g[j] += ai * wr[j] * (b[j] - dot);
-    }
-}
-
-/* kl's projection after each write (retention/kl.c's boundary), per row,
- * and the read of its result, from the same exponentials:
- *   L ← log c_kl + log_softmax(L),  W = c_kl softmax(L) */
-static void MS(boundary_read)(const ms_dims *k, MS_T *A, MS_T *W)
-{
-    MS_T lc = MS_LOG((MS_T)k->kc);
-    for (int l = 0; l < 2; l++) {
-        int64_t rows, cols, at = l * k->d * k->h;
-        MS(shape_of)(k, l, &rows, &cols);
-        for (int64_t i = 0; i < rows; i++) {
-            MS_T *ar = A + at + i * cols, *wr = W + at + i * cols, mx = ar[0], sum = 0;
-            MS_PRAGMA(omp simd reduction(max : mx))
-            for (int64_t j = 0; j < cols; j++) mx = ar[j] > mx ? ar[j] : mx;
-            MS_PRAGMA(omp simd reduction(+ : sum))
-            for (int64_t j = 0; j < cols; j++) sum += wr[j] = MS_EXPV(ar[j] - mx);
-            MS_T sh = lc - mx - MS_LOG(sum), f = (MS_T)k->kc / sum;
-            MS_PRAGMA(omp simd)
-            for (int64_t j = 0; j < cols; j++) {
-                ar[j] += sh;
-                wr[j] *= f;
-            }
-        }
     }
 }
 
