@@ -254,10 +254,13 @@ START_TEST(bad_specs_are_reported)
 END_TEST
 
 /* The op's f32 output and gradients with OWN allowed (rows four at a time;
- * the vjp's probabilities in one pass over the keys each row reads) equal
- * REF's and the composed vjp's (q kᵀ, the mask, softmax): causal, causal with a window, a window alone with
- * T ≠ S, queries from position 3 of 9 keys, no mask; 40 and 64 rows, so
- * the rows split over two threads. */
+ * the vjp's probabilities in one pass over the keys each row reads, its
+ * products over the keys each block of 64 rows reads) equal REF's and the
+ * composed vjp's (q kᵀ, the mask, softmax): causal, causal with a window, a
+ * window alone with T ≠ S, queries from position 3 of 9 keys, no mask; 40
+ * and 64 rows, so the rows split over two threads; then the same masks over
+ * two and three blocks of rows (a last block of 22 rows, queries from
+ * position 130 of 200 keys). */
 START_TEST(vjp_probabilities_in_one_pass)
 {
     static const struct {
@@ -265,10 +268,12 @@ START_TEST(vjp_probabilities_in_one_pass)
         bool causal;
         int64_t window, start;
     } cases[] = {{40, 40, true, 0, 0}, {40, 40, true, 5, 0}, {40, 48, false, 6, 0},
-                 {6, 9, true, 0, 3}, {64, 33, false, 0, 0}};
+                 {6, 9, true, 0, 3}, {64, 33, false, 0, 0}, {150, 150, true, 0, 0},
+                 {150, 150, true, 20, 0}, {100, 130, false, 30, 0}, {70, 200, true, 0, 130},
+                 {150, 150, false, 0, 0}};
     int threads = mi_threads();
     mi_set_threads(2);
-    for (int c = 0; c < 5; c++) {
+    for (int c = 0; c < (int)(sizeof cases / sizeof cases[0]); c++) {
         mi_rng r;
         mi_rng_seed(&r, 40 + (uint64_t)c);
         mi_tensor *in[3] = {mi_randn(&r, MI_F32, MI_SHAPE(3, 2, cases[c].t, 8), 0, 1),

@@ -129,7 +129,8 @@ enum { MI_FORM_AUTO = 0, MI_FORM_EXACT = 1, MI_FORM_MINIBATCH = 2 };
  *                     per-token rule, the state kept every ⌈√T⌉ tokens and
  *                     each segment run again in the backward. Chunk b > 1,
  *                     where a chunk makes a state per token (neither the
- *                     rank-one form nor the exact form takes it: Memora) or
+ *                     rank-one form, the exact form nor mlp_scan takes it:
+ *                     Memora with a learned scale, for instance) or
  *                     once the states the chunks start from come to 16 MiB
  *                     (the recorded chunks would keep several times that;
  *                     below, they are recorded): one chunk a body, the state

@@ -268,8 +268,10 @@ mi_tensor *mi_attention_mask(mi_dtype dt, int64_t t, int64_t s, bool causal, int
  *   query row t at key position attrs.start + t) 
  *   dv = Pᵀ g,  dS = P ⊙ (g vᵀ − Σ_s (g vᵀ) ⊙ P),  dq = sc·dS k,  dk = sc·dSᵀ q
  * The forward kernel (attention_impl.h, per dtype) is one pass with an
- * online softmax (no T×S buffer); the vjp recomputes P with ops. Every query
- * row must keep at least one key. */
+ * online softmax (no T×S buffer); the vjp recomputes P with ops (f32 with
+ * OWN, not recorded: P and the gradients by own kernels, whose products
+ * skip the blocks the mask leaves empty). Every query row must keep at
+ * least one key. */
 #define ATT_T float
 #define ATT_NAME(x) x##_f32
 #include "attention_impl.h"
@@ -353,6 +355,15 @@ static int attention_vjp_all(const mi_node *n, mi_tensor *g, const bool *need, m
         shape[rk - 1] = k->shape[rk - 2];
         if (!(p = mi_tensor_new(MI_F32, rk, shape))) return -1;
         own_attention_probs_f32(p, q, k, a);
+        /* the products over the keys each block of rows reads (the causal
+         * half), not T×S */
+        mi_tensor *d[3] = {mi_tensor_new(MI_F32, rk, q->shape), mi_tensor_new(MI_F32, rk, k->shape),
+                           mi_tensor_new(MI_F32, rk, v->shape)};
+        if (!d[0] || !d[1] || !d[2] ||
+            own_attention_grads_f32(p, q, k, v, g, a, d[0], d[1], d[2]) != 0)
+            return -1;
+        for (int i = 0; i < 3; i++) grads[i] = need[i] ? d[i] : NULL;
+        return 0;
     } else {
         mi_tensor *s = mi_matmul_t(qs, k, false, true);
         if (a->causal || a->window > 0)

@@ -28,8 +28,12 @@
  * walked once, in REF's order, and every channel of a row is added at once,
  * into dwᵀ [K, C]: the same sums in the same order (fast math may fuse the
  * products into them), split over channels between threads. */
+#include <cblas.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "blas.h"
 
 #define OWN_VECTORS
 #include "own_kernels.h"
@@ -368,6 +372,89 @@ void own_attention_probs_f32(mi_tensor *p, const mi_tensor *q, const mi_tensor *
     c.a.sc = (float)(1.0 / sqrt((double)c.a.d));
     int64_t rows = c.a.nt ? q->numel / c.a.d : 0;
     own_parallel(rows, rows * c.a.ns * c.a.d, OWN_PAR_MIN, 1, probs_range, &c);
+}
+
+/* ---------------------------------------------------------------- attention's gradients
+ * From P (above) and the cotangent g, per batch entry (sequence.c's vjp):
+ *   dv = Pᵀ g,  dS = P ⊙ (g vᵀ − rowsum(P ⊙ g vᵀ)),  dq = sc dS k,  dk = sc dSᵀ q
+ * The query rows go in blocks of GRAD_ROWS, and a block's four products run
+ * over the keys its rows read only (the first row's lo to the last row's
+ * hi): with the causal mask the blocks above the diagonal are never
+ * multiplied, where the dense products take all of T×S. The products are
+ * OpenBLAS's sgemm at one thread, the batch entries split over the threads
+ * (each accumulates its own dk, dv), so the result does not depend on the
+ * thread count. */
+#define GRAD_ROWS 64
+
+typedef struct grads_ctx {
+    attention_ctx a;
+    const float *p, *g;
+    float *dq, *dk, *dv;
+    atomic_int failed;
+} grads_ctx;
+
+static void grads_range(const void *v, int64_t b0, int64_t b1)
+{
+    grads_ctx *c = (grads_ctx *)v;
+    const attention_ctx *k = &c->a;
+    int64_t nt = k->nt, ns = k->ns, d = k->d, e = k->dv;
+    float *ds = malloc(sizeof(float) * (size_t)(GRAD_ROWS * ns));
+    if (!ds) {
+        atomic_store(&c->failed, 1);
+        return;
+    }
+    for (int64_t b = b0; b < b1; b++) {
+        const float *P = c->p + b * nt * ns, *Q = k->q + b * nt * d, *K = k->k + b * ns * d;
+        const float *V = k->v + b * ns * e, *G = c->g + b * nt * e;
+        float *dQ = c->dq + b * nt * d, *dK = c->dk + b * ns * d, *dV = c->dv + b * ns * e;
+        memset(dK, 0, sizeof(float) * (size_t)(ns * d));
+        memset(dV, 0, sizeof(float) * (size_t)(ns * e));
+        for (int64_t r0 = 0; r0 < nt; r0 += GRAD_ROWS) {
+            int64_t n = nt - r0 < GRAD_ROWS ? nt - r0 : GRAD_ROWS, lo, hi, unused;
+            attention_keys(k, r0, &lo, &unused);
+            attention_keys(k, r0 + n - 1, &unused, &hi);
+            int64_t w = hi - lo + 1;
+            const float *Pb = P + r0 * ns + lo;
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)w, (int)e, (int)n, 1, Pb,
+                        (int)ns, G + r0 * e, (int)e, 1, dV + lo * e, (int)e);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)w, (int)e, 1,
+                        G + r0 * e, (int)e, V + lo * e, (int)e, 0, ds, (int)w);
+            for (int64_t i = 0; i < n; i++) {
+                const float *pr = Pb + i * ns;
+                float *dr = ds + i * w, dot = 0;
+                for (int64_t j = 0; j < w; j++) dot += pr[j] * dr[j];
+                for (int64_t j = 0; j < w; j++) dr[j] = pr[j] * (dr[j] - dot);
+            }
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)d, (int)w, k->sc,
+                        ds, (int)w, K + lo * d, (int)d, 0, dQ + r0 * d, (int)d);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)w, (int)d, (int)n, k->sc,
+                        ds, (int)w, Q + r0 * d, (int)d, 1, dK + lo * d, (int)d);
+        }
+    }
+    free(ds);
+}
+
+int own_attention_grads_f32(const mi_tensor *p, const mi_tensor *q, const mi_tensor *k,
+                            const mi_tensor *v, const mi_tensor *g, const mi_attrs *a,
+                            mi_tensor *dq, mi_tensor *dk, mi_tensor *dv)
+{
+    int rk = q->rank;
+    grads_ctx c = {.a = {.q = q->data, .k = k->data, .v = v->data, .nt = q->shape[rk - 2],
+                         .ns = k->shape[rk - 2], .d = q->shape[rk - 1], .dv = v->shape[rk - 1],
+                         .window = a->window, .start = a->start, .causal = a->causal},
+                   .p = p->data, .g = g->data, .dq = dq->data, .dk = dk->data, .dv = dv->data};
+    c.a.sc = (float)(1.0 / sqrt((double)c.a.d));
+    atomic_init(&c.failed, 0);
+    int64_t entries = q->numel / (c.a.nt * c.a.d);
+    blas_single_thread_once();
+    own_parallel(entries, 4 * entries * c.a.nt * c.a.ns * (c.a.d + c.a.dv), OWN_PAR_MIN, 1,
+                 grads_range, &c);
+    if (atomic_load(&c.failed)) {
+        mi_error_set("attention: out of memory for the vjp's scratch (%lld x %lld floats)",
+                     (long long)GRAD_ROWS, (long long)c.a.ns);
+        return -1;
+    }
+    return 0;
 }
 
 /* ================================================================ conv1d_causal_wgrad */
