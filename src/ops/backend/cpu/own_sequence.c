@@ -454,6 +454,15 @@ int own_attention_grads_f32(const mi_tensor *p, const mi_tensor *q, const mi_ten
                      (long long)GRAD_ROWS, (long long)c.a.ns);
         return -1;
     }
+    /* mi_flops: the products run, 2·(2 Dv + 2 D) per row and key of each block */
+    uint64_t cells = 0;
+    for (int64_t r0 = 0; r0 < c.a.nt; r0 += GRAD_ROWS) {
+        int64_t n = c.a.nt - r0 < GRAD_ROWS ? c.a.nt - r0 : GRAD_ROWS, lo, hi, unused;
+        attention_keys(&c.a, r0, &lo, &unused);
+        attention_keys(&c.a, r0 + n - 1, &unused, &hi);
+        cells += (uint64_t)(n * (hi - lo + 1));
+    }
+    op_flops_add((uint64_t)entries * cells * 4u * (uint64_t)(c.a.d + c.a.dv));
     return 0;
 }
 
