@@ -113,6 +113,25 @@ START_TEST(attention_counts_read_keys)
 }
 END_TEST
 
+/* attention's f32 vjp with OWN, not recorded: the products over the keys
+ * each block of 64 query rows reads, 4·(D + Dv) per row and key of a block:
+ * causal T 150, blocks of 64 rows over 64 and 128 keys, 22 rows over 150. */
+START_TEST(attention_vjp_counts_block_products)
+{
+    mi_backends_allow(MI_BACKEND_ALL);
+    int64_t H = 2, T = 150, D = 4, Dv = 3;
+    mi_tensor *x[3] = {mi_requires_grad(randn(MI_SHAPE(H, T, D)), true),
+                       mi_requires_grad(randn(MI_SHAPE(H, T, D)), true),
+                       mi_requires_grad(randn(MI_SHAPE(H, T, Dv)), true)};
+    mi_tensor *y = mi_sum(mi_attention(x[0], x[1], x[2], true, 0), MI_ALL, false), *g[3];
+    ck_assert_ptr_nonnull(y);
+    uint64_t f0 = mi_flops();
+    ck_assert_msg(mi_grad(&y, NULL, 1, x, 3, false, g) == 0, "%s", mi_error());
+    uint64_t cells = 64 * 64 + 64 * 128 + 22 * 150;
+    ck_assert_uint_eq(mi_flops() - f0, (uint64_t)H * cells * 4 * (uint64_t)(D + Dv));
+}
+END_TEST
+
 /* delta_scan: 3 products of 2·dv·dk per token forward, 10 backward, on
  * every backend. */
 START_TEST(delta_scan_counts_per_token)
@@ -201,6 +220,7 @@ Suite *make_suite(void)
     tcase_add_test(tc, backward_counts_vjp_products);
     tcase_add_test(tc, refused_and_elementwise_add_nothing);
     tcase_add_test(tc, attention_counts_read_keys);
+    tcase_add_test(tc, attention_vjp_counts_block_products);
     tcase_add_loop_test(tc, delta_scan_counts_per_token, 0, nm);
     tcase_add_test(tc, cms_scan_counts_reads_and_updates);
     tcase_add_test(tc, cms_scan_backward_counts_three_forwards);
