@@ -300,6 +300,45 @@ static void MS(lq_fold)(const ms_dims *k, MS_T *G, const MS_T *A, int64_t rows, 
     *jw += S > 0 ? sig * sj * (1 - r * (S - (MS_T)k->reps) / S) : 0;
 }
 
+/* For kl's mini-batch rule, one pass over each row i of weight l of G
+ * (rows × cols) in place of five: the read's vjp for ∂L/∂W_t = a bᵀ
+ * (kl_outer_back), kl's boundary where the token ends its segment
+ * (boundary_back), the write's products with G̃ = G, prod[i] = (G x)_i and
+ * acc += Gᵀ dl (G̃1 s, G̃1ᵀ δ1 or G̃2 k, G̃2ᵀ δ2 of token_backward), *galpha
+ * += ⟨G, A_{t−1}⟩, then G ← α G (J goes to the segment's sum, not to G). */
+static void MS(kl_rows_back)(const ms_dims *k, int l, const MS_T *W, const MS_T *Ap, MS_T *G,
+                             const MS_T *a, const MS_T *b, bool boundary, const MS_T *x,
+                             const MS_T *dl, MS_T alpha, MS_T *prod, MS_T *acc, MS_T *galpha)
+{
+    int64_t rows, cols, at = l * k->d * k->h;
+    MS(shape_of)(k, l, &rows, &cols);
+    MS_T inv = 1 / (MS_T)k->kc, ga = 0;
+    memset(acc, 0, sizeof(MS_T) * (size_t)cols);
+    for (int64_t i = 0; i < rows; i++) {
+        const MS_T *wr = W + at + i * cols, *ar = Ap + at + i * cols;
+        MS_T *g = G + at + i * cols, dot = 0, sum = 0, px = 0, ai = a[i], di = dl[i];
+        MS_PRAGMA(omp simd reduction(+ : dot))
+        for (int64_t j = 0; j < cols; j++) dot += wr[j] * b[j];
+        dot *= inv;
+        MS_PRAGMA(omp simd reduction(+ : sum))
+        for (int64_t j = 0; j < cols; j++) sum += g[j] += ai * wr[j] * (b[j] - dot);
+        if (boundary) {
+            sum *= inv;
+            MS_PRAGMA(omp simd)
+            for (int64_t j = 0; j < cols; j++) g[j] -= wr[j] * sum;
+        }
+        MS_PRAGMA(omp simd reduction(+ : px, ga))
+        for (int64_t j = 0; j < cols; j++) {
+            px += g[j] * x[j];
+            acc[j] += di * g[j];
+            ga += g[j] * ar[j];
+            g[j] *= alpha;
+        }
+        prod[i] = px;
+    }
+    *galpha += ga;
+}
+
 /* The vjp of token t, with Ap = W_{t−1} (and S_{t−1}) its inner act ik (at Ap
  * on k_t), W_t's read ra on q_t; on entry G = ∂L/∂W_t less the read's part,
  * H = ∂L/∂S_t (momentum); on return ∂L/∂W_{t−1}, ∂L/∂S_{t−1}.
@@ -348,6 +387,10 @@ static void MS(token_backward)(const ms_dims *k, const MS_T *Ap, const MS_T *At,
         if (!rg) MS(wread)(k, Ap, c, w->wg);
         Wt = rt, Wp = rg ? rg : w->wg, cp = 1;
     }
+    /* kl's mini-batch rule: the read's and boundary's vjps, the write's
+     * products with G and G ← α G in one pass (kl_rows_back) */
+    bool rows_pass = kl && ja;
+    MS_T galpha = 0;
     /* the read y_t = M_{W_t}(q_t), its ∂L/∂W_t = GR the outer products
      * (gz sᵀ, ga qᵀ); with lq ∂L/∂A_t of W = σ A: G += σ GR − κ A,
      * κ = r ⟨GR, W⟩ / S (lq_add), with kl R'ᵀ GR (kl_outer_back) */
@@ -369,6 +412,11 @@ static void MS(token_backward)(const ms_dims *k, const MS_T *Ap, const MS_T *At,
         for (int64_t i = 0; i < d; i++) gw2 += (gq[i] - gy[i]) * q[i];
         MS(lq_add)(k, G, At, d, h, rt[m], w->gz, ra->s, gw1);
         MS(lq_add)(k, G + dh, At + dh, h, d, rt[m + 1], w->ga, q, gw2);
+    } else if (rows_pass) {
+        MS(kl_rows_back)(k, 0, Wt, Ap, G, w->gz, ra->s, boundary, ik->s, ik->dl1, alpha, w->g1s,
+                         w->gs, &galpha);
+        MS(kl_rows_back)(k, 1, Wt, Ap, G, w->ga, q, boundary, kt, ik->dl2, alpha, w->g2k,
+                         w->g2d, &galpha);
     } else if (kl) {
         MS(kl_outer_back)(k, Wt, 0, w->gz, ra->s, G);
         MS(kl_outer_back)(k, Wt, 1, w->ga, q, G);
@@ -380,10 +428,12 @@ static void MS(token_backward)(const ms_dims *k, const MS_T *Ap, const MS_T *At,
         for (int64_t i = 0; i < m; i++) H[i] += G[i];
         Gs = H;
     }
-    MS(mv)(false, d, h, 1, Gs, ik->s, false, w->g1s);       /* G̃1 s */
-    MS(mv)(false, h, d, 1, Gs + dh, kt, false, w->g2k);      /* G̃2 k */
-    MS(mv)(true, d, h, 1, Gs, ik->dl1, false, w->gs);       /* G̃1ᵀ δ1 */
-    MS(mv)(true, h, d, 1, Gs + dh, ik->dl2, false, w->g2d);  /* G̃2ᵀ δ2 */
+    if (!rows_pass) {
+        MS(mv)(false, d, h, 1, Gs, ik->s, false, w->g1s);       /* G̃1 s */
+        MS(mv)(false, h, d, 1, Gs + dh, kt, false, w->g2k);      /* G̃2 k */
+        MS(mv)(true, d, h, 1, Gs, ik->dl1, false, w->gs);       /* G̃1ᵀ δ1 */
+        MS(mv)(true, h, d, 1, Gs + dh, ik->dl2, false, w->g2d);  /* G̃2ᵀ δ2 */
+    }
     MS_T gw = 0; /* ⟨G̃, g⟩ */
     for (int64_t i = 0; i < d; i++) gw += ik->dl1[i] * w->g1s[i];
     for (int64_t j = 0; j < h; j++) gw += ik->dl2[j] * w->g2k[j];
@@ -423,7 +473,7 @@ static void MS(token_backward)(const ms_dims *k, const MS_T *Ap, const MS_T *At,
     MS(mv)(true, h, d, cp, Wp + dh, w->ga, true, gk); /* gk += c W2ᵀ ga */
     /* G ← α G + c J with gα = ⟨G, W_{t−1}⟩ (+ ⟨J, W_{t−1}⟩ with decay_first),
      * then gμ and H ← μ G̃ */
-    MS_T galpha = 0, jw = 0, gmu = 0;
+    MS_T jw = 0, gmu = 0;
     if (lq) {
         /* W = σ X, X = c A_{t−1}: G ← α G + c σ J − κ A (lq_fold) */
         MS(lq_fold)(k, G, Ap, d, h, alpha, c, Wp[m], ik->dl1, w->gm, w->gz, ik->s, &galpha,
@@ -435,7 +485,7 @@ static void MS(token_backward)(const ms_dims *k, const MS_T *Ap, const MS_T *At,
         MS(add_outer)(ja, d, h, ik->dl1, w->gm);
         MS(add_outer)(ja, d, h, w->gz, ik->s);
         MS(add_outer)(ja + dh, h, d, w->ga, kt);
-        for (int64_t i = 0; i < m; i++) {
+        for (int64_t i = 0; !rows_pass && i < m; i++) {
             galpha += G[i] * Ap[i];
             G[i] *= alpha;
         }
