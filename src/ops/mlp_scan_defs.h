@@ -32,37 +32,12 @@
 #define MS_POW MS_MATH(pow)
 #define MS_GEMV _Generic((MS_T)0, float: cblas_sgemv, default: cblas_dgemv)
 
-/* e^x in the loops over a whole matrix (kl's softmax rows): libm's exp, or
- * with MS_INLINE_EXP (the OWN f32 kernels) ms_expf below, which the
- * compiler vectorises in place: a call into glibc's vector exp per row of 32
- * cost more than its work. */
-#ifdef MS_INLINE_EXP
-#define MS_EXPV(x) ms_expf(x)
-#else
+/* e^x in kl's softmax rows: libm's exp, or (the OWN f32 kernels define it
+ * first) own_math.h's polynomial, which the compiler vectorises in place: a
+ * call into glibc's vector exp per row of 32 cost more than its work. */
+#ifndef MS_EXPV
 #define MS_EXPV(x) MS_EXP(x)
 #endif
-
-/* e^x in f32 for x ≤ 88 (below −87: e^−87): e^x = 2^n e^r with n the integer
- * nearest x / ln 2 and r = x − n ln 2 (ln 2 in two parts, Cody and Waite),
- * e^r from Cephes' degree-7 polynomial (relative error ~1e-7, expf's), 2^n
- * written into the exponent's bits. */
-static inline float ms_expf(float x)
-{
-    x = x < -87.0f ? -87.0f : x;
-    float n = __builtin_roundf(x * 1.44269504088896341f);
-    float r = x - n * 0.693359375f + n * 2.12194440e-4f;
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * r * r + r + 1.0f;
-    int32_t bits = ((int32_t)n + 127) * (1 << 23);
-    float scale;
-    memcpy(&scale, &bits, sizeof scale);
-    return p * scale;
-}
 
 typedef struct ms_dims {
     int64_t N, T, d, h, m, P; /* m = 2·d·h: one copy of (W1, W2) */
