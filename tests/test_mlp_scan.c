@@ -394,6 +394,22 @@ static void layer_inputs(const mi_miras *m, unsigned seed, mi_tensor **x, mi_ten
     g[2] = mi_randn(&r, MI_F64, 4, (int64_t[]){2, 1, h, LD}, 0, 1);
 }
 
+/* The layer's results by cfg's own path (got) and by the composed ops
+ * (materialize=true, ref) on inputs x drawn from seed; returns their count. */
+static int both_paths(const mi_miras_config *cfg, unsigned seed, mi_tensor **x, mi_tensor **got,
+                      mi_tensor **ref)
+{
+    mi_miras m;
+    ck_assert_msg(mi_miras_init(&m, cfg) == 0, "%s", mi_error());
+    mi_tensor *g[3];
+    layer_inputs(&m, seed, x, g);
+    mi_miras_config slow = *cfg;
+    slow.materialize = true;
+    int n = layer_results(&slow, x, g, ref);
+    ck_assert_int_eq(layer_results(cfg, x, g, got), n);
+    return n;
+}
+
 START_TEST(chunk1_equals_composed_path)
 {
     const mi_preset *p = mi_preset_find(presets[_i].name);
@@ -403,13 +419,8 @@ START_TEST(chunk1_equals_composed_path)
     cfg.chunk = 1;
     mi_miras m;
     ck_assert_msg(mi_miras_init(&m, &cfg) == 0, "%s", mi_error());
-    mi_tensor *x[9], *g[3];
-    layer_inputs(&m, 700u + (unsigned)_i, x, g);
-    mi_tensor *ref[12], *got[12];
-    mi_miras_config slow = cfg;
-    slow.materialize = true;
-    int n = layer_results(&slow, x, g, ref);
-    ck_assert_int_eq(layer_results(&cfg, x, g, got), n);
+    mi_tensor *x[9], *ref[12], *got[12];
+    int n = both_paths(&cfg, 700u + (unsigned)_i, x, got, ref);
     int worst = 0;
     double e = max_rel_err(got, ref, n, &worst, NULL);
     printf("chunk 1 %-8s %-20s: max error %.2e (result %d)\n", presets[_i].name,
@@ -452,15 +463,8 @@ START_TEST(kl_chunks_equal_composed_path)
     mi_miras_config cfg = preset_config(mi_preset_find("memora"));
     if (_i >= 4) config_set(&cfg, "bias=yaad");
     cfg.chunk = chunks[_i % 4];
-    mi_miras m;
-    ck_assert_msg(mi_miras_init(&m, &cfg) == 0, "%s", mi_error());
-    mi_tensor *x[9], *g[3];
-    layer_inputs(&m, 900u + (unsigned)_i, x, g);
-    mi_tensor *ref[12], *got[12];
-    mi_miras_config slow = cfg;
-    slow.materialize = true;
-    int n = layer_results(&slow, x, g, ref);
-    ck_assert_int_eq(layer_results(&cfg, x, g, got), n);
+    mi_tensor *x[9], *ref[12], *got[12];
+    int n = both_paths(&cfg, 900u + (unsigned)_i, x, got, ref);
     ck_assert_msg(computed_within(got[0], "mlp_scan", 4), "chunk %lld: not by mlp_scan",
                   (long long)cfg.chunk);
     int worst = 0;
