@@ -263,8 +263,9 @@ static int ex_mlp_scan(mi_rng *r, int variant, mi_tensor **in, mi_attrs *a)
     case 8: a->index = MI_MLP_SCAN_KL, a->scalar = 3; break;
     case 9: a->index = MI_MLP_SCAN_KL | MI_MLP_SCAN_DECAY_FIRST | MI_MLP_SCAN_LP, a->p = 3,
             a->eps = 1e-3, a->scalar = 3; break;
-    /* the mini-batch rule: T 7 in chunks of 3 (a last chunk of one token),
-     * two checkpoints; kl with the lag token, and momentum in chunks of 2 */
+    /* the mini-batch rule: kl with the lag token, T 7 in chunks of 3 (a last
+     * chunk of one token, checkpoints at 0, 3, 6), and momentum in chunks of
+     * 2, T 5 (checkpoints at 0 and 4) */
     case 10: a->index = MI_MLP_SCAN_KL | MI_MLP_SCAN_LAG, a->scalar = 3, a->window = 3, T = 7;
              break;
     case 11: a->index = MI_MLP_SCAN_MOMENTUM | MI_MLP_SCAN_LP, a->p = 3, a->eps = 1e-3,

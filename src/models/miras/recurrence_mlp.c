@@ -1,8 +1,9 @@
-/* The fused per-token path of the MLP memory: with b = 1 (and in the
- * one-token step of generation), and for kl's chunks (below), a memory=mlp of depth 2 with bias l2, yaad
- * or lp, retention none, l2, lq (the Frobenius form) or kl (a constant
- * scale c), gd or momentum (none or l2 retention only) and one η, α, μ, δ per
- * head is one mlp_scan op over the sequence, not ~40 ops per token:
+/* The fused path of the MLP memory: with b = 1 (and in the one-token step
+ * of generation), and for kl's chunks (below), a memory=mlp of depth 2 with
+ * bias l2, yaad or lp, retention none, l2, lq (the Frobenius form) or kl (a
+ * constant scale c), gd or momentum (none or l2 retention only) and one η,
+ * α, μ, δ per head is one mlp_scan op over the sequence, not ~40 ops per
+ * token:
  *   g_t = ∇_W ℓ(M_W(k_t); v_t) at W = read(A_{t−1})          (MIRAS eq:OGDupdate)
  *   A_t = α_t A_{t−1} − η_t g_t                             (gd)
  *   S_t = μ_t S_{t−1} − η_t g_t,  A_t = α_t A_{t−1} + S_t    (momentum, Titans §3.1)
@@ -15,12 +16,12 @@
  * tokens each read the weights of their own state, c softmax(L_t), which
  * the op forms one at a time where the recorded chunk keeps one copy a
  * token; the other reads take their chunks' rank-one form
- * (recurrence_factored.c). scan=composed and scan=mi_scan keep the chunks
- * as recorded ops and as mi_scan's body. Channel-wise gates, other depths, lq's paper form, a
- * learned kl scale and every other component keep the composed path, and so
- * does materialize=true (the tests' reference). Not differentiable twice.
- * The components are known by the rules they declare (components.h), a
- * user's as a built-in's. */
+ * (recurrence_factored.c), and scan=composed and scan=mi_scan keep the
+ * chunks as recorded ops and as mi_scan's body. Channel-wise gates, other
+ * depths, lq's paper form, a learned kl scale and every other component
+ * keep the composed path, and so does materialize=true (the tests'
+ * reference). Not differentiable twice. The components are known by the
+ * rules they declare (components.h), a user's as a built-in's. */
 #include <stdlib.h>
 #include <string.h>
 
