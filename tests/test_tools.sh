@@ -471,10 +471,16 @@ kill_trials() { # kill_trials N: N runs killed after random delays; all must kee
   [ "$bad" = 0 ] && [ "$killed" -ge $(($1 / 2)) ]
 }
 check "kill -9 at 20 random points: log.csv never lacks a row the checkpoint has" kill_trials 20
+# the first killed run that had written a checkpoint (a run killed before its first step
+# has none: on a busy machine the earliest kills can come before it)
+killed_dir=
+for i in $(seq 20); do
+  [ -f "$tmp/kill$i/ckpt.safetensors" ] && { killed_dir=$tmp/kill$i; break; }
+done
 check "a killed run resumes, and its dead temporary files are gone" bash -c \
-  "'$train' --resume '$tmp/kill1/ckpt.safetensors' --steps 5000 --stop-at \
-     \$(( \$(grep -c . '$tmp/kill1/log.csv') + 5 )) >/dev/null 2>&1 && \
-   [ -z \"\$(find '$tmp/kill1' -name '*.tmp.*')\" ]"
+  "[ -n '$killed_dir' ] && '$train' --resume '$killed_dir/ckpt.safetensors' --steps 5000 \
+     --stop-at \$(( \$(grep -c . '$killed_dir/log.csv') + 5 )) >/dev/null 2>&1 && \
+   [ -z \"\$(find '$killed_dir' -name '*.tmp.*')\" ]"
 
 # ------------------------------------------------------------------ FIFOs
 # A FIFO with no writer would block a reader forever: every loader refuses it at once.
