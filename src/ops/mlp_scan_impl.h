@@ -300,12 +300,17 @@ static void MS(lq_fold)(const ms_dims *k, MS_T *G, const MS_T *A, int64_t rows, 
     *jw += S > 0 ? sig * sj * (1 - r * (S - (MS_T)k->reps) / S) : 0;
 }
 
-/* For kl's mini-batch rule, one pass over each row i of weight l of G
- * (rows × cols) in place of five: the read's vjp for ∂L/∂W_t = a bᵀ
- * (kl_outer_back), kl's boundary where the token ends its segment
- * (boundary_back), the write's products with G̃ = G, prod[i] = (G x)_i and
- * acc += Gᵀ dl (G̃1 s, G̃1ᵀ δ1 or G̃2 k, G̃2ᵀ δ2 of token_backward), *galpha
- * += ⟨G, A_{t−1}⟩, then G ← α G (J goes to the segment's sum, not to G). */
+/* kl's part of a token's backward, one pass over each row i of weight l of
+ * G (rows × cols):
+ *   the read's vjp for ∂L/∂W_t = a bᵀ (W = R(A_t), as wread_back):
+ *     G_ij += W_ij a_i (b_j − (W b)_i / c_kl)
+ *   kl's boundary where the token ends its segment (G = ∂L/∂L_after →
+ *   ∂L/∂L_before, softmax(L) = W / c_kl on either side):
+ *     G_ij −= (W_ij / c_kl) Σ_l G_il
+ *   the write's products with G̃ = G (kl takes gd), prod[i] = (G x)_i and
+ *   acc += Gᵀ dl (G̃1 s, G̃1ᵀ δ1 or G̃2 k, G̃2ᵀ δ2 of token_backward),
+ *   *galpha += ⟨G, A_{t−1}⟩, then G ← α G (the inner gradient's c R'ᵀ J is
+ *   token_backward's to add). */
 static void MS(kl_rows_back)(const ms_dims *k, int l, const MS_T *W, const MS_T *Ap, MS_T *G,
                              const MS_T *a, const MS_T *b, bool boundary, const MS_T *x,
                              const MS_T *dl, MS_T alpha, MS_T *prod, MS_T *acc, MS_T *galpha)
@@ -359,7 +364,7 @@ static void MS(kl_rows_back)(const ms_dims *k, int l, const MS_T *W, const MS_T 
  *           J1 += gz sᵀ, gs += W1ᵀ gz, ga += gs ⊙ gp, J2 = ga kᵀ, gk += W2ᵀ ga
  *   G ← α G + J.
  * With a read (state A, weights R(A)): the read's part ∂L/∂R(A_t) goes
- * through wread_back (and kl's boundary_back) into G, the inner gradient's
+ * through wread_back (kl: kl_rows_back, with the boundary) into G, the inner gradient's
  * J = ∂L/∂R(c A_{t−1}) through wread_back at c A_{t−1}, and G ← α G + c R'ᵀJ
  * (gα: ⟨G, A_{t−1}⟩, + ⟨R'ᵀJ, A_{t−1}⟩ with decay_first). Ap, At: the
  * states A_{t−1}, A_t; with a read rt = R(A_t) and rg = R(A_{t−1}) (NULL
@@ -367,8 +372,9 @@ static void MS(kl_rows_back)(const ms_dims *k, int l, const MS_T *W, const MS_T 
  * The mini-batch rule (chunk > 1): rg is the weights where the segment takes
  * its gradients (R(A) or, with no read, A, of the state before its first
  * token), J goes to the segment's sum ja instead (G ← α G), and at the
- * segment's first token (flush) G += R'ᵀ ja (ja with no read) and ja ← 0;
- * kl's boundary_back only where the token ends its segment (boundary). */
+ * segment's first token (flush; every token per token) G += R'ᵀ ja (ja with
+ * no read) and ja ← 0; kl's boundary only where the token ends its segment
+ * (boundary). */
 static void MS(token_backward)(const ms_dims *k, const MS_T *Ap, const MS_T *At, MS_T *G,
                                MS_T *H, const MS_T *q, const MS_T *kt, const MS_T *v,
                                const MS_T *gate, const MS(act) *ik, const MS(act) *ra,
@@ -387,13 +393,11 @@ static void MS(token_backward)(const ms_dims *k, const MS_T *Ap, const MS_T *At,
         if (!rg) MS(wread)(k, Ap, c, w->wg);
         Wt = rt, Wp = rg ? rg : w->wg, cp = 1;
     }
-    /* kl's mini-batch rule: the read's and boundary's vjps, the write's
-     * products with G and G ← α G in one pass (kl_rows_back) */
-    bool rows_pass = kl && ja;
     MS_T galpha = 0;
     /* the read y_t = M_{W_t}(q_t), its ∂L/∂W_t = GR the outer products
      * (gz sᵀ, ga qᵀ); with lq ∂L/∂A_t of W = σ A: G += σ GR − κ A,
-     * κ = r ⟨GR, W⟩ / S (lq_add), with kl R'ᵀ GR (kl_outer_back) */
+     * κ = r ⟨GR, W⟩ / S (lq_add); with kl R'ᵀ GR, the boundary's vjp, the
+     * write's products and G ← α G in one pass (kl_rows_back) */
     MS(read)(k, Wt, 1, q, ra);
     MS(ln_back)(d, gy, ra->zh, *ra->r, w->gz);
     MS(mv)(true, d, h, 1, Wt, w->gz, false, w->gs);
@@ -412,15 +416,11 @@ static void MS(token_backward)(const ms_dims *k, const MS_T *Ap, const MS_T *At,
         for (int64_t i = 0; i < d; i++) gw2 += (gq[i] - gy[i]) * q[i];
         MS(lq_add)(k, G, At, d, h, rt[m], w->gz, ra->s, gw1);
         MS(lq_add)(k, G + dh, At + dh, h, d, rt[m + 1], w->ga, q, gw2);
-    } else if (rows_pass) {
+    } else if (kl) {
         MS(kl_rows_back)(k, 0, Wt, Ap, G, w->gz, ra->s, boundary, ik->s, ik->dl1, alpha, w->g1s,
                          w->gs, &galpha);
         MS(kl_rows_back)(k, 1, Wt, Ap, G, w->ga, q, boundary, kt, ik->dl2, alpha, w->g2k,
                          w->g2d, &galpha);
-    } else if (kl) {
-        MS(kl_outer_back)(k, Wt, 0, w->gz, ra->s, G);
-        MS(kl_outer_back)(k, Wt, 1, w->ga, q, G);
-        if (boundary) MS(boundary_back)(k, Wt, G);
     }
     /* the write: G̃ (H + G with momentum, in H) */
     MS_T *Gs = G;
@@ -428,7 +428,7 @@ static void MS(token_backward)(const ms_dims *k, const MS_T *Ap, const MS_T *At,
         for (int64_t i = 0; i < m; i++) H[i] += G[i];
         Gs = H;
     }
-    if (!rows_pass) {
+    if (!kl) {
         MS(mv)(false, d, h, 1, Gs, ik->s, false, w->g1s);       /* G̃1 s */
         MS(mv)(false, h, d, 1, Gs + dh, kt, false, w->g2k);      /* G̃2 k */
         MS(mv)(true, d, h, 1, Gs, ik->dl1, false, w->gs);       /* G̃1ᵀ δ1 */
@@ -480,32 +480,35 @@ static void MS(token_backward)(const ms_dims *k, const MS_T *Ap, const MS_T *At,
                     &jw);
         MS(lq_fold)(k, G + dh, Ap + dh, h, d, alpha, c, Wp[m + 1], w->ga, kt, NULL, NULL,
                     &galpha, &jw);
+    } else if (kl) {
+        /* J = ∂L/∂R(c A_{t−1}) written out (to the segment's sum with the
+         * mini-batch rule), then at the segment's first token R'ᵀ J =
+         * ∂L/∂(c A_{t−1}) in gr and G += c gr (α G was kl_rows_back's) */
+        MS_T *J = ja ? ja : w->j;
+        if (!ja) memset(w->j, 0, sizeof(MS_T) * (size_t)m);
+        MS(add_outer)(J, d, h, ik->dl1, w->gm);
+        MS(add_outer)(J, d, h, w->gz, ik->s);
+        MS(add_outer)(J + dh, h, d, w->ga, kt);
+        if (flush) {
+            MS(wread_back)(k, Wp, J, w->gr);
+            for (int64_t i = 0; i < m; i++) {
+                jw += w->gr[i] * Ap[i];
+                G[i] += c * w->gr[i];
+            }
+            if (ja) memset(ja, 0, sizeof(MS_T) * (size_t)m);
+        }
     } else if (ja) {
         /* the mini-batch rule: J to the segment's sum, G ← α G */
         MS(add_outer)(ja, d, h, ik->dl1, w->gm);
         MS(add_outer)(ja, d, h, w->gz, ik->s);
         MS(add_outer)(ja + dh, h, d, w->ga, kt);
-        for (int64_t i = 0; !rows_pass && i < m; i++) {
+        for (int64_t i = 0; i < m; i++) {
             galpha += G[i] * Ap[i];
             G[i] *= alpha;
         }
         if (flush) {
-            const MS_T *add = ja;
-            if (kl) MS(wread_back)(k, Wp, ja, w->gr), add = w->gr;
-            for (int64_t i = 0; i < m; i++) G[i] += add[i];
+            for (int64_t i = 0; i < m; i++) G[i] += ja[i];
             memset(ja, 0, sizeof(MS_T) * (size_t)m);
-        }
-    } else if (kl) {
-        /* J = ∂L/∂R(c A_{t−1}) written out, then R'ᵀ J = ∂L/∂(c A_{t−1}) in gr */
-        memset(w->j, 0, sizeof(MS_T) * (size_t)m);
-        MS(add_outer)(w->j, d, h, ik->dl1, w->gm);
-        MS(add_outer)(w->j, d, h, w->gz, ik->s);
-        MS(add_outer)(w->j + dh, h, d, w->ga, kt);
-        MS(wread_back)(k, Wp, w->j, w->gr);
-        for (int64_t i = 0; i < m; i++) {
-            galpha += G[i] * Ap[i];
-            jw += w->gr[i] * Ap[i];
-            G[i] = alpha * G[i] + c * w->gr[i];
         }
     } else {
         MS(fold)(G, Ap, d, h, alpha, c, ik->dl1, w->gm, w->gz, ik->s, &galpha, &jw);
