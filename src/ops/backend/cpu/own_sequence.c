@@ -386,6 +386,17 @@ void own_attention_probs_f32(mi_tensor *p, const mi_tensor *q, const mi_tensor *
  * thread count. */
 #define GRAD_ROWS 64
 
+/* The rows of the block from row r0 (n), and the keys lo … lo + w − 1 they
+ * read: the first row's lo to the last row's hi. */
+static int64_t block_keys(const attention_ctx *k, int64_t r0, int64_t *lo, int64_t *w)
+{
+    int64_t n = k->nt - r0 < GRAD_ROWS ? k->nt - r0 : GRAD_ROWS, hi, unused;
+    attention_keys(k, r0, lo, &unused);
+    attention_keys(k, r0 + n - 1, &unused, &hi);
+    *w = hi - *lo + 1;
+    return n;
+}
+
 typedef struct grads_ctx {
     attention_ctx a;
     const float *p, *g;
@@ -410,10 +421,7 @@ static void grads_range(const void *v, int64_t b0, int64_t b1)
         memset(dK, 0, sizeof(float) * (size_t)(ns * d));
         memset(dV, 0, sizeof(float) * (size_t)(ns * e));
         for (int64_t r0 = 0; r0 < nt; r0 += GRAD_ROWS) {
-            int64_t n = nt - r0 < GRAD_ROWS ? nt - r0 : GRAD_ROWS, lo, hi, unused;
-            attention_keys(k, r0, &lo, &unused);
-            attention_keys(k, r0 + n - 1, &unused, &hi);
-            int64_t w = hi - lo + 1;
+            int64_t lo, w, n = block_keys(k, r0, &lo, &w);
             const float *Pb = P + r0 * ns + lo;
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)w, (int)e, (int)n, 1, Pb,
                         (int)ns, G + r0 * e, (int)e, 1, dV + lo * e, (int)e);
@@ -457,10 +465,8 @@ int own_attention_grads_f32(const mi_tensor *p, const mi_tensor *q, const mi_ten
     /* mi_flops: the products run, 2·(2 Dv + 2 D) per row and key of each block */
     uint64_t cells = 0;
     for (int64_t r0 = 0; r0 < c.a.nt; r0 += GRAD_ROWS) {
-        int64_t n = c.a.nt - r0 < GRAD_ROWS ? c.a.nt - r0 : GRAD_ROWS, lo, hi, unused;
-        attention_keys(&c.a, r0, &lo, &unused);
-        attention_keys(&c.a, r0 + n - 1, &unused, &hi);
-        cells += (uint64_t)(n * (hi - lo + 1));
+        int64_t lo, w, n = block_keys(&c.a, r0, &lo, &w);
+        cells += (uint64_t)(n * w);
     }
     op_flops_add((uint64_t)entries * cells * 4u * (uint64_t)(c.a.d + c.a.dv));
     return 0;
