@@ -545,7 +545,7 @@ MS_KERNEL void MS(mlp_scan_backward)(mi_tensor *o, mi_tensor *const *in, const m
     const MS_T *Gt = in[4]->data, *Gin = in[5]->data;
     int64_t nr = ms_read_elems(&k), nrd = k.read ? (K + 1) * nr : 0; /* R(A) of a segment */
     int64_t per = (ncp + K + 1) * P + (K + 1) * na + ms_work_elems(&k) + P + nrd;
-    if (k.chunk > 1) per += 2 * k.m; /* the segment's J and (no read) its W */
+    if (k.chunk > 1) per += (k.read ? 1 : 2) * k.m; /* the segment's J and (no read) its W */
     mi_scope *sc = mi_scope_current();
     int n_thr = scan_threads(N, 4 * N * T * P);
     size_t bytes = sizeof(MS_T) * (size_t)(per * n_thr);
@@ -562,7 +562,7 @@ MS_KERNEL void MS(mlp_scan_backward)(mi_tensor *o, mi_tensor *const *in, const m
         MS(work) w;
         MS(act) ra, ik;
         MS_T *rd = MS(work_carve)(&w, H + P, &k);
-        MS_T *ja = k.chunk > 1 ? rd + nrd : NULL, *gp = ja ? ja + k.m : NULL;
+        MS_T *ja = k.chunk > 1 ? rd + nrd : NULL, *gp = ja && !k.read ? ja + k.m : NULL;
         if (ja) memset(ja, 0, sizeof(MS_T) * (size_t)k.m);
         MS(act_carve)(&ra, acts + K * na, &k);
         MS_T *out = (MS_T *)o->data + n * ow, *G = out;
