@@ -31,11 +31,13 @@
  *   gα_t = ⟨G, S_{t−1}⟩ (+ ⟨gu, −β_t p⟩ for decay_first)
  *   (channel-wise gates: the same per row, without the sum over rows)
  *   G   ← α_t G + gp k_tᵀ      (∂L/∂S_{t−1}; after t = 1 it is gS_0)
- * The backward kernel recomputes the states S_0..S_T of one sequence at a
- * time into its own scratch buffer ((T+1)·dv·dk elements from the current
- * scope, released on return, so the next call reuses it):
+ * The backward kernel recomputes the states S_0..S_{T−1} of one sequence at
+ * a time into its own scratch buffer ((T+1)·dv·dk elements with G, from the
+ * current scope, released on return, so the next call reuses it):
  * running S_t back to S_{t−1} would divide by α_t (unsafe at α ≈ 0), and the
- * forward keeps nothing beyond its output.
+ * forward keeps nothing beyond its output. Each token is one pass over the
+ * rows of G and S_{t−1}: S_t's row, for gq, is α S_{t−1} + u kᵀ's, formed
+ * in registers, and G's update follows its reads in the same row.
  *
  * Gradients of gradients are not provided: delta_scan_backward is marked
  * non-differentiable, and delta_scan's vjp under create_graph fails with a

@@ -7,7 +7,7 @@
 
 #include "delta_scan_keys_impl.h"
 
-/* Forward: per sequence, S_t from S_{t−1} (DS_STEP), then y_t = S_t q_t;
+/* Forward: per sequence, S_t from S_{t−1} in place, then y_t = S_t q_t;
  * the output packs y [T, dv] and S_T [dv, dk]. */
 DS_KERNEL void DS_NAME(delta_scan)(mi_tensor *o, mi_tensor *const *in, const mi_attrs *at)
 {
@@ -29,20 +29,27 @@ DS_KERNEL void DS_NAME(delta_scan)(mi_tensor *o, mi_tensor *const *in, const mi_
         for (int64_t t = 0; t < T; t++) {
             int64_t nt = n * T + t;
             const DS_T *kt = K + nt * dk, *vt = V + nt * dv, *qt = Q + nt * dk;
-            DS_T *yt = Y + t * dv; /* scratch for S_{t−1} k_t, then y_t */
-            DS_STEP(DS_T, S, S, yt, kt, vt, B, A, nt, bw, aw, rule, dv, dk)
+            DS_T *yt = Y + t * dv;
+            /* row i of S_t, then y_{t,i} = S_t[i, :] q_t while the row is in cache */
             for (int64_t i = 0; i < dv; i++) {
-                DS_T acc = 0;
+                DS_T *row = S + i * dk, acc = 0, y = 0;
                 DS_SIMD(reduction(+ : acc))
-                for (int64_t j = 0; j < dk; j++) acc += S[i * dk + j] * qt[j];
-                yt[i] = acc;
+                for (int64_t j = 0; j < dk; j++) acc += row[j] * kt[j];
+                DS_T beta = DS_GATE(B, nt, bw, i), alpha = DS_GATE(A, nt, aw, i);
+                DS_T u = DS_OMEGA(DS_T, rule, beta) * vt[i] - beta * DS_RHO(DS_T, rule, alpha) * acc;
+                DS_SIMD(reduction(+ : y))
+                for (int64_t j = 0; j < dk; j++) {
+                    row[j] = alpha * row[j] + u * kt[j];
+                    y += row[j] * qt[j];
+                }
+                yt[i] = y;
             }
         }
     }
 }
 
-/* Backward: recompute S_0..S_T into scope scratch, then walk back carrying
- * G = ∂L/∂S_t (the packed output's layout is grad_width's). */
+/* Backward: recompute S_0..S_{T−1} into scope scratch, then walk back
+ * carrying G = ∂L/∂S_t (the packed output's layout is grad_width's). */
 DS_KERNEL void DS_NAME(delta_scan_backward)(mi_tensor *o, mi_tensor *const *in, const mi_attrs *at)
 {
     if (at->index & MI_DELTA_RULE_ALPHA_KEYS) {
@@ -57,11 +64,11 @@ DS_KERNEL void DS_NAME(delta_scan_backward)(mi_tensor *o, mi_tensor *const *in, 
     bool unit = rule & MI_DELTA_RULE_UNIT_WRITE; /* ω = 1: ∂u/∂β = −ρ p only */
     const DS_T *S0 = in[0]->data, *Q = in[1]->data, *K = in[2]->data, *V = in[3]->data;
     const DS_T *B = in[4]->data, *A = in[5]->data, *Gin = in[6]->data;
-    /* the states S_0..S_T of one sequence, and G = ∂L/∂S_t: scratch from the
+    /* the states S_0..S_{T−1} of one sequence and G = ∂L/∂S_t: scratch from the
      * current scope, given back at the end (the next call reuses it) */
     mi_scope *sc = mi_scope_current();
     int n_thr = scan_threads(N, 4 * N * T * dv * dk);
-    int64_t per = (T + 2) * m + 2 * dv; /* one thread's scratch */
+    int64_t per = (T + 1) * m + dv; /* one thread's scratch */
     size_t bytes = sizeof(DS_T) * (size_t)(per * n_thr);
     DS_T *scratch = mi_scope_alloc(sc, bytes);
     if (!scratch) { /* kernels cannot fail: zeros, never uninitialised memory */
@@ -71,13 +78,13 @@ DS_KERNEL void DS_NAME(delta_scan_backward)(mi_tensor *o, mi_tensor *const *in, 
     DS_PRAGMA(omp parallel for num_threads(n_thr) schedule(static))
     for (int64_t n = 0; n < N; n++) {
         DS_T *St = scratch + per * scan_thread();
-        DS_T *G = St + (T + 1) * m, *p = G + m, *gu = p + dv;
+        DS_T *G = St + T * m, *p = G + m;
         DS_T *out = (DS_T *)o->data + n * ow;
         DS_T *gS0 = out, *gQ = gS0 + m, *gK = gQ + T * dk, *gV = gK + T * dk;
         DS_T *gB = gV + T * dv, *gA = gB + T * bw;
         const DS_T *gY = Gin + n * gw, *gST = gY + T * dv;
         memcpy(St, S0 + n * m, sizeof(DS_T) * (size_t)m);
-        for (int64_t t = 0; t < T; t++) {
+        for (int64_t t = 0; t + 1 < T; t++) {
             int64_t nt = n * T + t;
             DS_STEP(DS_T, St + (t + 1) * m, St + t * m, p, K + nt * dk, V + nt * dv,
                     B, A, nt, bw, aw, rule, dv, dk)
@@ -86,51 +93,46 @@ DS_KERNEL void DS_NAME(delta_scan_backward)(mi_tensor *o, mi_tensor *const *in, 
         for (int64_t t = T - 1; t >= 0; t--) {
             int64_t nt = n * T + t;
             const DS_T *kt = K + nt * dk, *vt = V + nt * dv, *qt = Q + nt * dk;
-            const DS_T *gy = gY + t * dv, *Sc = St + (t + 1) * m, *Sp = St + t * m;
+            const DS_T *gy = gY + t * dv, *Sp = St + t * m;
             DS_T *gq = gQ + t * dk, *gk = gK + t * dk, *gv = gV + t * dv;
             DS_T *gb = gB + t * bw, *ga = gA + t * aw;
-            /* y_t = S_t q_t */
-            for (int64_t j = 0; j < dk; j++) gq[j] = 0;
-            for (int64_t i = 0; i < dv; i++)
-                DS_SIMD()
-                for (int64_t j = 0; j < dk; j++) {
-                    gq[j] += Sc[i * dk + j] * gy[i];
-                    G[i * dk + j] += gy[i] * qt[j];
-                }
-            /* S_t = α S_{t−1} + u kᵀ, u = ω v − β ρ p, p = S_{t−1} k, row by row */
+            for (int64_t j = 0; j < dk; j++) gq[j] = gk[j] = 0;
             for (int64_t c = 0; c < bw; c++) gb[c] = 0;
             for (int64_t c = 0; c < aw; c++) ga[c] = 0;
+            /* One pass over the rows of G and S_{t−1}, row i in cache for all of it:
+             *   G += gy qᵀ (y_t = S_t q_t), gu = G k, p = S_{t−1} k, ⟨G, S_{t−1}⟩
+             *   gq += gy_i S_t[i, :] = gy_i (α S_{t−1}[i, :] + u_i k)   (S_t not kept)
+             *   gk += G[i, :] u_i + S_{t−1}[i, :] gp_i,  G[i, :] ← α G[i, :] + gp_i k
+             * (S_t = α S_{t−1} + u kᵀ, u = ω v − β ρ p, gp = −β ρ gu) */
+            DS_T gyu = 0; /* Σ_i gy_i u_i, gq's term along k */
             for (int64_t i = 0; i < dv; i++) {
-                const DS_T *gr = G + i * dk, *sr = Sp + i * dk;
+                DS_T *gr = G + i * dk;
+                const DS_T *sr = Sp + i * dk;
                 DS_T beta = DS_GATE(B, nt, bw, i), alpha = DS_GATE(A, nt, aw, i);
-                DS_T rho = DS_RHO(DS_T, rule, alpha);
+                DS_T rho = DS_RHO(DS_T, rule, alpha), gyi = gy[i];
                 DS_T acc = 0, pi = 0, gs = 0;
                 DS_SIMD(reduction(+ : acc, pi, gs))
                 for (int64_t j = 0; j < dk; j++) {
-                    acc += gr[j] * kt[j];
+                    DS_T g = gr[j] + gyi * qt[j];
+                    gr[j] = g;
+                    acc += g * kt[j];
                     pi += sr[j] * kt[j];
-                    gs += gr[j] * sr[j];
+                    gs += g * sr[j];
                 }
-                gu[i] = acc;
-                p[i] = pi;
+                DS_T u = DS_OMEGA(DS_T, rule, beta) * vt[i] - beta * rho * pi;
+                DS_T gp = -beta * rho * acc, ay = alpha * gyi;
                 gv[i] = DS_OMEGA(DS_T, rule, beta) * acc;
                 gb[bw > 1 ? i : 0] += acc * ((unit ? (DS_T)0 : vt[i]) - rho * pi);
                 ga[aw > 1 ? i : 0] += gs - (decay_first ? acc * beta * pi : (DS_T)0);
-            }
-            for (int64_t j = 0; j < dk; j++) gk[j] = 0;
-            for (int64_t i = 0; i < dv; i++) {
-                DS_T beta = DS_GATE(B, nt, bw, i), alpha = DS_GATE(A, nt, aw, i);
-                DS_T rho = DS_RHO(DS_T, rule, alpha);
-                DS_T u = DS_OMEGA(DS_T, rule, beta) * vt[i] - beta * rho * p[i];
-                DS_T gp = -beta * rho * gu[i];
-                DS_T *gr = G + i * dk;
-                const DS_T *sr = Sp + i * dk;
+                gyu += gyi * u;
                 DS_SIMD()
                 for (int64_t j = 0; j < dk; j++) {
+                    gq[j] += ay * sr[j];
                     gk[j] += gr[j] * u + sr[j] * gp;
                     gr[j] = alpha * gr[j] + gp * kt[j];
                 }
             }
+            for (int64_t j = 0; j < dk; j++) gq[j] += gyu * kt[j];
         }
         memcpy(gS0, G, sizeof(DS_T) * (size_t)m);
     }
