@@ -69,6 +69,9 @@ typedef struct mi_nl_mlp_factor {
 } mi_nl_mlp_factor;
 int mi_nl_mlp_factors(mi_tensor *w1, mi_tensor *w2, bool residual, mi_tensor *x, mi_tensor *v,
                       bool lms, double eps, double hidden_eps, mi_nl_mlp_factor f[2]);
+/* The same from a read already taken at x: a = W2 x, s = gelu(a), e = M(x) − v. */
+int mi_nl_mlp_factors_at(mi_tensor *w1, mi_tensor *a, mi_tensor *s, mi_tensor *e, mi_tensor *x,
+                         bool lms, double eps, double hidden_eps, mi_nl_mlp_factor f[2]);
 /* One layer's factors from its gradient's left side g (e or δ, [N, n, out])
  * and its input u ([N, n, in]), with that layer's eps: the g, û above. */
 mi_nl_mlp_factor mi_nl_mlp_layer_factor(mi_tensor *g, mi_tensor *u, bool lms, double eps);

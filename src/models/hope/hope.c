@@ -439,30 +439,59 @@ static mi_tensor *component(const run *r, mi_tensor *stacked, int i)
     return mi_slice(stacked, 2, i * r->hc, (i + 1) * r->hc);
 }
 
+/* Rows [i·n, (i + 1)·n) of t [M, m·n, c]: the i-th of the inputs a product took together. */
+static mi_tensor *part(mi_tensor *t, int i, int64_t n) { return mi_slice(t, 1, i * n, (i + 1) * n); }
+
 /* The components' steps at k̄ towards their own targets v̂_□ = M_□(v̄), every
  * gradient at the states in force: per component, e = M_□(k̄) − v̂_□ and its
  * output layer's factor; then the stacked input layer's, δ = σ'(a) ⊙ W1ᵀ e of
- * every component side by side, with the one key k̄. */
+ * every component side by side, with the one key k̄. k̄ and v̄ go through
+ * each layer as one product [k̄; v̄], so each state is read once. */
 static int defer_components(run *r, mi_tensor *kbar, mi_tensor *vbar, mi_tensor *eta,
                             mi_tensor *alpha)
 {
     const mi_hope_config *c = &r->h->config;
     layer *L = r->layer;
-    mi_tensor *vhid = mi_gelu(mi_matmul_t(vbar, L[STACK].w, false, true));
-    mi_tensor *ka = mi_matmul_t(kbar, L[STACK].w, false, true), *ks = mi_gelu(ka);
+    int64_t n = kbar->shape[1];
+    mi_tensor *kv = mi_concat((mi_tensor *[]){kbar, vbar}, 2, 1);      /* [B, 2n, d] */
+    mi_tensor *a = mi_matmul_t(kv, L[STACK].w, false, true), *hid = mi_gelu(a);
+    mi_tensor *ka = part(a, 0, n), *ks = part(hid, 0, n);
     mi_tensor *back[MI_HOPE_MEMORY];
     for (int i = 0; i < r->n_comp; i++) {
-        bool res = residual_memory(r->comp[i]);
-        mi_tensor *w1 = L[1 + i].w, *s = component(r, ks, i);
-        mi_tensor *vhat = mi_nl_mlp_read_hidden(w1, component(r, vhid, i), res, vbar);
-        mi_tensor *e = mi_sub(mi_nl_mlp_read_hidden(w1, s, res, kbar), vhat);
-        if (defer(&L[1 + i], mi_nl_mlp_layer_factor(e, s, c->lms, MI_NL_MLP_HIDDEN_EPS), eta,
-                  alpha) != 0)
+        mi_tensor *w1 = L[1 + i].w;
+        mi_tensor *y = mi_nl_mlp_read_hidden(w1, component(r, hid, i),
+                                             residual_memory(r->comp[i]), kv);
+        mi_tensor *e = mi_sub(part(y, 0, n), part(y, 1, n));          /* M(k̄) − M(v̄) */
+        if (defer(&L[1 + i], mi_nl_mlp_layer_factor(e, component(r, ks, i), c->lms,
+                                                     MI_NL_MLP_HIDDEN_EPS), eta, alpha) != 0)
             return -1;
         back[i] = mi_matmul(e, w1);                                   /* W1ᵀ e */
     }
     mi_tensor *delta = mi_gelu_backward(ka, mi_concat(back, r->n_comp, 2));
     return defer(&L[STACK], mi_nl_mlp_layer_factor(delta, kbar, c->lms, c->qk_eps), eta, alpha);
+}
+
+/* The main memory, per head, at q, v and k as one product per layer: the
+ * read o = M(q), the target v̂ = M(v), and at k its step's factors towards
+ * v̂ (with update). Returns o. */
+static mi_tensor *main_memory(run *r, mi_tensor *q, mi_tensor *v, mi_tensor *k, mi_tensor *eta,
+                              mi_tensor *alpha, bool update)
+{
+    const mi_hope_config *c = &r->h->config;
+    layer *mem = &r->layer[1 + r->n_comp];   /* its W1, W2 */
+    if (!update) return mi_nl_mlp_read(mem[0].w, mem[1].w, true, q);
+    int64_t n = q->shape[1];
+    mi_tensor *x = mi_concat((mi_tensor *[]){q, v, k}, 3, 1);         /* [B·H, 3n, hd] */
+    mi_tensor *a = mi_matmul_t(x, mem[1].w, false, true), *s = mi_gelu(a);
+    mi_tensor *y = mi_nl_mlp_read_hidden(mem[0].w, s, true, x);
+    mi_tensor *e = mi_sub(part(y, 2, n), part(y, 1, n));              /* M(k) − v̂ */
+    mi_nl_mlp_factor f[2];
+    mi_tensor *eta_h = to_heads(eta, r->H, 1), *alpha_h = to_heads(alpha, r->H, 1);
+    if (mi_nl_mlp_factors_at(mem[0].w, part(a, 2, n), part(s, 2, n), e, k, c->lms, c->qk_eps,
+                             MI_NL_MLP_HIDDEN_EPS, f) != 0 ||
+        defer(&mem[0], f[0], eta_h, alpha_h) != 0 || defer(&mem[1], f[1], eta_h, alpha_h) != 0)
+        return NULL;
+    return part(y, 0, n);
 }
 
 /* One segment [t0, t1) of x̂: generate k, v, q, η, α and read o with the
@@ -473,7 +502,7 @@ static mi_tensor *segment(run *r, mi_tensor *xs, bool update)
     const mi_hope *h = r->h;
     const mi_hope_config *c = &h->config;
     int64_t H = r->H;
-    layer *L = r->layer, *mem = &L[1 + r->n_comp];   /* the main memory's W1, W2 */
+    layer *L = r->layer;
     mi_tensor *hid = mi_gelu(mi_matmul_t(xs, L[STACK].w, false, true));
     mi_tensor *read[MI_HOPE_MEMORY] = {0};
     for (int i = 0; i < r->n_comp; i++) {
@@ -486,24 +515,15 @@ static mi_tensor *segment(run *r, mi_tensor *xs, bool update)
     mi_tensor *k = mi_l2_normalize(to_heads(read[MI_HOPE_K], H, h->head_dim), c->qk_eps);
     mi_tensor *v = mi_l2_normalize(to_heads(read[MI_HOPE_V], H, h->head_dim), c->qk_eps);
     mi_tensor *q = mi_l2_normalize(to_heads(q_raw, H, h->head_dim), c->qk_eps);
-    mi_tensor *o = mi_nl_mlp_read(mem[0].w, mem[1].w, true, q);   /* [B·H, n, hd] */
-    if (!o || !eta || !alpha || !v || !k) return NULL;
-    if (!update) return o;
-
-    /* the components: k̄ = [k_1 … k_H]/√H, v̄ likewise, head-mean η and α */
-    mi_tensor *kbar = mi_mul_scalar(from_heads(k, r->B, H), 1 / sqrt((double)H));
-    mi_tensor *vbar = mi_mul_scalar(from_heads(v, r->B, H), 1 / sqrt((double)H));
-    if (defer_components(r, kbar, vbar, mi_mean(eta, -1, false), mi_mean(alpha, -1, false)) != 0)
-        return NULL;
-    /* the main memory, per head, towards v̂ = M_memory(v) */
-    mi_tensor *vhat = mi_nl_mlp_read(mem[0].w, mem[1].w, true, v);
-    mi_tensor *eta_h = to_heads(eta, H, 1), *alpha_h = to_heads(alpha, H, 1);
-    mi_nl_mlp_factor f[2];
-    if (mi_nl_mlp_factors(mem[0].w, mem[1].w, true, k, vhat, c->lms, c->qk_eps,
-                          MI_NL_MLP_HIDDEN_EPS, f) != 0 ||
-        defer(&mem[0], f[0], eta_h, alpha_h) != 0 || defer(&mem[1], f[1], eta_h, alpha_h) != 0)
-        return NULL;
-    return o;
+    if (!eta || !alpha || !v || !k || !q) return NULL;
+    if (update) {
+        /* the components: k̄ = [k_1 … k_H]/√H, v̄ likewise, head-mean η and α */
+        mi_tensor *kbar = mi_mul_scalar(from_heads(k, r->B, H), 1 / sqrt((double)H));
+        mi_tensor *vbar = mi_mul_scalar(from_heads(v, r->B, H), 1 / sqrt((double)H));
+        if (defer_components(r, kbar, vbar, mi_mean(eta, -1, false), mi_mean(alpha, -1, false)))
+            return NULL;
+    }
+    return main_memory(r, q, v, k, eta, alpha, update);   /* o [B·H, n, hd] */
 }
 
 static int64_t next_multiple(int64_t t, int64_t C) { return (t / C + 1) * C; }

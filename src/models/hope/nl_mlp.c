@@ -92,6 +92,13 @@ int mi_nl_mlp_factors(mi_tensor *w1, mi_tensor *w2, bool residual, mi_tensor *x,
     mi_tensor *a = mi_matmul_t(x, w2, false, true);                 /* [N, n, h] */
     mi_tensor *s = mi_gelu(a);
     mi_tensor *e = mi_sub(mi_nl_mlp_read_hidden(w1, s, residual, x), v);
+    return mi_nl_mlp_factors_at(w1, a, s, e, x, lms, eps, hidden_eps, f);
+}
+
+int mi_nl_mlp_factors_at(mi_tensor *w1, mi_tensor *a, mi_tensor *s, mi_tensor *e, mi_tensor *x,
+                         bool lms, double eps, double hidden_eps, mi_nl_mlp_factor f[2])
+{
+    if (!a || !s || !e) return -1;
     mi_tensor *delta = mi_gelu_backward(a, mi_matmul(e, w1));      /* σ'(a) ⊙ W1ᵀ e */
     f[0] = mi_nl_mlp_layer_factor(e, s, lms, hidden_eps);
     f[1] = mi_nl_mlp_layer_factor(delta, x, lms, eps);
