@@ -98,16 +98,39 @@ static int matmul_shape(mi_tensor *const *in, int n, const mi_attrs *at, mi_dtyp
     return 0;
 }
 
+/* The gradient of a shared b (rank 2: a layer's weight) against a batched,
+ * untransposed a [..., M, K]: Σ over the batch of aᵀ g is one product with
+ * the batch folded into its inner dimension, a as [rows, K] and g as
+ * [rows, N], rather than a batch of products summed afterwards (a GEMM of
+ * inner dimension B·T instead of B GEMMs of T and a [B, K, N] temporary).
+ * False, a and g untouched, where it does not apply (a broadcast over g's
+ * batch, a transposed, b batched). */
+static bool fold_batch(mi_tensor **a, mi_tensor **g, bool ta, const mi_tensor *b)
+{
+    const mi_tensor *x = *a, *y = *g;
+    if (ta || b->rank != 2 || x->rank <= 2 || y->rank != x->rank) return false;
+    int64_t K = x->shape[x->rank - 1], N = y->shape[y->rank - 1];
+    if (K < 1 || N < 1 || x->numel / K != y->numel / N) return false;
+    int64_t rows = x->numel / K;
+    mi_tensor *a2 = mi_reshape(*a, 2, (int64_t[]){rows, K});
+    mi_tensor *g2 = a2 ? mi_reshape(*g, 2, (int64_t[]){rows, N}) : NULL;
+    if (!g2) return false;
+    *a = a2, *g = g2;
+    return true;
+}
+
 static mi_tensor *matmul_vjp(const mi_node *n, int i, mi_tensor *g)
 {
     mi_tensor *a = n->inputs[0], *b = n->inputs[1];
     bool ta = n->attrs.trans_a, tb = n->attrs.trans_b;
     if (i == 0) return ta ? mi_matmul_t(b, g, tb, true) : mi_matmul_t(g, b, false, !tb);
+    fold_batch(&a, &g, ta, b);
     return tb ? mi_matmul_t(g, a, true, ta) : mi_matmul_t(a, g, !ta, false);
 }
 
 /* Plain; both transposed with a broadcast batch; trans_a against a
- * batched b; trans_b with a size-1 batch dim. */
+ * batched b; trans_b with a size-1 batch dim; a batched against a shared
+ * b, plain and transposed. */
 static int ex_matmul(mi_rng *r, int v, mi_tensor **in, mi_attrs *a)
 {
     switch (v) {
@@ -128,6 +151,15 @@ static int ex_matmul(mi_rng *r, int v, mi_tensor **in, mi_attrs *a)
     case 3: /* [1,5,3] · [2,2,3]ᵀ → [2,5,2] */
         in[0] = ex_normal(r, MI_SHAPE(1, 5, 3));
         in[1] = ex_normal(r, MI_SHAPE(2, 2, 3));
+        a->trans_b = true;
+        break;
+    case 4: /* [2,3,4,3] · [3,2]: a shared b's gradient with the batch folded (fold_batch) */
+        in[0] = ex_normal(r, MI_SHAPE(2, 3, 4, 3));
+        in[1] = ex_normal(r, MI_SHAPE(3, 2));
+        break;
+    case 5: /* [3,4,3] · [2,3]ᵀ, folded likewise */
+        in[0] = ex_normal(r, MI_SHAPE(3, 4, 3));
+        in[1] = ex_normal(r, MI_SHAPE(2, 3));
         a->trans_b = true;
         break;
     default: return 0;
@@ -213,6 +245,7 @@ static int matmul_vjp_into(const mi_node *n, int i, mi_tensor *g, mi_tensor *acc
     mi_tensor *a = n->inputs[0], *b = n->inputs[1], *in[3];
     bool ta = n->attrs.trans_a, tb = n->attrs.trans_b;
     mi_attrs at = {.scalar = 1};
+    if (i == 1) fold_batch(&a, &g, ta, b);
     if (i == 0 && ta) in[0] = b, in[1] = g, at.trans_a = tb, at.trans_b = true;
     else if (i == 0) in[0] = g, in[1] = b, at.trans_b = !tb;
     else if (tb) in[0] = g, in[1] = a, at.trans_a = true, at.trans_b = ta;
