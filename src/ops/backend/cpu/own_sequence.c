@@ -9,26 +9,26 @@
  * (fast math may contract them into FMAs).
  *
  * attention: REF's online softmax rescales the running sum at every new
- * maximum and calls expf per key, on one thread. Here the query rows take
- * their scores four rows at a time into a buffer (rows of S, never the T×S
- * matrix), summed over the head dimension from a transposed copy of the
- * entry's keys (a vector of keys in a register per row, each loaded once for
- * the four), then per row the max, the exponentials with own_math.h's
- * polynomial (≤ 2 ulp) and y = Σ p_s v_s / Σ p_s with y in registers; every
- * score is the same lane arithmetic however the rows were grouped, so the
- * result does not depend on the thread count. The scale goes on q and sums
- * are reassociated (a few ulp from REF). The vjp's probabilities
- * (own_attention_probs_f32, below) come from the same scores. With one query per batch entry (a decoding step against a KV
- * cache) nothing is shared to pay for the transposed copy: the scores are
- * dot products with the key rows as they lie, and only the keys the row
- * reads are touched. Row t sits at position attrs.start + t.
+ * maximum and calls expf per key, on one thread. Here each batch entry's
+ * query rows go in blocks of 64, each over the keys its rows read (the
+ * causal mask leaves the blocks above the diagonal out): the scores sc·Q Kᵀ
+ * as one product, per row the max, the exponentials with own_math.h's
+ * polynomial (≤ 2 ulp) and their sum over the keys that row reads, zeros at
+ * the block's others, then y = P V as one product. The products are oneDNN's
+ * sgemm on the calling thread (gemm_dnnl_f32), the batch entries split over
+ * the threads, so the result does not depend on the thread count; sums are
+ * reassociated (a few ulp from REF). The vjp's probabilities
+ * (own_attention_probs_f32) are the same blocks', and its four products run
+ * over the same blocks. With one query per batch entry (a decoding step
+ * against a KV cache) the scores are dot products with the key rows as they
+ * lie, and only the keys the row reads are touched. Row t sits at position
+ * attrs.start + t.
  *
  * conv1d_causal_wgrad: REF sums each dw[c, j] over (b, t) with a stride of C
  * between terms (a cache miss per term at C = 128); here the (b, t) rows are
  * walked once, in REF's order, and every channel of a row is added at once,
  * into dwᵀ [K, C]: the same sums in the same order (fast math may fuse the
  * products into them), split over channels between threads. */
-#include <cblas.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -114,47 +114,6 @@ static inline __attribute__((always_inline)) void weighted_rows(int P, const flo
     for (int u = 0; u < P; u++) vst(y + u * OWN_W, scale * acc[u]);
 }
 
-/* s[r][j] = sc · q_r · k_{lo + j}, j < n, for R query rows q_r (row stride
- * d) against kt = Kᵀ [d, ns] (with OWN_W floats of zeros after it): OWN_W
- * keys at a time in R registers over the head dimension, each key vector
- * loaded once for the R rows (R a constant after inlining; rows of s ns
- * apart). The last keys too are a vector (its lanes past n read kt's next
- * row or its padding and are not stored): every score is the same lane
- * arithmetic wherever its key falls, so it does not depend on how the rows
- * were grouped, nor on the thread count. */
-static inline __attribute__((always_inline)) void scores_rows(int R, const float *restrict q,
-                                                              int64_t d, float sc,
-                                                              const float *restrict kt,
-                                                              int64_t ns, int64_t lo, int64_t n,
-                                                              float *restrict s)
-{
-    for (int64_t j = 0; j < n; j += OWN_W) {
-        vecf acc[4] = {0};
-        for (int64_t e = 0; e < d; e++) {
-            vecf kv = vld(kt + e * ns + lo + j);
-            for (int r = 0; r < R; r++) acc[r] += (q[r * d + e] * sc) * kv;
-        }
-        if (j + OWN_W <= n) {
-            for (int r = 0; r < R; r++) vst(s + r * ns + j, acc[r]);
-        } else {
-            float part[OWN_W];
-            for (int r = 0; r < R; r++) {
-                vst(part, acc[r]);
-                memcpy(s + r * ns + j, part, sizeof(float) * (size_t)(n - j));
-            }
-        }
-    }
-}
-
-/* Kᵀ [d, ns] of one batch entry's keys 0 … hi into kt, and OWN_W zeros after
- * its last row (scores_rows reads past a row's end). */
-static void keys_transposed(const float *K, int64_t d, int64_t ns, int64_t hi, float *kt)
-{
-    for (int64_t t = 0; t <= hi; t++)
-        for (int64_t e = 0; e < d; e++) kt[e * ns + t] = K[t * d + e];
-    memset(kt + d * ns, 0, sizeof(float) * OWN_W);
-}
-
 /* p[0 … n) = exp(p − max p) and y = Σ_j p_j V[lo + j] / Σ_j p_j. */
 static void attention_softmax_v(const attention_ctx *c, const float *restrict V, int64_t lo,
                                 int64_t n, float *restrict p, float *restrict y)
@@ -200,6 +159,49 @@ static void attention_row_direct(const attention_ctx *c, int64_t r, float *restr
     attention_softmax_v(c, c->v + l * ns * c->dv, lo, n, p, c->y + r * c->dv);
 }
 
+/* Query rows in a block: the forward, the vjp's probabilities and its
+ * products take a batch entry's rows BLOCK_ROWS at a time, each block over
+ * the keys its rows read (the first row's lo to the last row's hi): with the
+ * causal mask the blocks above the diagonal are never multiplied. */
+#define BLOCK_ROWS 64
+
+/* The rows of the block from row r0 (n), and the keys lo … lo + w − 1 they
+ * read: the first row's lo to the last row's hi. */
+static int64_t block_keys(const attention_ctx *k, int64_t r0, int64_t *lo, int64_t *w)
+{
+    int64_t n = k->nt - r0 < BLOCK_ROWS ? k->nt - r0 : BLOCK_ROWS, hi, unused;
+    attention_keys(k, r0, lo, &unused);
+    attention_keys(k, r0 + n - 1, &unused, &hi);
+    *w = hi - *lo + 1;
+    return n;
+}
+
+/* The probabilities of the block of n rows from r0 of one batch entry (Q,
+ * K its rows) over its keys lo … lo + w − 1, into P (rows ldp apart): the
+ * scores sc·Q Kᵀ as one sgemm, then per row exp(s − max)/Σ over the keys
+ * that row reads and zeros at the block's others. */
+static void block_probs(const attention_ctx *k, const float *Q, const float *K, int64_t r0,
+                        int64_t n, int64_t lo, int64_t w, float *P, int64_t ldp)
+{
+    gemm_dnnl_f32(false, true, n, w, k->d, k->sc, Q + r0 * k->d, k->d, K + lo * k->d, k->d, 0, P,
+                  ldp);
+    for (int64_t i = 0; i < n; i++) {
+        int64_t rlo, rhi;
+        attention_keys(k, r0 + i, &rlo, &rhi);
+        float *row = P + i * ldp, *restrict s = row + (rlo - lo), m = -INFINITY, z = 0;
+        int64_t len = rhi - rlo + 1;
+        for (int64_t j = 0; j < len; j++) m = s[j] > m ? s[j] : m;
+        for (int64_t j = 0; j < len; j++) {
+            s[j] = f_exp_lo(s[j] - m);
+            z += s[j];
+        }
+        float iz = 1.0f / z;
+        for (int64_t j = 0; j < len; j++) s[j] *= iz;
+        memset(row, 0, sizeof(float) * (size_t)(rlo - lo));
+        memset(s + len, 0, sizeof(float) * (size_t)(lo + w - rhi - 1));
+    }
+}
+
 /* REF's one-pass online softmax for one row: the fallback when no score
  * buffer can be had. */
 static void attention_row_online(const attention_ctx *c, int64_t r)
@@ -227,68 +229,39 @@ static void attention_row_online(const attention_ctx *c, int64_t r)
     for (int64_t e = 0; e < dv; e++) y[e] /= z;
 }
 
-/* Query rows taken at once by the forward and the vjp's probabilities. */
-#define ROWS 4
-
-/* Rows from r on, before r1 and in r's batch entry, to take at once. */
-static int64_t rows_at_once(const attention_ctx *c, int64_t r, int64_t r1)
-{
-    int64_t end = (r / c->nt + 1) * c->nt, n = (end < r1 ? end : r1) - r;
-    return n < ROWS ? n : ROWS;
-}
-
-/* Scores of rows r … r + n_rows − 1 over keys lo … lo + n − 1 into s (rows
- * ns apart), from kt = Kᵀ of their batch entry. */
-static void row_block_scores(const attention_ctx *c, int64_t r, int64_t n_rows,
-                             const float *kt, int64_t lo, int64_t n, float *s)
-{
-    const float *q = c->q + r * c->d;
-    switch (n_rows) {
-    case 4: scores_rows(4, q, c->d, c->sc, kt, c->ns, lo, n, s); break;
-    case 3: scores_rows(3, q, c->d, c->sc, kt, c->ns, lo, n, s); break;
-    case 2: scores_rows(2, q, c->d, c->sc, kt, c->ns, lo, n, s); break;
-    default: scores_rows(1, q, c->d, c->sc, kt, c->ns, lo, n, s); break;
-    }
-}
-
-static void attention_range(const void *c, int64_t r0, int64_t r1)
+/* Rows r0 … r1 − 1 one at a time (a decoding step: one query an entry). */
+static void attention_rows(const void *c, int64_t r0, int64_t r1)
 {
     const attention_ctx *k = c;
-    int64_t ns = k->ns, d = k->d, lo, hi;
-    bool direct = k->nt == 1;
-    float *buf = malloc(sizeof(float) * (size_t)(direct ? ns : ns * d + OWN_W + ROWS * ns));
-    if (!buf) {
-        for (int64_t r = r0; r < r1; r++) attention_row_online(k, r);
-        return;
-    }
-    if (direct) {
-        for (int64_t r = r0; r < r1; r++) attention_row_direct(k, r, buf);
-        free(buf);
-        return;
-    }
-    float *kt = buf, *p = buf + ns * d + OWN_W;
-    attention_keys(k, k->nt - 1, &lo, &hi); /* no row reads a key past the last row's */
-    int64_t have = -1; /* the batch entry kt holds */
-    for (int64_t r = r0; r < r1;) {
-        int64_t l = r / k->nt;
-        if (l != have) {
-            keys_transposed(k->k + l * ns * d, d, ns, hi, kt);
-            have = l;
-        }
-        /* up to ROWS rows of the entry at once, over the keys any of them reads */
-        int64_t n_rows = rows_at_once(k, r, r1), blo, bhi, rlo, rhi;
-        attention_keys(k, r % k->nt, &blo, &rhi);
-        attention_keys(k, (r + n_rows - 1) % k->nt, &rlo, &bhi);
-        row_block_scores(k, r, n_rows, kt, blo, bhi - blo + 1, p);
-        const float *V = k->v + l * ns * k->dv;
-        for (int64_t i = 0; i < n_rows; i++) {
-            attention_keys(k, (r + i) % k->nt, &rlo, &rhi);
-            attention_softmax_v(k, V, rlo, rhi - rlo + 1, p + i * ns + (rlo - blo),
-                                k->y + (r + i) * k->dv);
-        }
-        r += n_rows;
+    float *buf = malloc(sizeof(float) * (size_t)k->ns);
+    for (int64_t r = r0; r < r1; r++) {
+        if (buf) attention_row_direct(k, r, buf);
+        else attention_row_online(k, r);
     }
     free(buf);
+}
+
+/* Batch entries b0 … b1 − 1, a block of rows at a time: P over the block's
+ * keys (block_probs), then y = P V as one sgemm. */
+static void attention_entries(const void *c, int64_t b0, int64_t b1)
+{
+    const attention_ctx *k = c;
+    int64_t nt = k->nt, ns = k->ns, d = k->d, e = k->dv;
+    float *p = malloc(sizeof(float) * (size_t)(BLOCK_ROWS * ns));
+    for (int64_t b = b0; b < b1; b++) {
+        if (!p) {
+            for (int64_t r = b * nt; r < (b + 1) * nt; r++) attention_row_online(k, r);
+            continue;
+        }
+        const float *Q = k->q + b * nt * d, *K = k->k + b * ns * d, *V = k->v + b * ns * e;
+        for (int64_t r0 = 0; r0 < nt; r0 += BLOCK_ROWS) {
+            int64_t lo, w, n = block_keys(k, r0, &lo, &w);
+            block_probs(k, Q, K, r0, n, lo, w, p, w);
+            gemm_dnnl_f32(false, false, n, e, w, 1, p, w, V + lo * e, e, 0,
+                          k->y + (b * nt + r0) * e, e);
+        }
+    }
+    free(p);
 }
 
 void own_attention_f32(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a)
@@ -299,66 +272,41 @@ void own_attention_f32(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a)
                        .d = in[0]->shape[rk - 1], .dv = in[2]->shape[rk - 1],
                        .window = a->window, .start = a->start, .causal = a->causal};
     k.sc = (float)(1.0 / sqrt((double)k.d));
-    int64_t rows = k.nt ? in[0]->numel / k.d : 0;
-    own_parallel(rows, rows * k.ns * (k.d + k.dv), OWN_PAR_MIN, 1, attention_range, &k);
+    int64_t rows = k.nt ? in[0]->numel / k.d : 0, work = rows * k.ns * (k.d + k.dv);
+    if (k.nt == 1) {
+        own_parallel(rows, work, OWN_PAR_MIN, 1, attention_rows, &k);
+        return;
+    }
+    own_parallel(rows / k.nt, work, OWN_PAR_MIN, 1, attention_entries, &k);
 }
 
 /* ---------------------------------------------------------------- attention's P
- * For the vjp: each row's scores over the keys it reads only (the causal
- * half of S, or a window of it), ROWS rows at a time from the same
- * transposed keys as the forward, then p = exp(s − max) / Σ, and zeros at
- * the other keys; in place of q kᵀ, the mask's add and a softmax over the
- * whole T×S. */
+ * For the vjp: P [T, S] of each batch entry from the forward's blocks
+ * (block_probs), zeros at the keys a block does not read; in place of q kᵀ,
+ * the mask's add and a softmax over the whole T×S. */
 typedef struct probs_ctx {
     attention_ctx a;
     float *p;
 } probs_ctx;
 
-static void probs_range(const void *v, int64_t r0, int64_t r1)
+static void probs_range(const void *v, int64_t b0, int64_t b1)
 {
     const probs_ctx *c = v;
     const attention_ctx *k = &c->a;
-    int64_t ns = k->ns, d = k->d;
-    float *kt = malloc(sizeof(float) * (size_t)(ns * d + OWN_W));
-    int64_t have = -1;
-    for (int64_t r = r0; r < r1;) {
-        int64_t l = r / k->nt, n_rows = kt ? rows_at_once(k, r, r1) : 1, blo, bhi, lo, hi;
-        const float *K = k->k + l * ns * d;
-        if (kt && l != have) {
-            keys_transposed(K, d, ns, ns - 1, kt);
-            have = l;
-        }
-        attention_keys(k, r % k->nt, &blo, &hi);
-        attention_keys(k, (r + n_rows - 1) % k->nt, &lo, &bhi);
-        float *block = c->p + r * ns;
-        if (kt) {
-            row_block_scores(k, r, n_rows, kt, blo, bhi - blo + 1, block + blo);
-        } else {
-            const float *q = k->q + r * d;
-            for (int64_t j = blo; j <= bhi; j++) {
-                float dot = 0;
-                for (int64_t e = 0; e < d; e++) dot += q[e] * K[j * d + e];
-                block[j] = dot * k->sc;
+    int64_t nt = k->nt, ns = k->ns, d = k->d;
+    for (int64_t b = b0; b < b1; b++) {
+        const float *Q = k->q + b * nt * d, *K = k->k + b * ns * d;
+        float *P = c->p + b * nt * ns;
+        for (int64_t r0 = 0; r0 < nt; r0 += BLOCK_ROWS) {
+            int64_t lo, w, n = block_keys(k, r0, &lo, &w);
+            block_probs(k, Q, K, r0, n, lo, w, P + r0 * ns + lo, ns);
+            for (int64_t i = 0; i < n; i++) {
+                float *row = P + (r0 + i) * ns;
+                memset(row, 0, sizeof(float) * (size_t)lo);
+                memset(row + lo + w, 0, sizeof(float) * (size_t)(ns - lo - w));
             }
         }
-        for (int64_t i = 0; i < n_rows; i++) {
-            float *row = block + i * ns;
-            attention_keys(k, (r + i) % k->nt, &lo, &hi);
-            int64_t n = hi - lo + 1;
-            float *restrict s = row + lo, m = -INFINITY, z = 0;
-            for (int64_t j = 0; j < n; j++) m = s[j] > m ? s[j] : m;
-            for (int64_t j = 0; j < n; j++) {
-                s[j] = f_exp_lo(s[j] - m);
-                z += s[j];
-            }
-            float iz = 1.0f / z;
-            for (int64_t j = 0; j < n; j++) s[j] *= iz;
-            memset(row, 0, sizeof(float) * (size_t)lo);
-            memset(row + hi + 1, 0, sizeof(float) * (size_t)(ns - hi - 1));
-        }
-        r += n_rows;
     }
-    free(kt);
 }
 
 void own_attention_probs_f32(mi_tensor *p, const mi_tensor *q, const mi_tensor *k,
@@ -371,32 +319,20 @@ void own_attention_probs_f32(mi_tensor *p, const mi_tensor *q, const mi_tensor *
                    .p = p->data};
     c.a.sc = (float)(1.0 / sqrt((double)c.a.d));
     int64_t rows = c.a.nt ? q->numel / c.a.d : 0;
-    own_parallel(rows, rows * c.a.ns * c.a.d, OWN_PAR_MIN, 1, probs_range, &c);
+    own_parallel(c.a.nt ? rows / c.a.nt : 0, rows * c.a.ns * c.a.d, OWN_PAR_MIN, 1, probs_range,
+                 &c);
 }
 
 /* ---------------------------------------------------------------- attention's gradients
  * From P (above) and the cotangent g, per batch entry (sequence.c's vjp):
  *   dv = Pᵀ g,  dS = P ⊙ (g vᵀ − rowsum(P ⊙ g vᵀ)),  dq = sc dS k,  dk = sc dSᵀ q
- * The query rows go in blocks of GRAD_ROWS, and a block's four products run
+ * The query rows go in blocks of BLOCK_ROWS, and a block's four products run
  * over the keys its rows read only (the first row's lo to the last row's
  * hi): with the causal mask the blocks above the diagonal are never
  * multiplied, where the dense products take all of T×S. The products are
- * OpenBLAS's sgemm at one thread, the batch entries split over the threads
- * (each accumulates its own dk, dv), so the result does not depend on the
- * thread count. */
-#define GRAD_ROWS 64
-
-/* The rows of the block from row r0 (n), and the keys lo … lo + w − 1 they
- * read: the first row's lo to the last row's hi. */
-static int64_t block_keys(const attention_ctx *k, int64_t r0, int64_t *lo, int64_t *w)
-{
-    int64_t n = k->nt - r0 < GRAD_ROWS ? k->nt - r0 : GRAD_ROWS, hi, unused;
-    attention_keys(k, r0, lo, &unused);
-    attention_keys(k, r0 + n - 1, &unused, &hi);
-    *w = hi - *lo + 1;
-    return n;
-}
-
+ * oneDNN's sgemm on the calling thread, the batch entries split over the
+ * threads (each accumulates its own dk, dv), so the result does not depend
+ * on the thread count. */
 typedef struct grads_ctx {
     attention_ctx a;
     const float *p, *g;
@@ -409,7 +345,7 @@ static void grads_range(const void *v, int64_t b0, int64_t b1)
     grads_ctx *c = (grads_ctx *)v;
     const attention_ctx *k = &c->a;
     int64_t nt = k->nt, ns = k->ns, d = k->d, e = k->dv;
-    float *ds = malloc(sizeof(float) * (size_t)(GRAD_ROWS * ns));
+    float *ds = malloc(sizeof(float) * (size_t)(BLOCK_ROWS * ns));
     if (!ds) {
         atomic_store(&c->failed, 1);
         return;
@@ -420,23 +356,19 @@ static void grads_range(const void *v, int64_t b0, int64_t b1)
         float *dQ = c->dq + b * nt * d, *dK = c->dk + b * ns * d, *dV = c->dv + b * ns * e;
         memset(dK, 0, sizeof(float) * (size_t)(ns * d));
         memset(dV, 0, sizeof(float) * (size_t)(ns * e));
-        for (int64_t r0 = 0; r0 < nt; r0 += GRAD_ROWS) {
+        for (int64_t r0 = 0; r0 < nt; r0 += BLOCK_ROWS) {
             int64_t lo, w, n = block_keys(k, r0, &lo, &w);
             const float *Pb = P + r0 * ns + lo;
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)w, (int)e, (int)n, 1, Pb,
-                        (int)ns, G + r0 * e, (int)e, 1, dV + lo * e, (int)e);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)w, (int)e, 1,
-                        G + r0 * e, (int)e, V + lo * e, (int)e, 0, ds, (int)w);
+            gemm_dnnl_f32(true, false, w, e, n, 1, Pb, ns, G + r0 * e, e, 1, dV + lo * e, e);
+            gemm_dnnl_f32(false, true, n, w, e, 1, G + r0 * e, e, V + lo * e, e, 0, ds, w);
             for (int64_t i = 0; i < n; i++) {
                 const float *pr = Pb + i * ns;
                 float *dr = ds + i * w, dot = 0;
                 for (int64_t j = 0; j < w; j++) dot += pr[j] * dr[j];
                 for (int64_t j = 0; j < w; j++) dr[j] = pr[j] * (dr[j] - dot);
             }
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)d, (int)w, k->sc,
-                        ds, (int)w, K + lo * d, (int)d, 0, dQ + r0 * d, (int)d);
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)w, (int)d, (int)n, k->sc,
-                        ds, (int)w, Q + r0 * d, (int)d, 1, dK + lo * d, (int)d);
+            gemm_dnnl_f32(false, false, n, d, w, k->sc, ds, w, K + lo * d, d, 0, dQ + r0 * d, d);
+            gemm_dnnl_f32(true, false, w, d, n, k->sc, ds, w, Q + r0 * d, d, 1, dK + lo * d, d);
         }
     }
     free(ds);
@@ -454,17 +386,16 @@ int own_attention_grads_f32(const mi_tensor *p, const mi_tensor *q, const mi_ten
     c.a.sc = (float)(1.0 / sqrt((double)c.a.d));
     atomic_init(&c.failed, 0);
     int64_t entries = q->numel / (c.a.nt * c.a.d);
-    blas_single_thread_once();
     own_parallel(entries, 4 * entries * c.a.nt * c.a.ns * (c.a.d + c.a.dv), OWN_PAR_MIN, 1,
                  grads_range, &c);
     if (atomic_load(&c.failed)) {
         mi_error_set("attention: out of memory for the vjp's scratch (%lld x %lld floats)",
-                     (long long)GRAD_ROWS, (long long)c.a.ns);
+                     (long long)BLOCK_ROWS, (long long)c.a.ns);
         return -1;
     }
     /* mi_flops: the products run, 2·(2 Dv + 2 D) per row and key of each block */
     uint64_t cells = 0;
-    for (int64_t r0 = 0; r0 < c.a.nt; r0 += GRAD_ROWS) {
+    for (int64_t r0 = 0; r0 < c.a.nt; r0 += BLOCK_ROWS) {
         int64_t lo, w, n = block_keys(&c.a, r0, &lo, &w);
         cells += (uint64_t)(n * w);
     }
