@@ -46,6 +46,8 @@ void outer_blas_f64(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a);
 void matmul_acc_fill(mi_tensor *o, const mi_tensor *c);
 void matmul_acc_blas_f32(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a);
 void matmul_acc_blas_f64(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a);
+/* The same with oneDNN's sgemm on each block (f32). */
+void matmul_acc_dnnl_f32(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a);
 
 /* Sets OpenBLAS to one thread, once (see blas.c): call before a cblas_* call
  * made outside gemm_run (cms_scan.c's per-chunk products). */
