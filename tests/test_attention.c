@@ -253,14 +253,14 @@ START_TEST(bad_specs_are_reported)
 }
 END_TEST
 
-/* The op's f32 output and gradients with OWN allowed (rows four at a time;
- * the vjp's probabilities in one pass over the keys each row reads, its
- * products over the keys each block of 64 rows reads) equal REF's and the
- * composed vjp's (q kᵀ, the mask, softmax): causal, causal with a window, a
- * window alone with T ≠ S, queries from position 3 of 9 keys, no mask; 40
- * and 64 rows, so the rows split over two threads; then the same masks over
- * two and three blocks of rows (a last block of 22 rows, queries from
- * position 130 of 200 keys). */
+/* The op's f32 output and gradients with OWN allowed (the forward, the vjp's
+ * probabilities and its products in blocks of 64 query rows over the keys
+ * each block reads, on oneDNN's sgemm) equal REF's and the composed vjp's
+ * (q kᵀ, the mask, softmax): causal, causal with a window, a window alone
+ * with T ≠ S, queries from position 3 of 9 keys, no mask, on 6 batch
+ * entries split over two threads; then the same masks over two and three
+ * blocks of rows (a last block of 22 rows, queries from position 130 of 200
+ * keys). */
 START_TEST(vjp_probabilities_in_one_pass)
 {
     static const struct {

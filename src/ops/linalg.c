@@ -105,7 +105,7 @@ static int matmul_shape(mi_tensor *const *in, int n, const mi_attrs *at, mi_dtyp
  * inner dimension B·T instead of B GEMMs of T and a [B, K, N] temporary).
  * False, a and g untouched, where it does not apply (a broadcast over g's
  * batch, a transposed, b batched). */
-static bool fold_batch(mi_tensor **a, mi_tensor **g, bool ta, const mi_tensor *b)
+static bool fold_into_inner(mi_tensor **a, mi_tensor **g, bool ta, const mi_tensor *b)
 {
     const mi_tensor *x = *a, *y = *g;
     if (ta || b->rank != 2 || x->rank <= 2 || y->rank != x->rank) return false;
@@ -124,7 +124,7 @@ static mi_tensor *matmul_vjp(const mi_node *n, int i, mi_tensor *g)
     mi_tensor *a = n->inputs[0], *b = n->inputs[1];
     bool ta = n->attrs.trans_a, tb = n->attrs.trans_b;
     if (i == 0) return ta ? mi_matmul_t(b, g, tb, true) : mi_matmul_t(g, b, false, !tb);
-    fold_batch(&a, &g, ta, b);
+    fold_into_inner(&a, &g, ta, b);
     return tb ? mi_matmul_t(g, a, true, ta) : mi_matmul_t(a, g, !ta, false);
 }
 
@@ -153,7 +153,7 @@ static int ex_matmul(mi_rng *r, int v, mi_tensor **in, mi_attrs *a)
         in[1] = ex_normal(r, MI_SHAPE(2, 2, 3));
         a->trans_b = true;
         break;
-    case 4: /* [2,3,4,3] · [3,2]: a shared b's gradient with the batch folded (fold_batch) */
+    case 4: /* [2,3,4,3] · [3,2]: a shared b's gradient with the batch folded (fold_into_inner) */
         in[0] = ex_normal(r, MI_SHAPE(2, 3, 4, 3));
         in[1] = ex_normal(r, MI_SHAPE(3, 2));
         break;
@@ -245,7 +245,7 @@ static int matmul_vjp_into(const mi_node *n, int i, mi_tensor *g, mi_tensor *acc
     mi_tensor *a = n->inputs[0], *b = n->inputs[1], *in[3];
     bool ta = n->attrs.trans_a, tb = n->attrs.trans_b;
     mi_attrs at = {.scalar = 1};
-    if (i == 1) fold_batch(&a, &g, ta, b);
+    if (i == 1) fold_into_inner(&a, &g, ta, b);
     if (i == 0 && ta) in[0] = b, in[1] = g, at.trans_a = tb, at.trans_b = true;
     else if (i == 0) in[0] = g, in[1] = b, at.trans_b = !tb;
     else if (tb) in[0] = g, in[1] = a, at.trans_a = true, at.trans_b = ta;
@@ -617,8 +617,9 @@ static mi_backend matmul_acc_select(mi_tensor *const *in, int n, const mi_attrs 
     gemm_geom g;
     gemm_geom_matmul(&g, out, in, a);
     double mnk = (double)g.M * (double)g.N * (double)g.K;
-    if (available >> MI_BACKEND_DNNL & 1u && mnk >= 32768) return MI_BACKEND_DNNL;
-    return available >> MI_BACKEND_BLAS & 1u ? MI_BACKEND_BLAS : MI_BACKEND_REF;
+    bool blas = available >> MI_BACKEND_BLAS & 1u, dnnl = available >> MI_BACKEND_DNNL & 1u;
+    if (dnnl && (mnk >= 32768 || !blas)) return MI_BACKEND_DNNL;
+    return blas ? MI_BACKEND_BLAS : MI_BACKEND_REF;
 }
 
 const mi_op mi_op_matmul_acc = {.name = "matmul_acc", .formula = "Y = C + s op(A) op(B)",
