@@ -36,7 +36,8 @@ DS_KERNEL void DS_NAME(delta_scan)(mi_tensor *o, mi_tensor *const *in, const mi_
                 DS_SIMD(reduction(+ : acc))
                 for (int64_t j = 0; j < dk; j++) acc += row[j] * kt[j];
                 DS_T beta = DS_GATE(B, nt, bw, i), alpha = DS_GATE(A, nt, aw, i);
-                DS_T u = DS_OMEGA(DS_T, rule, beta) * vt[i] - beta * DS_RHO(DS_T, rule, alpha) * acc;
+                DS_T rho = DS_RHO(DS_T, rule, alpha);
+                DS_T u = DS_OMEGA(DS_T, rule, beta) * vt[i] - beta * rho * acc;
                 DS_SIMD(reduction(+ : y))
                 for (int64_t j = 0; j < dk; j++) {
                     row[j] = alpha * row[j] + u * kt[j];

@@ -440,7 +440,10 @@ static mi_tensor *component(const run *r, mi_tensor *stacked, int i)
 }
 
 /* Rows [i·n, (i + 1)·n) of t [M, m·n, c]: the i-th of the inputs a product took together. */
-static mi_tensor *part(mi_tensor *t, int i, int64_t n) { return mi_slice(t, 1, i * n, (i + 1) * n); }
+static mi_tensor *part(mi_tensor *t, int i, int64_t n)
+{
+    return mi_slice(t, 1, i * n, (i + 1) * n);
+}
 
 /* The components' steps at k̄ towards their own targets v̂_□ = M_□(v̄), every
  * gradient at the states in force: per component, e = M_□(k̄) − v̂_□ and its
