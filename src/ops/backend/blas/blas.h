@@ -57,12 +57,12 @@ void blas_single_thread_once(void);
 const char *blas_core_name(void);
 
 /* C = alpha op(A) op(B) + beta C, one row-major f32 product on the calling
- * thread by oneDNN's sgemm (dnnl_matmul.c has the timings): the products
- * of kernels that run a sequence a thread (attention's row blocks, the
- * CMS's chunks). */
-void gemm_dnnl_f32(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
-                   const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
-                   int64_t ldc);
+ * thread by oneDNN's sgemm, or OpenBLAS's where the DNNL backend is not
+ * allowed (dnnl_matmul.c has the timings): the products of kernels that run
+ * a sequence a thread (attention's row blocks, the CMS's chunks). */
+void gemm_thread_f32(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
+                     const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
+                     float *C, int64_t ldc);
 
 /* oneDNN 2.6 matmul primitive (f32 only), cached by geometry. */
 void matmul_dnnl_f32(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a);

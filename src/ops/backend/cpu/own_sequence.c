@@ -15,7 +15,8 @@
  * as one product, per row the max, the exponentials with own_math.h's
  * polynomial (≤ 2 ulp) and their sum over the keys that row reads, zeros at
  * the block's others, then y = P V as one product. The products are oneDNN's
- * sgemm on the calling thread (gemm_dnnl_f32), the batch entries split over
+ * sgemm on the calling thread (gemm_thread_f32; OpenBLAS's where
+ * MIRAS_BACKEND leaves oneDNN out), the batch entries split over
  * the threads, so the result does not depend on the thread count; sums are
  * reassociated (a few ulp from REF). The vjp's probabilities
  * (own_attention_probs_f32) are the same blocks', and its four products run
@@ -183,8 +184,8 @@ static int64_t block_keys(const attention_ctx *k, int64_t r0, int64_t *lo, int64
 static void block_probs(const attention_ctx *k, const float *Q, const float *K, int64_t r0,
                         int64_t n, int64_t lo, int64_t w, float *P, int64_t ldp)
 {
-    gemm_dnnl_f32(false, true, n, w, k->d, k->sc, Q + r0 * k->d, k->d, K + lo * k->d, k->d, 0, P,
-                  ldp);
+    gemm_thread_f32(false, true, n, w, k->d, k->sc, Q + r0 * k->d, k->d, K + lo * k->d, k->d, 0,
+                    P, ldp);
     for (int64_t i = 0; i < n; i++) {
         int64_t rlo, rhi;
         attention_keys(k, r0 + i, &rlo, &rhi);
@@ -257,8 +258,8 @@ static void attention_entries(const void *c, int64_t b0, int64_t b1)
         for (int64_t r0 = 0; r0 < nt; r0 += BLOCK_ROWS) {
             int64_t lo, w, n = block_keys(k, r0, &lo, &w);
             block_probs(k, Q, K, r0, n, lo, w, p, w);
-            gemm_dnnl_f32(false, false, n, e, w, 1, p, w, V + lo * e, e, 0,
-                          k->y + (b * nt + r0) * e, e);
+            gemm_thread_f32(false, false, n, e, w, 1, p, w, V + lo * e, e, 0,
+                            k->y + (b * nt + r0) * e, e);
         }
     }
     free(p);
@@ -359,16 +360,18 @@ static void grads_range(const void *v, int64_t b0, int64_t b1)
         for (int64_t r0 = 0; r0 < nt; r0 += BLOCK_ROWS) {
             int64_t lo, w, n = block_keys(k, r0, &lo, &w);
             const float *Pb = P + r0 * ns + lo;
-            gemm_dnnl_f32(true, false, w, e, n, 1, Pb, ns, G + r0 * e, e, 1, dV + lo * e, e);
-            gemm_dnnl_f32(false, true, n, w, e, 1, G + r0 * e, e, V + lo * e, e, 0, ds, w);
+            gemm_thread_f32(true, false, w, e, n, 1, Pb, ns, G + r0 * e, e, 1, dV + lo * e, e);
+            gemm_thread_f32(false, true, n, w, e, 1, G + r0 * e, e, V + lo * e, e, 0, ds, w);
             for (int64_t i = 0; i < n; i++) {
                 const float *pr = Pb + i * ns;
                 float *dr = ds + i * w, dot = 0;
                 for (int64_t j = 0; j < w; j++) dot += pr[j] * dr[j];
                 for (int64_t j = 0; j < w; j++) dr[j] = pr[j] * (dr[j] - dot);
             }
-            gemm_dnnl_f32(false, false, n, d, w, k->sc, ds, w, K + lo * d, d, 0, dQ + r0 * d, d);
-            gemm_dnnl_f32(true, false, w, d, n, k->sc, ds, w, Q + r0 * d, d, 1, dK + lo * d, d);
+            gemm_thread_f32(false, false, n, d, w, k->sc, ds, w, K + lo * d, d, 0, dQ + r0 * d,
+                            d);
+            gemm_thread_f32(true, false, w, d, n, k->sc, ds, w, Q + r0 * d, d, 1, dK + lo * d,
+                            d);
         }
     }
     free(ds);

@@ -158,9 +158,10 @@ void outer_dnnl_f32(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a)
         mi_op_outer.kernel[MI_BACKEND_REF][MI_F32](o, in, a);
 }
 
-/* One product on the calling thread: oneDNN's sgemm JIT-compiles for the
- * CPU's own ISA (AVX-512 where it has one), where OpenBLAS 0.3.21 runs its
- * Haswell kernels on every CPU. At the sizes of attention's row blocks and
+/* One product on the calling thread: oneDNN's sgemm, which compiles for
+ * the CPU's own ISA (AVX-512 where it has one), where OpenBLAS 0.3.21 runs
+ * its Haswell kernels on every CPU; OpenBLAS's where the DNNL backend is
+ * not allowed (MIRAS_BACKEND). At the sizes of attention's row blocks and
  * the CMS's chunks (µs a call, 1 thread, AMD EPYC family 26 with AVX-512;
  * the same host held to AVX2 with ONEDNN_MAX_CPU_ISA=AVX2 and
  * OPENBLAS_CORETYPE=Haswell): 64×256·(32)ᵀ OpenBLAS 11.9, oneDNN 6.0 (AVX2
@@ -168,20 +169,23 @@ void outer_dnnl_f32(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a)
  * 512: 27.5, 10.5 (27.9, 23.1); (16×128)ᵀ·16×512: 23.5, 11.1 (23.4, 21.0).
  * One thread whatever the caller's team, so a kernel that splits its work
  * by sequence keeps each sequence's sums in one order at any thread count. */
-void gemm_dnnl_f32(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
-                   const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
-                   int64_t ldc)
+void gemm_thread_f32(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
+                     const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
+                     float *C, int64_t ldc)
 {
+    dnnl_status_t st = dnnl_unimplemented;
 #ifdef _OPENMP
     int saved = omp_get_max_threads();
     if (saved != 1) omp_set_num_threads(1);
 #endif
-    dnnl_status_t st = dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb,
-                                  beta, C, ldc);
+    if (mi_backends_allowed() >> MI_BACKEND_DNNL & 1u)
+        st = dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb, beta, C,
+                        ldc);
 #ifdef _OPENMP
     if (saved != 1) omp_set_num_threads(saved);
 #endif
-    if (st != dnnl_success) /* sizes oneDNN refuses (none it is given here): OpenBLAS's */
-        cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-                    (int)M, (int)N, (int)K, alpha, A, (int)lda, B, (int)ldb, beta, C, (int)ldc);
+    if (st == dnnl_success) return;
+    blas_single_thread_once(); /* not allowed, or sizes oneDNN refuses: OpenBLAS's */
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+                (int)M, (int)N, (int)K, alpha, A, (int)lda, B, (int)ldb, beta, C, (int)ldc);
 }
