@@ -74,10 +74,29 @@ static mi_tensor *snapshot(const mi_tensor *t)
     return s;
 }
 
+/* The f32 error of y and of REF's f32 output ref against REF's f64 output
+ * on the case in f64 (c64), as nMSE: where f32 rounding alone already moves
+ * a case's output past the bound (an ill-conditioned example: kl rows near
+ * uniform amplify it, mlp_scan.c's examples), a backend matches REF if its
+ * error against the exact answer is within 10× REF's own. *e_ref < 0: no
+ * f64 REF kernel. */
+static double error_against_f64(const mi_op *op, const op_case *c64, const mi_tensor *y,
+                                const mi_tensor *ref, double *e_ref)
+{
+    *e_ref = -1;
+    if (!op->kernel[MI_BACKEND_REF][MI_F64]) return INFINITY;
+    mi_tensor *exact = mi_tensor_new(MI_F64, ref->rank, ref->shape);
+    ck_assert_ptr_nonnull(exact);
+    op->kernel[MI_BACKEND_REF][MI_F64](exact, c64->in, &c64->attrs);
+    *e_ref = nmse(ref, exact);
+    return nmse(y, exact);
+}
+
 /* ---------------------------------------------------------------- forward parity
- * REF and backend b on one case in dtype dt, each kernel called directly. */
-static void forward_parity(const mi_op *op, const op_case *c, mi_dtype dt, mi_backend b,
-                           report *rep)
+ * REF and backend b on one case in dtype dt, each kernel called directly
+ * (c64: the case in f64). */
+static void forward_parity(const mi_op *op, const op_case *c, const op_case *c64, mi_dtype dt,
+                           mi_backend b, report *rep)
 {
     mi_dtype odt;
     int rank;
@@ -105,9 +124,12 @@ static void forward_parity(const mi_op *op, const op_case *c, mi_dtype dt, mi_ba
         if (memcmp(before[i]->data, c->in[i]->data,
                    (size_t)c->in[i]->numel * mi_dtype_size(c->in[i]->dtype)) != 0)
             note_failure(rep, "%s %s %s %s: modified input %d", op->name, who, dn, c->what, i);
-    double e = nmse(y, ref), bound = nmse_bound(op, dt);
-    if (!(e <= bound))
-        note_failure(rep, "%s %s %s %s: nMSE %.3g > %.0e", op->name, who, dn, c->what, e, bound);
+    double e = nmse(y, ref), bound = nmse_bound(op, dt), e_ref = -1, e_exact = e;
+    if (!(e <= bound) && dt == MI_F32)
+        e_exact = error_against_f64(op, c64, y, ref, &e_ref);
+    if (!(e <= bound) && !(e_ref >= 0 && e_exact <= 10 * e_ref))
+        note_failure(rep, "%s %s %s %s: nMSE %.3g > %.0e (against f64: %.3g, REF f32's %.3g)",
+                     op->name, who, dn, c->what, e, bound, e_exact, e_ref);
 }
 
 /* The op's cases: each example, grown to medium and (for ops with a backend
@@ -147,10 +169,10 @@ static void assert_compared(const mi_op *op, const report *rep, const char *what
 static void forward_case(const mi_op *op, const op_case *c, report *rep)
 {
     for (int dt = MI_F32; dt <= MI_F64; dt++) {
-        op_case cd = op_case_to(c, (mi_dtype)dt);
+        op_case cd = op_case_to(c, (mi_dtype)dt), c64 = op_case_to(c, MI_F64);
         for (int b = 0; b < MI_BACKEND_COUNT; b++)
             if (b != MI_BACKEND_REF && op->kernel[b][dt] && op->kernel[MI_BACKEND_REF][dt])
-                forward_parity(op, &cd, (mi_dtype)dt, (mi_backend)b, rep);
+                forward_parity(op, &cd, &c64, (mi_dtype)dt, (mi_backend)b, rep);
     }
 }
 
