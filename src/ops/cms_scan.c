@@ -32,7 +32,8 @@
  * Each sequence runs on one thread (so the result does not depend on the
  * thread count), its products on OpenBLAS (GEMM; GEMV and GER at one token a
  * chunk), or in the OWN f32 kernel on own_small_gemm.c's loops for chunks of
- * up to 8 tokens and oneDNN's sgemm above (gemm_thread_f32). At C = 1 the forward (and the backward's rerun) takes a
+ * up to 8 tokens and oneDNN's sgemm above (gemm_thread_f32). At C = 1 the
+ * forward (and the backward's rerun) takes a
  * segment of tokens at once (cms_scan_impl.h's tokens_forward): W2 u for all
  * of them as one product, each token's reads through the same rank-i
  * corrections, and the weights stepped once per segment by two rank-n
@@ -187,21 +188,13 @@ CS_GELU_REF(double, f64, erf, exp)
  * own_small_gemm.c's products for chunks of up to 8 tokens and oneDNN's
  * sgemm for the larger ones (gemm_thread_f32: its kernels for this CPU's ISA,
  * 1.1–2.6× OpenBLAS's at a chunk's sizes) */
-static void own_sgemm(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb,
-                      int M, int N, int K, float alpha, const float *A, int lda, const float *B,
-                      int ldb, float beta, float *C, int ldc)
-{
-    (void)order; /* row-major, as every call here */
-    gemm_thread_f32(ta == CblasTrans, tb == CblasTrans, M, N, K, alpha, A, lda, B, ldb, beta, C,
-                    ldc);
-}
 #undef CS
 #undef CS_GEMM
 #undef CS_GELU_PAIR
 #undef CS_GELU_SECOND
 #undef CS_SMALL_GEMM
 #define CS(x) x##_own_f32
-#define CS_GEMM own_sgemm
+#define CS_GEMM gemm_thread_f32
 #define CS_GELU_PAIR own_gelu_pair_f32
 #define CS_GELU_SECOND own_gelu_second_f32
 #define CS_SMALL_GEMM own_small_gemm_f32

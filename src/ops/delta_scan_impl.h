@@ -7,7 +7,7 @@
 
 #include "delta_scan_keys_impl.h"
 
-/* Forward: per sequence, S_t from S_{t−1} in place, then y_t = S_t q_t;
+/* Forward: per sequence, S_t from S_{t−1} (DS_STEP), then y_t = S_t q_t;
  * the output packs y [T, dv] and S_T [dv, dk]. */
 DS_KERNEL void DS_NAME(delta_scan)(mi_tensor *o, mi_tensor *const *in, const mi_attrs *at)
 {
@@ -29,21 +29,13 @@ DS_KERNEL void DS_NAME(delta_scan)(mi_tensor *o, mi_tensor *const *in, const mi_
         for (int64_t t = 0; t < T; t++) {
             int64_t nt = n * T + t;
             const DS_T *kt = K + nt * dk, *vt = V + nt * dv, *qt = Q + nt * dk;
-            DS_T *yt = Y + t * dv;
-            /* row i of S_t, then y_{t,i} = S_t[i, :] q_t while the row is in cache */
+            DS_T *yt = Y + t * dv; /* scratch for S_{t−1} k_t, then y_t */
+            DS_STEP(DS_T, S, S, yt, kt, vt, B, A, nt, bw, aw, rule, dv, dk)
             for (int64_t i = 0; i < dv; i++) {
-                DS_T *row = S + i * dk, acc = 0, y = 0;
+                DS_T acc = 0;
                 DS_SIMD(reduction(+ : acc))
-                for (int64_t j = 0; j < dk; j++) acc += row[j] * kt[j];
-                DS_T beta = DS_GATE(B, nt, bw, i), alpha = DS_GATE(A, nt, aw, i);
-                DS_T rho = DS_RHO(DS_T, rule, alpha);
-                DS_T u = DS_OMEGA(DS_T, rule, beta) * vt[i] - beta * rho * acc;
-                DS_SIMD(reduction(+ : y))
-                for (int64_t j = 0; j < dk; j++) {
-                    row[j] = alpha * row[j] + u * kt[j];
-                    y += row[j] * qt[j];
-                }
-                yt[i] = y;
+                for (int64_t j = 0; j < dk; j++) acc += S[i * dk + j] * qt[j];
+                yt[i] = acc;
             }
         }
     }

@@ -256,15 +256,7 @@ ACC_KERNEL(matmul_acc_blas_f64, MI_F64, block_f64, double)
 
 /* matmul_acc's DNNL kernel: the same tasks and split as OpenBLAS's, each
  * block a oneDNN sgemm on its thread (gemm_thread_f32, dnnl_matmul.c). */
-static void block_dnnl_f32(const gemm_geom *g, const void *A, const void *B, void *C, int64_t r0,
-                           int64_t r1, int64_t c0, int64_t c1)
-{
-    int64_t M = g->M, N = g->N, K = g->K;
-    gemm_thread_f32(g->ta, g->tb, r1 - r0, c1 - c0, K, (float)g->alpha,
-                    (const float *)A + (g->ta ? r0 : r0 * K), g->ta ? M : K,
-                    (const float *)B + (g->tb ? c0 * K : c0), g->tb ? K : N, (float)g->beta,
-                    (float *)C + r0 * N + c0, N);
-}
+GEMM_BLOCK(block_dnnl_f32, float, gemm_thread_f32)
 ACC_KERNEL(matmul_acc_dnnl_f32, MI_F32, block_dnnl_f32, float)
 
 const char *blas_core_name(void)

@@ -5,6 +5,8 @@
 #ifndef MIRAS_OPS_BLAS_H
 #define MIRAS_OPS_BLAS_H
 
+#include <cblas.h>
+
 #include "internal.h"
 
 extern const mi_op mi_op_matmul, mi_op_outer, mi_op_matmul_acc;
@@ -56,13 +58,13 @@ void blas_single_thread_once(void);
  * OPENBLAS_CORETYPE overrides its choice). */
 const char *blas_core_name(void);
 
-/* C = alpha op(A) op(B) + beta C, one row-major f32 product on the calling
- * thread by oneDNN's sgemm, or OpenBLAS's where the DNNL backend is not
- * allowed (dnnl_matmul.c has the timings): the products of kernels that run
- * a sequence a thread (attention's row blocks, the CMS's chunks). */
-void gemm_thread_f32(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
-                     const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
-                     float *C, int64_t ldc);
+/* cblas_sgemm's call, one f32 product on the calling thread: oneDNN's
+ * sgemm, or OpenBLAS's where the DNNL backend is not allowed (dnnl_matmul.c
+ * has the timings). The products of kernels that run a sequence a thread
+ * (attention's row blocks, the CMS's chunks) and matmul_acc's DNNL blocks. */
+void gemm_thread_f32(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb,
+                     int M, int N, int K, float alpha, const float *A, int lda, const float *B,
+                     int ldb, float beta, float *C, int ldc);
 
 /* oneDNN 2.6 matmul primitive (f32 only), cached by geometry. */
 void matmul_dnnl_f32(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a);

@@ -115,19 +115,24 @@ static inline __attribute__((always_inline)) void weighted_rows(int P, const flo
     for (int u = 0; u < P; u++) vst(y + u * OWN_W, scale * acc[u]);
 }
 
+/* s[0 … n) = exp(s − max s) (own_math.h's polynomial); returns their sum. */
+static float exp_shifted(float *restrict s, int64_t n)
+{
+    float m = -INFINITY, z = 0;
+    for (int64_t j = 0; j < n; j++) m = s[j] > m ? s[j] : m;
+    for (int64_t j = 0; j < n; j++) {
+        s[j] = f_exp_lo(s[j] - m);
+        z += s[j];
+    }
+    return z;
+}
+
 /* p[0 … n) = exp(p − max p) and y = Σ_j p_j V[lo + j] / Σ_j p_j. */
 static void attention_softmax_v(const attention_ctx *c, const float *restrict V, int64_t lo,
                                 int64_t n, float *restrict p, float *restrict y)
 {
     int64_t dv = c->dv;
-    float m = -INFINITY;
-    for (int64_t j = 0; j < n; j++) m = p[j] > m ? p[j] : m;
-    float z = 0;
-    for (int64_t j = 0; j < n; j++) {
-        p[j] = f_exp_lo(p[j] - m);
-        z += p[j];
-    }
-    float iz = 1.0f / z;
+    float iz = 1.0f / exp_shifted(p, n);
     if (dv == OWN_W || dv == 2 * OWN_W || dv == 4 * OWN_W) {
         /* y in registers across the keys (heads of 16, 32, 64 with AVX-512) */
         switch (dv / OWN_W) {
@@ -184,19 +189,14 @@ static int64_t block_keys(const attention_ctx *k, int64_t r0, int64_t *lo, int64
 static void block_probs(const attention_ctx *k, const float *Q, const float *K, int64_t r0,
                         int64_t n, int64_t lo, int64_t w, float *P, int64_t ldp)
 {
-    gemm_thread_f32(false, true, n, w, k->d, k->sc, Q + r0 * k->d, k->d, K + lo * k->d, k->d, 0,
-                    P, ldp);
+    gemm_thread_f32(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)w, (int)k->d, k->sc,
+                    Q + r0 * k->d, (int)k->d, K + lo * k->d, (int)k->d, 0, P, (int)ldp);
     for (int64_t i = 0; i < n; i++) {
         int64_t rlo, rhi;
         attention_keys(k, r0 + i, &rlo, &rhi);
-        float *row = P + i * ldp, *restrict s = row + (rlo - lo), m = -INFINITY, z = 0;
+        float *row = P + i * ldp, *restrict s = row + (rlo - lo);
         int64_t len = rhi - rlo + 1;
-        for (int64_t j = 0; j < len; j++) m = s[j] > m ? s[j] : m;
-        for (int64_t j = 0; j < len; j++) {
-            s[j] = f_exp_lo(s[j] - m);
-            z += s[j];
-        }
-        float iz = 1.0f / z;
+        float iz = 1.0f / exp_shifted(s, len);
         for (int64_t j = 0; j < len; j++) s[j] *= iz;
         memset(row, 0, sizeof(float) * (size_t)(rlo - lo));
         memset(s + len, 0, sizeof(float) * (size_t)(lo + w - rhi - 1));
@@ -258,8 +258,8 @@ static void attention_entries(const void *c, int64_t b0, int64_t b1)
         for (int64_t r0 = 0; r0 < nt; r0 += BLOCK_ROWS) {
             int64_t lo, w, n = block_keys(k, r0, &lo, &w);
             block_probs(k, Q, K, r0, n, lo, w, p, w);
-            gemm_thread_f32(false, false, n, e, w, 1, p, w, V + lo * e, e, 0,
-                            k->y + (b * nt + r0) * e, e);
+            gemm_thread_f32(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)e, (int)w, 1,
+                            p, (int)w, V + lo * e, (int)e, 0, k->y + (b * nt + r0) * e, (int)e);
         }
     }
     free(p);
@@ -360,18 +360,20 @@ static void grads_range(const void *v, int64_t b0, int64_t b1)
         for (int64_t r0 = 0; r0 < nt; r0 += BLOCK_ROWS) {
             int64_t lo, w, n = block_keys(k, r0, &lo, &w);
             const float *Pb = P + r0 * ns + lo;
-            gemm_thread_f32(true, false, w, e, n, 1, Pb, ns, G + r0 * e, e, 1, dV + lo * e, e);
-            gemm_thread_f32(false, true, n, w, e, 1, G + r0 * e, e, V + lo * e, e, 0, ds, w);
+            gemm_thread_f32(CblasRowMajor, CblasTrans, CblasNoTrans, (int)w, (int)e, (int)n, 1, Pb,
+                            (int)ns, G + r0 * e, (int)e, 1, dV + lo * e, (int)e);
+            gemm_thread_f32(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)w, (int)e, 1,
+                            G + r0 * e, (int)e, V + lo * e, (int)e, 0, ds, (int)w);
             for (int64_t i = 0; i < n; i++) {
                 const float *pr = Pb + i * ns;
                 float *dr = ds + i * w, dot = 0;
                 for (int64_t j = 0; j < w; j++) dot += pr[j] * dr[j];
                 for (int64_t j = 0; j < w; j++) dr[j] = pr[j] * (dr[j] - dot);
             }
-            gemm_thread_f32(false, false, n, d, w, k->sc, ds, w, K + lo * d, d, 0, dQ + r0 * d,
-                            d);
-            gemm_thread_f32(true, false, w, d, n, k->sc, ds, w, Q + r0 * d, d, 1, dK + lo * d,
-                            d);
+            gemm_thread_f32(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)d, (int)w,
+                            k->sc, ds, (int)w, K + lo * d, (int)d, 0, dQ + r0 * d, (int)d);
+            gemm_thread_f32(CblasRowMajor, CblasTrans, CblasNoTrans, (int)w, (int)d, (int)n, k->sc,
+                            ds, (int)w, Q + r0 * d, (int)d, 1, dK + lo * d, (int)d);
         }
     }
     free(ds);

@@ -169,23 +169,22 @@ void outer_dnnl_f32(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a)
  * 512: 27.5, 10.5 (27.9, 23.1); (16×128)ᵀ·16×512: 23.5, 11.1 (23.4, 21.0).
  * One thread whatever the caller's team, so a kernel that splits its work
  * by sequence keeps each sequence's sums in one order at any thread count. */
-void gemm_thread_f32(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
-                     const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
-                     float *C, int64_t ldc)
+void gemm_thread_f32(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb,
+                     int M, int N, int K, float alpha, const float *A, int lda, const float *B,
+                     int ldb, float beta, float *C, int ldc)
 {
     dnnl_status_t st = dnnl_unimplemented;
 #ifdef _OPENMP
     int saved = omp_get_max_threads();
     if (saved != 1) omp_set_num_threads(1);
 #endif
-    if (mi_backends_allowed() >> MI_BACKEND_DNNL & 1u)
-        st = dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb, beta, C,
-                        ldc);
+    if (order == CblasRowMajor && mi_backends_allowed() >> MI_BACKEND_DNNL & 1u)
+        st = dnnl_sgemm(ta == CblasTrans ? 'T' : 'N', tb == CblasTrans ? 'T' : 'N', M, N, K,
+                        alpha, A, lda, B, ldb, beta, C, ldc);
 #ifdef _OPENMP
     if (saved != 1) omp_set_num_threads(saved);
 #endif
     if (st == dnnl_success) return;
     blas_single_thread_once(); /* not allowed, or sizes oneDNN refuses: OpenBLAS's */
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-                (int)M, (int)N, (int)K, alpha, A, (int)lda, B, (int)ldb, beta, C, (int)ldc);
+    cblas_sgemm(order, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
