@@ -61,5 +61,7 @@ mi_tensor *mi_sigmoid_backward(mi_tensor *y, mi_tensor *g); /* g·y·(1 − y), 
 mi_tensor *mi_softmax_backward(mi_tensor *y, mi_tensor *g, int axis);
 /* The gradient of layer_norm(x, eps) at x: r·(g − mean(g) − y·mean(g ⊙ y)). */
 mi_tensor *mi_layer_norm_backward(mi_tensor *x, mi_tensor *g, double eps);
+/* The gradient of rms_norm(x, eps) at x: r·(g − y·mean(g ⊙ y)). */
+mi_tensor *mi_rms_norm_backward(mi_tensor *x, mi_tensor *g, double eps);
 
 #endif

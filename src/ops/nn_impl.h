@@ -116,6 +116,25 @@ static void NN_NAME(l2_normalize)(mi_tensor *o, mi_tensor *const *in, const mi_a
     NN_NAME(norm_rows)(o, in, a, NORM_L2);
 }
 
+/* Over the last axis, y = rms_norm(x), r = 1/√(mean(x²) + eps):
+ *   dx = r·(g − y·m),  m = mean(g ⊙ y) */
+static void NN_NAME(rms_norm_backward)(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a)
+{
+    typedef NN_T scalar_t; /* for F(sqrt) */
+    int64_t d = in[0]->shape[in[0]->rank - 1], rows = d ? o->numel / d : 0;
+    const NN_T *X = in[0]->data, *G = in[1]->data;
+    NN_T *D = o->data;
+    for (int64_t r = 0; r < rows; r++) {
+        const NN_T *x = X + r * d, *g = G + r * d;
+        NN_T ss = 0, sgy = 0;
+        for (int64_t j = 0; j < d; j++) ss += x[j] * x[j];
+        NN_T rs = 1 / F(sqrt)(ss / (NN_T)d + (NN_T)a->eps);
+        for (int64_t j = 0; j < d; j++) sgy += g[j] * (x[j] * rs);
+        NN_T mgy = sgy / (NN_T)d;
+        for (int64_t j = 0; j < d; j++) D[r * d + j] = rs * (g[j] - x[j] * rs * mgy);
+    }
+}
+
 /* y = softmax output, g its gradient, along attrs.axis:
  *   dx = y ⊙ (g − s),  s = Σ g ⊙ y */
 static void NN_NAME(softmax_backward)(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a)

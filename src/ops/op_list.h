@@ -48,3 +48,5 @@ MI_OP(cms_scan) MI_OP(cms_scan_backward)
 MI_OP(mlp_scan) MI_OP(mlp_scan_backward)
 /* update.c (appended) */
 MI_OP(outer_update) MI_OP(scale_add)
+/* nn.c (appended) */
+MI_OP(rms_norm_backward)

@@ -346,7 +346,7 @@ static int attention_vjp_all(const mi_node *n, mi_tensor *g, const bool *need, m
     const mi_attrs *a = &n->attrs;
     int rk = q->rank;
     double sc = 1.0 / sqrt((double)q->shape[rk - 1]);
-    mi_tensor *qs = mi_mul_scalar(q, sc), *p;
+    mi_tensor *qs = NULL, *p;
     if (!mi_grad_enabled() && q->dtype == MI_F32 &&
         (mi_backends_allowed() >> MI_BACKEND_OWN & 1u)) {
         /* not recorded: P over the keys each row reads, in one pass (OWN) */
@@ -365,7 +365,7 @@ static int attention_vjp_all(const mi_node *n, mi_tensor *g, const bool *need, m
         for (int i = 0; i < 3; i++) grads[i] = need[i] ? d[i] : NULL;
         return 0;
     } else {
-        mi_tensor *s = mi_matmul_t(qs, k, false, true);
+        mi_tensor *s = mi_matmul_t(qs = mi_mul_scalar(q, sc), k, false, true);
         if (a->causal || a->window > 0)
             s = mi_add(s, attention_mask_at(q->dtype, q->shape[rk - 2], k->shape[rk - 2],
                                             a->causal, a->window, a->start));

@@ -21,6 +21,7 @@
  * Determinism. Elementwise ops split independent elements and row ops
  * independent rows, so results never depend on the thread count. */
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "own_kernels.h"
 #include "own_math.h"
@@ -307,6 +308,60 @@ void own_softmax_backward_f32(mi_tensor *o, mi_tensor *const *in, const mi_attrs
     own_parallel(row_units(&k, o), o->numel * COST_CHEAP, OWN_PAR_MIN, 1, softmax_bwd_range, &k);
 }
 
+/* ---------------------------------------------------------------- cross_entropy
+ * L = (1/n) Σ_{r: t_r ≠ ignore} (m_r + log Σ_j e^(x_rj − m_r) − x_{r,t_r}), m_r = max_j x_rj.
+ * Rows in fixed blocks, each block's sum in double, the blocks summed in
+ * order: the same value at any thread count. */
+enum { CE_BLOCK = 64 };
+
+typedef struct ce_ctx {
+    const float *x;
+    const mi_tensor *t;
+    int64_t nr, nc, ignore;
+    double *sum;     /* per block */
+    int64_t *count;  /* per block */
+} ce_ctx;
+
+static void ce_range(const void *c, int64_t b0, int64_t b1)
+{
+    const ce_ctx *k = c;
+    for (int64_t b = b0; b < b1; b++) {
+        double total = 0;
+        int64_t counted = 0, end = (b + 1) * CE_BLOCK < k->nr ? (b + 1) * CE_BLOCK : k->nr;
+        for (int64_t r = b * CE_BLOCK; r < end; r++) {
+            int64_t t = index_at(k->t, r);
+            if (t == k->ignore) continue;
+            const float *restrict x = k->x + r * k->nc;
+            float m = x[0], s = 0;
+            for (int64_t j = 1; j < k->nc; j++) m = x[j] > m ? x[j] : m;
+            for (int64_t j = 0; j < k->nc; j++) s += f_exp(x[j] - m);
+            total += (double)m + log((double)s) - (double)x[t];
+            counted++;
+        }
+        k->sum[b] = total;
+        k->count[b] = counted;
+    }
+}
+
+void own_cross_entropy_f32(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a)
+{
+    int64_t nr = in[0]->shape[0], nc = in[0]->shape[1], blocks = (nr + CE_BLOCK - 1) / CE_BLOCK;
+    ce_ctx k = {.x = in[0]->data, .t = in[1], .nr = nr, .nc = nc, .ignore = a->index,
+                .sum = malloc(sizeof(double) * (size_t)(blocks ? blocks : 1)),
+                .count = malloc(sizeof(int64_t) * (size_t)(blocks ? blocks : 1))};
+    if (!k.sum || !k.count) { /* no room for the block sums: REF needs none */
+        free(k.sum), free(k.count);
+        mi_op_cross_entropy.kernel[MI_BACKEND_REF][MI_F32](o, in, a);
+        return;
+    }
+    own_parallel(blocks, nr * nc * COST_TRANS, OWN_PAR_MIN, 1, ce_range, &k);
+    double total = 0;
+    int64_t counted = 0;
+    for (int64_t b = 0; b < blocks; b++) total += k.sum[b], counted += k.count[b];
+    ((float *)o->data)[0] = counted ? (float)(total / (double)counted) : 0.0f;
+    free(k.sum), free(k.count);
+}
+
 /* ---------------------------------------------------------------- normalisations
  * Over the last axis (d entries), as nn.c:
  *   layer_norm    y = (x − μ)·r,  r = 1/√(mean((x − μ)²) + eps)
@@ -385,6 +440,34 @@ void own_layer_norm_backward_f32(mi_tensor *o, mi_tensor *const *in, const mi_at
     row_ctx k = {.eps = (float)a->eps};
     row_start(&k, o, in, 2, -1);
     own_parallel(row_units(&k, o), o->numel * COST_CHEAP, OWN_PAR_MIN, 1, layer_norm_bwd_range,
+                 &k);
+}
+
+/* ---------------------------------------------------------------- rms_norm_backward
+ * dx = r·(g − y·mean(g ⊙ y)), y = x·r, per row of x. */
+static void rms_norm_bwd_range(const void *c, int64_t r0, int64_t r1)
+{
+    const row_ctx *k = c;
+    int64_t d = k->n;
+    for (int64_t r = r0; r < r1; r++) {
+        const float *restrict x = k->x + r * d, *restrict g = k->g + r * d;
+        float *restrict dx = k->y + r * d;
+        float ss = 0, sgx = 0;
+        for (int64_t j = 0; j < d; j++) {
+            ss += x[j] * x[j];
+            sgx += g[j] * x[j];
+        }
+        float rs = (float)(1.0 / sqrt((double)(ss / (float)d) + (double)k->eps));
+        float c2 = rs * rs * (sgx / (float)d); /* r·mean(g ⊙ y) */
+        for (int64_t j = 0; j < d; j++) dx[j] = rs * (g[j] - x[j] * c2);
+    }
+}
+
+void own_rms_norm_backward_f32(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a)
+{
+    row_ctx k = {.eps = (float)a->eps};
+    row_start(&k, o, in, 2, -1);
+    own_parallel(row_units(&k, o), o->numel * COST_CHEAP, OWN_PAR_MIN, 1, rms_norm_bwd_range,
                  &k);
 }
 

@@ -25,8 +25,9 @@ OWN_UNARY_DECL(gelu_backward) OWN_UNARY_DECL(silu_backward)
 
 /* Row ops: reassociated sums (a few ulp from REF). */
 OWN_UNARY_DECL(softmax) OWN_UNARY_DECL(log_softmax) OWN_UNARY_DECL(softmax_backward)
+OWN_UNARY_DECL(cross_entropy)
 OWN_UNARY_DECL(layer_norm) OWN_UNARY_DECL(rms_norm) OWN_UNARY_DECL(l2_normalize)
-OWN_UNARY_DECL(layer_norm_backward)
+OWN_UNARY_DECL(layer_norm_backward) OWN_UNARY_DECL(rms_norm_backward)
 #undef OWN_UNARY_DECL
 
 /* On raw arrays of n (cms_scan.c): s = gelu(a), gp = gelu'(a); y = gelu''(a). */
