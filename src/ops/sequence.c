@@ -192,6 +192,7 @@ static int ex_rope(mi_rng *r, int v, mi_tensor **in, mi_attrs *a)
     case 0: in[0] = ex_normal(r, MI_SHAPE(2, 3, 4)), a->p = 10000; return 1;
     case 1: in[0] = ex_normal(r, MI_SHAPE(5, 6)), a->p = 10, a->reverse = true; return 1;
     case 2: in[0] = ex_normal(r, MI_SHAPE(1, 2, 5, 2)), a->p = 3; return 1;
+    case 3: in[0] = ex_normal(r, MI_SHAPE(2, 70, 6)), a->p = 10000; return 1; /* T past 64 */
     default: return 0;
     }
 }
