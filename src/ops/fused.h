@@ -50,11 +50,13 @@ mi_tensor *mi_mlp_scan_backward(mi_tensor *state0, mi_tensor *q, mi_tensor *k, m
 mi_tensor *mi_conv1d_causal_wgrad(mi_tensor *g, mi_tensor *x, int64_t k);
 
 /* ---------------------------------------------------------------- grad ops
- * Fused backward ops: the vjps of gelu, silu, tanh, sigmoid, softmax and
- * layer_norm call these (each is itself differentiable). g is the gradient
+ * Fused backward ops: the vjps of gelu, silu, swiglu, tanh, sigmoid,
+ * softmax, layer_norm and rms_norm call these (each is itself differentiable). g is the gradient
  * of the forward output and has x's (or y's) shape. */
 mi_tensor *mi_gelu_backward(mi_tensor *x, mi_tensor *g);    /* g·(Φ(x) + x·φ(x)) */
 mi_tensor *mi_silu_backward(mi_tensor *x, mi_tensor *g);    /* g·σ(x)·(1 + x·(1 − σ(x))) */
+/* g·b·silu'(a): swiglu(a, b)'s gradient at a */
+mi_tensor *mi_swiglu_backward(mi_tensor *a, mi_tensor *b, mi_tensor *g);
 mi_tensor *mi_tanh_backward(mi_tensor *y, mi_tensor *g);    /* g·(1 − y²), y = tanh x */
 mi_tensor *mi_sigmoid_backward(mi_tensor *y, mi_tensor *g); /* g·y·(1 − y), y = σ(x) */
 /* y = softmax(x, axis): y ⊙ (g − Σ_axis g ⊙ y). */

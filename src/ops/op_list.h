@@ -50,3 +50,5 @@ MI_OP(mlp_scan) MI_OP(mlp_scan_backward)
 MI_OP(outer_update) MI_OP(scale_add)
 /* nn.c (appended) */
 MI_OP(rms_norm_backward)
+/* unary.c (appended) */
+MI_OP(swiglu) MI_OP(swiglu_backward)

@@ -67,6 +67,7 @@ mi_tensor *mi_pow_scalar(mi_tensor *x, double p);  /* x^p */
 mi_tensor *mi_tanh(mi_tensor *x);
 mi_tensor *mi_sigmoid(mi_tensor *x);
 mi_tensor *mi_silu(mi_tensor *x);             /* x·σ(x) */
+mi_tensor *mi_swiglu(mi_tensor *a, mi_tensor *b); /* silu(a)·b, one shape: a SwiGLU gate */
 mi_tensor *mi_gelu(mi_tensor *x);             /* x·Φ(x), exact (erf) form */
 mi_tensor *mi_erf(mi_tensor *x);
 mi_tensor *mi_relu(mi_tensor *x);

@@ -438,24 +438,26 @@ mi_tensor *mi_mul_scalar(mi_tensor *x, double s)
  * (or its output y) and the incoming gradient g. Measured on 4096×128 f32,
  * 1 thread, the old vjp built from ops (OWN kernels) against the fused op:
  * gelu 822 → 231 µs, silu 411 → 127, tanh 171 → 56, sigmoid 191 → 56. */
-static int grad_shape(const char *op, mi_tensor *const *in, mi_dtype *dt, int *rank,
+static int grad_shape(const char *op, mi_tensor *const *in, int n, mi_dtype *dt, int *rank,
                       int64_t *shape)
 {
     char b1[96], b2[96];
-    if (require_float(op, in, 0) != 0 || require_float(op, in, 1) != 0) return -1;
-    if (!mi_same_shape(in[0], in[1])) {
-        mi_error_set("%s: the input and its gradient must have one shape, got %s and %s", op,
-                     mi_shape_str(b1, sizeof b1, in[0]->rank, in[0]->shape),
-                     mi_shape_str(b2, sizeof b2, in[1]->rank, in[1]->shape));
-        return -1;
+    for (int i = 0; i < n; i++) {
+        if (require_float(op, in, i) != 0) return -1;
+        if (!mi_same_shape(in[0], in[i])) {
+            mi_error_set("%s: the inputs must have one shape, got %s and %s", op,
+                         mi_shape_str(b1, sizeof b1, in[0]->rank, in[0]->shape),
+                         mi_shape_str(b2, sizeof b2, in[i]->rank, in[i]->shape));
+            return -1;
+        }
     }
-    return shape_like_first(in, 2, NULL, dt, rank, shape);
+    return shape_like_first(in, n, NULL, dt, rank, shape);
 }
 #define GRAD_SHAPE(name)                                                                   \
     static int name##_shape(mi_tensor *const *in, int n, const mi_attrs *a, mi_dtype *dt,  \
                             int *rank, int64_t *shape)                                     \
     {                                                                                      \
-        return grad_shape(#name, in, dt, rank, shape);                                     \
+        return grad_shape(#name, in, n, dt, rank, shape);                                  \
     }
 
 /* GRAD_KERNELS(name, EXPR): y[i] = EXPR of x = in[0][i] and g = in[1][i]. The
@@ -540,6 +542,76 @@ const mi_op mi_op_silu_backward = {.name = "silu_backward",
 mi_tensor *mi_silu_backward(mi_tensor *x, mi_tensor *g)
 {
     return RUN(&mi_op_silu_backward, NULL, x, g);
+}
+
+/* ---------------------------------------------------------------- swiglu
+ * The gated unit of a SwiGLU feed-forward ("GLU Variants Improve
+ * Transformer", eq. 6, β = 1) on its two projections a = xW, b = xV, fused
+ * so that silu(a) is never stored:
+ *   y = silu(a) ⊙ b
+ *   d/da = swiglu_backward(a, b, g) = g ⊙ b ⊙ silu'(a),  d/db = swiglu(a, g) */
+GRAD_KERNELS(swiglu, x * SIGMOID_OF(x) * g)
+GRAD_SHAPE(swiglu)
+static mi_tensor *swiglu_vjp(const mi_node *n, int i, mi_tensor *g)
+{
+    mi_tensor *a = n->inputs[0], *b = n->inputs[1];
+    return i == 0 ? mi_swiglu_backward(a, b, g) : mi_swiglu(a, g);
+}
+static int ex_swiglu(mi_rng *r, int v, mi_tensor **in, mi_attrs *a)
+{
+    return ex_grad(r, v, in, -4, 4);
+}
+const mi_op mi_op_swiglu = {.name = "swiglu", .formula = "a * sigmoid(a) * b", .arity = 2,
+                            .shape = swiglu_shape, KERNELS(swiglu), OWN_ONLY(swiglu),
+                            .vjp = swiglu_vjp, .examples = ex_swiglu};
+mi_tensor *mi_swiglu(mi_tensor *a, mi_tensor *b)
+{
+    return RUN(&mi_op_swiglu, NULL, a, b);
+}
+
+/* ---------------------------------------------------------------- swiglu_backward
+ * f = g ⊙ b ⊙ silu'(a),  silu'(a) = s·(1 + a·(1 − s)),  s = σ(a):
+ *   d/da = h ⊙ g ⊙ b ⊙ silu''(a),  silu''(a) = s(1 − s)·(2 + a·(1 − 2s))
+ *   d/db = swiglu_backward(a, h, g),  d/dg = swiglu_backward(a, b, h) */
+#define SWIGLU_BACKWARD_T(T, sfx)                                                          \
+    static void swiglu_backward##sfx(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a) \
+    {                                                                                      \
+        (void)a;                                                                           \
+        const T *A = in[0]->data, *B = in[1]->data, *G = in[2]->data;                      \
+        T *Y = o->data;                                                                    \
+        for (int64_t i = 0; i < o->numel; i++) {                                           \
+            T s = SIGMOID_OF(A[i]);                                                        \
+            Y[i] = G[i] * B[i] * (s * (1 + A[i] * (1 - s)));                               \
+        }                                                                                  \
+    }
+SWIGLU_BACKWARD_T(float, _f32)
+SWIGLU_BACKWARD_T(double, _f64)
+GRAD_SHAPE(swiglu_backward)
+static mi_tensor *swiglu_backward_vjp(const mi_node *n, int i, mi_tensor *h)
+{
+    mi_tensor *a = n->inputs[0], *b = n->inputs[1], *g = n->inputs[2];
+    if (i == 1) return mi_swiglu_backward(a, h, g);
+    if (i == 2) return mi_swiglu_backward(a, b, h);
+    mi_tensor *s = mi_sigmoid(a);
+    mi_tensor *ds = mi_mul(s, mi_add_scalar(mi_neg(s), 1.0));
+    mi_tensor *t = mi_add_scalar(mi_mul(a, mi_add_scalar(mi_mul_scalar(s, -2.0), 1.0)), 2.0);
+    return mi_mul(mi_mul(mi_mul(h, g), b), mi_mul(ds, t));
+}
+static int ex_swiglu_backward(mi_rng *r, int v, mi_tensor **in, mi_attrs *a)
+{
+    if (ex_grad(r, v, in, -4, 4) == 0) return 0;
+    in[2] = ex_normal(r, in[0]->rank, in[0]->shape);
+    return 3;
+}
+const mi_op mi_op_swiglu_backward = {.name = "swiglu_backward",
+                                     .formula = "g * b * s * (1 + a * (1 - s)), s = sigmoid(a)",
+                                     .arity = 3, .shape = swiglu_backward_shape,
+                                     KERNELS(swiglu_backward), OWN_ONLY(swiglu_backward),
+                                     .vjp = swiglu_backward_vjp,
+                                     .examples = ex_swiglu_backward};
+mi_tensor *mi_swiglu_backward(mi_tensor *a, mi_tensor *b, mi_tensor *g)
+{
+    return RUN(&mi_op_swiglu_backward, NULL, a, b, g);
 }
 
 /* ---------------------------------------------------------------- tanh_backward

@@ -227,7 +227,7 @@ static mi_tensor *block_forward(const mi_lm *lm, const mi_lm_block *b, mi_tensor
     else x = mi_add(x, b->mixer.forward(b->mixer.self, rms(lm, x, b->mixer_norm)));
     if (b->mixer.ffn) return x ? b->mixer.ffn(b->mixer.self, x) : NULL;
     mi_tensor *u = rms(lm, x, b->mlp_norm);
-    mi_tensor *hidden = mi_mul(mi_silu(mi_matmul(u, b->w_gate)), mi_matmul(u, b->w_up));
+    mi_tensor *hidden = mi_swiglu(mi_matmul(u, b->w_gate), mi_matmul(u, b->w_up));
     return mi_add(x, mi_matmul(hidden, b->w_down));
 }
 

@@ -156,7 +156,7 @@ mi_tensor *mi_lm_step(const mi_lm *lm, mi_lm_state *s, mi_tensor *tokens)
             continue;
         }
         mi_tensor *u = rms(lm, x, b->mlp_norm);
-        mi_tensor *hidden = mi_mul(mi_silu(mi_matmul(u, b->w_gate)), mi_matmul(u, b->w_up));
+        mi_tensor *hidden = mi_swiglu(mi_matmul(u, b->w_gate), mi_matmul(u, b->w_up));
         x = mi_add(x, mi_matmul(hidden, b->w_down));
     }
     x = rms(lm, x, lm->final_norm);

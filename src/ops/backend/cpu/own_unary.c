@@ -143,6 +143,32 @@ OWN_MAP2(gelu_backward, COST_TRANS,
          g * (f_Phi(x) + x * (0.39894228040143267794f * f_exp_lo(-0.5f * x * x))))
 /* dx = g·σ(x)·(1 + x·(1 − σ(x)))  (silu's derivative) */
 OWN_MAP2(silu_backward, COST_TRANS, g * (f_sigmoid(x) * (1.0f + x * (1.0f - f_sigmoid(x)))))
+/* y = silu(a)·b (a = x, b = g) */
+OWN_MAP2(swiglu, COST_TRANS, x * f_sigmoid(x) * g)
+
+/* y = g·b·σ(a)·(1 + a·(1 − σ(a)))  (swiglu's gradient at a; inputs a, b, g) */
+typedef struct swiglu_bwd_ctx {
+    const float *a, *b, *g;
+    float *y;
+} swiglu_bwd_ctx;
+
+static void swiglu_bwd_range(const void *c, int64_t i0, int64_t i1)
+{
+    const swiglu_bwd_ctx *k = c;
+    const float *restrict A = k->a, *restrict B = k->b, *restrict G = k->g;
+    float *restrict Y = k->y;
+    for (int64_t i = i0; i < i1; i++) {
+        const float s = f_sigmoid(A[i]);
+        Y[i] = G[i] * B[i] * (s * (1.0f + A[i] * (1.0f - s)));
+    }
+}
+
+void own_swiglu_backward_f32(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a)
+{
+    (void)a;
+    swiglu_bwd_ctx k = {in[0]->data, in[1]->data, in[2]->data, o->data};
+    own_parallel(o->numel, o->numel * COST_TRANS, OWN_PAR_MIN, 16, swiglu_bwd_range, &k);
+}
 
 /* ================================================================ rows
  * x viewed as [outer, n, inner] around attrs.axis. Row ops along the last

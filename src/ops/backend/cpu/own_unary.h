@@ -21,7 +21,8 @@ OWN_UNARY_DECL(tanh_backward) OWN_UNARY_DECL(sigmoid_backward)
 OWN_UNARY_DECL(exp) OWN_UNARY_DECL(log) OWN_UNARY_DECL(pow_scalar) OWN_UNARY_DECL(tanh)
 OWN_UNARY_DECL(sigmoid) OWN_UNARY_DECL(silu) OWN_UNARY_DECL(gelu) OWN_UNARY_DECL(erf)
 OWN_UNARY_DECL(softplus) OWN_UNARY_DECL(log_sigmoid)
-OWN_UNARY_DECL(gelu_backward) OWN_UNARY_DECL(silu_backward)
+OWN_UNARY_DECL(gelu_backward) OWN_UNARY_DECL(silu_backward) OWN_UNARY_DECL(swiglu)
+OWN_UNARY_DECL(swiglu_backward)
 
 /* Row ops: reassociated sums (a few ulp from REF). */
 OWN_UNARY_DECL(softmax) OWN_UNARY_DECL(log_softmax) OWN_UNARY_DECL(softmax_backward)
