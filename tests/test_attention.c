@@ -253,16 +253,16 @@ START_TEST(bad_specs_are_reported)
 }
 END_TEST
 
-/* The op's f32 output and gradients with OWN allowed (the forward, the vjp's
- * probabilities and its products in blocks of 64 query rows over the keys
- * each block reads, on oneDNN's sgemm) equal REF's and the composed vjp's
+/* The op's f32 output and gradients with OWN allowed (the forward, and the
+ * vjp's probabilities, recomputed a block at a time, and its products, in
+ * blocks of 64 query rows over the keys each block reads, on oneDNN's sgemm) equal REF's and the composed vjp's
  * (q kᵀ, the mask, softmax), and so do they with oneDNN left out (the
  * products on OpenBLAS): causal, causal with a window, a window alone
  * with T ≠ S, queries from position 3 of 9 keys, no mask, on 6 batch
  * entries split over two threads; then the same masks over two and three
  * blocks of rows (a last block of 22 rows, queries from position 130 of 200
  * keys). */
-START_TEST(vjp_probabilities_in_one_pass)
+START_TEST(own_vjp_matches_ref_and_composed)
 {
     static const struct {
         int64_t t, s;
@@ -316,7 +316,7 @@ Suite *make_suite(void)
     tcase_add_test(tc, swa_with_window_at_least_t_is_attention);
     tcase_add_test(tc, gradcheck_input_and_weights);
     tcase_add_test(tc, output_at_t_ignores_later_inputs);
-    tcase_add_test(tc, vjp_probabilities_in_one_pass);
+    tcase_add_test(tc, own_vjp_matches_ref_and_composed);
     tcase_add_test(tc, bad_specs_are_reported);
     suite_add_tcase(s, tc);
     return s;

@@ -350,18 +350,12 @@ static int attention_vjp_all(const mi_node *n, mi_tensor *g, const bool *need, m
     mi_tensor *qs = NULL, *p;
     if (!mi_grad_enabled() && q->dtype == MI_F32 &&
         (mi_backends_allowed() >> MI_BACKEND_OWN & 1u)) {
-        /* not recorded: P over the keys each row reads, in one pass (OWN) */
-        int64_t shape[MI_MAX_RANK];
-        memcpy(shape, q->shape, sizeof(int64_t) * (size_t)rk);
-        shape[rk - 1] = k->shape[rk - 2];
-        if (!(p = mi_tensor_new(MI_F32, rk, shape))) return -1;
-        own_attention_probs_f32(p, q, k, a);
-        /* the products over the keys each block of rows reads (the causal
-         * half), not T×S */
+        /* not recorded: P a block of rows at a time over the keys they read
+         * (the causal half), never T×S (OWN) */
         mi_tensor *d[3] = {mi_tensor_new(MI_F32, rk, q->shape), mi_tensor_new(MI_F32, rk, k->shape),
                            mi_tensor_new(MI_F32, rk, v->shape)};
         if (!d[0] || !d[1] || !d[2] ||
-            own_attention_grads_f32(p, q, k, v, g, a, d[0], d[1], d[2]) != 0)
+            own_attention_grads_f32(q, k, v, g, a, d[0], d[1], d[2]) != 0)
             return -1;
         for (int i = 0; i < 3; i++) grads[i] = need[i] ? d[i] : NULL;
         return 0;

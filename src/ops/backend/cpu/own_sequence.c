@@ -18,9 +18,8 @@
  * sgemm on the calling thread (gemm_thread_f32; OpenBLAS's where
  * MIRAS_BACKEND leaves oneDNN out), the batch entries split over
  * the threads, so the result does not depend on the thread count; sums are
- * reassociated (a few ulp from REF). The vjp's probabilities
- * (own_attention_probs_f32) are the same blocks', and its four products run
- * over the same blocks. With one query per batch entry (a decoding step
+ * reassociated (a few ulp from REF). The vjp recomputes the same blocks'
+ * probabilities, and its four products run over the same blocks. With one query per batch entry (a decoding step
  * against a KV cache) the scores are dot products with the key rows as they
  * lie, and only the keys the row reads are touched. Row t sits at position
  * attrs.start + t.
@@ -293,62 +292,21 @@ void own_attention_f32(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a)
     own_parallel(rows / k.nt, work, OWN_PAR_MIN, 1, attention_entries, &k);
 }
 
-/* ---------------------------------------------------------------- attention's P
- * For the vjp: P [T, S] of each batch entry from the forward's blocks
- * (block_probs), zeros at the keys a block does not read; in place of q kᵀ,
- * the mask's add and a softmax over the whole T×S. */
-typedef struct probs_ctx {
-    attention_ctx a;
-    float *p;
-} probs_ctx;
-
-static void probs_range(const void *v, int64_t b0, int64_t b1)
-{
-    const probs_ctx *c = v;
-    const attention_ctx *k = &c->a;
-    int64_t nt = k->nt, ns = k->ns, d = k->d;
-    for (int64_t b = b0; b < b1; b++) {
-        const float *Q = k->q + b * nt * d, *K = k->k + b * ns * d;
-        float *P = c->p + b * nt * ns;
-        for (int64_t r0 = 0; r0 < nt; r0 += BLOCK_ROWS) {
-            int64_t lo, w, n = block_keys(k, r0, &lo, &w);
-            block_probs(k, Q, K, r0, n, lo, w, P + r0 * ns + lo, ns);
-            for (int64_t i = 0; i < n; i++) {
-                float *row = P + (r0 + i) * ns;
-                memset(row, 0, sizeof(float) * (size_t)lo);
-                memset(row + lo + w, 0, sizeof(float) * (size_t)(ns - lo - w));
-            }
-        }
-    }
-}
-
-void own_attention_probs_f32(mi_tensor *p, const mi_tensor *q, const mi_tensor *k,
-                             const mi_attrs *a)
-{
-    int rk = q->rank;
-    probs_ctx c = {.a = {.q = q->data, .k = k->data, .nt = q->shape[rk - 2],
-                         .ns = k->shape[rk - 2], .d = q->shape[rk - 1], .window = a->window,
-                         .start = a->start, .causal = a->causal},
-                   .p = p->data};
-    c.a.sc = (float)(1.0 / sqrt((double)c.a.d));
-    int64_t rows = c.a.nt ? q->numel / c.a.d : 0;
-    own_parallel(c.a.nt ? rows / c.a.nt : 0, rows * c.a.ns * c.a.d, OWN_PAR_MIN, 1, probs_range,
-                 &c);
-}
-
 /* ---------------------------------------------------------------- attention's gradients
- * From P (above) and the cotangent g, per batch entry (sequence.c's vjp):
+ * From the cotangent g, per batch entry (sequence.c's vjp):
  *   dv = Pᵀ g,  dS = P ⊙ (g vᵀ − rowsum(P ⊙ g vᵀ)),  dq = sc dS k,  dk = sc dSᵀ q
- * The query rows go in blocks of BLOCK_ROWS, and a block's four products run
- * over the keys its rows read only (the first row's lo to the last row's
- * hi): with the causal mask the blocks above the diagonal are never
- * multiplied, where the dense products take all of T×S. The products are
+ * The query rows go in blocks of BLOCK_ROWS. A block's P is recomputed as
+ * the forward makes it (block_probs) into a block-sized scratch, so no
+ * [T, S] tensor of probabilities is written and read back; its four
+ * products run over the keys its rows read only (the first row's lo to the
+ * last row's hi): with the causal mask the blocks above the diagonal are
+ * never multiplied, where the dense products take all of T×S. The products are
  * oneDNN's sgemm on the calling thread, the batch entries split over the
  * threads (each accumulates its own dk, dv), so the result does not depend
  * on the thread count. */
 typedef struct grads_ctx {
     attention_ctx a;
-    const float *p, *g;
+    const float *g;
     float *dq, *dk, *dv;
     atomic_int failed;
 } grads_ctx;
@@ -358,26 +316,28 @@ static void grads_range(const void *v, int64_t b0, int64_t b1)
     grads_ctx *c = (grads_ctx *)v;
     const attention_ctx *k = &c->a;
     int64_t nt = k->nt, ns = k->ns, d = k->d, e = k->dv;
-    float *ds = malloc(sizeof(float) * (size_t)(BLOCK_ROWS * ns));
-    if (!ds) {
+    float *ds = malloc(sizeof(float) * (size_t)(BLOCK_ROWS * ns)),
+          *Pb = malloc(sizeof(float) * (size_t)(BLOCK_ROWS * ns));
+    if (!ds || !Pb) {
         atomic_store(&c->failed, 1);
+        free(ds), free(Pb);
         return;
     }
     for (int64_t b = b0; b < b1; b++) {
-        const float *P = c->p + b * nt * ns, *Q = k->q + b * nt * d, *K = k->k + b * ns * d;
+        const float *Q = k->q + b * nt * d, *K = k->k + b * ns * d;
         const float *V = k->v + b * ns * e, *G = c->g + b * nt * e;
         float *dQ = c->dq + b * nt * d, *dK = c->dk + b * ns * d, *dV = c->dv + b * ns * e;
         memset(dK, 0, sizeof(float) * (size_t)(ns * d));
         memset(dV, 0, sizeof(float) * (size_t)(ns * e));
         for (int64_t r0 = 0; r0 < nt; r0 += BLOCK_ROWS) {
             int64_t lo, w, n = block_keys(k, r0, &lo, &w);
-            const float *Pb = P + r0 * ns + lo;
+            block_probs(k, Q, K, r0, n, lo, w, Pb, w);
             gemm_thread_f32(CblasRowMajor, CblasTrans, CblasNoTrans, (int)w, (int)e, (int)n, 1, Pb,
-                            (int)ns, G + r0 * e, (int)e, 1, dV + lo * e, (int)e);
+                            (int)w, G + r0 * e, (int)e, 1, dV + lo * e, (int)e);
             gemm_thread_f32(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)w, (int)e, 1,
                             G + r0 * e, (int)e, V + lo * e, (int)e, 0, ds, (int)w);
             for (int64_t i = 0; i < n; i++) {
-                const float *pr = Pb + i * ns;
+                const float *pr = Pb + i * w;
                 float *dr = ds + i * w, dot = 0;
                 for (int64_t j = 0; j < w; j++) dot += pr[j] * dr[j];
                 for (int64_t j = 0; j < w; j++) dr[j] = pr[j] * (dr[j] - dot);
@@ -388,10 +348,10 @@ static void grads_range(const void *v, int64_t b0, int64_t b1)
                             ds, (int)w, Q + r0 * d, (int)d, 1, dK + lo * d, (int)d);
         }
     }
-    free(ds);
+    free(ds), free(Pb);
 }
 
-int own_attention_grads_f32(const mi_tensor *p, const mi_tensor *q, const mi_tensor *k,
+int own_attention_grads_f32(const mi_tensor *q, const mi_tensor *k,
                             const mi_tensor *v, const mi_tensor *g, const mi_attrs *a,
                             mi_tensor *dq, mi_tensor *dk, mi_tensor *dv)
 {
@@ -399,14 +359,14 @@ int own_attention_grads_f32(const mi_tensor *p, const mi_tensor *q, const mi_ten
     grads_ctx c = {.a = {.q = q->data, .k = k->data, .v = v->data, .nt = q->shape[rk - 2],
                          .ns = k->shape[rk - 2], .d = q->shape[rk - 1], .dv = v->shape[rk - 1],
                          .window = a->window, .start = a->start, .causal = a->causal},
-                   .p = p->data, .g = g->data, .dq = dq->data, .dk = dk->data, .dv = dv->data};
+                   .g = g->data, .dq = dq->data, .dk = dk->data, .dv = dv->data};
     c.a.sc = (float)(1.0 / sqrt((double)c.a.d));
     atomic_init(&c.failed, 0);
     int64_t entries = q->numel / (c.a.nt * c.a.d);
     own_parallel(entries, 4 * entries * c.a.nt * c.a.ns * (c.a.d + c.a.dv), OWN_PAR_MIN, 1,
                  grads_range, &c);
     if (atomic_load(&c.failed)) {
-        mi_error_set("attention: out of memory for the vjp's scratch (%lld x %lld floats)",
+        mi_error_set("attention: out of memory for the vjp's scratch (2 x %lld x %lld floats)",
                      (long long)BLOCK_ROWS, (long long)c.a.ns);
         return -1;
     }

@@ -8,16 +8,12 @@
 
 void own_rope_f32(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a);
 void own_attention_f32(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a);
-/* attention's probabilities for its vjp, P = softmax(sc·q kᵀ + mask) into p
- * [..., T, S] (zeros at the keys a row does not read): q [..., T, D], k
- * [..., S, D] and attrs as the op's. */
-void own_attention_probs_f32(mi_tensor *p, const mi_tensor *q, const mi_tensor *k,
-                             const mi_attrs *a);
-/* attention's three gradients from P (own_attention_probs_f32) and the
- * cotangent g [..., T, Dv], into dq, dk, dv shaped as q, k, v, over the keys
- * each block of query rows reads; -1 with a message when its scratch cannot
+/* attention's three gradients from q [..., T, D], k [..., S, D], v
+ * [..., S, Dv], attrs as the op's and the cotangent g [..., T, Dv], into dq,
+ * dk, dv shaped as q, k, v, over the keys each block of query rows reads (P
+ * recomputed a block at a time); -1 with a message when its scratch cannot
  * be had. */
-int own_attention_grads_f32(const mi_tensor *p, const mi_tensor *q, const mi_tensor *k,
+int own_attention_grads_f32(const mi_tensor *q, const mi_tensor *k,
                             const mi_tensor *v, const mi_tensor *g, const mi_attrs *a,
                             mi_tensor *dq, mi_tensor *dk, mi_tensor *dv);
 void own_conv1d_causal_wgrad_f32(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a);
