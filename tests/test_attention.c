@@ -250,6 +250,14 @@ START_TEST(bad_specs_are_reported)
     ck_assert_int_eq(mi_attention_layer_init(&a, D, H, 0, 10000, 1, MI_I64, &r, test_scope), -1);
     ck_assert_error_has("f32 or f64");
     mi_error_clear();
+    /* the [B, T, H, D] layout: heads that differ, a rank too low */
+    mi_tensor *q = mi_zeros(MI_F32, MI_SHAPE(1, 4, 2, 8)), *k3 = mi_zeros(MI_F32, MI_SHAPE(1, 4, 3, 8));
+    ck_assert_ptr_null(mi_attention_bthd(q, k3, k3, true, 0));
+    ck_assert_error_has("attention: batch or head dims differ: q [1,4,2,8] k [1,4,3,8]");
+    mi_error_clear();
+    ck_assert_ptr_null(mi_rope_bthd(mi_zeros(MI_F32, MI_SHAPE(4, 8)), 10000, false));
+    ck_assert_error_has("rope: x must be [..., T, H, D], got [4,8]");
+    mi_error_clear();
 }
 END_TEST
 
@@ -308,6 +316,64 @@ START_TEST(own_vjp_matches_ref_and_composed)
 }
 END_TEST
 
+/* [..., T, H, D] ↔ [..., H, T, D] */
+static mi_tensor *swap_th(mi_tensor *x)
+{
+    return mi_permute(x, (const int[]){0, 2, 1, 3});
+}
+
+/* attention and rope on [B, T, H, D] (mi_attention_bthd, mi_rope_bthd) equal
+ * the [B, H, T, D] ops on the transposed tensors, outputs and gradients,
+ * with every backend (OWN's kernels read the heads' rows H apart) and with
+ * REF alone (the vjp through the transposed layout): causal, causal with a
+ * window, over one and three blocks of 64 query rows, 3 heads. */
+START_TEST(bthd_layout_matches_heads_first)
+{
+    static const struct {
+        int64_t t;
+        int64_t window;
+    } cases[] = {{40, 0}, {40, 7}, {150, 0}, {150, 30}};
+    int threads = mi_threads();
+    mi_set_threads(2);
+    const unsigned allow[2] = {MI_BACKEND_ALL, 1u << MI_BACKEND_REF};
+    for (int c = 0; c < (int)(sizeof cases / sizeof cases[0]); c++)
+        for (int p = 0; p < 2; p++) {
+            mi_rng r;
+            mi_rng_seed(&r, 70 + (uint64_t)c);
+            int64_t nt = cases[c].t;
+            mi_tensor *in[3] = {mi_randn(&r, MI_F32, MI_SHAPE(2, nt, 3, 8), 0, 1),
+                                mi_randn(&r, MI_F32, MI_SHAPE(2, nt, 3, 8), 0, 1),
+                                mi_randn(&r, MI_F32, MI_SHAPE(2, nt, 3, 5), 0, 1)};
+            mi_tensor *w = mi_randn(&r, MI_F32, MI_SHAPE(2, nt, 3, 5), 0, 1);
+            mi_backends_allow(allow[p]);
+            mi_tensor *g[2][3], *y[2];
+            for (int form = 0; form < 2; form++) {
+                for (int i = 0; i < 3; i++) mi_requires_grad(in[i], true);
+                if (form == 0) {
+                    mi_tensor *q = mi_rope_bthd(in[0], 10000, false);
+                    mi_tensor *k = mi_rope_bthd(in[1], 10000, false);
+                    y[0] = mi_attention_bthd(q, k, in[2], true, cases[c].window);
+                } else {
+                    mi_tensor *q = mi_rope(swap_th(in[0]), 10000, false);
+                    mi_tensor *k = mi_rope(swap_th(in[1]), 10000, false);
+                    y[1] = swap_th(mi_attention(q, k, swap_th(in[2]), true, cases[c].window));
+                }
+                mi_tensor *loss = mi_sum(mi_mul(y[form], w), MI_ALL, false);
+                ck_assert_msg(loss && mi_grad(&loss, NULL, 1, in, 3, false, g[form]) == 0, "%s",
+                              mi_error());
+            }
+            mi_backends_allow(MI_BACKEND_ALL);
+            int worst;
+            double e = max_rel_err(y, y + 1, 1, &worst, NULL);
+            ck_assert_msg(e <= 1e-5, "case %d, backends %d: output differs by %g", c, p, e);
+            e = max_rel_err(g[0], g[1], 3, &worst, NULL);
+            ck_assert_msg(e <= 1e-5, "case %d, backends %d: gradient of input %d differs by %g",
+                          c, p, worst, e);
+        }
+    mi_set_threads(threads);
+}
+END_TEST
+
 Suite *make_suite(void)
 {
     Suite *s = suite_create("attention");
@@ -317,6 +383,7 @@ Suite *make_suite(void)
     tcase_add_test(tc, gradcheck_input_and_weights);
     tcase_add_test(tc, output_at_t_ignores_later_inputs);
     tcase_add_test(tc, own_vjp_matches_ref_and_composed);
+    tcase_add_test(tc, bthd_layout_matches_heads_first);
     tcase_add_test(tc, bad_specs_are_reported);
     suite_add_tcase(s, tc);
     return s;

@@ -312,6 +312,8 @@ mi_tensor *mi_conv1d_causal_tail(mi_tensor *x, mi_tensor *w, mi_tensor **tail);
 /* Rotary embedding on x [..., T, D] (D even; pairs (i, i + D/2)); position t,
  * frequency base^(−2i/D). `inverse` rotates by −angle. */
 mi_tensor *mi_rope(mi_tensor *x, double base, bool inverse);
+/* The same on x [..., T, H, D], every head rotated by its position t. */
+mi_tensor *mi_rope_bthd(mi_tensor *x, double base, bool inverse);
 /* q [..., T, D], k [..., S, D], v [..., S, Dv] → [..., T, Dv]:
  * softmax(q kᵀ / √D + mask) v; causal masks s > t; window w > 0 also masks
  * s ≤ t − w. */
@@ -322,6 +324,11 @@ mi_tensor *mi_attention(mi_tensor *q, mi_tensor *k, mi_tensor *v, bool causal, i
  * when causal); one new query is mi_attention_at(q, k, v, true, 0, n − 1). */
 mi_tensor *mi_attention_at(mi_tensor *q, mi_tensor *k, mi_tensor *v, bool causal, int64_t window,
                            int64_t first);
+/* The same on q [..., T, H, D], k [..., S, H, D], v [..., S, H, Dv] →
+ * [..., T, H, Dv]: each head apart, in the layout a projection [..., T, H·D]
+ * reshapes to, so no transposes to [..., H, T, D] and back. */
+mi_tensor *mi_attention_bthd(mi_tensor *q, mi_tensor *k, mi_tensor *v, bool causal,
+                             int64_t window);
 /* The additive mask alone, [T, S] with 0 or −inf (no gradient). */
 mi_tensor *mi_attention_mask(mi_dtype dt, int64_t t, int64_t s, bool causal, int64_t window);
 

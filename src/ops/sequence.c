@@ -155,7 +155,9 @@ mi_tensor *mi_conv1d_causal_wgrad(mi_tensor *g, mi_tensor *x, int64_t k)
 }
 
 /* ================================================================ rope
- * x [..., T, D], D even, h = D/2, attrs.p = base, attrs.reverse = inverse.
+ * x [..., T, D] (attrs.axis −2 or 0) or [..., T, H, D] (attrs.axis −3, each
+ * head rotated alike), D even, h = D/2, attrs.p = base, attrs.reverse =
+ * inverse.
  * For position t and pair (i, i + h), θ = ±t·base^(−2i/D):
  *   y_i     = x_i cos θ − x_{i+h} sin θ
  *   y_{i+h} = x_i sin θ + x_{i+h} cos θ
@@ -167,8 +169,14 @@ static int rope_shape(mi_tensor *const *in, int n, const mi_attrs *a, mi_dtype *
     mi_tensor *x = in[0];
     char b[96];
     if (require_float("rope", in, 0) != 0) return -1;
-    if (x->rank < 2) {
-        mi_error_set("rope: x must be [..., T, D], got %s", SHAPE(b, x));
+    if (a->axis != 0 && a->axis != -2 && a->axis != -3) {
+        mi_error_set("rope: the sequence axis must be -2 ([..., T, D]) or -3 ([..., T, H, D]), "
+                     "got %d", a->axis);
+        return -1;
+    }
+    if (x->rank < (a->axis == -3 ? 3 : 2)) {
+        mi_error_set("rope: x must be %s, got %s", a->axis == -3 ? "[..., T, H, D]" : "[..., T, D]",
+                     SHAPE(b, x));
         return -1;
     }
     int64_t d = x->shape[x->rank - 1];
@@ -184,7 +192,8 @@ static int rope_shape(mi_tensor *const *in, int n, const mi_attrs *a, mi_dtype *
 }
 static mi_tensor *rope_vjp(const mi_node *n, int i, mi_tensor *g)
 {
-    return mi_rope(g, n->attrs.p, !n->attrs.reverse);
+    return n->attrs.axis == -3 ? mi_rope_bthd(g, n->attrs.p, !n->attrs.reverse)
+                               : mi_rope(g, n->attrs.p, !n->attrs.reverse);
 }
 static int ex_rope(mi_rng *r, int v, mi_tensor **in, mi_attrs *a)
 {
@@ -193,6 +202,9 @@ static int ex_rope(mi_rng *r, int v, mi_tensor **in, mi_attrs *a)
     case 1: in[0] = ex_normal(r, MI_SHAPE(5, 6)), a->p = 10, a->reverse = true; return 1;
     case 2: in[0] = ex_normal(r, MI_SHAPE(1, 2, 5, 2)), a->p = 3; return 1;
     case 3: in[0] = ex_normal(r, MI_SHAPE(2, 70, 6)), a->p = 10000; return 1; /* T past 64 */
+    case 4: /* [B, T, H, D] */
+        in[0] = ex_normal(r, MI_SHAPE(2, 5, 3, 4)), a->p = 100, a->axis = -3;
+        return 1;
     default: return 0;
     }
 }
@@ -204,6 +216,11 @@ const mi_op mi_op_rope = {.name = "rope",
 mi_tensor *mi_rope(mi_tensor *x, double base, bool inverse)
 {
     mi_attrs a = {.p = base, .reverse = inverse};
+    return RUN(&mi_op_rope, &a, x);
+}
+mi_tensor *mi_rope_bthd(mi_tensor *x, double base, bool inverse)
+{
+    mi_attrs a = {.p = base, .reverse = inverse, .axis = -3};
     return RUN(&mi_op_rope, &a, x);
 }
 
@@ -272,7 +289,34 @@ mi_tensor *mi_attention_mask(mi_dtype dt, int64_t t, int64_t s, bool causal, int
  * online softmax (no T×S buffer); the vjp recomputes P with ops (f32 with
  * OWN, not recorded: P and the gradients by own kernels, whose products
  * skip the blocks the mask leaves empty). Every query row must keep at
- * least one key. */
+ * least one key.
+ * attrs.axis = −3 (mi_attention_bthd) takes the heads inside the sequence
+ * axis instead, q [..., T, H, D], k [..., S, H, D], v [..., S, H, Dv] →
+ * [..., T, H, Dv], the layout the projections write (no transposes around
+ * the op): the same math per (batch, head), whose rows lie H rows apart. */
+
+/* The sizes of one call: lead = batch entries (× heads), nh = heads between
+ * a position's rows (1 unless attrs.axis = −3). */
+typedef struct att_dims {
+    int64_t nt, ns, d, dv, nh, lead;
+} att_dims;
+
+static att_dims att_dims_of(mi_tensor *const *in, const mi_attrs *a)
+{
+    int rk = in[0]->rank, sx = a->axis == -3 ? rk - 3 : rk - 2;
+    att_dims g = {.nt = in[0]->shape[sx], .ns = in[1]->shape[sx], .d = in[0]->shape[rk - 1],
+                  .dv = in[2]->shape[rk - 1], .nh = a->axis == -3 ? in[0]->shape[rk - 2] : 1};
+    g.lead = g.nt && g.d ? in[0]->numel / (g.nt * g.d) : 0;
+    return g;
+}
+
+/* Row t of entry l (head l mod nh of sequence l / nh) in a tensor of len rows
+ * a sequence. */
+static inline int64_t att_row(const att_dims *g, int64_t l, int64_t t, int64_t len)
+{
+    return ((l / g->nh) * len + t) * g->nh + l % g->nh;
+}
+
 #define ATT_T float
 #define ATT_NAME(x) x##_f32
 #include "attention_impl.h"
@@ -295,25 +339,37 @@ static int attention_shape(mi_tensor *const *in, int n, const mi_attrs *a, mi_dt
     SHAPE(bk, k);
     SHAPE(bv, v);
     int rk = q->rank;
-    if (rk < 2 || k->rank != rk || v->rank != rk) {
-        mi_error_set("attention: q, k, v must be [..., T, D], [..., S, D], [..., S, Dv] of one "
-                     "rank >= 2, got q %s k %s v %s", bq, bk, bv);
+    if (a->axis != 0 && a->axis != -2 && a->axis != -3) {
+        mi_error_set("attention: the sequence axis must be -2 ([..., T, D]) or -3 "
+                     "([..., T, H, D]), got %d", a->axis);
         return -1;
     }
-    for (int d = 0; d < rk - 2; d++)
-        if (k->shape[d] != q->shape[d] || v->shape[d] != q->shape[d]) {
-            mi_error_set("attention: batch dims differ: q %s k %s v %s", bq, bk, bv);
+    bool bthd = a->axis == -3;
+    int sx = bthd ? rk - 3 : rk - 2;
+    if (rk < (bthd ? 3 : 2) || k->rank != rk || v->rank != rk) {
+        if (bthd)
+            mi_error_set("attention: q, k, v must be [..., T, H, D], [..., S, H, D], "
+                         "[..., S, H, Dv] of one rank >= 3, got q %s k %s v %s", bq, bk, bv);
+        else
+            mi_error_set("attention: q, k, v must be [..., T, D], [..., S, D], [..., S, Dv] of "
+                         "one rank >= 2, got q %s k %s v %s", bq, bk, bv);
+        return -1;
+    }
+    for (int d = 0; d < rk - 1; d++)
+        if (d != sx && (k->shape[d] != q->shape[d] || v->shape[d] != q->shape[d])) {
+            mi_error_set("attention: batch%s dims differ: q %s k %s v %s",
+                         bthd ? " or head" : "", bq, bk, bv);
             return -1;
         }
     if (q->shape[rk - 1] != k->shape[rk - 1] || q->shape[rk - 1] < 1) {
         mi_error_set("attention: q and k head dims differ (or are 0): q %s k %s", bq, bk);
         return -1;
     }
-    if (k->shape[rk - 2] != v->shape[rk - 2]) {
+    if (k->shape[sx] != v->shape[sx]) {
         mi_error_set("attention: k and v lengths differ: k %s v %s", bk, bv);
         return -1;
     }
-    int64_t nt = q->shape[rk - 2], ns = k->shape[rk - 2];
+    int64_t nt = q->shape[sx], ns = k->shape[sx];
     if (ns < 1) {
         mi_error_set("attention: no keys: k %s", bk);
         return -1;
@@ -339,6 +395,35 @@ static int attention_shape(mi_tensor *const *in, int n, const mi_attrs *a, mi_dt
     shape[rk - 1] = v->shape[rk - 1];
     return 0;
 }
+static int attention_vjp_all(const mi_node *n, mi_tensor *g, const bool *need, mi_tensor **grads);
+
+/* [..., T, H, D] ↔ [..., H, T, D] (swaps axes −3 and −2). */
+static mi_tensor *swap_heads(mi_tensor *x)
+{
+    int perm[MI_MAX_RANK], rk = x ? x->rank : 0;
+    for (int d = 0; d < rk; d++) perm[d] = d;
+    if (rk >= 3) perm[rk - 3] = rk - 2, perm[rk - 2] = rk - 3;
+    return x ? mi_permute(x, perm) : NULL;
+}
+
+/* The vjp of the [..., T, H, D] layout with ops (recorded, f64, or OWN not
+ * allowed): the [..., H, T, D] one on transposed inputs, its gradients
+ * transposed back. */
+static int attention_vjp_heads_first(const mi_node *n, mi_tensor *g, const bool *need,
+                                     mi_tensor **grads)
+{
+    mi_node m = *n;
+    for (int i = 0; i < 3; i++) m.inputs[i] = swap_heads(n->inputs[i]);
+    m.attrs.axis = -2;
+    mi_tensor *gt = swap_heads(g), *d[3] = {0};
+    if (!gt || !m.inputs[0] || !m.inputs[1] || !m.inputs[2] ||
+        attention_vjp_all(&m, gt, need, d) != 0)
+        return -1;
+    for (int i = 0; i < 3; i++)
+        if (need[i] && !(grads[i] = swap_heads(d[i]))) return -1;
+    return 0;
+}
+
 /* P is recomputed once for the three gradients (vjp_all), from sc·q (a
  * T×D scaling, not a T×S one). */
 static int attention_vjp_all(const mi_node *n, mi_tensor *g, const bool *need, mi_tensor **grads)
@@ -346,10 +431,12 @@ static int attention_vjp_all(const mi_node *n, mi_tensor *g, const bool *need, m
     mi_tensor *q = n->inputs[0], *k = n->inputs[1], *v = n->inputs[2];
     const mi_attrs *a = &n->attrs;
     int rk = q->rank;
+    bool own = !mi_grad_enabled() && q->dtype == MI_F32 &&
+               (mi_backends_allowed() >> MI_BACKEND_OWN & 1u);
+    if (a->axis == -3 && !own) return attention_vjp_heads_first(n, g, need, grads);
     double sc = 1.0 / sqrt((double)q->shape[rk - 1]);
     mi_tensor *qs = NULL, *p;
-    if (!mi_grad_enabled() && q->dtype == MI_F32 &&
-        (mi_backends_allowed() >> MI_BACKEND_OWN & 1u)) {
+    if (own) {
         /* not recorded: P a block of rows at a time over the keys they read
          * (the causal half), never T×S (OWN) */
         mi_tensor *d[3] = {mi_tensor_new(MI_F32, rk, q->shape), mi_tensor_new(MI_F32, rk, k->shape),
@@ -421,6 +508,20 @@ static int ex_attention(mi_rng *r, int v, mi_tensor **in, mi_attrs *a)
         a->window = 2;
         a->start = 2;
         return 3;
+    case 6: /* [B, T, H, D]: 2 sequences, 3 heads, causal */
+        in[0] = ex_normal(r, MI_SHAPE(2, 4, 3, 2));
+        in[1] = ex_normal(r, MI_SHAPE(2, 4, 3, 2));
+        in[2] = ex_normal(r, MI_SHAPE(2, 4, 3, 3));
+        a->causal = true;
+        a->axis = -3;
+        return 3;
+    case 7: /* [T, H, D] with T ≠ S, a window */
+        in[0] = ex_normal(r, MI_SHAPE(3, 2, 2));
+        in[1] = ex_normal(r, MI_SHAPE(5, 2, 2));
+        in[2] = ex_normal(r, MI_SHAPE(5, 2, 1));
+        a->window = 3;
+        a->axis = -3;
+        return 3;
     default: return 0;
     }
 }
@@ -429,10 +530,9 @@ static int ex_attention(mi_rng *r, int v, mi_tensor **in, mi_attrs *a)
 static uint64_t attention_flops(mi_tensor *const *in, int n, const mi_attrs *a,
                                 const mi_tensor *out)
 {
-    (void)n;
-    int rk = in[0]->rank;
-    int64_t nt = in[0]->shape[rk - 2], d = in[0]->shape[rk - 1];
-    int64_t ns = in[1]->shape[rk - 2], dv = in[2]->shape[rk - 1], w = a->window;
+    (void)n, (void)out;
+    att_dims g = att_dims_of(in, a);
+    int64_t nt = g.nt, ns = g.ns, w = a->window;
     uint64_t keys = 0;
     for (int64_t t = 0; t < nt; t++) {
         int64_t p = a->start + t;
@@ -440,8 +540,7 @@ static uint64_t attention_flops(mi_tensor *const *in, int n, const mi_attrs *a,
         int64_t hi = a->causal && p < ns - 1 ? p : ns - 1;
         keys += hi >= lo ? (uint64_t)(hi - lo + 1) : 0;
     }
-    uint64_t lead = nt ? (uint64_t)(out->numel / (nt * dv)) : 0;
-    return lead * keys * 2u * (uint64_t)(d + dv);
+    return (uint64_t)g.lead * keys * 2u * (uint64_t)(g.d + g.dv);
 }
 
 const mi_op mi_op_attention = {.name = "attention",
@@ -459,5 +558,11 @@ mi_tensor *mi_attention_at(mi_tensor *q, mi_tensor *k, mi_tensor *v, bool causal
                            int64_t first)
 {
     mi_attrs a = {.causal = causal, .window = window, .start = first};
+    return RUN(&mi_op_attention, &a, q, k, v);
+}
+mi_tensor *mi_attention_bthd(mi_tensor *q, mi_tensor *k, mi_tensor *v, bool causal,
+                             int64_t window)
+{
+    mi_attrs a = {.causal = causal, .window = window, .axis = -3};
     return RUN(&mi_op_attention, &a, q, k, v);
 }

@@ -44,7 +44,8 @@ static void SEQ_NAME(conv1d_causal_wgrad)(mi_tensor *o, mi_tensor *const *in, co
         }
 }
 
-/* x [..., T, D], h = D/2, attrs.p = base, attrs.reverse = inverse. For
+/* x [..., T, D] (or [..., T, H, D] with attrs.axis = −3: nh = H rows a
+ * position), h = D/2, attrs.p = base, attrs.reverse = inverse. For
  * position t and pair (i, i + h), θ = ±t·base^(−2i/D):
  *   y_i     = x_i cos θ − x_{i+h} sin θ
  *   y_{i+h} = x_i sin θ + x_{i+h} cos θ
@@ -53,7 +54,8 @@ static void SEQ_NAME(conv1d_causal_wgrad)(mi_tensor *o, mi_tensor *const *in, co
 static void SEQ_NAME(rope)(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a)
 {
     int rk = in[0]->rank;
-    int64_t nt = in[0]->shape[rk - 2], d = in[0]->shape[rk - 1], h = d / 2;
+    int64_t nt = in[0]->shape[a->axis == -3 ? rk - 3 : rk - 2], d = in[0]->shape[rk - 1];
+    int64_t h = d / 2, nh = a->axis == -3 ? in[0]->shape[rk - 2] : 1;
     int64_t lead = o->numel / (nt * d);
     const SEQ_T *X = in[0]->data;
     SEQ_T *Y = o->data;
@@ -62,8 +64,9 @@ static void SEQ_NAME(rope)(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a
             double th = (double)t * pow(a->p, -2.0 * (double)i / (double)d);
             SEQ_T cs = (SEQ_T)cos(th), sn = (SEQ_T)(a->reverse ? -sin(th) : sin(th));
             for (int64_t l = 0; l < lead; l++) {
-                const SEQ_T *x = X + (l * nt + t) * d;
-                SEQ_T *y = Y + (l * nt + t) * d;
+                int64_t row = ((l / nh) * nt + t) * nh + l % nh;
+                const SEQ_T *x = X + row * d;
+                SEQ_T *y = Y + row * d;
                 SEQ_T x0 = x[i], x1 = x[i + h];
                 y[i] = x0 * cs - x1 * sn;
                 y[i + h] = x0 * sn + x1 * cs;

@@ -63,10 +63,10 @@ int mi_attention_layer_init(mi_attention_layer *a, int64_t d_model, int64_t head
     return 0;
 }
 
-/* [B, T, H·hd] → [B, H, T, hd] */
-static mi_tensor *heads_first(mi_tensor *t, int64_t B, int64_t T, int64_t H, int64_t hd)
+/* [B, T, H·hd] → [B, T, H, hd]: a view */
+static mi_tensor *heads(mi_tensor *t, int64_t B, int64_t T, int64_t H, int64_t hd)
 {
-    return mi_permute(mi_reshape(t, MI_SHAPE(B, T, H, hd)), (const int[]){0, 2, 1, 3});
+    return mi_reshape(t, MI_SHAPE(B, T, H, hd));
 }
 
 mi_tensor *mi_attention_layer_forward(const mi_attention_layer *a, mi_tensor *x)
@@ -83,11 +83,11 @@ mi_tensor *mi_attention_layer_forward(const mi_attention_layer *a, mi_tensor *x)
         return NULL;
     }
     int64_t B = x->shape[0], T = x->shape[1], H = a->heads, hd = a->head_dim;
-    mi_tensor *q = mi_rope(heads_first(mi_matmul(x, a->w_q), B, T, H, hd), a->rope_base, false);
-    mi_tensor *k = mi_rope(heads_first(mi_matmul(x, a->w_k), B, T, H, hd), a->rope_base, false);
-    mi_tensor *v = heads_first(mi_matmul(x, a->w_v), B, T, H, hd);
-    mi_tensor *o = mi_attention(q, k, v, true, a->window);               /* [B, H, T, hd] */
-    o = mi_reshape(mi_permute(o, (const int[]){0, 2, 1, 3}), MI_SHAPE(B, T, H * hd));
+    mi_tensor *q = mi_rope_bthd(heads(mi_matmul(x, a->w_q), B, T, H, hd), a->rope_base, false);
+    mi_tensor *k = mi_rope_bthd(heads(mi_matmul(x, a->w_k), B, T, H, hd), a->rope_base, false);
+    mi_tensor *v = heads(mi_matmul(x, a->w_v), B, T, H, hd);
+    mi_tensor *o = mi_attention_bthd(q, k, v, true, a->window);          /* [B, T, H, hd] */
+    o = mi_reshape(o, MI_SHAPE(B, T, H * hd));
     mi_tensor *y = mi_matmul(o, a->w_out);
     if (!y) mi_error_prefix("attention");
     return y;

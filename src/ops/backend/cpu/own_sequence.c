@@ -44,14 +44,14 @@
 typedef struct rope_ctx {
     const float *x, *cs, *sn;
     float *y;
-    int64_t nt, d, h;
+    int64_t nt, d, h, nh; /* nh rows a position ([.., T, H, D]; 1: [.., T, D]) */
 } rope_ctx;
 
 static void rope_range(const void *c, int64_t r0, int64_t r1)
 {
     const rope_ctx *k = c;
     for (int64_t r = r0; r < r1; r++) {
-        int64_t t = r % k->nt, h = k->h;
+        int64_t t = (r / k->nh) % k->nt, h = k->h;
         const float *restrict x = k->x + r * k->d, *restrict cs = k->cs + t * h,
                               *restrict sn = k->sn + t * h;
         float *restrict y = k->y + r * k->d;
@@ -66,14 +66,15 @@ static void rope_range(const void *c, int64_t r0, int64_t r1)
 void own_rope_f32(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a)
 {
     int rk = in[0]->rank;
-    int64_t nt = in[0]->shape[rk - 2], d = in[0]->shape[rk - 1], h = d / 2;
+    int64_t nt = in[0]->shape[a->axis == -3 ? rk - 3 : rk - 2], d = in[0]->shape[rk - 1];
+    int64_t h = d / 2, nh = a->axis == -3 ? in[0]->shape[rk - 2] : 1;
     float *table = malloc(sizeof(float) * (size_t)(2 * nt * h));
     if (!table) {
         own_ref(&mi_op_rope, o, in, a); /* no table, no speed-up: REF needs none */
         return;
     }
     rope_ctx k = {.x = in[0]->data, .y = o->data, .cs = table, .sn = table + nt * h,
-                  .nt = nt, .d = d, .h = h};
+                  .nt = nt, .d = d, .h = h, .nh = nh};
     /* θ_i = base^(−2i/d); (cos, sin)(tθ_i) exactly at every 32nd t, in
      * between one rotation by θ_i from t − 1 (in double: 31 rotations stay
      * within 1e-14 of the exact angle, far below f32's rounding), so the
@@ -101,9 +102,31 @@ typedef struct attention_ctx {
     const float *q, *k, *v;
     float *y;
     int64_t nt, ns, d, dv, window, start;
+    int64_t nh; /* heads between a position's rows ([.., T, H, D]); 1: [.., T, D] */
     bool causal;
     float sc;
 } attention_ctx;
+
+/* The dims of q [.., T, D], k [.., S, D], v [.., S, Dv] (or, with attrs.axis
+ * = −3, [.., T, H, D] …: batch entry l is head l mod H of sequence l / H). */
+static attention_ctx attention_ctx_of(const mi_tensor *q, const mi_tensor *k, const mi_tensor *v,
+                                      const mi_attrs *a)
+{
+    int rk = q->rank, sx = a->axis == -3 ? rk - 3 : rk - 2;
+    attention_ctx c = {.q = q->data, .k = k->data, .v = v ? v->data : NULL,
+                       .nt = q->shape[sx], .ns = k->shape[sx], .d = q->shape[rk - 1],
+                       .dv = v ? v->shape[rk - 1] : 0, .window = a->window, .start = a->start,
+                       .nh = a->axis == -3 ? q->shape[rk - 2] : 1, .causal = a->causal};
+    c.sc = (float)(1.0 / sqrt((double)c.d));
+    return c;
+}
+
+/* Row t of batch entry l in a tensor of len rows per entry (q, y: T; k, v: S),
+ * in rows of the tensor's width; consecutive t are nh rows apart. */
+static inline int64_t row_of(const attention_ctx *c, int64_t l, int64_t t, int64_t len)
+{
+    return ((l / c->nh) * len + t) * c->nh + l % c->nh;
+}
 
 /* The keys lo … hi that row t of a batch entry reads. */
 static void attention_keys(const attention_ctx *c, int64_t t, int64_t *lo, int64_t *hi)
@@ -113,16 +136,17 @@ static void attention_keys(const attention_ctx *c, int64_t t, int64_t *lo, int64
     *hi = c->causal && p < c->ns - 1 ? p : c->ns - 1;
 }
 
-/* y = scale · Σ_j p_j V[j] for rows V[j] of P·OWN_W floats: y in P vector
- * registers across the n rows (P a constant after inlining). */
+/* y = scale · Σ_j p_j V[j] for rows V[j] of P·OWN_W floats, ldv apart: y in
+ * P vector registers across the n rows (P a constant after inlining). */
 static inline __attribute__((always_inline)) void weighted_rows(int P, const float *restrict V,
+                                                                int64_t ldv,
                                                                 const float *restrict p,
                                                                 int64_t n, float scale,
                                                                 float *restrict y)
 {
     vecf acc[4] = {0};
     for (int64_t j = 0; j < n; j++)
-        for (int u = 0; u < P; u++) acc[u] += p[j] * vld(V + (j * P + u) * OWN_W);
+        for (int u = 0; u < P; u++) acc[u] += p[j] * vld(V + j * ldv + u * OWN_W);
     for (int u = 0; u < P; u++) vst(y + u * OWN_W, scale * acc[u]);
 }
 
@@ -138,23 +162,24 @@ static float exp_shifted(float *restrict s, int64_t n)
     return z;
 }
 
-/* p[0 … n) = exp(p − max p) and y = Σ_j p_j V[lo + j] / Σ_j p_j. */
-static void attention_softmax_v(const attention_ctx *c, const float *restrict V, int64_t lo,
-                                int64_t n, float *restrict p, float *restrict y)
+/* p[0 … n) = exp(p − max p) and y = Σ_j p_j V[lo + j] / Σ_j p_j (V's rows
+ * ldv apart). */
+static void attention_softmax_v(const attention_ctx *c, const float *restrict V, int64_t ldv,
+                                int64_t lo, int64_t n, float *restrict p, float *restrict y)
 {
     int64_t dv = c->dv;
     float iz = 1.0f / exp_shifted(p, n);
     if (dv == OWN_W || dv == 2 * OWN_W || dv == 4 * OWN_W) {
         /* y in registers across the keys (heads of 16, 32, 64 with AVX-512) */
         switch (dv / OWN_W) {
-        case 1: weighted_rows(1, V + lo * dv, p, n, iz, y); return;
-        case 2: weighted_rows(2, V + lo * dv, p, n, iz, y); return;
-        default: weighted_rows(4, V + lo * dv, p, n, iz, y); return;
+        case 1: weighted_rows(1, V + lo * ldv, ldv, p, n, iz, y); return;
+        case 2: weighted_rows(2, V + lo * ldv, ldv, p, n, iz, y); return;
+        default: weighted_rows(4, V + lo * ldv, ldv, p, n, iz, y); return;
         }
     }
     for (int64_t e = 0; e < dv; e++) y[e] = 0;
     for (int64_t j = 0; j < n; j++) {
-        const float *restrict vs = V + (lo + j) * dv;
+        const float *restrict vs = V + (lo + j) * ldv;
         for (int64_t e = 0; e < dv; e++) y[e] += p[j] * vs[e];
     }
     for (int64_t e = 0; e < dv; e++) y[e] *= iz;
@@ -164,16 +189,18 @@ static void attention_softmax_v(const attention_ctx *c, const float *restrict V,
  * contiguous dot product over the head dimension. */
 static void attention_row_direct(const attention_ctx *c, int64_t r, float *restrict p)
 {
-    int64_t l = r / c->nt, d = c->d, ns = c->ns, lo, hi;
-    attention_keys(c, r % c->nt, &lo, &hi);
+    int64_t l = r / c->nt, t = r % c->nt, d = c->d, ns = c->ns, ldk = c->nh * d, lo, hi;
+    attention_keys(c, t, &lo, &hi);
     int64_t n = hi - lo + 1;
-    const float *restrict q = c->q + r * d, *restrict K = c->k + (l * ns + lo) * d;
+    const float *restrict q = c->q + row_of(c, l, t, c->nt) * d;
+    const float *restrict K = c->k + row_of(c, l, lo, ns) * d;
     for (int64_t j = 0; j < n; j++) {
         float dot = 0;
-        for (int64_t e = 0; e < d; e++) dot += q[e] * K[j * d + e];
+        for (int64_t e = 0; e < d; e++) dot += q[e] * K[j * ldk + e];
         p[j] = dot * c->sc;
     }
-    attention_softmax_v(c, c->v + l * ns * c->dv, lo, n, p, c->y + r * c->dv);
+    attention_softmax_v(c, c->v + row_of(c, l, 0, ns) * c->dv, c->nh * c->dv, lo, n, p,
+                        c->y + row_of(c, l, t, c->nt) * c->dv);
 }
 
 /* Query rows in a block: the forward, the vjp's probabilities and its
@@ -194,14 +221,15 @@ static int64_t block_keys(const attention_ctx *k, int64_t r0, int64_t *lo, int64
 }
 
 /* The probabilities of the block of n rows from r0 of one batch entry (Q,
- * K its rows) over its keys lo … lo + w − 1, into P (rows ldp apart): the
- * scores sc·Q Kᵀ as one sgemm, then per row exp(s − max)/Σ over the keys
- * that row reads and zeros at the block's others. */
+ * K its row 0, rows nh·D apart) over its keys lo … lo + w − 1, into P (rows
+ * ldp apart): the scores sc·Q Kᵀ as one sgemm, then per row exp(s − max)/Σ
+ * over the keys that row reads and zeros at the block's others. */
 static void block_probs(const attention_ctx *k, const float *Q, const float *K, int64_t r0,
                         int64_t n, int64_t lo, int64_t w, float *P, int64_t ldp)
 {
+    int64_t ld = k->nh * k->d;
     gemm_thread_f32(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)w, (int)k->d, k->sc,
-                    Q + r0 * k->d, (int)k->d, K + lo * k->d, (int)k->d, 0, P, (int)ldp);
+                    Q + r0 * ld, (int)ld, K + lo * ld, (int)ld, 0, P, (int)ldp);
     for (int64_t i = 0; i < n; i++) {
         int64_t rlo, rhi;
         attention_keys(k, r0 + i, &rlo, &rhi);
@@ -218,15 +246,17 @@ static void block_probs(const attention_ctx *k, const float *Q, const float *K, 
  * buffer can be had. */
 static void attention_row_online(const attention_ctx *c, int64_t r)
 {
-    int64_t l = r / c->nt, d = c->d, dv = c->dv, lo, hi;
-    attention_keys(c, r % c->nt, &lo, &hi);
-    const float *q = c->q + r * d, *K = c->k + l * c->ns * d, *V = c->v + l * c->ns * dv;
-    float *y = c->y + r * dv;
+    int64_t l = r / c->nt, t = r % c->nt, d = c->d, dv = c->dv, lo, hi;
+    int64_t ldk = c->nh * d, ldv = c->nh * dv;
+    attention_keys(c, t, &lo, &hi);
+    const float *q = c->q + row_of(c, l, t, c->nt) * d, *K = c->k + row_of(c, l, 0, c->ns) * d;
+    const float *V = c->v + row_of(c, l, 0, c->ns) * dv;
+    float *y = c->y + row_of(c, l, t, c->nt) * dv;
     float m = -INFINITY, z = 0;
     for (int64_t e = 0; e < dv; e++) y[e] = 0;
     for (int64_t s = lo; s <= hi; s++) {
         float dot = 0;
-        for (int64_t e = 0; e < d; e++) dot += q[e] * K[s * d + e];
+        for (int64_t e = 0; e < d; e++) dot += q[e] * K[s * ldk + e];
         dot *= c->sc;
         if (dot > m) {
             float f = f_exp_lo(m - dot);
@@ -236,7 +266,7 @@ static void attention_row_online(const attention_ctx *c, int64_t r)
         }
         float p = f_exp_lo(dot - m);
         z += p;
-        for (int64_t e = 0; e < dv; e++) y[e] += p * V[s * dv + e];
+        for (int64_t e = 0; e < dv; e++) y[e] += p * V[s * ldv + e];
     }
     for (int64_t e = 0; e < dv; e++) y[e] /= z;
 }
@@ -265,12 +295,15 @@ static void attention_entries(const void *c, int64_t b0, int64_t b1)
             for (int64_t r = b * nt; r < (b + 1) * nt; r++) attention_row_online(k, r);
             continue;
         }
-        const float *Q = k->q + b * nt * d, *K = k->k + b * ns * d, *V = k->v + b * ns * e;
+        const float *Q = k->q + row_of(k, b, 0, nt) * d, *K = k->k + row_of(k, b, 0, ns) * d;
+        const float *V = k->v + row_of(k, b, 0, ns) * e;
+        float *Y = k->y + row_of(k, b, 0, nt) * e;
+        int64_t ldv = k->nh * e;
         for (int64_t r0 = 0; r0 < nt; r0 += BLOCK_ROWS) {
             int64_t lo, w, n = block_keys(k, r0, &lo, &w);
             block_probs(k, Q, K, r0, n, lo, w, p, w);
             gemm_thread_f32(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)e, (int)w, 1,
-                            p, (int)w, V + lo * e, (int)e, 0, k->y + (b * nt + r0) * e, (int)e);
+                            p, (int)w, V + lo * ldv, (int)ldv, 0, Y + r0 * ldv, (int)ldv);
         }
     }
     free(p);
@@ -278,12 +311,8 @@ static void attention_entries(const void *c, int64_t b0, int64_t b1)
 
 void own_attention_f32(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a)
 {
-    int rk = in[0]->rank;
-    attention_ctx k = {.q = in[0]->data, .k = in[1]->data, .v = in[2]->data, .y = o->data,
-                       .nt = in[0]->shape[rk - 2], .ns = in[1]->shape[rk - 2],
-                       .d = in[0]->shape[rk - 1], .dv = in[2]->shape[rk - 1],
-                       .window = a->window, .start = a->start, .causal = a->causal};
-    k.sc = (float)(1.0 / sqrt((double)k.d));
+    attention_ctx k = attention_ctx_of(in[0], in[1], in[2], a);
+    k.y = o->data;
     int64_t rows = k.nt ? in[0]->numel / k.d : 0, work = rows * k.ns * (k.d + k.dv);
     if (k.nt == 1) {
         own_parallel(rows, work, OWN_PAR_MIN, 1, attention_rows, &k);
@@ -324,18 +353,21 @@ static void grads_range(const void *v, int64_t b0, int64_t b1)
         return;
     }
     for (int64_t b = b0; b < b1; b++) {
-        const float *Q = k->q + b * nt * d, *K = k->k + b * ns * d;
-        const float *V = k->v + b * ns * e, *G = c->g + b * nt * e;
-        float *dQ = c->dq + b * nt * d, *dK = c->dk + b * ns * d, *dV = c->dv + b * ns * e;
-        memset(dK, 0, sizeof(float) * (size_t)(ns * d));
-        memset(dV, 0, sizeof(float) * (size_t)(ns * e));
+        int64_t q0 = row_of(k, b, 0, nt), k0 = row_of(k, b, 0, ns), ld = k->nh * d,
+                le = k->nh * e;
+        const float *Q = k->q + q0 * d, *K = k->k + k0 * d, *V = k->v + k0 * e, *G = c->g + q0 * e;
+        float *dQ = c->dq + q0 * d, *dK = c->dk + k0 * d, *dV = c->dv + k0 * e;
+        for (int64_t s = 0; s < ns; s++) {
+            memset(dK + s * ld, 0, sizeof(float) * (size_t)d);
+            memset(dV + s * le, 0, sizeof(float) * (size_t)e);
+        }
         for (int64_t r0 = 0; r0 < nt; r0 += BLOCK_ROWS) {
             int64_t lo, w, n = block_keys(k, r0, &lo, &w);
             block_probs(k, Q, K, r0, n, lo, w, Pb, w);
             gemm_thread_f32(CblasRowMajor, CblasTrans, CblasNoTrans, (int)w, (int)e, (int)n, 1, Pb,
-                            (int)w, G + r0 * e, (int)e, 1, dV + lo * e, (int)e);
+                            (int)w, G + r0 * le, (int)le, 1, dV + lo * le, (int)le);
             gemm_thread_f32(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)w, (int)e, 1,
-                            G + r0 * e, (int)e, V + lo * e, (int)e, 0, ds, (int)w);
+                            G + r0 * le, (int)le, V + lo * le, (int)le, 0, ds, (int)w);
             for (int64_t i = 0; i < n; i++) {
                 const float *pr = Pb + i * w;
                 float *dr = ds + i * w, dot = 0;
@@ -343,9 +375,9 @@ static void grads_range(const void *v, int64_t b0, int64_t b1)
                 for (int64_t j = 0; j < w; j++) dr[j] = pr[j] * (dr[j] - dot);
             }
             gemm_thread_f32(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)d, (int)w,
-                            k->sc, ds, (int)w, K + lo * d, (int)d, 0, dQ + r0 * d, (int)d);
+                            k->sc, ds, (int)w, K + lo * ld, (int)ld, 0, dQ + r0 * ld, (int)ld);
             gemm_thread_f32(CblasRowMajor, CblasTrans, CblasNoTrans, (int)w, (int)d, (int)n, k->sc,
-                            ds, (int)w, Q + r0 * d, (int)d, 1, dK + lo * d, (int)d);
+                            ds, (int)w, Q + r0 * ld, (int)ld, 1, dK + lo * ld, (int)ld);
         }
     }
     free(ds), free(Pb);
@@ -355,12 +387,8 @@ int own_attention_grads_f32(const mi_tensor *q, const mi_tensor *k,
                             const mi_tensor *v, const mi_tensor *g, const mi_attrs *a,
                             mi_tensor *dq, mi_tensor *dk, mi_tensor *dv)
 {
-    int rk = q->rank;
-    grads_ctx c = {.a = {.q = q->data, .k = k->data, .v = v->data, .nt = q->shape[rk - 2],
-                         .ns = k->shape[rk - 2], .d = q->shape[rk - 1], .dv = v->shape[rk - 1],
-                         .window = a->window, .start = a->start, .causal = a->causal},
-                   .g = g->data, .dq = dq->data, .dk = dk->data, .dv = dv->data};
-    c.a.sc = (float)(1.0 / sqrt((double)c.a.d));
+    grads_ctx c = {.a = attention_ctx_of(q, k, v, a), .g = g->data, .dq = dq->data,
+                   .dk = dk->data, .dv = dv->data};
     atomic_init(&c.failed, 0);
     int64_t entries = q->numel / (c.a.nt * c.a.d);
     own_parallel(entries, 4 * entries * c.a.nt * c.a.ns * (c.a.d + c.a.dv), OWN_PAR_MIN, 1,
