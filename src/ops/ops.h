@@ -42,7 +42,8 @@ const char *mi_backend_isa(mi_backend b);
 /* The f32 arithmetic peak here, GFLOP/s on `threads` threads (≤ 0: 1):
  * measured by independent fused multiply-add chains in the vector registers
  * of the own kernels' instruction set (the widest FMA they can use), each
- * thread its own, for ≥ 50 ms. What a benchmark's GFLOP/s is a fraction of. */
+ * thread its own: the best of five runs of ≥ 50 ms. What a benchmark's
+ * GFLOP/s is a fraction of. */
 double mi_fma_peak(int threads);
 
 /* Floating-point operations of the matrix products the ops have computed
