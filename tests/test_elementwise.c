@@ -454,6 +454,36 @@ START_TEST(binary_rejects_mismatched_shapes)
 END_TEST
 
 /* The op's name leads a broadcast error, like every other op error. */
+/* swiglu's gradients, unrecorded in f32 with OWN (one pass for both), equal
+ * the ops' (swiglu_backward and swiglu: REF alone, and recorded with every
+ * backend), on a tensor two threads split. */
+START_TEST(swiglu_gradients_in_one_pass_match_the_ops)
+{
+    mi_rng r;
+    mi_rng_seed(&r, 31);
+    mi_tensor *in[2] = {mi_randn(&r, MI_F32, MI_SHAPE(600, 130), 0, 2),
+                        mi_randn(&r, MI_F32, MI_SHAPE(600, 130), 0, 1)};
+    mi_tensor *w = mi_randn(&r, MI_F32, MI_SHAPE(600, 130), 0, 1), *g[3][2];
+    int threads = mi_threads();
+    mi_set_threads(2);
+    for (int c = 0; c < 3; c++) {
+        mi_backends_allow(c == 1 ? 1u << MI_BACKEND_REF : MI_BACKEND_ALL);
+        for (int i = 0; i < 2; i++) mi_requires_grad(in[i], true);
+        mi_tensor *loss = mi_sum(mi_mul(mi_swiglu(in[0], in[1]), w), MI_ALL, false);
+        ck_assert_msg(loss && mi_grad(&loss, NULL, 1, in, 2, c == 2, g[c]) == 0, "%s",
+                      mi_error());
+    }
+    mi_backends_allow(MI_BACKEND_ALL);
+    mi_set_threads(threads);
+    for (int c = 1; c < 3; c++) {
+        int worst;
+        double e = max_rel_err(g[0], g[c], 2, &worst, NULL);
+        ck_assert_msg(e <= 1e-5, "against %s: the gradient of input %d differs by %g",
+                      c == 1 ? "REF" : "the recorded ops", worst, e);
+    }
+}
+END_TEST
+
 START_TEST(broadcast_error_names_the_op)
 {
     mi_tensor *a = mi_ones(MI_F64, MI_SHAPE(3)), *b = mi_ones(MI_F64, MI_SHAPE(4));
@@ -492,6 +522,7 @@ Suite *make_suite(void)
     tcase_add_test(tc, binary_rejects_dtype_mismatch);
     tcase_add_test(tc, binary_rejects_mismatched_shapes);
     tcase_add_test(tc, broadcast_error_names_the_op);
+    tcase_add_test(tc, swiglu_gradients_in_one_pass_match_the_ops);
     suite_add_tcase(s, tc);
     return s;
 }

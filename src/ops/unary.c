@@ -549,7 +549,9 @@ mi_tensor *mi_silu_backward(mi_tensor *x, mi_tensor *g)
  * Transformer", eq. 6, β = 1) on its two projections a = xW, b = xV, fused
  * so that silu(a) is never stored:
  *   y = silu(a) ⊙ b
- *   d/da = swiglu_backward(a, b, g) = g ⊙ b ⊙ silu'(a),  d/db = swiglu(a, g) */
+ *   d/da = swiglu_backward(a, b, g) = g ⊙ b ⊙ silu'(a),  d/db = swiglu(a, g)
+ * Not recorded, f32 with OWN: both in one pass over a, b and g
+ * (own_swiglu_grads_f32), where the two ops read a and g twice. */
 GRAD_KERNELS(swiglu, x * SIGMOID_OF(x) * g)
 GRAD_SHAPE(swiglu)
 static mi_tensor *swiglu_vjp(const mi_node *n, int i, mi_tensor *g)
@@ -557,13 +559,29 @@ static mi_tensor *swiglu_vjp(const mi_node *n, int i, mi_tensor *g)
     mi_tensor *a = n->inputs[0], *b = n->inputs[1];
     return i == 0 ? mi_swiglu_backward(a, b, g) : mi_swiglu(a, g);
 }
+static int swiglu_vjp_all(const mi_node *n, mi_tensor *g, const bool *need, mi_tensor **grads)
+{
+    mi_tensor *a = n->inputs[0], *b = n->inputs[1];
+    if (need[0] && need[1] && !mi_grad_enabled() && a->dtype == MI_F32 &&
+        (mi_backends_allowed() >> MI_BACKEND_OWN & 1u)) {
+        grads[0] = mi_tensor_new(MI_F32, a->rank, a->shape);
+        grads[1] = mi_tensor_new(MI_F32, a->rank, a->shape);
+        if (!grads[0] || !grads[1]) return -1;
+        own_swiglu_grads_f32(a, b, g, grads[0], grads[1]);
+        return 0;
+    }
+    for (int i = 0; i < 2; i++)
+        if (need[i] && !(grads[i] = swiglu_vjp(n, i, g))) return -1;
+    return 0;
+}
 static int ex_swiglu(mi_rng *r, int v, mi_tensor **in, mi_attrs *a)
 {
     return ex_grad(r, v, in, -4, 4);
 }
 const mi_op mi_op_swiglu = {.name = "swiglu", .formula = "a * sigmoid(a) * b", .arity = 2,
                             .shape = swiglu_shape, KERNELS(swiglu), OWN_ONLY(swiglu),
-                            .vjp = swiglu_vjp, .examples = ex_swiglu};
+                            .vjp = swiglu_vjp, .vjp_all = swiglu_vjp_all,
+                            .examples = ex_swiglu};
 mi_tensor *mi_swiglu(mi_tensor *a, mi_tensor *b)
 {
     return RUN(&mi_op_swiglu, NULL, a, b);

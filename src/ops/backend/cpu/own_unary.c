@@ -149,7 +149,7 @@ OWN_MAP2(swiglu, COST_TRANS, x * f_sigmoid(x) * g)
 /* y = g·b·σ(a)·(1 + a·(1 − σ(a)))  (swiglu's gradient at a; inputs a, b, g) */
 typedef struct swiglu_bwd_ctx {
     const float *a, *b, *g;
-    float *y;
+    float *y, *yb; /* yb: gb, with own_swiglu_grads_f32 */
 } swiglu_bwd_ctx;
 
 static void swiglu_bwd_range(const void *c, int64_t i0, int64_t i1)
@@ -166,8 +166,28 @@ static void swiglu_bwd_range(const void *c, int64_t i0, int64_t i1)
 void own_swiglu_backward_f32(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a)
 {
     (void)a;
-    swiglu_bwd_ctx k = {in[0]->data, in[1]->data, in[2]->data, o->data};
+    swiglu_bwd_ctx k = {in[0]->data, in[1]->data, in[2]->data, o->data, NULL};
     own_parallel(o->numel, o->numel * COST_TRANS, OWN_PAR_MIN, 16, swiglu_bwd_range, &k);
+}
+
+/* ga = g·b·σ(a)·(1 + a·(1 − σ(a))), gb = g·a·σ(a) */
+static void swiglu_grads_range(const void *c, int64_t i0, int64_t i1)
+{
+    const swiglu_bwd_ctx *k = c;
+    const float *restrict A = k->a, *restrict B = k->b, *restrict G = k->g;
+    float *restrict GA = k->y, *restrict GB = k->yb;
+    for (int64_t i = i0; i < i1; i++) {
+        const float s = f_sigmoid(A[i]);
+        GA[i] = G[i] * B[i] * (s * (1.0f + A[i] * (1.0f - s)));
+        GB[i] = A[i] * s * G[i];
+    }
+}
+
+void own_swiglu_grads_f32(const mi_tensor *a, const mi_tensor *b, const mi_tensor *g,
+                          mi_tensor *ga, mi_tensor *gb)
+{
+    swiglu_bwd_ctx k = {a->data, b->data, g->data, ga->data, gb->data};
+    own_parallel(a->numel, a->numel * COST_TRANS, OWN_PAR_MIN, 16, swiglu_grads_range, &k);
 }
 
 /* ================================================================ rows

@@ -31,6 +31,11 @@ OWN_UNARY_DECL(layer_norm) OWN_UNARY_DECL(rms_norm) OWN_UNARY_DECL(l2_normalize)
 OWN_UNARY_DECL(layer_norm_backward) OWN_UNARY_DECL(rms_norm_backward)
 #undef OWN_UNARY_DECL
 
+/* swiglu's two gradients in one pass (unary.c's vjp, not recorded): ga =
+ * g·b·silu'(a), gb = g·silu(a); all five tensors one shape. */
+void own_swiglu_grads_f32(const mi_tensor *a, const mi_tensor *b, const mi_tensor *g,
+                          mi_tensor *ga, mi_tensor *gb);
+
 /* On raw arrays of n (cms_scan.c): s = gelu(a), gp = gelu'(a); y = gelu''(a). */
 void own_gelu_pair_f32(const float *a, float *s, float *gp, int64_t n);
 void own_gelu_second_f32(const float *a, float *y, int64_t n);
