@@ -200,6 +200,60 @@ static void run_traj(mi_optim_kind kind, const mi_optim_hparams *h, int steps, u
     mi_optim_free(o);
 }
 
+/* Adam's and AdamW's step in place (one loop, what mi_optim_step runs with
+ * number hyperparameters) against the same rule as recorded ops
+ * (mi_optim_step_functional), f32 and f64, five steps, a decay mask on one
+ * of two parameters: equal to f32's and f64's rounding. */
+START_TEST(adam_in_place_matches_its_ops)
+{
+    for (int dt = 0; dt < 2; dt++)
+        for (int kind = MI_OPT_ADAM; kind <= MI_OPT_ADAMW; kind++) {
+            mi_dtype t = dt ? MI_F64 : MI_F32;
+            mi_rng r;
+            mi_rng_seed(&r, 7 + (uint64_t)(2 * dt + kind));
+            mi_tensor *p[2] = {mi_randn(&r, t, MI_SHAPE(5, 7), 0, 1), mi_randn(&r, t, MI_SHAPE(9), 0, 1)};
+            mi_tensor *q[2] = {mi_tensor_to(p[0], t), mi_tensor_to(p[1], t)};
+            mi_optim_hparams h = mi_optim_defaults(kind);
+            h.lr = 0.05, h.beta1 = 0.8, h.beta2 = 0.9, h.eps = 1e-4, h.weight_decay = 0.3;
+            mi_param_group g[2] = {{.params = p, .n = 1, .hp = h}, {.params = p + 1, .n = 1, .hp = h}};
+            g[1].hp.weight_decay = 0;
+            mi_optim *o = mi_optim_new(kind, g, 2);
+            ck_assert_msg(o != NULL, "%s", mi_error());
+            mi_optim_fstate *fs = mi_optim_fstate_new(o);
+            ck_assert_ptr_nonnull(fs);
+            for (int s = 0; s < 5; s++) {
+                mi_tensor *gr[2] = {mi_randn(&r, t, MI_SHAPE(5, 7), 0, 1),
+                                    mi_randn(&r, t, MI_SHAPE(9), 0, 1)};
+                mi_set(gr[0], 3, 0), mi_set(gr[1], s, 0); /* v = 0 where g has been 0 */
+                for (int i = 0; i < 2; i++) p[i]->grad = gr[i];
+                ck_assert_msg(mi_optim_step(o) == 0, "%s", mi_error());
+                ck_assert_msg(mi_optim_step_functional(o, fs, q, gr, NULL, q) == 0, "%s",
+                              mi_error());
+                for (int i = 0; i < 2; i++)
+                    for (int64_t e = 0; e < p[i]->numel; e++) {
+                        double a = mi_get(p[i], e), b = mi_get(q[i], e);
+                        ck_assert_msg(fabs(a - b) <= (dt ? 1e-14 : 1e-6) * (1 + fabs(b)),
+                                      "%s %s step %d param %d [%lld]: in place %.17g, ops %.17g",
+                                      mi_optim_kind_name(kind), mi_dtype_name(t), s, i,
+                                      (long long)e, a, b);
+                    }
+                for (int i = 0; i < 2; i++) p[i]->grad = NULL;
+            }
+            mi_optim_free(o);
+        }
+    /* the fused step's argument checks */
+    mi_tensor *p = mi_zeros(MI_F32, MI_SHAPE(4)), *m = mi_zeros(MI_F32, MI_SHAPE(4));
+    mi_adam_step s = {.lr = 0.1, .beta1 = 0.9, .beta2 = 0.99, .eps = 1e-8, .step = 1};
+    ck_assert_int_eq(mi_adam_update(p, m, mi_zeros(MI_F32, MI_SHAPE(5)), m, &s), -1);
+    ck_assert_error_has("adam_update: p f32 [4], m, v and g must all be its dtype and shape, "
+                        "got f32 [5]");
+    mi_error_clear();
+    ck_assert_int_eq(mi_adam_update(p, m, m, mi_zeros(MI_F64, MI_SHAPE(4)), &s), -1);
+    ck_assert_error_has("got f64 [4]");
+    mi_error_clear();
+}
+END_TEST
+
 START_TEST(sgd_and_adam_follow_their_formulas)
 {
     const int S = 6;
@@ -561,6 +615,7 @@ Suite *make_suite(void)
     tcase_add_test(tc, sgd_lr_one_is_p_minus_g);
     tcase_add_test(tc, adam_with_zero_betas_steps_by_sign);
     tcase_add_test(tc, nested_momentum_closed_forms);
+    tcase_add_test(tc, adam_in_place_matches_its_ops);
     tcase_add_test(tc, sgd_and_adam_follow_their_formulas);
     tcase_add_test(tc, nested_momentum_follows_its_formulas);
     tcase_add_test(tc, matches_pytorch_reference);

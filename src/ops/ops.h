@@ -333,6 +333,22 @@ mi_tensor *mi_attention_bthd(mi_tensor *q, mi_tensor *k, mi_tensor *v, bool caus
 /* The additive mask alone, [T, S] with 0 or −inf (no gradient). */
 mi_tensor *mi_attention_mask(mi_dtype dt, int64_t t, int64_t s, bool causal, int64_t window);
 
+/* ---------------------------------------------------------------- fused optimizer step
+ * One Adam (or AdamW) step in place, recorded nowhere: the fused form of the
+ * outer optimizers' Adam and AdamW (mi_optim_step takes it). For every
+ * element, with L2 decay g ← g + wd·p, or decoupled p ← p·(1 − lr·wd):
+ *   m ← β1 m + (1 − β1) g,  v ← β2 v + (1 − β2) g²,
+ *   p ← p − (lr / (1 − β1^step)) · m / (√v / √(1 − β2^step) + eps)
+ * in p's dtype, in the order of those ops; warm false: m and v hold no value
+ * yet (read as 0). p, m, v, g one float dtype and shape. 0, or -1 with a message. */
+typedef struct mi_adam_step {
+    double lr, beta1, beta2, eps, weight_decay;
+    int64_t step; /* from 1 */
+    bool decoupled, warm;
+} mi_adam_step;
+int mi_adam_update(mi_tensor *p, mi_tensor *m, mi_tensor *v, const mi_tensor *g,
+                   const mi_adam_step *s);
+
 /* ---------------------------------------------------------------- scans */
 mi_tensor *mi_cumsum(mi_tensor *x, int axis, bool reverse);
 mi_tensor *mi_cumprod(mi_tensor *x, int axis, bool reverse);

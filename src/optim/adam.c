@@ -54,6 +54,29 @@ int opt_adam_update(const opt_param *a, hpv lr, bool decoupled, mi_tensor **p_ne
     return *p_new ? 0 : -1;
 }
 
+/* opt_adam_update as one pass in place (mi_adam_update): the same ops'
+ * arithmetic, where the recorded ops make eleven passes and temporaries. */
+static int adam_in_place(const opt_param *a, mi_tensor *const *st, bool decoupled)
+{
+    if (a->lr.t || a->beta1.t || a->beta2.t || a->wd.t) return 1;
+    /* m and v are written together: both hold a value or neither does */
+    if (!a->st[0] != !a->st[1]) return 1;
+    mi_adam_step s = {.lr = a->lr.v, .beta1 = a->beta1.v, .beta2 = a->beta2.v,
+                      .eps = a->hp->eps, .weight_decay = a->wd.v, .step = a->step,
+                      .decoupled = decoupled, .warm = a->st[0] != NULL};
+    return mi_adam_update(a->p, st[0], st[1], a->g, &s) == 0 ? 0 : -1;
+}
+
+static int adam_step_in_place(const opt_param *a, mi_tensor *const *st)
+{
+    return adam_in_place(a, st, false);
+}
+
+static int adamw_step_in_place(const opt_param *a, mi_tensor *const *st)
+{
+    return adam_in_place(a, st, true);
+}
+
 static int adam_step(const opt_param *a, mi_tensor **p_new, mi_tensor **st_new)
 {
     return opt_adam_update(a, a->lr, false, p_new, &st_new[0], &st_new[1]);
@@ -65,6 +88,6 @@ static int adamw_step(const opt_param *a, mi_tensor **p_new, mi_tensor **st_new)
 }
 
 const opt_rule opt_rule_adam = {.name = "adam", .check = adam_check, .spec = adam_spec,
-                                .step = adam_step};
+                                .step = adam_step, .step_in_place = adam_step_in_place};
 const opt_rule opt_rule_adamw = {.name = "adamw", .check = adamw_check, .spec = adam_spec,
-                                 .step = adamw_step};
+                                 .step = adamw_step, .step_in_place = adamw_step_in_place};

@@ -84,6 +84,12 @@ typedef struct opt_rule {
     void (*spec)(const mi_optim_hparams *hp, const mi_tensor *p, opt_state_spec *s);
     /* Writes *p_new and st_new[k] (NULL: state k unchanged). 0 or -1. */
     int (*step)(const opt_param *a, mi_tensor **p_new, mi_tensor **st_new);
+    /* Optional: step's arithmetic, element by element in the parameter's
+     * dtype, written into a->p and st[k] in place (the state allocated,
+     * a->st[k] NULL where it holds no value yet), for mi_optim_step, which
+     * records nothing. 1 where it does not apply (a hyperparameter given
+     * as a tensor), else 0. */
+    int (*step_in_place)(const opt_param *a, mi_tensor *const *st);
 } opt_rule;
 
 extern const opt_rule opt_rule_sgd, opt_rule_adam, opt_rule_adamw, opt_rule_muon,

@@ -346,6 +346,18 @@ static int fail(const mi_optim *o, int i)
     return -1;
 }
 
+/* Parameter i's state storage k in the kind's layout (s), allocated on first use. */
+static int store_for(mi_optim *o, int i, int k, const opt_state_spec *s)
+{
+    int64_t numel = mi_shape_numel(s->rank[k], s->shape[k]);
+    if (o->store[i][k] && o->store[i][k]->numel == numel) return 0;
+    mi_scope_enter(o->scope);
+    o->store[i][k] = mi_tensor_new(o->params[i]->dtype, s->rank[k], s->shape[k]);
+    mi_scope_leave();
+    o->live[i][k] = false;
+    return o->store[i][k] ? 0 : -1;
+}
+
 /* Copies a rule's outputs into the parameter and the long-lived state. */
 static int commit(mi_optim *o, int i, mi_tensor *p_new, mi_tensor *const *st_new)
 {
@@ -358,12 +370,7 @@ static int commit(mi_optim *o, int i, mi_tensor *p_new, mi_tensor *const *st_new
                          "changed?)", k);
             return -1;
         }
-        if (!o->store[i][k] || o->store[i][k]->numel != st_new[k]->numel) {
-            mi_scope_enter(o->scope);
-            o->store[i][k] = mi_tensor_new(o->params[i]->dtype, s.rank[k], s.shape[k]);
-            mi_scope_leave();
-            if (!o->store[i][k]) return -1;
-        }
+        if (store_for(o, i, k, &s) != 0) return -1;
     }
     if (mi_tensor_copy_into(o->params[i], p_new) != 0) return -1;
     for (int k = 0; k < OPT_MAX_STATE; k++) {
@@ -372,6 +379,28 @@ static int commit(mi_optim *o, int i, mi_tensor *p_new, mi_tensor *const *st_new
         o->live[i][k] = true;
     }
     return 0;
+}
+
+/* The rule's in-place step where it has one and it applies (contiguous f32
+ * or f64 state in the kind's layout): 1 done, 0 not taken, -1 failed. */
+static int in_place(mi_optim *o, int i, const opt_param *a)
+{
+    if (!o->rule->step_in_place || !mi_dtype_is_float(a->p->dtype)) return 0;
+    opt_state_spec s;
+    opt_spec_of(o, i, &s);
+    mi_tensor *st[OPT_MAX_STATE] = {0}, *held[OPT_MAX_STATE] = {0};
+    for (int k = 0; k < s.count; k++) {
+        if (store_for(o, i, k, &s) != 0) return -1;
+        if (o->store[i][k]->numel != a->p->numel) return 0;
+        st[k] = o->store[i][k];
+        held[k] = o->live[i][k] ? st[k] : NULL;
+    }
+    opt_param b = *a;
+    b.st = held;
+    int rc = o->rule->step_in_place(&b, st);
+    if (rc != 0) return rc > 0 ? 0 : -1;
+    for (int k = 0; k < s.count; k++) o->live[i][k] = true;
+    return 1;
 }
 
 int mi_optim_step(mi_optim *o)
@@ -404,6 +433,16 @@ int mi_optim_step(mi_optim *o)
         a.p = p;
         a.g = p->grad;
         a.step = o->steps[i] + 1;
+        int done = in_place(o, i, &a);
+        if (done < 0) {
+            rc = fail(o, i);
+            break;
+        }
+        if (done) {
+            o->steps[i]++;
+            o->inputs[i] = NULL;
+            continue;
+        }
         mi_tensor *p_new = NULL, *st_new[OPT_MAX_STATE] = {0};
         mi_scope_enter(o->scratch);
         rc = o->rule->step(&a, &p_new, st_new);

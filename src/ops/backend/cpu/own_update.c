@@ -4,6 +4,7 @@
  * the rows split over the OpenMP threads (own_parallel) above its size. */
 #include "own_kernels.h"
 #include "update_geom.h"
+#include "adam_step.h"
 
 #define UP_KERNEL static
 #define UP_T float
@@ -88,4 +89,30 @@ void own_scale_add_grads_f32(const up_geom *g, const float *G, const float *X, c
 {
     up_call c = {.g = g, .G = G, .X = X, .A = A, .gX = gX, .gA = gA};
     grads_split(g, &c, false, scale_add_grads_part);
+}
+
+/* ---------------------------------------------------------------- Adam's step
+ * adam_step.c's loop in vector registers (one element's arithmetic does not
+ * depend on its neighbours, so the split over the threads changes no bit). */
+#define AS_T float
+#define AS_SQRT sqrtf
+#define AS_NAME(x) x##_own
+#include "adam_step_impl.h"
+
+typedef struct adam_call {
+    const adam_coeffs *c;
+    float *p, *m, *v;
+    const float *g;
+} adam_call;
+
+static void adam_part(const void *ctx, int64_t i0, int64_t i1)
+{
+    const adam_call *a = ctx;
+    adam_range_own(a->c, a->p, a->m, a->v, a->g, i0, i1);
+}
+
+void own_adam_f32(const adam_coeffs *c, float *p, float *m, float *v, const float *g, int64_t n)
+{
+    adam_call a = {c, p, m, v, g};
+    own_parallel(n, 4 * n, OWN_PAR_MIN, 16, adam_part, &a);
 }
