@@ -566,6 +566,44 @@ START_TEST(nn_op_passes_checks)
 }
 END_TEST
 
+/* rms_norm_gain equals rms_norm(x) ⊙ w, and its gradients, unrecorded in
+ * f32 with OWN (one pass, the gain's sum in fixed blocks of rows), equal the
+ * ops' (REF alone, and recorded with every backend), over 300 rows (five
+ * blocks) that two threads split; then its shape errors. */
+START_TEST(rms_norm_gain_matches_its_ops)
+{
+    mi_rng r;
+    mi_rng_seed(&r, 57);
+    mi_tensor *in[2] = {mi_randn(&r, MI_F32, MI_SHAPE(3, 100, 48), 0, 1.5),
+                        mi_randn(&r, MI_F32, MI_SHAPE(48), 1, 0.3)};
+    mi_tensor *w = mi_randn(&r, MI_F32, MI_SHAPE(3, 100, 48), 0, 1), *g[3][2], *y[3];
+    int threads = mi_threads();
+    mi_set_threads(2);
+    for (int c = 0; c < 3; c++) {
+        mi_backends_allow(c == 1 ? 1u << MI_BACKEND_REF : MI_BACKEND_ALL);
+        for (int i = 0; i < 2; i++) mi_requires_grad(in[i], true);
+        y[c] = mi_rms_norm_gain(in[0], in[1], 1e-5);
+        mi_tensor *loss = mi_sum(mi_mul(y[c], w), MI_ALL, false);
+        ck_assert_msg(loss && mi_grad(&loss, NULL, 1, in, 2, c == 2, g[c]) == 0, "%s",
+                      mi_error());
+    }
+    mi_backends_allow(MI_BACKEND_ALL);
+    mi_set_threads(threads);
+    mi_tensor *composed = mi_mul(mi_rms_norm(in[0], 1e-5), in[1]);
+    int worst;
+    ck_assert_msg(max_rel_err(y, &composed, 1, &worst, NULL) <= 1e-6, "y differs");
+    for (int c = 1; c < 3; c++) {
+        double e = max_rel_err(g[0], g[c], 2, &worst, NULL);
+        ck_assert_msg(e <= 1e-5, "against %s: the gradient of input %d differs by %g",
+                      c == 1 ? "REF" : "the recorded ops", worst, e);
+    }
+    ck_assert_ptr_null(mi_rms_norm_gain(in[0], mi_ones(MI_F32, MI_SHAPE(47)), 1e-5));
+    ck_assert_error_has("rms_norm_gain: the gain must be f32 [48] for x f32 [3,100,48], got "
+                        "f32 [47]");
+    mi_error_clear();
+}
+END_TEST
+
 Suite *make_suite(void)
 {
     Suite *s = suite_create("nn");
@@ -593,6 +631,7 @@ Suite *make_suite(void)
     tcase_add_test(tc, conv1d_errors);
     tcase_add_test(tc, rope_errors);
     tcase_add_test(tc, attention_errors);
+    tcase_add_test(tc, rms_norm_gain_matches_its_ops);
     suite_add_tcase(s, tc);
     tc = tcase_slow("gradcheck");
     tcase_add_loop_test(tc, nn_op_passes_checks, 0, (int)(sizeof nn_ops / sizeof nn_ops[0]));

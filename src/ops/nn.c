@@ -363,6 +363,70 @@ const mi_op mi_op_l2_normalize = {.name = "l2_normalize",
                                   .shape = l2_normalize_shape, KERNELS(l2_normalize),
                                   OWN_ONLY(l2_normalize),
                                   .vjp = l2_normalize_vjp, .examples = ex_norm};
+/* ---------------------------------------------------------------- rms_norm_gain
+ * RMSNorm with its gain ("Root Mean Square Layer Normalization", Zhang and
+ * Sennrich, eq. 4): y = x·r ⊙ w over the last axis, w [D]; one op so that
+ * x·r is neither stored nor read again.
+ *   dx = rms_norm_backward(x, g ⊙ w),  dw = Σ_rows g ⊙ rms_norm(x)
+ * Not recorded, f32 with OWN: both in one pass over x and g
+ * (own_rms_norm_gain_grads_f32). */
+static int rms_norm_gain_shape(mi_tensor *const *in, int n, const mi_attrs *a, mi_dtype *dt,
+                               int *rank, int64_t *shape)
+{
+    char b1[96], b2[96];
+    if (norm_shape("rms_norm_gain", in, a, dt, rank, shape) != 0 ||
+        require_float("rms_norm_gain", in, 1) != 0)
+        return -1;
+    const mi_tensor *x = in[0], *w = in[1];
+    if (w->dtype != x->dtype || w->rank != 1 || w->shape[0] != x->shape[x->rank - 1]) {
+        mi_error_set("rms_norm_gain: the gain must be %s [%lld] for x %s %s, got %s %s",
+                     mi_dtype_name(x->dtype), (long long)x->shape[x->rank - 1],
+                     mi_dtype_name(x->dtype), SHAPE(b1, x), mi_dtype_name(w->dtype),
+                     SHAPE(b2, w));
+        return -1;
+    }
+    (void)n;
+    return 0;
+}
+static mi_tensor *rms_norm_gain_vjp(const mi_node *n, int i, mi_tensor *g)
+{
+    mi_tensor *x = n->inputs[0], *w = n->inputs[1];
+    double eps = n->attrs.eps;
+    if (i == 0) return mi_rms_norm_backward(x, mi_mul(g, w), eps);
+    return mi_mul(g, mi_rms_norm(x, eps)); /* summed to [D] by the engine */
+}
+static int rms_norm_gain_vjp_all(const mi_node *n, mi_tensor *g, const bool *need,
+                                 mi_tensor **grads)
+{
+    mi_tensor *x = n->inputs[0], *w = n->inputs[1];
+    if (need[0] && need[1] && !mi_grad_enabled() && x->dtype == MI_F32 &&
+        (mi_backends_allowed() >> MI_BACKEND_OWN & 1u)) {
+        grads[0] = mi_tensor_new(MI_F32, x->rank, x->shape);
+        grads[1] = mi_tensor_new(MI_F32, 1, w->shape);
+        if (!grads[0] || !grads[1]) return -1;
+        return own_rms_norm_gain_grads_f32(x, w, g, n->attrs.eps, grads[0], grads[1]);
+    }
+    for (int i = 0; i < 2; i++)
+        if (need[i] && !(grads[i] = rms_norm_gain_vjp(n, i, g))) return -1;
+    return 0;
+}
+static int ex_rms_norm_gain(mi_rng *r, int v, mi_tensor **in, mi_attrs *a)
+{
+    if (ex_norm(r, v, in, a) == 0) return 0;
+    int64_t d = in[0] ? in[0]->shape[in[0]->rank - 1] : 0;
+    in[1] = ex_uniform(r, 1, &d, 0.5, 2.0);
+    return 2;
+}
+const mi_op mi_op_rms_norm_gain = {
+    .name = "rms_norm_gain", .formula = "w * x / sqrt(mean(x^2) + eps), last axis",
+    .arity = 2, .shape = rms_norm_gain_shape, KERNELS(rms_norm_gain), OWN_ONLY(rms_norm_gain),
+    .vjp = rms_norm_gain_vjp, .vjp_all = rms_norm_gain_vjp_all, .examples = ex_rms_norm_gain};
+mi_tensor *mi_rms_norm_gain(mi_tensor *x, mi_tensor *w, double eps)
+{
+    mi_attrs a = {.eps = eps};
+    return RUN(&mi_op_rms_norm_gain, &a, x, w);
+}
+
 mi_tensor *mi_layer_norm(mi_tensor *x, double eps)
 {
     mi_attrs a = {.eps = eps};

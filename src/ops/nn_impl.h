@@ -115,6 +115,16 @@ static void NN_NAME(l2_normalize)(mi_tensor *o, mi_tensor *const *in, const mi_a
 {
     NN_NAME(norm_rows)(o, in, a, NORM_L2);
 }
+/* rms_norm's y times the gain w [D], entry by entry along the last axis */
+static void NN_NAME(rms_norm_gain)(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a)
+{
+    NN_NAME(norm_rows)(o, in, a, NORM_RMS);
+    int64_t d = in[0]->shape[in[0]->rank - 1], rows = d ? o->numel / d : 0;
+    const NN_T *W = in[1]->data;
+    NN_T *Y = o->data;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t j = 0; j < d; j++) Y[r * d + j] *= W[j];
+}
 
 /* Over the last axis, y = rms_norm(x), r = 1/√(mean(x²) + eps):
  *   dx = r·(g − y·m),  m = mean(g ⊙ y) */

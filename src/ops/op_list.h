@@ -52,3 +52,5 @@ MI_OP(outer_update) MI_OP(scale_add)
 MI_OP(rms_norm_backward)
 /* unary.c (appended) */
 MI_OP(swiglu) MI_OP(swiglu_backward)
+/* nn.c (appended) */
+MI_OP(rms_norm_gain)

@@ -300,6 +300,8 @@ mi_tensor *mi_one_hot(mi_tensor *targets, int64_t classes, int64_t ignore_index,
 /* Normalisations over the last axis, without affine parameters. */
 mi_tensor *mi_layer_norm(mi_tensor *x, double eps);   /* (x − μ) / √(σ² + eps) */
 mi_tensor *mi_rms_norm(mi_tensor *x, double eps);     /* x / √(mean(x²) + eps) */
+/* rms_norm(x) ⊙ w, w [D] the gain (RMSNorm with its weight), as one op */
+mi_tensor *mi_rms_norm_gain(mi_tensor *x, mi_tensor *w, double eps);
 mi_tensor *mi_l2_normalize(mi_tensor *x, double eps); /* x / √(Σx² + eps) */
 /* table [V, D], idx (any shape, i32/i64) → [idx..., D]. */
 mi_tensor *mi_embedding(mi_tensor *table, mi_tensor *idx);

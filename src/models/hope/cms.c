@@ -236,7 +236,7 @@ static int level_inputs(const mi_cms *c, int l, mi_tensor *h, mi_tensor **u, mi_
                         mi_tensor **eta)
 {
     const mi_cms_level *b = &c->level[l];
-    *u = mi_mul(mi_rms_norm(h, c->config.norm_eps), b->norm);
+    *u = mi_rms_norm_gain(h, b->norm, c->config.norm_eps);
     *v = mi_matmul(*u, b->value);
     *eta = mi_squeeze(mi_sigmoid(mi_add(mi_matmul(*u, b->eta_w), b->eta_bias)), -1);
     if (c->config.rate_mean) *eta = mi_mul_scalar(*eta, 1 / (double)c->config.chunk[l]);

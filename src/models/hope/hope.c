@@ -573,7 +573,7 @@ static int run_init(run *r, int64_t cap, mi_tensor *const *state)
 /* o [B·H, n, hd] → y = (RMSNorm_head(o) ⊙ w_norm ⊙ SiLU(x W_g)) W_out, [B, n, d]. */
 static mi_tensor *output(const mi_hope *h, mi_tensor *o, mi_tensor *x)
 {
-    o = mi_mul(mi_rms_norm(o, h->config.norm_eps), h->norm_weight);
+    o = mi_rms_norm_gain(o, h->norm_weight, h->config.norm_eps);
     if (!o) return NULL;
     o = from_heads(o, x->shape[0], h->config.heads);
     if (h->w_gate) o = mi_mul(o, mi_silu(mi_matmul(x, h->w_gate)));

@@ -667,7 +667,7 @@ static mi_tensor *block_run(const mi_miras_block *b, mi_tensor *x, mi_miras_bloc
     else o = NULL;
 
     /* per-head RMSNorm, heads back together, output gate, projection */
-    o = mi_mul(mi_rms_norm(o, c->norm_eps), b->norm_weight);
+    o = mi_rms_norm_gain(o, b->norm_weight, c->norm_eps);
     o = mi_reshape(mi_permute(mi_reshape(o, MI_SHAPE(B, H, T, hd)), (const int[]){0, 2, 1, 3}),
                    MI_SHAPE(B, T, H * hd));
     if (c->out_gate) {

@@ -37,9 +37,9 @@ typedef struct samba {
 static mi_tensor *samba_forward(const void *self, mi_tensor *h)
 {
     const samba *s = self;
-    mi_tensor *m = s->miras.forward(s->miras.self, mi_mul(mi_rms_norm(h, s->eps), s->miras_norm));
+    mi_tensor *m = s->miras.forward(s->miras.self, mi_rms_norm_gain(h, s->miras_norm, s->eps));
     h = mi_add(h, m);
-    mi_tensor *a = mi_attention_layer_forward(&s->swa, mi_mul(mi_rms_norm(h, s->eps), s->swa_norm));
+    mi_tensor *a = mi_attention_layer_forward(&s->swa, mi_rms_norm_gain(h, s->swa_norm, s->eps));
     mi_tensor *y = mi_add(h, a);
     if (!y) mi_error_prefix("samba");
     return y;
@@ -65,10 +65,10 @@ static mi_tensor *samba_step(const void *self, void *state, mi_tensor *h)
     const samba *s = self;
     samba_state *st = state;
     mi_tensor *m = s->miras.step(s->miras.self, st->miras,
-                                 mi_mul(mi_rms_norm(h, s->eps), s->miras_norm));
+                                 mi_rms_norm_gain(h, s->miras_norm, s->eps));
     h = mi_add(h, m);
     mi_tensor *a = mi_attention_layer_step(&s->swa, &st->swa,
-                                           mi_mul(mi_rms_norm(h, s->eps), s->swa_norm));
+                                           mi_rms_norm_gain(h, s->swa_norm, s->eps));
     mi_tensor *y = mi_add(h, a);
     if (!y) mi_error_prefix("samba");
     return y;

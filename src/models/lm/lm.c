@@ -205,7 +205,7 @@ int64_t mi_lm_backbone_numel(const mi_lm_config *c)
 
 static mi_tensor *rms(const mi_lm *lm, mi_tensor *x, mi_tensor *g)
 {
-    return mi_mul(mi_rms_norm(x, lm->config.norm_eps), g);
+    return mi_rms_norm_gain(x, g, lm->config.norm_eps);
 }
 
 static int check_tokens(const mi_lm *lm, const char *what, const mi_tensor *t)

@@ -127,7 +127,7 @@ static int keep_state(mi_lm_state *s)
 
 static mi_tensor *rms(const mi_lm *lm, mi_tensor *x, mi_tensor *g)
 {
-    return mi_mul(mi_rms_norm(x, lm->config.norm_eps), g);
+    return mi_rms_norm_gain(x, g, lm->config.norm_eps);
 }
 
 mi_tensor *mi_lm_step(const mi_lm *lm, mi_lm_state *s, mi_tensor *tokens)

@@ -489,6 +489,90 @@ void own_layer_norm_backward_f32(mi_tensor *o, mi_tensor *const *in, const mi_at
                  &k);
 }
 
+/* ---------------------------------------------------------------- rms_norm_gain
+ * y = x·r ⊙ w (the gain w in row_ctx's g). */
+static void norm_gain_range(const void *c, int64_t r0, int64_t r1)
+{
+    const row_ctx *k = c;
+    for (int64_t r = r0; r < r1; r++) {
+        float *restrict y = k->y + r * k->n;
+        const float *restrict w = k->g;
+        norm_row(k->x + r * k->n, y, k->n, k->eps, NORM_RMS);
+        for (int64_t j = 0; j < k->n; j++) y[j] *= w[j];
+    }
+}
+
+void own_rms_norm_gain_f32(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a)
+{
+    row_ctx k = {.eps = (float)a->eps};
+    row_start(&k, o, in, 1, -1);
+    k.g = in[1]->data;
+    own_parallel(row_units(&k, o), o->numel * COST_CHEAP, OWN_PAR_MIN, 1, norm_gain_range, &k);
+}
+
+/* Both gradients of y = x·r ⊙ w for the cotangent g, per row (h = g ⊙ w):
+ *   dx = r·(h − y·mean(h ⊙ y)),  y = x·r;   dw = Σ_rows g ⊙ y
+ * dw's sum in fixed blocks of GAIN_BLOCK rows, each block's partial into its
+ * own row of the scratch, the blocks then added in order: the same bits at
+ * any thread count. */
+enum { GAIN_BLOCK = 64 };
+
+typedef struct gain_ctx {
+    const float *x, *w, *g;
+    float *dx, *part; /* part [blocks, d] */
+    int64_t rows, d;
+    float eps;
+} gain_ctx;
+
+static void gain_grads_range(const void *c, int64_t b0, int64_t b1)
+{
+    const gain_ctx *k = c;
+    int64_t d = k->d;
+    for (int64_t b = b0; b < b1; b++) {
+        float *restrict dw = k->part + b * d;
+        for (int64_t j = 0; j < d; j++) dw[j] = 0;
+        int64_t end = (b + 1) * GAIN_BLOCK < k->rows ? (b + 1) * GAIN_BLOCK : k->rows;
+        for (int64_t r = b * GAIN_BLOCK; r < end; r++) {
+            const float *restrict x = k->x + r * d, *restrict g = k->g + r * d,
+                                  *restrict w = k->w;
+            float *restrict dx = k->dx + r * d;
+            float ss = 0, shx = 0;
+            for (int64_t j = 0; j < d; j++) {
+                ss += x[j] * x[j];
+                shx += g[j] * w[j] * x[j];
+            }
+            float rs = (float)(1.0 / sqrt((double)(ss / (float)d) + (double)k->eps));
+            float c2 = rs * rs * (shx / (float)d); /* r·mean(h ⊙ y) */
+            for (int64_t j = 0; j < d; j++) {
+                dx[j] = rs * (g[j] * w[j] - x[j] * c2);
+                dw[j] += g[j] * (x[j] * rs);
+            }
+        }
+    }
+}
+
+int own_rms_norm_gain_grads_f32(const mi_tensor *x, const mi_tensor *w, const mi_tensor *g,
+                                double eps, mi_tensor *dx, mi_tensor *dw)
+{
+    int64_t d = x->shape[x->rank - 1], rows = d ? x->numel / d : 0;
+    int64_t blocks = (rows + GAIN_BLOCK - 1) / GAIN_BLOCK;
+    gain_ctx k = {.x = x->data, .w = w->data, .g = g->data, .dx = dx->data, .rows = rows,
+                  .d = d, .eps = (float)eps,
+                  .part = malloc(sizeof(float) * (size_t)((blocks ? blocks : 1) * d))};
+    if (!k.part) {
+        mi_error_set("rms_norm_gain: out of memory for the gain's partial sums (%lld x %lld)",
+                     (long long)blocks, (long long)d);
+        return -1;
+    }
+    own_parallel(blocks, x->numel * COST_CHEAP, OWN_PAR_MIN, 1, gain_grads_range, &k);
+    float *out = dw->data;
+    for (int64_t j = 0; j < d; j++) out[j] = 0;
+    for (int64_t b = 0; b < blocks; b++)
+        for (int64_t j = 0; j < d; j++) out[j] += k.part[b * d + j];
+    free(k.part);
+    return 0;
+}
+
 /* ---------------------------------------------------------------- rms_norm_backward
  * dx = r·(g − y·mean(g ⊙ y)), y = x·r, per row of x. */
 static void rms_norm_bwd_range(const void *c, int64_t r0, int64_t r1)

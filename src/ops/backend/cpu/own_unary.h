@@ -28,9 +28,13 @@ OWN_UNARY_DECL(swiglu_backward)
 OWN_UNARY_DECL(softmax) OWN_UNARY_DECL(log_softmax) OWN_UNARY_DECL(softmax_backward)
 OWN_UNARY_DECL(cross_entropy)
 OWN_UNARY_DECL(layer_norm) OWN_UNARY_DECL(rms_norm) OWN_UNARY_DECL(l2_normalize)
-OWN_UNARY_DECL(layer_norm_backward) OWN_UNARY_DECL(rms_norm_backward)
+OWN_UNARY_DECL(layer_norm_backward) OWN_UNARY_DECL(rms_norm_backward) OWN_UNARY_DECL(rms_norm_gain)
 #undef OWN_UNARY_DECL
 
+/* rms_norm_gain's two gradients in one pass (nn.c's vjp, not recorded): dx
+ * as x, dw [D] as w; -1 with a message when its scratch cannot be had. */
+int own_rms_norm_gain_grads_f32(const mi_tensor *x, const mi_tensor *w, const mi_tensor *g,
+                                double eps, mi_tensor *dx, mi_tensor *dw);
 /* swiglu's two gradients in one pass (unary.c's vjp, not recorded): ga =
  * g·b·silu'(a), gb = g·silu(a); all five tensors one shape. */
 void own_swiglu_grads_f32(const mi_tensor *a, const mi_tensor *b, const mi_tensor *g,
