@@ -570,6 +570,38 @@ END_TEST
  * f32 with OWN (one pass, the gain's sum in fixed blocks of rows), equal the
  * ops' (REF alone, and recorded with every backend), over 300 rows (five
  * blocks) that two threads split; then its shape errors. */
+/* cross_entropy's gradient, unrecorded in f32 with OWN (one pass), equals
+ * the ops' (REF alone, and recorded with every backend): 300 rows of 70
+ * classes that two threads split, every 7th row ignored, a seed of 0.5. */
+START_TEST(cross_entropy_gradient_in_one_pass_matches_the_ops)
+{
+    mi_rng r;
+    mi_rng_seed(&r, 61);
+    mi_tensor *x = mi_randn(&r, MI_F32, MI_SHAPE(300, 70), 0, 3);
+    mi_tensor *t = mi_zeros(MI_I64, MI_SHAPE(300)), *seed = mi_scalar(MI_F32, 0.5), *g[3];
+    for (int64_t i = 0; i < 300; i++)
+        ((int64_t *)t->data)[i] = i % 7 == 2 ? -100 : (int64_t)mi_rng_below(&r, 70);
+    int threads = mi_threads();
+    mi_set_threads(2);
+    for (int c = 0; c < 3; c++) {
+        mi_backends_allow(c == 1 ? 1u << MI_BACKEND_REF : MI_BACKEND_ALL);
+        mi_requires_grad(x, true);
+        mi_tensor *loss = mi_cross_entropy(x, t, -100);
+        ck_assert_msg(loss && mi_grad(&loss, &seed, 1, &x, 1, c == 2, &g[c]) == 0, "%s",
+                      mi_error());
+    }
+    mi_backends_allow(MI_BACKEND_ALL);
+    mi_set_threads(threads);
+    for (int c = 1; c < 3; c++) {
+        int worst;
+        double e = max_rel_err(g, g + c, 1, &worst, NULL);
+        ck_assert_msg(e <= 1e-5, "against %s: the gradient differs by %g",
+                      c == 1 ? "REF" : "the recorded ops", e);
+    }
+    ck_assert(mi_get(g[0], 2 * 70 + 5) == 0); /* an ignored row */
+}
+END_TEST
+
 START_TEST(rms_norm_gain_matches_its_ops)
 {
     mi_rng r;
@@ -632,6 +664,7 @@ Suite *make_suite(void)
     tcase_add_test(tc, rope_errors);
     tcase_add_test(tc, attention_errors);
     tcase_add_test(tc, rms_norm_gain_matches_its_ops);
+    tcase_add_test(tc, cross_entropy_gradient_in_one_pass_matches_the_ops);
     suite_add_tcase(s, tc);
     tc = tcase_slow("gradcheck");
     tcase_add_loop_test(tc, nn_op_passes_checks, 0, (int)(sizeof nn_ops / sizeof nn_ops[0]));

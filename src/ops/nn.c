@@ -148,7 +148,8 @@ mi_tensor *mi_log_softmax(mi_tensor *x, int axis)
  * logits [N, C], targets [N] (i32/i64), attrs.index = ignore_index:
  *   L = (1/n) Σ_{r: t_r ≠ ignore} (logsumexp(x_r) − x_{r,t_r}),  n = #counted rows
  * (L = 0 when every row is ignored).
- *   dx = (softmax(x) ⊙ mask − one_hot(t)) · g / max(n, 1),  mask_r = [t_r ≠ ignore] */
+ *   dx = (softmax(x) ⊙ mask − one_hot(t)) · g / max(n, 1),  mask_r = [t_r ≠ ignore]
+ * (with ops; not recorded, f32 with OWN: one pass over x, own_cross_entropy_grad_f32) */
 static int cross_entropy_shape(mi_tensor *const *in, int n, const mi_attrs *a, mi_dtype *dt,
                                int *rank, int64_t *shape)
 {
@@ -179,6 +180,14 @@ static mi_tensor *cross_entropy_vjp(const mi_node *n, int i, mi_tensor *g)
     mi_tensor *x = n->inputs[0], *t = n->inputs[1];
     int64_t ignore = n->attrs.index, count = 0;
     for (int64_t r = 0; r < t->numel; r++) count += index_at(t, r) != ignore;
+    if (!mi_grad_enabled() && x->dtype == MI_F32 &&
+        (mi_backends_allowed() >> MI_BACKEND_OWN & 1u)) { /* not recorded: one pass (OWN) */
+        mi_tensor *dx = mi_tensor_new(MI_F32, 2, x->shape);
+        if (dx)
+            own_cross_entropy_grad_f32(x, t, ignore, mi_item(g) / (double)(count ? count : 1),
+                                       dx);
+        return dx;
+    }
     mi_tensor *oh = mi_one_hot(t, x->shape[1], ignore, x->dtype);
     mi_tensor *mask = mi_sum(oh, 1, true); /* [N, 1]: 1 on counted rows */
     mi_tensor *d = mi_sub(mi_mul(mi_softmax(x, 1), mask), oh);

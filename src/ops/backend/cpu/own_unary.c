@@ -408,6 +408,45 @@ void own_cross_entropy_f32(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a
     free(k.sum), free(k.count);
 }
 
+/* Its gradient for the cotangent scale c = g / max(n, 1), row by row:
+ *   dx_rj = c·(e^(x_rj − m_r) / Σ_l e^(x_rl − m_r) − [j = t_r]),  0 on ignored rows */
+typedef struct ce_grad_ctx {
+    const float *x;
+    const mi_tensor *t;
+    float *dx;
+    int64_t nc, ignore;
+    float c;
+} ce_grad_ctx;
+
+static void ce_grad_range(const void *c, int64_t r0, int64_t r1)
+{
+    const ce_grad_ctx *k = c;
+    int64_t nc = k->nc;
+    for (int64_t r = r0; r < r1; r++) {
+        const float *restrict x = k->x + r * nc;
+        float *restrict dx = k->dx + r * nc;
+        int64_t t = index_at(k->t, r);
+        if (t == k->ignore) {
+            for (int64_t j = 0; j < nc; j++) dx[j] = 0;
+            continue;
+        }
+        float m = x[0], s = 0;
+        for (int64_t j = 1; j < nc; j++) m = x[j] > m ? x[j] : m;
+        for (int64_t j = 0; j < nc; j++) s += dx[j] = f_exp(x[j] - m);
+        float f = k->c / s;
+        for (int64_t j = 0; j < nc; j++) dx[j] *= f;
+        dx[t] -= k->c;
+    }
+}
+
+void own_cross_entropy_grad_f32(const mi_tensor *x, const mi_tensor *t, int64_t ignore, double c,
+                                mi_tensor *dx)
+{
+    int64_t nr = x->shape[0], nc = x->shape[1];
+    ce_grad_ctx k = {x->data, t, dx->data, nc, ignore, (float)c};
+    own_parallel(nr, nr * nc * COST_TRANS, OWN_PAR_MIN, 1, ce_grad_range, &k);
+}
+
 /* ---------------------------------------------------------------- normalisations
  * Over the last axis (d entries), as nn.c:
  *   layer_norm    y = (x − μ)·r,  r = 1/√(mean((x − μ)²) + eps)

@@ -35,6 +35,11 @@ OWN_UNARY_DECL(layer_norm_backward) OWN_UNARY_DECL(rms_norm_backward) OWN_UNARY_
  * as x, dw [D] as w; -1 with a message when its scratch cannot be had. */
 int own_rms_norm_gain_grads_f32(const mi_tensor *x, const mi_tensor *w, const mi_tensor *g,
                                 double eps, mi_tensor *dx, mi_tensor *dw);
+/* cross_entropy's gradient with respect to the logits x [N, C] (nn.c's vjp, not
+ * recorded): c·(softmax(x) − one_hot(t)) on rows whose target is not ignore, 0 on
+ * the others. */
+void own_cross_entropy_grad_f32(const mi_tensor *x, const mi_tensor *t, int64_t ignore, double c,
+                                mi_tensor *dx);
 /* swiglu's two gradients in one pass (unary.c's vjp, not recorded): ga =
  * g·b·silu'(a), gb = g·silu(a); all five tensors one shape. */
 void own_swiglu_grads_f32(const mi_tensor *a, const mi_tensor *b, const mi_tensor *g,
