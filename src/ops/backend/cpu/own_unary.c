@@ -430,11 +430,8 @@ static void ce_grad_range(const void *c, int64_t r0, int64_t r1)
             for (int64_t j = 0; j < nc; j++) dx[j] = 0;
             continue;
         }
-        float m = x[0], s = 0;
-        for (int64_t j = 1; j < nc; j++) m = x[j] > m ? x[j] : m;
-        for (int64_t j = 0; j < nc; j++) s += dx[j] = f_exp(x[j] - m);
-        float f = k->c / s;
-        for (int64_t j = 0; j < nc; j++) dx[j] *= f;
+        softmax_row(x, dx, nc, 0);
+        for (int64_t j = 0; j < nc; j++) dx[j] *= k->c;
         dx[t] -= k->c;
     }
 }
