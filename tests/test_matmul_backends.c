@@ -239,6 +239,33 @@ START_TEST(own_vector_products_match_ref)
 }
 END_TEST
 
+/* The own kernel's products with few rows against a transposed B, C = A Bᵀ
+ * (M ≤ 8: a chunk of tokens against a weight matrix, as cms_scan takes
+ * them): its output columns come in blocks of one vector's width with their
+ * sums folded together, then a tail one at a time, so N runs through fewer
+ * than one block, whole blocks and a tail, and K through a whole number of
+ * vectors and a remainder, for every M the kernel tiles differently. */
+START_TEST(own_small_transposed_products_match_ref)
+{
+    const mi_op *op = mi_op_find("matmul");
+    const int64_t Ms[] = {1, 2, 3, 4, 5, 8}, Ns[] = {5, 16, 37, 64}, Ks[] = {7, 32, 65};
+    for (size_t m = 0; m < 6; m++)
+        for (size_t n = 0; n < 4; n++)
+            for (size_t k = 0; k < 3; k++) {
+                mm_case c = {3, 3, {2, Ms[m], Ks[k]}, {2, Ns[n], Ks[k]}, false, true};
+                char what[96];
+                snprintf(what, sizeof what, "matmul own A Bᵀ, M %lld N %lld K %lld",
+                         (long long)Ms[m], (long long)Ns[n], (long long)Ks[k]);
+                mi_tensor *a = operand(MI_F32, c.ra, c.sa), *b = operand(MI_F32, c.rb, c.sb);
+                mi_backends_allow(1u << MI_BACKEND_REF);
+                mi_tensor *ref = call(false, a, b, &c);
+                ck_assert_msg(ref != NULL, "%s: %s", what, mi_error());
+                mi_backends_allow(MI_BACKEND_ALL);
+                check_kernel_direct(op, MI_BACKEND_OWN, a, b, &c, ref, 1e-5, what);
+            }
+}
+END_TEST
+
 /* matmul_acc, Y = C + s op(A) op(B), on OpenBLAS, oneDNN (f32) and the
  * reference kernel against C + s · (matmul on the reference kernel), for
  * every matmul case (K = 0: Y = C) and three forms of C: the product's shape
@@ -462,6 +489,7 @@ Suite *make_suite(void)
     tcase_add_test(tc, matmul_select_and_gradients);
     tcase_add_loop_test(tc, matmul_gradients_add_in_place, 0, 6);
     tcase_add_test(tc, own_vector_products_match_ref);
+    tcase_add_test(tc, own_small_transposed_products_match_ref);
     tcase_add_test(tc, dnnl_from_two_threads_at_once);
     suite_add_tcase(s, tc);
     return s;

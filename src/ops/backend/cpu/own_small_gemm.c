@@ -81,50 +81,97 @@ static void nn_rows(int64_t M, int64_t N, int64_t K, float alpha, const float *A
 #undef NN_PANEL
 
 /* C[m, j0 + r] = beta C + alpha ⟨A[m, :], B[j0 + r, :]⟩ for m < M, r < R: M·R
- * dot products at once (independent chains), each row of B read once. */
+ * dot products at once (independent chains), each row of B read once. With
+ * part, the products' vectors of lane sums go to part[m][r] (added up by
+ * lane_sums, W columns at a time); without, each is summed here. */
 static inline __attribute__((always_inline)) void nt_rows(int64_t M, int64_t R, int64_t K,
                                                           int64_t j0, float alpha,
                                                           const float *A, int64_t lda,
                                                           const float *B, int64_t ldb,
-                                                          float beta, float *C, int64_t ldc)
+                                                          float beta, float *C, int64_t ldc,
+                                                          vec (*part)[W])
 {
     vec acc[SMALL][SMALL];
-    float tail[SMALL][SMALL];
     for (int64_t m = 0; m < M; m++)
-        for (int64_t r = 0; r < R; r++) acc[m][r] = (vec){0}, tail[m][r] = 0;
+        for (int64_t r = 0; r < R; r++) acc[m][r] = (vec){0};
     int64_t k = 0;
     for (; k + W <= K; k += W)
         for (int64_t r = 0; r < R; r++) {
             vec bv = vload(B + (j0 + r) * ldb + k);
             for (int64_t m = 0; m < M; m++) acc[m][r] += vload(A + m * lda + k) * bv;
         }
-    for (; k < K; k++)
+    for (; k < K; k++) /* the remainder in lane 0 */
         for (int64_t r = 0; r < R; r++)
-            for (int64_t m = 0; m < M; m++) tail[m][r] += A[m * lda + k] * B[(j0 + r) * ldb + k];
+            for (int64_t m = 0; m < M; m++) acc[m][r][0] += A[m * lda + k] * B[(j0 + r) * ldb + k];
     for (int64_t m = 0; m < M; m++)
         for (int64_t r = 0; r < R; r++) {
-            float sum = tail[m][r];
+            if (part) {
+                part[m][r] = acc[m][r];
+                continue;
+            }
+            float sum = 0;
             for (int l = 0; l < W; l++) sum += acc[m][r][l];
             float *c = C + m * ldc + j0 + r;
             *c = (beta == 0.0f ? 0.0f : beta * *c) + alpha * sum;
         }
 }
 
-#define NT_ROWS(M_, R_) nt_rows(M_, R_, K, j, alpha, A, lda, B, ldb, beta, C, ldc)
+/* One half-step of a transposed sum: lanes in even blocks of s take a's lane
+ * and its neighbour s above, lanes in odd blocks b's and its neighbour s
+ * below (the masks constants: s is a literal at every use). */
+#define FOLD_X(l, s) (((l) / (s)) % 2 == 0 ? (l) : W + (l))
+#define FOLD_Y(l, s) (((l) / (s)) % 2 == 0 ? (l) + (s) : W + (l) - (s))
+#define MASK8(F, s) F(0, s), F(1, s), F(2, s), F(3, s), F(4, s), F(5, s), F(6, s), F(7, s)
+#if W == 16
+#define MASK(F, s) {MASK8(F, s), F(8, s), F(9, s), F(10, s), F(11, s), F(12, s), F(13, s), \
+                    F(14, s), F(15, s)}
+#else
+#define MASK(F, s) {MASK8(F, s)}
+#endif
+#define FOLD(v, s)                                                                          \
+    for (int i = 0; i < (s); i++)                                                           \
+        v[i] = __builtin_shuffle(v[i], v[i + (s)], (veci)MASK(FOLD_X, s)) +                 \
+               __builtin_shuffle(v[i], v[i + (s)], (veci)MASK(FOLD_Y, s))
+
+/* out[l] = Σ_i v[l][i] for l < W: W horizontal sums as log₂ W rounds of
+ * folds in pairs (W − 1 folds in all), not W sums of W lanes each. */
+static inline __attribute__((always_inline)) vec lane_sums(vec v[W])
+{
+#if W == 16
+    FOLD(v, 8);
+#endif
+    FOLD(v, 4);
+    FOLD(v, 2);
+    FOLD(v, 1);
+    return v[0];
+}
+#undef FOLD
+
+#define NT_ROWS(M_, R_, part_) nt_rows(M_, R_, K, j, alpha, A, lda, B, ldb, beta, C, ldc, part_)
 static void nt_all(int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
                    const float *B, int64_t ldb, float beta, float *C, int64_t ldc)
 {
     int64_t R = (M == 1 || M == 2 || M == 4 || M == 8) ? 8 / M : 1, j = 0;
-    for (; j + R <= N; j += R) {
-        switch (M) {
-        case 1: NT_ROWS(1, 8); break;
-        case 2: NT_ROWS(2, 4); break;
-        case 4: NT_ROWS(4, 2); break;
-        case 8: NT_ROWS(8, 1); break;
-        default: NT_ROWS(M, 1); break;
+    vec part[SMALL][W];
+    /* W columns of C at a time: their products' lane vectors, then their sums */
+    for (int64_t j1 = W; j1 <= N; j1 += W) {
+        for (; j + R <= j1; j += R) {
+            vec(*p)[W] = (vec(*)[W])((vec *)part + (j - (j1 - W)));
+            switch (M) {
+            case 1: NT_ROWS(1, 8, p); break;
+            case 2: NT_ROWS(2, 4, p); break;
+            case 4: NT_ROWS(4, 2, p); break;
+            case 8: NT_ROWS(8, 1, p); break;
+            default: NT_ROWS(M, 1, p); break;
+            }
+        }
+        for (int64_t m = 0; m < M; m++) {
+            float *c = C + m * ldc + j1 - W;
+            vec sum = alpha * lane_sums(part[m]);
+            vstore(c, beta == 0.0f ? sum : beta * vload(c) + sum);
         }
     }
-    for (; j < N; j++) NT_ROWS(M, 1);
+    for (; j < N; j++) NT_ROWS(M, 1, NULL);
 }
 #undef NT_ROWS
 
