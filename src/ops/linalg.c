@@ -417,7 +417,9 @@ mi_tensor *mi_outer(mi_tensor *a, mi_tensor *b) { return RUN(&mi_op_outer, NULL,
  * vjp (g = ∂L/∂X; the UT transform's solve in "Parallelizing Linear
  * Transformers with the Delta Rule over Sequence Length", §3):
  *   L X = B   ⇒  ∂B = L⁻ᵀ g = tri_solve(l, g, !trans),   ∂l = −StrictLower(∂B Xᵀ)
- *   Lᵀ X = B  ⇒  ∂B = L⁻¹ g = tri_solve(l, g, trans),     ∂l = −StrictLower(X ∂Bᵀ) */
+ *   Lᵀ X = B  ⇒  ∂B = L⁻¹ g = tri_solve(l, g, trans),     ∂l = −StrictLower(X ∂Bᵀ)
+ * REF below; OWN f32 in backend/cpu/own_tri_solve.c (the batch over the
+ * threads, the columns in vectors). */
 #define TS_T float
 #define TS_NAME(x) x##_f32
 #include "tri_solve_impl.h"
@@ -486,7 +488,9 @@ static mi_tensor *tri_solve_vjp(const mi_node *n, int i, mi_tensor *g)
 }
 
 /* l well away from singular (|l_ij| ≤ 0.6): plain; the transposed solve
- * with a broadcast L; batched; n = 1. */
+ * with a broadcast L; batched; n = 1; and rows wide enough for the OWN
+ * kernel's blocks of columns and their remainder (83 = 4·16 + 16 + 3 and
+ * 2·32 + 2·8 + 3), either way. */
 static int ex_tri_solve(mi_rng *r, int v, mi_tensor **in, mi_attrs *a)
 {
     switch (v) {
@@ -508,6 +512,15 @@ static int ex_tri_solve(mi_rng *r, int v, mi_tensor **in, mi_attrs *a)
         in[1] = ex_normal(r, MI_SHAPE(2, 1, 3));
         a->trans_a = true;
         break;
+    case 4:
+        in[0] = ex_uniform(r, MI_SHAPE(2, 6, 6), -0.6, 0.6);
+        in[1] = ex_normal(r, MI_SHAPE(2, 6, 83));
+        break;
+    case 5:
+        in[0] = ex_uniform(r, MI_SHAPE(6, 6), -0.6, 0.6);
+        in[1] = ex_normal(r, MI_SHAPE(2, 6, 83));
+        a->trans_a = true;
+        break;
     default: return 0;
     }
     return 2;
@@ -515,7 +528,9 @@ static int ex_tri_solve(mi_rng *r, int v, mi_tensor **in, mi_attrs *a)
 
 const mi_op mi_op_tri_solve = {.name = "tri_solve",
                                .formula = "X = (I + StrictLower(L))^-1 B (trans_a: ^-T)",
-                               .arity = 2, .shape = tri_solve_shape, KERNELS(tri_solve),
+                               .arity = 2, .shape = tri_solve_shape,
+                               .kernel = {[MI_BACKEND_REF] = {tri_solve_f32, tri_solve_f64},
+                                          [MI_BACKEND_OWN] = {own_tri_solve_f32, NULL}},
                                .vjp = tri_solve_vjp, .examples = ex_tri_solve};
 
 mi_tensor *mi_tri_solve(mi_tensor *l, mi_tensor *b, bool trans)

@@ -66,5 +66,7 @@ void own_matmul_f32(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a);
 bool own_matmul_into_f32(mi_tensor *acc, mi_tensor *const *in, const mi_attrs *a);
 /* outer's OWN f32 kernel (own_small_gemm.c), any shape. */
 void own_outer_f32(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a);
+/* tri_solve's OWN f32 kernel (own_tri_solve.c), any shape. */
+void own_tri_solve_f32(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a);
 
 #endif
