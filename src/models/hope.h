@@ -63,18 +63,26 @@ int mi_nl_mlp_step(mi_tensor *w1, mi_tensor *w2, bool residual, mi_tensor *x, mi
  * û_t = u_t/√(‖u_t‖² + eps) (‖û‖ < 1, so I − û ûᵀ is Eq. 28's contraction)
  * and g_t = (e_t or δ_t)·√(‖u_t‖² + eps), or with lms (normalised LMS, the
  * gradient over ‖u_t‖² + eps) (e_t or δ_t)/√(‖u_t‖² + eps). [N, n, out]
- * and [N, n, in]; f[0] is W1's (u = s, hidden_eps), f[1] W2's (u = x). */
+ * and [N, n, in]; f[0] is W1's (u = s, hidden_eps), f[1] W2's (u = x).
+ * wu [N, n, out] is the layer's read at û, W û (W the weights the gradient
+ * is taken at), where the read W u was at hand (NULL where not): the delta
+ * rule that applies the steps needs it (hope.c), and from W u it is a
+ * division, not another product with W. */
 typedef struct mi_nl_mlp_factor {
-    mi_tensor *g, *u;
+    mi_tensor *g, *u, *wu;
 } mi_nl_mlp_factor;
 int mi_nl_mlp_factors(mi_tensor *w1, mi_tensor *w2, bool residual, mi_tensor *x, mi_tensor *v,
                       bool lms, double eps, double hidden_eps, mi_nl_mlp_factor f[2]);
-/* The same from a read already taken at x: a = W2 x, s = gelu(a), e = M(x) − v. */
-int mi_nl_mlp_factors_at(mi_tensor *w1, mi_tensor *a, mi_tensor *s, mi_tensor *e, mi_tensor *x,
-                         bool lms, double eps, double hidden_eps, mi_nl_mlp_factor f[2]);
-/* One layer's factors from its gradient's left side g (e or δ, [N, n, out])
- * and its input u ([N, n, in]), with that layer's eps: the g, û above. */
-mi_nl_mlp_factor mi_nl_mlp_layer_factor(mi_tensor *g, mi_tensor *u, bool lms, double eps);
+/* The same from a read already taken at x: a = W2 x, s = gelu(a), m = W1 s
+ * (NULL: f[0].wu is NULL), e = M(x) − v. */
+int mi_nl_mlp_factors_at(mi_tensor *w1, mi_tensor *a, mi_tensor *s, mi_tensor *m, mi_tensor *e,
+                         mi_tensor *x, bool lms, double eps, double hidden_eps,
+                         mi_nl_mlp_factor f[2]);
+/* One layer's factors from its gradient's left side g (e or δ, [N, n, out]),
+ * its input u ([N, n, in]) and its read there W u ([N, n, out], or NULL),
+ * with that layer's eps: the g, û and W û above. */
+mi_nl_mlp_factor mi_nl_mlp_layer_factor(mi_tensor *g, mi_tensor *u, mi_tensor *wu, bool lms,
+                                        double eps);
 
 /* ---------------------------------------------------------------- continuum memory (cms.c) */
 #define MI_CMS_MAX_BLOCKS 8

@@ -363,7 +363,7 @@ static mi_tensor *dgd_layer(mi_tensor *w, mi_nl_mlp_factor f, mi_tensor *eta, mi
     if (n == 1) {
         /* one token: α W − (β W û + η g) ûᵀ */
         mi_tensor *h = mi_reshape(eta, MI_SHAPE(N, 1, 1));
-        mi_tensor *wu = mi_matmul_t(f.u, w, false, true);            /* (W û)ᵀ [N, 1, out] */
+        mi_tensor *wu = f.wu ? f.wu : mi_matmul_t(f.u, w, false, true); /* (W û)ᵀ [N, 1, out] */
         if (rule == MI_HOPE_EQ88) wu = mi_mul(h, wu);
         mi_tensor *a = mi_reshape(alpha, MI_SHAPE(N, 1, 1));
         return mi_matmul_acc(mi_mul(a, w), mi_add(wu, mi_mul(h, f.g)), f.u, true, false, -1);
@@ -374,7 +374,7 @@ static mi_tensor *dgd_layer(mi_tensor *w, mi_nl_mlp_factor f, mi_tensor *eta, mi
     /* a shared state [out, in] stays [1, 1, out, in]: the chunk form's products and sums
        broadcast it over the sequences, so it is not copied N times */
     mi_tensor *st = mi_reshape(w, MI_SHAPE(w->rank == 3 ? N : 1, 1, out, in));
-    if (!st || delta_chunk_wy(&st, NULL, f.u, value, beta, alpha, false, 1, NULL) != 0)
+    if (!st || delta_chunk_wy(&st, NULL, f.u, value, beta, alpha, false, 1, f.wu, NULL) != 0)
         return NULL;
     return mi_reshape(st, MI_SHAPE(N, out, in));
 }
@@ -382,10 +382,11 @@ static mi_tensor *dgd_layer(mi_tensor *w, mi_nl_mlp_factor f, mi_tensor *eta, mi
 /* One weight matrix of a memory in context: the state in force F ([out, in]
  * shared by the sequences, or [N, out, in]) and the steps it has taken in
  * its current chunk, not yet applied: per segment, the factors of its
- * gradient (taken at F) and η, α. They are applied at the chunk's end in one
+ * gradient (taken at F), F's reads at their keys (F û, which the segment
+ * had from its own reads: the chunk form needs them) and η, α. They are applied at the chunk's end in one
  * pass, so a chunk cut into segments by the other chunk size (or into single
  * tokens) still makes one copy of the state. */
-enum { G, U, ETA, ALPHA, PARTS };
+enum { G, U, WU, ETA, ALPHA, PARTS };
 typedef struct layer {
     mi_tensor *w;
     int64_t chunk;
@@ -393,12 +394,12 @@ typedef struct layer {
     mi_tensor **part;   /* [PARTS][cap] */
 } layer;
 
-/* Takes a segment's step of one layer: f [M, n, out] and [M, n, in], eta and
- * alpha [M, n]. */
+/* Takes a segment's step of one layer: f [M, n, out], [M, n, in] and
+ * [M, n, out], eta and alpha [M, n]. */
 static int defer(layer *l, mi_nl_mlp_factor f, mi_tensor *eta, mi_tensor *alpha)
 {
-    if (!f.g || !f.u || !eta || !alpha || l->n == l->cap) return -1;
-    mi_tensor *parts[PARTS] = {f.g, f.u, eta, alpha};
+    if (!f.g || !f.u || !f.wu || !eta || !alpha || l->n == l->cap) return -1;
+    mi_tensor *parts[PARTS] = {f.g, f.u, f.wu, eta, alpha};
     for (int i = 0; i < PARTS; i++) l->part[i * l->cap + l->n] = parts[i];
     l->n++;
     return 0;
@@ -413,7 +414,8 @@ static int flush(const mi_hope_config *c, layer *l)
         all[i] = l->n == 1 ? list[0] : mi_concat(list, l->n, 1);
     }
     l->n = 0;
-    l->w = dgd_layer(l->w, (mi_nl_mlp_factor){all[G], all[U]}, all[ETA], all[ALPHA], c->rule);
+    l->w = dgd_layer(l->w, (mi_nl_mlp_factor){all[G], all[U], all[WU]}, all[ETA], all[ALPHA],
+                     c->rule);
     return l->w ? 0 : -1;
 }
 
@@ -462,16 +464,18 @@ static int defer_components(run *r, mi_tensor *kbar, mi_tensor *vbar, mi_tensor 
     mi_tensor *back[MI_HOPE_MEMORY];
     for (int i = 0; i < r->n_comp; i++) {
         mi_tensor *w1 = L[1 + i].w;
-        mi_tensor *y = mi_nl_mlp_read_hidden(w1, component(r, hid, i),
-                                             residual_memory(r->comp[i]), kv);
+        mi_tensor *m = mi_matmul_t(component(r, hid, i), w1, false, true);  /* W1 s */
+        mi_tensor *y = residual_memory(r->comp[i]) ? mi_add(kv, m) : m;
         mi_tensor *e = mi_sub(part(y, 0, n), part(y, 1, n));          /* M(k̄) − M(v̄) */
-        if (defer(&L[1 + i], mi_nl_mlp_layer_factor(e, component(r, ks, i), c->lms,
-                                                     MI_NL_MLP_HIDDEN_EPS), eta, alpha) != 0)
+        if (defer(&L[1 + i], mi_nl_mlp_layer_factor(e, component(r, ks, i), part(m, 0, n),
+                                                     c->lms, MI_NL_MLP_HIDDEN_EPS),
+                  eta, alpha) != 0)
             return -1;
         back[i] = mi_matmul(e, w1);                                   /* W1ᵀ e */
     }
     mi_tensor *delta = mi_gelu_backward(ka, mi_concat(back, r->n_comp, 2));
-    return defer(&L[STACK], mi_nl_mlp_layer_factor(delta, kbar, c->lms, c->qk_eps), eta, alpha);
+    return defer(&L[STACK], mi_nl_mlp_layer_factor(delta, kbar, ka, c->lms, c->qk_eps), eta,
+                 alpha);
 }
 
 /* The main memory, per head, at q, v and k as one product per layer: the
@@ -486,12 +490,12 @@ static mi_tensor *main_memory(run *r, mi_tensor *q, mi_tensor *v, mi_tensor *k, 
     int64_t n = q->shape[1];
     mi_tensor *x = mi_concat((mi_tensor *[]){q, v, k}, 3, 1);         /* [B·H, 3n, hd] */
     mi_tensor *a = mi_matmul_t(x, mem[1].w, false, true), *s = mi_gelu(a);
-    mi_tensor *y = mi_nl_mlp_read_hidden(mem[0].w, s, true, x);
+    mi_tensor *m = mi_matmul_t(s, mem[0].w, false, true), *y = mi_add(x, m); /* x + W1 s */
     mi_tensor *e = mi_sub(part(y, 2, n), part(y, 1, n));              /* M(k) − v̂ */
     mi_nl_mlp_factor f[2];
     mi_tensor *eta_h = to_heads(eta, r->H, 1), *alpha_h = to_heads(alpha, r->H, 1);
-    if (mi_nl_mlp_factors_at(mem[0].w, part(a, 2, n), part(s, 2, n), e, k, c->lms, c->qk_eps,
-                             MI_NL_MLP_HIDDEN_EPS, f) != 0 ||
+    if (mi_nl_mlp_factors_at(mem[0].w, part(a, 2, n), part(s, 2, n), part(m, 2, n), e, k,
+                             c->lms, c->qk_eps, MI_NL_MLP_HIDDEN_EPS, f) != 0 ||
         defer(&mem[0], f[0], eta_h, alpha_h) != 0 || defer(&mem[1], f[1], eta_h, alpha_h) != 0)
         return NULL;
     return part(y, 0, n);
@@ -688,7 +692,8 @@ mi_tensor *mi_hope_step(const mi_hope *h, mi_hope_state *s, mi_tensor *x)
         layer *l = &r.layer[i];
         if (keep_steps(s->part[i], l) != 0) return mi_error_prefix("hope: step"), NULL;
         if ((s->t + 1) % l->chunk == 0) {   /* the chunk ends: its steps, as flush applies them */
-            l->w = dgd_layer(l->w, (mi_nl_mlp_factor){s->part[i][G], s->part[i][U]},
+            l->w = dgd_layer(l->w,
+                             (mi_nl_mlp_factor){s->part[i][G], s->part[i][U], s->part[i][WU]},
                              s->part[i][ETA], s->part[i][ALPHA], c->rule);
             memset(s->part[i], 0, sizeof s->part[i]);
             if (!l->w) return mi_error_prefix("hope: step"), NULL;

@@ -80,10 +80,11 @@ static mi_tensor *left_factor(mi_tensor *g, mi_tensor *norm, bool lms)
     return lms ? mi_div(g, norm) : mi_mul(g, norm);
 }
 
-mi_nl_mlp_factor mi_nl_mlp_layer_factor(mi_tensor *g, mi_tensor *u, bool lms, double eps)
+mi_nl_mlp_factor mi_nl_mlp_layer_factor(mi_tensor *g, mi_tensor *u, mi_tensor *wu, bool lms,
+                                        double eps)
 {
     mi_tensor *nu = mi_sqrt(mi_add_scalar(mi_sum(mi_square(u), -1, true), eps));
-    return (mi_nl_mlp_factor){left_factor(g, nu, lms), mi_div(u, nu)};
+    return (mi_nl_mlp_factor){left_factor(g, nu, lms), mi_div(u, nu), wu ? mi_div(wu, nu) : NULL};
 }
 
 int mi_nl_mlp_factors(mi_tensor *w1, mi_tensor *w2, bool residual, mi_tensor *x, mi_tensor *v,
@@ -91,16 +92,18 @@ int mi_nl_mlp_factors(mi_tensor *w1, mi_tensor *w2, bool residual, mi_tensor *x,
 {
     mi_tensor *a = mi_matmul_t(x, w2, false, true);                 /* [N, n, h] */
     mi_tensor *s = mi_gelu(a);
-    mi_tensor *e = mi_sub(mi_nl_mlp_read_hidden(w1, s, residual, x), v);
-    return mi_nl_mlp_factors_at(w1, a, s, e, x, lms, eps, hidden_eps, f);
+    mi_tensor *m = mi_matmul_t(s, w1, false, true);                 /* W1 s */
+    mi_tensor *e = mi_sub(residual ? mi_add(x, m) : m, v);
+    return mi_nl_mlp_factors_at(w1, a, s, m, e, x, lms, eps, hidden_eps, f);
 }
 
-int mi_nl_mlp_factors_at(mi_tensor *w1, mi_tensor *a, mi_tensor *s, mi_tensor *e, mi_tensor *x,
-                         bool lms, double eps, double hidden_eps, mi_nl_mlp_factor f[2])
+int mi_nl_mlp_factors_at(mi_tensor *w1, mi_tensor *a, mi_tensor *s, mi_tensor *m, mi_tensor *e,
+                         mi_tensor *x, bool lms, double eps, double hidden_eps,
+                         mi_nl_mlp_factor f[2])
 {
     if (!a || !s || !e) return -1;
     mi_tensor *delta = mi_gelu_backward(a, mi_matmul(e, w1));      /* σ'(a) ⊙ W1ᵀ e */
-    f[0] = mi_nl_mlp_layer_factor(e, s, lms, hidden_eps);
-    f[1] = mi_nl_mlp_layer_factor(delta, x, lms, eps);
-    return f[0].g && f[0].u && f[1].g && f[1].u ? 0 : -1;
+    f[0] = mi_nl_mlp_layer_factor(e, s, m, lms, hidden_eps);
+    f[1] = mi_nl_mlp_layer_factor(delta, x, a, lms, eps);
+    return f[0].g && f[0].u && (!m || f[0].wu) && f[1].g && f[1].u && f[1].wu ? 0 : -1;
 }

@@ -142,7 +142,7 @@ static mi_tensor *delta_beta(const mi_miras *m, mi_tensor *k, mi_tensor *eta)
 
 static int chunk_wy(mi_tensor **state, mi_tensor *q, mi_tensor *k, mi_tensor *v,
                     mi_tensor *beta, mi_tensor *alpha, bool decay_first, bool unit, int steps,
-                    mi_tensor **y);
+                    mi_tensor *ks, mi_tensor **y);
 
 int delta_chunk_exact(const mi_miras *m, mi_tensor **state, mi_tensor *q, mi_tensor *k,
                       mi_tensor *v, mi_tensor *eta, mi_tensor *alpha, int steps, mi_tensor **y)
@@ -152,18 +152,18 @@ int delta_chunk_exact(const mi_miras *m, mi_tensor **state, mi_tensor *q, mi_ten
         return delta_chunk_dplr(state, q, k, v, delta_beta(m, k, eta), alpha,
                                 m->config.decay_first, y);
     return chunk_wy(state, q, k, v, delta_beta(m, k, eta), alpha, m->config.decay_first,
-                    m->config.delta_write == MI_DELTA_WRITE_UNIT, steps, y);
+                    m->config.delta_write == MI_DELTA_WRITE_UNIT, steps, NULL, y);
 }
 
 int delta_chunk_wy(mi_tensor **state, mi_tensor *q, mi_tensor *k, mi_tensor *v, mi_tensor *beta,
-                   mi_tensor *alpha, bool decay_first, int steps, mi_tensor **y)
+                   mi_tensor *alpha, bool decay_first, int steps, mi_tensor *ks, mi_tensor **y)
 {
-    return chunk_wy(state, q, k, v, beta, alpha, decay_first, false, steps, y);
+    return chunk_wy(state, q, k, v, beta, alpha, decay_first, false, steps, ks, y);
 }
 
 static int chunk_wy(mi_tensor **state, mi_tensor *q, mi_tensor *k, mi_tensor *v,
                     mi_tensor *beta, mi_tensor *alpha, bool decay_first, bool unit, int steps,
-                    mi_tensor **y)
+                    mi_tensor *ks, mi_tensor **y)
 {
     mi_tensor *s0 = *state;
     if (!s0 || !k || !v || !beta || (y && !q)) return -1;
@@ -198,7 +198,7 @@ static int chunk_wy(mi_tensor **state, mi_tensor *q, mi_tensor *k, mi_tensor *v,
     mi_tensor *k4 = mi_unsqueeze(k, 1);                         /* [N, 1, n, dk] */
     mi_tensor *kk = mi_matmul_t(k4, k4, false, true);           /* K Kᵀ [N, 1, n, n] */
     mi_tensor *lower = mi_mul(beta, alpha ? mi_mul(ratio_r, kk) : kk);
-    mi_tensor *ks = to_rows(mi_matmul_t(k, s0m, false, true), channel); /* K S_0ᵀ */
+    ks = to_rows(ks ? ks : mi_matmul_t(k, s0m, false, true), channel); /* K S_0ᵀ */
     if (alpha) ks = mi_mul(gamma_r, ks);
     mi_tensor *rhs = unit ? mi_sub(to_rows(v, channel), mi_mul(beta, ks))
                           : mi_mul(beta, mi_sub(to_rows(v, channel), ks));

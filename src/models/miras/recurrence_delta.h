@@ -25,9 +25,11 @@ int delta_chunk_exact(const mi_miras *m, mi_tensor **state, mi_tensor *q, mi_ten
 /* The same with β given ([N, n] or [N, n, dv]) and the rule's ordering
  * (decay_first: S_t = α_t S_{t−1}(I − β k kᵀ) + β v kᵀ; otherwise
  * S_t = α_t S_{t−1} − β (S_{t−1} k − v) kᵀ), for any caller whose per-token
- * step is such a rule (HOPE's Eq. 28 layers). */
+ * step is such a rule (HOPE's Eq. 28 layers). ks, where the caller has it,
+ * is K S_0ᵀ [N, n, dv], the state's reads at the keys (NULL: the product is
+ * taken here). */
 int delta_chunk_wy(mi_tensor **state, mi_tensor *q, mi_tensor *k, mi_tensor *v, mi_tensor *beta,
-                   mi_tensor *alpha, bool decay_first, int steps, mi_tensor **y);
+                   mi_tensor *alpha, bool decay_first, int steps, mi_tensor *ks, mi_tensor **y);
 
 /* The same for a channel-wise α [N, n, dk] on the key axis (alpha_on_keys:
  * S_t = S_{t−1} Diag(α_t)(I − β k kᵀ) + β v kᵀ with decay_first, otherwise
