@@ -6,6 +6,12 @@
  * mlp_scan_defs.h, the threads from scan_threads.h, the bias and the reads
  * from mlp_scan_rules_impl.h. Not a header of its own: no guard. */
 
+/* kl's write and read of a layer's rows (mlp_scan_rules_impl.h's kl_rows,
+ * or a kernel of the including file's own) */
+#ifndef MS_KL_ROWS
+#define MS_KL_ROWS MS(kl_rows)
+#endif
+
 /* y = c op(A) x (+ y with acc), A [rows, cols] row-major; op(A) = Aᵀ with
  * trans. c scales the weights read at c W (decay_first: c = α_t). */
 static void MS(mv)(bool trans, int64_t rows, int64_t cols, MS_T c, const MS_T *A, const MS_T *x,
@@ -121,6 +127,10 @@ static void MS(step)(const ms_dims *k, MS_T *state, const MS_T *x, const MS_T *g
         int64_t rows = l == 0 ? d : h, cols = l == 0 ? h : d;
         const MS_T *dl = l == 0 ? o->dl1 : o->dl2, *in = l == 0 ? o->s : x;
         MS_T *W = state + l * d * h, *S = k->momentum ? W + m : NULL;
+        if (!S && k->read == MI_MLP_READ_KL && wt) {
+            MS_KL_ROWS(k, W, in, dl, eta, alpha, wt + l * d * h, rows, cols, boundary);
+            continue;
+        }
         for (int64_t i = 0; i < rows; i++) {
             MS_T c = eta * dl[i], *w = W + i * cols;
             if (S) {
@@ -130,14 +140,6 @@ static void MS(step)(const ms_dims *k, MS_T *state, const MS_T *x, const MS_T *g
                     s[j] = mu * s[j] - c * in[j];
                     w[j] = alpha * w[j] + s[j];
                 }
-            } else if (k->read == MI_MLP_READ_KL && wt) {
-                MS_T mx = alpha * w[0] - c * in[0];
-                MS_PRAGMA(omp simd reduction(max : mx))
-                for (int64_t j = 0; j < cols; j++) {
-                    w[j] = alpha * w[j] - c * in[j];
-                    mx = w[j] > mx ? w[j] : mx;
-                }
-                MS(kl_row)(k, w, boundary ? w : NULL, wt + l * d * h + i * cols, cols, 1, mx);
             } else {
                 MS_PRAGMA(omp simd)
                 for (int64_t j = 0; j < cols; j++) w[j] = alpha * w[j] - c * in[j];

@@ -91,6 +91,23 @@ static void MS(kl_row)(const ms_dims *k, const MS_T *a, MS_T *a_out, MS_T *w, in
     }
 }
 
+/* kl's write of the rows of one layer in place, then their read (kl_row):
+ *   A_i ← α A_i − c_i x,  c_i = η dl_i;  W_i = c_kl softmax(A_i) into wt
+ * (and A_i ← log c_kl + log_softmax(A_i) at a boundary). */
+static void MS(kl_rows)(const ms_dims *k, MS_T *A, const MS_T *x, const MS_T *dl, MS_T eta,
+                        MS_T alpha, MS_T *wt, int64_t rows, int64_t cols, bool boundary)
+{
+    for (int64_t i = 0; i < rows; i++) {
+        MS_T c = eta * dl[i], *a = A + i * cols, mx = alpha * a[0] - c * x[0];
+        MS_PRAGMA(omp simd reduction(max : mx))
+        for (int64_t j = 0; j < cols; j++) {
+            a[j] = alpha * a[j] - c * x[j];
+            mx = a[j] > mx ? a[j] : mx;
+        }
+        MS(kl_row)(k, a, boundary ? a : NULL, wt + i * cols, cols, 1, mx);
+    }
+}
+
 /* W = R(c A), both weights (c = α_t where the gradient is taken at α_t A
  * with decay_first, else 1), W [m + 2] (ms_read_elems; lq: then S of each):
  *   lq (MIRAS Variant 4, eq:q-norm, the Frobenius form of retention/lq.c):

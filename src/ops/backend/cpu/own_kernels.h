@@ -57,6 +57,50 @@ static inline __attribute__((always_inline)) void vst(float *p, vecf v)
 {
     memcpy(p, &v, sizeof v);
 }
+
+/* The lane-wise maximum (C has no ?: on vectors). */
+static inline __attribute__((always_inline)) vecf own_vmax(vecf a, vecf b)
+{
+    veci m = a > b;
+    return (vecf)(((veci)a & m) | ((veci)b & ~m));
+}
+
+/* OWN_W horizontal sums (or maxima) at once: out[l] = Σ_i v[l][i] for l <
+ * OWN_W, as log₂ OWN_W rounds of folds of the vectors in pairs (OWN_W − 1
+ * folds in all), not a reduction of OWN_W lanes per vector. A fold with
+ * block s: lanes in even blocks of s take a's lane and its neighbour s
+ * above, lanes in odd blocks b's and its neighbour s below (the shuffle
+ * masks are constants: s is a literal at every use). v is overwritten. */
+#define OWN_FOLD_X(l, s) (((l) / (s)) % 2 == 0 ? (l) : OWN_W + (l))
+#define OWN_FOLD_Y(l, s) (((l) / (s)) % 2 == 0 ? (l) + (s) : OWN_W + (l) - (s))
+#define OWN_MASK8(F, s) F(0, s), F(1, s), F(2, s), F(3, s), F(4, s), F(5, s), F(6, s), F(7, s)
+#if OWN_W == 16
+#define OWN_MASK(F, s) {OWN_MASK8(F, s), F(8, s), F(9, s), F(10, s), F(11, s), F(12, s), \
+                        F(13, s), F(14, s), F(15, s)}
+#else
+#define OWN_MASK(F, s) {OWN_MASK8(F, s)}
+#endif
+#define OWN_FOLD(v, s, op)                                                                  \
+    for (int i_ = 0; i_ < (s); i_++)                                                        \
+        v[i_] = op(__builtin_shuffle(v[i_], v[i_ + (s)], (veci)OWN_MASK(OWN_FOLD_X, s)),    \
+                   __builtin_shuffle(v[i_], v[i_ + (s)], (veci)OWN_MASK(OWN_FOLD_Y, s)))
+#define OWN_ADD(a, b) ((a) + (b))
+#define OWN_MAX(a, b) own_vmax(a, b)
+#if OWN_W == 16
+#define OWN_FOLDS(v, op) OWN_FOLD(v, 8, op); OWN_FOLD(v, 4, op); OWN_FOLD(v, 2, op); OWN_FOLD(v, 1, op)
+#else
+#define OWN_FOLDS(v, op) OWN_FOLD(v, 4, op); OWN_FOLD(v, 2, op); OWN_FOLD(v, 1, op)
+#endif
+static inline __attribute__((always_inline)) vecf own_lane_sums(vecf v[OWN_W])
+{
+    OWN_FOLDS(v, OWN_ADD);
+    return v[0];
+}
+static inline __attribute__((always_inline)) vecf own_lane_maxes(vecf v[OWN_W])
+{
+    OWN_FOLDS(v, OWN_MAX);
+    return v[0];
+}
 #endif
 
 /* ---------------------------------------------------------------- threads

@@ -11,11 +11,75 @@
 #define MS_EXPV(x) f_exp_lo(x)
 #include "mlp_scan_defs.h"
 #include "own_mlp_scan.h"
+#define OWN_VECTORS
+#include "own_kernels.h"
 
 #define MS_KERNEL static
 #define MS_T float
 #define MS(x) fast_##x##_f32
 #include "mlp_scan_rules_impl.h"
+
+/* kl_rows for OWN_W rows at a time (rows a whole number of vectors long,
+ * else kl_rows): each row's write leaves a vector of lane maxima, the
+ * group's OWN_W maxima come out of one fold (own_lane_maxes), and so do its
+ * sums of exponentials and, from them, one vector division for the OWN_W
+ * scales c_kl/Σ; per row, the reductions and the division would cost about
+ * as much as the row's arithmetic (Memora's W2 rows are 2 vectors long). */
+static void own_kl_rows(const ms_dims *k, float *A, const float *x, const float *dl, float eta,
+                        float alpha, float *wt, int64_t rows, int64_t cols, bool boundary)
+{
+    if (cols % OWN_W) {
+        fast_kl_rows_f32(k, A, x, dl, eta, alpha, wt, rows, cols, boundary);
+        return;
+    }
+    float kc = (float)k->kc, log_kc = logf(kc);
+    for (int64_t r0 = 0; r0 < rows; r0 += OWN_W) {
+        int64_t nr = rows - r0 < OWN_W ? rows - r0 : OWN_W;
+        vecf part[OWN_W];
+        float mx[OWN_W], f[OWN_W], sum[OWN_W];
+        for (int64_t r = 0; r < OWN_W; r++) { /* A_i ← α A_i − c_i x, and its lane maxima */
+            if (r >= nr) {
+                part[r] = part[0];
+                continue;
+            }
+            float c = eta * dl[r0 + r], *a = A + (r0 + r) * cols;
+            vecf m = alpha * vld(a) - c * vld(x);
+            vst(a, m);
+            for (int64_t j = OWN_W; j < cols; j += OWN_W) {
+                vecf v = alpha * vld(a + j) - c * vld(x + j);
+                vst(a + j, v);
+                m = own_vmax(m, v);
+            }
+            part[r] = m;
+        }
+        vst(mx, own_lane_maxes(part));
+        for (int64_t r = 0; r < OWN_W; r++) { /* e^(A_i − max) and their lane sums */
+            if (r >= nr) {
+                part[r] = (vecf){0} + 1;
+                continue;
+            }
+            const float *a = A + (r0 + r) * cols;
+            float *w = wt + (r0 + r) * cols, m = mx[r];
+            for (int64_t j = 0; j < cols; j++) w[j] = f_exp_lo(a[j] - m);
+            vecf s = vld(w);
+            for (int64_t j = OWN_W; j < cols; j += OWN_W) s += vld(w + j);
+            part[r] = s;
+        }
+        vecf sums = own_lane_sums(part);
+        vst(f, kc / sums);
+        vst(sum, sums);
+        for (int64_t r = 0; r < nr; r++) { /* W_i = c_kl e/Σ; A_i ← log c_kl + log_softmax(A_i) */
+            float *a = A + (r0 + r) * cols, *w = wt + (r0 + r) * cols, fr = f[r];
+            for (int64_t j = 0; j < cols; j++) w[j] *= fr;
+            if (boundary) {
+                float sh = log_kc - mx[r] - logf(sum[r]);
+                for (int64_t j = 0; j < cols; j++) a[j] += sh;
+            }
+        }
+    }
+}
+#define MS_KL_ROWS own_kl_rows
+
 #include "mlp_scan_impl.h"
 
 void own_mlp_scan_f32(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a)

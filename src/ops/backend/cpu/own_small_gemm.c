@@ -83,7 +83,7 @@ static void nn_rows(int64_t M, int64_t N, int64_t K, float alpha, const float *A
 /* C[m, j0 + r] = beta C + alpha ⟨A[m, :], B[j0 + r, :]⟩ for m < M, r < R: M·R
  * dot products at once (independent chains), each row of B read once. With
  * part, the products' vectors of lane sums go to part[m][r] (added up by
- * lane_sums, W columns at a time); without, each is summed here. */
+ * own_lane_sums, W columns at a time); without, each is summed here. */
 static inline __attribute__((always_inline)) void nt_rows(int64_t M, int64_t R, int64_t K,
                                                           int64_t j0, float alpha,
                                                           const float *A, int64_t lda,
@@ -116,37 +116,6 @@ static inline __attribute__((always_inline)) void nt_rows(int64_t M, int64_t R, 
         }
 }
 
-/* One half-step of a transposed sum: lanes in even blocks of s take a's lane
- * and its neighbour s above, lanes in odd blocks b's and its neighbour s
- * below (the masks constants: s is a literal at every use). */
-#define FOLD_X(l, s) (((l) / (s)) % 2 == 0 ? (l) : W + (l))
-#define FOLD_Y(l, s) (((l) / (s)) % 2 == 0 ? (l) + (s) : W + (l) - (s))
-#define MASK8(F, s) F(0, s), F(1, s), F(2, s), F(3, s), F(4, s), F(5, s), F(6, s), F(7, s)
-#if W == 16
-#define MASK(F, s) {MASK8(F, s), F(8, s), F(9, s), F(10, s), F(11, s), F(12, s), F(13, s), \
-                    F(14, s), F(15, s)}
-#else
-#define MASK(F, s) {MASK8(F, s)}
-#endif
-#define FOLD(v, s)                                                                          \
-    for (int i = 0; i < (s); i++)                                                           \
-        v[i] = __builtin_shuffle(v[i], v[i + (s)], (veci)MASK(FOLD_X, s)) +                 \
-               __builtin_shuffle(v[i], v[i + (s)], (veci)MASK(FOLD_Y, s))
-
-/* out[l] = Σ_i v[l][i] for l < W: W horizontal sums as log₂ W rounds of
- * folds in pairs (W − 1 folds in all), not W sums of W lanes each. */
-static inline __attribute__((always_inline)) vec lane_sums(vec v[W])
-{
-#if W == 16
-    FOLD(v, 8);
-#endif
-    FOLD(v, 4);
-    FOLD(v, 2);
-    FOLD(v, 1);
-    return v[0];
-}
-#undef FOLD
-
 #define NT_ROWS(M_, R_, part_) nt_rows(M_, R_, K, j, alpha, A, lda, B, ldb, beta, C, ldc, part_)
 static void nt_all(int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
                    const float *B, int64_t ldb, float beta, float *C, int64_t ldc)
@@ -167,7 +136,7 @@ static void nt_all(int64_t M, int64_t N, int64_t K, float alpha, const float *A,
         }
         for (int64_t m = 0; m < M; m++) {
             float *c = C + m * ldc + j1 - W;
-            vec sum = alpha * lane_sums(part[m]);
+            vec sum = alpha * own_lane_sums(part[m]);
             vstore(c, beta == 0.0f ? sum : beta * vload(c) + sum);
         }
     }
