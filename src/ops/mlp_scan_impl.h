@@ -6,10 +6,14 @@
  * mlp_scan_defs.h, the threads from scan_threads.h, the bias and the reads
  * from mlp_scan_rules_impl.h. Not a header of its own: no guard. */
 
-/* kl's write and read of a layer's rows (mlp_scan_rules_impl.h's kl_rows,
- * or a kernel of the including file's own) */
+/* kl's write and read of a layer's rows and their part of a token's
+ * backward (mlp_scan_rules_impl.h's kl_rows and kl_rows_back, or kernels of
+ * the including file's own) */
 #ifndef MS_KL_ROWS
 #define MS_KL_ROWS MS(kl_rows)
+#endif
+#ifndef MS_KL_ROWS_BACK
+#define MS_KL_ROWS_BACK MS(kl_rows_back)
 #endif
 
 /* y = c op(A) x (+ y with acc), A [rows, cols] row-major; op(A) = Aᵀ with
@@ -302,50 +306,6 @@ static void MS(lq_fold)(const ms_dims *k, MS_T *G, const MS_T *A, int64_t rows, 
     *jw += S > 0 ? sig * sj * (1 - r * (S - (MS_T)k->reps) / S) : 0;
 }
 
-/* kl's part of a token's backward, one pass over each row i of weight l of
- * G (rows × cols):
- *   the read's vjp for ∂L/∂W_t = a bᵀ (W = R(A_t), as wread_back):
- *     G_ij += W_ij a_i (b_j − (W b)_i / c_kl)
- *   kl's boundary where the token ends its segment (G = ∂L/∂L_after →
- *   ∂L/∂L_before, softmax(L) = W / c_kl on either side):
- *     G_ij −= (W_ij / c_kl) Σ_l G_il
- *   the write's products with G̃ = G (kl takes gd), prod[i] = (G x)_i and
- *   acc += Gᵀ dl (G̃1 s, G̃1ᵀ δ1 or G̃2 k, G̃2ᵀ δ2 of token_backward),
- *   *galpha += ⟨G, A_{t−1}⟩, then G ← α G (the inner gradient's c R'ᵀ J is
- *   token_backward's to add). */
-static void MS(kl_rows_back)(const ms_dims *k, int l, const MS_T *W, const MS_T *Ap, MS_T *G,
-                             const MS_T *a, const MS_T *b, bool boundary, const MS_T *x,
-                             const MS_T *dl, MS_T alpha, MS_T *prod, MS_T *acc, MS_T *galpha)
-{
-    int64_t rows, cols, at = l * k->d * k->h;
-    MS(shape_of)(k, l, &rows, &cols);
-    MS_T inv = 1 / (MS_T)k->kc, ga = 0;
-    memset(acc, 0, sizeof(MS_T) * (size_t)cols);
-    for (int64_t i = 0; i < rows; i++) {
-        const MS_T *wr = W + at + i * cols, *ar = Ap + at + i * cols;
-        MS_T *g = G + at + i * cols, dot = 0, sum = 0, px = 0, ai = a[i], di = dl[i];
-        MS_PRAGMA(omp simd reduction(+ : dot))
-        for (int64_t j = 0; j < cols; j++) dot += wr[j] * b[j];
-        dot *= inv;
-        MS_PRAGMA(omp simd reduction(+ : sum))
-        for (int64_t j = 0; j < cols; j++) sum += g[j] += ai * wr[j] * (b[j] - dot);
-        if (boundary) {
-            sum *= inv;
-            MS_PRAGMA(omp simd)
-            for (int64_t j = 0; j < cols; j++) g[j] -= wr[j] * sum;
-        }
-        MS_PRAGMA(omp simd reduction(+ : px, ga))
-        for (int64_t j = 0; j < cols; j++) {
-            px += g[j] * x[j];
-            acc[j] += di * g[j];
-            ga += g[j] * ar[j];
-            g[j] *= alpha;
-        }
-        prod[i] = px;
-    }
-    *galpha += ga;
-}
-
 /* The vjp of token t, with Ap = W_{t−1} (and S_{t−1}) its inner act ik (at Ap
  * on k_t), W_t's read ra on q_t; on entry G = ∂L/∂W_t less the read's part,
  * H = ∂L/∂S_t (momentum); on return ∂L/∂W_{t−1}, ∂L/∂S_{t−1}.
@@ -419,10 +379,10 @@ static void MS(token_backward)(const ms_dims *k, const MS_T *Ap, const MS_T *At,
         MS(lq_add)(k, G, At, d, h, rt[m], w->gz, ra->s, gw1);
         MS(lq_add)(k, G + dh, At + dh, h, d, rt[m + 1], w->ga, q, gw2);
     } else if (kl) {
-        MS(kl_rows_back)(k, 0, Wt, Ap, G, w->gz, ra->s, boundary, ik->s, ik->dl1, alpha, w->g1s,
-                         w->gs, &galpha);
-        MS(kl_rows_back)(k, 1, Wt, Ap, G, w->ga, q, boundary, kt, ik->dl2, alpha, w->g2k,
-                         w->g2d, &galpha);
+        MS_KL_ROWS_BACK(k, 0, Wt, Ap, G, w->gz, ra->s, boundary, ik->s, ik->dl1, alpha, w->g1s,
+                        w->gs, &galpha);
+        MS_KL_ROWS_BACK(k, 1, Wt, Ap, G, w->ga, q, boundary, kt, ik->dl2, alpha, w->g2k,
+                        w->g2d, &galpha);
     }
     /* the write: G̃ (H + G with momentum, in H) */
     MS_T *Gs = G;

@@ -108,6 +108,50 @@ static void MS(kl_rows)(const ms_dims *k, MS_T *A, const MS_T *x, const MS_T *dl
     }
 }
 
+/* kl's part of a token's backward, one pass over each row i of weight l of
+ * G (rows × cols):
+ *   the read's vjp for ∂L/∂W_t = a bᵀ (W = R(A_t), as wread_back):
+ *     G_ij += W_ij a_i (b_j − (W b)_i / c_kl)
+ *   kl's boundary where the token ends its segment (G = ∂L/∂L_after →
+ *   ∂L/∂L_before, softmax(L) = W / c_kl on either side):
+ *     G_ij −= (W_ij / c_kl) Σ_l G_il
+ *   the write's products with G̃ = G (kl takes gd), prod[i] = (G x)_i and
+ *   acc += Gᵀ dl (G̃1 s, G̃1ᵀ δ1 or G̃2 k, G̃2ᵀ δ2 of token_backward),
+ *   *galpha += ⟨G, A_{t−1}⟩, then G ← α G (the inner gradient's c R'ᵀ J is
+ *   token_backward's to add). */
+static void MS(kl_rows_back)(const ms_dims *k, int l, const MS_T *W, const MS_T *Ap, MS_T *G,
+                             const MS_T *a, const MS_T *b, bool boundary, const MS_T *x,
+                             const MS_T *dl, MS_T alpha, MS_T *prod, MS_T *acc, MS_T *galpha)
+{
+    int64_t rows, cols, at = l * k->d * k->h;
+    MS(shape_of)(k, l, &rows, &cols);
+    MS_T inv = 1 / (MS_T)k->kc, ga = 0;
+    memset(acc, 0, sizeof(MS_T) * (size_t)cols);
+    for (int64_t i = 0; i < rows; i++) {
+        const MS_T *wr = W + at + i * cols, *ar = Ap + at + i * cols;
+        MS_T *g = G + at + i * cols, dot = 0, sum = 0, px = 0, ai = a[i], di = dl[i];
+        MS_PRAGMA(omp simd reduction(+ : dot))
+        for (int64_t j = 0; j < cols; j++) dot += wr[j] * b[j];
+        dot *= inv;
+        MS_PRAGMA(omp simd reduction(+ : sum))
+        for (int64_t j = 0; j < cols; j++) sum += g[j] += ai * wr[j] * (b[j] - dot);
+        if (boundary) {
+            sum *= inv;
+            MS_PRAGMA(omp simd)
+            for (int64_t j = 0; j < cols; j++) g[j] -= wr[j] * sum;
+        }
+        MS_PRAGMA(omp simd reduction(+ : px, ga))
+        for (int64_t j = 0; j < cols; j++) {
+            px += g[j] * x[j];
+            acc[j] += di * g[j];
+            ga += g[j] * ar[j];
+            g[j] *= alpha;
+        }
+        prod[i] = px;
+    }
+    *galpha += ga;
+}
+
 /* W = R(c A), both weights (c = α_t where the gradient is taken at α_t A
  * with decay_first, else 1), W [m + 2] (ms_read_elems; lq: then S of each):
  *   lq (MIRAS Variant 4, eq:q-norm, the Frobenius form of retention/lq.c):

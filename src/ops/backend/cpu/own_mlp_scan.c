@@ -80,6 +80,72 @@ static void own_kl_rows(const ms_dims *k, float *A, const float *x, const float 
 }
 #define MS_KL_ROWS own_kl_rows
 
+/* kl_rows_back likewise, OWN_W rows at a time: the rows' dot products with
+ * b, their sums (at a boundary) and their products with x come out of one
+ * fold each per group, and ⟨G, A_{t−1}⟩ is summed in one vector to the end. */
+static void own_kl_rows_back(const ms_dims *k, int l, const float *W, const float *Ap, float *G,
+                             const float *a, const float *b, bool boundary, const float *x,
+                             const float *dl, float alpha, float *prod, float *acc,
+                             float *galpha)
+{
+    int64_t rows, cols, at = l * k->d * k->h;
+    fast_shape_of_f32(k, l, &rows, &cols);
+    if (cols % OWN_W) {
+        fast_kl_rows_back_f32(k, l, W, Ap, G, a, b, boundary, x, dl, alpha, prod, acc, galpha);
+        return;
+    }
+    float inv = 1 / (float)k->kc, dot[OWN_W], sum[OWN_W], px[OWN_W];
+    vecf ga = {0};
+    memset(acc, 0, sizeof(float) * (size_t)cols);
+    for (int64_t r0 = 0; r0 < rows; r0 += OWN_W) {
+        int64_t nr = rows - r0 < OWN_W ? rows - r0 : OWN_W;
+        const float *W0 = W + at + r0 * cols, *A0 = Ap + at + r0 * cols;
+        float *G0 = G + at + r0 * cols;
+        vecf part[OWN_W];
+        for (int64_t r = 0; r < OWN_W; r++) { /* (W b)_i */
+            vecf s = {0};
+            for (int64_t j = 0; r < nr && j < cols; j += OWN_W)
+                s += vld(W0 + r * cols + j) * vld(b + j);
+            part[r] = s;
+        }
+        vst(dot, inv * own_lane_sums(part));
+        for (int64_t r = 0; r < OWN_W; r++) { /* G_i += a_i W_i ⊙ (b − dot_i), and Σ_j G_ij */
+            vecf s = {0};
+            for (int64_t j = 0; r < nr && j < cols; j += OWN_W) {
+                vecf g = vld(G0 + r * cols + j) +
+                         a[r0 + r] * vld(W0 + r * cols + j) * (vld(b + j) - dot[r]);
+                vst(G0 + r * cols + j, g);
+                s += g;
+            }
+            part[r] = s;
+        }
+        if (boundary) { /* G_i −= W_i Σ_j G_ij / c_kl */
+            vst(sum, inv * own_lane_sums(part));
+            for (int64_t r = 0; r < nr; r++)
+                for (int64_t j = 0; j < cols; j += OWN_W)
+                    vst(G0 + r * cols + j,
+                        vld(G0 + r * cols + j) - sum[r] * vld(W0 + r * cols + j));
+        }
+        for (int64_t r = 0; r < OWN_W; r++) { /* (G x)_i, acc += Gᵀ dl, ⟨G, A⟩, G ← α G */
+            vecf p = {0};
+            for (int64_t j = 0; r < nr && j < cols; j += OWN_W) {
+                vecf g = vld(G0 + r * cols + j);
+                p += g * vld(x + j);
+                vst(acc + j, vld(acc + j) + dl[r0 + r] * g);
+                ga += g * vld(A0 + r * cols + j);
+                vst(G0 + r * cols + j, alpha * g);
+            }
+            part[r] = p;
+        }
+        vst(px, own_lane_sums(part));
+        for (int64_t r = 0; r < nr; r++) prod[r0 + r] = px[r];
+    }
+    float g_sum = 0;
+    for (int i = 0; i < OWN_W; i++) g_sum += ga[i];
+    *galpha += g_sum;
+}
+#define MS_KL_ROWS_BACK own_kl_rows_back
+
 #include "mlp_scan_impl.h"
 
 void own_mlp_scan_f32(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a)
