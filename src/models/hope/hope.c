@@ -355,7 +355,9 @@ static mi_tensor *from_heads(mi_tensor *t, int64_t B, int64_t H)
  * taken at the chunk-start state F (arXiv Eq. 90) and the erase acts on the
  * running state (Eq. 91), exactly, in the delta rule's WY chunk form
  * (recurrence_delta.c): no per-token state is formed, and each factor
- * α I − β û ûᵀ (‖û‖ < 1, β ≤ 1) is a contraction however many a chunk has. */
+ * α I − β û ûᵀ (‖û‖ < 1, β ≤ 1) is a contraction however many a chunk has.
+ * The chunk form's K Fᵀ (F û_t for every t) is f.wu, from the segments'
+ * own reads of F. */
 static mi_tensor *dgd_layer(mi_tensor *w, mi_nl_mlp_factor f, mi_tensor *eta, mi_tensor *alpha,
                             int rule)
 {
