@@ -70,20 +70,21 @@ static inline __attribute__((always_inline)) vecf own_vmax(vecf a, vecf b)
  * folds in all), not a reduction of OWN_W lanes per vector. A fold with
  * block s: lanes in even blocks of s take a's lane and its neighbour s
  * above, lanes in odd blocks b's and its neighbour s below (the shuffle
- * masks are constants: s is a literal at every use). v is overwritten. */
+ * lanes are constants: s is a literal at every use). v is overwritten. */
 #define OWN_FOLD_X(l, s) (((l) / (s)) % 2 == 0 ? (l) : OWN_W + (l))
 #define OWN_FOLD_Y(l, s) (((l) / (s)) % 2 == 0 ? (l) + (s) : OWN_W + (l) - (s))
-#define OWN_MASK8(F, s) F(0, s), F(1, s), F(2, s), F(3, s), F(4, s), F(5, s), F(6, s), F(7, s)
+#define OWN_IDX8(F, s) F(0, s), F(1, s), F(2, s), F(3, s), F(4, s), F(5, s), F(6, s), F(7, s)
 #if OWN_W == 16
-#define OWN_MASK(F, s) {OWN_MASK8(F, s), F(8, s), F(9, s), F(10, s), F(11, s), F(12, s), \
-                        F(13, s), F(14, s), F(15, s)}
+#define OWN_IDX(F, s) OWN_IDX8(F, s), F(8, s), F(9, s), F(10, s), F(11, s), F(12, s), F(13, s), \
+                      F(14, s), F(15, s)
 #else
-#define OWN_MASK(F, s) {OWN_MASK8(F, s)}
+#define OWN_IDX(F, s) OWN_IDX8(F, s)
 #endif
+/* __builtin_shufflevector (GCC ≥ 12 and clang) takes the lanes as constants */
 #define OWN_FOLD(v, s, op)                                                                  \
     for (int i_ = 0; i_ < (s); i_++)                                                        \
-        v[i_] = op(__builtin_shuffle(v[i_], v[i_ + (s)], (veci)OWN_MASK(OWN_FOLD_X, s)),    \
-                   __builtin_shuffle(v[i_], v[i_ + (s)], (veci)OWN_MASK(OWN_FOLD_Y, s)))
+        v[i_] = op(__builtin_shufflevector(v[i_], v[i_ + (s)], OWN_IDX(OWN_FOLD_X, s)),     \
+                   __builtin_shufflevector(v[i_], v[i_ + (s)], OWN_IDX(OWN_FOLD_Y, s)))
 #define OWN_ADD(a, b) ((a) + (b))
 #define OWN_MAX(a, b) own_vmax(a, b)
 #if OWN_W == 16
