@@ -24,12 +24,18 @@ if ((${#missing[@]})); then
   fi
 fi
 
-# configure_build DIR [meson options...]: configures DIR once, then builds it.
+# configure_build DIR [meson options...]: configures DIR once, then builds it;
+# on a failure, the end of meson's or ninja's output (which name the error) and 1.
 configure_build() {
-  local dir=$1
+  local dir=$1 log
   shift
-  if [ ! -f "$dir/build.ninja" ]; then
-    meson setup "$dir" "$@" >/dev/null
+  log=$(mktemp)
+  if { [ ! -f "$dir/build.ninja" ] && ! meson setup "$dir" "$@" >"$log" 2>&1; } ||
+     ! ninja -C "$dir" >"$log" 2>&1; then
+    tail -n 40 "$log"
+    rm -f "$log"
+    echo "configure_build: $dir did not build" >&2
+    return 1
   fi
-  ninja -C "$dir" >/dev/null
+  rm -f "$log"
 }

@@ -44,10 +44,13 @@ export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 run_suites build-san --timeout-multiplier 3
 
 echo "### fuzz targets (libFuzzer; only where clang is installed)"
-if command -v clang >/dev/null; then
+if ! command -v clang >/dev/null; then
+  echo "skipped: no clang (apt-get install clang to fuzz the loaders and parsers)"
+elif ! (export CC=clang; configure_build build-fuzz -Dfuzz=true -Dbuildtype=debugoptimized \
+    -Db_sanitize=address,undefined -Db_lundef=false -Dc_args=-fno-sanitize-recover=all); then
+  status=1
+else
   unset CK_FORK
-  (export CC=clang; configure_build build-fuzz -Dfuzz=true -Dbuildtype=debugoptimized \
-    -Db_sanitize=address,undefined -Db_lundef=false -Dc_args=-fno-sanitize-recover=all)
   for f in safetensors json config; do
     echo "== fuzz-$f (${FUZZ_SECONDS:-30} s from tests/fuzz/corpus/$f)"
     corpus=$(mktemp -d)
@@ -63,8 +66,6 @@ if command -v clang >/dev/null; then
     rm -f "$log"
     rm -rf "$corpus"
   done
-else
-  echo "skipped: no clang (apt-get install clang to fuzz the loaders and parsers)"
 fi
 
 if [ $status -eq 0 ]; then echo "test.sh: all suites passed (plain, AVX2, sanitizer, fuzz)"; else echo "test.sh: FAILURES above"; fi
