@@ -566,10 +566,6 @@ START_TEST(nn_op_passes_checks)
 }
 END_TEST
 
-/* rms_norm_gain equals rms_norm(x) ⊙ w, and its gradients, unrecorded in
- * f32 with OWN (one pass, the gain's sum in fixed blocks of rows), equal the
- * ops' (REF alone, and recorded with every backend), over 300 rows (five
- * blocks) that two threads split; then its shape errors. */
 /* cross_entropy's gradient, unrecorded in f32 with OWN (one pass), equals
  * the ops' (REF alone, and recorded with every backend): 300 rows of 70
  * classes that two threads split, every 7th row ignored, a seed of 0.5. */
@@ -602,6 +598,10 @@ START_TEST(cross_entropy_gradient_in_one_pass_matches_the_ops)
 }
 END_TEST
 
+/* rms_norm_gain equals rms_norm(x) ⊙ w, and its gradients, unrecorded in
+ * f32 with OWN (one pass, the gain's sum in fixed blocks of rows), equal the
+ * ops' (REF alone, and recorded with every backend), over 300 rows (five
+ * blocks) that two threads split; then its shape errors. */
 START_TEST(rms_norm_gain_matches_its_ops)
 {
     mi_rng r;

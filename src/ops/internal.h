@@ -54,6 +54,13 @@ int shape_like_first(mi_tensor *const *in, int n, const mi_attrs *a, mi_dtype *d
                      int64_t *shape);
 int shape_broadcast(mi_tensor *const *in, int n, const mi_attrs *a, mi_dtype *dt, int *rank,
                     int64_t *shape);
+/* Whether a vjp may compute its gradients with an OWN one-pass kernel (not
+ * recorded ops): nothing is being recorded, x is f32 and OWN is allowed. */
+static inline bool own_unrecorded_f32(const mi_tensor *x)
+{
+    return !mi_grad_enabled() && x->dtype == MI_F32 &&
+           (mi_backends_allowed() >> MI_BACKEND_OWN & 1u);
+}
 /* Requires input i to be float; message names the op. */
 int require_float(const char *op, mi_tensor *const *in, int i);
 
@@ -74,6 +81,18 @@ static inline void batch_strides(const mi_tensor *t, int tail, int nb, int64_t m
         st[d] = (dt < 0 || t->shape[dt] == 1) ? 0 : s;
         if (dt >= 0) s *= t->shape[dt];
     }
+}
+
+/* Element offset of batch entry q (row-major over the nb batch dims of
+ * sizes batch) in an operand with batch strides st (batch_strides). */
+static inline int64_t batch_offset(int nb, const int64_t *batch, const int64_t *st, int64_t q)
+{
+    int64_t off = 0;
+    for (int d = nb - 1; d >= 0; d--) {
+        off += (q % batch[d]) * st[d];
+        q /= batch[d];
+    }
+    return off;
 }
 
 static inline void split_at(const mi_tensor *t, int axis, int64_t *outer, int64_t *inner)

@@ -180,8 +180,7 @@ static mi_tensor *cross_entropy_vjp(const mi_node *n, int i, mi_tensor *g)
     mi_tensor *x = n->inputs[0], *t = n->inputs[1];
     int64_t ignore = n->attrs.index, count = 0;
     for (int64_t r = 0; r < t->numel; r++) count += index_at(t, r) != ignore;
-    if (!mi_grad_enabled() && x->dtype == MI_F32 &&
-        (mi_backends_allowed() >> MI_BACKEND_OWN & 1u)) { /* not recorded: one pass (OWN) */
+    if (own_unrecorded_f32(x)) { /* one pass */
         mi_tensor *dx = mi_tensor_new(MI_F32, 2, x->shape);
         if (dx)
             own_cross_entropy_grad_f32(x, t, ignore, mi_item(g) / (double)(count ? count : 1),
@@ -408,8 +407,7 @@ static int rms_norm_gain_vjp_all(const mi_node *n, mi_tensor *g, const bool *nee
                                  mi_tensor **grads)
 {
     mi_tensor *x = n->inputs[0], *w = n->inputs[1];
-    if (need[0] && need[1] && !mi_grad_enabled() && x->dtype == MI_F32 &&
-        (mi_backends_allowed() >> MI_BACKEND_OWN & 1u)) {
+    if (need[0] && need[1] && own_unrecorded_f32(x)) {
         grads[0] = mi_tensor_new(MI_F32, x->rank, x->shape);
         grads[1] = mi_tensor_new(MI_F32, 1, w->shape);
         if (!grads[0] || !grads[1]) return -1;

@@ -433,8 +433,7 @@ static int attention_vjp_all(const mi_node *n, mi_tensor *g, const bool *need, m
     mi_tensor *q = n->inputs[0], *k = n->inputs[1], *v = n->inputs[2];
     const mi_attrs *a = &n->attrs;
     int rk = q->rank;
-    bool own = !mi_grad_enabled() && q->dtype == MI_F32 &&
-               (mi_backends_allowed() >> MI_BACKEND_OWN & 1u);
+    bool own = own_unrecorded_f32(q);
     if (a->axis == -3 && !own && !mi_grad_enabled()) { /* REF's loops, in place */
         mi_tensor *d[3] = {mi_tensor_new(q->dtype, rk, q->shape), mi_tensor_new(q->dtype, rk, k->shape),
                            mi_tensor_new(q->dtype, rk, v->shape)};

@@ -562,8 +562,7 @@ static mi_tensor *swiglu_vjp(const mi_node *n, int i, mi_tensor *g)
 static int swiglu_vjp_all(const mi_node *n, mi_tensor *g, const bool *need, mi_tensor **grads)
 {
     mi_tensor *a = n->inputs[0], *b = n->inputs[1];
-    if (need[0] && need[1] && !mi_grad_enabled() && a->dtype == MI_F32 &&
-        (mi_backends_allowed() >> MI_BACKEND_OWN & 1u)) {
+    if (need[0] && need[1] && own_unrecorded_f32(a)) {
         grads[0] = mi_tensor_new(MI_F32, a->rank, a->shape);
         grads[1] = mi_tensor_new(MI_F32, a->rank, a->shape);
         if (!grads[0] || !grads[1]) return -1;

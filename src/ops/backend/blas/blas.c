@@ -70,12 +70,7 @@ void gemm_geom_outer(gemm_geom *g, const mi_tensor *o, mi_tensor *const *in)
 
 int64_t gemm_batch_offset(const gemm_geom *g, const int64_t *st, int64_t q)
 {
-    int64_t off = 0;
-    for (int d = g->nb - 1; d >= 0; d--) {
-        off += (q % g->batch[d]) * st[d];
-        q /= g->batch[d];
-    }
-    return off;
+    return batch_offset(g->nb, g->batch, st, q);
 }
 
 bool gemm_fits_int(const gemm_geom *g)

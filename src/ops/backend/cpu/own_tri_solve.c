@@ -45,14 +45,8 @@ static void ts_range(const void *v, int64_t q0, int64_t q1)
     const ts_ctx *k = v;
     int64_t n = k->n, m = k->m;
     for (int64_t q = q0; q < q1; q++) {
-        int64_t ol = 0, ob = 0, rest = q;
-        for (int d = k->nb - 1; d >= 0; d--) {
-            int64_t at = rest % k->shape[d];
-            rest /= k->shape[d];
-            ol += at * k->sl[d];
-            ob += at * k->sb[d];
-        }
-        const float *L = k->l + ol, *B = k->b + ob;
+        const float *L = k->l + batch_offset(k->nb, k->shape, k->sl, q);
+        const float *B = k->b + batch_offset(k->nb, k->shape, k->sb, q);
         float *X = k->x + q * n * m;
         for (int64_t s = 0; s < n; s++) {
             int64_t i = k->trans ? n - 1 - s : s, c = 0;
