@@ -570,18 +570,22 @@ START_TEST(bad_inputs_give_messages)
 }
 END_TEST
 
-/* kl's write and read on the OWN f32 kernel, at widths where its rows are
- * whole vectors (AVX-512 16 floats, AVX2 8): d 20, h 32 (W1's 20 rows of
- * 32, a full group of 16 and a partial one; W2's 32 rows of 20 go row by
- * row) and d 32, h 48 (every row in vectors), per token and at Memora's
- * chunk with its lag token. The output, the final state and every input's
- * gradient, against REF in f64: no further off than REF's own f32 loops
- * (within 4×; f32 rounding grows over the tokens' softmax rows, ~1e-4 here). */
-START_TEST(own_kl_rows_match_ref)
+/* The OWN f32 kernels of their own (kl's write and read, the products with
+ * a vector), under kl (Memora) and under momentum (Titans), at widths where
+ * rows are whole vectors (AVX-512 16 floats, AVX2 8): d 18, h 32 (W1's 18
+ * rows of 32, a full group of 16 and a partial one, and 4 rows at a time
+ * with 2 left over in the transposed product; W2's 32 rows of 18 go to the
+ * scalar loops and the BLAS) and d 32, h 48 (every row in vectors), per
+ * token and at Memora's chunk with its lag token. The output, the final
+ * state and every input's gradient, against REF in f64: no further off than
+ * REF's own f32 loops (within 4×; f32 rounding grows over the tokens'
+ * softmax rows, ~1e-4 here). */
+START_TEST(own_kernels_match_ref)
 {
-    static const int64_t dims[2][2] = {{20, 32}, {32, 48}};
+    static const int64_t dims[2][2] = {{18, 32}, {32, 48}};
     static const int64_t chunks[2] = {1, 4};
-    int64_t d = dims[_i / 2][0], h = dims[_i / 2][1], C = chunks[_i % 2], n = 2, T = 13;
+    int64_t d = dims[_i / 2 % 2][0], h = dims[_i / 2 % 2][1], C = chunks[_i % 2], n = 2, T = 13;
+    bool kl = _i < 4;
     mi_rng r;
     mi_rng_seed(&r, 500u + (unsigned)_i);
     mi_tensor *in[5];
@@ -591,8 +595,8 @@ START_TEST(own_kl_rows_match_ref)
     double lo[4] = {0.01, 0.9, 0.5, 0.02}, hi[4] = {0.1, 1, 0.5, 0.02};
     for (int64_t i = 0; i < in[4]->numel; i++)
         mi_set(in[4], i, lo[i % 4] + (hi[i % 4] - lo[i % 4]) * mi_get(in[4], i));
-    mi_mlp_scan_rule rule = {.read = MI_MLP_READ_KL, .kl_scale = KL_C, .chunk = C,
-                             .lag_token = C > 1};
+    mi_mlp_scan_rule rule = {.momentum = !kl, .read = kl ? MI_MLP_READ_KL : MI_MLP_READ_STATE,
+                             .kl_scale = KL_C, .chunk = C, .lag_token = C > 1};
     mi_tensor *seed = NULL, *res[3][6];  /* OWN f32, REF f32, REF f64 */
     for (int pass = 0; pass < 3; pass++) {
         mi_tensor *x[5], **out = res[pass];
@@ -609,10 +613,11 @@ START_TEST(own_kl_rows_match_ref)
     int worst = 0, ref_worst = 0;
     double e = max_rel_err(res[0], res[2], 6, &worst, NULL);
     double e_ref = max_rel_err(res[1], res[2], 6, &ref_worst, NULL);
-    printf("mlp_scan kl own f32 d %lld h %lld chunk %lld: max error %.2e (result %d), REF f32's "
-           "%.2e\n", (long long)d, (long long)h, (long long)C, e, worst, e_ref);
-    ck_assert_msg(e <= 4 * e_ref + 1e-6, "d %lld h %lld chunk %lld: result %d off by %.3g, REF "
-                  "f32 by %.3g", (long long)d, (long long)h, (long long)C, worst, e, e_ref);
+    const char *what = kl ? "kl" : "momentum";
+    printf("mlp_scan %s own f32 d %lld h %lld chunk %lld: max error %.2e (result %d), REF f32's "
+           "%.2e\n", what, (long long)d, (long long)h, (long long)C, e, worst, e_ref);
+    ck_assert_msg(e <= 4 * e_ref + 1e-6, "%s d %lld h %lld chunk %lld: result %d off by %.3g, REF "
+                  "f32 by %.3g", what, (long long)d, (long long)h, (long long)C, worst, e, e_ref);
 }
 END_TEST
 
@@ -625,7 +630,7 @@ Suite *make_suite(void)
     tcase_add_loop_test(tc, chunk1_equals_composed_path, 0, N_PRESETS);
     tcase_add_loop_test(tc, kl_chunks_equal_composed_path, 0, 8);
     tcase_add_test(tc, bad_inputs_give_messages);
-    tcase_add_loop_test(tc, own_kl_rows_match_ref, 0, 4);
+    tcase_add_loop_test(tc, own_kernels_match_ref, 0, 8);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -17,13 +17,18 @@
 #endif
 
 /* y = c op(A) x (+ y with acc), A [rows, cols] row-major; op(A) = Aᵀ with
- * trans. c scales the weights read at c W (decay_first: c = α_t). */
+ * trans. c scales the weights read at c W (decay_first: c = α_t). The
+ * including file's own kernel (MS_MV), or the BLAS's gemv. */
+#ifndef MS_MV
+#define MS_MV MS(mv)
+#define MS_MV_BLAS /* undefined at the end, for the next dtype's inclusion */
 static void MS(mv)(bool trans, int64_t rows, int64_t cols, MS_T c, const MS_T *A, const MS_T *x,
                    bool acc, MS_T *y)
 {
     MS_GEMV(CblasRowMajor, trans ? CblasTrans : CblasNoTrans, (int)rows, (int)cols, c, A,
             (int)cols, x, 1, acc ? 1 : 0, y, 1);
 }
+#endif
 
 /* One read of the memory and what its derivatives need: a = W2 x, s = gelu(a),
  * gp = gelu'(a), ẑ = LN(W1 s), r = 1/√(var(W1 s) + eps), y = x + ẑ; and for
@@ -62,13 +67,13 @@ static void MS(read)(const ms_dims *k, const MS_T *W, MS_T c, const MS_T *x, con
 {
     int64_t d = k->d, h = k->h;
     const MS_T *W1 = W, *W2 = W + d * h;
-    MS(mv)(false, h, d, c, W2, x, false, o->a);
+    MS_MV(false, h, d, c, W2, x, false, o->a);
     for (int64_t j = 0; j < h; j++) {
         MS_T a = o->a[j], Phi = (MS_T)0.5 * (1 + MS_ERF(a * (MS_T)M_SQRT1_2));
         o->s[j] = a * Phi;
         o->gp[j] = Phi + a * (MS_T)MS_INV_SQRT_2PI * MS_EXP((MS_T)-0.5 * a * a);
     }
-    MS(mv)(false, d, h, c, W1, o->s, false, o->zh);
+    MS_MV(false, d, h, c, W1, o->s, false, o->zh);
     MS_T mean = 0, var = 0;
     for (int64_t i = 0; i < d; i++) mean += o->zh[i];
     mean /= (MS_T)d;
@@ -95,7 +100,7 @@ static void MS(inner)(const ms_dims *k, const MS_T *W, MS_T c, const MS_T *x, co
     for (int64_t i = 0; i < d; i++) o->e[i] = o->y[i] - v[i];
     *o->sw = MS(bias_error)(k, d, gate[3], o->e);
     MS(ln_back)(d, o->e, o->zh, *o->r, o->dl1);
-    MS(mv)(true, d, h, c, W, o->dl1, false, o->mv);
+    MS_MV(true, d, h, c, W, o->dl1, false, o->mv);
     for (int64_t j = 0; j < h; j++) o->dl2[j] = o->gp[j] * o->mv[j];
 }
 
@@ -362,7 +367,7 @@ static void MS(token_backward)(const ms_dims *k, const MS_T *Ap, const MS_T *At,
      * write's products and G ← α G in one pass (kl_rows_back) */
     MS(read)(k, Wt, 1, q, ra);
     MS(ln_back)(d, gy, ra->zh, *ra->r, w->gz);
-    MS(mv)(true, d, h, 1, Wt, w->gz, false, w->gs);
+    MS_MV(true, d, h, 1, Wt, w->gz, false, w->gs);
     MS_T gw1 = 0, gw2 = 0; /* ⟨GR1, W1⟩ = ⟨W1ᵀ gz, s⟩, ⟨GR2, W2⟩ = ⟨W2ᵀ ga, q⟩ */
     for (int64_t j = 0; j < h; j++) {
         gw1 += w->gs[j] * ra->s[j];
@@ -373,7 +378,7 @@ static void MS(token_backward)(const ms_dims *k, const MS_T *Ap, const MS_T *At,
         MS(add_outer)(G + dh, h, d, w->ga, q);
     }
     memcpy(gq, gy, sizeof(MS_T) * (size_t)d);
-    MS(mv)(true, h, d, 1, Wt + dh, w->ga, true, gq);
+    MS_MV(true, h, d, 1, Wt + dh, w->ga, true, gq);
     if (lq) {
         for (int64_t i = 0; i < d; i++) gw2 += (gq[i] - gy[i]) * q[i];
         MS(lq_add)(k, G, At, d, h, rt[m], w->gz, ra->s, gw1);
@@ -391,10 +396,10 @@ static void MS(token_backward)(const ms_dims *k, const MS_T *Ap, const MS_T *At,
         Gs = H;
     }
     if (!kl) {
-        MS(mv)(false, d, h, 1, Gs, ik->s, false, w->g1s);       /* G̃1 s */
-        MS(mv)(false, h, d, 1, Gs + dh, kt, false, w->g2k);      /* G̃2 k */
-        MS(mv)(true, d, h, 1, Gs, ik->dl1, false, w->gs);       /* G̃1ᵀ δ1 */
-        MS(mv)(true, h, d, 1, Gs + dh, ik->dl2, false, w->g2d);  /* G̃2ᵀ δ2 */
+        MS_MV(false, d, h, 1, Gs, ik->s, false, w->g1s);       /* G̃1 s */
+        MS_MV(false, h, d, 1, Gs + dh, kt, false, w->g2k);      /* G̃2 k */
+        MS_MV(true, d, h, 1, Gs, ik->dl1, false, w->gs);       /* G̃1ᵀ δ1 */
+        MS_MV(true, h, d, 1, Gs + dh, ik->dl2, false, w->g2d);  /* G̃2ᵀ δ2 */
     }
     MS_T gw = 0; /* ⟨G̃, g⟩ */
     for (int64_t i = 0; i < d; i++) gw += ik->dl1[i] * w->g1s[i];
@@ -411,7 +416,7 @@ static void MS(token_backward)(const ms_dims *k, const MS_T *Ap, const MS_T *At,
         w->ga[j] = gdl2 * ik->mv[j] * (MS_T)MS_INV_SQRT_2PI * MS_EXP((MS_T)-0.5 * a * a) *
                    (2 - a * a);
     }
-    MS(mv)(false, d, h, cp, Wp, w->gm, true, w->gdl1); /* gδ1 += c W1 gm */
+    MS_MV(false, d, h, cp, Wp, w->gm, true, w->gdl1); /* gδ1 += c W1 gm */
     /* through δ1 = r (e − ē − ẑ ρ) */
     MS_T r = *ik->r, rho = 0, kap = 0, gr = 0;
     for (int64_t i = 0; i < d; i++) {
@@ -430,9 +435,9 @@ static void MS(token_backward)(const ms_dims *k, const MS_T *Ap, const MS_T *At,
     }
     MS(ln_back)(d, w->gzh, ik->zh, r, w->gz);
     for (int64_t i = 0; i < d; i++) w->gz[i] -= gr * r * r * ik->zh[i] / (MS_T)d;
-    MS(mv)(true, d, h, cp, Wp, w->gz, true, w->gs); /* gs += c W1ᵀ gz */
+    MS_MV(true, d, h, cp, Wp, w->gz, true, w->gs); /* gs += c W1ᵀ gz */
     for (int64_t j = 0; j < h; j++) w->ga[j] += w->gs[j] * ik->gp[j];
-    MS(mv)(true, h, d, cp, Wp + dh, w->ga, true, gk); /* gk += c W2ᵀ ga */
+    MS_MV(true, h, d, cp, Wp + dh, w->ga, true, gk); /* gk += c W2ᵀ ga */
     /* G ← α G + c J with gα = ⟨G, W_{t−1}⟩ (+ ⟨J, W_{t−1}⟩ with decay_first),
      * then gμ and H ← μ G̃ */
     MS_T jw = 0, gmu = 0;
@@ -589,3 +594,7 @@ MS_KERNEL void MS(mlp_scan_backward)(mi_tensor *o, mi_tensor *const *in, const m
     }
     mi_scope_release(sc, scratch, bytes);
 }
+#ifdef MS_MV_BLAS
+#undef MS_MV
+#undef MS_MV_BLAS
+#endif

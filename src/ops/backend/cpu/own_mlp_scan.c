@@ -146,6 +146,50 @@ static void own_kl_rows_back(const ms_dims *k, int l, const float *W, const floa
 }
 #define MS_KL_ROWS_BACK own_kl_rows_back
 
+/* The memory's products with a vector, y = c op(A) x (+ y): a weight
+ * matrix of Memora's or Titans' MLP is 32 × 128, and the BLAS's gemv spent
+ * longer choosing and entering its kernel than the kernel ran (a quarter of
+ * Memora's layer). Rows a whole number of vectors long, else the BLAS.
+ *   y_i = c Σ_j A_ij x_j: OWN_W rows at a time, their lane sums folded
+ *     (own_lane_sums);
+ *   y_j = c Σ_i A_ij x_i: a vector of columns at a time, over four rows at
+ *     once so that four sums are in flight. */
+static void own_mv(bool trans, int64_t rows, int64_t cols, float c, const float *A,
+                   const float *x, bool acc, float *y)
+{
+    if (cols % OWN_W) {
+        MS_GEMV(CblasRowMajor, trans ? CblasTrans : CblasNoTrans, (int)rows, (int)cols, c, A,
+                (int)cols, x, 1, acc ? 1 : 0, y, 1);
+        return;
+    }
+    if (trans) {
+        for (int64_t j = 0; j < cols; j += OWN_W) {
+            vecf s[4] = {{0}, {0}, {0}, {0}};
+            int64_t i = 0;
+            for (; i + 4 <= rows; i += 4)
+                for (int p = 0; p < 4; p++) s[p] += x[i + p] * vld(A + (i + p) * cols + j);
+            for (; i < rows; i++) s[0] += x[i] * vld(A + i * cols + j);
+            vecf v = c * ((s[0] + s[1]) + (s[2] + s[3]));
+            vst(y + j, acc ? vld(y + j) + v : v);
+        }
+        return;
+    }
+    for (int64_t r0 = 0; r0 < rows; r0 += OWN_W) {
+        int64_t nr = rows - r0 < OWN_W ? rows - r0 : OWN_W;
+        vecf part[OWN_W];
+        float out[OWN_W];
+        for (int64_t r = 0; r < OWN_W; r++) {
+            vecf s = {0};
+            for (int64_t j = 0; r < nr && j < cols; j += OWN_W)
+                s += vld(A + (r0 + r) * cols + j) * vld(x + j);
+            part[r] = s;
+        }
+        vst(out, c * own_lane_sums(part));
+        for (int64_t r = 0; r < nr; r++) y[r0 + r] = acc ? y[r0 + r] + out[r] : out[r];
+    }
+}
+#define MS_MV own_mv
+
 #include "mlp_scan_impl.h"
 
 void own_mlp_scan_f32(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a)
