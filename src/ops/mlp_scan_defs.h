@@ -32,9 +32,11 @@
 #define MS_POW MS_MATH(pow)
 #define MS_GEMV _Generic((MS_T)0, float: cblas_sgemv, default: cblas_dgemv)
 
-/* e^x in kl's softmax rows: libm's exp, or (the OWN f32 kernels define it
- * first) own_math.h's polynomial, which the compiler vectorises in place: a
- * call into glibc's vector exp per row of 32 cost more than its work. */
+/* e^x in kl's softmax rows and in gelu's derivatives (x ≤ 0 there): libm's
+ * exp, or (the OWN f32 kernels define it first) own_math.h's polynomial,
+ * which the compiler vectorises in place: a call into glibc's vector exp per
+ * row of 32 cost more than its work, and gelu''s loop in the backward called
+ * the scalar expf once per hidden unit. */
 #ifndef MS_EXPV
 #define MS_EXPV(x) MS_EXP(x)
 #endif

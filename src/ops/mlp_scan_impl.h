@@ -71,7 +71,7 @@ static void MS(read)(const ms_dims *k, const MS_T *W, MS_T c, const MS_T *x, con
     for (int64_t j = 0; j < h; j++) {
         MS_T a = o->a[j], Phi = (MS_T)0.5 * (1 + MS_ERF(a * (MS_T)M_SQRT1_2));
         o->s[j] = a * Phi;
-        o->gp[j] = Phi + a * (MS_T)MS_INV_SQRT_2PI * MS_EXP((MS_T)-0.5 * a * a);
+        o->gp[j] = Phi + a * (MS_T)MS_INV_SQRT_2PI * MS_EXPV((MS_T)-0.5 * a * a);
     }
     MS_MV(false, d, h, c, W1, o->s, false, o->zh);
     MS_T mean = 0, var = 0;
@@ -409,11 +409,12 @@ static void MS(token_backward)(const ms_dims *k, const MS_T *Ap, const MS_T *At,
         w->gdl1[i] = -eta * w->g1s[i];
         gk[i] = -eta * w->g2d[i];
     }
+    MS_PRAGMA(omp simd)
     for (int64_t j = 0; j < h; j++) {
         MS_T gdl2 = -eta * w->g2k[j], a = ik->a[j];
         w->gs[j] *= -eta;
         w->gm[j] = gdl2 * ik->gp[j];
-        w->ga[j] = gdl2 * ik->mv[j] * (MS_T)MS_INV_SQRT_2PI * MS_EXP((MS_T)-0.5 * a * a) *
+        w->ga[j] = gdl2 * ik->mv[j] * (MS_T)MS_INV_SQRT_2PI * MS_EXPV((MS_T)-0.5 * a * a) *
                    (2 - a * a);
     }
     MS_MV(false, d, h, cp, Wp, w->gm, true, w->gdl1); /* gδ1 += c W1 gm */
