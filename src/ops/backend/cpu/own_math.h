@@ -26,6 +26,12 @@ static inline int f_isnan(float x)
 #define LN2_HI 0.693145751953125f      /* ln 2 to 16 bits: n·LN2_HI is exact */
 #define LN2_LO 1.42860682030941723e-6f
 
+/* P(r) of e^r = 1 + r + r²·P(r) (Cephes' expf coefficients), for a float
+ * and for a vector of them (own_vexp_lo) alike */
+#define F_EXP_P(r)                                                                         \
+    (((((1.9875691500e-4f * (r) + 1.3981999507e-3f) * (r) + 8.3334519073e-3f) * (r) +    \
+       4.1665795894e-2f) * (r) + 1.6666665459e-1f) * (r) + 5.0000001201e-1f)
+
 /* e^x = 2^n · e^r, x = n ln2 + r, |r| ≤ ln2/2, e^r = 1 + r + r²·P(r) with
  * Cephes' expf coefficients (≤ 2 ulp); 2^n is added to e^r's exponent
  * field. For x < ln FLT_MAX (n = 128 only with e^r < 1 there); below
@@ -36,13 +42,7 @@ static inline float f_exp_lo(float x)
     float xc = x < -87.33654f ? -87.33654f : x;
     float n = rintf(xc * LOG2E);
     float r = (xc - n * LN2_HI) - n * LN2_LO;
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    fbits b = {.f = p * (r * r) + r + 1.0f};
+    fbits b = {.f = F_EXP_P(r) * (r * r) + r + 1.0f};
     b.u += (uint32_t)(int32_t)n << 23; /* two's complement add to the exponent */
     return x < -87.33654f ? 0.0f : b.f;
 }

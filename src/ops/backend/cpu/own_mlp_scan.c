@@ -60,9 +60,12 @@ static void own_kl_rows(const ms_dims *k, float *A, const float *x, const float 
             }
             const float *a = A + (r0 + r) * cols;
             float *w = wt + (r0 + r) * cols, m = mx[r];
-            for (int64_t j = 0; j < cols; j++) w[j] = f_exp_lo(a[j] - m);
-            vecf s = vld(w);
-            for (int64_t j = OWN_W; j < cols; j += OWN_W) s += vld(w + j);
+            vecf s = {0};
+            for (int64_t j = 0; j < cols; j += OWN_W) {
+                vecf e = own_vexp_lo(vld(a + j) - m);
+                vst(w + j, e);
+                s += e;
+            }
             part[r] = s;
         }
         vecf sums = own_lane_sums(part);

@@ -150,12 +150,23 @@ static inline __attribute__((always_inline)) void weighted_rows(int P, const flo
     for (int u = 0; u < P; u++) vst(y + u * OWN_W, scale * acc[u]);
 }
 
-/* s[0 … n) = exp(s − max s) (own_math.h's polynomial); returns their sum. */
+/* s[0 … n) = exp(s − max s) (own_math.h's polynomial, in vectors:
+ * own_vexp_lo); returns their sum. */
 static float exp_shifted(float *restrict s, int64_t n)
 {
+    int64_t nv = n - n % OWN_W;
+    vecf mv = (vecf){0} - INFINITY, zv = {0};
+    for (int64_t j = 0; j < nv; j += OWN_W) mv = own_vmax(mv, vld(s + j));
     float m = -INFINITY, z = 0;
-    for (int64_t j = 0; j < n; j++) m = s[j] > m ? s[j] : m;
-    for (int64_t j = 0; j < n; j++) {
+    for (int i = 0; i < OWN_W; i++) m = mv[i] > m ? mv[i] : m;
+    for (int64_t j = nv; j < n; j++) m = s[j] > m ? s[j] : m;
+    for (int64_t j = 0; j < nv; j += OWN_W) {
+        vecf e = own_vexp_lo(vld(s + j) - m);
+        vst(s + j, e);
+        zv += e;
+    }
+    for (int i = 0; i < OWN_W; i++) z += zv[i];
+    for (int64_t j = nv; j < n; j++) {
         s[j] = f_exp_lo(s[j] - m);
         z += s[j];
     }
