@@ -570,8 +570,8 @@ START_TEST(bad_inputs_give_messages)
 }
 END_TEST
 
-/* The OWN f32 kernels of their own (kl's write and read, the products with
- * a vector), under kl (Memora) and under momentum (Titans), at widths where
+/* The OWN f32 kernels of their own (kl's write and read; with AVX-512 the
+ * products with a vector), under kl (Memora) and under momentum (Titans), at widths where
  * rows are whole vectors (AVX-512 16 floats, AVX2 8): d 18, h 32 (W1's 18
  * rows of 32, a full group of 16 and a partial one, and 4 rows at a time
  * with 2 left over in the transposed product; W2's 32 rows of 18 go to the

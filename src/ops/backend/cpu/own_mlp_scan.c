@@ -149,10 +149,12 @@ static void own_kl_rows_back(const ms_dims *k, int l, const float *W, const floa
 }
 #define MS_KL_ROWS_BACK own_kl_rows_back
 
-/* The memory's products with a vector, y = c op(A) x (+ y): a weight
- * matrix of Memora's or Titans' MLP is 32 × 128, and the BLAS's gemv spent
- * longer choosing and entering its kernel than the kernel ran (a quarter of
- * Memora's layer). Rows a whole number of vectors long, else the BLAS.
+#ifdef __AVX512F__
+/* The memory's products with a vector, y = c op(A) x (+ y), with AVX-512
+ * (a weight matrix of Memora's or Titans' MLP is 32 × 128: the chunk-1
+ * Titans layer went 10 % faster than on OpenBLAS's gemv; with AVX2 the same
+ * loops in 8 lanes were 7–10 % slower than OpenBLAS's Haswell kernels, which
+ * those builds keep). Rows a whole number of vectors long, else the BLAS.
  *   y_i = c Σ_j A_ij x_j: OWN_W rows at a time, their lane sums folded
  *     (own_lane_sums);
  *   y_j = c Σ_i A_ij x_i: a vector of columns at a time, over four rows at
@@ -192,6 +194,7 @@ static void own_mv(bool trans, int64_t rows, int64_t cols, float c, const float 
     }
 }
 #define MS_MV own_mv
+#endif
 
 #include "mlp_scan_impl.h"
 
