@@ -69,8 +69,8 @@ static inline __attribute__((always_inline)) vecf own_vmax(vecf a, vecf b)
     return (vecf)(((veci)a & m) | ((veci)b & ~m));
 }
 
-/* f_exp_lo (own_math.h) on a vector, with the same polynomial, for the
- * same x (below ln FLT_MAX; NaN stays NaN). With AVX-512, n = rint(x log₂e)
+/* f_exp_lo (own_math.h) on a vector, with the same polynomial and the same
+ * contract (x below ln FLT_MAX; NaN the caller's business). With AVX-512, n = rint(x log₂e)
  * in one rounding instruction and 2^n applied by vscalefps, which also
  * takes e^x below ln FLT_MIN to REF's denormals and to 0 (x is raised to
  * −110 first, where e^x is 0 in floats, so that −∞ and huge negatives do
@@ -83,7 +83,7 @@ static inline __attribute__((always_inline)) vecf own_vmax(vecf a, vecf b)
 static inline __attribute__((always_inline)) vecf own_vexp_lo(vecf x)
 {
 #ifdef __AVX512F__
-    x = own_vmax((vecf){0} - 110.0f, x); /* x when x is NaN */
+    x = own_vmax((vecf){0} - 110.0f, x);
     vecf n = (vecf)_mm512_roundscale_ps((__m512)(x * LOG2E), _MM_FROUND_TO_NEAREST_INT |
                                                                  _MM_FROUND_NO_EXC);
     vecf r = (x - n * LN2_HI) - n * LN2_LO;
