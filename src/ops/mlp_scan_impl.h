@@ -18,10 +18,10 @@
 
 /* y = c op(A) x (+ y with acc), A [rows, cols] row-major; op(A) = Aᵀ with
  * trans. c scales the weights read at c W (decay_first: c = α_t). The
- * including file's own kernel (MS_MV), or the BLAS's gemv. */
+ * including file's own kernel (MS_MV), or the BLAS's gemv; MS_MV is
+ * undefined at the end of this file, for the next inclusion. */
 #ifndef MS_MV
 #define MS_MV MS(mv)
-#define MS_MV_BLAS /* undefined at the end, for the next dtype's inclusion */
 static void MS(mv)(bool trans, int64_t rows, int64_t cols, MS_T c, const MS_T *A, const MS_T *x,
                    bool acc, MS_T *y)
 {
@@ -595,7 +595,4 @@ MS_KERNEL void MS(mlp_scan_backward)(mi_tensor *o, mi_tensor *const *in, const m
     }
     mi_scope_release(sc, scratch, bytes);
 }
-#ifdef MS_MV_BLAS
 #undef MS_MV
-#undef MS_MV_BLAS
-#endif

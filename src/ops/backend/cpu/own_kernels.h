@@ -91,8 +91,8 @@ static inline __attribute__((always_inline)) vecf own_vexp_lo(vecf x)
     return (vecf)_mm512_scalef_ps((__m512)e, (__m512)n);
 #else
     const float round = 12582912.0f;
-    veci low = x < -87.33654f;
-    vecf xc = (vecf)(((veci)x & ~low) | ((veci)((vecf){0} - 87.33654f) & low));
+    veci low = x < F_EXP_MIN;
+    vecf xc = (vecf)(((veci)x & ~low) | ((veci)((vecf){0} + F_EXP_MIN) & low));
     veci n = (veci)(xc * LOG2E + round) - (veci)((vecf){0} + round);
     vecf nf = __builtin_convertvector(n, vecf);
     vecf r = (xc - nf * LN2_HI) - nf * LN2_LO;

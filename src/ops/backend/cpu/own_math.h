@@ -26,6 +26,9 @@ static inline int f_isnan(float x)
 #define LN2_HI 0.693145751953125f      /* ln 2 to 16 bits: n·LN2_HI is exact */
 #define LN2_LO 1.42860682030941723e-6f
 
+/* Below this, f_exp_lo (and own_vexp_lo without AVX-512) gives 0 */
+#define F_EXP_MIN (-87.33654f)
+
 /* P(r) of e^r = 1 + r + r²·P(r) (Cephes' expf coefficients), for a float
  * and for a vector of them (own_vexp_lo) alike */
 #define F_EXP_P(r)                                                                         \
@@ -39,12 +42,12 @@ static inline int f_isnan(float x)
  * so e^−inf = 0 exactly. NaN is the caller's business (f_exp below). */
 static inline float f_exp_lo(float x)
 {
-    float xc = x < -87.33654f ? -87.33654f : x;
+    float xc = x < F_EXP_MIN ? F_EXP_MIN : x;
     float n = rintf(xc * LOG2E);
     float r = (xc - n * LN2_HI) - n * LN2_LO;
     fbits b = {.f = F_EXP_P(r) * (r * r) + r + 1.0f};
     b.u += (uint32_t)(int32_t)n << 23; /* two's complement add to the exponent */
-    return x < -87.33654f ? 0.0f : b.f;
+    return x < F_EXP_MIN ? 0.0f : b.f;
 }
 
 /* e^x for every x: inf above ln FLT_MAX (there n = 128 and e^r ≥ 1 would

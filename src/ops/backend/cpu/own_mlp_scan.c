@@ -83,6 +83,21 @@ static void own_kl_rows(const ms_dims *k, float *A, const float *x, const float 
 }
 #define MS_KL_ROWS own_kl_rows
 
+/* Σ_j A_ij x_j for the nr ≤ OWN_W rows of A (rows cols apart, a whole
+ * number of vectors long) in lanes 0 … nr − 1 (0 in the others): each row's
+ * lane vector, then one fold for all of them (own_lane_sums). */
+static inline vecf own_group_dots(const float *A, int64_t cols, int64_t nr, const float *x)
+{
+    vecf part[OWN_W];
+    for (int64_t r = 0; r < OWN_W; r++) {
+        vecf s = {0};
+        for (int64_t j = 0; r < nr && j < cols; j += OWN_W)
+            s += vld(A + r * cols + j) * vld(x + j);
+        part[r] = s;
+    }
+    return own_lane_sums(part);
+}
+
 /* kl_rows_back likewise, OWN_W rows at a time: the rows' dot products with
  * b, their sums (at a boundary) and their products with x come out of one
  * fold each per group, and ⟨G, A_{t−1}⟩ is summed in one vector to the end. */
@@ -105,13 +120,7 @@ static void own_kl_rows_back(const ms_dims *k, int l, const float *W, const floa
         const float *W0 = W + at + r0 * cols, *A0 = Ap + at + r0 * cols;
         float *G0 = G + at + r0 * cols;
         vecf part[OWN_W];
-        for (int64_t r = 0; r < OWN_W; r++) { /* (W b)_i */
-            vecf s = {0};
-            for (int64_t j = 0; r < nr && j < cols; j += OWN_W)
-                s += vld(W0 + r * cols + j) * vld(b + j);
-            part[r] = s;
-        }
-        vst(dot, inv * own_lane_sums(part));
+        vst(dot, inv * own_group_dots(W0, cols, nr, b)); /* (W b)_i / c_kl */
         for (int64_t r = 0; r < OWN_W; r++) { /* G_i += a_i W_i ⊙ (b − dot_i), and Σ_j G_ij */
             vecf s = {0};
             for (int64_t j = 0; r < nr && j < cols; j += OWN_W) {
@@ -155,8 +164,7 @@ static void own_kl_rows_back(const ms_dims *k, int l, const float *W, const floa
  * Titans layer went 10 % faster than on OpenBLAS's gemv; with AVX2 the same
  * loops in 8 lanes were 7–10 % slower than OpenBLAS's Haswell kernels, which
  * those builds keep). Rows a whole number of vectors long, else the BLAS.
- *   y_i = c Σ_j A_ij x_j: OWN_W rows at a time, their lane sums folded
- *     (own_lane_sums);
+ *   y_i = c Σ_j A_ij x_j: OWN_W rows at a time (own_group_dots);
  *   y_j = c Σ_i A_ij x_i: a vector of columns at a time, over four rows at
  *     once so that four sums are in flight. */
 static void own_mv(bool trans, int64_t rows, int64_t cols, float c, const float *A,
@@ -181,15 +189,8 @@ static void own_mv(bool trans, int64_t rows, int64_t cols, float c, const float 
     }
     for (int64_t r0 = 0; r0 < rows; r0 += OWN_W) {
         int64_t nr = rows - r0 < OWN_W ? rows - r0 : OWN_W;
-        vecf part[OWN_W];
         float out[OWN_W];
-        for (int64_t r = 0; r < OWN_W; r++) {
-            vecf s = {0};
-            for (int64_t j = 0; r < nr && j < cols; j += OWN_W)
-                s += vld(A + (r0 + r) * cols + j) * vld(x + j);
-            part[r] = s;
-        }
-        vst(out, c * own_lane_sums(part));
+        vst(out, c * own_group_dots(A + r0 * cols, cols, nr, x));
         for (int64_t r = 0; r < nr; r++) y[r0 + r] = acc ? y[r0 + r] + out[r] : out[r];
     }
 }

@@ -71,7 +71,7 @@ static inline float f_Phi(float x)
 static inline float f_sigmoid(float x)
 {
     float y = 1.0f / (1.0f + f_exp_lo(-x < 88.0f ? -x : 88.0f));
-    y = x < -87.33654f ? 0.0f : y;
+    y = x < F_EXP_MIN ? 0.0f : y;
     return f_isnan(x) ? x : y;
 }
 
