@@ -64,6 +64,14 @@ static inline bool own_unrecorded_f32(const mi_tensor *x)
 /* Requires input i to be float; message names the op. */
 int require_float(const char *op, mi_tensor *const *in, int i);
 
+/* The gradients of Y = a ⊙ X + … for the cotangent G (X G's shape, a
+ * broadcast to it, its last axis 1 or X's) in one loop over G and X, for a
+ * vjp that does not record: *gX = a ⊙ G, *ga = Σ G ⊙ X over a's broadcast
+ * axes (gX or ga NULL: not wanted); own: OWN's loops (f32). scale_add's and
+ * matmul_acc's (update.c). */
+int scale_grads(mi_tensor *X, mi_tensor *a, mi_tensor *G, bool own, mi_tensor **gX,
+                mi_tensor **ga);
+
 /* ---------------------------------------------------------------- shape and index helpers
  * Shared by shape.c and index.c. */
 /* A tensor seen as [outer, dim, inner] around one axis. */

@@ -242,7 +242,7 @@ static uint64_t matmul_flops(mi_tensor *const *in, int n, const mi_attrs *a, con
  * kernel for the small products it takes, else matmul_acc's (C = acc). */
 static int matmul_vjp_into(const mi_node *n, int i, mi_tensor *g, mi_tensor *acc)
 {
-    mi_tensor *a = n->inputs[0], *b = n->inputs[1], *in[3];
+    mi_tensor *a = n->inputs[0], *b = n->inputs[1], *in[4];
     bool ta = n->attrs.trans_a, tb = n->attrs.trans_b;
     mi_attrs at = {.scalar = 1};
     if (i == 1) fold_into_inner(&a, &g, ta, b);
@@ -251,6 +251,7 @@ static int matmul_vjp_into(const mi_node *n, int i, mi_tensor *g, mi_tensor *acc
     else if (tb) in[0] = g, in[1] = a, at.trans_a = true, at.trans_b = ta;
     else in[0] = a, in[1] = g, at.trans_a = !ta;
     in[2] = acc;
+    in[3] = NULL; /* the kernels' γ = 1 */
     int rank;
     int64_t shape[MI_MAX_RANK];
     mi_dtype dt;
@@ -265,7 +266,7 @@ static int matmul_vjp_into(const mi_node *n, int i, mi_tensor *g, mi_tensor *acc
     if (acc->dtype == MI_F32 && (mi_backends_allowed() >> MI_BACKEND_OWN & 1u) &&
         own_matmul_into_f32(acc, in, &at))
         return 0;
-    mi_kernel_fn k = mi_kernel_choose(&mi_op_matmul_acc, in, 3, &at, acc);
+    mi_kernel_fn k = mi_kernel_choose(&mi_op_matmul_acc, in, 4, &at, acc);
     if (!k) return mi_error_set("matmul: no kernel adds a gradient into %s", mi_dtype_name(dt)), -1;
     k(acc, in, &at);
     return 0;
@@ -540,11 +541,14 @@ mi_tensor *mi_tri_solve(mi_tensor *l, mi_tensor *b, bool trans)
 }
 
 /* ---------------------------------------------------------------- matmul_acc
- * Y = C + s · op(A) op(B), C broadcast to the product's shape: W − η Gᵀ U, a
- * memory's step, as one GEMM into a copy of W (β = 1) where W − matmul would
- * write the product to a tensor of its own first. in = (A, B, C), s =
- * attrs.scalar. dC = dY (un-broadcast by the engine); dA, dB are matmul's
- * times s. */
+ * Y = γ ⊙ C + s · op(A) op(B), C and γ broadcast to the product's shape (γ's
+ * last axis 1: a gate per row): α W − η Gᵀ U, a memory's step with its
+ * retention, as one GEMM into α W (β = 1) where α ⊙ W − matmul would write
+ * the product and α W to tensors of their own first; the kernels form α W
+ * block by block, each just before the block's product, so that the
+ * product reads it back from the cache. in = (A, B, C, γ), s = attrs.scalar.
+ * dC = γ ⊙ dY, dγ = dY ⊙ C (both un-broadcast by the engine); dA, dB are
+ * matmul's times s. */
 /* The kernel is matmul_acc in matmul_impl.h, per dtype. */
 
 static int matmul_acc_shape(mi_tensor *const *in, int n, const mi_attrs *at, mi_dtype *dt,
@@ -554,32 +558,61 @@ static int matmul_acc_shape(mi_tensor *const *in, int n, const mi_attrs *at, mi_
         mi_error_prefix("matmul_acc");
         return -1;
     }
-    const mi_tensor *c = in[2];
-    char sc[96], sy[96];
-    mi_shape_str(sc, sizeof sc, c->rank, c->shape);
+    char sy[96];
     mi_shape_str(sy, sizeof sy, *rank, shape);
-    if (c->dtype != *dt) {
-        mi_error_set("matmul_acc: C %s is %s, the product %s", sc, mi_dtype_name(c->dtype),
-                     mi_dtype_name(*dt));
-        return -1;
+    for (int i = 2; i < n; i++) {
+        const mi_tensor *c = in[i];
+        const char *what = i == 2 ? "C" : "the gate";
+        char sc[96];
+        mi_shape_str(sc, sizeof sc, c->rank, c->shape);
+        if (c->dtype != *dt) {
+            mi_error_set("matmul_acc: %s %s is %s, the product %s", what, sc,
+                         mi_dtype_name(c->dtype), mi_dtype_name(*dt));
+            return -1;
+        }
+        bool fits = c->rank <= *rank && (i == 2 || (c->rank > 0 && c->shape[c->rank - 1] == 1));
+        for (int d = 0; fits && d < c->rank; d++) {
+            int64_t cd = c->shape[c->rank - 1 - d], yd = shape[*rank - 1 - d];
+            fits = cd == yd || cd == 1;
+        }
+        if (!fits) {
+            mi_error_set("matmul_acc: %s %s does not broadcast to the product's shape %s%s",
+                         what, sc, sy, i == 3 ? " with its last axis 1" : "");
+            return -1;
+        }
     }
-    bool fits = c->rank <= *rank;
-    for (int d = 0; fits && d < c->rank; d++) {
-        int64_t cd = c->shape[c->rank - 1 - d], yd = shape[*rank - 1 - d];
-        fits = cd == yd || cd == 1;
-    }
-    if (!fits) {
-        mi_error_set("matmul_acc: C %s does not broadcast to the product's shape %s", sc, sy);
-        return -1;
-    }
-    (void)n;
     return 0;
+}
+
+/* The gate of mi_matmul_acc, a constant 1. */
+static bool gate_is_one(const mi_tensor *gate)
+{
+    return gate->numel == 1 && !gate->requires_grad && mi_get(gate, 0) == 1;
 }
 
 static mi_tensor *matmul_acc_vjp(const mi_node *n, int i, mi_tensor *g)
 {
-    if (i == 2) return g;
+    mi_tensor *c = n->inputs[2], *gate = n->inputs[3];
+    if (i == 2) return gate_is_one(gate) ? g : mi_mul(g, gate);
+    if (i == 3) return mi_mul(g, c);
     return mi_mul_scalar(matmul_vjp(n, i, g), n->attrs.scalar);
+}
+
+/* Without recording and with C the product's shape, dC and dγ in one loop
+ * over dY and C (scale_grads, as scale_add's). */
+static int matmul_acc_vjp_all(const mi_node *n, mi_tensor *g, const bool *need,
+                              mi_tensor **grads)
+{
+    mi_tensor *c = n->inputs[2], *gate = n->inputs[3];
+    for (int i = 0; i < 2; i++)
+        if (need[i] && !(grads[i] = matmul_acc_vjp(n, i, g))) return -1;
+    if (need[3] && !mi_grad_enabled() && mi_same_shape(c, g)) {
+        bool own = c->dtype == MI_F32 && (mi_backends_allowed() >> MI_BACKEND_OWN & 1u);
+        return scale_grads(c, gate, g, own, need[2] ? &grads[2] : NULL, &grads[3]);
+    }
+    for (int i = 2; i < 4; i++)
+        if (need[i] && !(grads[i] = matmul_acc_vjp(n, i, g))) return -1;
+    return 0;
 }
 
 /* W [3,4] − Aᵀ B with a batch of 2; a broadcast [1,4] C with both
@@ -587,29 +620,40 @@ static mi_tensor *matmul_acc_vjp(const mi_node *n, int i, mi_tensor *g)
 static int ex_matmul_acc(mi_rng *r, int v, mi_tensor **in, mi_attrs *a)
 {
     switch (v) {
-    case 0:
+    case 0: /* W [3, 4] − Aᵀ B with a batch of 2, a gate per batch entry */
         in[0] = ex_normal(r, MI_SHAPE(2, 2, 3));
         in[1] = ex_normal(r, MI_SHAPE(2, 2, 4));
         in[2] = ex_normal(r, MI_SHAPE(3, 4));
+        in[3] = ex_normal(r, MI_SHAPE(2, 1, 1));
         a->trans_a = true;
         a->scalar = -1;
         break;
-    case 1:
+    case 1: /* a broadcast [1, 4] C, both transposed, a gate per row */
         in[0] = ex_normal(r, MI_SHAPE(5, 3));
         in[1] = ex_normal(r, MI_SHAPE(4, 5));
         in[2] = ex_normal(r, MI_SHAPE(1, 4));
+        in[3] = ex_normal(r, MI_SHAPE(3, 1));
         a->trans_a = a->trans_b = true;
         a->scalar = 2;
         break;
-    case 2:
+    case 2: /* a batched C, one gate for all */
         in[0] = ex_normal(r, MI_SHAPE(2, 3, 2));
         in[1] = ex_normal(r, MI_SHAPE(2, 2));
         in[2] = ex_normal(r, MI_SHAPE(2, 3, 2));
+        in[3] = ex_normal(r, MI_SHAPE(1));
         a->scalar = 0.5;
+        break;
+    case 3: /* a gate per row of every batch entry, A shared */
+        in[0] = ex_normal(r, MI_SHAPE(4, 3));
+        in[1] = ex_normal(r, MI_SHAPE(2, 4, 2));
+        in[2] = ex_normal(r, MI_SHAPE(2, 3, 2));
+        in[3] = ex_normal(r, MI_SHAPE(2, 3, 1));
+        a->trans_a = true;
+        a->scalar = -1;
         break;
     default: return 0;
     }
-    return 3;
+    return 4;
 }
 
 /* The product's 2·M·N·K per batch entry, as matmul (the scaled add into C
@@ -637,18 +681,26 @@ static mi_backend matmul_acc_select(mi_tensor *const *in, int n, const mi_attrs 
     return blas ? MI_BACKEND_BLAS : MI_BACKEND_REF;
 }
 
-const mi_op mi_op_matmul_acc = {.name = "matmul_acc", .formula = "Y = C + s op(A) op(B)",
-                                .arity = 3, .shape = matmul_acc_shape,
+const mi_op mi_op_matmul_acc = {.name = "matmul_acc", .formula = "Y = g * C + s op(A) op(B)",
+                                .arity = 4, .shape = matmul_acc_shape,
                                 .kernel = {[MI_BACKEND_REF] = {matmul_acc_f32, matmul_acc_f64},
                                            [MI_BACKEND_BLAS] = {matmul_acc_blas_f32,
                                                                 matmul_acc_blas_f64},
                                            [MI_BACKEND_DNNL] = {matmul_acc_dnnl_f32, NULL}},
-                                .vjp = matmul_acc_vjp, .examples = ex_matmul_acc,
+                                .vjp = matmul_acc_vjp, .vjp_all = matmul_acc_vjp_all,
+                                .examples = ex_matmul_acc,
                                 .select = matmul_acc_select, .flops = matmul_acc_flops};
 
 mi_tensor *mi_matmul_acc(mi_tensor *c, mi_tensor *a, mi_tensor *b, bool trans_a, bool trans_b,
                          double s)
 {
+    mi_tensor *one = c ? mi_ones(c->dtype, MI_SHAPE(1)) : NULL;
+    return mi_matmul_acc_gated(c, one, a, b, trans_a, trans_b, s);
+}
+
+mi_tensor *mi_matmul_acc_gated(mi_tensor *c, mi_tensor *gate, mi_tensor *a, mi_tensor *b,
+                               bool trans_a, bool trans_b, double s)
+{
     mi_attrs at = {.trans_a = trans_a, .trans_b = trans_b, .scalar = s};
-    return RUN(&mi_op_matmul_acc, &at, a, b, c);
+    return RUN(&mi_op_matmul_acc, &at, a, b, c, gate);
 }

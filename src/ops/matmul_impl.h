@@ -60,13 +60,13 @@ static void MM_NAME(outer)(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a
     }
 }
 
-/* Y = C + s · op(A) op(B), C broadcast to the product's shape; in = (A, B, C),
- * s = attrs.scalar. */
+/* Y = γ ⊙ C + s · op(A) op(B), C and γ broadcast to the product's shape;
+ * in = (A, B, C, γ), s = attrs.scalar. */
 static void MM_NAME(matmul_acc)(mi_tensor *o, mi_tensor *const *in, const mi_attrs *at)
 {
     gemm_geom g;
     gemm_geom_matmul(&g, o, in, at);
-    matmul_acc_fill(o, in[2]);
+    matmul_acc_fill(o, in[2], in[3]);
     for (int64_t q = 0; q < g.nbatch; q++) {
         const MM_T *A = (const MM_T *)in[0]->data + gemm_batch_offset(&g, g.sa, q);
         const MM_T *B = (const MM_T *)in[1]->data + gemm_batch_offset(&g, g.sb, q);

@@ -114,6 +114,11 @@ mi_tensor *mi_matmul_t(mi_tensor *a, mi_tensor *b, bool trans_a, bool trans_b);
  * tensor of its own). */
 mi_tensor *mi_matmul_acc(mi_tensor *c, mi_tensor *a, mi_tensor *b, bool trans_a, bool trans_b,
                          double s);
+/* gate ⊙ c + s · op(a) op(b), gate broadcast to the product's shape with its
+ * last axis 1 (a gate per row: a memory's retention α_t ⊙ W + …), in one
+ * pass over the state where mi_scale_add after a product takes three. */
+mi_tensor *mi_matmul_acc_gated(mi_tensor *c, mi_tensor *gate, mi_tensor *a, mi_tensor *b,
+                               bool trans_a, bool trans_b, double s);
 /* [..., m] ⊗ [..., n] → [..., m, n]. */
 mi_tensor *mi_outer(mi_tensor *a, mi_tensor *b);
 /* X = L⁻¹ B with L = I + StrictLower(l) unit lower-triangular (only l's

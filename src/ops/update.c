@@ -262,6 +262,25 @@ SCALE_ADD_KERNEL(_f32, ALL_ROWS(scale_add_rows_f32))
 SCALE_ADD_KERNEL(_f64, ALL_ROWS(scale_add_rows_f64))
 SCALE_ADD_KERNEL(_own_f32, own_scale_add_rows_f32)
 
+int scale_grads(mi_tensor *X, mi_tensor *a, mi_tensor *G, bool own, mi_tensor **gX,
+                mi_tensor **ga)
+{
+    mi_tensor *x = gX ? mi_tensor_new(X->dtype, X->rank, X->shape) : NULL;
+    mi_tensor *y = ga ? mi_zeros_like(a) : NULL;
+    if ((gX && !x) || (ga && !y)) return -1;
+    up_geom geo;
+    geom_of(&geo, X, a, NULL);
+    if (X->dtype == MI_F32 && own)
+        own_scale_add_grads_f32(&geo, G->data, X->data, a->data, DATA(x), DATA(y));
+    else if (X->dtype == MI_F32)
+        scale_add_grads_f32(&geo, 0, geo.rows, G->data, X->data, a->data, DATA(x), DATA(y));
+    else
+        scale_add_grads_f64(&geo, 0, geo.rows, G->data, X->data, a->data, DATA(x), DATA(y));
+    if (gX) *gX = x;
+    if (ga) *ga = y;
+    return 0;
+}
+
 static int scale_add_vjp_all(const mi_node *n, mi_tensor *g, const bool *need, mi_tensor **grads)
 {
     mi_tensor *X = n->inputs[0], *a = n->inputs[1];
@@ -271,20 +290,8 @@ static int scale_add_vjp_all(const mi_node *n, mi_tensor *g, const bool *need, m
         if (need[1] && !(grads[1] = mi_mul(g, X))) return -1;
         return 0;
     }
-    mi_tensor *gX = need[0] ? mi_tensor_new(X->dtype, X->rank, X->shape) : NULL;
-    mi_tensor *ga = need[1] ? mi_zeros_like(a) : NULL;
-    if ((need[0] && !gX) || (need[1] && !ga)) return -1;
-    up_geom geo;
-    geom_of(&geo, X, a, NULL);
-    if (X->dtype == MI_F32 && own_kernel(n, scale_add_own_f32))
-        own_scale_add_grads_f32(&geo, g->data, X->data, a->data, DATA(gX), DATA(ga));
-    else if (X->dtype == MI_F32)
-        scale_add_grads_f32(&geo, 0, geo.rows, g->data, X->data, a->data, DATA(gX), DATA(ga));
-    else
-        scale_add_grads_f64(&geo, 0, geo.rows, g->data, X->data, a->data, DATA(gX), DATA(ga));
-    if (need[0]) grads[0] = gX;
-    if (need[1]) grads[1] = ga;
-    return 0;
+    return scale_grads(X, a, g, own_kernel(n, scale_add_own_f32), need[0] ? &grads[0] : NULL,
+                       need[1] ? &grads[1] : NULL);
 }
 
 static int ex_scale_add(mi_rng *r, int v, mi_tensor **in, mi_attrs *at)

@@ -216,19 +216,17 @@ static int chunk_wy(mi_tensor **state, mi_tensor *q, mi_tensor *k, mi_tensor *v,
         if (!*y) return -1;
     }
 
-    /* (4): the state at the chunk's end, [N, 1, dv, dk] */
-    mi_tensor *sum = mi_matmul_t(alpha ? mi_mul(u, to_end) : u, k4, true, false);
-    sum = mi_reshape(sum, 4, (int64_t[]){n_seq, 1, dv, dk});
-    if (!alpha) {
-        *state = mi_add(s0, sum);
-        return *state ? 0 : -1;
-    }
-    /* γ_n ⊙ S_0 + sum, one pass over the state (mi_scale_add) where S_0 is a
-     * state per sequence, not one shared state broadcast over them */
-    int64_t g = gamma_n->shape[1];
-    mi_tensor *gamma = mi_reshape(gamma_n, 4, (int64_t[]){n_seq, 1, g, 1});
-    *state = sum && mi_same_shape(s0, sum) ? mi_scale_add(s0, gamma, sum)
-                                           : mi_add(mi_mul(gamma, s0), sum);
+    /* (4): the state at the chunk's end, [N, 1, dv, dk]: γ_n ⊙ S_0 + Σ_t ũ_tᵀ k_t
+     * (ũ_t = u_t ⊙ to_end_t) as one product into γ_n ⊙ S_0, one pass over the
+     * state (mi_matmul_acc_gated); the product's rows [N, g, r, dk] are the
+     * state's [N, 1, dv, dk] (g·r = dv) */
+    mi_tensor *w = alpha ? mi_mul(u, to_end) : u;
+    if (!w) return -1;
+    int64_t g = w->shape[1], r = w->shape[3];
+    mi_tensor *c = mi_reshape(s0, 4, (int64_t[]){s0->shape[0], g, r, dk});
+    mi_tensor *end = alpha ? mi_matmul_acc_gated(c, gamma_n, w, k4, true, false, 1)
+                           : mi_matmul_acc(c, w, k4, true, false, 1);
+    *state = mi_reshape(end, 4, (int64_t[]){n_seq, 1, dv, dk});
     return *state ? 0 : -1;
 }
 

@@ -155,19 +155,23 @@ int factored_chunk(run *r, mi_tensor *qc, mi_tensor *kc, mi_tensor *vc, mi_tenso
                            : NULL;
     mi_tensor *mu_last = mu ? mi_reshape(mi_slice(s_end, 2, n, n + 1), 2, (int64_t[]){n_seq, 1})
                             : NULL;
+    /* each product into its gated state (mi_matmul_acc_gated), the states as
+     * f's [N, out, in]: one pass over a state each, forward and backward */
     for (int i = 0; i < r->nw; i++) {
-        mi_tensor *a = r->a[i], *s = mu ? r->s[i] : NULL;
-        mi_tensor *sum = mi_matmul_t(mi_mul(f.delta[i], last), f.x[i], true, false);
-        sum = mi_reshape(sum, a->rank, a->shape);
-        /* one pass each over the state (mi_scale_add), forward and backward */
+        mi_tensor *a = f.a[i], *s = f.s[i], *end;
+        mi_tensor *pa = mi_mul(f.delta[i], last);
         if (mu) {
-            sum = mi_scale_add(s, gate_like(d_last, s), sum);
-            mi_tensor *ss = mi_matmul_t(mi_mul(f.delta[i], s_last), f.x[i], true, false);
-            r->s[i] = mi_scale_add(s, gate_like(mu_last, s), mi_reshape(ss, s->rank, s->shape));
-            if (!r->s[i]) return -1;
+            mi_tensor *sum = mi_matmul_acc_gated(s, gate_like(d_last, s), pa, f.x[i], true, false, 1);
+            mi_tensor *s_new = mi_matmul_acc_gated(s, gate_like(mu_last, s),
+                                                   mi_mul(f.delta[i], s_last), f.x[i], true,
+                                                   false, 1);
+            if (!(r->s[i] = mi_reshape(s_new, r->s[i]->rank, r->s[i]->shape))) return -1;
+            end = c_last ? mi_scale_add(a, gate_like(c_last, a), sum) : mi_add(a, sum);
+        } else {
+            end = c_last ? mi_matmul_acc_gated(a, gate_like(c_last, a), pa, f.x[i], true, false, 1)
+                         : mi_matmul_acc(a, pa, f.x[i], true, false, 1);
         }
-        if (!(r->a[i] = c_last ? mi_scale_add(a, gate_like(c_last, a), sum) : mi_add(a, sum)))
-            return -1;
+        if (!(r->a[i] = mi_reshape(end, r->a[i]->rank, r->a[i]->shape))) return -1;
     }
     return 0;
 }

@@ -98,6 +98,67 @@ typedef void (*gemm_block_fn)(const gemm_geom *g, const void *A, const void *B, 
 GEMM_BLOCK(block_f32, float, cblas_sgemm)
 GEMM_BLOCK(block_f64, double, cblas_dgemm)
 
+/* ---------------------------------------------------------------- matmul_acc's C
+ * o's rows [r0, r1) (rows of its last axis, over all its leading axes),
+ * columns [c0, c1): o = gate ⊙ c, both broadcast to o's shape (gate NULL:
+ * 1; its last axis 1). Per GEMM block, just before the block's product, so
+ * that the product's β = 1 reads them back from the cache. */
+typedef struct acc_fill {
+    const mi_tensor *o, *c, *gate;
+    int64_t cst[MI_MAX_RANK], gst[MI_MAX_RANK]; /* strides along o's axes; cst's last: 0 or 1 */
+} acc_fill;
+
+/* t's strides along o's axes (right-aligned, 0 where broadcast). */
+static void fill_strides(const mi_tensor *t, const mi_tensor *o, int64_t *st)
+{
+    int off = o->rank - t->rank;
+    int64_t s = 1;
+    for (int d = o->rank - 1; d >= 0; d--) {
+        int td = d - off;
+        st[d] = td < 0 || t->shape[td] == 1 ? 0 : s;
+        if (td >= 0) s *= t->shape[td];
+    }
+}
+
+static acc_fill acc_fill_of(const mi_tensor *o, const mi_tensor *c, const mi_tensor *gate)
+{
+    acc_fill f = {.o = o, .c = c, .gate = gate};
+    fill_strides(c, o, f.cst);
+    if (gate) fill_strides(gate, o, f.gst);
+    return f;
+}
+
+#define ACC_FILL_ROWS(T)                                                                        \
+    static void acc_fill_rows_##T(const acc_fill *f, int64_t r0, int64_t r1, int64_t c0,       \
+                                  int64_t c1)                                                   \
+    {                                                                                           \
+        const mi_tensor *o = f->o;                                                              \
+        int R = o->rank;                                                                        \
+        int64_t N = o->shape[R - 1], cs = f->cst[R - 1];                                        \
+        for (int64_t r = r0; r < r1; r++) {                                                     \
+            int64_t rest = r, co = 0, go = 0;                                                   \
+            for (int d = R - 2; d >= 0; d--) {                                                  \
+                int64_t i = rest % o->shape[d];                                                 \
+                rest /= o->shape[d];                                                            \
+                co += i * f->cst[d];                                                            \
+                go += i * f->gst[d];                                                            \
+            }                                                                                   \
+            T *y = (T *)o->data + r * N;                                                        \
+            const T *x = (const T *)f->c->data + co;                                            \
+            T a = f->gate ? ((const T *)f->gate->data)[go] : 1;                                 \
+            if (y == x && a == 1) continue; /* in place: acc += product */                      \
+            for (int64_t j = c0; j < c1; j++) y[j] = a * x[j * cs];                             \
+        }                                                                                       \
+    }
+ACC_FILL_ROWS(float)
+ACC_FILL_ROWS(double)
+
+static void acc_fill_run(const acc_fill *f, int64_t r0, int64_t r1, int64_t c0, int64_t c1)
+{
+    if (f->o->dtype == MI_F64) acc_fill_rows_double(f, r0, r1, c0, c1);
+    else acc_fill_rows_float(f, r0, r1, c0, c1);
+}
+
 /* ---------------------------------------------------------------- threading */
 
 static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
@@ -123,6 +184,7 @@ typedef struct gemm_tasks {
     size_t es;
     const char *A, *B;
     char *C;
+    const acc_fill *fill; /* matmul_acc's C, each block's before its product (or NULL) */
     bool rows;
     int64_t len, nblk, bsz;
 } gemm_tasks;
@@ -148,6 +210,8 @@ static void task_run(const gemm_tasks *t, int64_t i)
     const char *a = t->A + (size_t)gemm_batch_offset(g, g->sa, q) * t->es;
     const char *b = t->B + (size_t)gemm_batch_offset(g, g->sb, q) * t->es;
     char *c = t->C + (size_t)(q * g->M * g->N) * t->es;
+    if (t->fill && t->rows) acc_fill_run(t->fill, q * g->M + lo, q * g->M + hi, 0, g->N);
+    else if (t->fill) acc_fill_run(t->fill, q * g->M, (q + 1) * g->M, lo, hi);
     if (t->rows) t->block(g, a, b, c, lo, hi, 0, g->N);
     else t->block(g, a, b, c, 0, g->M, lo, hi);
 }
@@ -155,11 +219,11 @@ static void task_run(const gemm_tasks *t, int64_t i)
 /* Runs every task: on this thread alone when the work is small (not even
  * an `if (0)` OpenMP region: entering one costs ≈ 0.3 µs, as much as a
  * whole 8×8 product), else spread over the threads. */
-static void gemm_run(const gemm_geom *g, gemm_block_fn block, size_t es, const void *A,
-                     const void *B, void *C)
+static void gemm_run_fill(const gemm_geom *g, gemm_block_fn block, size_t es, const void *A,
+                          const void *B, void *C, const acc_fill *fill)
 {
     pthread_once(&blas_once, blas_single_thread);
-    gemm_tasks t = {.g = g, .block = block, .es = es, .A = A, .B = B, .C = C};
+    gemm_tasks t = {.g = g, .block = block, .es = es, .A = A, .B = B, .C = C, .fill = fill};
     tasks_plan(&t);
     int64_t n = g->nbatch * t.nblk;
     int nt = 1;
@@ -175,6 +239,12 @@ static void gemm_run(const gemm_geom *g, gemm_block_fn block, size_t es, const v
     }
 #pragma omp parallel for num_threads(nt) schedule(static)
     for (int64_t i = 0; i < n; i++) task_run(&t, i);
+}
+
+static void gemm_run(const gemm_geom *g, gemm_block_fn block, size_t es, const void *A,
+                     const void *B, void *C)
+{
+    gemm_run_fill(g, block, es, A, B, C, NULL);
 }
 
 /* ---------------------------------------------------------------- kernels
@@ -202,34 +272,12 @@ BLAS_KERNEL(matmul_blas_f64, mi_op_matmul, gemm_geom_matmul(&g, o, in, a), MI_F6
 BLAS_KERNEL(outer_blas_f32, mi_op_outer, gemm_geom_outer(&g, o, in), MI_F32, block_f32, float)
 BLAS_KERNEL(outer_blas_f64, mi_op_outer, gemm_geom_outer(&g, o, in), MI_F64, block_f64, double)
 
-/* ---------------------------------------------------------------- matmul_acc
- * o = c broadcast to o's shape: a copy when the shapes agree, repeated
- * copies when c is o's trailing block, else element by element. */
-void matmul_acc_fill(mi_tensor *o, const mi_tensor *c)
+/* ---------------------------------------------------------------- matmul_acc */
+void matmul_acc_fill(mi_tensor *o, const mi_tensor *c, const mi_tensor *gate)
 {
-    size_t es = mi_dtype_size(o->dtype);
-    if (o->data == c->data) return; /* in place: acc += product */
-    if (c->numel == o->numel) {
-        memcpy(o->data, c->data, (size_t)o->numel * es);
-        return;
-    }
-    bool trailing = c->rank <= o->rank;
-    for (int d = 0; trailing && d < c->rank; d++)
-        trailing = c->shape[c->rank - 1 - d] == o->shape[o->rank - 1 - d];
-    if (trailing && c->numel > 0) {
-        for (int64_t at = 0; at < o->numel; at += c->numel)
-            memcpy((char *)o->data + (size_t)at * es, c->data, (size_t)c->numel * es);
-        return;
-    }
-    int64_t idx[MI_MAX_RANK] = {0};
-    int off = o->rank - c->rank;
-    for (int64_t i = 0; i < o->numel; i++) {
-        int64_t ci = 0;
-        for (int d = 0; d < c->rank; d++)
-            ci = ci * c->shape[d] + (c->shape[d] == 1 ? 0 : idx[off + d]);
-        memcpy((char *)o->data + (size_t)i * es, (const char *)c->data + (size_t)ci * es, es);
-        for (int d = o->rank - 1; d >= 0 && ++idx[d] == o->shape[d]; d--) idx[d] = 0;
-    }
+    acc_fill f = acc_fill_of(o, c, gate);
+    int64_t N = o->shape[o->rank - 1];
+    acc_fill_run(&f, 0, N ? o->numel / N : 0, 0, N);
 }
 
 #define ACC_KERNEL(fname, DT, block, T)                                        \
@@ -241,10 +289,11 @@ void matmul_acc_fill(mi_tensor *o, const mi_tensor *c)
             mi_op_matmul_acc.kernel[MI_BACKEND_REF][DT](o, in, a);             \
             return;                                                            \
         }                                                                      \
-        matmul_acc_fill(o, in[2]);                                             \
+        acc_fill f = acc_fill_of(o, in[2], in[3]);                             \
         g.alpha = a->scalar;                                                   \
         g.beta = 1;                                                            \
-        gemm_run(&g, block, sizeof(T), in[0]->data, in[1]->data, o->data);     \
+        gemm_run_fill(&g, block, sizeof(T), in[0]->data, in[1]->data, o->data, \
+                      &f);                                                     \
     }
 ACC_KERNEL(matmul_acc_blas_f32, MI_F32, block_f32, float)
 ACC_KERNEL(matmul_acc_blas_f64, MI_F64, block_f64, double)

@@ -43,9 +43,11 @@ void matmul_blas_f64(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a);
 void outer_blas_f32(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a);
 void outer_blas_f64(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a);
 
-/* matmul_acc (linalg.c): o = c broadcast, then o += scalar · op(A) op(B) as one
- * GEMM with beta = 1 (the reference kernel: loops over the same geometry). */
-void matmul_acc_fill(mi_tensor *o, const mi_tensor *c);
+/* matmul_acc (linalg.c): o = γ ⊙ c, both broadcast (γ NULL: 1; its last axis
+ * 1), then o += scalar · op(A) op(B) as one GEMM with beta = 1, per block of
+ * the product (the reference kernel: the fill, then loops over the same
+ * geometry). */
+void matmul_acc_fill(mi_tensor *o, const mi_tensor *c, const mi_tensor *gate);
 void matmul_acc_blas_f32(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a);
 void matmul_acc_blas_f64(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a);
 /* The same with oneDNN's sgemm on each block (f32). */
