@@ -595,7 +595,8 @@ static mi_tensor *matmul_acc_vjp(const mi_node *n, int i, mi_tensor *g)
     mi_tensor *c = n->inputs[2], *gate = n->inputs[3];
     if (i == 2) return gate_is_one(gate) ? g : mi_mul(g, gate);
     if (i == 3) return mi_mul(g, c);
-    return mi_mul_scalar(matmul_vjp(n, i, g), n->attrs.scalar);
+    mi_tensor *v = matmul_vjp(n, i, g);
+    return n->attrs.scalar == 1 ? v : mi_mul_scalar(v, n->attrs.scalar);
 }
 
 /* Without recording and with C the product's shape, dC and dγ in one loop
