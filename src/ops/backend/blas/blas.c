@@ -147,7 +147,10 @@ static acc_fill acc_fill_of(const mi_tensor *o, const mi_tensor *c, const mi_ten
             const T *x = (const T *)f->c->data + co;                                            \
             T a = f->gate ? ((const T *)f->gate->data)[go] : 1;                                 \
             if (y == x && a == 1) continue; /* in place: acc += product */                      \
-            for (int64_t j = c0; j < c1; j++) y[j] = a * x[j * cs];                             \
+            if (cs)                                                                             \
+                for (int64_t j = c0; j < c1; j++) y[j] = a * x[j];                              \
+            else                                                                                \
+                for (int64_t j = c0; j < c1; j++) y[j] = a * x[0];                              \
         }                                                                                       \
     }
 ACC_FILL_ROWS(float)
