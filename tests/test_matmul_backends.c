@@ -266,10 +266,13 @@ START_TEST(own_small_transposed_products_match_ref)
 }
 END_TEST
 
-/* matmul_acc, Y = C + s op(A) op(B), on OpenBLAS, oneDNN (f32) and the
- * reference kernel against C + s · (matmul on the reference kernel), for
- * every matmul case (K = 0: Y = C) and three forms of C: the product's shape
- * (one copy), its last two dims (repeated), [1, N] (element by element). */
+/* matmul_acc, Y = γ ⊙ C + s op(A) op(B), on OpenBLAS, oneDNN (f32) and the
+ * reference kernel against γ ⊙ C + s · (matmul on the reference kernel), for
+ * every matmul case (K = 0: Y = γ ⊙ C; the row and column splits: C formed
+ * block by block) and five forms of C and γ: without a gate, C the
+ * product's shape, its last two dims (repeated) or [1, N]; with a gate, C
+ * the product's shape and γ one per row of every batch entry, and C [1, N]
+ * with γ one per batch entry. */
 START_TEST(matmul_acc_matches_matmul)
 {
     static const mi_backend acc_backends[] = {MI_BACKEND_BLAS, MI_BACKEND_REF, MI_BACKEND_DNNL};
@@ -286,12 +289,21 @@ START_TEST(matmul_acc_matches_matmul)
         int r = prod->rank;
         int64_t last2[2] = {prod->shape[r - 2], prod->shape[r - 1]};
         int64_t row[2] = {1, prod->shape[r - 1]};
-        mi_tensor *cs[3] = {operand(dt, r, prod->shape), operand(dt, 2, last2),
+        int64_t rows[MI_MAX_RANK], entries[MI_MAX_RANK];
+        for (int d = 0; d < r; d++) {
+            rows[d] = d == r - 1 ? 1 : prod->shape[d];
+            entries[d] = d >= r - 2 ? 1 : prod->shape[d];
+        }
+        mi_tensor *cs[5] = {operand(dt, r, prod->shape), operand(dt, 2, last2),
+                            operand(dt, 2, row), operand(dt, r, prod->shape),
                             operand(dt, 2, row)};
-        for (int f = 0; f < 3; f++) {
-            mi_tensor *want = mi_add(cs[f], mi_mul_scalar(prod, -0.5));
+        mi_tensor *gates[5] = {NULL, NULL, NULL, operand(dt, r, rows), operand(dt, r, entries)};
+        for (int f = 0; f < 5; f++) {
+            mi_tensor *gc = gates[f] ? mi_mul(gates[f], cs[f]) : cs[f];
+            mi_tensor *want = mi_add(gc, mi_mul_scalar(prod, -0.5));
             mi_backends_allow(1u << be);
-            mi_tensor *y = mi_matmul_acc(cs[f], a, b, c->ta, c->tb, -0.5);
+            mi_tensor *y = gates[f] ? mi_matmul_acc_gated(cs[f], gates[f], a, b, c->ta, c->tb, -0.5)
+                                    : mi_matmul_acc(cs[f], a, b, c->ta, c->tb, -0.5);
             ck_assert_msg(y != NULL, "case %zu: %s", i, mi_error());
             ck_assert_msg(mi_backend_last() == be, "case %zu ran on %s", i,
                           mi_backend_name(mi_backend_last()));
@@ -308,6 +320,13 @@ START_TEST(matmul_acc_matches_matmul)
     ck_assert_ptr_null(mi_matmul_acc(operand(dt, 2, (int64_t[]){3, 4}), a, b, false, false, 1));
     ck_assert_msg(strstr(mi_error(), "matmul_acc: C [3,4] does not broadcast to the product's "
                                      "shape [3,5]"), "%s", mi_error());
+    mi_error_clear();
+    /* a gate with more than one column */
+    mi_tensor *c35 = operand(dt, 2, (int64_t[]){3, 5});
+    ck_assert_ptr_null(mi_matmul_acc_gated(c35, c35, a, b, false, false, 1));
+    ck_assert_msg(strstr(mi_error(), "matmul_acc: the gate [3,5] does not broadcast to the "
+                                     "product's shape [3,5] with its last axis 1"),
+                  "%s", mi_error());
     mi_error_clear();
 }
 END_TEST
