@@ -18,16 +18,17 @@
 
 /* y = c op(A) x (+ y with acc), A [rows, cols] row-major; op(A) = Aᵀ with
  * trans. c scales the weights read at c W (decay_first: c = α_t). The
- * including file's own kernel (MS_MV), or the BLAS's gemv; MS_MV is
- * undefined at the end of this file, for the next inclusion. */
-#ifndef MS_MV
-#define MS_MV MS(mv)
+ * BLAS's gemv, or the including file's own kernel (MS_MV, which may fall
+ * back to this one); MS_MV is undefined at the end of this file, for the
+ * next inclusion. */
 static void MS(mv)(bool trans, int64_t rows, int64_t cols, MS_T c, const MS_T *A, const MS_T *x,
                    bool acc, MS_T *y)
 {
     MS_GEMV(CblasRowMajor, trans ? CblasTrans : CblasNoTrans, (int)rows, (int)cols, c, A,
             (int)cols, x, 1, acc ? 1 : 0, y, 1);
 }
+#ifndef MS_MV
+#define MS_MV MS(mv)
 #endif
 
 /* One read of the memory and what its derivatives need: a = W2 x, s = gelu(a),

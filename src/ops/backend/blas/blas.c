@@ -108,23 +108,13 @@ typedef struct acc_fill {
     int64_t cst[MI_MAX_RANK], gst[MI_MAX_RANK]; /* strides along o's axes; cst's last: 0 or 1 */
 } acc_fill;
 
-/* t's strides along o's axes (right-aligned, 0 where broadcast). */
-static void fill_strides(const mi_tensor *t, const mi_tensor *o, int64_t *st)
-{
-    int off = o->rank - t->rank;
-    int64_t s = 1;
-    for (int d = o->rank - 1; d >= 0; d--) {
-        int td = d - off;
-        st[d] = td < 0 || t->shape[td] == 1 ? 0 : s;
-        if (td >= 0) s *= t->shape[td];
-    }
-}
-
+/* c's and the gate's strides along every axis of o (batch_strides with no
+ * matrix axes). */
 static acc_fill acc_fill_of(const mi_tensor *o, const mi_tensor *c, const mi_tensor *gate)
 {
     acc_fill f = {.o = o, .c = c, .gate = gate};
-    fill_strides(c, o, f.cst);
-    if (gate) fill_strides(gate, o, f.gst);
+    batch_strides(c, 0, o->rank, 1, f.cst);
+    if (gate) batch_strides(gate, 0, o->rank, 1, f.gst);
     return f;
 }
 
@@ -135,17 +125,11 @@ static acc_fill acc_fill_of(const mi_tensor *o, const mi_tensor *c, const mi_ten
         const mi_tensor *o = f->o;                                                              \
         int R = o->rank;                                                                        \
         int64_t N = o->shape[R - 1], cs = f->cst[R - 1];                                        \
-        for (int64_t r = r0; r < r1; r++) {                                                     \
-            int64_t rest = r, co = 0, go = 0;                                                   \
-            for (int d = R - 2; d >= 0; d--) {                                                  \
-                int64_t i = rest % o->shape[d];                                                 \
-                rest /= o->shape[d];                                                            \
-                co += i * f->cst[d];                                                            \
-                go += i * f->gst[d];                                                            \
-            }                                                                                   \
+        for (int64_t r = r0; r < r1; r++) { /* row r: entry r of o's leading axes */            \
             T *y = (T *)o->data + r * N;                                                        \
-            const T *x = (const T *)f->c->data + co;                                            \
-            T a = f->gate ? ((const T *)f->gate->data)[go] : 1;                                 \
+            const T *x = (const T *)f->c->data + batch_offset(R - 1, o->shape, f->cst, r);      \
+            T a = f->gate ? ((const T *)f->gate->data)[batch_offset(R - 1, o->shape, f->gst, r)] \
+                          : 1;                                                                  \
             if (y == x && a == 1) continue; /* in place: acc += product */                      \
             if (cs)                                                                             \
                 for (int64_t j = c0; j < c1; j++) y[j] = a * x[j];                              \

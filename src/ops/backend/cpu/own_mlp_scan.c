@@ -159,6 +159,14 @@ static void own_kl_rows_back(const ms_dims *k, int l, const float *W, const floa
 #define MS_KL_ROWS_BACK own_kl_rows_back
 
 #ifdef __AVX512F__
+static void own_mv(bool trans, int64_t rows, int64_t cols, float c, const float *A,
+                   const float *x, bool acc, float *y);
+#define MS_MV own_mv
+#endif
+
+#include "mlp_scan_impl.h"
+
+#ifdef __AVX512F__
 /* The memory's products with a vector, y = c op(A) x (+ y), with AVX-512
  * (a weight matrix of Memora's or Titans' MLP is 32 × 128: the chunk-1
  * Titans layer went 10 % faster than on OpenBLAS's gemv; with AVX2 the same
@@ -171,8 +179,7 @@ static void own_mv(bool trans, int64_t rows, int64_t cols, float c, const float 
                    const float *x, bool acc, float *y)
 {
     if (cols % OWN_W) {
-        MS_GEMV(CblasRowMajor, trans ? CblasTrans : CblasNoTrans, (int)rows, (int)cols, c, A,
-                (int)cols, x, 1, acc ? 1 : 0, y, 1);
+        fast_mv_f32(trans, rows, cols, c, A, x, acc, y);
         return;
     }
     if (trans) {
@@ -194,10 +201,7 @@ static void own_mv(bool trans, int64_t rows, int64_t cols, float c, const float 
         for (int64_t r = 0; r < nr; r++) y[r0 + r] = acc ? y[r0 + r] + out[r] : out[r];
     }
 }
-#define MS_MV own_mv
 #endif
-
-#include "mlp_scan_impl.h"
 
 void own_mlp_scan_f32(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a)
 {
