@@ -636,6 +636,33 @@ START_TEST(rms_norm_gain_matches_its_ops)
 }
 END_TEST
 
+/* Where x already has a gradient when rms_norm_gain's vjp runs (x ⊙ a is
+ * recorded after the norm, so its vjp runs first), the norm's dx is added
+ * into that gradient in the same pass (vjp_all_into, unrecorded f32 with
+ * OWN); x's gradient equals REF's, where the engine adds the two. */
+START_TEST(rms_norm_gain_adds_into_the_gradient_so_far)
+{
+    mi_rng r;
+    mi_rng_seed(&r, 58);
+    mi_tensor *in[2] = {mi_randn(&r, MI_F32, MI_SHAPE(3, 100, 48), 0, 1.5),
+                        mi_randn(&r, MI_F32, MI_SHAPE(48), 1, 0.3)};
+    mi_tensor *a = mi_randn(&r, MI_F32, MI_SHAPE(3, 100, 48), 0, 1);
+    mi_tensor *w = mi_randn(&r, MI_F32, MI_SHAPE(3, 100, 48), 0, 1), *g[2][2];
+    for (int c = 0; c < 2; c++) {
+        mi_backends_allow(c == 1 ? 1u << MI_BACKEND_REF : MI_BACKEND_ALL);
+        for (int i = 0; i < 2; i++) mi_requires_grad(in[i], true);
+        mi_tensor *y = mi_rms_norm_gain(in[0], in[1], 1e-5), *z = mi_mul(in[0], a);
+        mi_tensor *loss = mi_add(mi_sum(mi_mul(y, w), MI_ALL, false), mi_sum(z, MI_ALL, false));
+        ck_assert_msg(loss && mi_grad(&loss, NULL, 1, in, 2, false, g[c]) == 0, "%s",
+                      mi_error());
+    }
+    mi_backends_allow(MI_BACKEND_ALL);
+    int worst;
+    double e = max_rel_err(g[0], g[1], 2, &worst, NULL);
+    ck_assert_msg(e <= 1e-5, "against REF: the gradient of input %d differs by %g", worst, e);
+}
+END_TEST
+
 Suite *make_suite(void)
 {
     Suite *s = suite_create("nn");
@@ -664,6 +691,7 @@ Suite *make_suite(void)
     tcase_add_test(tc, rope_errors);
     tcase_add_test(tc, attention_errors);
     tcase_add_test(tc, rms_norm_gain_matches_its_ops);
+    tcase_add_test(tc, rms_norm_gain_adds_into_the_gradient_so_far);
     tcase_add_test(tc, cross_entropy_gradient_in_one_pass_matches_the_ops);
     suite_add_tcase(s, tc);
     tc = tcase_slow("gradcheck");

@@ -221,6 +221,26 @@ static bool own_gradient(const release *r, const mi_tensor *t)
     return r->pass && a && !a->base && a->data && TP(a)->pass == r->pass && TP(a)->uses == 1;
 }
 
+/* The gradients node's vjp_all_into may add into (into[i]): an input's that
+ * this pass made and alone holds, of the input's shape and dtype, where no
+ * other input of the node is the same tensor. Whether there is one. */
+static bool gradients_to_add_into(const release *r, const mi_node *nd, const bool *need,
+                                  mi_tensor **into)
+{
+    bool any = false;
+    for (int i = 0; i < nd->n_inputs; i++) {
+        const mi_tensor *in = nd->inputs[i], *acc = TP(in)->gacc;
+        bool alone = true;
+        for (int j = 0; j < nd->n_inputs; j++) alone &= j == i || nd->inputs[j] != in;
+        if (need[i] && alone && own_gradient(r, in) && mi_same_shape(acc, in) &&
+            acc->dtype == in->dtype && mi_dtype_is_float(in->dtype)) {
+            into[i] = TP(in)->gacc;
+            any = true;
+        }
+    }
+    return any;
+}
+
 /* acc += g, element by element (same shape and dtype); on every thread from
  * 128K elements (more where a parallel region costs more: mi_parallel_cost) */
 static void add_into(mi_tensor *acc, const mi_tensor *g)
@@ -348,12 +368,15 @@ int mi_grad(mi_tensor *const *outputs, mi_tensor *const *grad_outputs, int n_out
         mi_tensor *g = TP(nd->output)->gacc, *all[MI_MAX_INPUTS] = {0};
         bool need[MI_MAX_INPUTS] = {0};
         for (int i = 0; i < nd->n_inputs; i++) need[i] = mi_node_input_is_diff(nd, i);
-        if (g && nd->op->vjp_all && nd->op->vjp_all(nd, g, need, all) != 0) {
+        mi_tensor *into[MI_MAX_INPUTS] = {0};
+        bool added = g && nd->op->vjp_all_into && gradients_to_add_into(&r, nd, need, into);
+        if (g && (added ? nd->op->vjp_all_into(nd, g, need, all, into)
+                        : nd->op->vjp_all ? nd->op->vjp_all(nd, g, need, all) : 0) != 0) {
             if (!mi_error_pending()) mi_error_set("grad: vjp of %s failed", nd->op->name);
             rc = -1;
         }
         for (int i = 0; g && i < nd->n_inputs && rc == 0; i++) {
-            if (!need[i]) continue;
+            if (!need[i] || (into[i] && !all[i])) continue; /* added into by vjp_all_into */
             mi_tensor *in = nd->inputs[i];
             /* a second contribution goes straight into the first (the
              * first is the vjp itself: no zeros to add it to) */
@@ -362,7 +385,7 @@ int mi_grad(mi_tensor *const *outputs, mi_tensor *const *grad_outputs, int n_out
                     mi_error_set("grad: vjp of %s for input %d failed", nd->op->name, i);
                 continue;
             }
-            mi_tensor *gi = unbroadcast(nd->op->vjp_all ? all[i] : nd->op->vjp(nd, i, g),
+            mi_tensor *gi = unbroadcast(nd->op->vjp_all || added ? all[i] : nd->op->vjp(nd, i, g),
                                         nd->inputs[i]);
             if (!gi && !mi_error_pending())
                 mi_error_set("grad: vjp of %s for input %d failed", nd->op->name, i);

@@ -62,6 +62,14 @@ typedef int (*mi_vjp_all_fn)(const mi_node *node, mi_tensor *g, const bool *need
  * whose vjp touches a part of its input (slice: the chunk, not a zero-padded
  * copy of the whole input added to the whole gradient). */
 typedef int (*mi_vjp_into_fn)(const mi_node *node, int i, mi_tensor *g, mi_tensor *acc);
+/* vjp_all, with into[i] (or NULL) a gradient of input i's shape and dtype
+ * that the running pass made and alone holds: the op may add input i's vjp
+ * into it in place and leave grads[i] NULL, or set grads[i] as vjp_all does
+ * (the engine then adds it). Optional; the engine prefers it to vjp_all
+ * when the pass records nothing and some input already has a gradient (a
+ * residual stream's: the normalisation's dx goes into it, in one pass). */
+typedef int (*mi_vjp_all_into_fn)(const mi_node *node, mi_tensor *g, const bool *need,
+                                  mi_tensor **grads, mi_tensor *const *into);
 /* Builds example inputs for the gradient-check suites (variant 0, 1, …);
  * returns the number of inputs, 0 when there are no more variants. Inputs to
  * check have requires_grad set; they are f64. */
@@ -95,6 +103,7 @@ struct mi_op {
     mi_vjp_fn vjp;         /* vjp or vjp_all (or both), unless MI_OP_NONDIFF */
     mi_vjp_all_fn vjp_all; /* every input's vjp in one call */
     mi_vjp_into_fn vjp_into; /* optional: a vjp added into the input's gradient in place */
+    mi_vjp_all_into_fn vjp_all_into; /* optional: vjp_all, adding into existing gradients */
     /* Which inputs can carry a gradient (bit i); 0 means all float inputs. */
     uint32_t diff_inputs;
     /* For MI_OP_VIEW: byte offset of the output inside input 0's data. */

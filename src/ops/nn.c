@@ -377,7 +377,8 @@ const mi_op mi_op_l2_normalize = {.name = "l2_normalize",
  * x·r is neither stored nor read again.
  *   dx = rms_norm_backward(x, g ⊙ w),  dw = Σ_rows g ⊙ rms_norm(x)
  * Not recorded, f32 with OWN: both in one pass over x and g
- * (own_rms_norm_gain_grads_f32). */
+ * (own_rms_norm_gain_grads_f32), dx added into x's gradient where the
+ * backward pass has one (vjp_all_into). */
 static int rms_norm_gain_shape(mi_tensor *const *in, int n, const mi_attrs *a, mi_dtype *dt,
                                int *rank, int64_t *shape)
 {
@@ -403,19 +404,28 @@ static mi_tensor *rms_norm_gain_vjp(const mi_node *n, int i, mi_tensor *g)
     if (i == 0) return mi_rms_norm_backward(x, mi_mul(g, w), eps);
     return mi_mul(g, mi_rms_norm(x, eps)); /* summed to [D] by the engine */
 }
-static int rms_norm_gain_vjp_all(const mi_node *n, mi_tensor *g, const bool *need,
-                                 mi_tensor **grads)
+/* With into[0] (x's gradient so far: a residual stream's), dx is added into
+ * it in the same pass. */
+static int rms_norm_gain_vjp_all_into(const mi_node *n, mi_tensor *g, const bool *need,
+                                      mi_tensor **grads, mi_tensor *const *into)
 {
     mi_tensor *x = n->inputs[0], *w = n->inputs[1];
     if (need[0] && need[1] && own_unrecorded_f32(x)) {
-        grads[0] = mi_tensor_new(MI_F32, x->rank, x->shape);
+        mi_tensor *dx = into[0] ? into[0] : mi_tensor_new(MI_F32, x->rank, x->shape);
         grads[1] = mi_tensor_new(MI_F32, 1, w->shape);
-        if (!grads[0] || !grads[1]) return -1;
-        return own_rms_norm_gain_grads_f32(x, w, g, n->attrs.eps, grads[0], grads[1]);
+        if (!dx || !grads[1]) return -1;
+        if (!into[0]) grads[0] = dx;
+        return own_rms_norm_gain_grads_f32(x, w, g, n->attrs.eps, dx, into[0] != NULL,
+                                           grads[1]);
     }
     for (int i = 0; i < 2; i++)
         if (need[i] && !(grads[i] = rms_norm_gain_vjp(n, i, g))) return -1;
     return 0;
+}
+static int rms_norm_gain_vjp_all(const mi_node *n, mi_tensor *g, const bool *need,
+                                 mi_tensor **grads)
+{
+    return rms_norm_gain_vjp_all_into(n, g, need, grads, (mi_tensor *[2]){NULL, NULL});
 }
 static int ex_rms_norm_gain(mi_rng *r, int v, mi_tensor **in, mi_attrs *a)
 {
@@ -427,7 +437,8 @@ static int ex_rms_norm_gain(mi_rng *r, int v, mi_tensor **in, mi_attrs *a)
 const mi_op mi_op_rms_norm_gain = {
     .name = "rms_norm_gain", .formula = "w * x / sqrt(mean(x^2) + eps), last axis",
     .arity = 2, .shape = rms_norm_gain_shape, KERNELS(rms_norm_gain), OWN_ONLY(rms_norm_gain),
-    .vjp = rms_norm_gain_vjp, .vjp_all = rms_norm_gain_vjp_all, .examples = ex_rms_norm_gain};
+    .vjp = rms_norm_gain_vjp, .vjp_all = rms_norm_gain_vjp_all,
+    .vjp_all_into = rms_norm_gain_vjp_all_into, .examples = ex_rms_norm_gain};
 mi_tensor *mi_rms_norm_gain(mi_tensor *x, mi_tensor *w, double eps)
 {
     mi_attrs a = {.eps = eps};

@@ -558,6 +558,7 @@ typedef struct gain_ctx {
     float *dx, *part; /* part [blocks, d] */
     int64_t rows, d;
     float eps;
+    bool add; /* dx += the gradient (else dx =) */
 } gain_ctx;
 
 static void gain_grads_range(const void *c, int64_t b0, int64_t b1)
@@ -579,21 +580,22 @@ static void gain_grads_range(const void *c, int64_t b0, int64_t b1)
             }
             float rs = (float)(1.0 / sqrt((double)(ss / (float)d) + (double)k->eps));
             float c2 = rs * rs * (shx / (float)d); /* r·mean(h ⊙ y) */
-            for (int64_t j = 0; j < d; j++) {
-                dx[j] = rs * (g[j] * w[j] - x[j] * c2);
-                dw[j] += g[j] * (x[j] * rs);
-            }
+            if (k->add)
+                for (int64_t j = 0; j < d; j++) dx[j] += rs * (g[j] * w[j] - x[j] * c2);
+            else
+                for (int64_t j = 0; j < d; j++) dx[j] = rs * (g[j] * w[j] - x[j] * c2);
+            for (int64_t j = 0; j < d; j++) dw[j] += g[j] * (x[j] * rs);
         }
     }
 }
 
 int own_rms_norm_gain_grads_f32(const mi_tensor *x, const mi_tensor *w, const mi_tensor *g,
-                                double eps, mi_tensor *dx, mi_tensor *dw)
+                                double eps, mi_tensor *dx, bool add, mi_tensor *dw)
 {
     int64_t d = x->shape[x->rank - 1], rows = d ? x->numel / d : 0;
     int64_t blocks = (rows + GAIN_BLOCK - 1) / GAIN_BLOCK;
     gain_ctx k = {.x = x->data, .w = w->data, .g = g->data, .dx = dx->data, .rows = rows,
-                  .d = d, .eps = (float)eps,
+                  .d = d, .eps = (float)eps, .add = add,
                   .part = malloc(sizeof(float) * (size_t)((blocks ? blocks : 1) * d))};
     if (!k.part) {
         mi_error_set("rms_norm_gain: out of memory for the gain's partial sums (%lld x %lld)",

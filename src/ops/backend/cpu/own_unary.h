@@ -32,9 +32,10 @@ OWN_UNARY_DECL(layer_norm_backward) OWN_UNARY_DECL(rms_norm_backward) OWN_UNARY_
 #undef OWN_UNARY_DECL
 
 /* rms_norm_gain's two gradients in one pass (nn.c's vjp, not recorded): dx
- * as x, dw [D] as w; -1 with a message when its scratch cannot be had. */
+ * as x (added into dx with add), dw [D] as w; -1 with a message when its
+ * scratch cannot be had. */
 int own_rms_norm_gain_grads_f32(const mi_tensor *x, const mi_tensor *w, const mi_tensor *g,
-                                double eps, mi_tensor *dx, mi_tensor *dw);
+                                double eps, mi_tensor *dx, bool add, mi_tensor *dw);
 /* cross_entropy's gradient with respect to the logits x [N, C] (nn.c's vjp, not
  * recorded): c·(softmax(x) − one_hot(t)) on rows whose target is not ignore, 0 on
  * the others. */
