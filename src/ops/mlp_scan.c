@@ -64,7 +64,9 @@
  * checkpoint, in scratch from the current scope (released on return):
  * ⌈T/K⌉ + K + 1 state copies a thread, not one per token (T = 512: 47).
  * Each sequence runs on one thread (the result does not depend on the thread
- * count), its matrix-vector products on OpenBLAS (GEMV).
+ * count), its matrix-vector products on OpenBLAS (GEMV); with chunk > 1 a
+ * segment's tokens take their gradients at one state, so the three products
+ * of their inner gradients are GEMMs over the segment (inner_seg).
  *
  * Gradients of gradients are not provided: mlp_scan_backward is
  * non-differentiable and the vjp under create_graph fails with a message (the

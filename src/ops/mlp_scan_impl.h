@@ -30,6 +30,12 @@ static void MS(mv)(bool trans, int64_t rows, int64_t cols, MS_T c, const MS_T *A
 #ifndef MS_MV
 #define MS_MV MS(mv)
 #endif
+/* C = op(A) op(B) (cblas's call, row-major), for the products of a
+ * segment's tokens at one weight (inner_seg): the BLAS's gemm, or the
+ * including file's (MS_GEMM; undefined at the end of this file). */
+#ifndef MS_GEMM
+#define MS_GEMM _Generic((MS_T)0, float: cblas_sgemm, default: cblas_dgemm)
+#endif
 
 /* One read of the memory and what its derivatives need: a = W2 x, s = gelu(a),
  * gp = gelu'(a), ẑ = LN(W1 s), r = 1/√(var(W1 s) + eps), y = x + ẑ; and for
@@ -62,19 +68,20 @@ static void MS(ln_back)(int64_t d, const MS_T *g, const MS_T *zh, MS_T r, MS_T *
     for (int64_t i = 0; i < d; i++) out[i] = r * (g[i] - gm - zh[i] * gz);
 }
 
-/* The read y = M_{cW}(x) = x + LN(c W1 gelu(c W2 x)) (MIRAS "MIRAS's
- * Variants", Titans' deep memory; mlp.c) into x's act. */
-static void MS(read)(const ms_dims *k, const MS_T *W, MS_T c, const MS_T *x, const MS(act) *o)
+/* The read's activation, from a = c W2 x in a: s = gelu(a), gp = gelu'(a). */
+static void MS(read_gelu)(const ms_dims *k, const MS(act) *o)
 {
-    int64_t d = k->d, h = k->h;
-    const MS_T *W1 = W, *W2 = W + d * h;
-    MS_MV(false, h, d, c, W2, x, false, o->a);
-    for (int64_t j = 0; j < h; j++) {
+    for (int64_t j = 0; j < k->h; j++) {
         MS_T a = o->a[j], Phi = (MS_T)0.5 * (1 + MS_ERF(a * (MS_T)M_SQRT1_2));
         o->s[j] = a * Phi;
         o->gp[j] = Phi + a * (MS_T)MS_INV_SQRT_2PI * MS_EXPV((MS_T)-0.5 * a * a);
     }
-    MS_MV(false, d, h, c, W1, o->s, false, o->zh);
+}
+
+/* The read's end, from z = c W1 s in zh: ẑ = LN(z), r, y = x + ẑ. */
+static void MS(read_norm)(const ms_dims *k, const MS_T *x, const MS(act) *o)
+{
+    int64_t d = k->d;
     MS_T mean = 0, var = 0;
     for (int64_t i = 0; i < d; i++) mean += o->zh[i];
     mean /= (MS_T)d;
@@ -90,19 +97,78 @@ static void MS(read)(const ms_dims *k, const MS_T *W, MS_T c, const MS_T *x, con
     }
 }
 
+/* The read y = M_{cW}(x) = x + LN(c W1 gelu(c W2 x)) (MIRAS "MIRAS's
+ * Variants", Titans' deep memory; mlp.c) into x's act. */
+static void MS(read)(const ms_dims *k, const MS_T *W, MS_T c, const MS_T *x, const MS(act) *o)
+{
+    int64_t d = k->d, h = k->h;
+    const MS_T *W1 = W, *W2 = W + d * h;
+    MS_MV(false, h, d, c, W2, x, false, o->a);
+    MS(read_gelu)(k, o);
+    MS_MV(false, d, h, c, W1, o->s, false, o->zh);
+    MS(read_norm)(k, x, o);
+}
+
 /* The inner gradient's factors at c W on token (k, v) with threshold δ:
  *   e  = ∂ℓ/∂y at y − v (bias_error)
  *   δ1 = LN'ᵀ e,  δ2 = gelu'(a) ⊙ W1ᵀ δ1  (∂ℓ/∂W1 = δ1 sᵀ, ∂ℓ/∂W2 = δ2 kᵀ) */
+/* e against v, the switch and δ1, from the read in o */
+static void MS(inner_error)(const ms_dims *k, const MS_T *v, const MS_T *gate, const MS(act) *o)
+{
+    int64_t d = k->d;
+    for (int64_t i = 0; i < d; i++) o->e[i] = o->y[i] - v[i];
+    *o->sw = MS(bias_error)(k, d, gate[3], o->e);
+    MS(ln_back)(d, o->e, o->zh, *o->r, o->dl1);
+}
+
 static void MS(inner)(const ms_dims *k, const MS_T *W, MS_T c, const MS_T *x, const MS_T *v,
                       const MS_T *gate, const MS(act) *o)
 {
     int64_t d = k->d, h = k->h;
     MS(read)(k, W, c, x, o);
-    for (int64_t i = 0; i < d; i++) o->e[i] = o->y[i] - v[i];
-    *o->sw = MS(bias_error)(k, d, gate[3], o->e);
-    MS(ln_back)(d, o->e, o->zh, *o->r, o->dl1);
+    MS(inner_error)(k, v, gate, o);
     MS_MV(true, d, h, c, W, o->dl1, false, o->mv);
     for (int64_t j = 0; j < h; j++) o->dl2[j] = o->gp[j] * o->mv[j];
+}
+
+/* inner at W (c = 1) for the n tokens of a segment, keys X [n, d] and
+ * values V, into the acts acts + j·ms_act_elems: the mini-batch rule takes
+ * them all at the segment's grad point, so each of the three products with W
+ * (W2 k, W1 s, W1ᵀ δ1) is one product of the n tokens (a GEMM, where n
+ * matrix-vector products would each read W again); the rest token by token. */
+static void MS(inner_seg)(const ms_dims *k, const MS_T *W, const MS_T *X, const MS_T *V,
+                          const MS_T *gates, int64_t n, MS_T *acts)
+{
+    int d = (int)k->d, h = (int)k->h, na = (int)ms_act_elems(k), nn = (int)n;
+    const MS_T *W1 = W, *W2 = W + k->d * k->h;
+    MS(act) o[2];
+    MS(act_carve)(&o[0], acts, k);
+    MS_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, nn, h, d, 1, X, d, W2, d, 0, o[0].a, na);
+    for (int64_t j = 0; j < n; j++) {
+        MS(act_carve)(&o[1], acts + j * na, k);
+        MS(read_gelu)(k, &o[1]);
+    }
+    MS_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, nn, d, h, 1, o[0].s, na, W1, h, 0, o[0].zh,
+            na);
+    for (int64_t j = 0; j < n; j++) {
+        MS(act_carve)(&o[1], acts + j * na, k);
+        MS(read_norm)(k, X + j * d, &o[1]);
+        MS(inner_error)(k, V + j * d, gates + j * MS_GATES, &o[1]);
+    }
+    MS_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, nn, h, d, 1, o[0].dl1, na, W1, h, 0,
+            o[0].mv, na);
+    for (int64_t j = 0; j < n; j++) {
+        MS(act_carve)(&o[1], acts + j * na, k);
+        for (int64_t i = 0; i < h; i++) o[1].dl2[i] = o[1].gp[i] * o[1].mv[i];
+    }
+}
+
+/* The number of tokens in the segment that starts at t. */
+static int64_t MS(seg_len)(const ms_dims *k, int64_t t)
+{
+    int64_t n = 1;
+    while (!ms_seg_end(k, t + n - 1)) n++;
+    return n;
 }
 
 /* inner at the weights of state A: at c A (c = α_t with decay_first, else
@@ -183,8 +249,8 @@ MS_KERNEL void MS(mlp_scan)(mi_tensor *o, mi_tensor *const *in, const mi_attrs *
     int64_t N = k.N, T = k.T, d = k.d, P = k.P, width = T * d + P;
     const MS_T *W0 = in[0]->data, *Q = in[1]->data, *K = in[2]->data, *V = in[3]->data;
     const MS_T *Gt = in[4]->data;
-    int64_t nr = ms_read_elems(&k), per = ms_act_elems(&k) + (k.read ? 2 * nr : 0);
-    if (k.chunk > 1 && !k.read) per += k.m; /* the segment's W */
+    int64_t nr = ms_read_elems(&k), na = ms_act_elems(&k), per = na + (k.read ? 2 * nr : 0);
+    if (k.chunk > 1) per += k.chunk * na + (k.read ? 0 : k.m); /* the segment's acts (and W) */
     /* act, R(A_{t−1}) (with chunk > 1 the segment's: grad_point), R(A_t) */
     mi_scope *sc = mi_scope_current();
     int n_thr = scan_threads(N, N * T * P);
@@ -197,22 +263,26 @@ MS_KERNEL void MS(mlp_scan)(mi_tensor *o, mi_tensor *const *in, const mi_attrs *
     blas_single_thread_once();
     MS_PRAGMA(omp parallel for num_threads(n_thr) schedule(static))
     for (int64_t n = 0; n < N; n++) {
-        MS(act) x;
+        MS(act) x, sa, *ia = &x; /* the query's read; the token's inner */
         MS_T *wg = MS(act_carve)(&x, scratch + per * scan_thread(), &k);
-        MS_T *wt = k.read ? wg + nr : NULL;
+        MS_T *wt = k.read ? wg + nr : NULL, *sacts = wg + (k.read ? 2 * nr : k.m);
         MS_T *Y = (MS_T *)o->data + n * width, *state = Y + T * d;
         memcpy(state, W0 + n * P, sizeof(MS_T) * (size_t)P);
         for (int64_t t = 0; t < T; t++) {
             int64_t nt = n * T + t;
             const MS_T *gate = Gt + nt * MS_GATES;
-            if (k.chunk > 1)
-                MS(inner)(&k, MS(grad_point)(&k, t, state, wt, wg), 1, K + nt * d, V + nt * d,
-                          gate, &x);
-            else if (k.read && t > 0 && !k.decay_first) /* R(A_{t−1}): the last token's read */
+            if (k.chunk > 1) {
+                if (ms_seg_start(&k, t))
+                    MS(inner_seg)(&k, MS(grad_point)(&k, t, state, wt, wg), K + nt * d,
+                                  V + nt * d, gate, MS(seg_len)(&k, t), sacts);
+                MS(act_carve)(&sa, sacts + (t - ms_seg_first(&k, t)) * na, &k);
+                ia = &sa;
+            } else if (k.read && t > 0 && !k.decay_first) { /* R(A_{t−1}): the last token's read */
                 MS(inner)(&k, wt, 1, K + nt * d, V + nt * d, gate, &x);
-            else
+            } else {
                 MS(inner_at)(&k, state, K + nt * d, V + nt * d, gate, wg, &x);
-            MS(step)(&k, state, K + nt * d, gate, &x, wt, ms_seg_end(&k, t));
+            }
+            MS(step)(&k, state, K + nt * d, gate, ia, wt, ms_seg_end(&k, t));
             MS(read)(&k, k.read ? wt : state, 1, Q + nt * d, &x);
             memcpy(Y + t * d, x.y, sizeof(MS_T) * (size_t)d);
         }
@@ -543,13 +613,17 @@ MS_KERNEL void MS(mlp_scan_backward)(mi_tensor *o, mi_tensor *const *in, const m
             int64_t nt = n * T + t;
             if (t % K == 0) memcpy(cp + t / K * P, seg, sizeof(MS_T) * (size_t)P);
             MS(act_carve)(&ik, acts, &k);
-            if (k.chunk > 1)
-                MS(inner)(&k, MS(grad_point)(&k, t, seg, w.wt, k.read ? w.wg : gp), 1,
-                          Kx + nt * d, V + nt * d, Gt + nt * MS_GATES, &ik);
-            else if (k.read && t > 0 && !k.decay_first) /* R(A_{t−1}) from the last step */
+            if (k.chunk > 1) {
+                if (ms_seg_start(&k, t))
+                    MS(inner_seg)(&k, MS(grad_point)(&k, t, seg, w.wt, k.read ? w.wg : gp),
+                                  Kx + nt * d, V + nt * d, Gt + nt * MS_GATES,
+                                  MS(seg_len)(&k, t), acts);
+                MS(act_carve)(&ik, acts + (t - ms_seg_first(&k, t)) * na, &k);
+            } else if (k.read && t > 0 && !k.decay_first) { /* R(A_{t−1}) from the last step */
                 MS(inner)(&k, w.wt, 1, Kx + nt * d, V + nt * d, Gt + nt * MS_GATES, &ik);
-            else
+            } else {
                 MS(inner_at)(&k, seg, Kx + nt * d, V + nt * d, Gt + nt * MS_GATES, w.wg, &ik);
+            }
             /* with chunk > 1 a token's read matters where the next segment takes
              * its gradients from it */
             bool end = ms_seg_end(&k, t);
@@ -569,12 +643,18 @@ MS_KERNEL void MS(mlp_scan_backward)(mi_tensor *o, mi_tensor *const *in, const m
                 int64_t nt = n * T + t, j = t - t0, p = ms_seg_first(&k, t) - t0;
                 MS_T *st = seg + j * P;
                 MS(act_carve)(&ik, acts + j * na, &k);
-                if (k.read && !k.decay_first)
+                if (k.chunk > 1) { /* the segment's acts from its first token (no decay_first) */
+                    if (ms_seg_start(&k, t))
+                        MS(inner_seg)(&k, k.read ? rd + p * nr : seg + p * P, Kx + nt * d,
+                                      V + nt * d, Gt + nt * MS_GATES, MS(seg_len)(&k, t),
+                                      acts + j * na);
+                } else if (k.read && !k.decay_first) {
                     MS(inner)(&k, rd + p * nr, 1, Kx + nt * d, V + nt * d, Gt + nt * MS_GATES,
                               &ik);
-                else
+                } else {
                     MS(inner_at)(&k, seg + p * P, Kx + nt * d, V + nt * d, Gt + nt * MS_GATES,
                                  w.wg, &ik);
+                }
                 memcpy(st + P, st, sizeof(MS_T) * (size_t)P);
                 MS(step)(&k, st + P, Kx + nt * d, Gt + nt * MS_GATES, &ik,
                          k.read ? rd + (j + 1) * nr : NULL, ms_seg_end(&k, t));
@@ -597,3 +677,4 @@ MS_KERNEL void MS(mlp_scan_backward)(mi_tensor *o, mi_tensor *const *in, const m
     mi_scope_release(sc, scratch, bytes);
 }
 #undef MS_MV
+#undef MS_GEMM

