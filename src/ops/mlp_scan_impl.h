@@ -109,9 +109,6 @@ static void MS(read)(const ms_dims *k, const MS_T *W, MS_T c, const MS_T *x, con
     MS(read_norm)(k, x, o);
 }
 
-/* The inner gradient's factors at c W on token (k, v) with threshold δ:
- *   e  = ∂ℓ/∂y at y − v (bias_error)
- *   δ1 = LN'ᵀ e,  δ2 = gelu'(a) ⊙ W1ᵀ δ1  (∂ℓ/∂W1 = δ1 sᵀ, ∂ℓ/∂W2 = δ2 kᵀ) */
 /* e against v, the switch and δ1, from the read in o */
 static void MS(inner_error)(const ms_dims *k, const MS_T *v, const MS_T *gate, const MS(act) *o)
 {
@@ -121,6 +118,9 @@ static void MS(inner_error)(const ms_dims *k, const MS_T *v, const MS_T *gate, c
     MS(ln_back)(d, o->e, o->zh, *o->r, o->dl1);
 }
 
+/* The inner gradient's factors at c W on token (k, v) with threshold δ:
+ *   e  = ∂ℓ/∂y at y − v (bias_error)
+ *   δ1 = LN'ᵀ e,  δ2 = gelu'(a) ⊙ W1ᵀ δ1  (∂ℓ/∂W1 = δ1 sᵀ, ∂ℓ/∂W2 = δ2 kᵀ) */
 static void MS(inner)(const ms_dims *k, const MS_T *W, MS_T c, const MS_T *x, const MS_T *v,
                       const MS_T *gate, const MS(act) *o)
 {
