@@ -551,7 +551,7 @@ void own_rms_norm_gain_f32(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a
  * dw's sum in fixed blocks of GAIN_BLOCK rows, each block's partial into its
  * own row of the scratch, the blocks then added in order: the same bits at
  * any thread count. */
-enum { GAIN_BLOCK = 64 };
+enum { GAIN_BLOCK = 64, GAIN_PIECE = 256 };
 
 typedef struct gain_ctx {
     const float *x, *w, *g;
@@ -580,8 +580,16 @@ static void gain_grads_range(const void *c, int64_t b0, int64_t b1)
             }
             float rs = (float)(1.0 / sqrt((double)(ss / (float)d) + (double)k->eps));
             float c2 = rs * rs * (shx / (float)d); /* r·mean(h ⊙ y) */
-            if (k->add)
-                for (int64_t j = 0; j < d; j++) dx[j] += rs * (g[j] * w[j] - x[j] * c2);
+            if (k->add) /* the row's dx formed, then added: no multiply-add fused
+                         * across the two, so the sum rounds as the engine's sum
+                         * of a dx of its own (--recompute gives the same bits) */
+                for (int64_t j0 = 0; j0 < d; j0 += GAIN_PIECE) {
+                    int64_t n = d - j0 < GAIN_PIECE ? d - j0 : GAIN_PIECE;
+                    float piece[GAIN_PIECE];
+                    for (int64_t j = 0; j < n; j++)
+                        piece[j] = rs * (g[j0 + j] * w[j0 + j] - x[j0 + j] * c2);
+                    for (int64_t j = 0; j < n; j++) dx[j0 + j] += piece[j];
+                }
             else
                 for (int64_t j = 0; j < d; j++) dx[j] = rs * (g[j] * w[j] - x[j] * c2);
             for (int64_t j = 0; j < d; j++) dw[j] += g[j] * (x[j] * rs);
