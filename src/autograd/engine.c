@@ -221,24 +221,27 @@ static bool own_gradient(const release *r, const mi_tensor *t)
     return r->pass && a && !a->base && a->data && TP(a)->pass == r->pass && TP(a)->uses == 1;
 }
 
-/* The gradients node's vjp_all_into may add into (into[i]): an input's that
- * this pass made and alone holds, of the input's shape and dtype, where no
- * other input of the node is the same tensor. Whether there is one. */
-static bool gradients_to_add_into(const release *r, const mi_node *nd, const bool *need,
+/* Whether t's gradient slot can take like (a tensor of like's shape and
+ * dtype) added in place: the pass's own (own_gradient) and of that shape and
+ * a float dtype. */
+static bool adds_in_place(const release *r, const mi_tensor *t, const mi_tensor *like)
+{
+    const mi_tensor *acc = TP(t)->gacc;
+    return own_gradient(r, t) && mi_same_shape(acc, like) && acc->dtype == like->dtype &&
+           mi_dtype_is_float(like->dtype);
+}
+
+/* The gradients node's vjp_all_into may add into: into[i] is input i's where
+ * it adds in place and no other input of the node is the same tensor. */
+static void gradients_to_add_into(const release *r, const mi_node *nd, const bool *need,
                                   mi_tensor **into)
 {
-    bool any = false;
     for (int i = 0; i < nd->n_inputs; i++) {
-        const mi_tensor *in = nd->inputs[i], *acc = TP(in)->gacc;
+        const mi_tensor *in = nd->inputs[i];
         bool alone = true;
         for (int j = 0; j < nd->n_inputs; j++) alone &= j == i || nd->inputs[j] != in;
-        if (need[i] && alone && own_gradient(r, in) && mi_same_shape(acc, in) &&
-            acc->dtype == in->dtype && mi_dtype_is_float(in->dtype)) {
-            into[i] = TP(in)->gacc;
-            any = true;
-        }
+        if (need[i] && alone && adds_in_place(r, in, in)) into[i] = TP(in)->gacc;
     }
-    return any;
 }
 
 /* acc += g, element by element (same shape and dtype); on every thread from
@@ -271,8 +274,7 @@ static int accumulate(const release *r, mi_tensor *t, mi_tensor *g)
         return 0;
     }
     mi_tensor *acc = TP(t)->gacc;
-    if (own_gradient(r, t) && acc != g && mi_same_shape(acc, g) && acc->dtype == g->dtype &&
-        mi_dtype_is_float(g->dtype)) {
+    if (acc != g && adds_in_place(r, t, g)) {
         add_into(acc, g);
         return 0;
     }
@@ -369,9 +371,11 @@ int mi_grad(mi_tensor *const *outputs, mi_tensor *const *grad_outputs, int n_out
         bool need[MI_MAX_INPUTS] = {0};
         for (int i = 0; i < nd->n_inputs; i++) need[i] = mi_node_input_is_diff(nd, i);
         mi_tensor *into[MI_MAX_INPUTS] = {0};
-        bool added = g && nd->op->vjp_all_into && gradients_to_add_into(&r, nd, need, into);
-        if (g && (added ? nd->op->vjp_all_into(nd, g, need, all, into)
-                        : nd->op->vjp_all ? nd->op->vjp_all(nd, g, need, all) : 0) != 0) {
+        bool all_at_once = nd->op->vjp_all_into || nd->op->vjp_all;
+        if (g && nd->op->vjp_all_into) gradients_to_add_into(&r, nd, need, into);
+        if (g && (nd->op->vjp_all_into ? nd->op->vjp_all_into(nd, g, need, all, into)
+                  : nd->op->vjp_all    ? nd->op->vjp_all(nd, g, need, all)
+                                       : 0) != 0) {
             if (!mi_error_pending()) mi_error_set("grad: vjp of %s failed", nd->op->name);
             rc = -1;
         }
@@ -380,12 +384,12 @@ int mi_grad(mi_tensor *const *outputs, mi_tensor *const *grad_outputs, int n_out
             mi_tensor *in = nd->inputs[i];
             /* a second contribution goes straight into the first (the
              * first is the vjp itself: no zeros to add it to) */
-            if (nd->op->vjp_into && r.pass && TP(in)->gacc && own_gradient(&r, in)) {
+            if (nd->op->vjp_into && own_gradient(&r, in)) {
                 if ((rc = nd->op->vjp_into(nd, i, g, TP(in)->gacc)) != 0 && !mi_error_pending())
                     mi_error_set("grad: vjp of %s for input %d failed", nd->op->name, i);
                 continue;
             }
-            mi_tensor *gi = unbroadcast(nd->op->vjp_all || added ? all[i] : nd->op->vjp(nd, i, g),
+            mi_tensor *gi = unbroadcast(all_at_once ? all[i] : nd->op->vjp(nd, i, g),
                                         nd->inputs[i]);
             if (!gi && !mi_error_pending())
                 mi_error_set("grad: vjp of %s for input %d failed", nd->op->name, i);

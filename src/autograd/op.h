@@ -65,9 +65,10 @@ typedef int (*mi_vjp_into_fn)(const mi_node *node, int i, mi_tensor *g, mi_tenso
 /* vjp_all, with into[i] (or NULL) a gradient of input i's shape and dtype
  * that the running pass made and alone holds: the op may add input i's vjp
  * into it in place and leave grads[i] NULL, or set grads[i] as vjp_all does
- * (the engine then adds it). Optional; the engine prefers it to vjp_all
- * when the pass records nothing and some input already has a gradient (a
- * residual stream's: the normalisation's dx goes into it, in one pass). */
+ * (the engine then adds it). Optional, in place of vjp_all, which the engine
+ * then never calls; into has entries only where the pass records nothing
+ * and an input already has a gradient (a residual stream's: the
+ * normalisation's dx goes into it, in one pass). */
 typedef int (*mi_vjp_all_into_fn)(const mi_node *node, mi_tensor *g, const bool *need,
                                   mi_tensor **grads, mi_tensor *const *into);
 /* Builds example inputs for the gradient-check suites (variant 0, 1, …);
@@ -100,10 +101,10 @@ struct mi_op {
     unsigned flags;
     mi_shape_fn shape;
     mi_kernel_fn kernel[MI_BACKEND_COUNT][2]; /* [backend][MI_F32, MI_F64] */
-    mi_vjp_fn vjp;         /* vjp or vjp_all (or both), unless MI_OP_NONDIFF */
+    mi_vjp_fn vjp;         /* vjp, vjp_all or vjp_all_into (or more), unless MI_OP_NONDIFF */
     mi_vjp_all_fn vjp_all; /* every input's vjp in one call */
     mi_vjp_into_fn vjp_into; /* optional: a vjp added into the input's gradient in place */
-    mi_vjp_all_into_fn vjp_all_into; /* optional: vjp_all, adding into existing gradients */
+    mi_vjp_all_into_fn vjp_all_into; /* or vjp_all, adding into existing gradients */
     /* Which inputs can carry a gradient (bit i); 0 means all float inputs. */
     uint32_t diff_inputs;
     /* For MI_OP_VIEW: byte offset of the output inside input 0's data. */
@@ -117,7 +118,7 @@ struct mi_op {
  * and is not marked non-differentiable. */
 static inline bool mi_op_differentiable(const mi_op *op)
 {
-    return (op->vjp || op->vjp_all) && !(op->flags & MI_OP_NONDIFF);
+    return (op->vjp || op->vjp_all || op->vjp_all_into) && !(op->flags & MI_OP_NONDIFF);
 }
 
 /* The kernel mi_apply will run for this call (after the allow mask and the

@@ -141,25 +141,25 @@ static void MS(inner_seg)(const ms_dims *k, const MS_T *W, const MS_T *X, const 
 {
     int d = (int)k->d, h = (int)k->h, na = (int)ms_act_elems(k), nn = (int)n;
     const MS_T *W1 = W, *W2 = W + k->d * k->h;
-    MS(act) o[2];
-    MS(act_carve)(&o[0], acts, k);
-    MS_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, nn, h, d, 1, X, d, W2, d, 0, o[0].a, na);
+    MS(act) rows, o; /* the first token's act: each field's rows, na apart; token j's */
+    MS(act_carve)(&rows, acts, k);
+    MS_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, nn, h, d, 1, X, d, W2, d, 0, rows.a, na);
     for (int64_t j = 0; j < n; j++) {
-        MS(act_carve)(&o[1], acts + j * na, k);
-        MS(read_gelu)(k, &o[1]);
+        MS(act_carve)(&o, acts + j * na, k);
+        MS(read_gelu)(k, &o);
     }
-    MS_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, nn, d, h, 1, o[0].s, na, W1, h, 0, o[0].zh,
+    MS_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, nn, d, h, 1, rows.s, na, W1, h, 0, rows.zh,
             na);
     for (int64_t j = 0; j < n; j++) {
-        MS(act_carve)(&o[1], acts + j * na, k);
-        MS(read_norm)(k, X + j * d, &o[1]);
-        MS(inner_error)(k, V + j * d, gates + j * MS_GATES, &o[1]);
+        MS(act_carve)(&o, acts + j * na, k);
+        MS(read_norm)(k, X + j * d, &o);
+        MS(inner_error)(k, V + j * d, gates + j * MS_GATES, &o);
     }
-    MS_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, nn, h, d, 1, o[0].dl1, na, W1, h, 0,
-            o[0].mv, na);
+    MS_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, nn, h, d, 1, rows.dl1, na, W1, h, 0,
+            rows.mv, na);
     for (int64_t j = 0; j < n; j++) {
-        MS(act_carve)(&o[1], acts + j * na, k);
-        for (int64_t i = 0; i < h; i++) o[1].dl2[i] = o[1].gp[i] * o[1].mv[i];
+        MS(act_carve)(&o, acts + j * na, k);
+        for (int64_t i = 0; i < h; i++) o.dl2[i] = o.gp[i] * o.mv[i];
     }
 }
 

@@ -422,11 +422,6 @@ static int rms_norm_gain_vjp_all_into(const mi_node *n, mi_tensor *g, const bool
         if (need[i] && !(grads[i] = rms_norm_gain_vjp(n, i, g))) return -1;
     return 0;
 }
-static int rms_norm_gain_vjp_all(const mi_node *n, mi_tensor *g, const bool *need,
-                                 mi_tensor **grads)
-{
-    return rms_norm_gain_vjp_all_into(n, g, need, grads, (mi_tensor *[2]){NULL, NULL});
-}
 static int ex_rms_norm_gain(mi_rng *r, int v, mi_tensor **in, mi_attrs *a)
 {
     if (ex_norm(r, v, in, a) == 0) return 0;
@@ -437,8 +432,8 @@ static int ex_rms_norm_gain(mi_rng *r, int v, mi_tensor **in, mi_attrs *a)
 const mi_op mi_op_rms_norm_gain = {
     .name = "rms_norm_gain", .formula = "w * x / sqrt(mean(x^2) + eps), last axis",
     .arity = 2, .shape = rms_norm_gain_shape, KERNELS(rms_norm_gain), OWN_ONLY(rms_norm_gain),
-    .vjp = rms_norm_gain_vjp, .vjp_all = rms_norm_gain_vjp_all,
-    .vjp_all_into = rms_norm_gain_vjp_all_into, .examples = ex_rms_norm_gain};
+    .vjp = rms_norm_gain_vjp, .vjp_all_into = rms_norm_gain_vjp_all_into,
+    .examples = ex_rms_norm_gain};
 mi_tensor *mi_rms_norm_gain(mi_tensor *x, mi_tensor *w, double eps)
 {
     mi_attrs a = {.eps = eps};
