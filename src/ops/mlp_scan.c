@@ -57,7 +57,7 @@
  * vjp: the fused op mlp_scan_backward, a reverse-time scan carrying
  * G = ∂L/∂W_t (∂L/∂A_t with a read) and H = ∂L/∂S_t, through the write's
  * Hessian-vector products (the LN, GELU and bias terms; each written out
- * above token_backward in mlp_scan_impl.h) and the reads' vjps
+ * above token_backward in mlp_scan_back_impl.h) and the reads' vjps
  * (mlp_scan_rules_impl.h). The forward keeps nothing beyond its output: the
  * backward reruns the writes keeping the state before every K-th token
  * (K = ⌈√T⌉), then recomputes one segment of K states at a time from its
@@ -184,6 +184,7 @@ static int mlp_scan_backward_shape(mi_tensor *const *in, int n, const mi_attrs *
 #define MS(x) x##_f32
 #include "mlp_scan_rules_impl.h"
 #include "mlp_scan_impl.h"
+#include "mlp_scan_back_impl.h"
 #undef MS_T
 #undef MS
 #undef MS_KERNEL
@@ -192,6 +193,7 @@ static int mlp_scan_backward_shape(mi_tensor *const *in, int n, const mi_attrs *
 #define MS(x) x##_f64
 #include "mlp_scan_rules_impl.h"
 #include "mlp_scan_impl.h"
+#include "mlp_scan_back_impl.h"
 
 /* Input i's gradient in mlp_scan_backward's packed output, in i's shape. */
 static mi_tensor *ms_grad_part(mi_tensor *packed, mi_tensor *const *in, int i)

@@ -1,7 +1,7 @@
-/* mlp_scan's OWN f32 kernels: mlp_scan_impl.h's loops (the math is in
- * mlp_scan.c's top comment), compiled like the other OWN files with -O3
- * -ffast-math -march=native, so the loops over the hidden units run in
- * AVX-512 and erf in glibc's vector math, and Memora's softmax rows (an exp
+/* mlp_scan's OWN f32 kernels: mlp_scan_impl.h's and mlp_scan_back_impl.h's
+ * loops (the math is in mlp_scan.c's top comment), compiled like the other
+ * OWN files with -O3 -ffast-math -march=native, so the loops over the hidden
+ * units run in AVX-512 and erf in glibc's vector math, and Memora's softmax rows (an exp
  * per weight and token) in own_math.h's polynomial, in place, and a
  * segment's products with its grad point (inner_seg) on oneDNN's sgemm
  * (gemm_thread_f32: 5 % faster than OpenBLAS's on Memora's chunk-16 layer);
@@ -169,6 +169,7 @@ static void own_mv(bool trans, int64_t rows, int64_t cols, float c, const float 
 
 #define MS_GEMM gemm_thread_f32
 #include "mlp_scan_impl.h"
+#include "mlp_scan_back_impl.h"
 
 #ifdef __AVX512F__
 /* The memory's products with a vector, y = c op(A) x (+ y), with AVX-512
