@@ -34,6 +34,133 @@ static void MS(add_outer)(MS_T *G, int64_t rows, int64_t cols, const MS_T *a, co
     }
 }
 
+/* G += Σ_j a_j b_jᵀ over n tokens, a_j and b_j the rows of A and B (lda,
+ * ldb apart), G [rows, cols]: add_outer for one token, one GEMM (Aᵀ B) for
+ * a segment's. */
+static void MS(add_outers)(MS_T *G, int64_t rows, int64_t cols, int64_t n, const MS_T *A,
+                           int64_t lda, const MS_T *B, int64_t ldb)
+{
+    if (n == 1) {
+        MS(add_outer)(G, rows, cols, A, B);
+        return;
+    }
+    MS_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, (int)rows, (int)cols, (int)n, 1, A,
+            (int)lda, B, (int)ldb, 1, G, (int)cols);
+}
+
+/* y_j += c op(W) x_j over n tokens, x_j and y_j the rows of X and Y (ldx,
+ * ldy apart), W [rows, cols] row-major, op(W) = Wᵀ with trans: a
+ * matrix-vector product for one token, one GEMM (X op(W)ᵀ) for a segment's. */
+static void MS(rows_times)(bool trans, int64_t rows, int64_t cols, MS_T c, const MS_T *W,
+                           int64_t n, const MS_T *X, int64_t ldx, MS_T *Y, int64_t ldy)
+{
+    if (n == 1) {
+        MS_MV(trans, rows, cols, c, W, X, true, Y);
+        return;
+    }
+    MS_GEMM(CblasRowMajor, CblasNoTrans, trans ? CblasNoTrans : CblasTrans, (int)n,
+            (int)(trans ? cols : rows), (int)(trans ? rows : cols), c, X, (int)ldx, W,
+            (int)cols, 1, Y, (int)ldy);
+}
+
+/* Token j's act in a run of acts na apart that starts with a0. */
+static MS(act) MS(act_at)(const MS(act) *a0, int64_t j, int64_t na)
+{
+    int64_t o = j * na;
+    return (MS(act)){a0->a + o,  a0->s + o, a0->gp + o, a0->mv + o, a0->dl2 + o, a0->zh + o,
+                     a0->y + o,  a0->e + o, a0->dl1 + o, a0->r + o, a0->sw + o};
+}
+
+/* The inner gradient's backward from the write's seeds ∂L/∂δ1, ∂L/∂s,
+ * ∂L/∂mv, ∂L/∂a (token_backward) to the token's k, v and δ: for one token
+ * in its work vectors, or with the mini-batch rule for the n tokens of a
+ * segment, a row each (gdl1, gz [n, d]; gs, gm, ga [n, h]), all at the
+ * segment's grad point. */
+typedef struct MS(chain) {
+    MS_T *gdl1, *gz, *gs, *gm, *ga;
+} MS(chain);
+
+static MS(chain) MS(chain_row)(const MS(chain) *c, int64_t j, const ms_dims *k)
+{
+    int64_t d = k->d, h = k->h;
+    return (MS(chain)){c->gdl1 + j * d, c->gz + j * d, c->gs + j * h, c->gm + j * h,
+                       c->ga + j * h};
+}
+
+/* The chain (token_backward's comment, from gδ1 += c W1 gm on) for n tokens
+ * at the weights Wp (scale cp), their acts from a0 (na apart), their rows of
+ * k, v, gates and of the gradients gk, gv, ggate; each of the three
+ * products with Wp one GEMM over the tokens (rows_times), the rest token by
+ * token. */
+static void MS(inner_back)(const ms_dims *k, const MS_T *Wp, MS_T cp, int64_t n,
+                           const MS(act) *a0, const MS_T *v, const MS_T *gates, MS_T *gk,
+                           MS_T *gv, MS_T *ggate, const MS(chain) *c, const MS(work) *w)
+{
+    int64_t d = k->d, h = k->h, na = ms_act_elems(k);
+    MS(rows_times)(false, d, h, cp, Wp, n, c->gm, h, c->gdl1, d); /* gδ1 += c W1 gm */
+    for (int64_t j = 0; j < n; j++) {
+        MS(act) ik = MS(act_at)(a0, j, na);
+        MS_T *gdl1 = c->gdl1 + j * d, *gz = c->gz + j * d, *gkj = gk + j * d;
+        /* through δ1 = r (e − ē − ẑ ρ) */
+        MS_T r = *ik.r, rho = 0, kap = 0, gr = 0;
+        for (int64_t i = 0; i < d; i++) {
+            rho += ik.e[i] * ik.zh[i];
+            kap += gdl1[i] * ik.zh[i];
+            gr += gdl1[i] * ik.dl1[i];
+        }
+        rho /= (MS_T)d, kap /= (MS_T)d, gr /= r;
+        MS(ln_back)(d, gdl1, ik.zh, r, w->ge);
+        /* e from y − v: ∂L/∂(y − v) into ge */
+        ggate[j * MS_GATES + 3] =
+            MS(bias_back)(k, d, ik.y, v + j * d, gates[j * MS_GATES + 3], *ik.sw, w->ge);
+        for (int64_t i = 0; i < d; i++) {
+            gv[j * d + i] = -w->ge[i];
+            gkj[i] += w->ge[i];
+            w->gzh[i] = w->ge[i] - r * (rho * gdl1[i] + kap * ik.e[i]);
+        }
+        MS(ln_back)(d, w->gzh, ik.zh, r, gz);
+        for (int64_t i = 0; i < d; i++) gz[i] -= gr * r * r * ik.zh[i] / (MS_T)d;
+    }
+    MS(rows_times)(true, d, h, cp, Wp, n, c->gz, d, c->gs, h); /* gs += c W1ᵀ gz */
+    for (int64_t j = 0; j < n; j++) {
+        const MS_T *gp = a0->gp + j * na, *gs = c->gs + j * h;
+        MS_T *ga = c->ga + j * h;
+        for (int64_t i = 0; i < h; i++) ga[i] += gs[i] * gp[i];
+    }
+    MS(rows_times)(true, h, d, cp, Wp + d * h, n, c->ga, h, gk, d); /* gk += c W2ᵀ ga */
+}
+
+/* J = ∂L/∂(c W) of the inner gradients of the n tokens, Σ_j (δ1 gmᵀ + gz sᵀ,
+ * ga kᵀ) over them (keys X, d apart), into J: one GEMM for each of the
+ * three sums over a segment's tokens (add_outers). */
+static void MS(inner_j)(const ms_dims *k, int64_t n, const MS(act) *a0, const MS_T *X,
+                        const MS(chain) *c, MS_T *J)
+{
+    int64_t d = k->d, h = k->h, na = ms_act_elems(k);
+    memset(J, 0, sizeof(MS_T) * (size_t)k->m);
+    MS(add_outers)(J, d, h, n, a0->dl1, na, c->gm, h);
+    MS(add_outers)(J, d, h, n, c->gz, d, a0->s, na);
+    MS(add_outers)(J + d * h, h, d, n, c->ga, h, X, d);
+}
+
+/* The mini-batch rule at a segment's first token, the last the backward
+ * takes: the chain of its n tokens (their seeds in c's rows) at its grad
+ * point Wp (R(A) with a read, else A), their J, and ∂L/∂ the state before
+ * the segment, G += R'ᵀ J (kl: wread_back) or G += J. */
+static void MS(seg_back)(const ms_dims *k, const MS_T *Wp, int64_t n, const MS(act) *a0,
+                         const MS_T *X, const MS_T *v, const MS_T *gates, MS_T *gk, MS_T *gv,
+                         MS_T *ggate, const MS(chain) *c, MS_T *G, MS_T *J, const MS(work) *w)
+{
+    MS(inner_back)(k, Wp, 1, n, a0, v, gates, gk, gv, ggate, c, w);
+    MS(inner_j)(k, n, a0, X, c, J);
+    const MS_T *gJ = J;
+    if (k->read) {
+        MS(wread_back)(k, Wp, J, w->gr);
+        gJ = w->gr;
+    }
+    for (int64_t i = 0; i < k->m; i++) G[i] += gJ[i];
+}
+
 /* One layer's ∂L/∂W_{t−1} from G = ∂L/∂W_t (W_t = α W_{t−1} + …) and
  * J = a0 b0ᵀ + a1 b1ᵀ = ∂L/∂(c W_{t−1}) through the inner gradient, in place:
  *   G ← α G + c J;  adds ⟨G, W_{t−1}⟩ (before the update) to *gw and
@@ -122,19 +249,19 @@ static void MS(lq_fold)(const ms_dims *k, MS_T *G, const MS_T *A, int64_t rows, 
  * with decay_first: R(α_t A_{t−1}) is computed here).
  * The mini-batch rule (chunk > 1): rg is the weights where the segment takes
  * its gradients (R(A) or, with no read, A, of the state before its first
- * token), J goes to the segment's sum ja instead (G ← α G), and at the
- * segment's first token (flush; every token per token) G += R'ᵀ ja (ja with
- * no read) and ja ← 0; kl's boundary only where the token ends its segment
- * (boundary). */
+ * token), and every token's J is taken there. So the token leaves its
+ * chain's seeds in its row of ch (G ← α G here), and the chains, their J
+ * and G += R'ᵀ J run once for the segment after its first token (seg_back);
+ * kl's boundary only where the token ends its segment (boundary). */
 static void MS(token_backward)(const ms_dims *k, const MS_T *Ap, const MS_T *At, MS_T *G,
                                MS_T *H, const MS_T *q, const MS_T *kt, const MS_T *v,
                                const MS_T *gate, const MS(act) *ik, const MS(act) *ra,
                                const MS_T *gy, MS_T *gq, MS_T *gk, MS_T *gv, MS_T *ggate,
-                               const MS_T *rg, const MS_T *rt, MS_T *ja, bool boundary,
-                               bool flush, const MS(work) *w)
+                               const MS_T *rg, const MS_T *rt, const MS(chain) *ch,
+                               bool boundary, const MS(work) *w)
 {
     int64_t d = k->d, h = k->h, dh = d * h, m = 2 * dh;
-    MS_T eta = gate[0], alpha = gate[1], mu = gate[2], delta = gate[3];
+    MS_T eta = gate[0], alpha = gate[1], mu = gate[2];
     MS_T c = k->decay_first ? alpha : 1; /* the inner gradient at c W_{t−1} */
     /* the weights: Wt read at y, Wp (at scale cp) where the inner gradient is taken */
     const MS_T *Wt = At, *Wp = rg ? rg : Ap;
@@ -189,82 +316,53 @@ static void MS(token_backward)(const ms_dims *k, const MS_T *Ap, const MS_T *At,
     for (int64_t i = 0; i < d; i++) gw += ik->dl1[i] * w->g1s[i];
     for (int64_t j = 0; j < h; j++) gw += ik->dl2[j] * w->g2k[j];
     ggate[0] = -gw;
+    /* the chain's seeds: in the work vectors, or with the mini-batch rule in
+     * the token's rows of its segment (ch), for seg_back */
+    MS(chain) sd = ch ? *ch : (MS(chain)){w->gdl1, w->gz, w->gs, w->gm, w->ga};
     for (int64_t i = 0; i < d; i++) {
-        w->gdl1[i] = -eta * w->g1s[i];
+        sd.gdl1[i] = -eta * w->g1s[i];
         gk[i] = -eta * w->g2d[i];
     }
     MS_PRAGMA(omp simd)
     for (int64_t j = 0; j < h; j++) {
         MS_T gdl2 = -eta * w->g2k[j], a = ik->a[j];
-        w->gs[j] *= -eta;
-        w->gm[j] = gdl2 * ik->gp[j];
-        w->ga[j] = gdl2 * ik->mv[j] * (MS_T)MS_INV_SQRT_2PI * MS_EXPV((MS_T)-0.5 * a * a) *
+        sd.gs[j] = -eta * w->gs[j];
+        sd.gm[j] = gdl2 * ik->gp[j];
+        sd.ga[j] = gdl2 * ik->mv[j] * (MS_T)MS_INV_SQRT_2PI * MS_EXPV((MS_T)-0.5 * a * a) *
                    (2 - a * a);
     }
-    MS_MV(false, d, h, cp, Wp, w->gm, true, w->gdl1); /* gδ1 += c W1 gm */
-    /* through δ1 = r (e − ē − ẑ ρ) */
-    MS_T r = *ik->r, rho = 0, kap = 0, gr = 0;
-    for (int64_t i = 0; i < d; i++) {
-        rho += ik->e[i] * ik->zh[i];
-        kap += w->gdl1[i] * ik->zh[i];
-        gr += w->gdl1[i] * ik->dl1[i];
-    }
-    rho /= (MS_T)d, kap /= (MS_T)d, gr /= r;
-    MS(ln_back)(d, w->gdl1, ik->zh, r, w->ge);
-    /* e from y − v: ∂L/∂(y − v) into ge */
-    ggate[3] = MS(bias_back)(k, d, ik->y, v, delta, *ik->sw, w->ge);
-    for (int64_t i = 0; i < d; i++) {
-        gv[i] = -w->ge[i];
-        gk[i] += w->ge[i];
-        w->gzh[i] = w->ge[i] - r * (rho * w->gdl1[i] + kap * ik->e[i]);
-    }
-    MS(ln_back)(d, w->gzh, ik->zh, r, w->gz);
-    for (int64_t i = 0; i < d; i++) w->gz[i] -= gr * r * r * ik->zh[i] / (MS_T)d;
-    MS_MV(true, d, h, cp, Wp, w->gz, true, w->gs); /* gs += c W1ᵀ gz */
-    for (int64_t j = 0; j < h; j++) w->ga[j] += w->gs[j] * ik->gp[j];
-    MS_MV(true, h, d, cp, Wp + dh, w->ga, true, gk); /* gk += c W2ᵀ ga */
-    /* G ← α G + c J with gα = ⟨G, W_{t−1}⟩ (+ ⟨J, W_{t−1}⟩ with decay_first),
-     * then gμ and H ← μ G̃ */
     MS_T jw = 0, gmu = 0;
-    if (lq) {
-        /* W = σ X, X = c A_{t−1}: G ← α G + c σ J − κ A (lq_fold) */
-        MS(lq_fold)(k, G, Ap, d, h, alpha, c, Wp[m], ik->dl1, w->gm, w->gz, ik->s, &galpha,
-                    &jw);
-        MS(lq_fold)(k, G + dh, Ap + dh, h, d, alpha, c, Wp[m + 1], w->ga, kt, NULL, NULL,
-                    &galpha, &jw);
-    } else if (kl) {
-        /* J = ∂L/∂R(c A_{t−1}) written out (to the segment's sum with the
-         * mini-batch rule), then at the segment's first token R'ᵀ J =
-         * ∂L/∂(c A_{t−1}) in gr and G += c gr (α G was kl_rows_back's) */
-        MS_T *J = ja ? ja : w->j;
-        if (!ja) memset(w->j, 0, sizeof(MS_T) * (size_t)m);
-        MS(add_outer)(J, d, h, ik->dl1, w->gm);
-        MS(add_outer)(J, d, h, w->gz, ik->s);
-        MS(add_outer)(J + dh, h, d, w->ga, kt);
-        if (flush) {
-            MS(wread_back)(k, Wp, J, w->gr);
+    if (ch) {
+        /* the mini-batch rule: J goes to the segment's (seg_back), G ← α G
+         * (kl's was kl_rows_back's) */
+        if (!kl)
+            for (int64_t i = 0; i < m; i++) {
+                galpha += G[i] * Ap[i];
+                G[i] *= alpha;
+            }
+    } else {
+        MS(inner_back)(k, Wp, cp, 1, ik, v, gate, gk, gv, ggate, &sd, w);
+        /* G ← α G + c J with gα = ⟨G, W_{t−1}⟩ (+ ⟨J, W_{t−1}⟩ with
+         * decay_first) */
+        if (lq) {
+            /* W = σ X, X = c A_{t−1}: G ← α G + c σ J − κ A (lq_fold) */
+            MS(lq_fold)(k, G, Ap, d, h, alpha, c, Wp[m], ik->dl1, w->gm, w->gz, ik->s,
+                        &galpha, &jw);
+            MS(lq_fold)(k, G + dh, Ap + dh, h, d, alpha, c, Wp[m + 1], w->ga, kt, NULL, NULL,
+                        &galpha, &jw);
+        } else if (kl) {
+            /* J = ∂L/∂R(c A_{t−1}), R'ᵀ J = ∂L/∂(c A_{t−1}) in gr and
+             * G += c gr (α G was kl_rows_back's) */
+            MS(inner_j)(k, 1, ik, kt, &sd, w->j);
+            MS(wread_back)(k, Wp, w->j, w->gr);
             for (int64_t i = 0; i < m; i++) {
                 jw += w->gr[i] * Ap[i];
                 G[i] += c * w->gr[i];
             }
-            if (ja) memset(ja, 0, sizeof(MS_T) * (size_t)m);
+        } else {
+            MS(fold)(G, Ap, d, h, alpha, c, ik->dl1, w->gm, w->gz, ik->s, &galpha, &jw);
+            MS(fold)(G + dh, Ap + dh, h, d, alpha, c, w->ga, kt, NULL, NULL, &galpha, &jw);
         }
-    } else if (ja) {
-        /* the mini-batch rule: J to the segment's sum, G ← α G */
-        MS(add_outer)(ja, d, h, ik->dl1, w->gm);
-        MS(add_outer)(ja, d, h, w->gz, ik->s);
-        MS(add_outer)(ja + dh, h, d, w->ga, kt);
-        for (int64_t i = 0; i < m; i++) {
-            galpha += G[i] * Ap[i];
-            G[i] *= alpha;
-        }
-        if (flush) {
-            for (int64_t i = 0; i < m; i++) G[i] += ja[i];
-            memset(ja, 0, sizeof(MS_T) * (size_t)m);
-        }
-    } else {
-        MS(fold)(G, Ap, d, h, alpha, c, ik->dl1, w->gm, w->gz, ik->s, &galpha, &jw);
-        MS(fold)(G + dh, Ap + dh, h, d, alpha, c, w->ga, kt, NULL, NULL, &galpha, &jw);
     }
     if (k->decay_first) galpha += jw;
     if (k->momentum) {
@@ -297,7 +395,8 @@ MS_KERNEL void MS(mlp_scan_backward)(mi_tensor *o, mi_tensor *const *in, const m
     const MS_T *Gt = in[4]->data, *Gin = in[5]->data;
     int64_t nr = ms_read_elems(&k), nrd = k.read ? (K + 1) * nr : 0; /* R(A) of a segment */
     int64_t per = (ncp + K + 1) * P + (K + 1) * na + ms_work_elems(&k) + P + nrd;
-    if (k.chunk > 1) per += (k.read ? 1 : 2) * k.m; /* the segment's J and (no read) its W */
+    if (k.chunk > 1) /* the segment's J, (no read) its W and its chain rows */
+        per += (k.read ? 1 : 2) * k.m + k.chunk * (2 * d + 3 * k.h);
     mi_scope *sc = mi_scope_current();
     int n_thr = scan_threads(N, 4 * N * T * P);
     size_t bytes = sizeof(MS_T) * (size_t)(per * n_thr);
@@ -315,7 +414,12 @@ MS_KERNEL void MS(mlp_scan_backward)(mi_tensor *o, mi_tensor *const *in, const m
         MS(act) ra, ik;
         MS_T *rd = MS(work_carve)(&w, H + P, &k);
         MS_T *ja = k.chunk > 1 ? rd + nrd : NULL, *gp = ja && !k.read ? ja + k.m : NULL;
-        if (ja) memset(ja, 0, sizeof(MS_T) * (size_t)k.m);
+        MS(chain) rows = {0}; /* the segment's chain seeds, a row a token */
+        if (ja) {
+            rows.gdl1 = ja + (k.read ? 1 : 2) * k.m, rows.gz = rows.gdl1 + k.chunk * d;
+            rows.gs = rows.gz + k.chunk * d, rows.gm = rows.gs + k.chunk * k.h;
+            rows.ga = rows.gm + k.chunk * k.h;
+        }
         MS(act_carve)(&ra, acts + K * na, &k);
         MS_T *out = (MS_T *)o->data + n * ow, *G = out;
         MS_T *gQ = out + P, *gK = gQ + T * d, *gV = gK + T * d, *gG = gV + T * d;
@@ -378,11 +482,16 @@ MS_KERNEL void MS(mlp_scan_backward)(mi_tensor *o, mi_tensor *const *in, const m
                 const MS_T *rg = k.read && !k.decay_first ? rd + p * nr
                                  : ja                     ? seg + p * P
                                                           : NULL;
+                MS(chain) row = ja ? MS(chain_row)(&rows, t - t0 - p, &k) : rows;
                 MS(token_backward)(&k, seg + j * P, seg + (j + 1) * P, G, H, Q + nt * d,
                                    Kx + nt * d, V + nt * d, Gt + nt * MS_GATES, &ik, &ra,
                                    gY + t * d, gQ + t * d, gK + t * d, gV + t * d,
                                    gG + t * MS_GATES, rg, k.read ? rd + (j + 1) * nr : NULL,
-                                   ja, ms_seg_end(&k, t), ms_seg_start(&k, t), &w);
+                                   ja ? &row : NULL, ms_seg_end(&k, t), &w);
+                if (ja && ms_seg_start(&k, t))
+                    MS(seg_back)(&k, rg, MS(seg_len)(&k, t), &ik, Kx + nt * d, V + nt * d,
+                                 Gt + nt * MS_GATES, gK + t * d, gV + t * d, gG + t * MS_GATES,
+                                 &rows, G, ja, &w);
             }
         }
         if (k.momentum) memcpy(G + k.m, H, sizeof(MS_T) * (size_t)k.m);
