@@ -9,6 +9,7 @@ typedef struct MS(work) {
     MS_T *g1s, *g2d;            /* [d] G̃1 s, G̃2ᵀ δ2 */
     MS_T *gs, *ga, *gm;         /* [h] ∂L/∂ of s, a, mv */
     MS_T *g2k;                  /* [h] G̃2 k */
+    MS_T *fx;                   /* [d + h] a vector times kl's row scales */
     MS_T *wg, *wt, *gr, *j;     /* [P] with a read: R(c A_{t−1}), R(A_t), ∂L/∂R(A_t), J */
 } MS(work);
 
@@ -18,10 +19,21 @@ static MS_T *MS(work_carve)(MS(work) *w, MS_T *p, const ms_dims *k)
     MS_T **nh[] = {&w->gs, &w->ga, &w->gm, &w->g2k};
     for (size_t i = 0; i < 6; i++, p += k->d) *nd[i] = p;
     for (size_t i = 0; i < 4; i++, p += k->h) *nh[i] = p;
+    w->fx = p, p += k->d + k->h;
     MS_T **np[] = {&w->wg, &w->wt, &w->gr, &w->j};
     int64_t nr = k->read ? ms_read_elems(k) : 0;
     for (size_t i = 0; i < 4; i++) *np[i] = k->read ? p : NULL, p += nr;
     return p;
+}
+
+/* x for the product Wᵀ x with weight l of the read W; for kl's W_ij = f_i
+ * E_ij (kl_f), f ⊙ x into buf: Wᵀ x = Eᵀ (f ⊙ x). */
+static const MS_T *MS(times_f)(const ms_dims *k, const MS_T *W, int l, const MS_T *x, MS_T *buf)
+{
+    if (k->read != MI_MLP_READ_KL) return x;
+    const MS_T *f = MS(kl_f)(k, W, l);
+    for (int64_t i = 0; i < (l ? k->h : k->d); i++) buf[i] = f[i] * x[i];
+    return buf;
 }
 
 /* G += a bᵀ, G [rows, cols]. */
@@ -278,7 +290,7 @@ static void MS(token_backward)(const ms_dims *k, const MS_T *Ap, const MS_T *At,
      * write's products and G ← α G in one pass (kl_rows_back) */
     MS(read)(k, Wt, 1, q, ra);
     MS(ln_back)(d, gy, ra->zh, *ra->r, w->gz);
-    MS_MV(true, d, h, 1, Wt, w->gz, false, w->gs);
+    MS_MV(true, d, h, 1, Wt, MS(times_f)(k, Wt, 0, w->gz, w->fx), false, w->gs);
     MS_T gw1 = 0, gw2 = 0; /* ⟨GR1, W1⟩ = ⟨W1ᵀ gz, s⟩, ⟨GR2, W2⟩ = ⟨W2ᵀ ga, q⟩ */
     for (int64_t j = 0; j < h; j++) {
         gw1 += w->gs[j] * ra->s[j];
@@ -289,7 +301,7 @@ static void MS(token_backward)(const ms_dims *k, const MS_T *Ap, const MS_T *At,
         MS(add_outer)(G + dh, h, d, w->ga, q);
     }
     memcpy(gq, gy, sizeof(MS_T) * (size_t)d);
-    MS_MV(true, h, d, 1, Wt + dh, w->ga, true, gq);
+    MS_MV(true, h, d, 1, Wt + dh, MS(times_f)(k, Wt, 1, w->ga, w->fx), true, gq);
     if (lq) {
         for (int64_t i = 0; i < d; i++) gw2 += (gq[i] - gy[i]) * q[i];
         MS(lq_add)(k, G, At, d, h, rt[m], w->gz, ra->s, gw1);

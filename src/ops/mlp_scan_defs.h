@@ -94,11 +94,15 @@ static inline bool ms_seg_end(const ms_dims *k, int64_t t)
  * (mlp_scan_impl.h's act and work). */
 static inline int64_t ms_act_elems(const ms_dims *k) { return 5 * k->h + 4 * k->d + 2; }
 /* One read of the weights, R(A): W [m], then for lq S = ‖A‖_F² + ε of W1
- * and of W2 (mlp_scan_rules_impl.h's wread). */
-static inline int64_t ms_read_elems(const ms_dims *k) { return k->m + 2; }
+ * and of W2, then for kl the rows' scales f [d + h] (mlp_scan_rules_impl.h's
+ * wread and kl_f). */
+static inline int64_t ms_read_elems(const ms_dims *k)
+{
+    return k->m + 2 + (k->read == MI_MLP_READ_KL ? k->d + k->h : 0);
+}
 static inline int64_t ms_work_elems(const ms_dims *k)
 {
-    return 6 * k->d + 4 * k->h + (k->read ? 4 * ms_read_elems(k) : 0);
+    return 7 * k->d + 5 * k->h + (k->read ? 4 * ms_read_elems(k) : 0);
 }
 
 #endif

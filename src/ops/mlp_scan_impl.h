@@ -99,14 +99,20 @@ static void MS(read_norm)(const ms_dims *k, const MS_T *x, const MS(act) *o)
 }
 
 /* The read y = M_{cW}(x) = x + LN(c W1 gelu(c W2 x)) (MIRAS "MIRAS's
- * Variants", Titans' deep memory; mlp.c) into x's act. */
+ * Variants", Titans' deep memory; mlp.c) into x's act; kl's W as f_i E_ij
+ * (kl_f): (W x)_i = f_i (E x)_i. */
 static void MS(read)(const ms_dims *k, const MS_T *W, MS_T c, const MS_T *x, const MS(act) *o)
 {
     int64_t d = k->d, h = k->h;
     const MS_T *W1 = W, *W2 = W + d * h;
+    bool kl = k->read == MI_MLP_READ_KL;
     MS_MV(false, h, d, c, W2, x, false, o->a);
+    if (kl)
+        for (int64_t i = 0; i < h; i++) o->a[i] *= MS(kl_f)(k, W, 1)[i];
     MS(read_gelu)(k, o);
     MS_MV(false, d, h, c, W1, o->s, false, o->zh);
+    if (kl)
+        for (int64_t i = 0; i < d; i++) o->zh[i] *= MS(kl_f)(k, W, 0)[i];
     MS(read_norm)(k, x, o);
 }
 
@@ -119,7 +125,8 @@ static void MS(inner_error)(const ms_dims *k, const MS_T *v, const MS_T *gate, c
     MS(ln_back)(d, o->e, o->zh, *o->r, o->dl1);
 }
 
-/* The inner gradient's factors at c W on token (k, v) with threshold δ:
+/* The inner gradient's factors at c W on token (k, v) with threshold δ (kl's
+ * W as it is: a grad point, f = 1):
  *   e  = ∂ℓ/∂y at y − v (bias_error)
  *   δ1 = LN'ᵀ e,  δ2 = gelu'(a) ⊙ W1ᵀ δ1  (∂ℓ/∂W1 = δ1 sᵀ, ∂ℓ/∂W2 = δ2 kᵀ) */
 static void MS(inner)(const ms_dims *k, const MS_T *W, MS_T c, const MS_T *x, const MS_T *v,
@@ -205,7 +212,8 @@ static void MS(step)(const ms_dims *k, MS_T *state, const MS_T *x, const MS_T *g
         const MS_T *dl = l == 0 ? o->dl1 : o->dl2, *in = l == 0 ? o->s : x;
         MS_T *W = state + l * d * h, *S = k->momentum ? W + m : NULL;
         if (!S && k->read == MI_MLP_READ_KL && wt) {
-            MS_KL_ROWS(k, W, in, dl, eta, alpha, wt + l * d * h, rows, cols, boundary);
+            MS_KL_ROWS(k, W, in, dl, eta, alpha, wt + l * d * h, MS(kl_f)(k, wt, (int)l), rows,
+                       cols, boundary);
             continue;
         }
         for (int64_t i = 0; i < rows; i++) {

@@ -68,16 +68,33 @@ static void MS(shape_of)(const ms_dims *k, int l, int64_t *rows, int64_t *cols)
     *cols = l == 0 ? k->h : k->d;
 }
 
-/* One row of kl's read, from c a's max mx: w = c_kl softmax(c a); with a_out
- * also kl's projection (retention/kl.c's boundary; c = 1) from the same
- * exponentials, a_out ← log c_kl + log_softmax(a). */
-static void MS(kl_row)(const ms_dims *k, const MS_T *a, MS_T *a_out, MS_T *w, int64_t cols,
-                       MS_T c, MS_T mx)
+/* kl's row scales of weight l (W1's d rows, then W2's h) in a read buffer W
+ * of ms_read_elems: the read is W_ij = f_i E_ij with E in W's place. kl_rows
+ * leaves E = exp(A − max) and f = c_kl / Σ where a token does not end its
+ * segment (the scaling pass is then the products' few multiplies: read,
+ * token_backward, kl_rows_back); elsewhere E = W and f = 1 (a segment's end,
+ * wread): the grad points, which inner, inner_seg and the backward's
+ * products with them take as they are. */
+static inline MS_T *MS(kl_f)(const ms_dims *k, const MS_T *W, int l)
+{
+    return (MS_T *)W + k->m + 2 + (l ? k->d : 0);
+}
+
+/* One row of kl's read, from c a's max mx: w = c_kl softmax(c a), or with fs
+ * w = exp(c a − mx) and *fs = c_kl / Σ (kl_f); with a_out also kl's
+ * projection (retention/kl.c's boundary; c = 1) from the same exponentials,
+ * a_out ← log c_kl + log_softmax(a). */
+static void MS(kl_row)(const ms_dims *k, const MS_T *a, MS_T *a_out, MS_T *w, MS_T *fs,
+                       int64_t cols, MS_T c, MS_T mx)
 {
     MS_T sum = 0;
     MS_PRAGMA(omp simd reduction(+ : sum))
     for (int64_t j = 0; j < cols; j++) sum += w[j] = MS_EXPV(c * a[j] - mx);
     MS_T f = (MS_T)k->kc / sum;
+    if (fs) {
+        *fs = f;
+        return;
+    }
     if (!a_out) {
         MS_PRAGMA(omp simd)
         for (int64_t j = 0; j < cols; j++) w[j] *= f;
@@ -92,10 +109,12 @@ static void MS(kl_row)(const ms_dims *k, const MS_T *a, MS_T *a_out, MS_T *w, in
 }
 
 /* kl's write of the rows of one layer in place, then their read (kl_row):
- *   A_i ← α A_i − c_i x,  c_i = η dl_i;  W_i = c_kl softmax(A_i) into wt
- * (and A_i ← log c_kl + log_softmax(A_i) at a boundary). */
+ *   A_i ← α A_i − c_i x,  c_i = η dl_i;  W_i = c_kl softmax(A_i) into wt as
+ * f_i E_i (kl_f: E_i and f_i into wt and f; at a boundary W_i and f_i = 1,
+ * and A_i ← log c_kl + log_softmax(A_i)). */
 static void MS(kl_rows)(const ms_dims *k, MS_T *A, const MS_T *x, const MS_T *dl, MS_T eta,
-                        MS_T alpha, MS_T *wt, int64_t rows, int64_t cols, bool boundary)
+                        MS_T alpha, MS_T *wt, MS_T *f, int64_t rows, int64_t cols,
+                        bool boundary)
 {
     for (int64_t i = 0; i < rows; i++) {
         MS_T c = eta * dl[i], *a = A + i * cols, mx = alpha * a[0] - c * x[0];
@@ -104,13 +123,16 @@ static void MS(kl_rows)(const ms_dims *k, MS_T *A, const MS_T *x, const MS_T *dl
             a[j] = alpha * a[j] - c * x[j];
             mx = a[j] > mx ? a[j] : mx;
         }
-        MS(kl_row)(k, a, boundary ? a : NULL, wt + i * cols, cols, 1, mx);
+        MS(kl_row)(k, a, boundary ? a : NULL, wt + i * cols, boundary ? NULL : f + i, cols, 1,
+                   mx);
+        if (boundary) f[i] = 1;
     }
 }
 
 /* kl's part of a token's backward, one pass over each row i of weight l of
  * G (rows × cols):
- *   the read's vjp for ∂L/∂W_t = a bᵀ (W = R(A_t), as wread_back):
+ *   the read's vjp for ∂L/∂W_t = a bᵀ (W = R(A_t), as wread_back; W_ij =
+ *   f_i E_ij as W holds it, kl_f):
  *     G_ij += W_ij a_i (b_j − (W b)_i / c_kl)
  *   kl's boundary where the token ends its segment (G = ∂L/∂L_after →
  *   ∂L/∂L_before, softmax(L) = W / c_kl on either side):
@@ -127,16 +149,17 @@ static void MS(kl_rows_back)(const ms_dims *k, int l, const MS_T *W, const MS_T 
     MS(shape_of)(k, l, &rows, &cols);
     MS_T inv = 1 / (MS_T)k->kc, ga = 0;
     memset(acc, 0, sizeof(MS_T) * (size_t)cols);
+    const MS_T *f = MS(kl_f)(k, W, l);
     for (int64_t i = 0; i < rows; i++) {
         const MS_T *wr = W + at + i * cols, *ar = Ap + at + i * cols;
-        MS_T *g = G + at + i * cols, dot = 0, sum = 0, px = 0, ai = a[i], di = dl[i];
+        MS_T *g = G + at + i * cols, dot = 0, sum = 0, px = 0, ai = a[i] * f[i], di = dl[i];
         MS_PRAGMA(omp simd reduction(+ : dot))
         for (int64_t j = 0; j < cols; j++) dot += wr[j] * b[j];
-        dot *= inv;
+        dot *= inv * f[i];
         MS_PRAGMA(omp simd reduction(+ : sum))
         for (int64_t j = 0; j < cols; j++) sum += g[j] += ai * wr[j] * (b[j] - dot);
         if (boundary) {
-            sum *= inv;
+            sum *= inv * f[i];
             MS_PRAGMA(omp simd)
             for (int64_t j = 0; j < cols; j++) g[j] -= wr[j] * sum;
         }
@@ -180,7 +203,8 @@ static void MS(wread)(const ms_dims *k, const MS_T *A, MS_T c, MS_T *W)
             MS_T mx = c * ar[0];
             MS_PRAGMA(omp simd reduction(max : mx))
             for (int64_t j = 0; j < cols; j++) mx = c * ar[j] > mx ? c * ar[j] : mx;
-            MS(kl_row)(k, ar, NULL, w + i * cols, cols, c, mx);
+            MS(kl_row)(k, ar, NULL, w + i * cols, NULL, cols, c, mx);
+            MS(kl_f)(k, W, l)[i] = 1;
         }
     }
 }

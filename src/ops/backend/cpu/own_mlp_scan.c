@@ -29,10 +29,11 @@
  * scales c_kl/Σ; per row, the reductions and the division would cost about
  * as much as the row's arithmetic (Memora's W2 rows are 2 vectors long). */
 static void own_kl_rows(const ms_dims *k, float *A, const float *x, const float *dl, float eta,
-                        float alpha, float *wt, int64_t rows, int64_t cols, bool boundary)
+                        float alpha, float *wt, float *fs, int64_t rows, int64_t cols,
+                        bool boundary)
 {
     if (cols % OWN_W) {
-        fast_kl_rows_f32(k, A, x, dl, eta, alpha, wt, rows, cols, boundary);
+        fast_kl_rows_f32(k, A, x, dl, eta, alpha, wt, fs, rows, cols, boundary);
         return;
     }
     float kc = (float)k->kc, log_kc = logf(kc);
@@ -74,13 +75,18 @@ static void own_kl_rows(const ms_dims *k, float *A, const float *x, const float 
         vecf sums = own_lane_sums(part);
         vst(f, kc / sums);
         vst(sum, sums);
+        if (!boundary) { /* W_i = f_i e with f_i = c_kl/Σ (kl_f) */
+            memcpy(fs + r0, f, sizeof(float) * (size_t)nr);
+            continue;
+        }
         for (int64_t r = 0; r < nr; r++) { /* W_i = c_kl e/Σ; A_i ← log c_kl + log_softmax(A_i) */
             float *a = A + (r0 + r) * cols, *w = wt + (r0 + r) * cols, fr = f[r];
-            for (int64_t j = 0; j < cols; j++) w[j] *= fr;
-            if (boundary) {
-                float sh = log_kc - mx[r] - logf(sum[r]);
-                for (int64_t j = 0; j < cols; j++) a[j] += sh;
+            float sh = log_kc - mx[r] - logf(sum[r]);
+            for (int64_t j = 0; j < cols; j++) {
+                w[j] *= fr;
+                a[j] += sh;
             }
+            fs[r0 + r] = 1;
         }
     }
 }
@@ -101,6 +107,19 @@ static inline vecf own_group_dots(const float *A, int64_t cols, int64_t nr, cons
     return own_lane_sums(part);
 }
 
+/* One vector of a row of G in kl_rows_back's last pass: its part of
+ * (G x)_i into p, of Gᵀ dl into s and of ⟨G, A⟩ into ga, then G ← α G. */
+static inline __attribute__((always_inline)) void kl_back_vec(float *g, const float *a, vecf xv,
+                                                              float dl, float alpha, vecf *p,
+                                                              vecf *s, vecf *ga)
+{
+    vecf gv = vld(g);
+    *p += gv * xv;
+    *s += dl * gv;
+    *ga += gv * vld(a);
+    vst(g, alpha * gv);
+}
+
 /* kl_rows_back likewise, OWN_W rows at a time: the rows' dot products with
  * b, their sums (at a boundary) and their products with x come out of one
  * fold each per group, and ⟨G, A_{t−1}⟩ is summed in one vector to the end. */
@@ -115,47 +134,57 @@ static void own_kl_rows_back(const ms_dims *k, int l, const float *W, const floa
         fast_kl_rows_back_f32(k, l, W, Ap, G, a, b, boundary, x, dl, alpha, prod, acc, galpha);
         return;
     }
-    float inv = 1 / (float)k->kc, dot[OWN_W], sum[OWN_W], px[OWN_W];
-    vecf ga = {0};
+    float inv = 1 / (float)k->kc, dot[OWN_W], sum[OWN_W], px[OWN_W], fr[OWN_W];
+    const float *f = fast_kl_f_f32(k, W, l);
+    vecf ga = {0}, ga1 = {0};
     memset(acc, 0, sizeof(float) * (size_t)cols);
     for (int64_t r0 = 0; r0 < rows; r0 += OWN_W) {
         int64_t nr = rows - r0 < OWN_W ? rows - r0 : OWN_W;
         const float *W0 = W + at + r0 * cols, *A0 = Ap + at + r0 * cols;
         float *G0 = G + at + r0 * cols;
         vecf part[OWN_W];
-        vst(dot, inv * own_group_dots(W0, cols, nr, b)); /* (W b)_i / c_kl */
+        for (int64_t r = 0; r < OWN_W; r++) fr[r] = r < nr ? f[r0 + r] : 0;
+        /* W_i = f_i E_i (kl_f): (W b)_i / c_kl */
+        vst(dot, inv * vld(fr) * own_group_dots(W0, cols, nr, b));
         for (int64_t r = 0; r < OWN_W; r++) { /* G_i += a_i W_i ⊙ (b − dot_i), and Σ_j G_ij */
             vecf s = {0};
+            float c = r < nr ? a[r0 + r] * fr[r] : 0;
             for (int64_t j = 0; r < nr && j < cols; j += OWN_W) {
-                vecf g = vld(G0 + r * cols + j) +
-                         a[r0 + r] * vld(W0 + r * cols + j) * (vld(b + j) - dot[r]);
+                vecf g = vld(G0 + r * cols + j) + c * vld(W0 + r * cols + j) * (vld(b + j) - dot[r]);
                 vst(G0 + r * cols + j, g);
                 s += g;
             }
             part[r] = s;
         }
         if (boundary) { /* G_i −= W_i Σ_j G_ij / c_kl */
-            vst(sum, inv * own_lane_sums(part));
+            vst(sum, inv * vld(fr) * own_lane_sums(part));
             for (int64_t r = 0; r < nr; r++)
                 for (int64_t j = 0; j < cols; j += OWN_W)
                     vst(G0 + r * cols + j,
                         vld(G0 + r * cols + j) - sum[r] * vld(W0 + r * cols + j));
         }
-        for (int64_t r = 0; r < OWN_W; r++) { /* (G x)_i, acc += Gᵀ dl, ⟨G, A⟩, G ← α G */
-            vecf p = {0};
-            for (int64_t j = 0; r < nr && j < cols; j += OWN_W) {
-                vecf g = vld(G0 + r * cols + j);
-                p += g * vld(x + j);
-                vst(acc + j, vld(acc + j) + dl[r0 + r] * g);
-                ga += g * vld(A0 + r * cols + j);
-                vst(G0 + r * cols + j, alpha * g);
+        /* (G x)_i, acc += Gᵀ dl, ⟨G, A⟩, G ← α G: a column of vectors at a
+         * time over the rows in pairs, so acc's vector and ⟨G, A⟩ add up in
+         * two registers each (a row at a time, acc went through memory from
+         * row to row and both were one chain of FMAs: W2's rows are 2
+         * vectors long) */
+        for (int64_t r = 0; r < OWN_W; r++) part[r] = (vecf){0};
+        for (int64_t j = 0; j < cols; j += OWN_W) {
+            vecf xv = vld(x + j), s0 = vld(acc + j), s1 = {0};
+            int64_t r = 0, o = j;
+            for (; r + 1 < nr; r += 2, o += 2 * cols) {
+                kl_back_vec(G0 + o, A0 + o, xv, dl[r0 + r], alpha, &part[r], &s0, &ga);
+                kl_back_vec(G0 + o + cols, A0 + o + cols, xv, dl[r0 + r + 1], alpha,
+                            &part[r + 1], &s1, &ga1);
             }
-            part[r] = p;
+            if (r < nr) kl_back_vec(G0 + o, A0 + o, xv, dl[r0 + r], alpha, &part[r], &s0, &ga);
+            vst(acc + j, s0 + s1);
         }
         vst(px, own_lane_sums(part));
         for (int64_t r = 0; r < nr; r++) prod[r0 + r] = px[r];
     }
     float g_sum = 0;
+    ga += ga1;
     for (int i = 0; i < OWN_W; i++) g_sum += ga[i];
     *galpha += g_sum;
 }
