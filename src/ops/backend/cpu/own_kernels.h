@@ -11,7 +11,7 @@
 
 #include "internal.h"
 #include "own_math.h"
-#ifdef __AVX512F__
+#ifdef __AVX__
 #include <immintrin.h>
 #endif
 
@@ -62,11 +62,19 @@ static inline __attribute__((always_inline)) void vst(float *p, vecf v)
     memcpy(p, &v, sizeof v);
 }
 
-/* The lane-wise maximum (C has no ?: on vectors). */
+/* The lane-wise maximum, a > b ? a : b (b where either is NaN): the
+ * instruction's own rule, one instruction where the mask and the blend of
+ * GCC's vectors took two (C has no ?: on vectors). */
 static inline __attribute__((always_inline)) vecf own_vmax(vecf a, vecf b)
 {
+#if defined(__AVX512F__)
+    return (vecf)_mm512_max_ps((__m512)a, (__m512)b);
+#elif defined(__AVX__)
+    return (vecf)_mm256_max_ps((__m256)a, (__m256)b);
+#else
     veci m = a > b;
     return (vecf)(((veci)a & m) | ((veci)b & ~m));
+#endif
 }
 
 /* f_exp_lo (own_math.h) on a vector, with the same polynomial and the same
