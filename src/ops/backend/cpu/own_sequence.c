@@ -233,24 +233,68 @@ static int64_t block_keys(const attention_ctx *k, int64_t r0, int64_t *lo, int64
 
 /* The probabilities of the block of n rows from r0 of one batch entry (Q,
  * K its row 0, rows nh·D apart) over its keys lo … lo + w − 1, into P (rows
- * ldp apart): the scores sc·Q Kᵀ as one sgemm, then per row exp(s − max)/Σ
- * over the keys that row reads and zeros at the block's others. */
+ * ldp apart) as E = exp(s − max) and iz = 1/Σ E per row (P = iz E; the
+ * callers scale what is smaller than P: y's rows, g's): the scores sc·Q Kᵀ
+ * as one sgemm, then over the keys each row reads its max and its
+ * exponentials' sum, zeros at the block's others. OWN_W rows at a time,
+ * so their maxima and sums each come out of one fold (own_lane_maxes,
+ * own_lane_sums) and not a horizontal reduction a row (a row is 4 to 16
+ * vectors at T = 256); a row's last len mod OWN_W keys one at a time. */
 static void block_probs(const attention_ctx *k, const float *Q, const float *K, int64_t r0,
-                        int64_t n, int64_t lo, int64_t w, float *P, int64_t ldp)
+                        int64_t n, int64_t lo, int64_t w, float *P, int64_t ldp, float *iz)
 {
     int64_t ld = k->nh * k->d;
     gemm_thread_f32(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)w, (int)k->d, k->sc,
                     Q + r0 * ld, (int)ld, K + lo * ld, (int)ld, 0, P, (int)ldp);
-    for (int64_t i = 0; i < n; i++) {
-        int64_t rlo, rhi;
-        attention_keys(k, r0 + i, &rlo, &rhi);
-        float *row = P + i * ldp, *restrict s = row + (rlo - lo);
-        int64_t len = rhi - rlo + 1;
-        float iz = 1.0f / exp_shifted(s, len);
-        for (int64_t j = 0; j < len; j++) s[j] *= iz;
-        memset(row, 0, sizeof(float) * (size_t)(rlo - lo));
-        memset(s + len, 0, sizeof(float) * (size_t)(lo + w - rhi - 1));
+    for (int64_t i0 = 0; i0 < n; i0 += OWN_W) {
+        int64_t nr = n - i0 < OWN_W ? n - i0 : OWN_W, off[OWN_W], len[OWN_W];
+        float mx[OWN_W], z[OWN_W], tail[OWN_W];
+        vecf part[OWN_W];
+        for (int64_t r = 0; r < OWN_W; r++) { /* each row's max */
+            vecf m = (vecf){0} - INFINITY;
+            float t = -INFINITY;
+            if (r < nr) {
+                int64_t rlo, rhi;
+                attention_keys(k, r0 + i0 + r, &rlo, &rhi);
+                off[r] = rlo - lo, len[r] = rhi - rlo + 1;
+                const float *s = P + (i0 + r) * ldp + off[r];
+                int64_t nv = len[r] - len[r] % OWN_W;
+                for (int64_t j = 0; j < nv; j += OWN_W) m = own_vmax(m, vld(s + j));
+                for (int64_t j = nv; j < len[r]; j++) t = s[j] > t ? s[j] : t;
+            }
+            part[r] = m, tail[r] = t;
+        }
+        vst(mx, own_lane_maxes(part));
+        for (int64_t r = 0; r < OWN_W; r++) { /* e^(s − max) and its sum */
+            vecf e = {0};
+            float t = 0;
+            if (r < nr) {
+                float m = mx[r] > tail[r] ? mx[r] : tail[r], *s = P + (i0 + r) * ldp + off[r];
+                int64_t nv = len[r] - len[r] % OWN_W;
+                for (int64_t j = 0; j < nv; j += OWN_W) {
+                    vecf v = own_vexp_lo(vld(s + j) - m);
+                    vst(s + j, v);
+                    e += v;
+                }
+                for (int64_t j = nv; j < len[r]; j++) t += s[j] = f_exp_lo(s[j] - m);
+            }
+            part[r] = e, tail[r] = t;
+        }
+        vst(z, own_lane_sums(part));
+        for (int64_t r = 0; r < nr; r++) {
+            float *row = P + (i0 + r) * ldp;
+            iz[i0 + r] = 1.0f / (z[r] + tail[r]);
+            memset(row, 0, sizeof(float) * (size_t)off[r]);
+            memset(row + off[r] + len[r], 0, sizeof(float) * (size_t)(w - off[r] - len[r]));
+        }
     }
+}
+
+/* The n rows of Y (ld apart, e wide) times iz, row by row. */
+static void scale_rows(float *Y, int64_t ld, int64_t n, int64_t e, const float *iz)
+{
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t c = 0; c < e; c++) Y[i * ld + c] *= iz[i];
 }
 
 /* REF's one-pass online softmax for one row: the fallback when no score
@@ -295,7 +339,7 @@ static void attention_rows(const void *c, int64_t r0, int64_t r1)
 }
 
 /* Batch entries b0 … b1 − 1, a block of rows at a time: P over the block's
- * keys (block_probs), then y = P V as one sgemm. */
+ * keys (block_probs), then y = iz (E V), E V as one sgemm. */
 static void attention_entries(const void *c, int64_t b0, int64_t b1)
 {
     const attention_ctx *k = c;
@@ -312,9 +356,11 @@ static void attention_entries(const void *c, int64_t b0, int64_t b1)
         int64_t ldv = k->nh * e;
         for (int64_t r0 = 0; r0 < nt; r0 += BLOCK_ROWS) {
             int64_t lo, w, n = block_keys(k, r0, &lo, &w);
-            block_probs(k, Q, K, r0, n, lo, w, p, w);
+            float iz[BLOCK_ROWS];
+            block_probs(k, Q, K, r0, n, lo, w, p, w, iz);
             gemm_thread_f32(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)e, (int)w, 1,
                             p, (int)w, V + lo * ldv, (int)ldv, 0, Y + r0 * ldv, (int)ldv);
+            scale_rows(Y + r0 * ldv, ldv, n, e, iz);
         }
     }
     free(p);
@@ -356,11 +402,11 @@ static void grads_range(const void *v, int64_t b0, int64_t b1)
     grads_ctx *c = (grads_ctx *)v;
     const attention_ctx *k = &c->a;
     int64_t nt = k->nt, ns = k->ns, d = k->d, e = k->dv;
-    float *ds = malloc(sizeof(float) * (size_t)(BLOCK_ROWS * ns)),
-          *Pb = malloc(sizeof(float) * (size_t)(BLOCK_ROWS * ns));
-    if (!ds || !Pb) {
+    float *ds = malloc(sizeof(float) * (size_t)(BLOCK_ROWS * (2 * ns + e)));
+    float *Pb = ds + BLOCK_ROWS * ns, *Gs = Pb + BLOCK_ROWS * ns; /* Gs: g's rows times iz */
+    float iz[BLOCK_ROWS];
+    if (!ds) {
         atomic_store(&c->failed, 1);
-        free(ds), free(Pb);
         return;
     }
     for (int64_t b = b0; b < b1; b++) {
@@ -374,16 +420,21 @@ static void grads_range(const void *v, int64_t b0, int64_t b1)
         }
         for (int64_t r0 = 0; r0 < nt; r0 += BLOCK_ROWS) {
             int64_t lo, w, n = block_keys(k, r0, &lo, &w);
-            block_probs(k, Q, K, r0, n, lo, w, Pb, w);
+            block_probs(k, Q, K, r0, n, lo, w, Pb, w, iz);
+            /* dv += Pᵀ g = Eᵀ (iz g) */
+            for (int64_t i = 0; i < n; i++)
+                for (int64_t j = 0; j < e; j++) Gs[i * e + j] = iz[i] * G[(r0 + i) * le + j];
             gemm_thread_f32(CblasRowMajor, CblasTrans, CblasNoTrans, (int)w, (int)e, (int)n, 1, Pb,
-                            (int)w, G + r0 * le, (int)le, 1, dV + lo * le, (int)le);
+                            (int)w, Gs, (int)e, 1, dV + lo * le, (int)le);
             gemm_thread_f32(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)w, (int)e, 1,
                             G + r0 * le, (int)le, V + lo * le, (int)le, 0, ds, (int)w);
+            /* dS = P ⊙ (g vᵀ − Σ_j P g vᵀ) with P = iz E */
             for (int64_t i = 0; i < n; i++) {
                 const float *pr = Pb + i * w;
-                float *dr = ds + i * w, dot = 0;
+                float *dr = ds + i * w, dot = 0, z = iz[i];
                 for (int64_t j = 0; j < w; j++) dot += pr[j] * dr[j];
-                for (int64_t j = 0; j < w; j++) dr[j] = pr[j] * (dr[j] - dot);
+                dot *= z;
+                for (int64_t j = 0; j < w; j++) dr[j] = z * pr[j] * (dr[j] - dot);
             }
             gemm_thread_f32(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)d, (int)w,
                             k->sc, ds, (int)w, K + lo * ld, (int)ld, 0, dQ + r0 * ld, (int)ld);
@@ -391,7 +442,7 @@ static void grads_range(const void *v, int64_t b0, int64_t b1)
                             ds, (int)w, Q + r0 * ld, (int)ld, 1, dK + lo * ld, (int)ld);
         }
     }
-    free(ds), free(Pb);
+    free(ds);
 }
 
 int own_attention_grads_f32(const mi_tensor *q, const mi_tensor *k,
@@ -405,8 +456,8 @@ int own_attention_grads_f32(const mi_tensor *q, const mi_tensor *k,
     own_parallel(entries, 4 * entries * c.a.nt * c.a.ns * (c.a.d + c.a.dv), OWN_PAR_MIN, 1,
                  grads_range, &c);
     if (atomic_load(&c.failed)) {
-        mi_error_set("attention: out of memory for the vjp's scratch (2 x %lld x %lld floats)",
-                     (long long)BLOCK_ROWS, (long long)c.a.ns);
+        mi_error_set("attention: out of memory for the vjp's scratch (%lld x (2 x %lld + %lld) "
+                     "floats)", (long long)BLOCK_ROWS, (long long)c.a.ns, (long long)c.a.dv);
         return -1;
     }
     /* mi_flops: the products run, 2·(2 Dv + 2 D) per row and key of each block */
