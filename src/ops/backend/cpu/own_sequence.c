@@ -14,7 +14,8 @@
  * causal mask leaves the blocks above the diagonal out): the scores sc·Q Kᵀ
  * as one product, per row the max, the exponentials with own_math.h's
  * polynomial (≤ 2 ulp) and their sum over the keys that row reads, zeros at
- * the block's others, then y = P V as one product. The products are oneDNN's
+ * the block's others, then y = P V as one product, P's rows divided by
+ * their sums in y's rows (and the vjp's in g's), never in P. The products are oneDNN's
  * sgemm on the calling thread (gemm_thread_f32; OpenBLAS's where
  * MIRAS_BACKEND leaves oneDNN out), the batch entries split over
  * the threads, so the result does not depend on the thread count; sums are
