@@ -66,7 +66,9 @@
  * Each sequence runs on one thread (the result does not depend on the thread
  * count), its matrix-vector products on OpenBLAS (GEMV); with chunk > 1 a
  * segment's tokens take their gradients at one state, so the three products
- * of their inner gradients are GEMMs over the segment (inner_seg).
+ * of their inner gradients are GEMMs over the segment (inner_seg), and so are,
+ * in the backward, the three products of their chains with it and the three
+ * sums of their J (seg_back).
  *
  * Gradients of gradients are not provided: mlp_scan_backward is
  * non-differentiable and the vjp under create_graph fails with a message (the
