@@ -79,8 +79,8 @@ static void MS(rows_times)(bool trans, int64_t rows, int64_t cols, MS_T c, const
 static MS(act) MS(act_at)(const MS(act) *a0, int64_t j, int64_t na)
 {
     int64_t o = j * na;
-    return (MS(act)){a0->a + o,  a0->s + o, a0->gp + o, a0->mv + o, a0->dl2 + o, a0->zh + o,
-                     a0->y + o,  a0->e + o, a0->dl1 + o, a0->r + o, a0->sw + o};
+    return (MS(act)){a0->a + o, a0->s + o, a0->gp + o, a0->mv + o, a0->dl2 + o, a0->zh + o,
+                     a0->y + o, a0->e + o, a0->dl1 + o, a0->r + o, a0->sw + o};
 }
 
 /* The inner gradient's backward from the write's seeds ∂L/∂δ1, ∂L/∂s,

@@ -150,7 +150,8 @@ static void own_kl_rows_back(const ms_dims *k, int l, const float *W, const floa
             vecf s = {0};
             float c = r < nr ? a[r0 + r] * fr[r] : 0;
             for (int64_t j = 0; r < nr && j < cols; j += OWN_W) {
-                vecf g = vld(G0 + r * cols + j) + c * vld(W0 + r * cols + j) * (vld(b + j) - dot[r]);
+                vecf g = vld(G0 + r * cols + j) +
+                         c * vld(W0 + r * cols + j) * (vld(b + j) - dot[r]);
                 vst(G0 + r * cols + j, g);
                 s += g;
             }
