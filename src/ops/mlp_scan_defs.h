@@ -1,6 +1,6 @@
-/* What mlp_scan's kernels share (mlp_scan_impl.h and mlp_scan_rules_impl.h,
- * built per dtype by mlp_scan.c for REF and by backend/cpu/own_mlp_scan.c for
- * the OWN f32 kernels): the attributes as dimensions and flags, and the sizes
+/* What mlp_scan's kernels share (mlp_scan_impl.h, mlp_scan_back_impl.h and
+ * mlp_scan_rules_impl.h, built per dtype by mlp_scan.c for REF and by
+ * backend/cpu/own_mlp_scan.c for the OWN f32 kernels): the attributes as dimensions and flags, and the sizes
  * of the kernels' scratch. The math is in mlp_scan.c's top comment. Private
  * to ops/. */
 #ifndef MIRAS_MLP_SCAN_DEFS_H
@@ -91,7 +91,7 @@ static inline bool ms_seg_end(const ms_dims *k, int64_t t)
 }
 
 /* The elements of one act and of one thread's backward work vectors
- * (mlp_scan_impl.h's act and work). */
+ * (mlp_scan_impl.h's act, mlp_scan_back_impl.h's work). */
 static inline int64_t ms_act_elems(const ms_dims *k) { return 5 * k->h + 4 * k->d + 2; }
 /* One read of the weights, R(A): W [m], then for lq S = ‖A‖_F² + ε of W1
  * and of W2, then for kl the rows' scales f [d + h] (mlp_scan_rules_impl.h's
