@@ -1,8 +1,8 @@
 /* What mlp_scan's kernels share (mlp_scan_impl.h, mlp_scan_back_impl.h and
  * mlp_scan_rules_impl.h, built per dtype by mlp_scan.c for REF and by
- * backend/cpu/own_mlp_scan.c for the OWN f32 kernels): the attributes as dimensions and flags, and the sizes
- * of the kernels' scratch. The math is in mlp_scan.c's top comment. Private
- * to ops/. */
+ * backend/cpu/own_mlp_scan.c for the OWN f32 kernels): the attributes as
+ * dimensions and flags, and the sizes of the kernels' scratch. The math is in
+ * mlp_scan.c's top comment. Private to ops/. */
 #ifndef MIRAS_MLP_SCAN_DEFS_H
 #define MIRAS_MLP_SCAN_DEFS_H
 

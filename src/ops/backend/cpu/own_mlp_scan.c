@@ -1,15 +1,15 @@
 /* mlp_scan's OWN f32 kernels: mlp_scan_impl.h's and mlp_scan_back_impl.h's
- * loops (the math is in mlp_scan.c's top comment), compiled like the other
- * OWN files with -O3 -ffast-math -march=native, so the loops over the hidden
- * units run in AVX-512 and erf in glibc's vector math, and Memora's softmax rows (an exp
- * per weight and token) in own_math.h's polynomial, in place, and a
+ * loops (the math is in mlp_scan.c's top comment), compiled like the other OWN
+ * files with -O3 -ffast-math -march=native, so the loops over the hidden units
+ * run in AVX-512 and erf in glibc's vector math, and Memora's softmax rows (an
+ * exp per weight and token) in own_math.h's polynomial, in place, and a
  * segment's products with its grad point (inner_seg) on oneDNN's sgemm
  * (gemm_thread_f32: 5 % faster than OpenBLAS's on Memora's chunk-16 layer);
- * REF builds the same loops for the baseline ISA with libm's scalar
- * functions and the BLAS. Yaad's bias runs the REF kernels: its
- * exact sign (sharpness ∞) is outside fast math's finite-only rules, and
- * with tanh its f32 result came out 5× further from f64 than REF's (1.6e-4
- * against 3.3e-5 relative on the op's examples). */
+ * REF builds the same loops for the baseline ISA with libm's scalar functions
+ * and the BLAS. Yaad's bias runs the REF kernels: its exact sign (sharpness ∞)
+ * is outside fast math's finite-only rules, and with tanh its f32 result came
+ * out 5× further from f64 than REF's (1.6e-4 against 3.3e-5 relative on the
+ * op's examples). */
 #include "own_math.h"
 #define MS_EXPV(x) f_exp_lo(x)
 #include "mlp_scan_defs.h"
