@@ -9,18 +9,18 @@
  * (fast math may contract them into FMAs).
  *
  * attention: REF's online softmax rescales the running sum at every new
- * maximum and calls expf per key, on one thread. Here each batch entry's
- * query rows go in blocks of 64, each over the keys its rows read (the
- * causal mask leaves the blocks above the diagonal out): the scores sc·Q Kᵀ
- * as one product, per row the max, the exponentials with own_math.h's
- * polynomial (≤ 2 ulp) and their sum over the keys that row reads, zeros at
- * the block's others, then y = P V as one product, P's rows divided by
- * their sums in y's rows (and the vjp's in g's), never in P. The products are oneDNN's
- * sgemm on the calling thread (gemm_thread_f32; OpenBLAS's where
- * MIRAS_BACKEND leaves oneDNN out), the batch entries split over
- * the threads, so the result does not depend on the thread count; sums are
- * reassociated (a few ulp from REF). The vjp recomputes the same blocks'
- * probabilities, and its four products run over the same blocks. With one query per batch entry (a decoding step
+ * maximum and calls expf per key, on one thread. Here each batch entry's query
+ * rows go in blocks of 64, each over the keys its rows read (the causal mask
+ * leaves the blocks above the diagonal out): the scores sc·Q Kᵀ as one
+ * product, per row the max, the exponentials with own_math.h's polynomial (≤ 2
+ * ulp) and their sum over the keys that row reads, zeros at the block's
+ * others, then y = P V as one product, P's rows divided by their sums in y's
+ * rows (and the vjp's in g's), never in P. The products are oneDNN's sgemm on
+ * the calling thread (gemm_thread_f32; OpenBLAS's where MIRAS_BACKEND leaves
+ * oneDNN out), the batch entries split over the threads, so the result does
+ * not depend on the thread count; sums are reassociated (a few ulp from REF).
+ * The vjp recomputes the same blocks' probabilities, and its four products run
+ * over the same blocks. With one query per batch entry (a decoding step
  * against a KV cache) the scores are dot products with the key rows as they
  * lie, and only the keys the row reads are touched. Row t sits at position
  * attrs.start + t.
