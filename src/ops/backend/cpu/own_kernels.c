@@ -26,6 +26,7 @@
 #include "own_kernels.h"
 
 #include <time.h>
+#include <unistd.h>
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -38,6 +39,17 @@ static int64_t own_split(int64_t n, int k, int t, int64_t align)
     if (t >= k) return n;
     int64_t b = n / k * t + n % k * t / k;
     return b - b % align;
+}
+
+int64_t own_stream_work(int64_t n)
+{
+    static _Atomic long l2;
+    long b = l2;
+    if (!b) {
+        b = sysconf(_SC_LEVEL2_CACHE_SIZE);
+        l2 = b = b > 0 ? b : 1L << 20;
+    }
+    return n * (int64_t)sizeof(float) > b ? 4 * n : n;
 }
 
 void own_parallel(int64_t n, int64_t work, int64_t min_work, int64_t align, own_range_fn fn,
@@ -302,7 +314,7 @@ static inline __attribute__((always_inline)) void ewalk(const ectx *k, int64_t e
 
 static void erun_all(const ectx *k, int64_t numel, own_range_fn range)
 {
-    own_parallel(numel, numel, OWN_PAR_MIN, 16, range, k);
+    own_parallel(numel, own_stream_work(numel), OWN_PAR_MIN, 16, range, k);
 }
 
 /* ---------------------------------------------------------------- binary ops

@@ -165,6 +165,13 @@ void own_parallel(int64_t n, int64_t work, int64_t min_work, int64_t align, own_
  * own_parallel multiplies it by what a region costs here against that
  * (mi_parallel_cost: a sleeping thread's wake-up with passive waiting). */
 #define OWN_PAR_MIN ((int64_t)1 << 16)
+/* The work of a pass over n floats a stream: n, or 4n where one operand of
+ * n floats is larger than this machine's L2 (sysconf). An f32 add on one
+ * thread (AMD EPYC family 26, L2 1 MiB) streams 15–17 elements/ns with
+ * 64–256 KiB operands, 9.4 with 2 MiB ones kept warm, and about 3 in a
+ * training step, where they arrive from the op before (perf: the residual
+ * add of [16, 256, 128] at ~0.3 ns an element). */
+int64_t own_stream_work(int64_t n);
 
 /* ---------------------------------------------------------------- size rules
  * OWN above a measured size, REF below; when OWN is not allowed the first

@@ -94,7 +94,7 @@ void own_rope_f32(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a)
             table[nt * h + t * h + i] = (float)(a->reverse ? -s : s);
         }
     }
-    own_parallel(o->numel / d, o->numel * 2, OWN_PAR_MIN, 1, rope_range, &k);
+    own_parallel(o->numel / d, own_stream_work(o->numel) * 2, OWN_PAR_MIN, 1, rope_range, &k);
     free(table);
 }
 

@@ -117,7 +117,8 @@ static void map_start(map_ctx *k, mi_tensor *o, mi_tensor *const *in, const mi_a
     {                                                                                      \
         map_ctx k;                                                                         \
         map_start(&k, o, in, a, N_IN);                                                     \
-        own_parallel(o->numel, o->numel * (COST), OWN_PAR_MIN, 16, name##_range, &k);      \
+        own_parallel(o->numel, own_stream_work(o->numel) * (COST), OWN_PAR_MIN, 16,         \
+                     name##_range, &k);                                                    \
     }
 #define OWN_MAP(name, COST, EXPR) OWN_MAP_N(name, 1, COST, EXPR)
 #define OWN_MAP2(name, COST, EXPR) OWN_MAP_N(name, 2, COST, EXPR)
@@ -543,7 +544,8 @@ void own_rms_norm_gain_f32(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a
     row_ctx k = {.eps = (float)a->eps};
     row_start(&k, o, in, 1, -1);
     k.g = in[1]->data;
-    own_parallel(row_units(&k, o), o->numel * COST_CHEAP, OWN_PAR_MIN, 1, norm_gain_range, &k);
+    own_parallel(row_units(&k, o), own_stream_work(o->numel) * COST_CHEAP, OWN_PAR_MIN, 1,
+                 norm_gain_range, &k);
 }
 
 /* Both gradients of y = x·r ⊙ w for the cotangent g, per row (h = g ⊙ w):
@@ -610,7 +612,8 @@ int own_rms_norm_gain_grads_f32(const mi_tensor *x, const mi_tensor *w, const mi
                      (long long)blocks, (long long)d);
         return -1;
     }
-    own_parallel(blocks, x->numel * COST_CHEAP, OWN_PAR_MIN, 1, gain_grads_range, &k);
+    own_parallel(blocks, own_stream_work(x->numel) * COST_CHEAP, OWN_PAR_MIN, 1,
+                 gain_grads_range, &k);
     float *out = dw->data;
     for (int64_t j = 0; j < d; j++) out[j] = 0;
     for (int64_t b = 0; b < blocks; b++)
