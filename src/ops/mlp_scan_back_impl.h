@@ -75,12 +75,13 @@ static void MS(rows_times)(bool trans, int64_t rows, int64_t cols, MS_T c, const
             (int)cols, 1, Y, (int)ldy);
 }
 
-/* Token j's act in a run of acts na apart that starts with a0. */
-static MS(act) MS(act_at)(const MS(act) *a0, int64_t j, int64_t na)
+/* Token j's act in a run of acts na apart that starts with a0 (act_carve
+ * starts each act at its field a). */
+static MS(act) MS(act_at)(const MS(act) *a0, int64_t j, const ms_dims *k)
 {
-    int64_t o = j * na;
-    return (MS(act)){a0->a + o, a0->s + o, a0->gp + o, a0->mv + o, a0->dl2 + o, a0->zh + o,
-                     a0->y + o, a0->e + o, a0->dl1 + o, a0->r + o, a0->sw + o};
+    MS(act) o;
+    MS(act_carve)(&o, a0->a + j * ms_act_elems(k), k);
+    return o;
 }
 
 /* The inner gradient's backward from the write's seeds ∂L/∂δ1, ∂L/∂s,
@@ -91,6 +92,15 @@ static MS(act) MS(act_at)(const MS(act) *a0, int64_t j, int64_t na)
 typedef struct MS(chain) {
     MS_T *gdl1, *gz, *gs, *gm, *ga;
 } MS(chain);
+
+/* The rows of n tokens' chains from p (as act_carve and work_carve). */
+static MS_T *MS(chain_carve)(MS(chain) *c, MS_T *p, int64_t n, const ms_dims *k)
+{
+    MS_T **nd[] = {&c->gdl1, &c->gz}, **nh[] = {&c->gs, &c->gm, &c->ga};
+    for (size_t i = 0; i < 2; i++, p += n * k->d) *nd[i] = p;
+    for (size_t i = 0; i < 3; i++, p += n * k->h) *nh[i] = p;
+    return p;
+}
 
 static MS(chain) MS(chain_row)(const MS(chain) *c, int64_t j, const ms_dims *k)
 {
@@ -111,7 +121,7 @@ static void MS(inner_back)(const ms_dims *k, const MS_T *Wp, MS_T cp, int64_t n,
     int64_t d = k->d, h = k->h, na = ms_act_elems(k);
     MS(rows_times)(false, d, h, cp, Wp, n, c->gm, h, c->gdl1, d); /* gδ1 += c W1 gm */
     for (int64_t j = 0; j < n; j++) {
-        MS(act) ik = MS(act_at)(a0, j, na);
+        MS(act) ik = MS(act_at)(a0, j, k);
         MS_T *gdl1 = c->gdl1 + j * d, *gz = c->gz + j * d, *gkj = gk + j * d;
         /* through δ1 = r (e − ē − ẑ ρ) */
         MS_T r = *ik.r, rho = 0, kap = 0, gr = 0;
@@ -427,11 +437,7 @@ MS_KERNEL void MS(mlp_scan_backward)(mi_tensor *o, mi_tensor *const *in, const m
         MS_T *rd = MS(work_carve)(&w, H + P, &k);
         MS_T *ja = k.chunk > 1 ? rd + nrd : NULL, *gp = ja && !k.read ? ja + k.m : NULL;
         MS(chain) rows = {0}; /* the segment's chain seeds, a row a token */
-        if (ja) {
-            rows.gdl1 = ja + (k.read ? 1 : 2) * k.m, rows.gz = rows.gdl1 + k.chunk * d;
-            rows.gs = rows.gz + k.chunk * d, rows.gm = rows.gs + k.chunk * k.h;
-            rows.ga = rows.gm + k.chunk * k.h;
-        }
+        if (ja) MS(chain_carve)(&rows, ja + (k.read ? 1 : 2) * k.m, k.chunk, &k);
         MS(act_carve)(&ra, acts + K * na, &k);
         MS_T *out = (MS_T *)o->data + n * ow, *G = out;
         MS_T *gQ = out + P, *gK = gQ + T * d, *gV = gK + T * d, *gG = gV + T * d;

@@ -105,14 +105,13 @@ static void MS(read)(const ms_dims *k, const MS_T *W, MS_T c, const MS_T *x, con
 {
     int64_t d = k->d, h = k->h;
     const MS_T *W1 = W, *W2 = W + d * h;
-    bool kl = k->read == MI_MLP_READ_KL;
+    const MS_T *f1 = NULL, *f2 = NULL; /* kl's row scales of W1, W2 */
+    if (k->read == MI_MLP_READ_KL) f1 = MS(kl_f)(k, W, 0), f2 = MS(kl_f)(k, W, 1);
     MS_MV(false, h, d, c, W2, x, false, o->a);
-    if (kl)
-        for (int64_t i = 0; i < h; i++) o->a[i] *= MS(kl_f)(k, W, 1)[i];
+    for (int64_t i = 0; f2 && i < h; i++) o->a[i] *= f2[i];
     MS(read_gelu)(k, o);
     MS_MV(false, d, h, c, W1, o->s, false, o->zh);
-    if (kl)
-        for (int64_t i = 0; i < d; i++) o->zh[i] *= MS(kl_f)(k, W, 0)[i];
+    for (int64_t i = 0; f1 && i < d; i++) o->zh[i] *= f1[i];
     MS(read_norm)(k, x, o);
 }
 
