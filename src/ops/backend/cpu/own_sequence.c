@@ -403,13 +403,12 @@ static void grads_range(const void *v, int64_t b0, int64_t b1)
     grads_ctx *c = (grads_ctx *)v;
     const attention_ctx *k = &c->a;
     int64_t nt = k->nt, ns = k->ns, d = k->d, e = k->dv;
-    float *ds = malloc(sizeof(float) * (size_t)(BLOCK_ROWS * (2 * ns + e)));
-    float *Pb = ds + BLOCK_ROWS * ns, *Gs = Pb + BLOCK_ROWS * ns; /* Gs: g's rows times iz */
-    float iz[BLOCK_ROWS];
+    float *ds = malloc(sizeof(float) * (size_t)(BLOCK_ROWS * (2 * ns + e))), iz[BLOCK_ROWS];
     if (!ds) {
         atomic_store(&c->failed, 1);
         return;
     }
+    float *Pb = ds + BLOCK_ROWS * ns, *Gs = Pb + BLOCK_ROWS * ns; /* Gs: g's rows times iz */
     for (int64_t b = b0; b < b1; b++) {
         int64_t q0 = row_of(k, b, 0, nt), k0 = row_of(k, b, 0, ns), ld = k->nh * d,
                 le = k->nh * e;
