@@ -370,6 +370,58 @@ START_TEST(hope_gradcheck_chunked_with_cms)
 }
 END_TEST
 
+/* The batch's rows on the threads (the default) against the loop recorded on
+ * the caller's tape (composed): the output and the gradients of the input
+ * and of every parameter equal to rounding, at 3 rows (two threads: an
+ * uneven split) and 1; gradients of gradients only composed. */
+START_TEST(hope_rows_equal_composed)
+{
+    mi_set_threads(2);
+    for (int64_t B = 3; B >= 1; B -= 2) {
+        mi_hope_config c[2] = {hope_config(2, 3, true, 2), hope_config(2, 3, true, 2)};
+        c[1].composed = true;
+        mi_tensor *y[2], *g[2][MI_HOPE_MAX_PARAMS + 1];
+        int n = 0;
+        for (int k = 0; k < 2; k++) {
+            mi_hope h;
+            make_hope(&h, &c[k], 45);
+            const mi_named_tensor *p = mi_hope_params(&h, &n);
+            mi_tensor *wrt[MI_HOPE_MAX_PARAMS + 1];
+            wrt[0] = mi_requires_grad(input(46, B, 7, HD_MODEL), true);
+            for (int i = 0; i < n; i++) wrt[1 + i] = p[i].tensor;
+            y[k] = mi_hope_forward(&h, wrt[0]);
+            ck_assert_msg(y[k] != NULL, "%s", mi_error());
+            /* a loss whose gradient differs at every output */
+            mi_tensor *l = mi_sum_axes(mi_mul(y[k], input(47, B, 7, HD_MODEL)), 7, false);
+            ck_assert_msg(mi_grad(&l, NULL, 1, wrt, n + 1, false, g[k]) == 0, "%s", mi_error());
+        }
+        ck_assert_msg(max_abs_diff(y[0], y[1]) <= 1e-13, "B %lld: output differs by %g",
+                      (long long)B, max_abs_diff(y[0], y[1]));
+        for (int i = 0; i <= n; i++)
+            ck_assert_msg(max_abs_diff(g[0][i], g[1][i]) <= 1e-12,
+                          "B %lld: gradient %d differs by %g", (long long)B, i,
+                          max_abs_diff(g[0][i], g[1][i]));
+    }
+    for (int composed = 0; composed < 2; composed++) {
+        mi_hope_config c = hope_config(2, 3, true, 0);
+        c.composed = composed;
+        mi_hope h;
+        make_hope(&h, &c, 48);
+        mi_tensor *x = mi_requires_grad(input(49, 2, 5, HD_MODEL), true), *gx, *gg;
+        mi_tensor *l = mi_sum_axes(mi_square(mi_hope_forward(&h, x)), 7, false);
+        ck_assert_msg(mi_grad(&l, NULL, 1, &x, 1, true, &gx) == (composed ? 0 : -1),
+                      "composed %d: %s", composed, mi_error());
+        if (!composed) {
+            ck_assert_msg(strstr(mi_error(), "no second derivatives"), "%s", mi_error());
+            mi_error_clear();
+            continue;
+        }
+        mi_tensor *l2 = mi_sum_axes(mi_square(gx), 7, false);
+        ck_assert_msg(mi_grad(&l2, NULL, 1, &x, 1, false, &gg) == 0, "%s", mi_error());
+    }
+}
+END_TEST
+
 START_TEST(hope_is_causal)
 {
     for (int variant = 0; variant < 2; variant++) {
@@ -849,6 +901,7 @@ Suite *make_suite(void)
     tcase_add_test(tc, hope_params_listed_and_trained);
     tcase_add_test(tc, hope_gradcheck_exact);
     tcase_add_test(tc, hope_gradcheck_chunked_with_cms);
+    tcase_add_test(tc, hope_rows_equal_composed);
     tcase_add_test(tc, hope_is_causal);
     tcase_add_test(tc, hope_f32_defaults_stay_bounded);
     tcase_add_test(tc, hope_f32_wiped_memory_stays_finite);

@@ -192,6 +192,8 @@ typedef struct mi_hope_config {
     bool lms;                    /* the gradient term over its input's ‖u‖² + eps (true) */
     mi_cms_config cms;           /* the CMS; n_blocks 0: none */
     int cms_place;               /* MI_HOPE_CMS_FFN (default) or MI_HOPE_CMS_MIXER */
+    bool composed;               /* the memories as ops on the caller's tape (gradients of any
+                                    order), not the batch's rows on the threads (false) */
 } mi_hope_config;
 
 /* The defaults above, with the CMS of mi_cms_config_default(d_model). */
@@ -202,7 +204,7 @@ mi_hope_config mi_hope_config_default(int64_t d_model, int64_t heads);
  * "qk_eps=1e-6", "norm_eps=1e-6", "out_scale=1", "cms=1,4,16" (the chunk
  * sizes) or "cms=none", "cms.hidden=256", "cms.eta=0.02", "rule=eq28|eq88",
  * "lms=true", "cms.rate=sum|mean", "cms.lms=true", "cms.composed=false",
- * "cms_place=ffn|mixer". Ranges are checked
+ * "cms_place=ffn|mixer", "composed=false". Ranges are checked
  * by mi_hope_init. 0, or -1 with a message. */
 int mi_hope_config_set(mi_hope_config *c, const char *assignment);
 /* HOPE's keys, the CMS's as the group "cms." (name, default, range, doc). */
@@ -233,7 +235,17 @@ int mi_hope_init(mi_hope *h, const mi_hope_config *c, mi_dtype dt, mi_rng *rng,
  * when it runs inside the layer (MI_HOPE_CMS_MIXER). */
 const mi_named_tensor *mi_hope_params(const mi_hope *h, int *count);
 /* x [B, T, d] → [B, T, d] (a mixer: the caller adds the residual around it):
- * the self-modifying Titans, then the CMS when it runs inside the layer. */
+ * the self-modifying Titans, then the CMS when it runs inside the layer.
+ * Each sequence's memories are its own, so the batch's rows split into one
+ * range a thread, each running the whole loop on its rows (mi_scan_rows
+ * with the sequence as one token): a segment's ops are a few hundred small
+ * products and maps, each below the size that pays a parallel region, which
+ * on one thread a range runs back to back with its states in that core's
+ * cache. The backward runs the loop again on each thread, recording, and
+ * differentiates that record (so one layer's record at a time, not every
+ * layer's, is held); first-order gradients only. With `composed` the loop is
+ * recorded on the caller's tape instead, for gradients of any order (the CMS
+ * needs cms.composed too). */
 mi_tensor *mi_hope_forward(const mi_hope *h, mi_tensor *x);
 
 /* One token at a time, as the CMS's (mi_cms_state_new): a step x [batch, 1, d] →

@@ -187,6 +187,8 @@ static const mi_field hope_fields[] = {
     MI_FIELD_GROUP_AT(H, "cms", cms, mi_cms_config_fields, "the CMS"),
     MI_FIELD_CHOICE_AT(H, "cms_place", cms_place, "ffn", places,
                        "the CMS as the block's feed-forward (no MLP), or in the mixer"),
+    MI_FIELD_BOOL_AT(H, "composed", composed, "false",
+                     "the memories recorded on the tape (any order), not rows on the threads"),
 };
 #undef H
 #define N_HOPE_FIELDS MI_FIELDS_COUNT(hope_fields)
@@ -597,31 +599,55 @@ static int check_input(const mi_hope *h, mi_tensor *x, const char *what)
                         mi_dtype_name(h->conv->dtype), what, (long long)d), -1;
 }
 
-mi_tensor *mi_hope_forward(const mi_hope *h, mi_tensor *x)
+/* The layer's forward before the CMS, x [N, T, d] → [N, T, d]: every op
+ * acts on each sequence alone. Errors carry no prefix (the caller's). */
+static mi_tensor *forward_rows(const mi_hope *h, mi_tensor *x)
 {
-    if (!h || !x) return mi_error_set("hope: NULL hope or input"), NULL;
-    if (check_input(h, x, "T") != 0) return NULL;
     const mi_hope_config *c = &h->config;
     int64_t B = x->shape[0], T = x->shape[1];
     run r = {.h = h, .B = B, .H = c->heads, .hc = c->component_expansion * c->d_model};
-    if (run_init(&r, T, NULL) != 0) return mi_error_prefix("hope"), NULL;   /* ≤ C segments a chunk */
+    if (run_init(&r, T, NULL) != 0) return NULL;   /* ≤ C segments a chunk */
     mi_tensor *xt = mi_l2_normalize(mi_conv1d_causal(x, h->conv), c->qk_eps);  /* x̂ */
     mi_tensor **os = mi_scope_alloc(mi_scope_current(), sizeof(mi_tensor *) * (size_t)T);
-    if (!xt || !os) return mi_error_prefix("hope"), NULL;
+    if (!xt || !os) return mi_error_set("out of memory"), NULL;
     int n_seg = 0;
     for (int64_t t0 = 0; t0 < T;) {
         int64_t t1 = next_multiple(t0, c->chunk), tm = next_multiple(t0, c->memory_chunk);
         if (tm < t1) t1 = tm;
         if (T < t1) t1 = T;
-        if (!(os[n_seg++] = segment(&r, mi_slice(xt, 1, t0, t1), t1 < T)))
-            return mi_error_prefix("hope"), NULL;
+        if (!(os[n_seg++] = segment(&r, mi_slice(xt, 1, t0, t1), t1 < T))) return NULL;
         /* a layer whose chunk ends here applies the steps it took in it */
         for (int i = 0; i < r.n_comp + 3 && t1 < T; i++)
-            if (t1 % r.layer[i].chunk == 0 && flush(c, &r.layer[i]) != 0)
-                return mi_error_prefix("hope"), NULL;
+            if (t1 % r.layer[i].chunk == 0 && flush(c, &r.layer[i]) != 0) return NULL;
         t0 = t1;
     }
-    mi_tensor *o = output(h, n_seg == 1 ? os[0] : mi_concat(os, n_seg, 1), x);
+    return output(h, n_seg == 1 ? os[0] : mi_concat(os, n_seg, 1), x);
+}
+
+/* mi_scan_rows's body: its token is the rows' whole sequence. */
+static int rows_body(void *ctx, mi_tensor *const *carry, mi_tensor *const *x,
+                     mi_tensor **carry_out, mi_tensor **y)
+{
+    (void)carry, (void)carry_out;
+    y[0] = forward_rows(ctx, x[0]);
+    return y[0] ? 0 : -1;
+}
+
+mi_tensor *mi_hope_forward(const mi_hope *h, mi_tensor *x)
+{
+    if (!h || !x) return mi_error_set("hope: NULL hope or input"), NULL;
+    if (check_input(h, x, "T") != 0) return NULL;
+    const mi_hope_config *c = &h->config;
+    int64_t B = x->shape[0], T = x->shape[1], d = c->d_model;
+    mi_tensor *o = NULL;
+    if (c->composed) {
+        o = forward_rows(h, x);
+    } else {
+        /* [B, 1, T, d]: one token of T positions a row */
+        mi_tensor *x1 = mi_reshape(x, MI_SHAPE(B, 1, T, d)), *y = NULL;
+        if (x1 && mi_scan_rows(rows_body, (void *)h, 0, NULL, 1, &x1, 1, 1, NULL, &y) == 0)
+            o = mi_reshape(y, MI_SHAPE(B, T, d));
+    }
     if (o && h->has_cms && c->cms_place == MI_HOPE_CMS_MIXER) o = mi_cms_forward(&h->cms, o);
     if (!o) mi_error_prefix("hope");
     return o;
