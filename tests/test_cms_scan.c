@@ -6,6 +6,8 @@
  *   multiple of C (a last partial chunk that makes no update), B = 2, with
  *   and without the normalised (lms) step;
  * - it passes the framework's f64 gradcheck against central differences;
+ * - its backward from what the recorded forward kept equals the backward
+ *   that runs the forward again, in f64 and f32;
  * - mi_cms_forward gives the same output and gradients fused and composed
  *   (cms.composed), and the fused level records one op where the composed
  *   one records one per chunk;
@@ -208,6 +210,42 @@ START_TEST(cms_forward_fused_equals_composed)
 }
 END_TEST
 
+/* The backward from what the forward kept (mi_cms_scan recording: no
+ * second forward, each segment's weights by undoing its steps) against the
+ * backward that runs the forward again (mi_cms_scan_backward alone), f64 and
+ * f32, on the kernels the backends pick: T = 40 (several segments of
+ * checkpoints), C ∈ {1, 3}. _i: chunk (2) × dtype (2) */
+START_TEST(kept_forward_equals_rerun)
+{
+    int64_t C = _i % 2 ? 3 : 1, T = 40;
+    mi_dtype dt = _i / 2 ? MI_F32 : MI_F64;
+    inputs x;
+    make_inputs(&x, T, C, true, 70u + (unsigned)_i);
+    mi_tensor *in[5], *got[5];
+    for (int i = 0; i < 5; i++) in[i] = leaf(mi_tensor_to(x.in[i], dt));
+    mi_tensor *gy = mi_tensor_to(x.gy, dt);
+    mi_tensor *y = mi_cms_scan(in[0], in[1], in[2], in[3], in[4], C, true, EPS, HIDDEN_EPS);
+    ck_assert_msg(y && mi_grad(&y, &gy, 1, in, 5, false, got) == 0, "%s", mi_error());
+    mi_tensor *packed = mi_cms_scan_backward(in[0], in[1], in[2], in[3], in[4], gy, C, true,
+                                             EPS, HIDDEN_EPS);
+    ck_assert_msg(packed != NULL, "%s", mi_error());
+    int64_t off = 0;
+    for (int i = 0; i < 5; i++) {
+        double worst = 0, scale = 0;
+        for (int64_t j = 0; j < in[i]->numel; j++) {
+            double a = mi_get(got[i], j), b = mi_get(packed, off + j);
+            worst = fmax(worst, fabs(a - b));
+            scale = fmax(scale, fabs(b));
+        }
+        off += in[i]->numel;
+        ck_assert_msg(scale > 0, "C %lld: %s is zero", (long long)C, what[1 + i]);
+        ck_assert_msg(worst <= (dt == MI_F64 ? 1e-12 : 1e-4) * scale,
+                      "C %lld %s: %s differs by %.3g (largest %.3g)", (long long)C,
+                      mi_dtype_name(dt), what[1 + i], worst, scale);
+    }
+}
+END_TEST
+
 /* ---------------------------------------------------------------- errors */
 START_TEST(bad_inputs_give_messages)
 {
@@ -257,6 +295,7 @@ Suite *make_suite(void)
     tcase_add_loop_test(tc, op_equals_composed_ops, 0, 6);
     tcase_add_loop_test(tc, op_gradcheck, 0, 6);
     tcase_add_loop_test(tc, cms_forward_fused_equals_composed, 0, 4);
+    tcase_add_loop_test(tc, kept_forward_equals_rerun, 0, 4);
     tcase_add_test(tc, bad_inputs_give_messages);
     suite_add_tcase(s, tc);
     return s;

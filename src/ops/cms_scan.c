@@ -19,12 +19,16 @@
  *
  * vjp: the fused op cms_scan_backward, a reverse scan over the chunks with
  * G = ∂L/∂W_j carried backwards (cms_scan_impl.h's chunk_backward writes
- * each term out; gelu'' = φ(a)(2 − a²)). The weights are not kept by the
- * forward: the backward reruns the scan keeping every token's activations
+ * each term out; gelu'' = φ(a)(2 − a²)). It needs every token's activations
  * (a, s, gelu'(a), y, m, the rates: T·(4h + d + 4) numbers) and every K-th
- * chunk's weights (K = ⌈√n_chunks⌉), into scratch from the current scope
- * (released on return): ⌈n/K⌉ + 1 weight copies a thread (T = 256, C = 1:
- * 17, not 256). A chunk's weights are never formed again: with its
+ * chunk's weights (K = ⌈√n_chunks⌉, checkpoints: ⌈n/K⌉ + 1 weight copies a
+ * thread, T = 256, C = 1: 17, not 256). A recorded forward (mi_cms_scan
+ * with recording on) keeps the activations and the weights after the last
+ * step, per sequence, in its scope (attrs.data), and the backward forms each
+ * checkpoint from the next by undoing the steps between them, W += Pᵀ Z;
+ * otherwise (mi_cms_scan_backward alone) the backward reruns the scan into
+ * scratch from the current scope, released on return. A chunk's weights
+ * are never formed again: with its
  * segment's checkpoint W and the m tokens' steps since, W_j = W − Pᵀ Z
  * (P = c e or c δ, Z = s or u, from the kept acts), each product with W_j is
  * one with W plus a rank-m correction (equal to rounding; at C = 1 this
@@ -154,6 +158,12 @@ static int64_t cs_steps_elems(int64_t m, int64_t C, int64_t d, int64_t h)
 {
     return m * (d + h) + 2 * C * m + m * (2 * d + 3 * h) + m * (2 * d + 2 * h);
 }
+/* What the forward keeps for the backward, per sequence: its T tokens' acts
+ * and the weights after its last step (W1 then W2). */
+static int64_t cs_saved_elems(int64_t T, int64_t d, int64_t h)
+{
+    return cs_act_elems(T, d, h) + 2 * d * h;
+}
 /* tokens_forward's scratch for n tokens: p1, p2, gram, tmp. */
 static int64_t cs_tokens_elems(int64_t n, int64_t d, int64_t h) { return n * (d + h + n + 1); }
 
@@ -226,6 +236,10 @@ static mi_tensor *cs_grad_part(mi_tensor *packed, mi_tensor *const *in, int i)
     return mi_reshape(part, in[i]->rank, in[i]->shape);
 }
 
+extern const mi_op mi_op_cms_scan_backward; /* below */
+
+/* The backward op with the node's attributes: attrs.data, what the forward
+ * kept, spares it the forward's second run. */
 static mi_tensor *cs_backward(const mi_node *nd, mi_tensor *g)
 {
     if (mi_grad_enabled()) {
@@ -234,9 +248,7 @@ static mi_tensor *cs_backward(const mi_node *nd, mi_tensor *g)
         return NULL;
     }
     mi_tensor *const *in = nd->inputs;
-    const mi_attrs *a = &nd->attrs;
-    return mi_cms_scan_backward(in[0], in[1], in[2], in[3], in[4], g, a->index, a->keepdim,
-                                a->eps, a->p);
+    return RUN(&mi_op_cms_scan_backward, &nd->attrs, in[0], in[1], in[2], in[3], in[4], g);
 }
 
 static int cms_scan_vjp_all(const mi_node *nd, mi_tensor *g, const bool *need, mi_tensor **grads)
@@ -293,14 +305,16 @@ static int ex_cms_scan_backward(mi_rng *r, int variant, mi_tensor **in, mi_attrs
  * kernel's reorganisation into rank-m corrections): every token's read W2 u_t,
  * W1 s_t (2); a token of an updating chunk (every full chunk ending before T:
  * C·⌊(T − 1)/C⌋ tokens) also W1ᵀ e_t and its terms of the two rank-C steps (3).
- * The backward counts the forward rerun and two products per forward product
- * (one for each operand's gradient): 3× the forward. */
-static uint64_t cs_flops(mi_tensor *const *in, const mi_attrs *at, uint64_t times)
+ * The backward counts two products per forward product (one for each
+ * operand's gradient) and the forward rerun (3× the forward), or, from what
+ * the forward kept, the two products that undo a token's step instead. */
+static uint64_t cs_flops(mi_tensor *const *in, const mi_attrs *at, bool backward)
 {
     cs_dims k = cs_dims_of(in, at);
     uint64_t up = k.C > 0 && k.T > 0 ? (uint64_t)(k.C * ((k.T - 1) / k.C)) : 0;
     uint64_t products = 2u * (uint64_t)k.T + 3u * up;
-    return times * products * 2u * (uint64_t)k.d * (uint64_t)k.h * (uint64_t)k.B;
+    if (backward) products = at->data ? 2u * products + 2u * up : 3u * products;
+    return products * 2u * (uint64_t)k.d * (uint64_t)k.h * (uint64_t)k.B;
 }
 
 static uint64_t cms_scan_flops(mi_tensor *const *in, int n, const mi_attrs *a,
@@ -308,7 +322,7 @@ static uint64_t cms_scan_flops(mi_tensor *const *in, int n, const mi_attrs *a,
 {
     (void)n;
     (void)out;
-    return cs_flops(in, a, 1);
+    return cs_flops(in, a, false);
 }
 
 static uint64_t cms_scan_backward_flops(mi_tensor *const *in, int n, const mi_attrs *a,
@@ -316,7 +330,7 @@ static uint64_t cms_scan_backward_flops(mi_tensor *const *in, int n, const mi_at
 {
     (void)n;
     (void)out;
-    return cs_flops(in, a, 3);
+    return cs_flops(in, a, true);
 }
 
 const mi_op mi_op_cms_scan = {
@@ -339,6 +353,21 @@ mi_tensor *mi_cms_scan(mi_tensor *u, mi_tensor *v, mi_tensor *eta, mi_tensor *w1
                        int64_t chunk, bool lms, double eps, double hidden_eps)
 {
     mi_attrs at = {.index = chunk, .keepdim = lms, .eps = eps, .p = hidden_eps};
+    mi_tensor *in[CS_IN] = {u, v, eta, w1, w2};
+    bool recorded = false, all = true;
+    for (int i = 0; i < CS_IN; i++) {
+        recorded |= in[i] && in[i]->requires_grad;
+        all &= in[i] != NULL;
+    }
+    if (recorded && all && mi_grad_enabled() && cs_check("cms_scan", in, CS_IN, &at) == 0) {
+        /* the backward's acts and end weights, kept by the forward (the kernels' attrs.data),
+           in the scope the record lives in */
+        int64_t B = u->shape[0], T = u->shape[1], d = u->shape[2], h = w1->shape[1];
+        size_t bytes = mi_dtype_size(u->dtype) * (size_t)(B * cs_saved_elems(T, d, h));
+        if (!(at.data = mi_scope_alloc(mi_scope_current(), bytes)))
+            return mi_error_set("cms_scan: out of memory for the backward's %zu bytes", bytes),
+                   NULL;
+    }
     return RUN(&mi_op_cms_scan, &at, u, v, eta, w1, w2);
 }
 

@@ -353,14 +353,18 @@ static void CS(chunk_backward)(const cs_dims *k, const CS(steps) *w, const CS(gr
     }
 }
 
-/* ---------------------------------------------------------------- the op's kernels */
+/* ---------------------------------------------------------------- the op's kernels
+ * With attrs.data (mi_cms_scan when the op is recorded) the forward also
+ * keeps what the backward would otherwise run it again for: per sequence,
+ * every token's act and the weights after the last step, cs_saved_elems
+ * elements from attrs.data + bi · cs_saved_elems. */
 static void CS(cms_scan)(mi_tensor *o, mi_tensor *const *in, const mi_attrs *at)
 {
     cs_dims k = cs_dims_of(in, at);
     int64_t B = k.B, T = k.T, d = k.d, h = k.h, C = k.C, wsz = 2 * d * h;
     const CS_T *U = in[0]->data, *V = in[1]->data, *Eta = in[2]->data;
     const CS_T *W10 = in[3]->data, *W20 = in[4]->data;
-    CS_T *Y = o->data;
+    CS_T *Y = o->data, *saved = (CS_T *)(uintptr_t)at->data;
     int n_thr = scan_threads(B, B * T * wsz);
     /* C = 1: tokens_forward over segments of L tokens, else chunk by chunk */
     int64_t L = C == 1 ? scan_segment(T) : C;
@@ -382,16 +386,22 @@ static void CS(cms_scan)(mi_tensor *o, mi_tensor *const *in, const mi_attrs *at)
         CS_T *tsc = CS(buf_carve)(&buf, CS(act_carve)(&x, W1 + wsz, L, d, h), C, d, h);
         memcpy(W1, W10, sizeof(CS_T) * (size_t)(d * h));
         memcpy(W2, W20, sizeof(CS_T) * (size_t)(d * h));
+        CS(act) xk; /* the sequence's acts, kept for the backward */
+        CS_T *w_end = saved ? CS(act_carve)(&xk, saved + bi * cs_saved_elems(T, d, h), T, d, h)
+                            : NULL;
         for (int64_t t0 = 0; t0 < T; t0 += L) {
             int64_t n = t0 + L < T ? L : T - t0, bt = bi * T + t0;
-            x.y = Y + bt * d; /* the read goes straight to the output */
+            if (saved) x = CS(act_at)(&xk, t0, d, h);
+            else x.y = Y + bt * d; /* the read goes straight to the output */
             if (C == 1)
                 CS(tokens_forward)(&k, W1, W2, U + bt * d, V + bt * d, Eta + bt, n,
                                    t0 + n < T ? n : n - 1, &x, &buf, tsc);
             else
                 CS(chunk_forward)(&k, W1, W2, U + bt * d, V + bt * d, Eta + bt, n, t0 + n < T,
                                   &x, &buf);
+            if (saved) memcpy(Y + bt * d, x.y, sizeof(CS_T) * (size_t)(n * d));
         }
+        if (saved) memcpy(w_end, W1, sizeof(CS_T) * (size_t)wsz);
     }
     mi_scope_release(sc, scratch, bytes);
 }
@@ -401,7 +411,12 @@ static void CS(cms_scan)(mi_tensor *o, mi_tensor *const *in, const mi_attrs *at)
  * segment from the last, the segment's steps p1 = c1 e, p2 = c2 δ are formed
  * from the kept acts (no product), and its chunks run backwards through
  * chunk_backward with the weights as checkpoint and steps (mm_steps): no
- * weight copy but the ⌈n/K⌉ + 1 checkpoints a thread. */
+ * weight copy but the ⌈n/K⌉ + 1 checkpoints a thread.
+ * With what the forward kept (attrs.data) there is no second forward: the
+ * acts are the kept ones, and each segment's checkpoint comes from the
+ * weights after it by undoing its steps, W1 += P1ᵀ S, W2 += P2ᵀ U (two
+ * products of the segment's rank, against the forward's ten a token; equal
+ * to the checkpoint to rounding). */
 static void CS(cms_scan_backward)(mi_tensor *o, mi_tensor *const *in, const mi_attrs *at)
 {
     cs_dims k = cs_dims_of(in, at);
@@ -409,11 +424,13 @@ static void CS(cms_scan_backward)(mi_tensor *o, mi_tensor *const *in, const mi_a
     int64_t n_chunks = (T + C - 1) / C, K = scan_segment(n_chunks), ncp = (n_chunks + K - 1) / K;
     const CS_T *U = in[0]->data, *V = in[1]->data, *Eta = in[2]->data;
     const CS_T *W10 = in[3]->data, *W20 = in[4]->data, *GY = in[5]->data;
+    const CS_T *saved = at->data;
     CS_T *gU = o->data, *gV = gU + B * T * d, *gEta = gV + B * T * d;
     CS_T *gW = gEta + B * T; /* gw1 [d, h] then gw2 [h, d] */
     int n_thr = scan_threads(B, 4 * B * T * wsz);
-    int64_t per = (ncp + 1) * wsz + cs_act_elems(T, d, h) + cs_buf_elems(C, d, h) +
-                  cs_steps_elems(K * C, C, d, h) + (C == 1 ? cs_tokens_elems(K, d, h) : 0);
+    int64_t per = (saved ? wsz : (ncp + 1) * wsz + cs_act_elems(T, d, h)) +
+                  cs_buf_elems(C, d, h) + cs_steps_elems(K * C, C, d, h) +
+                  (C == 1 && !saved ? cs_tokens_elems(K, d, h) : 0);
     mi_scope *sc = mi_scope_current();
     size_t bytes = sizeof(CS_T) * (size_t)(per * n_thr + B * wsz);
     CS_T *scratch = mi_scope_alloc(sc, bytes);
@@ -425,19 +442,27 @@ static void CS(cms_scan_backward)(mi_tensor *o, mi_tensor *const *in, const mi_a
     blas_single_thread_once();
     CS_PRAGMA(omp parallel for num_threads(n_thr) schedule(static))
     for (int64_t bi = 0; bi < B; bi++) {
-        CS_T *cp = scratch + per * scan_thread(), *cur = cp + ncp * wsz;
+        CS_T *cp = scratch + per * scan_thread(), *cur = saved ? cp : cp + ncp * wsz;
         CS(act) xs; /* the sequence's acts */
         CS(buf) buf;
-        CS_T *P1 = CS(buf_carve)(&buf, CS(act_carve)(&xs, cur + wsz, T, d, h), C, d, h);
+        CS_T *acts_end = cur + wsz;
+        if (saved) /* the weights after the last step: undone segment by segment below */
+            memcpy(cur, CS(act_carve)(&xs, (CS_T *)saved + bi * cs_saved_elems(T, d, h), T, d, h),
+                   sizeof(CS_T) * (size_t)wsz);
+        else
+            acts_end = CS(act_carve)(&xs, acts_end, T, d, h);
+        CS_T *P1 = CS(buf_carve)(&buf, acts_end, C, d, h);
         CS_T *P2 = P1 + K * C * d, *tmp = P2 + K * C * h, *A1 = tmp + 2 * C * K * C;
         CS_T *B1 = A1 + 2 * K * C * d, *A2 = B1 + 2 * K * C * h, *pre = A2 + K * C * h;
         CS_T *tsc = pre + K * (2 * d + 2 * h);
         const CS_T *Ub = U + bi * T * d, *Vb = V + bi * T * d, *Eb = Eta + bi * T;
         CS_T *G1 = G_all + bi * wsz, *G2 = G1 + d * h;
-        memcpy(cur, W10, sizeof(CS_T) * (size_t)(d * h));
-        memcpy(cur + d * h, W20, sizeof(CS_T) * (size_t)(d * h));
-        memcpy(cp, cur, sizeof(CS_T) * (size_t)wsz);
-        for (int64_t j = 0; j < n_chunks;) {
+        if (!saved) {
+            memcpy(cur, W10, sizeof(CS_T) * (size_t)(d * h));
+            memcpy(cur + d * h, W20, sizeof(CS_T) * (size_t)(d * h));
+            memcpy(cp, cur, sizeof(CS_T) * (size_t)wsz);
+        }
+        for (int64_t j = 0; j < n_chunks && !saved;) {
             int64_t t0 = j * C;
             CS(act) x = CS(act_at)(&xs, t0, d, h);
             if (C == 1) { /* a segment's tokens at once */
@@ -463,8 +488,15 @@ static void CS(cms_scan_backward)(mi_tensor *o, mi_tensor *const *in, const mi_a
                 memcpy(P1 + (j - j0) * C * d, buf.p1, sizeof(CS_T) * (size_t)(C * d));
                 memcpy(P2 + (j - j0) * C * h, buf.p2, sizeof(CS_T) * (size_t)(C * h));
             }
-            CS(steps) w = {.W1 = cp + s * wsz, .W2 = cp + s * wsz + d * h, .P1 = P1, .P2 = P2,
-                           .S = xs.s + ts * h, .U = Ub + ts * d, .tmp = tmp};
+            /* the segment's updating tokens: its full chunks before the sequence's last */
+            int64_t m_up = ((j1 < n_chunks ? j1 : n_chunks - 1) - j0) * C;
+            if (saved && m_up > 0) { /* its checkpoint: the weights after it, its steps undone */
+                CS(mm)(true, false, d, h, m_up, 1, P1, d, xs.s + ts * h, h, 1, cur, h);
+                CS(mm)(true, false, h, d, m_up, 1, P2, h, Ub + ts * d, d, 1, cur + d * h, d);
+            }
+            const CS_T *W = saved ? cur : cp + s * wsz;
+            CS(steps) w = {.W1 = W, .W2 = W + d * h, .P1 = P1, .P2 = P2, .S = xs.s + ts * h,
+                           .U = Ub + ts * d, .tmp = tmp};
             /* at C = 1 the segment's updating tokens keep their gradient terms
                (A1, B1, A2 by token, B2 the inputs u) until its first token is done,
                and the products with the gradient at the segment's end are taken
