@@ -373,11 +373,13 @@ END_TEST
 /* The batch's rows on the threads (the default) against the loop recorded on
  * the caller's tape (composed): the output and the gradients of the input
  * and of every parameter equal to rounding, at 3 rows (two threads: an
- * uneven split) and 1; gradients of gradients only composed. */
+ * uneven split) and 2; gradients of gradients only on the tape, which the
+ * default also uses at one thread. */
 START_TEST(hope_rows_equal_composed)
 {
+    int threads = mi_threads();
     mi_set_threads(2);
-    for (int64_t B = 3; B >= 1; B -= 2) {
+    for (int64_t B = 3; B >= 2; B--) {
         mi_hope_config c[2] = {hope_config(2, 3, true, 2), hope_config(2, 3, true, 2)};
         c[1].composed = true;
         mi_tensor *y[2], *g[2][MI_HOPE_MAX_PARAMS + 1];
@@ -402,16 +404,19 @@ START_TEST(hope_rows_equal_composed)
                           "B %lld: gradient %d differs by %g", (long long)B, i,
                           max_abs_diff(g[0][i], g[1][i]));
     }
-    for (int composed = 0; composed < 2; composed++) {
+    for (int k = 0; k < 3; k++) {
+        /* k: the default on two threads, composed, the default on one thread */
+        bool on_tape = k > 0;
         mi_hope_config c = hope_config(2, 3, true, 0);
-        c.composed = composed;
+        c.composed = k == 1;
+        mi_set_threads(k == 2 ? 1 : 2);
         mi_hope h;
         make_hope(&h, &c, 48);
         mi_tensor *x = mi_requires_grad(input(49, 2, 5, HD_MODEL), true), *gx, *gg;
         mi_tensor *l = mi_sum_axes(mi_square(mi_hope_forward(&h, x)), 7, false);
-        ck_assert_msg(mi_grad(&l, NULL, 1, &x, 1, true, &gx) == (composed ? 0 : -1),
-                      "composed %d: %s", composed, mi_error());
-        if (!composed) {
+        ck_assert_msg(mi_grad(&l, NULL, 1, &x, 1, true, &gx) == (on_tape ? 0 : -1),
+                      "case %d: %s", k, mi_error());
+        if (!on_tape) {
             ck_assert_msg(strstr(mi_error(), "no second derivatives"), "%s", mi_error());
             mi_error_clear();
             continue;
@@ -419,6 +424,7 @@ START_TEST(hope_rows_equal_composed)
         mi_tensor *l2 = mi_sum_axes(mi_square(gx), 7, false);
         ck_assert_msg(mi_grad(&l2, NULL, 1, &x, 1, false, &gg) == 0, "%s", mi_error());
     }
+    mi_set_threads(threads);
 }
 END_TEST
 

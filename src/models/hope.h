@@ -243,9 +243,10 @@ const mi_named_tensor *mi_hope_params(const mi_hope *h, int *count);
  * on one thread a range runs back to back with its states in that core's
  * cache. The backward runs the loop again on each thread, recording, and
  * differentiates that record (so one layer's record at a time, not every
- * layer's, is held); first-order gradients only. With `composed` the loop is
- * recorded on the caller's tape instead, for gradients of any order (the CMS
- * needs cms.composed too). */
+ * layer's, is held); first-order gradients only. With `composed`, one
+ * thread (mi_threads) or one row the loop is recorded on the caller's tape
+ * instead: gradients of any order (the CMS needs cms.composed too), no
+ * second run. */
 mi_tensor *mi_hope_forward(const mi_hope *h, mi_tensor *x);
 
 /* One token at a time, as the CMS's (mi_cms_state_new): a step x [batch, 1, d] →

@@ -640,7 +640,8 @@ mi_tensor *mi_hope_forward(const mi_hope *h, mi_tensor *x)
     const mi_hope_config *c = &h->config;
     int64_t B = x->shape[0], T = x->shape[1], d = c->d_model;
     mi_tensor *o = NULL;
-    if (c->composed) {
+    if (c->composed || B == 1 || mi_threads() == 1) {
+        /* on the tape: no rows to split, nor a second run to pay for it */
         o = forward_rows(h, x);
     } else {
         /* [B, 1, T, d]: one token of T positions a row */
