@@ -3,7 +3,9 @@
  * - values and f64 gradients (to carry0, every xs and, when it requires
  *   grad, a parameter the body reads) equal mi_scan's to rounding, at N
  *   rows that split evenly, unevenly, into fewer rows than threads (N = 1),
- *   recording and not, and again at a second backward pass;
+ *   recording and not, and again at a second backward pass; and so do
+ *   those of segment MI_SCAN_RECORD (the record kept from the forward),
+ *   which is segment 0's inside a checkpoint's backward;
  * - with a learned parameter the backward still runs on both threads, and
  *   a parameter that is a function of a leaf passes its gradient on;
  * - an f64 central-difference gradcheck through it;
@@ -62,6 +64,7 @@ static mi_tensor *uniform(mi_rng *r, int rank, const int64_t *shape, double lo, 
 
 typedef struct problem {
     rnn m;
+    int segment; /* scan_loss's */
     mi_tensor *c0, *xs[2], *rc, *ry; /* rc, ry: the loss's weights */
 } problem;
 
@@ -96,14 +99,15 @@ static double max_diff(const mi_tensor *a, const mi_tensor *b)
     return worst;
 }
 
-static void check_equal(int64_t N, bool w_grad, int segment)
+/* mi_scan at `segment` against mi_scan_rows at rows_segment */
+static void check_equal(int64_t N, bool w_grad, int segment, int rows_segment)
 {
     problem p = make(N, w_grad, 100 + (uint64_t)N);
     mi_tensor *w[4] = {p.c0, p.xs[0], p.xs[1], p.m.W}, *g[2][4];
     int n = w_grad ? 4 : 3;
     double loss[2];
     for (int k = 0; k < 2; k++) {
-        mi_tensor *l = loss_of(&p, k == 1, segment, &p.c0, p.xs);
+        mi_tensor *l = loss_of(&p, k == 1, k ? rows_segment : segment, &p.c0, p.xs);
         ck_assert_msg(l != NULL, "N %lld: %s", (long long)N, mi_error());
         loss[k] = mi_item(l);
         ck_assert_msg(mi_grad(&l, NULL, 1, w, n, false, g[k]) == 0, "%s", mi_error());
@@ -119,8 +123,9 @@ static void check_equal(int64_t N, bool w_grad, int segment)
                   "N %lld: loss %.17g by rows, %.17g by mi_scan", (long long)N, loss[1], loss[0]);
     for (int i = 0; i < n; i++)
         ck_assert_msg(max_diff(g[0][i], g[1][i]) <= 1e-13,
-                      "N %lld, W %s, segment %d: gradient %d differs by %g", (long long)N,
-                      w_grad ? "learned" : "fixed", segment, i, max_diff(g[0][i], g[1][i]));
+                      "N %lld, W %s, segments %d, %d: gradient %d differs by %g", (long long)N,
+                      w_grad ? "learned" : "fixed", segment, rows_segment, i,
+                      max_diff(g[0][i], g[1][i]));
 }
 
 START_TEST(rows_equal_scan)
@@ -128,10 +133,14 @@ START_TEST(rows_equal_scan)
     mi_set_threads(2);
     const int64_t rows[] = {1, 2, 5, 8};
     for (size_t k = 0; k < sizeof rows / sizeof *rows; k++) {
-        check_equal(rows[k], false, 0);
-        check_equal(rows[k], true, 0);
-        check_equal(rows[k], false, 1);
-        check_equal(rows[k], true, 3);
+        check_equal(rows[k], false, 0, 0);
+        check_equal(rows[k], true, 0, 0);
+        check_equal(rows[k], false, 1, 1);
+        check_equal(rows[k], true, 3, 3);
+        /* the record kept from the forward, on the threads and not */
+        check_equal(rows[k], false, 0, MI_SCAN_RECORD);
+        check_equal(rows[k], true, 0, MI_SCAN_RECORD);
+        check_equal(rows[k], true, MI_SCAN_RECORD, 2);
     }
 }
 END_TEST
@@ -146,6 +155,10 @@ START_TEST(parameters_on_the_threads)
     mi_tensor *l = loss_of(&p, true, 0, &p.c0, p.xs);
     ck_assert_msg(l && mi_grad(&l, NULL, 1, w, 4, false, g) == 0, "%s", mi_error());
     ck_assert_msg(p.m.seen == 3, "the recorded tokens ran on %s", p.m.seen == 1 ? "the caller's thread alone" : "one thread");
+    /* the record kept from the forward is made on both threads */
+    p.m.seen = 0;
+    ck_assert_msg(loss_of(&p, true, MI_SCAN_RECORD, &p.c0, p.xs), "%s", mi_error());
+    ck_assert_msg(p.m.seen == 3, "the record was made on %s", p.m.seen == 1 ? "the caller's thread alone" : "one thread");
 }
 END_TEST
 
@@ -155,13 +168,14 @@ START_TEST(parameter_with_history)
 {
     mi_set_threads(2);
     problem p = make(5, false, 9);
-    mi_tensor *W0 = mi_requires_grad(mi_detach(p.m.W), true), *g[2];
-    for (int k = 0; k < 2; k++) {
+    mi_tensor *W0 = mi_requires_grad(mi_detach(p.m.W), true), *g[3];
+    for (int k = 0; k < 3; k++) {   /* mi_scan; rows; rows keeping the record */
         p.m.W = mi_mul_scalar(mi_transpose(W0, 0, 1), 0.7);
-        mi_tensor *l = loss_of(&p, k == 1, 0, &p.c0, p.xs);
+        mi_tensor *l = loss_of(&p, k >= 1, k == 2 ? MI_SCAN_RECORD : 0, &p.c0, p.xs);
         ck_assert_msg(l && mi_grad(&l, NULL, 1, &W0, 1, false, &g[k]) == 0, "%s", mi_error());
     }
-    ck_assert_msg(max_diff(g[0], g[1]) <= 1e-13, "dL/dW0 differs by %g", max_diff(g[0], g[1]));
+    for (int k = 1; k < 3; k++)
+        ck_assert_msg(max_diff(g[0], g[k]) <= 1e-13, "dL/dW0 differs by %g", max_diff(g[0], g[k]));
 }
 END_TEST
 
@@ -185,21 +199,65 @@ static int scan_loss(mi_tensor *const *in, int n_in, mi_tensor **out, void *ctx)
     (void)n_in;
     problem *p = ctx;
     p->m.W = in[3];
-    return (out[0] = loss_of(p, true, 2, &in[0], &in[1])) ? 1 : -1;
+    return (out[0] = loss_of(p, true, p->segment, &in[0], &in[1])) ? 1 : -1;
 }
 
 START_TEST(gradcheck_rows)
 {
     mi_set_threads(2);
-    for (int w_grad = 0; w_grad < 2; w_grad++) {
-        problem p = make(5, w_grad, 11);
+    for (int w_grad = 0; w_grad < 4; w_grad++) {
+        problem p = make(5, w_grad & 1, 11);
+        p.segment = w_grad < 2 ? 2 : MI_SCAN_RECORD;
         mi_tensor *in[4] = {p.c0, p.xs[0], p.xs[1], p.m.W};
         mi_gradcheck_opts o = MI_GRADCHECK_DEFAULTS;
         o.atol = 1e-7;
         o.rtol = 1e-6;
         mi_gradcheck_result r = mi_gradcheck(scan_loss, &p, in, 4, &o);
-        ck_assert_msg(r.ok, "W %s: %s", w_grad ? "learned" : "fixed", r.message);
+        ck_assert_msg(r.ok, "W %s, segment %d: %s", w_grad & 1 ? "learned" : "fixed", p.segment,
+                      r.message);
     }
+}
+END_TEST
+
+/* mi_checkpoint's function holding a scan that keeps its record: the
+ * checkpoint's backward runs the function again inside the outer pass, where
+ * the scan's node lives for a nested pass only; there the scan runs as at
+ * segment 0 (the same gradients, and no record left in the step's scope: it
+ * holds what segment 0 leaves, byte for byte). */
+typedef struct ck_ctx {
+    problem *p;
+    int segment;
+} ck_ctx;
+
+static mi_tensor *checkpointed(void *ctx, mi_tensor *const *in, int n_in)
+{
+    (void)n_in;
+    ck_ctx *k = ctx;
+    return loss_of(k->p, true, k->segment, &in[0], &in[1]);
+}
+
+START_TEST(record_inside_checkpoint)
+{
+    mi_set_threads(2);
+    problem p = make(6, true, 21);
+    mi_tensor *w[4] = {p.c0, p.xs[0], p.xs[1], p.m.W}, *g[2][4];
+    size_t used[2];
+    for (int k = 0; k < 2; k++) {
+        mi_scope *s = mi_scope_new("step");
+        mi_scope_enter(s);
+        ck_ctx ctx = {&p, k ? MI_SCAN_RECORD : 0};
+        mi_tensor *l = mi_checkpoint(checkpointed, &ctx, (mi_tensor *[]){p.c0, p.xs[0], p.xs[1]}, 3);
+        ck_assert_msg(l && mi_grad(&l, NULL, 1, w, 4, false, g[k]) == 0, "%s", mi_error());
+        mi_scope_leave();
+        used[k] = mi_scope_stats_get(s).bytes_used;
+        for (int i = 0; i < 4; i++) g[k][i] = mi_detach(g[k][i]); /* into the test's scope */
+        mi_scope_free(s);
+    }
+    for (int i = 0; i < 4; i++)
+        ck_assert_msg(max_diff(g[0][i], g[1][i]) <= 1e-13, "gradient %d differs by %g", i,
+                      max_diff(g[0][i], g[1][i]));
+    ck_assert_msg(used[1] == used[0], "the step's scope holds %zu bytes, %zu at segment 0",
+                  used[1], used[0]);
 }
 END_TEST
 
@@ -223,6 +281,11 @@ START_TEST(refusals)
     ck_assert_msg(strstr(mi_error(), "mi_scan: the body failed at token") &&
                   strstr(mi_error(), "rows 3 refused"), "%s", mi_error());
     mi_error_clear();
+    /* and while it records, keeping the record */
+    ck_assert_int_eq(mi_scan_rows(rnn_body, &p.m, 1, &p.c0, 2, p.xs, 1, MI_SCAN_RECORD, &c, &ys),
+                     -1);
+    ck_assert_msg(strstr(mi_error(), "rows 3 refused"), "%s", mi_error());
+    mi_error_clear();
     /* and the same call succeeds once the body does */
     p.m.fail_rows = 0;
     ck_assert_msg(mi_scan_rows(rnn_body, &p.m, 1, &p.c0, 2, p.xs, 1, 0, &c, &ys) == 0, "%s",
@@ -239,6 +302,7 @@ Suite *make_suite(void)
     tcase_add_test(tc, parameter_with_history);
     tcase_add_test(tc, no_recording_equals_scan);
     tcase_add_test(tc, gradcheck_rows);
+    tcase_add_test(tc, record_inside_checkpoint);
     tcase_add_test(tc, refusals);
     suite_add_tcase(s, tc);
     return s;

@@ -118,6 +118,56 @@ START_TEST(scope_reset_reuses_memory)
 }
 END_TEST
 
+/* Subs of one parent filled by two threads at once: what each holds is its
+ * own (no two pieces overlap), lies in the parent's memory, and goes with the
+ * parent's reset, after which a cycle of the same shape asks the system for
+ * nothing new. */
+START_TEST(scope_subs_fill_from_threads)
+{
+    ck_assert_ptr_null(mi_scope_sub(NULL, "x"));
+    ck_assert_msg(strstr(mi_error(), "NULL parent"), "%s", mi_error());
+    mi_error_clear();
+    enum { PIECES = 300 };
+    mi_scope *parent = mi_scope_new("parent");
+    size_t allocs = 0;
+    for (int cycle = 0; cycle < 3; cycle++) {
+        mi_scope *sub[2] = {mi_scope_sub(parent, "a"), mi_scope_sub(parent, "b")};
+        ck_assert(sub[0] && sub[1]);
+        int bad = 0;
+#pragma omp parallel for num_threads(2) reduction(+ : bad)
+        for (int k = 0; k < 2; k++) {
+            int64_t *piece[PIECES];
+            for (int i = 0; i < PIECES; i++) {
+                /* sizes from 8 bytes to 6 MB, past a sub's first blocks */
+                size_t n = (size_t)1 << (3 + (i * 7 + k) % 20);
+                piece[i] = mi_scope_alloc(sub[k], n);
+                if (!piece[i]) {
+                    bad++;
+                    continue;
+                }
+                for (size_t j = 0; j < n / sizeof(int64_t); j++) piece[i][j] = k * PIECES + i;
+                if (i % 5 == 4) mi_scope_release(sub[k], piece[i], n), piece[i] = NULL;
+            }
+            for (int i = 0; i < PIECES; i++) {
+                size_t n = (size_t)1 << (3 + (i * 7 + k) % 20);
+                for (size_t j = 0; piece[i] && j < n / sizeof(int64_t); j++)
+                    bad += piece[i][j] != k * PIECES + i;
+                bad += piece[i] && !mi_scope_holds(parent, piece[i]);
+            }
+        }
+        ck_assert_int_eq(bad, 0);
+        ck_assert(mi_scope_stats_get(sub[0]).bytes_used > 0);
+        /* the parent is itself usable beside them, and forgets them at its reset */
+        ck_assert_ptr_nonnull(mi_scope_alloc(parent, 1000));
+        mi_scope_free(sub[0]);   /* forgets it; the memory stays the parent's */
+        mi_scope_reset(parent);
+        if (cycle == 1) allocs = mi_scope_stats_get(parent).system_allocs;
+        if (cycle == 2) ck_assert_int_eq(mi_scope_stats_get(parent).system_allocs, allocs);
+    }
+    mi_scope_free(parent);
+}
+END_TEST
+
 START_TEST(print_shows_dtype_shape_values)
 {
     char *buf = NULL;
@@ -140,6 +190,7 @@ Suite *make_suite(void)
     tcase_add_test(tc, broadcast_rules);
     tcase_add_test(tc, rng_is_deterministic_and_documented);
     tcase_add_test(tc, scope_reset_reuses_memory);
+    tcase_add_test(tc, scope_subs_fill_from_threads);
     tcase_add_test(tc, print_shows_dtype_shape_values);
     suite_add_tcase(s, tc);
     return s;

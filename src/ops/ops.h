@@ -242,6 +242,15 @@ mi_tensor *mi_checkpoint(mi_checkpoint_fn fn, void *ctx, mi_tensor *const *in, i
  * At most 32 carries, per-token inputs and outputs each. First-order
  * gradients only: its vjp under create_graph fails with a message. 0, or -1
  * with a message naming mi_scan. */
+/* segment = MI_SCAN_RECORD: the forward runs the body once a token,
+ * recording, and keeps the record for the backward, which differentiates it
+ * with no second run: the body runs once instead of three times, for the
+ * memory of every token's record (an unrolled tape's), held until the
+ * current scope is reset or freed. With mi_scan_rows each thread records
+ * its rows and differentiates them on its thread. With recording off, or
+ * inside a backward pass (a checkpoint's function run again, where the node
+ * lives for a nested pass only), it is segment 0. */
+#define MI_SCAN_RECORD (-1)
 typedef int (*mi_scan_fn)(void *ctx, mi_tensor *const *carry, mi_tensor *const *x,
                           mi_tensor **carry_out, mi_tensor **y);
 int mi_scan(mi_scan_fn body, void *ctx, int n_carry, mi_tensor *const *carry0, int n_xs,

@@ -90,7 +90,7 @@ static int64_t per_token(const mi_tensor *t, int64_t N, int64_t T)
 }
 
 /* x_t[n, r] = xs[n, t, r] (bytes, R elements of size es a row) */
-static void gather(void *dst, const void *src, int64_t N, int64_t T, int64_t t, int64_t R,
+void scan_gather(void *dst, const void *src, int64_t N, int64_t T, int64_t t, int64_t R,
                    size_t es)
 {
     for (int64_t n = 0; n < N; n++)
@@ -107,7 +107,7 @@ void scan_scatter(void *dst, const void *src, int64_t N, int64_t T, int64_t t, i
                (const char *)src + (size_t)(n * R) * es, (size_t)R * es);
 }
 
-static void add_into(void *acc, const mi_tensor *g)
+void scan_add_into(void *acc, const mi_tensor *g)
 {
     if (g->dtype == MI_F32) {
         float *a = acc;
@@ -121,14 +121,14 @@ static void add_into(void *acc, const mi_tensor *g)
 }
 
 /* x_t of xs[j] at token t, a new tensor [N, xs.shape[2:]] */
-static mi_tensor *token_of(const scan_closure *c, const mi_tensor *xs, int64_t t)
+mi_tensor *scan_token_of(const scan_closure *c, const mi_tensor *xs, int64_t t)
 {
     int64_t shape[MI_MAX_RANK];
     shape[0] = c->N;
     for (int d = 2; d < xs->rank; d++) shape[d - 1] = xs->shape[d];
     mi_tensor *x = mi_tensor_new(c->dt, xs->rank - 1, shape);
     if (x)
-        gather(x->data, xs->data, c->N, c->T, t, per_token(xs, c->N, c->T), mi_dtype_size(c->dt));
+        scan_gather(x->data, xs->data, c->N, c->T, t, per_token(xs, c->N, c->T), mi_dtype_size(c->dt));
     return x;
 }
 
@@ -150,7 +150,7 @@ bool mi_scan_wants_ys(void) { return !skip_ys; }
 /* One step of the body, its results checked against the carry's shapes and
  * (after the first token, unless skip_ys) the y's; the first token fixes the
  * y's shapes. */
-static int step(scan_closure *c, mi_tensor *const *carry, mi_tensor *const *x,
+int scan_step(scan_closure *c, mi_tensor *const *carry, mi_tensor *const *x,
                 mi_tensor **carry_out, mi_tensor **y, int64_t t)
 {
     for (int i = 0; i < c->n_carry; i++) carry_out[i] = NULL;
@@ -258,11 +258,11 @@ int scan_token_step(scan_closure *c, mi_scope *s, mi_tensor *const *cur, int64_t
         cur = view;
     }
     for (int j = 0; j < c->n_xs && r == 0; j++)
-        if (!(x[j] = token_of(c, c->xs[j], t))) r = -1;
+        if (!(x[j] = scan_token_of(c, c->xs[j], t))) r = -1;
     mi_input_hook was;
     void *was_ctx;
     if (f) mi_input_hook_set(note_input, f, &was, &was_ctx);
-    if (r == 0) r = step(c, cur, x, co, y, t);
+    if (r == 0) r = scan_step(c, cur, x, co, y, t);
     if (f) mi_input_hook_set(was, was_ctx, NULL, NULL);
     mi_tensor_track_pop(tok);
     mi_scope_leave();
@@ -313,14 +313,14 @@ static int token_grad(scan_closure *c, mi_scope *s, int64_t t, int64_t prev,
         wrt[m++] = cur[i];
     }
     for (int j = 0; j < c->n_xs; j++) {
-        if (!(x[j] = token_of(c, c->xs[j], t))) goto done;
+        if (!(x[j] = scan_token_of(c, c->xs[j], t))) goto done;
         if (gx[j]) x[j]->requires_grad = true, wrt[m++] = x[j];
     }
     mi_input_map was;
     void *was_ctx;
     if (c->leaf) mi_input_map_set(leaf_of, c, &was, &was_ctx);
     mi_set_grad_enabled(true);
-    int r = step(c, cur, x, next, y, t);
+    int r = scan_step(c, cur, x, next, y, t);
     mi_set_grad_enabled(false);
     if (c->leaf) mi_input_map_set(was, was_ctx, NULL, NULL);
     if (r != 0) goto done;
@@ -328,7 +328,7 @@ static int token_grad(scan_closure *c, mi_scope *s, int64_t t, int64_t prev,
     for (int j = 0; j < c->n_ys; j++) {
         mi_tensor *sd = mi_tensor_new(c->dt, c->y_rank[j], c->y_shape[j]);
         if (!sd) goto done;
-        gather(sd->data, (const char *)g->data + (size_t)c->out_off_y[j] * es, c->N, c->T, t,
+        scan_gather(sd->data, (const char *)g->data + (size_t)c->out_off_y[j] * es, c->N, c->T, t,
                y[j]->numel / c->N, es);
         outs[c->n_carry + j] = y[j];
         seeds[c->n_carry + j] = sd;
@@ -349,7 +349,7 @@ static int token_grad(scan_closure *c, mi_scope *s, int64_t t, int64_t prev,
         }
     int64_t off = 0;
     for (int j = 0; gp && j < c->n_params; j++) {
-        add_into((char *)gp + (size_t)off * es, got[m++]);
+        scan_add_into((char *)gp + (size_t)off * es, got[m++]);
         off += c->params[j]->numel;
     }
     rc = 0;
@@ -414,6 +414,7 @@ static int refill_kept(scan_closure *c, mi_scope *sc)
 static int part_backward(scan_closure *c, const mi_tensor *g, mi_tensor *const *gc0,
                          void *const *gcar, void *const *gx, void *gp)
 {
+    if (c->rec) return scan_record_backward(c, g, gcar, gx, gp);
     size_t es = mi_dtype_size(c->dt);
     mi_tensor *gc[SCAN_MAX]; /* each token's pass replaces them with the carry's before it */
     for (int i = 0; i < c->n_carry; i++) gc[i] = gc0[i];
@@ -508,6 +509,8 @@ static int part_leaves(scan_closure *c, const void *gp, mi_tensor **gpp)
     for (int j = 0; j < c->n_params; j++) total += c->params[j]->numel;
     for (int p = 0; p < c->n_parts && c->n_params; p++) {
         scan_closure *pc = &c->part[p];
+        if (gp && !(gpp[p] = mi_zeros(c->dt, 1, (int64_t[]){total}))) return -1;
+        if (pc->rec) continue;   /* its record reads leaves of its own */
         pc->leaf = mi_scope_alloc(mi_scope_current(), sizeof *pc->leaf * (size_t)c->n_params);
         if (!pc->leaf) return -1;
         for (int j = 0; j < c->n_params; j++) {
@@ -515,7 +518,6 @@ static int part_leaves(scan_closure *c, const void *gp, mi_tensor **gpp)
             if (!(pc->leaf[j] = mi_tensor_alias(w, w->rank, w->shape, 0))) return -1;
             pc->leaf[j]->requires_grad = true;
         }
-        if (gp && !(gpp[p] = mi_zeros(c->dt, 1, (int64_t[]){total}))) return -1;
     }
     return 0;
 }
@@ -578,7 +580,7 @@ static int scan_vjp_all(const mi_node *nd, mi_tensor *g, const bool *need, mi_te
         rc = part_leaves(c, gp, gpp);
         if (rc == 0) rc = scan_over_parts(c, part_backward_of, &pg);
         for (int p = 0; p < c->n_parts; p++) {
-            if (rc == 0 && gpp[p]) add_into(gp, gpp[p]);
+            if (rc == 0 && gpp[p]) scan_add_into(gp, gpp[p]);
             c->part[p].leaf = NULL;
         }
     } else {

@@ -40,8 +40,10 @@ static int check_args(mi_scan_fn body, int n_carry, mi_tensor *const *carry0, in
     if ((n_carry && (!carry0 || !carry_out)) || !xs || (n_ys && !ys))
         return mi_error_set("mi_scan: a NULL array (carry0, xs, carry_out or ys) for a nonzero "
                             "count"), -1;
-    if (segment < 0)
-        return mi_error_set("mi_scan: segment %d is negative (0: ceil(sqrt(T)))", segment), -1;
+    if (segment < 0 && segment != MI_SCAN_RECORD)
+        return mi_error_set("mi_scan: segment %d is negative (0: segments of about sqrt(2T) "
+                            "tokens; MI_SCAN_RECORD, %d: keep the forward's record)", segment,
+                            MI_SCAN_RECORD), -1;
     for (int i = 0; i < n_carry; i++)
         if (!carry0[i]) return mi_error_set("mi_scan: carry0[%d] is NULL", i), -1;
     for (int j = 0; j < n_xs; j++)
@@ -108,7 +110,7 @@ static int node_inputs(scan_closure *c, mi_tensor **in)
 /* Where this part's c_T and y's go in O, from the first token's y's (the
  * carries first, then the y's, each over the N_all rows; a part's rows at
  * row0), and O's size. */
-static int64_t layout(scan_closure *c, mi_tensor *const *y)
+int64_t scan_layout(scan_closure *c, mi_tensor *const *y)
 {
     int64_t total = 0;
     for (int i = 0; i < c->n_carry; i++) {
@@ -125,7 +127,7 @@ static int64_t layout(scan_closure *c, mi_tensor *const *y)
 }
 
 /* O, made in `outer` by the first part to ask (parts run on threads). */
-static mi_tensor *output_of(mi_dtype dt, mi_scope *outer, mi_tensor **O, int64_t total)
+mi_tensor *scan_output_of(mi_dtype dt, mi_scope *outer, mi_tensor **O, int64_t total)
 {
     mi_tensor *r;
 #pragma omp critical(mi_scan_output)
@@ -171,7 +173,7 @@ static int run_forward(scan_closure *c, mi_scope *outer, mi_tensor **O, mi_tenso
         mi_scope *s = sc[t & 1];
         if ((r = scan_token_step(c, s, cur, 0, t, co, y, f)) != 0 || (r = scratch_hold(s, co, c->n_carry)))
             break;
-        if (t == 0 && !(out = output_of(c->dt, outer, O, layout(c, y)))) r = -1;
+        if (t == 0 && !(out = scan_output_of(c->dt, outer, O, scan_layout(c, y)))) r = -1;
         for (int j = 0; j < c->n_ys && r == 0; j++)
             scan_scatter((char *)out->data + (size_t)c->out_off_y[j] * es, y[j]->data, c->N, c->T, t,
                     y[j]->numel / c->N, es);
@@ -199,6 +201,7 @@ typedef struct parts_forward {
 static int part_forward_of(scan_closure *part, int p, void *ctx)
 {
     const parts_forward *pf = ctx;
+    if (part->rec) return scan_record_forward(part, pf->outer, pf->O);
     return run_forward(part, pf->outer, pf->O, pf->first + (size_t)p * (size_t)part->n_carry,
                        pf->keep, pf->f ? &pf->f[p] : NULL);
 }
@@ -221,6 +224,26 @@ static int first_carries(const scan_closure *c, mi_scope *outer, bool keep, mi_t
     return r;
 }
 
+/* Whether the forward keeps its record (segment MI_SCAN_RECORD, recording). */
+static bool keep_record(const scan_closure *c)
+{
+    return c->n_parts > 1 ? c->part[0].rec != NULL : c->rec != NULL;
+}
+
+/* The tensors from outside that require grad which the parts' records read,
+ * into f (each once, in the order part 0, part 1, … met them). */
+static int records_found(const scan_closure *c, finder *f)
+{
+    for (int p = 0; p < (c->n_parts > 1 ? c->n_parts : 1); p++) {
+        int n;
+        mi_tensor *const *found = scan_record_found(c->n_parts > 1 ? &c->part[p] : c, &n);
+        for (int j = 0; j < n; j++)
+            if (!tensor_list_add_once(&f->params, &f->n, &f->cap, found[j]))
+                return mi_error_set("mi_scan: out of memory"), -1;
+    }
+    return 0;
+}
+
 /* The forward over all rows, or over the parts on their threads (each part
  * checks its y's against its own rows; here they must agree past axis 0):
  * O, or NULL. The parameters the parts' finders found go into f. */
@@ -232,7 +255,7 @@ static mi_tensor *forward(scan_closure *c, mi_scope *outer, bool keep, finder *f
     finder *pf = f && c->n_parts > 1 ? calloc((size_t)parts, sizeof *pf) : NULL;
     int r = first && (!f || c->n_parts <= 1 || pf) ? 0 : -1;
     if (r) mi_error_set("mi_scan: out of memory");
-    for (int p = 0; p < parts && r == 0; p++)
+    for (int p = 0; p < parts && r == 0 && !keep_record(c); p++)
         r = first_carries(c->n_parts > 1 ? &c->part[p] : c, outer, keep, first + p * c->n_carry);
     if (r == 0 && c->n_parts > 1) {
         parts_forward ctx = {.outer = outer, .O = &O, .first = first, .f = pf, .keep = keep};
@@ -265,7 +288,7 @@ static mi_tensor *forward(scan_closure *c, mi_scope *outer, bool keep, finder *f
             c->y_shape[j][0] = c->N;
         }
     } else if (r == 0) {
-        r = run_forward(c, outer, &O, first, keep, f);
+        r = c->rec ? scan_record_forward(c, outer, &O) : run_forward(c, outer, &O, first, keep, f);
     }
     for (int k = 0; first && !keep && k < parts * c->n_carry; k++)
         if (first[k]) mi_scope_release(outer, first[k]->data, (size_t)first[k]->numel * es);
@@ -327,13 +350,17 @@ static int schedule(scan_closure *c, mi_scope *outer, int64_t segment)
     return 0;
 }
 
-/* Rows [row0, row0 + rows) of t, whose axis 0 has N rows: a view. */
+/* Rows [row0, row0 + rows) of t, whose axis 0 has N rows: a view (no node;
+ * requires_grad as t). */
 static mi_tensor *rows_of(const mi_tensor *t, int64_t N, int64_t row0, int64_t rows)
 {
     int64_t shape[MI_MAX_RANK];
     memcpy(shape, t->shape, sizeof(int64_t) * (size_t)t->rank);
     shape[0] = rows;
-    return mi_tensor_alias(t, t->rank, shape, (size_t)(row0 * (t->numel / N)) * mi_dtype_size(t->dtype));
+    mi_tensor *v = mi_tensor_alias(t, t->rank, shape,
+                                   (size_t)(row0 * (t->numel / N)) * mi_dtype_size(t->dtype));
+    if (v) v->requires_grad = t->requires_grad; /* a record's leaves for them follow it */
+    return v;
 }
 
 /* The parts of mi_scan_rows: n closures over consecutive rows, each with
@@ -410,18 +437,25 @@ static int scan(bool rows, mi_scan_fn body, void *ctx, int n_carry, mi_tensor *c
                         .dt = xs[0]->dtype, .N = N, .T = T, .carry0 = arrays,
                         .xs = arrays + n_carry, .kept = arrays + n_carry + n_xs,
                         .kept_valid = true, .N_all = N};
-    if (schedule(c, outer, segment) != 0) return -1;
+    /* inside a backward pass (a checkpoint's function run again) the node
+     * lives for a nested pass only, and a record would outlive it in outer:
+     * there the body runs again in the backward, as with segment 0 */
+    bool record = segment == MI_SCAN_RECORD && mi_grad_enabled() && !mi_tensor_tracking();
+    if (schedule(c, outer, segment == MI_SCAN_RECORD ? 0 : segment) != 0) return -1;
     for (int i = 0; i < n_carry; i++) c->carry0[i] = carry0[i];
     for (int j = 0; j < n_xs; j++) c->xs[j] = xs[j];
     for (int j = 0; j < n_ys; j++) c->y_rank[j] = -1;
     for (int i = 0; i < n_carry; i++) c->kept[i] = NULL;
     bool recording = mi_grad_enabled();
-    if (recording)
+    if (recording && !record)
         for (int i = 0; i < n_carry; i++)
             if (!(c->kept[i] = mi_tensor_new(c->dt, 1, (int64_t[]){c->n_slots * carry0[i]->numel})))
                 return -1;
     int n_parts = rows ? parts_for(N) : 1;
     if (n_parts > 1 && make_parts(c, outer, n_parts) != 0) return -1;
+    /* the records' subs of outer, made here: outer is shared from the first on */
+    for (int p = 0; record && p < n_parts; p++)
+        if (scan_record_new(n_parts > 1 ? &c->part[p] : c, outer) != 0) return -1;
 
     /* everything made here is listed under mi_scan's own pass, so that an
      * enclosing pass (a checkpoint's forward, a backward) never releases
@@ -429,8 +463,8 @@ static int scan(bool rows, mi_scan_fn body, void *ctx, int n_carry, mi_tensor *c
     mi_track_mark mark = mi_tensor_track_push(scan_next_pass());
     finder f = {0};
     int rc = -1;
-    mi_tensor *O = forward(c, outer, recording, recording ? &f : NULL);
-    if (!O) goto done;
+    mi_tensor *O = forward(c, outer, recording && !record, recording && !record ? &f : NULL);
+    if (!O || (record && records_found(c, &f) != 0)) goto done;
     if (f.out_of_memory) {
         mi_error_set("mi_scan: out of memory");
         goto done;

@@ -38,6 +38,9 @@ typedef struct scan_closure {
     /* a part's own leaves for the parameters while its backward runs on a
      * thread (the body's reads of params[j] are mapped to leaf[j]), or NULL */
     mi_tensor **leaf;
+    /* segment MI_SCAN_RECORD: the record the forward kept (scan_record.c),
+     * per part; NULL in the other modes */
+    struct scan_record *rec;
 } scan_closure;
 
 /* What the body used, from the input hook: the tensors from outside that
@@ -58,6 +61,37 @@ void scan_scatter(void *dst, const void *src, int64_t N, int64_t T, int64_t t, i
                   size_t es);
 /* The stacked shape of ys[j]: [N, T, y_t.shape[1:]]; its rank. */
 int scan_ys_shape(const scan_closure *c, int j, int64_t *shape);
+/* x_t[n, r] = xs[n, t, r] (bytes, R elements of size es a row) */
+void scan_gather(void *dst, const void *src, int64_t N, int64_t T, int64_t t, int64_t R,
+                 size_t es);
+/* acc[k] += g[k], g's numel elements of its dtype */
+void scan_add_into(void *acc, const mi_tensor *g);
+/* x_t of xs (one of c->xs) at token t, a new tensor [N, xs.shape[2:]] in the current scope */
+mi_tensor *scan_token_of(const scan_closure *c, const mi_tensor *xs, int64_t t);
+/* The body at token t from carry[] and x[], its results checked against the
+ * carries' shapes and the y's (the first token fixes theirs); 0 or -1. */
+int scan_step(scan_closure *c, mi_tensor *const *carry, mi_tensor *const *x,
+              mi_tensor **carry_out, mi_tensor **y, int64_t t);
+/* Where c's c_T and y's go in O, from the first token's y's; O's size. */
+int64_t scan_layout(scan_closure *c, mi_tensor *const *y);
+/* O, made in `outer` by the first part to ask (parts run on threads). */
+mi_tensor *scan_output_of(mi_dtype dt, mi_scope *outer, mi_tensor **O, int64_t total);
+/* Segment MI_SCAN_RECORD (scan_record.c). The record of closure c (a part,
+ * or the whole scan) in a sub of outer: made here, before c's thread fills it. */
+int scan_record_new(scan_closure *c, mi_scope *outer);
+/* The forward on c's thread, recording into c->rec: the y's and c_T into
+ * *O (made in outer at the first token); the tensors from outside that
+ * require grad it read are c->rec's, each with a leaf of c's own in its place. */
+int scan_record_forward(scan_closure *c, mi_scope *outer, mi_tensor **O);
+/* The tensors from outside that c's record read and that require grad
+ * (in the order it met them), and how many. */
+mi_tensor *const *scan_record_found(const scan_closure *c, int *n);
+/* The backward of c from its record, on c's thread: c_T's and the y's
+ * gradients from g; carry0's into gcar[i], x's into gx[j] (NULL: not
+ * needed), c->params[j]'s added into gp (NULL: not needed). */
+int scan_record_backward(scan_closure *c, const mi_tensor *g, void *const *gcar,
+                         void *const *gx, void *gp);
+
 /* Carry i's elements in slot k of the kept carries, and tensors over slot k
  * (views, in the current scope). */
 void *scan_slot(const scan_closure *c, int i, int64_t k);

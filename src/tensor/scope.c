@@ -5,7 +5,11 @@
  * asking the system for anything. A piece given back before the reset (mi_scope_release:
  * backward returns what no later step reads) goes on a free list of its exact
  * size, and the next request of that size takes it: a step's shapes repeat, so
- * most requests in backward are served by pieces forward or backward freed. */
+ * most requests in backward are served by pieces forward or backward freed.
+ * A sub-scope (mi_scope_sub) is one whose header, blocks and free table are
+ * allocations of its parent: nothing of it goes back to the system but with
+ * the parent, and a parent with subs takes a spin lock around its own
+ * allocations, since the subs of several threads grow from it at once. */
 #include <stdlib.h>
 #include <string.h>
 #ifdef __linux__
@@ -35,6 +39,7 @@
 #define ALIGN 64
 #define MIN_BLOCK ((size_t)1 << 20)
 #define MAX_GROWN ((size_t)1 << 30)
+#define MAX_GROWN_SUB ((size_t)64 << 20) /* a sub's blocks: less of its parent left unused */
 #define MAX_DEPTH 32
 /* Blocks of at least this size are aligned to it and asked to be backed by
  * transparent huge pages: a training step's scope is gigabytes touched once,
@@ -57,6 +62,9 @@ typedef struct free_list {
 
 struct mi_scope {
     char name[32];
+    mi_scope *parent; /* a sub's, or NULL */
+    bool shared;      /* has subs (until its reset): allocations take the lock */
+    char lock;
     block *first, *cur; /* the blocks in the order they were made; the one being filled */
     size_t reserved, used, system_allocs;
     free_list *free;
@@ -85,8 +93,31 @@ void mi_scope_system_peak_reset(void)
 }
 static _Thread_local int depth;
 
+static void lock(mi_scope *s)
+{
+    while (__atomic_test_and_set(&s->lock, __ATOMIC_ACQUIRE))
+        while (__atomic_load_n(&s->lock, __ATOMIC_RELAXED)) {
+        }
+}
+
+static void unlock(mi_scope *s) { __atomic_clear(&s->lock, __ATOMIC_RELEASE); }
+
+/* A sub's block: both pieces of its parent. */
+static block *sub_block_new(mi_scope *s, size_t size)
+{
+    block *b = mi_scope_alloc(s->parent, sizeof *b);
+    if (!b || !(b->base = mi_scope_alloc(s->parent, size))) return NULL;
+    b->size = size;
+    b->used = 0;
+    b->next = NULL;
+    s->reserved += size;
+    s->system_allocs++;
+    return b;
+}
+
 static block *block_new(mi_scope *s, size_t size)
 {
+    if (s->parent) return sub_block_new(s, size);
     block *b = malloc(sizeof *b);
     if (!b) return NULL;
     bool huge = size >= HUGE_PAGE;
@@ -120,6 +151,21 @@ static void blocks_free(mi_scope *s)
     s->reserved = 0;
 }
 
+mi_scope *mi_scope_sub(mi_scope *parent, const char *name)
+{
+    if (!parent) {
+        mi_error_set("scope_sub: NULL parent");
+        return NULL;
+    }
+    __atomic_store_n(&parent->shared, true, __ATOMIC_RELEASE);
+    mi_scope *s = mi_scope_alloc(parent, sizeof *s);
+    if (!s) return NULL;
+    memset(s, 0, sizeof *s);
+    snprintf(s->name, sizeof s->name, "%s", name ? name : "sub");
+    s->parent = parent;
+    return s;
+}
+
 mi_scope *mi_scope_new(const char *name)
 {
     mi_scope *s = calloc(1, sizeof *s);
@@ -136,6 +182,7 @@ void mi_scope_free(mi_scope *s)
     if (!s) return;
     for (int i = 0; i < depth; i++)
         if (stack[i] == s) stack[i] = NULL;
+    if (s->parent) return; /* its memory is its parent's */
     for (block *b = s->first; b; b = b->next) UNPOISON(b->base, b->size);
     blocks_free(s);
     free(s->free);
@@ -157,6 +204,7 @@ void mi_scope_reset(mi_scope *s)
     for (block *b = s->first; b; b = b->next) b->used = 0;
     s->cur = s->first;
     s->used = 0;
+    s->shared = false; /* its subs are gone */
 }
 
 static free_list *free_slot(const mi_scope *s, size_t size)
@@ -172,20 +220,21 @@ static bool free_table_room(mi_scope *s)
 {
     if (2 * (s->free_sizes + 1) <= s->free_cap) return true;
     size_t cap = s->free_cap ? 2 * s->free_cap : 256;
-    free_list *old = s->free, *t = calloc(cap, sizeof *t);
+    free_list *old = s->free;
+    free_list *t = s->parent ? mi_scope_alloc(s->parent, cap * sizeof *t) : calloc(cap, sizeof *t);
     if (!t) return false;
+    if (s->parent) memset(t, 0, cap * sizeof *t);
     size_t old_cap = s->free_cap;
     s->free = t;
     s->free_cap = cap;
     for (size_t i = 0; i < old_cap; i++)
         if (old[i].size) *free_slot(s, old[i].size) = old[i];
-    free(old);
+    if (!s->parent) free(old); /* a sub's old table stays in its parent until the reset */
     return true;
 }
 
-void mi_scope_release(mi_scope *s, void *p, size_t bytes)
+static void release(mi_scope *s, void *p, size_t bytes)
 {
-    if (!s || !p) return;
     size_t size = (bytes + ALIGN - 1) / ALIGN * ALIGN;
     if (size == 0) size = ALIGN;
     if (!free_table_room(s)) return;
@@ -200,12 +249,17 @@ void mi_scope_release(mi_scope *s, void *p, size_t bytes)
     POISON(p, size);
 }
 
-void *mi_scope_alloc(mi_scope *s, size_t bytes)
+void mi_scope_release(mi_scope *s, void *p, size_t bytes)
 {
-    if (!s) {
-        mi_error_set("alloc: no current scope (call mi_scope_enter first)");
-        return NULL;
-    }
+    if (!s || !p) return;
+    bool shared = __atomic_load_n(&s->shared, __ATOMIC_ACQUIRE);
+    if (shared) lock(s);
+    release(s, p, bytes);
+    if (shared) unlock(s);
+}
+
+static void *alloc(mi_scope *s, size_t bytes)
+{
     size_t need = (bytes + ALIGN - 1) / ALIGN * ALIGN;
     if (need == 0) need = ALIGN;
     if (s->free_sizes) {
@@ -224,7 +278,8 @@ void *mi_scope_alloc(mi_scope *s, size_t bytes)
     if (!b || b->size - b->used < need) {
         /* each new block twice the last (up to MAX_GROWN): a first step of
          * gigabytes takes a few dozen blocks, not thousands */
-        size_t size = b ? (b->size < MAX_GROWN ? 2 * b->size : b->size) : MIN_BLOCK;
+        size_t most = s->parent ? MAX_GROWN_SUB : MAX_GROWN;
+        size_t size = b ? (b->size < most ? 2 * b->size : b->size) : MIN_BLOCK;
         if (size < need) size = need;
         block *nb = block_new(s, size);
         if (!nb) {
@@ -239,6 +294,19 @@ void *mi_scope_alloc(mi_scope *s, size_t bytes)
     void *p = b->base + b->used;
     b->used += need;
     s->used += need;
+    return p;
+}
+
+void *mi_scope_alloc(mi_scope *s, size_t bytes)
+{
+    if (!s) {
+        mi_error_set("alloc: no current scope (call mi_scope_enter first)");
+        return NULL;
+    }
+    bool shared = __atomic_load_n(&s->shared, __ATOMIC_ACQUIRE);
+    if (shared) lock(s);
+    void *p = alloc(s, bytes);
+    if (shared) unlock(s);
     return p;
 }
 

@@ -58,6 +58,13 @@ void mi_scope_release(mi_scope *s, void *p, size_t bytes);
 /* Whether p points into memory that s holds from the system (what s hands
  * out, or handed out before its last reset). */
 bool mi_scope_holds(const mi_scope *s, const void *p);
+/* A scope whose memory is a part of `parent`'s: its header and its blocks
+ * are allocations of the parent, so it lives until the parent is reset or
+ * freed, and everything in it is freed with the parent (use it no longer
+ * than that; mi_scope_free on it only forgets it). Several threads may each
+ * fill a sub of one parent at once: from its first sub on, the parent takes
+ * a lock on every allocation and release until its reset. */
+mi_scope *mi_scope_sub(mi_scope *parent, const char *name);
 typedef struct mi_scope_stats {
     size_t bytes_used;      /* since the last reset */
     size_t bytes_reserved;  /* held from the system */

@@ -646,7 +646,7 @@ mi_tensor *mi_hope_forward(const mi_hope *h, mi_tensor *x)
     } else {
         /* [B, 1, T, d]: one token of T positions a row */
         mi_tensor *x1 = mi_reshape(x, MI_SHAPE(B, 1, T, d)), *y = NULL;
-        if (x1 && mi_scan_rows(rows_body, (void *)h, 0, NULL, 1, &x1, 1, 1, NULL, &y) == 0)
+        if (x1 && mi_scan_rows(rows_body, (void *)h, 0, NULL, 1, &x1, 1, MI_SCAN_RECORD, NULL, &y) == 0)
             o = mi_reshape(y, MI_SHAPE(B, T, d));
     }
     if (o && h->has_cms && c->cms_place == MI_HOPE_CMS_MIXER) o = mi_cms_forward(&h->cms, o);
