@@ -241,12 +241,14 @@ const mi_named_tensor *mi_hope_params(const mi_hope *h, int *count);
  * with the sequence as one token): a segment's ops are a few hundred small
  * products and maps, each below the size that pays a parallel region, which
  * on one thread a range runs back to back with its states in that core's
- * cache. The backward runs the loop again on each thread, recording, and
- * differentiates that record (so one layer's record at a time, not every
- * layer's, is held); first-order gradients only. With `composed`, one
- * thread (mi_threads) or one row the loop is recorded on the caller's tape
- * instead: gradients of any order (the CMS needs cms.composed too), no
- * second run. */
+ * cache. Each thread records its rows' loop in the forward and its
+ * backward differentiates that record on the same thread (MI_SCAN_RECORD:
+ * the loop runs once; every layer's record is held until the step's scope is
+ * reset); first-order gradients only. Inside a checkpointed block (the
+ * LM's checkpoint_blocks, miras-train --recompute) the backward runs the loop
+ * again instead, one layer's record at a time. With `composed`, one thread
+ * (mi_threads) or one row the loop is recorded on the caller's tape
+ * instead: gradients of any order (the CMS needs cms.composed too). */
 mi_tensor *mi_hope_forward(const mi_hope *h, mi_tensor *x);
 
 /* One token at a time, as the CMS's (mi_cms_state_new): a step x [batch, 1, d] →

@@ -641,12 +641,14 @@ mi_tensor *mi_hope_forward(const mi_hope *h, mi_tensor *x)
     int64_t B = x->shape[0], T = x->shape[1], d = c->d_model;
     mi_tensor *o = NULL;
     if (c->composed || B == 1 || mi_threads() == 1) {
-        /* on the tape: no rows to split, nor a second run to pay for it */
+        /* on the caller's tape: no rows to split */
         o = forward_rows(h, x);
     } else {
-        /* [B, 1, T, d]: one token of T positions a row */
+        /* [B, 1, T, d]: one token of T positions a row, each thread's rows
+           recorded in the forward and differentiated on that thread */
         mi_tensor *x1 = mi_reshape(x, MI_SHAPE(B, 1, T, d)), *y = NULL;
-        if (x1 && mi_scan_rows(rows_body, (void *)h, 0, NULL, 1, &x1, 1, MI_SCAN_RECORD, NULL, &y) == 0)
+        if (x1 && mi_scan_rows(rows_body, (void *)h, 0, NULL, 1, &x1, 1, MI_SCAN_RECORD, NULL,
+                               &y) == 0)
             o = mi_reshape(y, MI_SHAPE(B, T, d));
     }
     if (o && h->has_cms && c->cms_place == MI_HOPE_CMS_MIXER) o = mi_cms_forward(&h->cms, o);
