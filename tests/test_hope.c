@@ -370,21 +370,24 @@ START_TEST(hope_gradcheck_chunked_with_cms)
 }
 END_TEST
 
-/* The batch's rows on the threads (the default) against the loop recorded on
- * the caller's tape (composed): the output and the gradients of the input
- * and of every parameter equal to rounding, at 3 rows (two threads: an
- * uneven split) and 2; gradients of gradients only on the tape, which the
+/* The batch's rows on the threads (the default: their record kept from the
+ * forward; with recompute, run again in the backward) against the loop
+ * recorded on the caller's tape (composed): the output and the gradients of
+ * the input and of every parameter equal to rounding, at 3 rows (two
+ * threads: an uneven split) and 2; gradients of gradients only on the tape, which the
  * default also uses at one thread. */
 START_TEST(hope_rows_equal_composed)
 {
     int threads = mi_threads();
     mi_set_threads(2);
     for (int64_t B = 3; B >= 2; B--) {
-        mi_hope_config c[2] = {hope_config(2, 3, true, 2), hope_config(2, 3, true, 2)};
+        mi_hope_config c[3] = {hope_config(2, 3, true, 2), hope_config(2, 3, true, 2),
+                               hope_config(2, 3, true, 2)};
         c[1].composed = true;
-        mi_tensor *y[2], *g[2][MI_HOPE_MAX_PARAMS + 1];
+        c[2].recompute = true;
+        mi_tensor *y[3], *g[3][MI_HOPE_MAX_PARAMS + 1];
         int n = 0;
-        for (int k = 0; k < 2; k++) {
+        for (int k = 0; k < 3; k++) {
             mi_hope h;
             make_hope(&h, &c[k], 45);
             const mi_named_tensor *p = mi_hope_params(&h, &n);
@@ -397,12 +400,14 @@ START_TEST(hope_rows_equal_composed)
             mi_tensor *l = mi_sum_axes(mi_mul(y[k], input(47, B, 7, HD_MODEL)), 7, false);
             ck_assert_msg(mi_grad(&l, NULL, 1, wrt, n + 1, false, g[k]) == 0, "%s", mi_error());
         }
-        ck_assert_msg(max_abs_diff(y[0], y[1]) <= 1e-13, "B %lld: output differs by %g",
-                      (long long)B, max_abs_diff(y[0], y[1]));
-        for (int i = 0; i <= n; i++)
-            ck_assert_msg(max_abs_diff(g[0][i], g[1][i]) <= 1e-12,
-                          "B %lld: gradient %d differs by %g", (long long)B, i,
-                          max_abs_diff(g[0][i], g[1][i]));
+        for (int k = 0; k < 3; k += 2) {
+            ck_assert_msg(max_abs_diff(y[k], y[1]) <= 1e-13, "B %lld, case %d: output differs "
+                          "by %g", (long long)B, k, max_abs_diff(y[k], y[1]));
+            for (int i = 0; i <= n; i++)
+                ck_assert_msg(max_abs_diff(g[k][i], g[1][i]) <= 1e-12,
+                              "B %lld, case %d: gradient %d differs by %g", (long long)B, k, i,
+                              max_abs_diff(g[k][i], g[1][i]));
+        }
     }
     for (int k = 0; k < 3; k++) {
         /* k: the default on two threads, composed, the default on one thread */

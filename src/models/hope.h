@@ -194,6 +194,8 @@ typedef struct mi_hope_config {
     int cms_place;               /* MI_HOPE_CMS_FFN (default) or MI_HOPE_CMS_MIXER */
     bool composed;               /* the memories as ops on the caller's tape (gradients of any
                                     order), not the batch's rows on the threads (false) */
+    bool recompute;              /* the rows' loop run again in the backward, one layer's
+                                    record at a time, not kept from the forward (false) */
 } mi_hope_config;
 
 /* The defaults above, with the CMS of mi_cms_config_default(d_model). */
@@ -244,9 +246,10 @@ const mi_named_tensor *mi_hope_params(const mi_hope *h, int *count);
  * cache. Each thread records its rows' loop in the forward and its
  * backward differentiates that record on the same thread (MI_SCAN_RECORD:
  * the loop runs once; every layer's record is held until the step's scope is
- * reset); first-order gradients only. Inside a checkpointed block (the
- * LM's checkpoint_blocks, miras-train --recompute) the backward runs the loop
- * again instead, one layer's record at a time. With `composed`, one thread
+ * reset); first-order gradients only. With `recompute`, or inside a
+ * checkpointed block (the LM's checkpoint_blocks, miras-train --recompute),
+ * the backward runs the loop again instead, one layer's record at a time.
+ * With `composed`, one thread
  * (mi_threads) or one row the loop is recorded on the caller's tape
  * instead: gradients of any order (the CMS needs cms.composed too). */
 mi_tensor *mi_hope_forward(const mi_hope *h, mi_tensor *x);

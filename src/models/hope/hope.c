@@ -189,6 +189,8 @@ static const mi_field hope_fields[] = {
                        "the CMS as the block's feed-forward (no MLP), or in the mixer"),
     MI_FIELD_BOOL_AT(H, "composed", composed, "false",
                      "the memories recorded on the tape (any order), not rows on the threads"),
+    MI_FIELD_BOOL_AT(H, "recompute", recompute, "false",
+                     "the rows' loop run again in the backward, not its record kept (memory)"),
 };
 #undef H
 #define N_HOPE_FIELDS MI_FIELDS_COUNT(hope_fields)
@@ -645,10 +647,11 @@ mi_tensor *mi_hope_forward(const mi_hope *h, mi_tensor *x)
         o = forward_rows(h, x);
     } else {
         /* [B, 1, T, d]: one token of T positions a row, each thread's rows
-           recorded in the forward and differentiated on that thread */
+           recorded in the forward and differentiated on that thread (or, with
+           recompute, run again there in the backward) */
         mi_tensor *x1 = mi_reshape(x, MI_SHAPE(B, 1, T, d)), *y = NULL;
-        if (x1 && mi_scan_rows(rows_body, (void *)h, 0, NULL, 1, &x1, 1, MI_SCAN_RECORD, NULL,
-                               &y) == 0)
+        int segment = c->recompute ? 0 : MI_SCAN_RECORD;
+        if (x1 && mi_scan_rows(rows_body, (void *)h, 0, NULL, 1, &x1, 1, segment, NULL, &y) == 0)
             o = mi_reshape(y, MI_SHAPE(B, T, d));
     }
     if (o && h->has_cms && c->cms_place == MI_HOPE_CMS_MIXER) o = mi_cms_forward(&h->cms, o);
