@@ -94,6 +94,23 @@ case_peak() {
     grep -Eq '^peak = GFLOP/s / the f32 FMA peak on 1 thread, [0-9.]+ GFLOP/s' "$tmp/peak.out"
 }
 check "bench train prints GFLOP/s as a share of the measured f32 FMA peak" case_peak
+# a train variant's own +KEY=VALUE reach the mixer (and the case's config says so); an
+# unknown key fails that case naming it; a '+' without KEY= is a usage error
+train_override() {
+  "$bench" train --variants hope+recompute=true --reps 1 --threads 2 --batch 2 --seq-len 16 \
+    --json-only > "$tmp/override.jsonl" 2>/dev/null &&
+    grep -q '"name":"train.hope+recompute=true","config":"mixer hope chunk=16 memory_chunk=16 recompute=true;' \
+      "$tmp/override.jsonl"
+}
+check "bench train SPEC+KEY=VALUE: the override reaches the mixer" train_override
+unknown_override() {
+  "$bench" train --variants titans+bogus_key=1 --reps 1 --threads 1 --batch 1 --seq-len 16 \
+    > "$tmp/override.out" 2>&1
+  [ $? = 1 ] && grep -q "train.titans+bogus_key=1 .*bogus_key" "$tmp/override.out"
+}
+check "bench train with an unknown override key -> the case fails naming it" unknown_override
+check "bench train 'hope+recompute' (no =VALUE) -> exit 2" status 2 "each override is \+KEY=VALUE" \
+  "$bench" train --variants hope+recompute
 check "bench ops --variants -> exit 2 (ops has none)" status 2 "--variants is an option of" \
   "$bench" ops --variants titans
 # A suite whose data is not found is skipped; under --check that is a failure. A copy of
