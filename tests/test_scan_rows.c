@@ -158,7 +158,8 @@ START_TEST(parameters_on_the_threads)
     /* the record kept from the forward is made on both threads */
     p.m.seen = 0;
     ck_assert_msg(loss_of(&p, true, MI_SCAN_RECORD, &p.c0, p.xs), "%s", mi_error());
-    ck_assert_msg(p.m.seen == 3, "the record was made on %s", p.m.seen == 1 ? "the caller's thread alone" : "one thread");
+    ck_assert_msg(p.m.seen == 3, "the record was made on %s",
+                  p.m.seen == 1 ? "the caller's thread alone" : "one thread");
 }
 END_TEST
 
@@ -246,7 +247,8 @@ START_TEST(record_inside_checkpoint)
         mi_scope *s = mi_scope_new("step");
         mi_scope_enter(s);
         ck_ctx ctx = {&p, k ? MI_SCAN_RECORD : 0};
-        mi_tensor *l = mi_checkpoint(checkpointed, &ctx, (mi_tensor *[]){p.c0, p.xs[0], p.xs[1]}, 3);
+        mi_tensor *in[3] = {p.c0, p.xs[0], p.xs[1]};
+        mi_tensor *l = mi_checkpoint(checkpointed, &ctx, in, 3);
         ck_assert_msg(l && mi_grad(&l, NULL, 1, w, 4, false, g[k]) == 0, "%s", mi_error());
         mi_scope_leave();
         used[k] = mi_scope_stats_get(s).bytes_used;

@@ -91,7 +91,7 @@ static int64_t per_token(const mi_tensor *t, int64_t N, int64_t T)
 
 /* x_t[n, r] = xs[n, t, r] (bytes, R elements of size es a row) */
 void scan_gather(void *dst, const void *src, int64_t N, int64_t T, int64_t t, int64_t R,
-                   size_t es)
+                 size_t es)
 {
     for (int64_t n = 0; n < N; n++)
         memcpy((char *)dst + (size_t)(n * R) * es,
@@ -120,7 +120,7 @@ void scan_add_into(void *acc, const mi_tensor *g)
     }
 }
 
-/* x_t of xs[j] at token t, a new tensor [N, xs.shape[2:]] */
+/* x_t of xs at token t, a new tensor [N, xs.shape[2:]] */
 mi_tensor *scan_token_of(const scan_closure *c, const mi_tensor *xs, int64_t t)
 {
     int64_t shape[MI_MAX_RANK];
@@ -128,7 +128,8 @@ mi_tensor *scan_token_of(const scan_closure *c, const mi_tensor *xs, int64_t t)
     for (int d = 2; d < xs->rank; d++) shape[d - 1] = xs->shape[d];
     mi_tensor *x = mi_tensor_new(c->dt, xs->rank - 1, shape);
     if (x)
-        scan_gather(x->data, xs->data, c->N, c->T, t, per_token(xs, c->N, c->T), mi_dtype_size(c->dt));
+        scan_gather(x->data, xs->data, c->N, c->T, t, per_token(xs, c->N, c->T),
+                    mi_dtype_size(c->dt));
     return x;
 }
 
@@ -151,7 +152,7 @@ bool mi_scan_wants_ys(void) { return !skip_ys; }
  * (after the first token, unless skip_ys) the y's; the first token fixes the
  * y's shapes. */
 int scan_step(scan_closure *c, mi_tensor *const *carry, mi_tensor *const *x,
-                mi_tensor **carry_out, mi_tensor **y, int64_t t)
+              mi_tensor **carry_out, mi_tensor **y, int64_t t)
 {
     for (int i = 0; i < c->n_carry; i++) carry_out[i] = NULL;
     for (int j = 0; j < c->n_ys; j++) y[j] = NULL;
@@ -328,8 +329,8 @@ static int token_grad(scan_closure *c, mi_scope *s, int64_t t, int64_t prev,
     for (int j = 0; j < c->n_ys; j++) {
         mi_tensor *sd = mi_tensor_new(c->dt, c->y_rank[j], c->y_shape[j]);
         if (!sd) goto done;
-        scan_gather(sd->data, (const char *)g->data + (size_t)c->out_off_y[j] * es, c->N, c->T, t,
-               y[j]->numel / c->N, es);
+        scan_gather(sd->data, (const char *)g->data + (size_t)c->out_off_y[j] * es, c->N, c->T,
+                    t, y[j]->numel / c->N, es);
         outs[c->n_carry + j] = y[j];
         seeds[c->n_carry + j] = sd;
     }

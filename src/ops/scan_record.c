@@ -208,10 +208,16 @@ int scan_record_backward(scan_closure *c, const mi_tensor *g, void *const *gcar,
     if (mi_grad(r->out, seeds, (int)n_out, wrt, m, false, got) != 0) goto done;
     m = 0;
     for (int i = 0; i < c->n_carry; i++)
-        if (gcar[i]) memcpy(gcar[i], got[m]->data, (size_t)got[m]->numel * es), m++;
+        if (gcar[i]) {
+            memcpy(gcar[i], got[m]->data, (size_t)got[m]->numel * es);
+            m++;
+        }
     for (int64_t t = 0; t < c->T; t++)
         for (int j = 0; j < c->n_xs; j++)
-            if (gx[j]) scan_scatter(gx[j], got[m]->data, c->N, c->T, t, got[m]->numel / c->N, es), m++;
+            if (gx[j]) {
+                scan_scatter(gx[j], got[m]->data, c->N, c->T, t, got[m]->numel / c->N, es);
+                m++;
+            }
     for (int k = 0; gp && k < r->n; k++) {
         int64_t off = param_offset(c, r->found[k]);
         if (off >= 0) scan_add_into((char *)gp + (size_t)off * es, got[m + k]);
