@@ -249,9 +249,9 @@ const mi_named_tensor *mi_hope_params(const mi_hope *h, int *count);
  * reset); first-order gradients only. With `recompute`, or inside a
  * checkpointed block (the LM's checkpoint_blocks, miras-train --recompute),
  * the backward runs the loop again instead, one layer's record at a time.
- * With `composed`, one thread
- * (mi_threads) or one row the loop is recorded on the caller's tape
- * instead: gradients of any order (the CMS needs cms.composed too). */
+ * With `composed`, one thread (mi_threads) or one row the loop is recorded
+ * on the caller's tape instead: gradients of any order (the CMS needs
+ * cms.composed too). */
 mi_tensor *mi_hope_forward(const mi_hope *h, mi_tensor *x);
 
 /* One token at a time, as the CMS's (mi_cms_state_new): a step x [batch, 1, d] →

@@ -204,7 +204,7 @@ void mi_scope_reset(mi_scope *s)
     for (block *b = s->first; b; b = b->next) b->used = 0;
     s->cur = s->first;
     s->used = 0;
-    s->shared = false; /* its subs are gone */
+    __atomic_store_n(&s->shared, false, __ATOMIC_RELEASE); /* its subs are gone */
 }
 
 static free_list *free_slot(const mi_scope *s, size_t size)
