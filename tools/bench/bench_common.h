@@ -63,7 +63,7 @@ timing time_body(body_fn body, void *ctx, int per_body, const bench_opts *o);
 
 typedef struct result {
     char name[48];
-    char config[320];
+    char config[512];
     int threads;
     timing t;
     double flops, bytes; /* per call; 0 where not meaningful */

@@ -105,10 +105,10 @@ static void train_child(const void *ctx, result *out)
         ok = mi_lm_config_set(&c, set) == 0;
     }
     /* the variant's own +KEY=VALUE: the mixer's keys, after the benchmark's */
-    char kv[NAME_MAX_LEN];
+    char kv[NAME_MAX_LEN], own[NAME_MAX_LEN + 8];
     for (const char *at = tc->variant; ok && next_override(&at, kv, sizeof kv);) {
-        snprintf(set, sizeof set, "mixer.%s", kv);
-        ok = mi_lm_config_set(&c, set) == 0;
+        snprintf(own, sizeof own, "mixer.%s", kv);
+        ok = mi_lm_config_set(&c, own) == 0;
     }
     if (!ok) {
         note_error(out, "config");
@@ -258,10 +258,11 @@ int bench_train(const bench_opts *o)
         if (mi_preset_find(spec)) snprintf(chunk, sizeof chunk, " chunk=%d", TRAIN_CHUNK);
         if (!strcmp(spec, "hope"))
             snprintf(chunk, sizeof chunk, " chunk=%d memory_chunk=%d", TRAIN_CHUNK, TRAIN_CHUNK);
-        char own[160] = "", kv[NAME_MAX_LEN];
+        /* the variant's own overrides after the benchmark's keys (the name carries them whole) */
+        char own[96] = "", kv[NAME_MAX_LEN];
         for (const char *at = variants[i]; next_override(&at, kv, sizeof kv);)
-            snprintf(own + strlen(own), sizeof own - strlen(own), " %s", kv);
-        snprintf(r->config, sizeof r->config, "mixer %s%s%s; vocab 256 d_model 128 layers 4 "
+            snprintf(own + strlen(own), sizeof own - strlen(own), " %.80s", kv);
+        snprintf(r->config, sizeof r->config, "mixer %.40s%s%s; vocab 256 d_model 128 layers 4 "
                  "heads 4 SwiGLU 384; B=%lld T=%lld; AdamW lr 1e-3 wd 0.1; f32; %s%s",
                  spec, chunk, own, (long long)tc.batch, (long long)tc.T, data_txt,
                  o->recompute ? "; blocks recomputed in the backward" : "");
