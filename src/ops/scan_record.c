@@ -140,7 +140,7 @@ int scan_record_forward(scan_closure *c, mi_scope *outer, mi_tensor **O)
     mi_set_grad_enabled(recording);
     mi_tensor_track_pop(mark);
     mi_scope_leave();
-    if (rc == 0 && r->out_of_memory) rc = -1, mi_error_set("mi_scan: out of memory");
+    if (r->out_of_memory) rc = -1;
     if (rc != 0 && !mi_error_pending()) mi_error_set("mi_scan: out of memory");
     return rc;
 }

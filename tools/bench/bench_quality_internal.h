@@ -46,6 +46,9 @@ typedef struct quality_suite {
  * overrides, e.g. "moneta+p=2". */
 const char *variant_spec(const char *v, char *buf, size_t n);  /* the mixer spec, before any '+' */
 bool next_override(const char **at, char *buf, size_t n);      /* the next KEY=VALUE at *at */
+/* Whether v's overrides are well formed: after the spec each is +KEY=VALUE
+ * with a value; else a message naming v. */
+bool variant_overrides_valid(const char *v, char *msg, size_t n);
 const mi_preset *variant_preset(const char *v);  /* its MIRAS preset (samba's too), or NULL */
 bool rule_matches(const char *match, const char *v); /* a rule's match: v, @miras, @mlp or * */
 /* The comma list expanded ("presets": every MIRAS preset), each variant checked:

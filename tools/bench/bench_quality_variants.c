@@ -97,14 +97,9 @@ bool rule_matches(const char *match, const char *v)
     return !strcmp(match, v) || !strcmp(match, variant_spec(v, spec, sizeof spec));
 }
 
-/* Whether variant v (SPEC[+KEY=VALUE]...) is well formed and its spec
- * known; else a message. The keys themselves are miras-train's to judge:
- * an unknown one fails that case (exit status 2, its message in the row). */
-static bool variant_valid(const char *v, char *msg, size_t n)
+bool variant_overrides_valid(const char *v, char *msg, size_t n)
 {
-    char spec[NAME_MAX_LEN], kv[NAME_MAX_LEN];
-    variant_spec(v, spec, sizeof spec);
-    if (!mixer_spec_valid(spec, "presets (every MIRAS preset)", msg, n)) return false;
+    char kv[NAME_MAX_LEN];
     const char *plus = strchr(v, '+');
     if (plus && !starts_override(plus + 1)) {
         snprintf(msg, n, "variant '%s': after the mixer spec each override is +KEY=VALUE "
@@ -117,6 +112,17 @@ static bool variant_valid(const char *v, char *msg, size_t n)
             return false;
         }
     return true;
+}
+
+/* Whether variant v (SPEC[+KEY=VALUE]...) is well formed and its spec
+ * known; else a message. The keys themselves are miras-train's to judge:
+ * an unknown one fails that case (exit status 2, its message in the row). */
+static bool variant_valid(const char *v, char *msg, size_t n)
+{
+    char spec[NAME_MAX_LEN];
+    variant_spec(v, spec, sizeof spec);
+    return mixer_spec_valid(spec, "presets (every MIRAS preset)", msg, n) &&
+           variant_overrides_valid(v, msg, n);
 }
 
 static int add_variant(char (*names)[NAME_MAX_LEN], int count, const char *v, char *msg,

@@ -215,17 +215,9 @@ int bench_train(const bench_opts *o)
                           "train", vbuf, sizeof vbuf, variants, 32);
     if (nv < 0) return 2;
     for (int i = 0; i < nv; i++) {
-        char kv[NAME_MAX_LEN];
-        int n_kv = 0;
-        for (const char *at = variants[i]; next_override(&at, kv, sizeof kv); n_kv++)
-            if (!kv[strcspn(kv, "=") + 1]) {
-                fprintf(stderr, "miras-bench: train: variant '%s': override '%s' has no value\n",
-                        variants[i], kv);
-                return 2;
-            }
-        if (strchr(variants[i], '+') && !n_kv) {
-            fprintf(stderr, "miras-bench: train: variant '%s': after the mixer spec each "
-                    "override is +KEY=VALUE (hope+recompute=true)\n", variants[i]);
+        char msg[NAME_MAX_LEN + 160];
+        if (!variant_overrides_valid(variants[i], msg, sizeof msg)) {
+            fprintf(stderr, "miras-bench: train: %s\n", msg);
             return 2;
         }
     }
