@@ -81,6 +81,9 @@ START_TEST(hope_chunked_equals_loop)
     check_hope_against_reference(2, 3, true, 0);   /* segments cut at 2, 3, 4, 6 */
     check_hope_against_reference(3, 1, false, 2);  /* and through a CMS */
     check_hope_against_reference(8, 8, true, 0);   /* one chunk: no update is ever read */
+    /* one chunk size, every layer's chunk ending at once: each group's decays
+       (the components' head-mean α, the main memory's per head) its own */
+    check_hope_against_reference(2, 2, true, 0);
 }
 END_TEST
 

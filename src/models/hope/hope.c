@@ -363,7 +363,7 @@ static mi_tensor *from_heads(mi_tensor *t, int64_t B, int64_t H)
  * The chunk form's K Fᵀ (F û_t for every t) is f.wu, from the segments'
  * own reads of F. */
 static mi_tensor *dgd_layer(mi_tensor *w, mi_nl_mlp_factor f, mi_tensor *eta, mi_tensor *alpha,
-                            int rule)
+                            const delta_wy_decays *dec, int rule)
 {
     int64_t N = f.g->shape[0], n = f.g->shape[1], out = f.g->shape[2], in = f.u->shape[2];
     if (n == 1) {
@@ -380,7 +380,7 @@ static mi_tensor *dgd_layer(mi_tensor *w, mi_nl_mlp_factor f, mi_tensor *eta, mi
     /* a shared state [out, in] stays [1, 1, out, in]: the chunk form's products and sums
        broadcast it over the sequences, so it is not copied N times */
     mi_tensor *st = mi_reshape(w, MI_SHAPE(w->rank == 3 ? N : 1, 1, out, in));
-    if (!st || delta_chunk_wy(&st, NULL, f.u, value, beta, alpha, false, 1, f.wu, NULL) != 0)
+    if (!st || delta_chunk_wy(&st, NULL, f.u, value, beta, alpha, false, 1, f.wu, dec, NULL) != 0)
         return NULL;
     return mi_reshape(st, MI_SHAPE(N, out, in));
 }
@@ -411,17 +411,36 @@ static int defer(layer *l, mi_nl_mlp_factor f, mi_tensor *eta, mi_tensor *alpha)
     return 0;
 }
 
+/* At a chunk's end, the decays (delta_wy_decays_of) of the α the last layer
+ * flushed took, and its list of the segments' α: the component layers take
+ * their steps with one α (the head mean), and so do the main memory's two,
+ * so each group forms its decays once. One a chunk's end (a list is the
+ * flushed layer's own, rewritten in the next chunk). */
+typedef struct decays {
+    int n;
+    mi_tensor *const *alpha;
+    delta_wy_decays dec;
+} decays;
+
 /* The chunk's end: F ← the state after every deferred step. */
-static int flush(const mi_hope_config *c, layer *l)
+static int flush(const mi_hope_config *c, layer *l, decays *d)
 {
-    mi_tensor *all[PARTS];
+    mi_tensor *all[PARTS], **alpha = l->part + ALPHA * l->cap;
     for (int i = 0; i < PARTS; i++) {
         mi_tensor **list = l->part + i * l->cap;
         all[i] = l->n == 1 ? list[0] : mi_concat(list, l->n, 1);
     }
+    if (!all[ALPHA]) return -1;
+    bool chunk = all[ALPHA]->shape[1] > 1;   /* one token: α W − …, no decays */
+    if (chunk && (d->n != l->n || memcmp(d->alpha, alpha, sizeof(mi_tensor *) * (size_t)l->n))) {
+        d->n = 0;
+        if (delta_wy_decays_of(all[ALPHA], false, &d->dec) != 0) return -1;
+        d->n = l->n;
+        d->alpha = alpha;
+    }
     l->n = 0;
     l->w = dgd_layer(l->w, (mi_nl_mlp_factor){all[G], all[U], all[WU]}, all[ETA], all[ALPHA],
-                     c->rule);
+                     &d->dec, c->rule);
     return l->w ? 0 : -1;
 }
 
@@ -619,8 +638,9 @@ static mi_tensor *forward_rows(const mi_hope *h, mi_tensor *x)
         if (T < t1) t1 = T;
         if (!(os[n_seg++] = segment(&r, mi_slice(xt, 1, t0, t1), t1 < T))) return NULL;
         /* a layer whose chunk ends here applies the steps it took in it */
+        decays d = {0};
         for (int i = 0; i < r.n_comp + 3 && t1 < T; i++)
-            if (t1 % r.layer[i].chunk == 0 && flush(c, &r.layer[i]) != 0) return NULL;
+            if (t1 % r.layer[i].chunk == 0 && flush(c, &r.layer[i], &d) != 0) return NULL;
         t0 = t1;
     }
     return output(h, n_seg == 1 ? os[0] : mi_concat(os, n_seg, 1), x);
@@ -728,7 +748,7 @@ mi_tensor *mi_hope_step(const mi_hope *h, mi_hope_state *s, mi_tensor *x)
         if ((s->t + 1) % l->chunk == 0) {   /* the chunk ends: its steps, as flush applies them */
             l->w = dgd_layer(l->w,
                              (mi_nl_mlp_factor){s->part[i][G], s->part[i][U], s->part[i][WU]},
-                             s->part[i][ETA], s->part[i][ALPHA], c->rule);
+                             s->part[i][ETA], s->part[i][ALPHA], NULL, c->rule);
             memset(s->part[i], 0, sizeof s->part[i]);
             if (!l->w) return mi_error_prefix("hope: step"), NULL;
         }

@@ -142,7 +142,7 @@ static mi_tensor *delta_beta(const mi_miras *m, mi_tensor *k, mi_tensor *eta)
 
 static int chunk_wy(mi_tensor **state, mi_tensor *q, mi_tensor *k, mi_tensor *v,
                     mi_tensor *beta, mi_tensor *alpha, bool decay_first, bool unit, int steps,
-                    mi_tensor *ks, mi_tensor **y);
+                    mi_tensor *ks, const delta_wy_decays *dec, mi_tensor **y);
 
 int delta_chunk_exact(const mi_miras *m, mi_tensor **state, mi_tensor *q, mi_tensor *k,
                       mi_tensor *v, mi_tensor *eta, mi_tensor *alpha, int steps, mi_tensor **y)
@@ -152,18 +152,37 @@ int delta_chunk_exact(const mi_miras *m, mi_tensor **state, mi_tensor *q, mi_ten
         return delta_chunk_dplr(state, q, k, v, delta_beta(m, k, eta), alpha,
                                 m->config.decay_first, y);
     return chunk_wy(state, q, k, v, delta_beta(m, k, eta), alpha, m->config.decay_first,
-                    m->config.delta_write == MI_DELTA_WRITE_UNIT, steps, NULL, y);
+                    m->config.delta_write == MI_DELTA_WRITE_UNIT, steps, NULL, NULL, y);
 }
 
 int delta_chunk_wy(mi_tensor **state, mi_tensor *q, mi_tensor *k, mi_tensor *v, mi_tensor *beta,
-                   mi_tensor *alpha, bool decay_first, int steps, mi_tensor *ks, mi_tensor **y)
+                   mi_tensor *alpha, bool decay_first, int steps, mi_tensor *ks,
+                   const delta_wy_decays *dec, mi_tensor **y)
 {
-    return chunk_wy(state, q, k, v, beta, alpha, decay_first, false, steps, ks, y);
+    return chunk_wy(state, q, k, v, beta, alpha, decay_first, false, steps, ks, dec, y);
+}
+
+int delta_wy_decays_of(mi_tensor *alpha, bool decay_first, delta_wy_decays *dec)
+{
+    if (!alpha) return -1;
+    int64_t n = alpha->shape[1];
+    mi_dtype dt = alpha->dtype;
+    double tiny = dt == MI_F64 ? DBL_MIN : FLT_MIN;
+    mi_tensor *strict = mask(dt, n, n, 1, true);
+    mi_tensor *la = mi_log(mi_clamp(gate_column(alpha), tiny, HUGE_VAL));
+    mi_tensor *cum = mi_cumsum(la, 2, false);
+    mi_tensor *cr = decay_first ? cum : mi_sub(cum, la), *cn = mi_slice(cum, 2, n - 1, n);
+    *dec = (delta_wy_decays){.cum = cum,
+                             .gamma_r = mi_exp(cr),
+                             .ratio_r = strict ? ratios(cr, cum, strict) : NULL,
+                             .gamma_n = mi_exp(cn),
+                             .to_end = mi_exp(mi_sub(cn, cum))};
+    return dec->gamma_r && dec->ratio_r && dec->gamma_n && dec->to_end ? 0 : -1;
 }
 
 static int chunk_wy(mi_tensor **state, mi_tensor *q, mi_tensor *k, mi_tensor *v,
                     mi_tensor *beta, mi_tensor *alpha, bool decay_first, bool unit, int steps,
-                    mi_tensor *ks, mi_tensor **y)
+                    mi_tensor *ks, const delta_wy_decays *dec, mi_tensor **y)
 {
     mi_tensor *s0 = *state;
     if (!s0 || !k || !v || !beta || (y && !q)) return -1;
@@ -173,33 +192,29 @@ static int chunk_wy(mi_tensor **state, mi_tensor *q, mi_tensor *k, mi_tensor *v,
     bool channel = beta->rank == 3 || (alpha && alpha->rank == 3);
     beta = gate_column(beta);
 
-    /* the decays: c_t = Σ_{j≤t} log α_j and the ratios of (2)–(4) */
-    mi_tensor *strict = mask(dt, n, n, 1, true), *reads = mask(dt, nt, n, steps, false);
-    if (!strict || !reads) return -1;
-    mi_tensor *gamma_r = NULL, *ratio_r = NULL, *gamma_y = NULL, *ratio_y = NULL;
-    mi_tensor *gamma_n = NULL, *to_end = NULL;
-    if (alpha) {
-        double tiny = dt == MI_F64 ? DBL_MIN : FLT_MIN;
-        mi_tensor *la = mi_log(mi_clamp(gate_column(alpha), tiny, HUGE_VAL));
-        mi_tensor *cum = mi_cumsum(la, 2, false);
-        mi_tensor *cr = decay_first ? cum : mi_sub(cum, la);
-        mi_tensor *cy = last_rows(cum, steps), *cn = mi_slice(cum, 2, n - 1, n);
-        gamma_r = mi_exp(cr);
-        ratio_r = ratios(cr, cum, strict);
+    /* the decays: c_t = Σ_{j≤t} log α_j and the ratios of (2)–(4), the
+       reads' (3) only where y is asked for */
+    delta_wy_decays own = {0};
+    if (alpha && !dec) {
+        if (delta_wy_decays_of(alpha, decay_first, &own) != 0) return -1;
+        dec = &own;
+    }
+    mi_tensor *reads = y ? mask(dt, nt, n, steps, false) : NULL, *gamma_y = NULL, *ratio_y = NULL;
+    if (y && !reads) return -1;
+    if (y && alpha) {
+        mi_tensor *cy = last_rows(dec->cum, steps);
         gamma_y = mi_exp(cy);
-        ratio_y = ratios(cy, cum, reads);
-        gamma_n = mi_exp(cn);
-        to_end = mi_exp(mi_sub(cn, cum));
-        if (!gamma_r || !ratio_r || !gamma_y || !ratio_y || !gamma_n || !to_end) return -1;
+        ratio_y = ratios(cy, dec->cum, reads);
+        if (!gamma_y || !ratio_y) return -1;
     }
 
     /* (2): the pseudo-values U [N, g, n, m] */
     mi_tensor *s0m = mi_squeeze(s0, 1);                         /* [N, dv, dk] */
     mi_tensor *k4 = mi_unsqueeze(k, 1);                         /* [N, 1, n, dk] */
     mi_tensor *kk = mi_matmul_t(k4, k4, false, true);           /* K Kᵀ [N, 1, n, n] */
-    mi_tensor *lower = mi_mul(beta, alpha ? mi_mul(ratio_r, kk) : kk);
+    mi_tensor *lower = mi_mul(beta, alpha ? mi_mul(dec->ratio_r, kk) : kk);
     ks = to_rows(ks ? ks : mi_matmul_t(k, s0m, false, true), channel); /* K S_0ᵀ */
-    if (alpha) ks = mi_mul(gamma_r, ks);
+    if (alpha) ks = mi_mul(dec->gamma_r, ks);
     mi_tensor *rhs = unit ? mi_sub(to_rows(v, channel), mi_mul(beta, ks))
                           : mi_mul(beta, mi_sub(to_rows(v, channel), ks));
     mi_tensor *u = mi_tri_solve(lower, rhs, false);
@@ -220,11 +235,11 @@ static int chunk_wy(mi_tensor **state, mi_tensor *q, mi_tensor *k, mi_tensor *v,
      * (ũ_t = u_t ⊙ to_end_t) as one product into γ_n ⊙ S_0, one pass over the
      * state (mi_matmul_acc_gated); the product's rows [N, g, r, dk] are the
      * state's [N, 1, dv, dk] (g·r = dv) */
-    mi_tensor *w = alpha ? mi_mul(u, to_end) : u;
+    mi_tensor *w = alpha ? mi_mul(u, dec->to_end) : u;
     if (!w) return -1;
     int64_t g = w->shape[1], r = w->shape[3];
     mi_tensor *c = mi_reshape(s0, 4, (int64_t[]){s0->shape[0], g, r, dk});
-    mi_tensor *end = alpha ? mi_matmul_acc_gated(c, gamma_n, w, k4, true, false, 1)
+    mi_tensor *end = alpha ? mi_matmul_acc_gated(c, dec->gamma_n, w, k4, true, false, 1)
                            : mi_matmul_acc(c, w, k4, true, false, 1);
     *state = mi_reshape(end, 4, (int64_t[]){n_seq, 1, dv, dk});
     return *state ? 0 : -1;

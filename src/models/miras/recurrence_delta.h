@@ -22,14 +22,26 @@ int delta_exact_choose(const mi_miras *m, const mi_tensor *alpha);
 int delta_chunk_exact(const mi_miras *m, mi_tensor **state, mi_tensor *q, mi_tensor *k,
                       mi_tensor *v, mi_tensor *eta, mi_tensor *alpha, int steps, mi_tensor **y);
 
-/* The same with β given ([N, n] or [N, n, dv]) and the rule's ordering
+/* A chunk's decays in the layout of (2)–(4) (recurrence_delta.c): the
+ * cumulative log decay cum [N, 1, n, 1] and, from it, γʳ, Γʳ, γ_n and γ_n/γ. */
+typedef struct delta_wy_decays {
+    mi_tensor *cum, *gamma_r, *ratio_r, *gamma_n, *to_end;
+} delta_wy_decays;
+
+/* delta_chunk_exact with β given ([N, n] or [N, n, dv]) and the rule's ordering
  * (decay_first: S_t = α_t S_{t−1}(I − β k kᵀ) + β v kᵀ; otherwise
  * S_t = α_t S_{t−1} − β (S_{t−1} k − v) kᵀ), for any caller whose per-token
  * step is such a rule (HOPE's Eq. 28 layers). ks, where the caller has it,
  * is K S_0ᵀ [N, n, dv], the state's reads at the keys (NULL: the product is
- * taken here). */
+ * taken here); dec, α's decays (delta_wy_decays_of) or NULL. */
 int delta_chunk_wy(mi_tensor **state, mi_tensor *q, mi_tensor *k, mi_tensor *v, mi_tensor *beta,
-                   mi_tensor *alpha, bool decay_first, int steps, mi_tensor *ks, mi_tensor **y);
+                   mi_tensor *alpha, bool decay_first, int steps, mi_tensor *ks,
+                   const delta_wy_decays *dec, mi_tensor **y);
+
+/* The decays of α [N, n], for a caller that runs several delta rules with
+ * one α (HOPE's component layers) and passes them to each delta_chunk_wy
+ * (whose dec NULL forms them itself). 0, or -1. */
+int delta_wy_decays_of(mi_tensor *alpha, bool decay_first, delta_wy_decays *dec);
 
 /* The same for a channel-wise α [N, n, dk] on the key axis (alpha_on_keys:
  * S_t = S_{t−1} Diag(α_t)(I − β k kᵀ) + β v kᵀ with decay_first, otherwise
