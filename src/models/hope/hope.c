@@ -374,7 +374,7 @@ static mi_tensor *dgd_layer(mi_tensor *w, mi_nl_mlp_factor f, mi_tensor *eta, mi
         mi_tensor *a = mi_reshape(alpha, MI_SHAPE(N, 1, 1));
         return mi_matmul_acc(mi_mul(a, w), mi_add(wu, mi_mul(h, f.g)), f.u, true, false, -1);
     }
-    mi_tensor *beta = rule == MI_HOPE_EQ28 ? mi_ones(eta->dtype, MI_SHAPE(N, n)) : eta;
+    mi_tensor *beta = rule == MI_HOPE_EQ28 ? NULL : eta;                /* NULL: β = 1 */
     mi_tensor *value = rule == MI_HOPE_EQ28 ? mi_neg(mi_mul(mi_unsqueeze(eta, -1), f.g))
                                             : mi_neg(f.g);            /* [N, n, out] */
     /* a shared state [out, in] stays [1, 1, out, in]: the chunk form's products and sums
@@ -411,36 +411,48 @@ static int defer(layer *l, mi_nl_mlp_factor f, mi_tensor *eta, mi_tensor *alpha)
     return 0;
 }
 
-/* At a chunk's end, the decays (delta_wy_decays_of) of the α the last layer
- * flushed took, and its list of the segments' α: the component layers take
- * their steps with one α (the head mean), and so do the main memory's two,
- * so each group forms its decays once. One a chunk's end (a list is the
- * flushed layer's own, rewritten in the next chunk). */
-typedef struct decays {
+/* At a chunk's end, the rates of the last layer flushed: its segments' η and
+ * α lists, their concatenations over the chunk and α's decays
+ * (delta_wy_decays_of). The component layers take their steps with one η and
+ * α (the head means), and so do the main memory's two, so each group forms
+ * them once. One a chunk's end (a list is the flushed layer's own, rewritten
+ * in the next chunk). */
+typedef struct rates {
     int n;
-    mi_tensor *const *alpha;
+    mi_tensor *const *eta_list, *const *alpha_list;
+    mi_tensor *eta, *alpha;
     delta_wy_decays dec;
-} decays;
+} rates;
+
+static bool same_list(mi_tensor *const *a, mi_tensor *const *b, int n)
+{
+    return a && b && memcmp(a, b, sizeof(mi_tensor *) * (size_t)n) == 0;
+}
+
+static mi_tensor *concat_parts(mi_tensor *const *list, int n)
+{
+    return n == 1 ? list[0] : mi_concat(list, n, 1);
+}
 
 /* The chunk's end: F ← the state after every deferred step. */
-static int flush(const mi_hope_config *c, layer *l, decays *d)
+static int flush(const mi_hope_config *c, layer *l, rates *r)
 {
-    mi_tensor *all[PARTS], **alpha = l->part + ALPHA * l->cap;
-    for (int i = 0; i < PARTS; i++) {
-        mi_tensor **list = l->part + i * l->cap;
-        all[i] = l->n == 1 ? list[0] : mi_concat(list, l->n, 1);
+    mi_tensor *const *eta = l->part + ETA * l->cap, *const *alpha = l->part + ALPHA * l->cap;
+    if (r->n != l->n || !same_list(r->eta_list, eta, l->n) ||
+        !same_list(r->alpha_list, alpha, l->n)) {
+        *r = (rates){.eta = concat_parts(eta, l->n), .alpha = concat_parts(alpha, l->n)};
+        if (!r->eta || !r->alpha) return -1;
+        /* one token: α W − …, no decays */
+        if (r->alpha->shape[1] > 1 && delta_wy_decays_of(r->alpha, false, &r->dec) != 0)
+            return -1;
+        r->n = l->n, r->eta_list = eta, r->alpha_list = alpha;
     }
-    if (!all[ALPHA]) return -1;
-    bool chunk = all[ALPHA]->shape[1] > 1;   /* one token: α W − …, no decays */
-    if (chunk && (d->n != l->n || memcmp(d->alpha, alpha, sizeof(mi_tensor *) * (size_t)l->n))) {
-        d->n = 0;
-        if (delta_wy_decays_of(all[ALPHA], false, &d->dec) != 0) return -1;
-        d->n = l->n;
-        d->alpha = alpha;
-    }
+    mi_tensor *g = concat_parts(l->part + G * l->cap, l->n),
+              *u = concat_parts(l->part + U * l->cap, l->n),
+              *wu = concat_parts(l->part + WU * l->cap, l->n);
     l->n = 0;
-    l->w = dgd_layer(l->w, (mi_nl_mlp_factor){all[G], all[U], all[WU]}, all[ETA], all[ALPHA],
-                     &d->dec, c->rule);
+    if (!g || !u || !wu) return -1;
+    l->w = dgd_layer(l->w, (mi_nl_mlp_factor){g, u, wu}, r->eta, r->alpha, &r->dec, c->rule);
     return l->w ? 0 : -1;
 }
 
@@ -638,9 +650,9 @@ static mi_tensor *forward_rows(const mi_hope *h, mi_tensor *x)
         if (T < t1) t1 = T;
         if (!(os[n_seg++] = segment(&r, mi_slice(xt, 1, t0, t1), t1 < T))) return NULL;
         /* a layer whose chunk ends here applies the steps it took in it */
-        decays d = {0};
+        rates rt = {0};
         for (int i = 0; i < r.n_comp + 3 && t1 < T; i++)
-            if (t1 % r.layer[i].chunk == 0 && flush(c, &r.layer[i], &d) != 0) return NULL;
+            if (t1 % r.layer[i].chunk == 0 && flush(c, &r.layer[i], &rt) != 0) return NULL;
         t0 = t1;
     }
     return output(h, n_seg == 1 ? os[0] : mi_concat(os, n_seg, 1), x);

@@ -75,16 +75,13 @@ int mi_nl_mlp_step(mi_tensor *w1, mi_tensor *w2, bool residual, mi_tensor *x, mi
  * δ xᵀ (W2) as g_t û_tᵀ with û = u/√(‖u‖² + eps), so that I − û ûᵀ is
  * Eq. 28's contraction whatever the scale of u, and g = e·√(‖u‖² + eps)
  * (plain GD) or e/√(‖u‖² + eps) (lms: the gradient over ‖u‖² + eps). */
-static mi_tensor *left_factor(mi_tensor *g, mi_tensor *norm, bool lms)
-{
-    return lms ? mi_div(g, norm) : mi_mul(g, norm);
-}
-
 mi_nl_mlp_factor mi_nl_mlp_layer_factor(mi_tensor *g, mi_tensor *u, mi_tensor *wu, bool lms,
                                         double eps)
 {
-    mi_tensor *nu = mi_sqrt(mi_add_scalar(mi_sum(mi_square(u), -1, true), eps));
-    return (mi_nl_mlp_factor){left_factor(g, nu, lms), mi_div(u, nu), wu ? mi_div(wu, nu) : NULL};
+    /* r = 1/√(‖u‖² + eps); products with r, whose vjps are products, not quotients */
+    mi_tensor *r = mi_rsqrt(mi_add_scalar(mi_sum(mi_square(u), -1, true), eps));
+    return (mi_nl_mlp_factor){lms ? mi_mul(g, r) : mi_div(g, r), mi_mul(u, r),
+                              wu ? mi_mul(wu, r) : NULL};
 }
 
 int mi_nl_mlp_factors(mi_tensor *w1, mi_tensor *w2, bool residual, mi_tensor *x, mi_tensor *v,

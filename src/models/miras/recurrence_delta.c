@@ -151,7 +151,9 @@ int delta_chunk_exact(const mi_miras *m, mi_tensor **state, mi_tensor *q, mi_ten
     if (m->config.alpha_on_keys && alpha && alpha->rank == 3)
         return delta_chunk_dplr(state, q, k, v, delta_beta(m, k, eta), alpha,
                                 m->config.decay_first, y);
-    return chunk_wy(state, q, k, v, delta_beta(m, k, eta), alpha, m->config.decay_first,
+    mi_tensor *beta = delta_beta(m, k, eta);
+    if (!beta) return -1;
+    return chunk_wy(state, q, k, v, beta, alpha, m->config.decay_first,
                     m->config.delta_write == MI_DELTA_WRITE_UNIT, steps, NULL, NULL, y);
 }
 
@@ -185,12 +187,12 @@ static int chunk_wy(mi_tensor **state, mi_tensor *q, mi_tensor *k, mi_tensor *v,
                     mi_tensor *ks, const delta_wy_decays *dec, mi_tensor **y)
 {
     mi_tensor *s0 = *state;
-    if (!s0 || !k || !v || !beta || (y && !q)) return -1;
+    if (!s0 || !k || !v || (y && !q)) return -1;
     mi_dtype dt = k->dtype;
     int64_t n_seq = k->shape[0], n = k->shape[1], dv = v->shape[2], dk = k->shape[2];
     int64_t nt = n / steps;
-    bool channel = beta->rank == 3 || (alpha && alpha->rank == 3);
-    beta = gate_column(beta);
+    bool channel = (beta && beta->rank == 3) || (alpha && alpha->rank == 3);
+    if (beta && !(beta = gate_column(beta))) return -1;   /* NULL: β ≡ 1 */
 
     /* the decays: c_t = Σ_{j≤t} log α_j and the ratios of (2)–(4), the
        reads' (3) only where y is asked for */
@@ -212,11 +214,12 @@ static int chunk_wy(mi_tensor **state, mi_tensor *q, mi_tensor *k, mi_tensor *v,
     mi_tensor *s0m = mi_squeeze(s0, 1);                         /* [N, dv, dk] */
     mi_tensor *k4 = mi_unsqueeze(k, 1);                         /* [N, 1, n, dk] */
     mi_tensor *kk = mi_matmul_t(k4, k4, false, true);           /* K Kᵀ [N, 1, n, n] */
-    mi_tensor *lower = mi_mul(beta, alpha ? mi_mul(dec->ratio_r, kk) : kk);
+    mi_tensor *lower = alpha ? mi_mul(dec->ratio_r, kk) : kk;
+    if (beta) lower = mi_mul(beta, lower);
     ks = to_rows(ks ? ks : mi_matmul_t(k, s0m, false, true), channel); /* K S_0ᵀ */
     if (alpha) ks = mi_mul(dec->gamma_r, ks);
-    mi_tensor *rhs = unit ? mi_sub(to_rows(v, channel), mi_mul(beta, ks))
-                          : mi_mul(beta, mi_sub(to_rows(v, channel), ks));
+    mi_tensor *rhs = mi_sub(to_rows(v, channel), unit && beta ? mi_mul(beta, ks) : ks);
+    if (beta && !unit) rhs = mi_mul(beta, rhs);
     mi_tensor *u = mi_tri_solve(lower, rhs, false);
     if (!u) return -1;
 

@@ -33,7 +33,7 @@ typedef struct delta_wy_decays {
  * S_t = α_t S_{t−1} − β (S_{t−1} k − v) kᵀ), for any caller whose per-token
  * step is such a rule (HOPE's Eq. 28 layers). ks, where the caller has it,
  * is K S_0ᵀ [N, n, dv], the state's reads at the keys (NULL: the product is
- * taken here); dec, α's decays (delta_wy_decays_of) or NULL. */
+ * taken here); dec, α's decays (delta_wy_decays_of) or NULL; beta NULL: β ≡ 1. */
 int delta_chunk_wy(mi_tensor **state, mi_tensor *q, mi_tensor *k, mi_tensor *v, mi_tensor *beta,
                    mi_tensor *alpha, bool decay_first, int steps, mi_tensor *ks,
                    const delta_wy_decays *dec, mi_tensor **y);
