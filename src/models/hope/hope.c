@@ -363,7 +363,7 @@ static mi_tensor *from_heads(mi_tensor *t, int64_t B, int64_t H)
  * The chunk form's K Fᵀ (F û_t for every t) is f.wu, from the segments'
  * own reads of F. */
 static mi_tensor *dgd_layer(mi_tensor *w, mi_nl_mlp_factor f, mi_tensor *eta, mi_tensor *alpha,
-                            const delta_wy_decays *dec, int rule)
+                            mi_tensor *neg_eta, const delta_wy_decays *dec, int rule)
 {
     int64_t N = f.g->shape[0], n = f.g->shape[1], out = f.g->shape[2], in = f.u->shape[2];
     if (n == 1) {
@@ -375,8 +375,8 @@ static mi_tensor *dgd_layer(mi_tensor *w, mi_nl_mlp_factor f, mi_tensor *eta, mi
         return mi_matmul_acc(mi_mul(a, w), mi_add(wu, mi_mul(h, f.g)), f.u, true, false, -1);
     }
     mi_tensor *beta = rule == MI_HOPE_EQ28 ? NULL : eta;                /* NULL: β = 1 */
-    mi_tensor *value = rule == MI_HOPE_EQ28 ? mi_neg(mi_mul(mi_unsqueeze(eta, -1), f.g))
-                                            : mi_neg(f.g);            /* [N, n, out] */
+    if (rule == MI_HOPE_EQ28 && !neg_eta) neg_eta = mi_neg(mi_unsqueeze(eta, -1));
+    mi_tensor *value = rule == MI_HOPE_EQ28 ? mi_mul(neg_eta, f.g) : mi_neg(f.g); /* [N, n, out] */
     /* a shared state [out, in] stays [1, 1, out, in]: the chunk form's products and sums
        broadcast it over the sequences, so it is not copied N times */
     mi_tensor *st = mi_reshape(w, MI_SHAPE(w->rank == 3 ? N : 1, 1, out, in));
@@ -412,15 +412,15 @@ static int defer(layer *l, mi_nl_mlp_factor f, mi_tensor *eta, mi_tensor *alpha)
 }
 
 /* At a chunk's end, the rates of the last layer flushed: its segments' η and
- * α lists, their concatenations over the chunk and α's decays
- * (delta_wy_decays_of). The component layers take their steps with one η and
- * α (the head means), and so do the main memory's two, so each group forms
- * them once. One a chunk's end (a list is the flushed layer's own, rewritten
- * in the next chunk). */
+ * α lists, their concatenations over the chunk, −η as a column [N, n, 1]
+ * (Eq. 28's values −η g) and α's decays (delta_wy_decays_of). The component
+ * layers take their steps with one η and α (the head means), and so do the
+ * main memory's two, so each group forms them once. One a chunk's end (a
+ * list is the flushed layer's own, rewritten in the next chunk). */
 typedef struct rates {
     int n;
     mi_tensor *const *eta_list, *const *alpha_list;
-    mi_tensor *eta, *alpha;
+    mi_tensor *eta, *alpha, *neg_eta;
     delta_wy_decays dec;
 } rates;
 
@@ -442,9 +442,11 @@ static int flush(const mi_hope_config *c, layer *l, rates *r)
         !same_list(r->alpha_list, alpha, l->n)) {
         *r = (rates){.eta = concat_parts(eta, l->n), .alpha = concat_parts(alpha, l->n)};
         if (!r->eta || !r->alpha) return -1;
-        /* one token: α W − …, no decays */
-        if (r->alpha->shape[1] > 1 && delta_wy_decays_of(r->alpha, false, &r->dec) != 0)
-            return -1;
+        if (r->alpha->shape[1] > 1) {   /* a chunk (one token: α W − …, neither) */
+            if (delta_wy_decays_of(r->alpha, false, &r->dec) != 0) return -1;
+            if (c->rule == MI_HOPE_EQ28 && !(r->neg_eta = mi_neg(mi_unsqueeze(r->eta, -1))))
+                return -1;
+        }
         r->n = l->n, r->eta_list = eta, r->alpha_list = alpha;
     }
     mi_tensor *g = concat_parts(l->part + G * l->cap, l->n),
@@ -452,7 +454,8 @@ static int flush(const mi_hope_config *c, layer *l, rates *r)
               *wu = concat_parts(l->part + WU * l->cap, l->n);
     l->n = 0;
     if (!g || !u || !wu) return -1;
-    l->w = dgd_layer(l->w, (mi_nl_mlp_factor){g, u, wu}, r->eta, r->alpha, &r->dec, c->rule);
+    l->w = dgd_layer(l->w, (mi_nl_mlp_factor){g, u, wu}, r->eta, r->alpha, r->neg_eta, &r->dec,
+                     c->rule);
     return l->w ? 0 : -1;
 }
 
@@ -760,7 +763,7 @@ mi_tensor *mi_hope_step(const mi_hope *h, mi_hope_state *s, mi_tensor *x)
         if ((s->t + 1) % l->chunk == 0) {   /* the chunk ends: its steps, as flush applies them */
             l->w = dgd_layer(l->w,
                              (mi_nl_mlp_factor){s->part[i][G], s->part[i][U], s->part[i][WU]},
-                             s->part[i][ETA], s->part[i][ALPHA], NULL, c->rule);
+                             s->part[i][ETA], s->part[i][ALPHA], NULL, NULL, c->rule);
             memset(s->part[i], 0, sizeof s->part[i]);
             if (!l->w) return mi_error_prefix("hope: step"), NULL;
         }
