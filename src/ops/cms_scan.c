@@ -35,8 +35,8 @@
  * replaced a weight copy and two rank-1 updates per token).
  * Each sequence runs on one thread (so the result does not depend on the
  * thread count), its products on OpenBLAS (GEMM; GEMV and GER at one token a
- * chunk), or in the OWN f32 kernel on own_small_gemm.c's loops for chunks of
- * up to 8 tokens and oneDNN's sgemm above (gemm_thread_f32). At C = 1 the
+ * chunk), or in the OWN f32 kernel on own_small_gemm.c's loops for a few
+ * tokens and oneDNN's sgemm above (gemm_thread_f32, cs_small_gemm). At C = 1 the
  * forward (and the backward's rerun) takes a
  * segment of tokens at once (cms_scan_impl.h's tokens_forward): W2 u for all
  * of them as one product, each token's reads through the same rank-i
@@ -195,9 +195,26 @@ CS_GELU_REF(double, f64, erf, exp)
 #define CS_GELU_SECOND gelu_second_f32
 #include "cms_scan_impl.h"
 /* OWN (f32): the same with own_unary.c's vectorised gelu (within a few ulp),
- * own_small_gemm.c's products for chunks of up to 8 tokens and oneDNN's
- * sgemm for the larger ones (gemm_thread_f32: its kernels for this CPU's ISA,
+ * own_small_gemm.c's products for a few tokens (cs_small_gemm) and oneDNN's
+ * sgemm for the others (gemm_thread_f32: its kernels for this CPU's ISA,
  * 1.1–2.6× OpenBLAS's at a chunk's sizes) */
+/* own_small_gemm.c's products where they beat gemm_thread_f32: up to 8
+ * tokens (a product's rows, or a step's rank) where oneDNN's sgemm runs its
+ * AVX2 kernels, one token (a product with a vector, a rank-1 step) where it
+ * runs AVX-512's. One level, B 16, T 256, d 128, h 512, 2 threads, ms a
+ * forward / backward on AMD EPYC family 25 model 17 (Zen 4), 8 tokens → 1:
+ * C = 4 25.5 / 52.9 → 19.6 / 43.5 (again 28.6 / 57.3 → 19.1 / 42.4), C = 1
+ * 23.9 / 55.7 → 23.6 / 55.6, C = 16 (no product that small) 18.4 / 45.9;
+ * with oneDNN and OpenBLAS held to AVX2 and these loops built for
+ * x86-64-v3, 8 → 1 made C = 4 slower, 22.9 / 49.9 → 36.2 / 68.3. */
+static bool cs_small_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
+                          const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
+                          float *C, int64_t ldc)
+{
+    int64_t tokens = ta ? K : M;
+    if (tokens > 1 && gemm_thread_f32_avx512()) return false;
+    return own_small_gemm_f32(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
 #undef CS
 #undef CS_GEMM
 #undef CS_GELU_PAIR
@@ -207,7 +224,7 @@ CS_GELU_REF(double, f64, erf, exp)
 #define CS_GEMM gemm_thread_f32
 #define CS_GELU_PAIR own_gelu_pair_f32
 #define CS_GELU_SECOND own_gelu_second_f32
-#define CS_SMALL_GEMM own_small_gemm_f32
+#define CS_SMALL_GEMM cs_small_gemm
 #include "cms_scan_impl.h"
 #undef CS_SMALL_GEMM
 #define CS_SMALL_GEMM(...) false

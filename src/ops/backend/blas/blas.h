@@ -68,6 +68,10 @@ void gemm_thread_f32(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum CBLAS
                      int M, int N, int K, float alpha, const float *A, int lda, const float *B,
                      int ldb, float beta, float *C, int ldc);
 
+/* Whether gemm_thread_f32 runs oneDNN's sgemm with its AVX-512 kernels (the
+ * DNNL backend allowed, oneDNN's ISA AVX-512 or above). */
+bool gemm_thread_f32_avx512(void);
+
 /* oneDNN 2.6 matmul primitive (f32 only), cached by geometry. */
 void matmul_dnnl_f32(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a);
 void outer_dnnl_f32(mi_tensor *o, mi_tensor *const *in, const mi_attrs *a);

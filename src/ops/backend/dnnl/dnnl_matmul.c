@@ -188,3 +188,8 @@ void gemm_thread_f32(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum CBLAS
     blas_single_thread_once(); /* not allowed, or sizes oneDNN refuses: OpenBLAS's */
     cblas_sgemm(order, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
+
+bool gemm_thread_f32_avx512(void)
+{
+    return (mi_backends_allowed() >> MI_BACKEND_DNNL & 1u) && miras_dnnl_avx512();
+}
