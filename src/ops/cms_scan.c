@@ -36,10 +36,10 @@
  * Each sequence runs on one thread (so the result does not depend on the
  * thread count), its products on OpenBLAS (GEMM; GEMV and GER at one token a
  * chunk), or in the OWN f32 kernel on own_small_gemm.c's loops for a few
- * tokens and oneDNN's sgemm above (gemm_thread_f32, cs_small_gemm). At C = 1 the
- * forward (and the backward's rerun) takes a
- * segment of tokens at once (cms_scan_impl.h's tokens_forward): W2 u for all
- * of them as one product, each token's reads through the same rank-i
+ * tokens (cs_small_gemm) and oneDNN's sgemm above (gemm_thread_f32). At C = 1
+ * the forward (and the backward's rerun) takes a segment of tokens at once
+ * (cms_scan_impl.h's tokens_forward): W2 u for all of them as one product,
+ * each token's reads through the same rank-i
  * corrections, and the weights stepped once per segment by two rank-n
  * products instead of two rank-1 updates per token; the backward likewise
  * keeps the segment's terms of G (G + Aᵀ B) until its first token and takes
@@ -194,10 +194,7 @@ CS_GELU_REF(double, f64, erf, exp)
 #define CS_GELU_PAIR gelu_pair_f32
 #define CS_GELU_SECOND gelu_second_f32
 #include "cms_scan_impl.h"
-/* OWN (f32): the same with own_unary.c's vectorised gelu (within a few ulp),
- * own_small_gemm.c's products for a few tokens (cs_small_gemm) and oneDNN's
- * sgemm for the others (gemm_thread_f32: its kernels for this CPU's ISA,
- * 1.1–2.6× OpenBLAS's at a chunk's sizes) */
+
 /* own_small_gemm.c's products where they beat gemm_thread_f32: up to 8
  * tokens (a product's rows, or a step's rank) where oneDNN's sgemm runs its
  * AVX2 kernels, one token (a product with a vector, a rank-1 step) where it
@@ -215,6 +212,11 @@ static bool cs_small_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, flo
     if (tokens > 1 && gemm_thread_f32_avx512()) return false;
     return own_small_gemm_f32(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
+
+/* OWN (f32): the same with own_unary.c's vectorised gelu (within a few ulp),
+ * own_small_gemm.c's products for a few tokens (cs_small_gemm) and oneDNN's
+ * sgemm for the others (gemm_thread_f32: its kernels for this CPU's ISA,
+ * 1.1–2.6× OpenBLAS's at a chunk's sizes) */
 #undef CS
 #undef CS_GEMM
 #undef CS_GELU_PAIR
