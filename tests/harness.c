@@ -184,6 +184,18 @@ double max_rel_err(mi_tensor *const *a, mi_tensor *const *b, int n, int *worst,
     return e;
 }
 
+double rms_rel_err(mi_tensor *const *a, mi_tensor *const *b, int n)
+{
+    double sum = 0;
+    int64_t count = 0;
+    for (int i = 0; i < n; i++)
+        for (int64_t j = 0; a[i] && b[i] && j < a[i]->numel; j++, count++) {
+            double d = (mi_get(a[i], j) - mi_get(b[i], j)) / (1 + fabs(mi_get(b[i], j)));
+            sum += d * d;
+        }
+    return count ? sqrt(sum / (double)count) : 0;
+}
+
 /* Whether the op named `name` is within `depth` recorded steps of t. */
 bool computed_within(const mi_tensor *t, const char *name, int depth)
 {

@@ -82,12 +82,15 @@ mi_miras_config preset_config(const mi_preset *p);
  * ops that give first-order gradients only say so, not a wrong answer. */
 void assert_no_second_derivative(mi_tensor *y, mi_tensor *x);
 
+/* Whether the op named `name` is within `depth` recorded steps of t. */
+bool computed_within(const mi_tensor *t, const char *name, int depth);
 /* max |a − b| / (1 + |b|) over n pairs of results (a pair with a NULL side is
  * skipped; a NaN counts as the largest); *worst gets the index of the pair
  * and, when worst_ref is not NULL, *worst_ref b's value there. */
-/* Whether the op named `name` is within `depth` recorded steps of t. */
-bool computed_within(const mi_tensor *t, const char *name, int depth);
 double max_rel_err(mi_tensor *const *a, mi_tensor *const *b, int n, int *worst,
                    double *worst_ref);
+/* √(mean of ((a − b)/(1 + |b|))²) over every element of the n pairs (a pair
+ * with a NULL side is skipped) */
+double rms_rel_err(mi_tensor *const *a, mi_tensor *const *b, int n);
 
 #endif

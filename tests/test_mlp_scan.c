@@ -586,19 +586,6 @@ END_TEST
  * on the largest error as a multiple of REF's depended on the CPU: one
  * element's rounding, up to 5× REF's largest on a Zen 4, is luck, where the
  * mean over the elements is not. */
-/* √(mean of ((a − b)/(1 + |b|))²) over every element of the n pairs */
-static double rms_rel_err(mi_tensor *const *a, mi_tensor *const *b, int n)
-{
-    double sum = 0;
-    int64_t count = 0;
-    for (int i = 0; i < n; i++)
-        for (int64_t j = 0; a[i] && b[i] && j < a[i]->numel; j++, count++) {
-            double d = (mi_get(a[i], j) - mi_get(b[i], j)) / (1 + fabs(mi_get(b[i], j)));
-            sum += d * d;
-        }
-    return count ? sqrt(sum / (double)count) : 0;
-}
-
 START_TEST(own_kernels_match_ref)
 {
     static const int64_t dims[2][2] = {{19, 32}, {32, 48}};

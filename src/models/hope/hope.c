@@ -351,6 +351,23 @@ static mi_tensor *from_heads(mi_tensor *t, int64_t B, int64_t H)
     return mi_reshape(r, MI_SHAPE(B, n, H * c));
 }
 
+/* A chunk's rates for its layers' steps: η, α [N, n] over the chunk, −η as
+ * a column [N, n, 1] (Eq. 28's values −η g) and α's decays
+ * (delta_wy_decays_of); the last two for a chunk of more than one token. */
+typedef struct rates {
+    mi_tensor *eta, *alpha, *neg_eta;
+    delta_wy_decays dec;
+} rates;
+
+static int rates_of(rates *r, mi_tensor *eta, mi_tensor *alpha, int rule)
+{
+    *r = (rates){.eta = eta, .alpha = alpha};
+    if (!eta || !alpha) return -1;
+    if (alpha->shape[1] == 1) return 0;   /* one token: α W − …, neither */
+    if (delta_wy_decays_of(alpha, false, &r->dec) != 0) return -1;
+    return rule == MI_HOPE_EQ28 && !(r->neg_eta = mi_neg(mi_unsqueeze(eta, -1))) ? -1 : 0;
+}
+
 /* One layer W [out, in] or [N, out, in] over a segment, with the factors
  * g_t û_tᵀ of its gradients (nl_mlp.c), β_t = 1 (Eq. 28) or η_t (Eq. 88):
  *   W_t = W_{t−1}(α_t I − β_t û_t û_tᵀ) − η_t g_t û_tᵀ
@@ -362,9 +379,9 @@ static mi_tensor *from_heads(mi_tensor *t, int64_t B, int64_t H)
  * α I − β û ûᵀ (‖û‖ < 1, β ≤ 1) is a contraction however many a chunk has.
  * The chunk form's K Fᵀ (F û_t for every t) is f.wu, from the segments'
  * own reads of F. */
-static mi_tensor *dgd_layer(mi_tensor *w, mi_nl_mlp_factor f, mi_tensor *eta, mi_tensor *alpha,
-                            mi_tensor *neg_eta, const delta_wy_decays *dec, int rule)
+static mi_tensor *dgd_layer(mi_tensor *w, mi_nl_mlp_factor f, const rates *r, int rule)
 {
+    mi_tensor *eta = r->eta, *alpha = r->alpha;
     int64_t N = f.g->shape[0], n = f.g->shape[1], out = f.g->shape[2], in = f.u->shape[2];
     if (n == 1) {
         /* one token: α W − (β W û + η g) ûᵀ */
@@ -374,13 +391,13 @@ static mi_tensor *dgd_layer(mi_tensor *w, mi_nl_mlp_factor f, mi_tensor *eta, mi
         mi_tensor *a = mi_reshape(alpha, MI_SHAPE(N, 1, 1));
         return mi_matmul_acc(mi_mul(a, w), mi_add(wu, mi_mul(h, f.g)), f.u, true, false, -1);
     }
-    mi_tensor *beta = rule == MI_HOPE_EQ28 ? NULL : eta;                /* NULL: β = 1 */
-    if (rule == MI_HOPE_EQ28 && !neg_eta) neg_eta = mi_neg(mi_unsqueeze(eta, -1));
-    mi_tensor *value = rule == MI_HOPE_EQ28 ? mi_mul(neg_eta, f.g) : mi_neg(f.g); /* [N, n, out] */
+    /* β = 1 (NULL) and v = −η g [N, n, out] (Eq. 28), or β = η and v = −g (Eq. 88) */
+    mi_tensor *beta = rule == MI_HOPE_EQ28 ? NULL : eta;
+    mi_tensor *value = rule == MI_HOPE_EQ28 ? mi_mul(r->neg_eta, f.g) : mi_neg(f.g);
     /* a shared state [out, in] stays [1, 1, out, in]: the chunk form's products and sums
        broadcast it over the sequences, so it is not copied N times */
     mi_tensor *st = mi_reshape(w, MI_SHAPE(w->rank == 3 ? N : 1, 1, out, in));
-    if (!st || delta_chunk_wy(&st, NULL, f.u, value, beta, alpha, false, 1, f.wu, dec, NULL) != 0)
+    if (!st || delta_chunk_wy(&st, NULL, f.u, value, beta, alpha, false, 1, f.wu, &r->dec, NULL))
         return NULL;
     return mi_reshape(st, MI_SHAPE(N, out, in));
 }
@@ -388,10 +405,10 @@ static mi_tensor *dgd_layer(mi_tensor *w, mi_nl_mlp_factor f, mi_tensor *eta, mi
 /* One weight matrix of a memory in context: the state in force F ([out, in]
  * shared by the sequences, or [N, out, in]) and the steps it has taken in
  * its current chunk, not yet applied: per segment, the factors of its
- * gradient (taken at F), F's reads at their keys (F û, which the segment
- * had from its own reads: the chunk form needs them) and η, α. They are applied at the chunk's end in one
- * pass, so a chunk cut into segments by the other chunk size (or into single
- * tokens) still makes one copy of the state. */
+ * gradient (taken at F), F's reads at their keys (F û, which the segment had
+ * from its own reads: the chunk form needs them) and η, α. They are applied
+ * at the chunk's end in one pass, so a chunk cut into segments by the other
+ * chunk size (or into single tokens) still makes one copy of the state. */
 enum { G, U, WU, ETA, ALPHA, PARTS };
 typedef struct layer {
     mi_tensor *w;
@@ -411,18 +428,16 @@ static int defer(layer *l, mi_nl_mlp_factor f, mi_tensor *eta, mi_tensor *alpha)
     return 0;
 }
 
-/* At a chunk's end, the rates of the last layer flushed: its segments' η and
- * α lists, their concatenations over the chunk, −η as a column [N, n, 1]
- * (Eq. 28's values −η g) and α's decays (delta_wy_decays_of). The component
- * layers take their steps with one η and α (the head means), and so do the
- * main memory's two, so each group forms them once. One a chunk's end (a
- * list is the flushed layer's own, rewritten in the next chunk). */
-typedef struct rates {
+/* At a chunk's end, the rates of the last layer flushed and its segments' η
+ * and α lists: the component layers take their steps with one η and α (the
+ * head means), and so do the main memory's two, so each group forms its
+ * rates once. One a chunk's end (a list is the flushed layer's own,
+ * rewritten in the next chunk). */
+typedef struct shared_rates {
     int n;
     mi_tensor *const *eta_list, *const *alpha_list;
-    mi_tensor *eta, *alpha, *neg_eta;
-    delta_wy_decays dec;
-} rates;
+    rates r;
+} shared_rates;
 
 static bool same_list(mi_tensor *const *a, mi_tensor *const *b, int n)
 {
@@ -435,27 +450,22 @@ static mi_tensor *concat_parts(mi_tensor *const *list, int n)
 }
 
 /* The chunk's end: F ← the state after every deferred step. */
-static int flush(const mi_hope_config *c, layer *l, rates *r)
+static int flush(const mi_hope_config *c, layer *l, shared_rates *sr)
 {
     mi_tensor *const *eta = l->part + ETA * l->cap, *const *alpha = l->part + ALPHA * l->cap;
-    if (r->n != l->n || !same_list(r->eta_list, eta, l->n) ||
-        !same_list(r->alpha_list, alpha, l->n)) {
-        *r = (rates){.eta = concat_parts(eta, l->n), .alpha = concat_parts(alpha, l->n)};
-        if (!r->eta || !r->alpha) return -1;
-        if (r->alpha->shape[1] > 1) {   /* a chunk (one token: α W − …, neither) */
-            if (delta_wy_decays_of(r->alpha, false, &r->dec) != 0) return -1;
-            if (c->rule == MI_HOPE_EQ28 && !(r->neg_eta = mi_neg(mi_unsqueeze(r->eta, -1))))
-                return -1;
-        }
-        r->n = l->n, r->eta_list = eta, r->alpha_list = alpha;
+    if (sr->n != l->n || !same_list(sr->eta_list, eta, l->n) ||
+        !same_list(sr->alpha_list, alpha, l->n)) {
+        sr->n = 0;
+        if (rates_of(&sr->r, concat_parts(eta, l->n), concat_parts(alpha, l->n), c->rule) != 0)
+            return -1;
+        sr->n = l->n, sr->eta_list = eta, sr->alpha_list = alpha;
     }
     mi_tensor *g = concat_parts(l->part + G * l->cap, l->n),
               *u = concat_parts(l->part + U * l->cap, l->n),
               *wu = concat_parts(l->part + WU * l->cap, l->n);
     l->n = 0;
     if (!g || !u || !wu) return -1;
-    l->w = dgd_layer(l->w, (mi_nl_mlp_factor){g, u, wu}, r->eta, r->alpha, r->neg_eta, &r->dec,
-                     c->rule);
+    l->w = dgd_layer(l->w, (mi_nl_mlp_factor){g, u, wu}, &sr->r, c->rule);
     return l->w ? 0 : -1;
 }
 
@@ -653,9 +663,9 @@ static mi_tensor *forward_rows(const mi_hope *h, mi_tensor *x)
         if (T < t1) t1 = T;
         if (!(os[n_seg++] = segment(&r, mi_slice(xt, 1, t0, t1), t1 < T))) return NULL;
         /* a layer whose chunk ends here applies the steps it took in it */
-        rates rt = {0};
+        shared_rates sr = {0};
         for (int i = 0; i < r.n_comp + 3 && t1 < T; i++)
-            if (t1 % r.layer[i].chunk == 0 && flush(c, &r.layer[i], &rt) != 0) return NULL;
+            if (t1 % r.layer[i].chunk == 0 && flush(c, &r.layer[i], &sr) != 0) return NULL;
         t0 = t1;
     }
     return output(h, n_seg == 1 ? os[0] : mi_concat(os, n_seg, 1), x);
@@ -761,9 +771,10 @@ mi_tensor *mi_hope_step(const mi_hope *h, mi_hope_state *s, mi_tensor *x)
         layer *l = &r.layer[i];
         if (keep_steps(s->part[i], l) != 0) return mi_error_prefix("hope: step"), NULL;
         if ((s->t + 1) % l->chunk == 0) {   /* the chunk ends: its steps, as flush applies them */
-            l->w = dgd_layer(l->w,
-                             (mi_nl_mlp_factor){s->part[i][G], s->part[i][U], s->part[i][WU]},
-                             s->part[i][ETA], s->part[i][ALPHA], NULL, NULL, c->rule);
+            rates rt;
+            mi_tensor **p = s->part[i];
+            l->w = rates_of(&rt, p[ETA], p[ALPHA], c->rule) != 0 ? NULL
+                 : dgd_layer(l->w, (mi_nl_mlp_factor){p[G], p[U], p[WU]}, &rt, c->rule);
             memset(s->part[i], 0, sizeof s->part[i]);
             if (!l->w) return mi_error_prefix("hope: step"), NULL;
         }
