@@ -67,6 +67,7 @@ typedef struct cs_dims {
     int64_t B, T, d, h, C;
     bool lms;
     double eps, heps;
+    bool w1t; /* W1 and its gradient held transposed, [h, d] (CS_W1T) */
 } cs_dims;
 
 static cs_dims cs_dims_of(mi_tensor *const *in, const mi_attrs *at)
@@ -185,6 +186,10 @@ static int64_t cs_tokens_elems(int64_t n, int64_t d, int64_t h) { return n * (d 
 CS_GELU_REF(float, f32, erff, expf)
 CS_GELU_REF(double, f64, erf, exp)
 
+/* W1 held transposed (cms_scan_impl.h's mm_w1) for a chunk of more than one
+ * token: the library GEMMs ran a chunk's read y = s W1ᵀ faster from W1ᵀ
+ * (below); at one token the forms are close. */
+#define CS_W1T(C) ((C) > 1)
 #define CS_SMALL_GEMM(...) false
 #define CS_T float
 #define CS(x) x##_f32
@@ -213,6 +218,20 @@ static bool cs_small_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, flo
     return own_small_gemm_f32(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
+/* W1 held transposed, W1ᵀ [h, d], where a chunk's products run on oneDNN's
+ * sgemm (cs_small_gemm declines them), as W1 [d, h] where they run in
+ * own_small_gemm.c's loops. The chunk's read y = s W1ᵀ, 16 tokens, d 128,
+ * h 512, one thread on AMD EPYC Zen 4: 41 µs from W1, 19 µs from W1ᵀ;
+ * m = e W1 20 → 25 µs. One level (B 16, T 256, 2 threads, alternating, the
+ * least of five), ms a forward / backward: C = 16 20.3 / 51.2 → 18.2 / 47.1,
+ * C = 4 22.8 / 50.8 → 20.1 / 43.5; with oneDNN and OpenBLAS held to AVX2
+ * C = 16 24.4 / 59.8 → 18.0 / 48.3, but the loops (C = 4 there, and C = 1)
+ * slower from W1ᵀ: C = 4 23.6 / 50.2 → 30.7 / 65.0. */
+static bool cs_w1_transposed(int64_t C)
+{
+    return C > 1 && (C > 8 || gemm_thread_f32_avx512());
+}
+
 /* OWN (f32): the same with own_unary.c's vectorised gelu (within a few ulp),
  * own_small_gemm.c's products for a few tokens (cs_small_gemm) and oneDNN's
  * sgemm for the others (gemm_thread_f32: its kernels for this CPU's ISA,
@@ -227,9 +246,13 @@ static bool cs_small_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, flo
 #define CS_GELU_PAIR own_gelu_pair_f32
 #define CS_GELU_SECOND own_gelu_second_f32
 #define CS_SMALL_GEMM cs_small_gemm
+#undef CS_W1T
+#define CS_W1T cs_w1_transposed
 #include "cms_scan_impl.h"
 #undef CS_SMALL_GEMM
 #define CS_SMALL_GEMM(...) false
+#undef CS_W1T
+#define CS_W1T(C) ((C) > 1)
 #undef CS_T
 #undef CS
 #undef CS_GEMM
@@ -286,7 +309,7 @@ static mi_tensor *cms_scan_vjp(const mi_node *nd, int i, mi_tensor *g)
 }
 
 /* Ragged sizes: C = 1, a last partial chunk (C = 2, 3 with T = 5, 7), plain
- * GD, one chunk (no update), B = T = 1. Rates small enough that the scan
+ * GD, one chunk (no update), B = T = 1, a chunk of 12 tokens. Rates small enough that the scan
  * stays contracting when the parity suite grows the sizes (to d, h ~ 1000):
  * normalised steps with η ≤ 0.2; plain GD, whose step scales with ‖u‖² and
  * ‖s‖², with η ≤ 0.002 and small inputs and weights. */
@@ -301,6 +324,7 @@ static int ex_cms_scan(mi_rng *r, int variant, mi_tensor **in, mi_attrs *a)
     case 3: a->index = 4, T = 4; break;
     case 4: a->index = 1, B = 1, T = 1; break;
     case 5: a->index = 2, a->keepdim = false, d = 2, h = 5; break;
+    case 6: a->index = 12, T = 26; break; /* past own_small_gemm's 8 tokens: W1 held transposed */
     default: return 0;
     }
     bool gd = !a->keepdim;

@@ -56,6 +56,35 @@ static void CS(mm_steps)(bool tw, int64_t n, int64_t N, int64_t K, CS_T alpha, c
     CS(mm)(false, false, n, N, m, sigma * alpha, tmp, m, outer, N, 1, Y, ldy);
 }
 
+/* W1 [d, h] and its gradient are held as they are or transposed, [h, d]
+ * (k->w1t, from CS_W1T: cms_scan.c says which runs faster where). Held
+ * transposed, a product X op(W1 + σ P1ᵀ S) flips op, and its rank-m factors
+ * trade places: W1ᵀ + σ Sᵀ P1. */
+static void CS(mm_w1)(const cs_dims *k, bool tw, int64_t n, int64_t N, int64_t K, CS_T alpha,
+                      const CS_T *X, int64_t ldx, const CS_T *W1, CS_T beta, int64_t m,
+                      CS_T sigma, const CS_T *P1, const CS_T *S, CS_T *tmp, CS_T *Y, int64_t ldy)
+{
+    if (k->w1t)
+        CS(mm_steps)(!tw, n, N, K, alpha, X, ldx, W1, k->d, beta, m, sigma, S, P1, tmp, Y, ldy);
+    else
+        CS(mm_steps)(tw, n, N, K, alpha, X, ldx, W1, k->h, beta, m, sigma, P1, S, tmp, Y, ldy);
+}
+
+/* W1 += alpha Aᵀ B (A [n, d], B [n, h]), W1 held either way. */
+static void CS(w1_add)(const cs_dims *k, int64_t n, CS_T alpha, const CS_T *A, int64_t lda,
+                       const CS_T *B, int64_t ldb, CS_T *W1)
+{
+    if (k->w1t) CS(mm)(true, false, k->h, k->d, n, alpha, B, ldb, A, lda, 1, W1, k->d);
+    else CS(mm)(true, false, k->d, k->h, n, alpha, A, lda, B, ldb, 1, W1, k->h);
+}
+
+/* t [cols, rows] = aᵀ, a [rows, cols] */
+static void CS(transpose)(const CS_T *a, int64_t rows, int64_t cols, CS_T *t)
+{
+    for (int64_t i = 0; i < rows; i++)
+        for (int64_t j = 0; j < cols; j++) t[j * rows + i] = a[i * cols + j];
+}
+
 /* A chunk's activations, kept per token: a = W2 u, s = gelu(a), gp = gelu'(a),
  * y = W1 s, m = W1ᵀ e, the rates c1, c2 and their denominators ns, nu. The
  * forward points them at one chunk's buffers (y at the output), the backward
@@ -108,7 +137,7 @@ static void CS(chunk_read)(const cs_dims *k, const CS_T *W1, const CS_T *W2, con
     int64_t d = k->d, h = k->h;
     CS(mm)(false, true, n, h, d, 1, U, d, W2, d, 0, x->a, h);
     CS_GELU_PAIR(x->a, x->s, x->gp, n * h);
-    CS(mm)(false, true, n, d, h, 1, x->s, h, W1, h, 0, x->y, d);
+    CS(mm_w1)(k, true, n, d, h, 1, x->s, h, W1, 0, 0, 0, NULL, NULL, NULL, x->y, d);
 }
 
 /* From the act (m and the rates set): e = y − v (in eg), p1 = c1 e, δ = gp ⊙ m,
@@ -156,7 +185,7 @@ static void CS(chunk_terms)(const cs_dims *k, const CS_T *W1, const CS_T *U, con
 {
     int64_t d = k->d, h = k->h;
     for (int64_t i = 0; i < n * d; i++) b->eg[i] = x->y[i] - V[i];
-    CS(mm)(false, false, n, h, d, 1, b->eg, d, W1, h, 0, x->m, h);
+    CS(mm_w1)(k, false, n, h, d, 1, b->eg, d, W1, 0, 0, 0, NULL, NULL, NULL, x->m, h);
     CS(chunk_rates)(k, U, V, eta, n, x, b);
 }
 
@@ -165,7 +194,7 @@ static void CS(chunk_step)(const cs_dims *k, CS_T *W1, CS_T *W2, const CS_T *U, 
                            const CS(act) *x, const CS(buf) *b)
 {
     int64_t d = k->d, h = k->h;
-    CS(mm)(true, false, d, h, n, -1, b->p1, d, x->s, h, 1, W1, h);
+    CS(w1_add)(k, n, -1, b->p1, d, x->s, h, W1);
     CS(mm)(true, false, h, d, n, -1, b->p2, h, U, d, 1, W2, d);
 }
 
@@ -200,16 +229,16 @@ static void CS(tokens_forward)(const cs_dims *k, CS_T *W1, CS_T *W2, const CS_T 
         CS(act) xi = CS(act_at)(x, i, d, h);
         if (i > 0) CS(mm)(false, false, 1, h, i, -1, gram + i * n, n, P2, h, 1, xi.a, h);
         CS_GELU_PAIR(xi.a, xi.s, xi.gp, h);
-        CS(mm_steps)(true, 1, d, h, 1, xi.s, h, W1, h, 0, i, -1, P1, x->s, tmp, xi.y, d);
+        CS(mm_w1)(k, true, 1, d, h, 1, xi.s, h, W1, 0, i, -1, P1, x->s, tmp, xi.y, d);
         if (i >= n_up) continue;
         for (int64_t j = 0; j < d; j++) b->eg[j] = xi.y[j] - V[i * d + j];
-        CS(mm_steps)(false, 1, h, d, 1, b->eg, d, W1, h, 0, i, -1, P1, x->s, tmp, xi.m, h);
+        CS(mm_w1)(k, false, 1, h, d, 1, b->eg, d, W1, 0, i, -1, P1, x->s, tmp, xi.m, h);
         CS(chunk_rates)(k, U + i * d, V + i * d, eta + i, 1, &xi, b);
         memcpy(P1 + i * d, b->p1, sizeof(CS_T) * (size_t)d);
         memcpy(P2 + i * h, b->p2, sizeof(CS_T) * (size_t)h);
     }
     if (n_up == 0) return;
-    CS(mm)(true, false, d, h, n_up, -1, P1, d, x->s, h, 1, W1, h);       /* W1 −= P1ᵀ S */
+    CS(w1_add)(k, n_up, -1, P1, d, x->s, h, W1);                         /* W1 −= P1ᵀ S */
     CS(mm)(true, false, h, d, n_up, -1, P2, h, U, d, 1, W2, d);          /* W2 −= P2ᵀ U */
 }
 
@@ -244,8 +273,8 @@ static void CS(grad_pre)(const cs_dims *k, const CS_T *G1, const CS_T *G2, const
                          const CS_T *P2, CS_T *pre)
 {
     int64_t d = k->d, h = k->h, ld = 2 * d + 2 * h;
-    CS(mm)(false, true, n, d, h, -1, xs->s + ts * h, h, G1, h, 0, pre, ld);
-    CS(mm)(false, false, n, h, d, -1, P1, d, G1, h, 0, pre + d, ld);
+    CS(mm_w1)(k, true, n, d, h, -1, xs->s + ts * h, h, G1, 0, 0, 0, NULL, NULL, NULL, pre, ld);
+    CS(mm_w1)(k, false, n, h, d, -1, P1, d, G1, 0, 0, 0, NULL, NULL, NULL, pre + d, ld);
     CS(mm)(false, true, n, h, d, -1, U, d, G2, d, 0, pre + d + h, ld);
     CS(mm)(false, false, n, d, h, -1, P2, h, G2, d, 0, pre + d + 2 * h, ld);
 }
@@ -302,8 +331,9 @@ static void CS(chunk_backward)(const cs_dims *k, const CS(steps) *w, const CS(gr
             memcpy(gU, g->pre + d + 2 * h, sizeof(CS_T) * (size_t)d);
             G1 = G2 = NULL; /* no base product below: the corrections alone */
         }
-        CS(mm_base)(true, n, d, h, x->s, h, G1, g->r1, g->A1, g->B1, w->tmp, b->ge, d);
-        CS(mm_base)(false, n, h, d, b->p1, d, G1, g->r1, g->A1, g->B1, w->tmp, b->gs, h);
+        CS(mm_w1)(k, true, n, d, h, -1, x->s, h, G1, 0, g->r1, 1, g->A1, g->B1, w->tmp, b->ge, d);
+        CS(mm_w1)(k, false, n, h, d, -1, b->p1, d, G1, 0, g->r1, 1, g->A1, g->B1, w->tmp, b->gs,
+                  h);
         CS(mm_base)(true, n, h, d, U, d, G2, g->r2, g->A2, g->B2, w->tmp, b->gd, h);
         CS_GELU_SECOND(x->a, b->ga, n * h);                              /* gelu''(a) */
         CS(mm_base)(false, n, d, h, b->p2, h, G2, g->r2, g->A2, g->B2, w->tmp, gU, d);
@@ -330,16 +360,15 @@ static void CS(chunk_backward)(const cs_dims *k, const CS(steps) *w, const CS(gr
                 b->ga[t * h + j] *= gdl * m[j];
             }
         }
-        CS(mm_steps)(true, n, d, h, 1, b->gms, h, W1, h, 1, w->m, -1, w->P1, w->S, w->tmp,
-                     b->ge, d);                                          /* ge += gm W1ᵀ */
+        CS(mm_w1)(k, true, n, d, h, 1, b->gms, h, W1, 1, w->m, -1, w->P1, w->S, w->tmp, b->ge,
+                  d);                                          /* ge += gm W1ᵀ */
         for (int64_t i = 0; i < n * d; i++) {
             gV[i] = -b->ge[i];
             gy[i] += b->ge[i];
         }
     }
     int64_t n2 = update ? 2 * n : n;
-    CS(mm_steps)(false, n, h, d, 1, gy, d, W1, h, 1, w->m, -1, w->P1, w->S, w->tmp, b->gs,
-                 h);                                                     /* gs += gy W1 */
+    CS(mm_w1)(k, false, n, h, d, 1, gy, d, W1, 1, w->m, -1, w->P1, w->S, w->tmp, b->gs, h);                                                     /* gs += gy W1 */
     for (int64_t i = 0; i < n * h; i++) b->ga[i] += b->gs[i] * x->gp[i];
     CS(mm_steps)(false, n, d, h, 1, b->ga, h, W2, d, 1, w->m, -1, w->P2, w->U, w->tmp, gU,
                  d);                                                     /* gu += ga W2 */
@@ -348,7 +377,7 @@ static void CS(chunk_backward)(const cs_dims *k, const CS(steps) *w, const CS(gr
         memcpy(g->B1n, b->gms, sizeof(CS_T) * (size_t)(n2 * h));
         memcpy(g->A2n, b->ga, sizeof(CS_T) * (size_t)(n * h));
     } else {
-        CS(mm)(true, false, d, h, n2, 1, b->eg, d, b->gms, h, 1, g->G1, h);
+        CS(w1_add)(k, n2, 1, b->eg, d, b->gms, h, g->G1);
         CS(mm)(true, false, h, d, n, 1, b->ga, h, U, d, 1, g->G2, d);
     }
 }
@@ -361,6 +390,7 @@ static void CS(chunk_backward)(const cs_dims *k, const CS(steps) *w, const CS(gr
 static void CS(cms_scan)(mi_tensor *o, mi_tensor *const *in, const mi_attrs *at)
 {
     cs_dims k = cs_dims_of(in, at);
+    k.w1t = CS_W1T(k.C);
     int64_t B = k.B, T = k.T, d = k.d, h = k.h, C = k.C, wsz = 2 * d * h;
     const CS_T *U = in[0]->data, *V = in[1]->data, *Eta = in[2]->data;
     const CS_T *W10 = in[3]->data, *W20 = in[4]->data;
@@ -371,12 +401,14 @@ static void CS(cms_scan)(mi_tensor *o, mi_tensor *const *in, const mi_attrs *at)
     int64_t per = wsz + cs_act_elems(L, d, h) + cs_buf_elems(C, d, h) +
                   (C == 1 ? cs_tokens_elems(L, d, h) : 0); /* one thread's */
     mi_scope *sc = mi_scope_current();
-    size_t bytes = sizeof(CS_T) * (size_t)(per * n_thr);
+    size_t bytes = sizeof(CS_T) * (size_t)(per * n_thr + d * h);
     CS_T *scratch = mi_scope_alloc(sc, bytes);
     if (!scratch) { /* kernels cannot fail: zeros, never uninitialised memory */
         memset(o->data, 0, sizeof(CS_T) * (size_t)o->numel);
         return;
     }
+    const CS_T *W1h = W10; /* W1 as held */
+    if (k.w1t) CS(transpose)(W10, d, h, scratch + per * n_thr), W1h = scratch + per * n_thr;
     blas_single_thread_once();
     CS_PRAGMA(omp parallel for num_threads(n_thr) schedule(static))
     for (int64_t bi = 0; bi < B; bi++) {
@@ -384,7 +416,7 @@ static void CS(cms_scan)(mi_tensor *o, mi_tensor *const *in, const mi_attrs *at)
         CS(act) x;
         CS(buf) buf;
         CS_T *tsc = CS(buf_carve)(&buf, CS(act_carve)(&x, W1 + wsz, L, d, h), C, d, h);
-        memcpy(W1, W10, sizeof(CS_T) * (size_t)(d * h));
+        memcpy(W1, W1h, sizeof(CS_T) * (size_t)(d * h));
         memcpy(W2, W20, sizeof(CS_T) * (size_t)(d * h));
         CS(act) xk; /* the sequence's acts, kept for the backward */
         CS_T *w_end = saved ? CS(act_carve)(&xk, saved + bi * cs_saved_elems(T, d, h), T, d, h)
@@ -420,6 +452,7 @@ static void CS(cms_scan)(mi_tensor *o, mi_tensor *const *in, const mi_attrs *at)
 static void CS(cms_scan_backward)(mi_tensor *o, mi_tensor *const *in, const mi_attrs *at)
 {
     cs_dims k = cs_dims_of(in, at);
+    k.w1t = CS_W1T(k.C);
     int64_t B = k.B, T = k.T, d = k.d, h = k.h, C = k.C, wsz = 2 * d * h;
     int64_t n_chunks = (T + C - 1) / C, K = scan_segment(n_chunks), ncp = (n_chunks + K - 1) / K;
     const CS_T *U = in[0]->data, *V = in[1]->data, *Eta = in[2]->data;
@@ -432,13 +465,16 @@ static void CS(cms_scan_backward)(mi_tensor *o, mi_tensor *const *in, const mi_a
                   cs_buf_elems(C, d, h) + cs_steps_elems(K * C, C, d, h) +
                   (C == 1 && !saved ? cs_tokens_elems(K, d, h) : 0);
     mi_scope *sc = mi_scope_current();
-    size_t bytes = sizeof(CS_T) * (size_t)(per * n_thr + B * wsz);
+    size_t bytes = sizeof(CS_T) * (size_t)(per * n_thr + B * wsz + d * h);
     CS_T *scratch = mi_scope_alloc(sc, bytes);
     if (!scratch) {
         memset(o->data, 0, sizeof(CS_T) * (size_t)o->numel);
         return;
     }
-    CS_T *G_all = scratch + per * n_thr; /* each sequence's ∂L/∂θ_0, summed in order below */
+    /* each sequence's ∂L/∂θ_0 (∂L/∂W1 held as W1 is), summed in order below */
+    CS_T *G_all = scratch + per * n_thr;
+    const CS_T *W1h = W10;
+    if (k.w1t && !saved) CS(transpose)(W10, d, h, G_all + B * wsz), W1h = G_all + B * wsz;
     blas_single_thread_once();
     CS_PRAGMA(omp parallel for num_threads(n_thr) schedule(static))
     for (int64_t bi = 0; bi < B; bi++) {
@@ -458,7 +494,7 @@ static void CS(cms_scan_backward)(mi_tensor *o, mi_tensor *const *in, const mi_a
         const CS_T *Ub = U + bi * T * d, *Vb = V + bi * T * d, *Eb = Eta + bi * T;
         CS_T *G1 = G_all + bi * wsz, *G2 = G1 + d * h;
         if (!saved) {
-            memcpy(cur, W10, sizeof(CS_T) * (size_t)(d * h));
+            memcpy(cur, W1h, sizeof(CS_T) * (size_t)(d * h));
             memcpy(cur + d * h, W20, sizeof(CS_T) * (size_t)(d * h));
             memcpy(cp, cur, sizeof(CS_T) * (size_t)wsz);
         }
@@ -491,7 +527,7 @@ static void CS(cms_scan_backward)(mi_tensor *o, mi_tensor *const *in, const mi_a
             /* the segment's updating tokens: its full chunks before the sequence's last */
             int64_t m_up = ((j1 < n_chunks ? j1 : n_chunks - 1) - j0) * C;
             if (saved && m_up > 0) { /* its checkpoint: the weights after it, its steps undone */
-                CS(mm)(true, false, d, h, m_up, 1, P1, d, xs.s + ts * h, h, 1, cur, h);
+                CS(w1_add)(&k, m_up, 1, P1, d, xs.s + ts * h, h, cur);
                 CS(mm)(true, false, h, d, m_up, 1, P2, h, Ub + ts * d, d, 1, cur + d * h, d);
             }
             const CS_T *W = saved ? cur : cp + s * wsz;
@@ -522,13 +558,15 @@ static void CS(cms_scan_backward)(mi_tensor *o, mi_tensor *const *in, const mi_a
                                    gU + bt * d, gV + bt * d, gEta + bt, &buf);
             }
             if (n_up > 0) {
-                CS(mm)(true, false, d, h, 2 * C * n_up, 1, A1, d, B1, h, 1, G1, h);
+                CS(w1_add)(&k, 2 * C * n_up, 1, A1, d, B1, h, G1);
                 CS(mm)(true, false, h, d, C * n_up, 1, A2, h, Ub + ts * d, d, 1, G2, d);
             }
         }
     }
-    memcpy(gW, G_all, sizeof(CS_T) * (size_t)wsz);
     for (int64_t bi = 1; bi < B; bi++)
-        for (int64_t i = 0; i < wsz; i++) gW[i] += G_all[bi * wsz + i];
+        for (int64_t i = 0; i < wsz; i++) G_all[i] += G_all[bi * wsz + i];
+    if (k.w1t) CS(transpose)(G_all, h, d, gW);
+    else memcpy(gW, G_all, sizeof(CS_T) * (size_t)(d * h));
+    memcpy(gW + d * h, G_all + d * h, sizeof(CS_T) * (size_t)(d * h));
     mi_scope_release(sc, scratch, bytes);
 }
