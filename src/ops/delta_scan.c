@@ -228,6 +228,13 @@ static int ex_delta_scan(mi_rng *r, int variant, mi_tensor **in, mi_attrs *a)
         a->index = MI_DELTA_RULE_DECAY_FIRST | MI_DELTA_RULE_UNIT_WRITE;
         beta_rows = alpha_rows = true;
         break;
+    /* the key widths DS_DK passes as constants (delta_scan_loops.h) */
+    case 13: a->index = MI_DELTA_RULE_DELTA, dk = 16; break;
+    case 14:
+        a->index = MI_DELTA_RULE_DECAY_FIRST | MI_DELTA_RULE_UNIT_WRITE, dv = 2, dk = 32;
+        beta_rows = alpha_rows = true;
+        break;
+    case 15: a->index = MI_DELTA_RULE_HEBBIAN, T = 3, dv = 2, dk = 64; break;
     default: return 0;
     }
     bool keys = a->index & MI_DELTA_RULE_ALPHA_KEYS;

@@ -42,6 +42,26 @@
         for (int64_t j = 0; j < (dk); j++) dst[j] = alpha * row[j] + u * (kt)[j]; \
     }
 
+/* The loops over dk, as written, run a vector loop's set-up and remainder
+ * for every row of every token: at dk = 32 that cost more than the
+ * arithmetic. The kernels call each sequence's loops through DS_DK, which
+ * passes the common widths as constants (the loops then unroll) and any
+ * other as it is. With the backward's sums over the rows kept in locals
+ * (not loaded and stored row after row), OWN f32, 16 sequences of 512
+ * tokens, dk = dv = 32, one thread on AMD EPYC Zen 4: forward 3.6 → 1.5 ms,
+ * backward 10.7 → 5.0 ms; the BENCH gated DeltaNet layer (chunk 64, 2
+ * threads) 11.2 → 8.0 ms. */
+#define DS_INLINE static inline __attribute__((always_inline))
+/* The widest key (dk) whose sums the backward keeps in locals. */
+#define DS_DK_LOCAL 64
+#define DS_DK(call_, dk_)                                                        \
+    switch (dk_) {                                                               \
+    case 16: call_(16); break;                                                   \
+    case 32: call_(32); break;                                                   \
+    case 64: call_(64); break;                                                   \
+    default: call_(dk_); break;                                                  \
+    }
+
 /* The widths of β and α: 1 ([N, T]) or dv ([N, T, dv]). */
 static inline int64_t gate_width(const mi_tensor *g) { return g->rank == 3 ? g->shape[2] : 1; }
 
