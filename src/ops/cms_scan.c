@@ -223,8 +223,9 @@ static bool cs_small_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, flo
  * own_small_gemm.c's loops. The chunk's read y = s W1ᵀ, 16 tokens, d 128,
  * h 512, one thread on AMD EPYC Zen 4: 41 µs from W1, 19 µs from W1ᵀ;
  * m = e W1 20 → 25 µs. One level (B 16, T 256, 2 threads, alternating, the
- * least of five), ms a forward / backward: C = 16 20.3 / 51.2 → 18.2 / 47.1,
- * C = 4 22.8 / 50.8 → 20.1 / 43.5; with oneDNN and OpenBLAS held to AVX2
+ * least of five), ms a forward / backward, in two windows: C = 16 20.3 / 51.2
+ * → 18.2 / 47.1 and 18.2 / 45.3 → 16.2 / 42.4, C = 4 22.8 / 50.8 → 20.1 /
+ * 43.5 and 19.4 / 43.1 → 18.9 / 43.0; with oneDNN and OpenBLAS held to AVX2
  * C = 16 24.4 / 59.8 → 18.0 / 48.3, but the loops (C = 4 there, and C = 1)
  * slower from W1ᵀ: C = 4 23.6 / 50.2 → 30.7 / 65.0. */
 static bool cs_w1_transposed(int64_t C)
