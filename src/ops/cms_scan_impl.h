@@ -252,10 +252,11 @@ typedef struct CS(steps) {
     CS_T *tmp;
 } CS(steps);
 
-/* ∂L/∂W_{j+1} on entry to a chunk's backward as G1 [d, h], G2 [h, d] plus
- * the terms of the later chunks of its segment not yet added, G1 + A1ᵀ B1,
- * G2 + A2ᵀ B2 (r1, r2 rows: [e; gy] and [gm; s], ga and u); the chunk's own
- * terms go to A1n, B1n, A2n (NULL: into G1, G2 at once). */
+/* ∂L/∂W_{j+1} on entry to a chunk's backward as G1 [d, h] (held as W1 is:
+ * mm_w1), G2 [h, d] plus the terms of the later chunks of its segment not
+ * yet added, G1 + A1ᵀ B1, G2 + A2ᵀ B2 (r1, r2 rows: [e; gy] and [gm; s], ga
+ * and u); the chunk's own terms go to A1n, B1n, A2n (NULL: into G1, G2 at
+ * once). */
 typedef struct CS(grad) {
     CS_T *G1, *G2;
     const CS_T *A1, *B1, *A2, *B2;
@@ -360,15 +361,17 @@ static void CS(chunk_backward)(const cs_dims *k, const CS(steps) *w, const CS(gr
                 b->ga[t * h + j] *= gdl * m[j];
             }
         }
+        /* ge += gm W1ᵀ */
         CS(mm_w1)(k, true, n, d, h, 1, b->gms, h, W1, 1, w->m, -1, w->P1, w->S, w->tmp, b->ge,
-                  d);                                          /* ge += gm W1ᵀ */
+                  d);
         for (int64_t i = 0; i < n * d; i++) {
             gV[i] = -b->ge[i];
             gy[i] += b->ge[i];
         }
     }
     int64_t n2 = update ? 2 * n : n;
-    CS(mm_w1)(k, false, n, h, d, 1, gy, d, W1, 1, w->m, -1, w->P1, w->S, w->tmp, b->gs, h);                                                     /* gs += gy W1 */
+    /* gs += gy W1 */
+    CS(mm_w1)(k, false, n, h, d, 1, gy, d, W1, 1, w->m, -1, w->P1, w->S, w->tmp, b->gs, h);
     for (int64_t i = 0; i < n * h; i++) b->ga[i] += b->gs[i] * x->gp[i];
     CS(mm_steps)(false, n, d, h, 1, b->ga, h, W2, d, 1, w->m, -1, w->P2, w->U, w->tmp, gU,
                  d);                                                     /* gu += ga W2 */
