@@ -310,8 +310,9 @@ static mi_tensor *cms_scan_vjp(const mi_node *nd, int i, mi_tensor *g)
 }
 
 /* Ragged sizes: C = 1, a last partial chunk (C = 2, 3 with T = 5, 7), plain
- * GD, one chunk (no update), B = T = 1, a chunk of 12 tokens. Rates small enough that the scan
- * stays contracting when the parity suite grows the sizes (to d, h ~ 1000):
+ * GD, one chunk (no update), B = T = 1, a chunk of 12 tokens. Rates small
+ * enough that the scan stays contracting when the parity suite grows the
+ * sizes (to d, h ~ 1000):
  * normalised steps with η ≤ 0.2; plain GD, whose step scales with ‖u‖² and
  * ‖s‖², with η ≤ 0.002 and small inputs and weights. */
 static int ex_cms_scan(mi_rng *r, int variant, mi_tensor **in, mi_attrs *a)
@@ -325,7 +326,7 @@ static int ex_cms_scan(mi_rng *r, int variant, mi_tensor **in, mi_attrs *a)
     case 3: a->index = 4, T = 4; break;
     case 4: a->index = 1, B = 1, T = 1; break;
     case 5: a->index = 2, a->keepdim = false, d = 2, h = 5; break;
-    case 6: a->index = 12, T = 26; break; /* past own_small_gemm's 8 tokens: W1 held transposed */
+    case 6: a->index = 12, T = 26; break; /* past own_small_gemm's 8 tokens: W1ᵀ held */
     default: return 0;
     }
     bool gd = !a->keepdim;
