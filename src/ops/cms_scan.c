@@ -209,29 +209,30 @@ CS_GELU_REF(double, f64, erf, exp)
  * 23.9 / 55.7 → 23.6 / 55.6, C = 16 (no product that small) 18.4 / 45.9;
  * with oneDNN and OpenBLAS held to AVX2 and these loops built for
  * x86-64-v3, 8 → 1 made C = 4 slower, 22.9 / 49.9 → 36.2 / 68.3. */
+static bool cs_own_loops(int64_t tokens)
+{
+    return tokens <= 1 || (tokens <= OWN_SMALL_GEMM_MAX && !gemm_thread_f32_avx512());
+}
+
 static bool cs_small_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
                           const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
                           float *C, int64_t ldc)
 {
-    int64_t tokens = ta ? K : M;
-    if (tokens > 1 && gemm_thread_f32_avx512()) return false;
-    return own_small_gemm_f32(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    return cs_own_loops(ta ? K : M) &&
+           own_small_gemm_f32(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 /* W1 held transposed, W1ᵀ [h, d], where a chunk's products run on oneDNN's
- * sgemm (cs_small_gemm declines them), as W1 [d, h] where they run in
- * own_small_gemm.c's loops. The chunk's read y = s W1ᵀ, 16 tokens, d 128,
- * h 512, one thread on AMD EPYC Zen 4: 41 µs from W1, 19 µs from W1ᵀ;
- * m = e W1 20 → 25 µs. One level (B 16, T 256, 2 threads, alternating, the
+ * sgemm, as W1 [d, h] where they run in own_small_gemm.c's loops
+ * (cs_own_loops, as cs_small_gemm chooses). The chunk's read y = s W1ᵀ, 16
+ * tokens, d 128, h 512, one thread on AMD EPYC Zen 4: 41 µs from W1, 19 µs
+ * from W1ᵀ; m = e W1 20 → 25 µs. One level (B 16, T 256, 2 threads, alternating, the
  * least of five), ms a forward / backward, in two windows: C = 16 20.3 / 51.2
  * → 18.2 / 47.1 and 18.2 / 45.3 → 16.2 / 42.4, C = 4 22.8 / 50.8 → 20.1 /
  * 43.5 and 19.4 / 43.1 → 18.9 / 43.0; with oneDNN and OpenBLAS held to AVX2
  * C = 16 24.4 / 59.8 → 18.0 / 48.3, but the loops (C = 4 there, and C = 1)
  * slower from W1ᵀ: C = 4 23.6 / 50.2 → 30.7 / 65.0. */
-static bool cs_w1_transposed(int64_t C)
-{
-    return C > 1 && (C > 8 || gemm_thread_f32_avx512());
-}
+static bool cs_w1_transposed(int64_t C) { return !cs_own_loops(C); }
 
 /* OWN (f32): the same with own_unary.c's vectorised gelu (within a few ulp),
  * own_small_gemm.c's products for a few tokens (cs_small_gemm) and oneDNN's

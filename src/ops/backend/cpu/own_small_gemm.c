@@ -20,7 +20,7 @@
 
 /* Rows or inner dimension at most this: the chunk sizes that OpenBLAS's
  * packing dominates (C = 16 stays with sgemm). */
-#define SMALL 8
+#define SMALL OWN_SMALL_GEMM_MAX
 /* Floats in a vector: 16 with AVX-512, 8 with AVX2 (own_kernels.h). The
  * tiles below hold 8 accumulators: 8 of the 32 zmm, or 8 of the 16 ymm. */
 #define W OWN_W

@@ -49,9 +49,10 @@ void own_swiglu_grads_f32(const mi_tensor *a, const mi_tensor *b, const mi_tenso
 /* On raw arrays of n (cms_scan.c): s = gelu(a), gp = gelu'(a); y = gelu''(a). */
 void own_gelu_pair_f32(const float *a, float *s, float *gp, int64_t n);
 void own_gelu_second_f32(const float *a, float *y, int64_t n);
-/* C = alpha op(A) op(B) + beta C (row-major) when M ≤ 8 (op(A) not
- * transposed) or K ≤ 8 (A transposed, B not): own_small_gemm.c; false,
- * untouched, for any other shape. */
+/* C = alpha op(A) op(B) + beta C (row-major) when M ≤ OWN_SMALL_GEMM_MAX
+ * (op(A) not transposed) or K ≤ OWN_SMALL_GEMM_MAX (A transposed, B not):
+ * own_small_gemm.c; false, untouched, for any other shape. */
+#define OWN_SMALL_GEMM_MAX 8
 bool own_small_gemm_f32(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
                         const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
                         float *C, int64_t ldc);
