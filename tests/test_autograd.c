@@ -121,6 +121,37 @@ START_TEST(dot_export_names_ops_and_shapes)
 }
 END_TEST
 
+/* A gradient slot holding a view of all of another tensor's storage (a
+ * reshape's vjp) takes the next contribution in place when that slot alone
+ * holds the storage, and never while another slot does. w1 and w2 are read
+ * by a product (w1 only) and then through reshapes into one sum, whose vjp
+ * hands both reshapes the same gradient: w1's and w2's first gradients are
+ * views of one tensor, so the product's term must not land in w2's. Then a
+ * reshape of w1 alone, whose view does take the product's term in place. */
+START_TEST(gradients_of_whole_views_add_in_place_only_when_alone)
+{
+    mi_tensor *w1 = mi_requires_grad(mi_arange(MI_F64, 6), true);
+    mi_tensor *w2 = mi_requires_grad(mi_full(MI_F64, MI_SHAPE(6), 1.0), true);
+    w1 = mi_requires_grad(mi_detach(mi_reshape(w1, MI_SHAPE(2, 3))), true);
+    w2 = mi_requires_grad(mi_detach(mi_reshape(w2, MI_SHAPE(2, 3))), true);
+    mi_tensor *x = mi_full(MI_F64, MI_SHAPE(3, 2), 0.5);
+    mi_tensor *c = mi_mul_scalar(mi_arange(MI_F64, 6), 0.25);
+    for (int shared = 1; shared >= 0; shared--) {
+        mi_tensor *product = mi_sum(mi_matmul(w1, x), MI_ALL, false);   /* ∂/∂w1 = 1 xᵀ = 1 */
+        mi_tensor *flat = mi_reshape(w1, MI_SHAPE(6));
+        if (shared) flat = mi_add(flat, mi_reshape(w2, MI_SHAPE(6)));
+        mi_tensor *loss = mi_add(product, mi_sum(mi_mul(flat, c), MI_ALL, false));
+        mi_tensor *g[2];
+        ck_assert_msg(loss, "%s", mi_error());
+        ck_assert_int_eq(mi_grad(&loss, NULL, 1, (mi_tensor *[]){w1, w2}, 2, false, g), 0);
+        for (int i = 0; i < 6; i++) {
+            ck_assert_double_eq(mi_get(g[0], i), (0.25 * i + 1));   /* c + 1 */
+            ck_assert_double_eq(mi_get(g[1], i), (shared ? 0.25 * i : 0)); /* c, or none */
+        }
+    }
+}
+END_TEST
+
 Suite *make_suite(void)
 {
     Suite *s = suite_create("autograd");
@@ -133,6 +164,7 @@ Suite *make_suite(void)
     tcase_add_test(tc, thread_setting_survives_the_first_op);
     tcase_add_test(tc, grad_rejects_bad_arguments);
     tcase_add_test(tc, dot_export_names_ops_and_shapes);
+    tcase_add_test(tc, gradients_of_whole_views_add_in_place_only_when_alone);
     suite_add_tcase(s, tc);
     return s;
 }

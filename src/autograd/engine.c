@@ -214,11 +214,15 @@ static void release_node(const release *r, mi_node *nd)
 }
 
 /* Whether t's gradient slot holds a tensor this pass made and may change in
- * place: its own storage (no view), held by that slot alone. */
+ * place: storage of its own, or a view of all of another's (a reshape's
+ * gradient), held by that slot alone. */
 static bool own_gradient(const release *r, const mi_tensor *t)
 {
-    const mi_tensor *a = TP(t)->gacc;
-    return r->pass && a && !a->base && a->data && TP(a)->pass == r->pass && TP(a)->uses == 1;
+    mi_tensor *a = TP(t)->gacc;
+    if (!r->pass || !a || !a->data) return false;
+    const mi_tensor *o = mi_tensor_owner(a);
+    bool whole = a == o || (a->data == o->data && a->numel == o->numel);
+    return whole && TP(o)->pass == r->pass && TP(o)->uses == 1;
 }
 
 /* Whether t's gradient slot can take like (a tensor of like's shape and
