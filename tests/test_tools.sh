@@ -111,6 +111,29 @@ unknown_override() {
 check "bench train with an unknown override key -> the case fails naming it" unknown_override
 check "bench train 'hope+recompute' (no =VALUE) -> exit 2" status 2 "each override is \+KEY=VALUE" \
   "$bench" train --variants hope+recompute
+# --rounds N: the case list N times over; a case's JSON has each round's median, its median
+# is theirs, and a target relative to another case is the median of the per-round ratios
+rounds_relative() {
+  "$bench" layer --variants titans,memora --chunks 16 --rounds 3 --reps 1 --threads 2 \
+    > "$tmp/rounds.out" 2>/dev/null && python3 - "$tmp/rounds.out" <<'PY'
+import json, re, statistics, sys
+lines = open(sys.argv[1]).read().splitlines()
+c = {r["name"]: r for r in (json.loads(l) for l in lines if l.startswith("{"))}
+t, m = c["layer.titans.b16"], c["layer.memora.b16"]
+ok = all(r["rounds"] == 3 and len(r["round_median_ms"]) == 3 and
+         abs(r["median_ms"] - statistics.median(r["round_median_ms"])) <= 1e-3 * r["median_ms"]
+         for r in (t, m))
+q = statistics.median(a / b for a, b in zip(m["round_median_ms"], t["round_median_ms"]))
+line = [l for l in lines if l.startswith("layer.memora.b16 ") and "x layer.titans.b16" in l]
+got = line and re.search(r" ([0-9.]+)x layer\.titans\.b16 \(median of 3 rounds' ratios, "
+                         r"[0-9.]+-[0-9.]+\), target <= 1\.5x: (met|missed)$", line[0])
+sys.exit(0 if ok and got and abs(float(got.group(1)) - q) <= 0.006 else 1)
+PY
+}
+check "bench layer --rounds 3: each round's median, their median, the ratio to titans" \
+  rounds_relative
+check "bench ops --rounds -> exit 2 (layer and train only)" status 2 \
+  "--rounds is an option of layer and train" "$bench" ops --rounds 2
 check "bench ops --variants -> exit 2 (ops has none)" status 2 "--variants is an option of" \
   "$bench" ops --variants titans
 # A suite whose data is not found is skipped; under --check that is a failure. A copy of

@@ -272,6 +272,72 @@ void run_isolated(case_fn fn, const void *ctx, const bench_opts *o, result *out)
                  "no result", WEXITSTATUS(status));
 }
 
+static int by_value(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Round k's run r of a case into acc, the case's result so far. A round
+ * that failed or was skipped ends the case's figures with its note. */
+static void fold_round(result *acc, const result *r, int k)
+{
+    if (k == 0) {
+        *acc = *r;
+    } else if (!acc->failed && !acc->note[0]) {
+        const timing *t = &r->t;
+        if (r->failed || r->note[0]) {
+            acc->failed = r->failed;
+            snprintf(acc->note, sizeof acc->note, "round %d: %.600s", k + 1, r->note);
+        }
+        acc->t.min_ms = fmin(acc->t.min_ms, t->min_ms);
+        acc->t.max_ms = fmax(acc->t.max_ms, t->max_ms);
+        /* faults and CPU per step: the mean over the rounds' repetitions */
+        double w = (double)acc->t.reps, n = w + t->reps;
+        acc->t.faults = (acc->t.faults * w + t->faults * t->reps) / n;
+        acc->t.user_ms = (acc->t.user_ms * w + t->user_ms * t->reps) / n;
+        acc->t.sys_ms = (acc->t.sys_ms * w + t->sys_ms * t->reps) / n;
+        acc->t.reps += t->reps;
+        acc->rss_kb = acc->rss_kb > r->rss_kb ? acc->rss_kb : r->rss_kb;
+        acc->est_rss_kb = acc->est_rss_kb > r->est_rss_kb ? acc->est_rss_kb : r->est_rss_kb;
+        acc->loss = r->loss;
+        acc->flops = r->flops;
+    }
+    if (!acc->failed && !acc->note[0] && acc->rounds < MAX_ROUNDS)
+        acc->round_ms[acc->rounds++] = r->t.median_ms;
+}
+
+int run_rounds(case_fn fn, const void *ctxs, size_t ctx_size, int first, int n,
+               const bench_opts *o)
+{
+    int rounds = o->rounds > 1 ? o->rounds : 1, failed = 0;
+    result *setup = malloc(sizeof *setup * (size_t)(n > 0 ? n : 1));
+    if (!setup) {
+        fprintf(stderr, "miras-bench: out of memory\n");
+        return n;
+    }
+    memcpy(setup, results + first, sizeof *setup * (size_t)n);
+    for (int k = 0; k < rounds; k++)
+        for (int i = 0; i < n; i++) {
+            result r = setup[i], *acc = &results[first + i];
+            if (k > 0 && (acc->failed || acc->note[0])) continue;
+            run_isolated(fn, (const char *)ctxs + (size_t)i * ctx_size, o, &r);
+            fold_round(acc, &r, k);
+            if (k < rounds - 1 && !acc->failed && !acc->note[0]) continue;
+            if (acc->rounds > 1) {
+                double m[MAX_ROUNDS];
+                memcpy(m, acc->round_ms, sizeof *m * (size_t)acc->rounds);
+                qsort(m, (size_t)acc->rounds, sizeof *m, by_value);
+                int h = acc->rounds / 2;
+                acc->t.median_ms = acc->rounds % 2 ? m[h] : (m[h - 1] + m[h]) / 2;
+            }
+            failed += acc->failed;
+            print_case_json(acc);
+        }
+    free(setup);
+    return failed;
+}
+
 /* The error of a failed step, into the case's note (and the pending error
  * cleared). Running out of memory under the cap counts as over the memory
  * budget: a skip, not a failure. */
@@ -369,6 +435,11 @@ void print_case_json(const result *r)
             printf("\"prompt_tokens\":%.0f,\"prompt_ms\":%.6g,\"prompt_user_ms\":%.6g,"
                    "\"cpu_ms_per_token_median\":%.6g,\"state_kb\":%ld,", r->prompt_tokens,
                    r->prompt_ms, r->prompt_user_ms, r->cpu_ms_median, r->state_kb);
+        if (r->rounds > 1) {
+            printf("\"rounds\":%d,\"round_median_ms\":[", r->rounds);
+            for (int k = 0; k < r->rounds; k++) printf("%s%.6g", k ? "," : "", r->round_ms[k]);
+            printf("],");
+        }
         printf("\"minor_faults_per_step\":%.6g,\"user_ms_per_step\":%.6g,"
                "\"sys_ms_per_step\":%.6g,",
                r->t.faults, r->t.user_ms, r->t.sys_ms);
@@ -399,8 +470,8 @@ static double fma_peak(int threads)
     return peak[threads];
 }
 
-/* The table of layer or train cases from results[first] on. */
-void print_case_table(int first, const char *unit)
+/* The table of layer or train cases from results[first] on, run `rounds` times over. */
+void print_case_table(int first, const char *unit, int rounds)
 {
     printf("\n%-28s %3s %10s %10s %10s %11s %8s %5s %9s %8s %5s  %s\n", "case", "thr",
            "median", "min", "max", "tokens/s", "GFLOP/s", "peak", "peak RSS", "faults", "sys",
@@ -445,6 +516,10 @@ void print_case_table(int first, const char *unit)
            "case runs in a fresh child); faults = minor page\nfaults per %s and sys = system "
            "share of the CPU time, over the timed repetitions; OpenMP waiting: %s.\n", unit, unit,
            unit, omp_wait_text());
+    if (rounds > 1)
+        printf("--rounds %d: the cases ran %d times over, one after another in each round, each "
+               "run in a child\nof its own; median = the median of a case's rounds' medians, "
+               "min/max over all its rounds.\n", rounds, rounds);
     for (int k = 0; k < n_peaks; k++)
         printf("peak = GFLOP/s / the f32 FMA peak on %d thread%s, %.1f GFLOP/s (mi_fma_peak: "
                "independent FMA chains in %s registers, measured now)\n", peak_threads[k],

@@ -24,6 +24,7 @@ typedef struct bench_opts {
     double max_rss_gb;     /* cases estimated above this are skipped */
     const char *data;      /* train: the text file */
     bool recompute;        /* train: recompute each block in the backward */
+    int rounds;            /* layer, train: the case list run this many times over */
 } bench_opts;
 
 /* ================================================================ timing */
@@ -61,6 +62,8 @@ timing time_body(body_fn body, void *ctx, int per_body, const bench_opts *o);
 
 /* ================================================================ results */
 
+#define MAX_ROUNDS 100 /* --rounds at most */
+
 typedef struct result {
     char name[48];
     char config[512];
@@ -79,6 +82,9 @@ typedef struct result {
      * and mi_lm_state_bytes after the last token */
     double prompt_tokens, prompt_ms, prompt_user_ms, cpu_ms_median;
     long state_kb;
+    /* layer and train: each round's median, in run order (--rounds) */
+    int rounds;
+    double round_ms[MAX_ROUNDS];
     bool failed;         /* an error, a crash: `note` says which */
     char note[640];      /* non-empty with failed, or when the case was skipped */
 } result;
@@ -112,6 +118,14 @@ typedef void (*case_fn)(const void *ctx, result *out);
 
 /* Runs fn(ctx, out) in a child; *out comes back through a pipe. */
 void run_isolated(case_fn fn, const void *ctx, const bench_opts *o, result *out);
+/* Runs the n cases results[first..first + n) (set up but not run; case i's
+ * context at (const char *)ctxs + i·ctx_size) --rounds times over, round
+ * after round, each run in a child of its own, and prints each case's JSON
+ * line after its last round. With more than one round a case's median is
+ * the median of its rounds' medians (min, max over every round). Returns
+ * the number of cases that failed. */
+int run_rounds(case_fn fn, const void *ctxs, size_t ctx_size, int first, int n,
+               const bench_opts *o);
 /* The error of a failed step, into the case's note (and the pending error cleared). */
 void note_error(result *r, const char *what);
 /* The kB a step of size s allocates, from probes of sizes s1 < s2, plus 5 %. */
@@ -120,8 +134,8 @@ long extrapolate_kb(long p1, long p2, double s1, double s2, double s);
 bool over_budget(result *r, long est_kb, const bench_opts *o, const char *from);
 /* One JSON line per layer or train case. */
 void print_case_json(const result *r);
-/* The table of layer or train cases from results[first] on. */
-void print_case_table(int first, const char *unit);
+/* The table of layer or train cases from results[first] on, run `rounds` times over. */
+void print_case_table(int first, const char *unit, int rounds);
 /* "machine: <CPU model> (N CPUs); OpenBLAS core ..., oneDNN ISA ..., own kernels ...":
  * what the figures above were measured on. */
 void print_machine(void);
@@ -131,6 +145,9 @@ const char *omp_wait_text(void);
 /* The cases from results[first] on that have a speed or memory target
  * (bench_targets.c): met or missed, and by how much. */
 void print_targets(int first);
+/* The targets relative to another case of the run (train.hope against
+ * train.titans, ...) whose two cases ran, from results[first] on. */
+void print_relative_targets(int first);
 /* Its "target_ms", "target_ms_ratio", … JSON members (with a trailing comma), if any. */
 void print_target_json(const result *r);
 /* Splits a comma list into at most max names (pointers into buf). */

@@ -3,6 +3,7 @@
  * and chunk size; each case in a child process of its own (bench_common). */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "bench_common.h"
@@ -229,7 +230,12 @@ int bench_layer(const bench_opts *o)
             fprintf(stderr, ")\n");
             return 2;
         }
-    int first = n_results, failed = 0;
+    layer_case *cases = malloc(sizeof *cases * MAX_RESULTS);
+    if (!cases) {
+        fprintf(stderr, "miras-bench: out of memory\n");
+        return 2;
+    }
+    int first = n_results;
     for (int i = 0; i < nv; i++)
         for (int j = 0; j < nc; j++) {
             layer_case lc = {.o = o,
@@ -237,6 +243,7 @@ int bench_layer(const bench_opts *o)
                              .batch = o->batch ? o->batch : LAYER_BATCH};
             if (mi_preset_config(lc.preset, &lc.config) != 0) {
                 fprintf(stderr, "miras-bench: %s\n", mi_error());
+                free(cases);
                 return 2;
             }
             /* the variant's own +KEY=VALUE overrides of the preset's config */
@@ -245,6 +252,7 @@ int bench_layer(const bench_opts *o)
                 if (mi_miras_config_set(&lc.config, kv) != 0) {
                     fprintf(stderr, "miras-bench: layer: variant '%s': %s\n", variants[i],
                             mi_error());
+                    free(cases);
                     return 2;
                 }
             lc.config.chunk = chunks[j];
@@ -265,13 +273,14 @@ int bench_layer(const bench_opts *o)
             r->loss = NAN;
             r->tokens = (double)(lc.batch * lc.T);
             r->default_size = lc.batch == LAYER_BATCH && lc.T == LAYER_SEQ_LEN;
-            run_isolated(layer_child, &lc, o, r);
-            failed += r->failed;
-            print_case_json(r);
+            cases[n_results - 1 - first] = lc;
         }
+    int failed = run_rounds(layer_child, cases, sizeof *cases, first, n_results - first, o);
+    free(cases);
     if (!o->json_only) {
-        print_case_table(first, "forward+backward");
+        print_case_table(first, "forward+backward", o->rounds);
         print_targets(first);
+        print_relative_targets(first);
     }
     return failed ? 1 : 0;
 }

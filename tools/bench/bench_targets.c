@@ -29,6 +29,19 @@ static const bench_target targets[] = {
     {"train.yaad", 450, 0},             {"train.gated-deltanet", 160, 550},
 };
 
+/* Targets relative to another case of the same run: name's median at most
+ * `ratio` times vs's (Nested Learning's HOPE against the Titans it extends;
+ * Memora's chunked layer against Titans'). */
+typedef struct bench_relative {
+    const char *name, *vs;
+    double ratio;
+} bench_relative;
+
+static const bench_relative relatives[] = {
+    {"train.hope", "train.titans", 3.0},
+    {"layer.memora.b16", "layer.titans.b16", 1.5},
+};
+
 static const bench_target *target_of(const char *name)
 {
     for (size_t i = 0; i < sizeof targets / sizeof *targets; i++)
@@ -60,6 +73,55 @@ void print_targets(int first)
         if (t->ms > 0) print_one("median", r->t.median_ms, t->ms, "ms");
         if (t->rss_mb > 0) print_one(" peak RSS", (double)r->rss_kb / 1024.0, t->rss_mb, "MB");
         printf("\n");
+    }
+}
+
+static const result *ran_case(int first, const char *name)
+{
+    for (int i = first; i < n_results; i++)
+        if (!strcmp(results[i].name, name))
+            return results[i].failed || results[i].note[0] ? NULL : &results[i];
+    return NULL;
+}
+
+/* a's median over b's; over as many rounds as both ran, the median of the
+ * per-round ratios (*lo, *hi their range), else the medians' ratio. */
+static double relative_ratio(const result *a, const result *b, double *lo, double *hi)
+{
+    int n = a->rounds < b->rounds ? a->rounds : b->rounds;
+    if (n < 2) return *lo = *hi = a->t.median_ms / b->t.median_ms;
+    double q[MAX_ROUNDS];
+    for (int k = 0; k < n; k++) q[k] = a->round_ms[k] / b->round_ms[k];
+    for (int i = 1; i < n; i++)   /* insertion sort: a few dozen at most */
+        for (int j = i; j > 0 && q[j - 1] > q[j]; j--) {
+            double t = q[j];
+            q[j] = q[j - 1];
+            q[j - 1] = t;
+        }
+    *lo = q[0];
+    *hi = q[n - 1];
+    return n % 2 ? q[n / 2] : (q[n / 2 - 1] + q[n / 2]) / 2;
+}
+
+void print_relative_targets(int first)
+{
+    bool any = false;
+    for (size_t i = 0; i < sizeof relatives / sizeof *relatives; i++) {
+        const bench_relative *t = &relatives[i];
+        const result *a = ran_case(first, t->name), *b = ran_case(first, t->vs);
+        if (!a || !b) continue;
+        if (!any) printf("\ntargets relative to another case of this run:\n");
+        any = true;
+        printf("%-28s", a->name);
+        if (a->threads != b->threads || !a->default_size || !b->default_size) {
+            printf("  not comparable: not both at the default size and one thread count\n");
+            continue;
+        }
+        double lo, hi, q = relative_ratio(a, b, &lo, &hi);
+        printf("  %.2fx %s", q, b->name);
+        int n = a->rounds < b->rounds ? a->rounds : b->rounds;
+        if (n > 1) printf(" (median of %d rounds' ratios, %.2f-%.2f)", n, lo, hi);
+        printf(", target <= %gx: %s\n", t->ratio, q <= t->ratio ? "met" : "missed");
     }
 }
 

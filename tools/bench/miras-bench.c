@@ -93,6 +93,12 @@ static void usage(FILE *f)
         "and T/2\n                    tokens), extrapolated linearly, + 5 %%; each case runs "
         "in a child\n                    process whose address space is capped at 1.25 G + 0.5 "
         "GB (running\n                    out of memory under the cap is a skip too)\n"
+        "  --rounds N        run the case list N times over (default 1, at most %d), each "
+        "case in a\n                    child of its own every round: a slow spell of a loaded "
+        "machine then\n                    falls on every case alike; a case's median is the "
+        "median of its\n                    rounds' medians, and a target relative to another "
+        "case (hope against\n                    titans) is the median of the two's per-round "
+        "ratios\n"
         "layer only:\n"
         "  --chunks b1,b2,.. chunk sizes (default 1,16,64); chunk 1 (the per-token "
         "recurrence, the\n                    slow reference) runs at T = %d unless --seq-len "
@@ -117,7 +123,7 @@ static void usage(FILE *f)
         "peak RSS (and the estimate\nit was checked against), train's last loss; a case not "
         "run has \"skipped\" or \"error\"\nwith the reason. Exit status (ops, layer, train) 1 if a "
         "case failed, 2 on bad\narguments.\n",
-        LAYER_TRAIN_REPS, LAYER_TRAIN_BUDGET_S, MAX_RSS_GB, LAYER_PER_TOKEN_MAX_T);
+        LAYER_TRAIN_REPS, LAYER_TRAIN_BUDGET_S, MAX_RSS_GB, MAX_ROUNDS, LAYER_PER_TOKEN_MAX_T);
     bench_quality_usage(f);
     bench_search_usage(f);
 }
@@ -134,10 +140,10 @@ static int parse_positive(const char *text, double *out)
 /* The options followed by a value. */
 static bool takes_value(const char *a)
 {
-    static const char *const names[] = {"--threads", "--reps", "--seq-len", "--batch",
-                                         "--budget-s", "--max-rss-gb", "--variants", "--chunks",
-                                         "--data", "--suite", "--set", "--steps", "--seed",
-                                         "--out", "--train", "--replot"};
+    static const char *const names[] = {"--threads", "--reps", "--rounds", "--seq-len",
+                                         "--batch", "--budget-s", "--max-rss-gb", "--variants",
+                                         "--chunks", "--data", "--suite", "--set", "--steps",
+                                         "--seed", "--out", "--train", "--replot"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (!strcmp(a, names[i])) return true;
     return false;
@@ -185,13 +191,14 @@ int main(int argc, char **argv)
             fprintf(stderr, "miras-bench: %s wants a value\n", a);
             return 2;
         } else if (!strcmp(a, "--threads") || !strcmp(a, "--reps") || !strcmp(a, "--seq-len")
-                   || !strcmp(a, "--batch")) {
+                   || !strcmp(a, "--batch") || !strcmp(a, "--rounds")) {
             if (parse_count(v, &n) != 0) {
                 fprintf(stderr, "miras-bench: %s wants a positive integer, got '%s'\n", a, v);
                 return 2;
             }
             if (!strcmp(a, "--threads")) o.threads = quality.threads = n;
             else if (!strcmp(a, "--reps")) o.reps = n;
+            else if (!strcmp(a, "--rounds")) o.rounds = n;
             else if (!strcmp(a, "--seq-len")) o.seq_len = n;
             else o.batch = n;
         } else if (!strcmp(a, "--budget-s") || !strcmp(a, "--max-rss-gb")) {
@@ -280,6 +287,15 @@ int main(int argc, char **argv)
     if (cmd->run == bench_ops && o.variants) {
         fprintf(stderr, "miras-bench: --variants is an option of layer, train and quality, "
                 "not of ops\n");
+        return 2;
+    }
+    if (o.rounds && cmd->run != bench_layer && cmd->run != bench_train) {
+        fprintf(stderr, "miras-bench: --rounds is an option of layer and train, not of %s\n",
+                cmd->name);
+        return 2;
+    }
+    if (o.rounds > MAX_ROUNDS) {
+        fprintf(stderr, "miras-bench: --rounds wants at most %d, got %d\n", MAX_ROUNDS, o.rounds);
         return 2;
     }
     if (cmd->run == bench_generate && (o.chunks || o.recompute)) {
