@@ -462,7 +462,7 @@ MS_KERNEL void MS(mlp_scan_backward)(mi_tensor *o, mi_tensor *const *in, const m
             /* with chunk > 1 a token's read matters where the next segment takes
              * its gradients from it */
             bool end = ms_seg_end(&k, t);
-            MS(step)(&k, seg, Kx + nt * d, Gt + nt * MS_GATES, &ik,
+            MS(step)(&k, seg, seg, Kx + nt * d, Gt + nt * MS_GATES, &ik,
                      k.chunk == 1 || end ? w.wt : NULL, end);
         }
         /* ∂L/∂ the final state: G (W, in the output's gstate slot) and H (S) */
@@ -490,8 +490,7 @@ MS_KERNEL void MS(mlp_scan_backward)(mi_tensor *o, mi_tensor *const *in, const m
                     MS(inner_at)(&k, seg + p * P, Kx + nt * d, V + nt * d, Gt + nt * MS_GATES,
                                  w.wg, &ik);
                 }
-                memcpy(st + P, st, sizeof(MS_T) * (size_t)P);
-                MS(step)(&k, st + P, Kx + nt * d, Gt + nt * MS_GATES, &ik,
+                MS(step)(&k, st, st + P, Kx + nt * d, Gt + nt * MS_GATES, &ik,
                          k.read ? rd + (j + 1) * nr : NULL, ms_seg_end(&k, t));
             }
             for (int64_t t = t1 - 1; t >= t0; t--) {

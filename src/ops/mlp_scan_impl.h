@@ -192,17 +192,20 @@ static void MS(inner_at)(const ms_dims *k, const MS_T *A, const MS_T *x, const M
     MS(inner)(k, wbuf, 1, x, v, gate, o);
 }
 
-/* The write of one token, in place (MIRAS eq:OGDupdate with the retention's decay; Titans §3.1 with momentum):
+/* The write of one token (MIRAS eq:OGDupdate with the retention's decay; Titans §3.1 with momentum):
  *   gd:       W ← α W − η g
  *   momentum: S ← μ S − η g,  W ← α W + S
  * with g = (δ1 sᵀ, δ2 kᵀ) from inner's act (taken at α W with decay_first,
- * gated DeltaNet's order). The state is A (W with no read); with a read
+ * gated DeltaNet's order), from the state `from` into `state` (the same
+ * pointer: in place; else a copy the write makes as it goes, where the
+ * backward keeps each token's state: one pass instead of a copy and then
+ * the write). The state is A (W with no read); with a read
  * then W_t = R(A_t) into wt, after kl's boundary (kl_row) where the
  * token ends its segment (boundary); wt NULL: no read (never with a
  * boundary). kl reads each row as soon as it is written, from the max the
  * write found. */
-static void MS(step)(const ms_dims *k, MS_T *state, const MS_T *x, const MS_T *gate,
-                     const MS(act) *o, MS_T *wt, bool boundary)
+static void MS(step)(const ms_dims *k, const MS_T *from, MS_T *state, const MS_T *x,
+                     const MS_T *gate, const MS(act) *o, MS_T *wt, bool boundary)
 {
     int64_t d = k->d, h = k->h, m = 2 * d * h;
     MS_T eta = gate[0], alpha = gate[1], mu = gate[2];
@@ -210,23 +213,27 @@ static void MS(step)(const ms_dims *k, MS_T *state, const MS_T *x, const MS_T *g
         int64_t rows = l == 0 ? d : h, cols = l == 0 ? h : d;
         const MS_T *dl = l == 0 ? o->dl1 : o->dl2, *in = l == 0 ? o->s : x;
         MS_T *W = state + l * d * h, *S = k->momentum ? W + m : NULL;
+        const MS_T *W0 = from + l * d * h, *S0 = k->momentum ? W0 + m : NULL;
         if (!S && k->read == MI_MLP_READ_KL && wt) {
+            if (W0 != W) memcpy(W, W0, sizeof(MS_T) * (size_t)(rows * cols));
             MS_KL_ROWS(k, W, in, dl, eta, alpha, wt + l * d * h, MS(kl_f)(k, wt, (int)l), rows,
                        cols, boundary);
             continue;
         }
         for (int64_t i = 0; i < rows; i++) {
             MS_T c = eta * dl[i], *w = W + i * cols;
+            const MS_T *w0 = W0 + i * cols;
             if (S) {
                 MS_T *s = S + i * cols;
+                const MS_T *s0 = S0 + i * cols;
                 MS_PRAGMA(omp simd)
                 for (int64_t j = 0; j < cols; j++) {
-                    s[j] = mu * s[j] - c * in[j];
-                    w[j] = alpha * w[j] + s[j];
+                    s[j] = mu * s0[j] - c * in[j];
+                    w[j] = alpha * w0[j] + s[j];
                 }
             } else {
                 MS_PRAGMA(omp simd)
-                for (int64_t j = 0; j < cols; j++) w[j] = alpha * w[j] - c * in[j];
+                for (int64_t j = 0; j < cols; j++) w[j] = alpha * w0[j] - c * in[j];
             }
         }
     }
@@ -290,7 +297,7 @@ MS_KERNEL void MS(mlp_scan)(mi_tensor *o, mi_tensor *const *in, const mi_attrs *
             } else {
                 MS(inner_at)(&k, state, K + nt * d, V + nt * d, gate, wg, &x);
             }
-            MS(step)(&k, state, K + nt * d, gate, ia, wt, ms_seg_end(&k, t));
+            MS(step)(&k, state, state, K + nt * d, gate, ia, wt, ms_seg_end(&k, t));
             MS(read)(&k, k.read ? wt : state, 1, Q + nt * d, &x);
             memcpy(Y + t * d, x.y, sizeof(MS_T) * (size_t)d);
         }
