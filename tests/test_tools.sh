@@ -132,6 +132,17 @@ PY
 }
 check "bench layer --rounds 3: each round's median, their median, the ratio to titans" \
   rounds_relative
+# each train case runs its own mixer, whichever ran before it (a case's spec is its own)
+train_cases_own_spec() {
+  "$bench" train --variants titans,gated-deltanet --reps 1 --threads 1 --batch 1 --seq-len 16 \
+    --json-only > "$tmp/two.jsonl" 2>/dev/null && python3 - "$tmp/two.jsonl" <<'PY'
+import json, sys
+c = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+sys.exit(0 if len(c) == 2 and c[0]["gflop"] != c[1]["gflop"] and c[0]["loss"] != c[1]["loss"]
+         else 1)
+PY
+}
+check "bench train titans,gated-deltanet: two different models ran" train_cases_own_spec
 check "bench ops --rounds -> exit 2 (layer and train only)" status 2 \
   "--rounds is an option of layer and train" "$bench" ops --rounds 2
 check "bench ops --variants -> exit 2 (ops has none)" status 2 "--variants is an option of" \

@@ -278,6 +278,12 @@ static int by_value(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+double median_of(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, by_value);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
 /* Round k's run r of a case into acc, the case's result so far. A round
  * that failed or was skipped ends the case's figures with its note. */
 static void fold_round(result *acc, const result *r, int k)
@@ -327,9 +333,7 @@ int run_rounds(case_fn fn, const void *ctxs, size_t ctx_size, int first, int n,
             if (acc->rounds > 1) {
                 double m[MAX_ROUNDS];
                 memcpy(m, acc->round_ms, sizeof *m * (size_t)acc->rounds);
-                qsort(m, (size_t)acc->rounds, sizeof *m, by_value);
-                int h = acc->rounds / 2;
-                acc->t.median_ms = acc->rounds % 2 ? m[h] : (m[h - 1] + m[h]) / 2;
+                acc->t.median_ms = median_of(m, acc->rounds);
             }
             failed += acc->failed;
             print_case_json(acc);

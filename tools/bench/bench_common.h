@@ -97,6 +97,8 @@ long peak_rss_kb(void);
 /* Appends a case to results; its index (when full: none added, the last). */
 int record(const char *name, const char *config, int threads, timing t, double flops,
            double bytes);
+/* The median of v[0..n) (n >= 1), which it sorts. */
+double median_of(double *v, int n);
 /* Framework median time / raw median time (> 1: the framework is slower). */
 double ratio_of(const result *r);
 /* One JSON line per ops case. */

@@ -92,15 +92,10 @@ static double relative_ratio(const result *a, const result *b, double *lo, doubl
     if (n < 2) return *lo = *hi = a->t.median_ms / b->t.median_ms;
     double q[MAX_ROUNDS];
     for (int k = 0; k < n; k++) q[k] = a->round_ms[k] / b->round_ms[k];
-    for (int i = 1; i < n; i++)   /* insertion sort: a few dozen at most */
-        for (int j = i; j > 0 && q[j - 1] > q[j]; j--) {
-            double t = q[j];
-            q[j] = q[j - 1];
-            q[j - 1] = t;
-        }
+    double med = median_of(q, n);
     *lo = q[0];
     *hi = q[n - 1];
-    return n % 2 ? q[n / 2] : (q[n / 2 - 1] + q[n / 2]) / 2;
+    return med;
 }
 
 void print_relative_targets(int first)
