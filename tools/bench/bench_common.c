@@ -41,6 +41,12 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+double median_of(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
 static const time_policy ops_policy = {2, WARMUP_S, CASE_BUDGET_S, 3};
 
 /* Times body(ctx); `per_body` calls of the measured thing happen per body. */
@@ -76,10 +82,9 @@ timing time_body_with(body_fn body, void *ctx, int per_body, int reps,
     r.faults = (double)(u1.ru_minflt - u0.ru_minflt) / calls;
     r.user_ms = tv_ms(u1.ru_utime, u0.ru_utime) / calls;
     r.sys_ms = tv_ms(u1.ru_stime, u0.ru_stime) / calls;
-    qsort(ms, (size_t)r.reps, sizeof *ms, cmp_double);
+    r.median_ms = median_of(ms, r.reps);
     r.min_ms = ms[0];
     r.max_ms = ms[r.reps - 1];
-    r.median_ms = r.reps % 2 ? ms[r.reps / 2] : 0.5 * (ms[r.reps / 2 - 1] + ms[r.reps / 2]);
     free(ms);
     return r;
 }
@@ -270,18 +275,6 @@ void run_isolated(case_fn fn, const void *ctx, const bench_opts *o, result *out)
     else
         snprintf(out->note, sizeof out->note, "the case's process exited with status %d and "
                  "no result", WEXITSTATUS(status));
-}
-
-static int by_value(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-double median_of(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, by_value);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 /* Round k's run r of a case into acc, the case's result so far. A round

@@ -82,18 +82,6 @@ static double cpu_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *x, int n)
-{
-    qsort(x, (size_t)n, sizeof *x, cmp_double);
-    return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
-}
-
 /* reps repetitions of GEN_TOKENS greedy tokens (until budget_s once one is
  * done): wall and CPU time per token of each, their medians; getrusage's
  * user and system time and faults over them all, per token. */
@@ -124,8 +112,8 @@ static void time_decode(gen_state *s, const bench_opts *o, result *out)
                   (double)(u1.ru_utime.tv_usec - u0.ru_utime.tv_usec) / 1e3) / tokens;
     t->sys_ms = ((double)(u1.ru_stime.tv_sec - u0.ru_stime.tv_sec) * 1e3 +
                  (double)(u1.ru_stime.tv_usec - u0.ru_stime.tv_usec) / 1e3) / tokens;
-    out->cpu_ms_median = median(cpu, t->reps);
-    t->median_ms = median(wall, t->reps);
+    out->cpu_ms_median = median_of(cpu, t->reps);
+    t->median_ms = median_of(wall, t->reps);
     t->min_ms = wall[0];
     t->max_ms = wall[t->reps - 1];
     free(wall);
