@@ -181,7 +181,8 @@ START_TEST(cms_scan_backward_counts_three_forwards)
 }
 END_TEST
 
-/* mlp_scan: 7 products of 2·d·h per token forward, 30 backward; with
+/* mlp_scan: 7 products of 2·d·h per token forward, 30 backward (25 from a
+ * recorded forward's checkpoints); with
  * momentum the state is twice as long and h the same. */
 START_TEST(mlp_scan_counts_per_token)
 {
@@ -195,6 +196,12 @@ START_TEST(mlp_scan_counts_per_token)
         ck_assert_uint_eq(DELTA(mi_mlp_scan_packed(st, q, k, v, gates, &rule)), 7 * per);
         mi_tensor *g = randn(MI_SHAPE(N, T * d + st->shape[1]));
         ck_assert_uint_eq(DELTA(mi_mlp_scan_backward(st, q, k, v, gates, g, &rule)), 30 * per);
+        /* recorded, the forward keeps the checkpoints: the backward writes once */
+        mi_tensor *out = mi_mlp_scan_packed(mi_requires_grad(st, true), q, k, v, gates, &rule);
+        mi_tensor *gst = NULL;
+        mark = mi_flops();
+        ck_assert_int_eq(mi_grad(&out, &g, 1, &st, 1, false, &gst), 0);
+        ck_assert_uint_eq(mi_flops() - mark, 25 * per);
     }
 }
 END_TEST

@@ -58,11 +58,15 @@
  * G = ∂L/∂W_t (∂L/∂A_t with a read) and H = ∂L/∂S_t, through the write's
  * Hessian-vector products (the LN, GELU and bias terms; each written out
  * above token_backward in mlp_scan_back_impl.h) and the reads' vjps
- * (mlp_scan_rules_impl.h). The forward keeps nothing beyond its output: the
- * backward reruns the writes keeping the state before every K-th token
- * (K = ⌈√T⌉), then recomputes one segment of K states at a time from its
- * checkpoint, in scratch from the current scope (released on return):
- * ⌈T/K⌉ + K + 1 state copies a thread, not one per token (T = 512: 47).
+ * (mlp_scan_rules_impl.h). The backward starts from the state before every
+ * K-th token (K = ⌈√T⌉): a recorded forward (mi_mlp_scan_packed with
+ * recording on) keeps these checkpoints in its scope (attrs.data, ⌈T/K⌉
+ * states per sequence), otherwise (mi_mlp_scan_backward alone) the backward
+ * reruns the writes to form them; it then recomputes one segment of K states
+ * at a time from its checkpoint, in scratch from the current scope (released
+ * on return): K + 1 state copies a thread, not one per token (T = 512: 24).
+ * Keeping them spares the backward a third of its writes, each a pass over
+ * the whole state.
  * Each sequence runs on one thread (the result does not depend on the thread
  * count), its matrix-vector products on OpenBLAS (GEMV); with chunk > 1 a
  * segment's tokens take their gradients at one state, so the three products
@@ -208,19 +212,10 @@ static mi_tensor *ms_grad_part(mi_tensor *packed, mi_tensor *const *in, int i)
     return mi_reshape(part, in[i]->rank, in[i]->shape);
 }
 
-static mi_mlp_scan_rule ms_rule_of(const mi_attrs *at)
-{
-    int64_t f = at->index;
-    bool lq = f & MI_MLP_SCAN_LQ, kl = f & MI_MLP_SCAN_KL;
-    return (mi_mlp_scan_rule){.momentum = f & MI_MLP_SCAN_MOMENTUM,
-                              .yaad = f & MI_MLP_SCAN_YAAD, .lp = f & MI_MLP_SCAN_LP,
-                              .decay_first = f & MI_MLP_SCAN_DECAY_FIRST,
-                              .sign_sharpness = at->p, .lp_p = at->p, .lp_eps = at->eps,
-                              .read = lq ? MI_MLP_READ_LQ : kl ? MI_MLP_READ_KL : MI_MLP_READ_STATE,
-                              .lq_q = at->scalar, .lq_eps = at->lo, .kl_scale = at->scalar,
-                              .chunk = at->window, .lag_token = f & MI_MLP_SCAN_LAG};
-}
+extern const mi_op mi_op_mlp_scan_backward; /* below */
 
+/* The backward op with the node's attributes: attrs.data, the checkpoints
+ * the recorded forward kept, spares it the forward's second run. */
 static mi_tensor *ms_backward(const mi_node *nd, mi_tensor *g)
 {
     if (mi_grad_enabled()) {
@@ -229,8 +224,7 @@ static mi_tensor *ms_backward(const mi_node *nd, mi_tensor *g)
         return NULL;
     }
     mi_tensor *const *in = nd->inputs;
-    mi_mlp_scan_rule rule = ms_rule_of(&nd->attrs);
-    return mi_mlp_scan_backward(in[0], in[1], in[2], in[3], in[4], g, &rule);
+    return RUN(&mi_op_mlp_scan_backward, &nd->attrs, in[0], in[1], in[2], in[3], in[4], g);
 }
 
 static int mlp_scan_vjp_all(const mi_node *nd, mi_tensor *g, const bool *need, mi_tensor **grads)
@@ -343,7 +337,7 @@ static uint64_t mlp_scan_backward_flops(mi_tensor *const *in, int n, const mi_at
 {
     (void)n;
     (void)out;
-    return ms_flops(in, a, 30);
+    return ms_flops(in, a, a->data ? 25 : 30); /* the checkpoints kept: the write once */
 }
 
 const mi_op mi_op_mlp_scan = {
@@ -394,6 +388,21 @@ mi_tensor *mi_mlp_scan_packed(mi_tensor *state0, mi_tensor *q, mi_tensor *k, mi_
 {
     if (!ms_rule_given(rule)) return NULL;
     mi_attrs at = ms_attrs(rule);
+    mi_tensor *in[MS_IN] = {state0, q, k, v, gates};
+    bool recorded = false, all = true;
+    for (int i = 0; i < MS_IN; i++) {
+        recorded |= in[i] && in[i]->requires_grad;
+        all &= in[i] != NULL;
+    }
+    if (recorded && all && mi_grad_enabled() && ms_check("mlp_scan", in, MS_IN, &at) == 0) {
+        /* the backward's checkpoints, kept by the forward (the kernels'
+         * attrs.data), in the scope the record lives in */
+        ms_dims kd = ms_dims_of(in, &at);
+        size_t bytes = mi_dtype_size(state0->dtype) * (size_t)(kd.N * ms_checkpoints(&kd) * kd.P);
+        if (!(at.data = mi_scope_alloc(mi_scope_current(), bytes)))
+            return mi_error_set("mlp_scan: out of memory for the backward's %zu bytes", bytes),
+                   NULL;
+    }
     return RUN(&mi_op_mlp_scan, &at, state0, q, k, v, gates);
 }
 

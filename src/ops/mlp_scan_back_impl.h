@@ -398,25 +398,24 @@ static void MS(token_backward)(const ms_dims *k, const MS_T *Ap, const MS_T *At,
     ggate[2] = gmu;
 }
 
-/* Backward: per sequence, the forward's writes again keeping the state
- * before every K-th token (K = ⌈√T⌉, with chunk b > 1 rounded up to a
- * multiple of b: a segment of the mini-batch rule never straddles two
- * checkpoints); then segment by segment from the last,
- * the segment's states recomputed from its checkpoint (with each token's
- * inner act, and with a read each state's R(A)) and its tokens run
+/* Backward: per sequence, the checkpoints, the state before every K-th
+ * token (ms_spacing): those the recorded forward kept (attrs.data), or else
+ * the forward's writes run again to keep them; then segment by segment from
+ * the last, the segment's states recomputed from its checkpoint (with each
+ * token's inner act, and with a read each state's R(A)) and its tokens run
  * backwards through token_backward.
- * ⌈T/K⌉ + K + 1 state copies a thread. The packed output per sequence is
- * gstate [P], gq, gk, gv [T, d], ggates [T, 4]. */
+ * K + 1 state copies a thread (and ⌈T/K⌉ more for checkpoints of its own).
+ * The packed output per sequence is gstate [P], gq, gk, gv [T, d],
+ * ggates [T, 4]. */
 MS_KERNEL void MS(mlp_scan_backward)(mi_tensor *o, mi_tensor *const *in, const mi_attrs *at)
 {
     ms_dims k = ms_dims_of(in, at);
     int64_t N = k.N, T = k.T, d = k.d, P = k.P, gw = T * d + P, ow = o->shape[1];
-    int64_t K = (scan_segment(T) + k.chunk - 1) / k.chunk * k.chunk;
-    int64_t ncp = (T + K - 1) / K, na = ms_act_elems(&k);
+    int64_t K = ms_spacing(&k), ncp = ms_checkpoints(&k), na = ms_act_elems(&k);
     const MS_T *W0 = in[0]->data, *Q = in[1]->data, *Kx = in[2]->data, *V = in[3]->data;
-    const MS_T *Gt = in[4]->data, *Gin = in[5]->data;
+    const MS_T *Gt = in[4]->data, *Gin = in[5]->data, *kept = at->data;
     int64_t nr = ms_read_elems(&k), nrd = k.read ? (K + 1) * nr : 0; /* R(A) of a segment */
-    int64_t per = (ncp + K + 1) * P + (K + 1) * na + ms_work_elems(&k) + P + nrd;
+    int64_t per = ((kept ? 0 : ncp) + K + 1) * P + (K + 1) * na + ms_work_elems(&k) + P + nrd;
     if (k.chunk > 1) /* the segment's J, (no read) its W and its chain rows */
         per += (k.read ? 1 : 2) * k.m + k.chunk * (2 * d + 3 * k.h);
     mi_scope *sc = mi_scope_current();
@@ -430,7 +429,9 @@ MS_KERNEL void MS(mlp_scan_backward)(mi_tensor *o, mi_tensor *const *in, const m
     blas_single_thread_once();
     MS_PRAGMA(omp parallel for num_threads(n_thr) schedule(static))
     for (int64_t n = 0; n < N; n++) {
-        MS_T *cp = scratch + per * scan_thread(), *seg = cp + ncp * P, *acts = seg + (K + 1) * P;
+        MS_T *own = scratch + per * scan_thread(), *seg = own + (kept ? 0 : ncp) * P;
+        MS_T *acts = seg + (K + 1) * P;
+        const MS_T *cp = kept ? kept + n * ncp * P : own;
         MS_T *H = acts + (K + 1) * na; /* ∂L/∂S_t (momentum) */
         MS(work) w;
         MS(act) ra, ik;
@@ -442,11 +443,11 @@ MS_KERNEL void MS(mlp_scan_backward)(mi_tensor *o, mi_tensor *const *in, const m
         MS_T *out = (MS_T *)o->data + n * ow, *G = out;
         MS_T *gQ = out + P, *gK = gQ + T * d, *gV = gK + T * d, *gG = gV + T * d;
         const MS_T *gY = Gin + n * gw, *gEnd = gY + T * d;
-        /* the checkpoints */
+        /* the checkpoints, where the forward kept none */
         memcpy(seg, W0 + n * P, sizeof(MS_T) * (size_t)P);
-        for (int64_t t = 0; t < T; t++) {
+        for (int64_t t = 0; !kept && t < T; t++) {
             int64_t nt = n * T + t;
-            if (t % K == 0) memcpy(cp + t / K * P, seg, sizeof(MS_T) * (size_t)P);
+            if (t % K == 0) memcpy(own + t / K * P, seg, sizeof(MS_T) * (size_t)P);
             MS(act_carve)(&ik, acts, &k);
             if (k.chunk > 1) {
                 if (ms_seg_start(&k, t))

@@ -90,6 +90,21 @@ static inline bool ms_seg_end(const ms_dims *k, int64_t t)
     return t + 1 == k->T || ms_seg_start(k, t + 1);
 }
 
+/* K: the tokens between two checkpoints of the backward, ⌈√T⌉ rounded up
+ * to a multiple of the chunk b (a segment of the mini-batch rule never
+ * straddles two checkpoints); ⌈T/K⌉ checkpoints, the states before tokens
+ * 0, K, 2K, …, of P elements each per sequence: what a recorded forward
+ * keeps (attrs.data, mi_mlp_scan_packed) or the backward forms again. */
+static inline int64_t ms_spacing(const ms_dims *k)
+{
+    return (scan_segment(k->T) + k->chunk - 1) / k->chunk * k->chunk;
+}
+static inline int64_t ms_checkpoints(const ms_dims *k)
+{
+    int64_t K = ms_spacing(k);
+    return (k->T + K - 1) / K;
+}
+
 /* The elements of one act and of one thread's backward work vectors
  * (mlp_scan_impl.h's act, mlp_scan_back_impl.h's work). */
 static inline int64_t ms_act_elems(const ms_dims *k) { return 5 * k->h + 4 * k->d + 2; }

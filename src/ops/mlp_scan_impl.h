@@ -257,13 +257,18 @@ static const MS_T *MS(grad_point)(const ms_dims *k, int64_t t, const MS_T *A, co
 
 /* Forward: per sequence, the state in the output's slot; per token the
  * inner gradient at W_{t−1} (α_t W_{t−1} with decay_first; with chunk > 1
- * at the segment's grad_point), the write, then y_t = M_{W_t}(q_t). */
+ * at the segment's grad_point), the write, then y_t = M_{W_t}(q_t). With
+ * attrs.data (a recorded call, mi_mlp_scan_packed) the backward's
+ * checkpoints too, the state before every K-th token (ms_spacing), ⌈T/K⌉ of
+ * P elements per sequence, sequence after sequence. */
 MS_KERNEL void MS(mlp_scan)(mi_tensor *o, mi_tensor *const *in, const mi_attrs *at)
 {
     ms_dims k = ms_dims_of(in, at);
     int64_t N = k.N, T = k.T, d = k.d, P = k.P, width = T * d + P;
     const MS_T *W0 = in[0]->data, *Q = in[1]->data, *K = in[2]->data, *V = in[3]->data;
     const MS_T *Gt = in[4]->data;
+    MS_T *kept = (MS_T *)(uintptr_t)at->data;
+    int64_t K_cp = ms_spacing(&k), n_cp = ms_checkpoints(&k);
     int64_t nr = ms_read_elems(&k), na = ms_act_elems(&k), per = na + (k.read ? 2 * nr : 0);
     if (k.chunk > 1) per += k.chunk * na + (k.read ? 0 : k.m); /* the segment's acts (and W) */
     /* act, R(A_{t−1}) (with chunk > 1 the segment's: grad_point), R(A_t) */
@@ -286,6 +291,8 @@ MS_KERNEL void MS(mlp_scan)(mi_tensor *o, mi_tensor *const *in, const mi_attrs *
         for (int64_t t = 0; t < T; t++) {
             int64_t nt = n * T + t;
             const MS_T *gate = Gt + nt * MS_GATES;
+            if (kept && t % K_cp == 0)
+                memcpy(kept + (n * n_cp + t / K_cp) * P, state, sizeof(MS_T) * (size_t)P);
             if (k.chunk > 1) {
                 if (ms_seg_start(&k, t))
                     MS(inner_seg)(&k, MS(grad_point)(&k, t, state, wt, wg), K + nt * d,
