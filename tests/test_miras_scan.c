@@ -297,10 +297,11 @@ START_TEST(no_grad_and_second_derivatives)
 END_TEST
 
 /* scan=auto runs chunks through mi_scan once the states the chunks start
- * from come to 16 MiB, and records them below: titans (two weights of
- * 128 × 32 and their momentum, f32: 64 KiB a sequence) over 4 chunks of 2,
- * 64 sequences (16 MiB) and 32 (8 MiB); and at any size where a chunk makes
- * a state per token (the KL retention's softmax read: 2 sequences). */
+ * from come to 16 MiB, and records them below: Titans' memory with yaad's
+ * bias (two weights of 128 × 32 and their momentum, f32: 64 KiB a sequence)
+ * over 4 chunks of 2, 64 sequences (16 MiB) and 32 (8 MiB); and at any size
+ * where a chunk makes a state per token (the KL retention's softmax read: 2
+ * sequences). The fused op takes Titans' own chunks (ℓ2 bias) and kl's. */
 /* Titans' memory at chunk 2 (MLP, momentum, ℓ2 retention) with `scan`, for
  * heads of 32, and its initial weights w0 (requiring grad when asked). */
 static mi_miras titans_chunk2(const char *scan, mi_rng *r, bool grad, mi_tensor **w0)
@@ -328,14 +329,25 @@ START_TEST(auto_scans_large_chunked_states)
     mi_tensor *w0[W_MAX];
     mi_miras m = titans_chunk2("auto", &r, false, w0);
     mi_miras_config cfg = m.config;
-    for (int big = 0; big < 2; big++) {
+    /* Titans' own chunks run as mlp_scan's mini-batch rule (no chunk
+     * states); with yaad's bias they keep the rank-one form */
+    config_set(&cfg, "bias=yaad");
+    ck_assert_msg(mi_miras_init(&m, &cfg) == 0, "%s", mi_error());
+    for (int big = 0; big < 3; big++) {
         int64_t n = big ? 64 : 32;
         mi_tensor *q = mi_randn(&r, MI_F32, MI_SHAPE(n, 8, 32), 0, 1);
         mi_tensor *k = mi_randn(&r, MI_F32, MI_SHAPE(n, 8, 32), 0, 1);
         mi_tensor *v = mi_randn(&r, MI_F32, MI_SHAPE(n, 8, 32), 0, 1);
         mi_tensor *g = mi_full(MI_F32, MI_SHAPE(n, 8), 0.5);
         mi_requires_grad(q, true);
-        mi_miras_gates gt = {.eta = g, .alpha = g, .mu = g};
+        mi_miras_gates gt = {.eta = g, .alpha = g, .mu = g, .delta = g};
+        if (big == 2) { /* Titans: the op at any size */
+            mi_miras t = titans_chunk2("auto", &r, false, w0);
+            mi_tensor *y = mi_miras_forward(&t, q, k, v, &gt, w0, NULL);
+            ck_assert_msg(y != NULL, "%s", mi_error());
+            ck_assert_msg(computed_within(y, "mlp_scan", 4), "titans: not by mlp_scan");
+            break;
+        }
         mi_tensor *y = mi_miras_forward(&m, q, k, v, &gt, w0, NULL);
         ck_assert_msg(y != NULL, "%s", mi_error());
         ck_assert_msg(computed_within(y, "mi_scan", 4) == big, "%lld sequences: %s mi_scan",
@@ -347,7 +359,7 @@ START_TEST(auto_scans_large_chunked_states)
     mi_tensor *x = mi_randn(&r, MI_F32, MI_SHAPE(2, 8, 32), 0, 1);
     mi_tensor *g = mi_full(MI_F32, MI_SHAPE(2, 8), 0.5);
     mi_requires_grad(x, true);
-    mi_miras_gates gt = {.eta = g, .alpha = g};
+    mi_miras_gates gt = {.eta = g, .alpha = g, .delta = g};
     mi_tensor *y = mi_miras_forward(&m, x, x, x, &gt, w0, NULL);
     ck_assert_msg(y != NULL, "%s", mi_error());
     /* kl's chunks: mlp_scan's mini-batch rule, no state per token */

@@ -17,6 +17,8 @@
  *   presets (and variants: no retention, the exact sign, momentum,
  *   decay_first, ℓp with ℓ2 retention, yaad with kl), and the
  *   one-token step of generation equals the sequence forward;
+ * - so do the chunks of the mini-batch rule where it runs the op (memora,
+ *   titans, ttt-mlp; not yaad's);
  * - bad shapes and dtypes give messages, not aborts, and a second derivative
  *   is refused with a message. */
 #include <stdio.h>
@@ -504,26 +506,33 @@ START_TEST(chunk1_equals_composed_path)
 }
 END_TEST
 
-/* Memora's mini-batch rule (kl's read, the lag token) runs as mlp_scan's
- * chunks and equals the composed chunks (materialize=true), values and
- * gradients, at chunks of 2, 3, 4 and 16 over 11 tokens (last chunks of 1,
- * 2, 3 and 11 tokens), with the ℓ2 and yaad biases. */
-START_TEST(kl_chunks_equal_composed_path)
+/* The mini-batch rule runs as mlp_scan's chunks where the op takes it
+ * (Memora's kl read with its lag token, with the ℓ2 and yaad biases; the
+ * state itself with the ℓ2 bias: Titans with momentum, TTT-MLP with gd) and
+ * equals the composed chunks (materialize=true), values and gradients, at
+ * chunks of 2, 3, 4 and 16 over 11 tokens (last chunks of 1, 2, 3 and 11
+ * tokens). Yaad's state read keeps the rank-one form. */
+START_TEST(chunks_equal_composed_path)
 {
     static const int64_t chunks[] = {2, 3, 4, 16};
-    mi_miras_config cfg = preset_config(mi_preset_find("memora"));
-    if (_i >= 4) config_set(&cfg, "bias=yaad");
+    static const struct { const char *name, *set; bool op; } cases[] = {
+        {"memora", NULL, true}, {"memora", "bias=yaad", true}, {"titans", NULL, true},
+        {"ttt-mlp", NULL, true}, {"yaad", NULL, false}};
+    int c = _i / 4;
+    mi_miras_config cfg = preset_config(mi_preset_find(cases[c].name));
+    if (cases[c].set) config_set(&cfg, cases[c].set);
     cfg.chunk = chunks[_i % 4];
     mi_tensor *x[9], *ref[12], *got[12];
     int n = both_paths(&cfg, 900u + (unsigned)_i, x, got, ref);
-    ck_assert_msg(computed_within(got[0], "mlp_scan", 4), "chunk %lld: not by mlp_scan",
-                  (long long)cfg.chunk);
+    ck_assert_msg(computed_within(got[0], "mlp_scan", 4) == cases[c].op,
+                  "%s chunk %lld: %s mlp_scan", cases[c].name, (long long)cfg.chunk,
+                  cases[c].op ? "not by" : "by");
     int worst = 0;
     double e = max_rel_err(got, ref, n, &worst, NULL);
-    printf("chunk %-2lld memora %-9s: max error %.2e (result %d)\n", (long long)cfg.chunk,
-           _i >= 4 ? "bias=yaad" : "", e, worst);
-    ck_assert_msg(e <= 1e-12, "chunk %lld: result %d differs by %.3g", (long long)cfg.chunk,
-                  worst, e);
+    printf("chunk %-2lld %-8s %-9s: max error %.2e (result %d)\n", (long long)cfg.chunk,
+           cases[c].name, cases[c].set ? cases[c].set : "", e, worst);
+    ck_assert_msg(e <= 1e-12, "%s chunk %lld: result %d differs by %.3g", cases[c].name,
+                  (long long)cfg.chunk, worst, e);
 }
 END_TEST
 
@@ -690,7 +699,7 @@ Suite *make_suite(void)
     tcase_add_loop_test(tc, op_gradcheck, 0, N_VARIANTS);
     tcase_add_loop_test(tc, kept_checkpoints_equal_rerun, 0, 2 * N_VARIANTS);
     tcase_add_loop_test(tc, chunk1_equals_composed_path, 0, N_PRESETS);
-    tcase_add_loop_test(tc, kl_chunks_equal_composed_path, 0, 8);
+    tcase_add_loop_test(tc, chunks_equal_composed_path, 0, 20);
     tcase_add_test(tc, bad_inputs_give_messages);
     tcase_add_loop_test(tc, own_kernels_match_ref, 0, 8);
     suite_add_tcase(s, tc);

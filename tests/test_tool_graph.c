@@ -89,10 +89,10 @@ START_TEST(one_inner_step_of_deltanet)
 }
 END_TEST
 
-/* A chunked momentum model: its chunks' states are small, so they are
- * recorded, and the momentum and the decay run as scans from the state the
- * previous chunk left (linear_scan_from); with scan=mi_scan the chunks are
- * one mi_scan node. */
+/* A chunked momentum model: by default its chunks are the fused op's
+ * mini-batch rule (one mlp_scan node); recorded (scan=composed) the momentum
+ * and the decay run as scans from the state the previous chunk left
+ * (linear_scan_from); with scan=mi_scan the chunks are one mi_scan node. */
 START_TEST(titans_layer_at_four_tokens)
 {
     const tool_result *r = RUN("--model", "titans", "--chunk", "2", "--tokens", "4", "--dim",
@@ -101,6 +101,11 @@ START_TEST(titans_layer_at_four_tokens)
     parse_dot(r->out);
     ck_assert(has_op(r->out, "mi_scan") && !has_op(r->out, "linear_scan_from"));
     r = RUN("--model", "titans", "--chunk", "2", "--tokens", "4", "--dim", "3");
+    ck_assert_msg(r->status == 0, "status %d: %s", r->status, r->err);
+    parse_dot(r->out);
+    ck_assert(has_op(r->out, "mlp_scan") && !has_op(r->out, "linear_scan_from"));
+    r = RUN("--model", "titans", "--chunk", "2", "--tokens", "4", "--dim", "3", "--set",
+            "scan=composed");
     ck_assert_msg(r->status == 0, "status %d: %s", r->status, r->err);
     parse_dot(r->out);
     ck_assert(has_op(r->out, "linear_scan_from") && has_op(r->out, "gelu") &&

@@ -15,9 +15,11 @@
  * mini-batch rule, the lag token included (recurrence.c's header): its
  * tokens each read the weights of their own state, c softmax(L_t), which
  * the op forms one at a time where the recorded chunk keeps one copy a
- * token; the other reads take their chunks' rank-one form
- * (recurrence_factored.c), and scan=composed and scan=mi_scan keep the
- * chunks as recorded ops and as mi_scan's body. Channel-wise gates, other
+ * token; so does the state itself with the ℓ2 or ℓp bias (Titans, TTT-MLP:
+ * Titans' BENCH training step 891 → 767 ms, 796 → 751 MB, as the op's
+ * recorded forward keeps its checkpoints); yaad's and lq's chunks take the
+ * rank-one form (recurrence_factored.c), and scan=composed and scan=mi_scan
+ * keep the chunks as recorded ops and as mi_scan's body. Channel-wise gates, other
  * depths, lq's paper form, a learned kl scale and every other component
  * keep the composed path, and so does materialize=true (the tests'
  * reference). Not differentiable twice. The components are known by the
@@ -74,12 +76,17 @@ bool mlp_fused_rule(const mi_miras *m, const mi_miras_gates *gt, mi_mlp_scan_rul
     const mi_algorithm_kind *alg = m->algorithm;
     mi_mlp_scan_rule r = {.momentum = alg->uses_mu, .decay_first = c->decay_first,
                           .chunk = c->chunk, .lag_token = m->retention->lag_token};
-    if (c->chunk > 1 && (c->scan != MI_SCAN_AUTO || c->decay_first ||
-                         m->retention->rule != MI_RETENTION_RULE_KL))
+    if (c->chunk > 1 && (c->scan != MI_SCAN_AUTO || c->decay_first))
         return false;
     if (c->materialize || m->memory->rule != MI_MEMORY_RULE_MLP || c->mlp_depth != 2 ||
         alg->rate || alg->multistep || !fused_components(m, &r) ||
         (r.momentum && r.read != MI_MLP_READ_STATE))
+        return false;
+    /* chunks: kl's read (whose composed chunks keep a weight copy a token)
+     * and the state read, but with yaad's bias, which the op runs on its REF
+     * loops (Yaad's BENCH training step 606 → 1114 ms), the rank-one form;
+     * so does lq's read, which the op's mini-batch rule does not take */
+    if (c->chunk > 1 && r.read != MI_MLP_READ_KL && (r.read != MI_MLP_READ_STATE || r.yaad))
         return false;
     /* one gate per head: [N, T] */
     if (gt->eta->rank != 2 || (m->retention->uses_alpha && gt->alpha->rank != 2) ||
