@@ -313,10 +313,11 @@ static int ex_mlp_scan_backward(mi_rng *r, int variant, mi_tensor **in, mi_attrs
 /* The matrix–vector, rank-1 and Frobenius products per token, 2·d·h each
  * (mlp_scan_impl.h, mlp_scan_back_impl.h): forward, the write's W2 k, W1 s,
  * W1ᵀ δ1 and its steps δ1 sᵀ, δ2 kᵀ, and the read's W2 q, W1 s (7); backward,
- * the write run twice (checkpoints, then each segment: 10) and
+ * the write run twice (checkpoints, then each segment: 10; once, 5, from the
+ * checkpoints a recorded forward kept) and
  * token_backward's read (2), W1ᵀ gz, W2ᵀ ga, gz sᵀ, ga qᵀ (4), the four G̃
  * products (4), c W1 gm, c W1ᵀ gz, c W2ᵀ ga (3) and the folds' three rank-1
- * terms and four ⟨·, W⟩ (7): 30. The plain rule's count (momentum's S and the
+ * terms and four ⟨·, W⟩ (7): 30 (25). The plain rule's count (momentum's S and the
  * reads' R(A) add elementwise work, not counted). */
 static uint64_t ms_flops(mi_tensor *const *in, const mi_attrs *a, uint64_t products)
 {
