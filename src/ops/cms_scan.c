@@ -400,12 +400,7 @@ mi_tensor *mi_cms_scan(mi_tensor *u, mi_tensor *v, mi_tensor *eta, mi_tensor *w1
 {
     mi_attrs at = {.index = chunk, .keepdim = lms, .eps = eps, .p = hidden_eps};
     mi_tensor *in[CS_IN] = {u, v, eta, w1, w2};
-    bool recorded = false, all = true;
-    for (int i = 0; i < CS_IN; i++) {
-        recorded |= in[i] && in[i]->requires_grad;
-        all &= in[i] != NULL;
-    }
-    if (recorded && all && mi_grad_enabled() && cs_check("cms_scan", in, CS_IN, &at) == 0) {
+    if (call_recorded(in, CS_IN) && cs_check("cms_scan", in, CS_IN, &at) == 0) {
         /* the backward's acts and end weights, kept by the forward (the kernels' attrs.data),
            in the scope the record lives in */
         int64_t B = u->shape[0], T = u->shape[1], d = u->shape[2], h = w1->shape[1];

@@ -26,6 +26,16 @@ int require_float(const char *op, mi_tensor *const *in, int i)
     return -1;
 }
 
+bool call_recorded(mi_tensor *const *in, int n)
+{
+    bool any = false;
+    for (int i = 0; i < n; i++) {
+        if (!in[i]) return false;
+        any |= in[i]->requires_grad;
+    }
+    return any && mi_grad_enabled();
+}
+
 int shape_like_first(mi_tensor *const *in, int n, const mi_attrs *a, mi_dtype *dt, int *rank,
                      int64_t *shape)
 {

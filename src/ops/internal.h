@@ -63,6 +63,10 @@ static inline bool own_unrecorded_f32(const mi_tensor *x)
 }
 /* Requires input i to be float; message names the op. */
 int require_float(const char *op, mi_tensor *const *in, int i);
+/* Whether a call on these n inputs will be recorded: grad mode on, every
+ * input given and one of them requiring grad (a fused op's forward then
+ * keeps what its backward needs, attrs.data: cms_scan, mlp_scan). */
+bool call_recorded(mi_tensor *const *in, int n);
 
 /* The gradients of Y = a ⊙ X + … for the cotangent G (X G's shape, a
  * broadcast to it, its last axis 1 or X's) in one loop over G and X, for a

@@ -390,12 +390,7 @@ mi_tensor *mi_mlp_scan_packed(mi_tensor *state0, mi_tensor *q, mi_tensor *k, mi_
     if (!ms_rule_given(rule)) return NULL;
     mi_attrs at = ms_attrs(rule);
     mi_tensor *in[MS_IN] = {state0, q, k, v, gates};
-    bool recorded = false, all = true;
-    for (int i = 0; i < MS_IN; i++) {
-        recorded |= in[i] && in[i]->requires_grad;
-        all &= in[i] != NULL;
-    }
-    if (recorded && all && mi_grad_enabled() && ms_check("mlp_scan", in, MS_IN, &at) == 0) {
+    if (call_recorded(in, MS_IN) && ms_check("mlp_scan", in, MS_IN, &at) == 0) {
         /* the backward's checkpoints, kept by the forward (the kernels'
          * attrs.data), in the scope the record lives in */
         ms_dims kd = ms_dims_of(in, &at);
