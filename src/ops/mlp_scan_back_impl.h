@@ -416,8 +416,8 @@ MS_KERNEL void MS(mlp_scan_backward)(mi_tensor *o, mi_tensor *const *in, const m
     const MS_T *Gt = in[4]->data, *Gin = in[5]->data, *kept = at->data;
     int64_t nr = ms_read_elems(&k), nrd = k.read ? (K + 1) * nr : 0; /* R(A) of a segment */
     int64_t per = ((kept ? 0 : ncp) + K + 1) * P + (K + 1) * na + ms_work_elems(&k) + P + nrd;
-    if (k.chunk > 1) /* the segment's J, (no read) its W and its chain rows */
-        per += (k.read ? 1 : 2) * k.m + k.chunk * (2 * d + 3 * k.h);
+    if (k.chunk > 1) /* the segment's J and its chain rows */
+        per += k.m + k.chunk * (2 * d + 3 * k.h);
     mi_scope *sc = mi_scope_current();
     int n_thr = scan_threads(N, 4 * N * T * P);
     size_t bytes = sizeof(MS_T) * (size_t)(per * n_thr);
@@ -436,9 +436,9 @@ MS_KERNEL void MS(mlp_scan_backward)(mi_tensor *o, mi_tensor *const *in, const m
         MS(work) w;
         MS(act) ra, ik;
         MS_T *rd = MS(work_carve)(&w, H + P, &k);
-        MS_T *ja = k.chunk > 1 ? rd + nrd : NULL, *gp = ja && !k.read ? ja + k.m : NULL;
+        MS_T *ja = k.chunk > 1 ? rd + nrd : NULL;
         MS(chain) rows = {0}; /* the segment's chain seeds, a row a token */
-        if (ja) MS(chain_carve)(&rows, ja + (k.read ? 1 : 2) * k.m, k.chunk, &k);
+        if (ja) MS(chain_carve)(&rows, ja + k.m, k.chunk, &k);
         MS(act_carve)(&ra, acts + K * na, &k);
         MS_T *out = (MS_T *)o->data + n * ow, *G = out;
         MS_T *gQ = out + P, *gK = gQ + T * d, *gV = gK + T * d, *gG = gV + T * d;
@@ -451,7 +451,7 @@ MS_KERNEL void MS(mlp_scan_backward)(mi_tensor *o, mi_tensor *const *in, const m
             MS(act_carve)(&ik, acts, &k);
             if (k.chunk > 1) {
                 if (ms_seg_start(&k, t))
-                    MS(inner_seg)(&k, MS(grad_point)(&k, t, seg, w.wt, k.read ? w.wg : gp),
+                    MS(inner_seg)(&k, MS(grad_point)(&k, t, seg, w.wt, w.wg),
                                   Kx + nt * d, V + nt * d, Gt + nt * MS_GATES,
                                   MS(seg_len)(&k, t), acts);
                 MS(act_carve)(&ik, acts + (t - ms_seg_first(&k, t)) * na, &k);
@@ -471,37 +471,38 @@ MS_KERNEL void MS(mlp_scan_backward)(mi_tensor *o, mi_tensor *const *in, const m
         if (k.momentum) memcpy(H, gEnd + k.m, sizeof(MS_T) * (size_t)k.m);
         for (int64_t s = ncp - 1; s >= 0; s--) {
             int64_t t0 = s * K, t1 = t0 + K < T ? t0 + K : T;
-            memcpy(seg, cp + s * P, sizeof(MS_T) * (size_t)P);
-            if (k.read) MS(wread)(&k, seg, 1, rd);
+            /* state j of the segment: j = 0 its checkpoint, read where it is */
+            const MS_T *st0 = cp + s * P;
+#define MS_STATE(j) ((j) ? seg + (j) * P : st0)
+            if (k.read) MS(wread)(&k, st0, 1, rd);
             /* p: where token t takes its gradient, the state before token t0 + p
              * (t itself per token; its segment's first with chunk > 1) */
             for (int64_t t = t0; t < t1; t++) {
                 int64_t nt = n * T + t, j = t - t0, p = ms_seg_first(&k, t) - t0;
-                MS_T *st = seg + j * P;
                 MS(act_carve)(&ik, acts + j * na, &k);
                 if (k.chunk > 1) { /* the segment's acts from its first token (no decay_first) */
                     if (ms_seg_start(&k, t))
-                        MS(inner_seg)(&k, k.read ? rd + p * nr : seg + p * P, Kx + nt * d,
+                        MS(inner_seg)(&k, k.read ? rd + p * nr : MS_STATE(p), Kx + nt * d,
                                       V + nt * d, Gt + nt * MS_GATES, MS(seg_len)(&k, t),
                                       acts + j * na);
                 } else if (k.read && !k.decay_first) {
                     MS(inner)(&k, rd + p * nr, 1, Kx + nt * d, V + nt * d, Gt + nt * MS_GATES,
                               &ik);
                 } else {
-                    MS(inner_at)(&k, seg + p * P, Kx + nt * d, V + nt * d, Gt + nt * MS_GATES,
+                    MS(inner_at)(&k, MS_STATE(p), Kx + nt * d, V + nt * d, Gt + nt * MS_GATES,
                                  w.wg, &ik);
                 }
-                MS(step)(&k, st, st + P, Kx + nt * d, Gt + nt * MS_GATES, &ik,
+                MS(step)(&k, MS_STATE(j), seg + (j + 1) * P, Kx + nt * d, Gt + nt * MS_GATES, &ik,
                          k.read ? rd + (j + 1) * nr : NULL, ms_seg_end(&k, t));
             }
             for (int64_t t = t1 - 1; t >= t0; t--) {
                 int64_t nt = n * T + t, j = t - t0, p = ms_seg_first(&k, t) - t0;
                 MS(act_carve)(&ik, acts + j * na, &k);
                 const MS_T *rg = k.read && !k.decay_first ? rd + p * nr
-                                 : ja                     ? seg + p * P
+                                 : ja                     ? MS_STATE(p)
                                                           : NULL;
                 MS(chain) row = ja ? MS(chain_row)(&rows, t - t0 - p, &k) : rows;
-                MS(token_backward)(&k, seg + j * P, seg + (j + 1) * P, G, H, Q + nt * d,
+                MS(token_backward)(&k, MS_STATE(j), seg + (j + 1) * P, G, H, Q + nt * d,
                                    Kx + nt * d, V + nt * d, Gt + nt * MS_GATES, &ik, &ra,
                                    gY + t * d, gQ + t * d, gK + t * d, gV + t * d,
                                    gG + t * MS_GATES, rg, k.read ? rd + (j + 1) * nr : NULL,
@@ -511,6 +512,7 @@ MS_KERNEL void MS(mlp_scan_backward)(mi_tensor *o, mi_tensor *const *in, const m
                                  Gt + nt * MS_GATES, gK + t * d, gV + t * d, gG + t * MS_GATES,
                                  &rows, G, ja, &w);
             }
+#undef MS_STATE
         }
         if (k.momentum) memcpy(G + k.m, H, sizeof(MS_T) * (size_t)k.m);
     }

@@ -240,19 +240,17 @@ static void MS(step)(const ms_dims *k, const MS_T *from, MS_T *state, const MS_T
     if (k->read == MI_MLP_READ_LQ && wt) MS(wread)(k, state, 1, wt);
 }
 
-/* Where token t takes its inner gradient with the mini-batch rule (chunk
- * > 1): at the segment's first token, the weights of the state before it,
- * A (R(A) with a read: the last token's wt, or read here at t = 0), into gp;
- * then gp for every token of the segment. */
+/* Where a segment of the mini-batch rule (chunk > 1) takes its inner
+ * gradients, at its first token t (inner_seg, before any of its writes):
+ * the weights of the state before it, A itself, or with a read R(A): the
+ * last token's wt, or at t = 0 read here into buf. */
 static const MS_T *MS(grad_point)(const ms_dims *k, int64_t t, const MS_T *A, const MS_T *wt,
-                                  MS_T *gp)
+                                  MS_T *buf)
 {
-    if (ms_seg_start(k, t)) {
-        if (!k->read) memcpy(gp, A, sizeof(MS_T) * (size_t)k->m);
-        else if (t > 0) memcpy(gp, wt, sizeof(MS_T) * (size_t)ms_read_elems(k));
-        else MS(wread)(k, A, 1, gp);
-    }
-    return gp;
+    if (!k->read) return A;
+    if (t > 0) return wt;
+    MS(wread)(k, A, 1, buf);
+    return buf;
 }
 
 /* Forward: per sequence, the state in the output's slot; per token the
@@ -270,7 +268,7 @@ MS_KERNEL void MS(mlp_scan)(mi_tensor *o, mi_tensor *const *in, const mi_attrs *
     MS_T *kept = (MS_T *)(uintptr_t)at->data;
     int64_t K_cp = ms_spacing(&k), n_cp = ms_checkpoints(&k);
     int64_t nr = ms_read_elems(&k), na = ms_act_elems(&k), per = na + (k.read ? 2 * nr : 0);
-    if (k.chunk > 1) per += k.chunk * na + (k.read ? 0 : k.m); /* the segment's acts (and W) */
+    if (k.chunk > 1) per += k.chunk * na; /* the segment's acts */
     /* act, R(A_{t−1}) (with chunk > 1 the segment's: grad_point), R(A_t) */
     mi_scope *sc = mi_scope_current();
     int n_thr = scan_threads(N, N * T * P);
@@ -285,7 +283,7 @@ MS_KERNEL void MS(mlp_scan)(mi_tensor *o, mi_tensor *const *in, const mi_attrs *
     for (int64_t n = 0; n < N; n++) {
         MS(act) x, sa, *ia = &x; /* the query's read; the token's inner */
         MS_T *wg = MS(act_carve)(&x, scratch + per * scan_thread(), &k);
-        MS_T *wt = k.read ? wg + nr : NULL, *sacts = wg + (k.read ? 2 * nr : k.m);
+        MS_T *wt = k.read ? wg + nr : NULL, *sacts = wg + (k.read ? 2 * nr : 0);
         MS_T *Y = (MS_T *)o->data + n * width, *state = Y + T * d;
         memcpy(state, W0 + n * P, sizeof(MS_T) * (size_t)P);
         for (int64_t t = 0; t < T; t++) {
