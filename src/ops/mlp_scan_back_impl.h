@@ -398,6 +398,13 @@ static void MS(token_backward)(const ms_dims *k, const MS_T *Ap, const MS_T *At,
     ggate[2] = gmu;
 }
 
+/* State j of a segment: j = 0 its checkpoint st0, read where it is; the
+ * others recomputed into the scratch slots seg + j·P. */
+static inline const MS_T *MS(seg_state)(const MS_T *st0, const MS_T *seg, int64_t j, int64_t P)
+{
+    return j ? seg + j * P : st0;
+}
+
 /* Backward: per sequence, the checkpoints, the state before every K-th
  * token (ms_spacing): those the recorded forward kept (attrs.data), or else
  * the forward's writes run again to keep them; then segment by segment from
@@ -444,7 +451,7 @@ MS_KERNEL void MS(mlp_scan_backward)(mi_tensor *o, mi_tensor *const *in, const m
         MS_T *gQ = out + P, *gK = gQ + T * d, *gV = gK + T * d, *gG = gV + T * d;
         const MS_T *gY = Gin + n * gw, *gEnd = gY + T * d;
         /* the checkpoints, where the forward kept none */
-        memcpy(seg, W0 + n * P, sizeof(MS_T) * (size_t)P);
+        if (!kept) memcpy(seg, W0 + n * P, sizeof(MS_T) * (size_t)P);
         for (int64_t t = 0; !kept && t < T; t++) {
             int64_t nt = n * T + t;
             if (t % K == 0) memcpy(own + t / K * P, seg, sizeof(MS_T) * (size_t)P);
@@ -471,39 +478,37 @@ MS_KERNEL void MS(mlp_scan_backward)(mi_tensor *o, mi_tensor *const *in, const m
         if (k.momentum) memcpy(H, gEnd + k.m, sizeof(MS_T) * (size_t)k.m);
         for (int64_t s = ncp - 1; s >= 0; s--) {
             int64_t t0 = s * K, t1 = t0 + K < T ? t0 + K : T;
-            /* state j of the segment: j = 0 its checkpoint, read where it is */
             const MS_T *st0 = cp + s * P;
-#define MS_STATE(j) ((j) ? seg + (j) * P : st0)
             if (k.read) MS(wread)(&k, st0, 1, rd);
             /* p: where token t takes its gradient, the state before token t0 + p
              * (t itself per token; its segment's first with chunk > 1) */
             for (int64_t t = t0; t < t1; t++) {
                 int64_t nt = n * T + t, j = t - t0, p = ms_seg_first(&k, t) - t0;
+                const MS_T *Aj = MS(seg_state)(st0, seg, j, P), *Ap = MS(seg_state)(st0, seg, p, P);
                 MS(act_carve)(&ik, acts + j * na, &k);
                 if (k.chunk > 1) { /* the segment's acts from its first token (no decay_first) */
                     if (ms_seg_start(&k, t))
-                        MS(inner_seg)(&k, k.read ? rd + p * nr : MS_STATE(p), Kx + nt * d,
-                                      V + nt * d, Gt + nt * MS_GATES, MS(seg_len)(&k, t),
-                                      acts + j * na);
+                        MS(inner_seg)(&k, k.read ? rd + p * nr : Ap, Kx + nt * d, V + nt * d,
+                                      Gt + nt * MS_GATES, MS(seg_len)(&k, t), acts + j * na);
                 } else if (k.read && !k.decay_first) {
                     MS(inner)(&k, rd + p * nr, 1, Kx + nt * d, V + nt * d, Gt + nt * MS_GATES,
                               &ik);
                 } else {
-                    MS(inner_at)(&k, MS_STATE(p), Kx + nt * d, V + nt * d, Gt + nt * MS_GATES,
-                                 w.wg, &ik);
+                    MS(inner_at)(&k, Ap, Kx + nt * d, V + nt * d, Gt + nt * MS_GATES, w.wg, &ik);
                 }
-                MS(step)(&k, MS_STATE(j), seg + (j + 1) * P, Kx + nt * d, Gt + nt * MS_GATES, &ik,
+                MS(step)(&k, Aj, seg + (j + 1) * P, Kx + nt * d, Gt + nt * MS_GATES, &ik,
                          k.read ? rd + (j + 1) * nr : NULL, ms_seg_end(&k, t));
             }
             for (int64_t t = t1 - 1; t >= t0; t--) {
                 int64_t nt = n * T + t, j = t - t0, p = ms_seg_first(&k, t) - t0;
+                const MS_T *Aj = MS(seg_state)(st0, seg, j, P), *Ap = MS(seg_state)(st0, seg, p, P);
                 MS(act_carve)(&ik, acts + j * na, &k);
                 const MS_T *rg = k.read && !k.decay_first ? rd + p * nr
-                                 : ja                     ? MS_STATE(p)
+                                 : ja                     ? Ap
                                                           : NULL;
                 MS(chain) row = ja ? MS(chain_row)(&rows, t - t0 - p, &k) : rows;
-                MS(token_backward)(&k, MS_STATE(j), seg + (j + 1) * P, G, H, Q + nt * d,
-                                   Kx + nt * d, V + nt * d, Gt + nt * MS_GATES, &ik, &ra,
+                MS(token_backward)(&k, Aj, seg + (j + 1) * P, G, H, Q + nt * d, Kx + nt * d,
+                                   V + nt * d, Gt + nt * MS_GATES, &ik, &ra,
                                    gY + t * d, gQ + t * d, gK + t * d, gV + t * d,
                                    gG + t * MS_GATES, rg, k.read ? rd + (j + 1) * nr : NULL,
                                    ja ? &row : NULL, ms_seg_end(&k, t), &w);
@@ -512,7 +517,6 @@ MS_KERNEL void MS(mlp_scan_backward)(mi_tensor *o, mi_tensor *const *in, const m
                                  Gt + nt * MS_GATES, gK + t * d, gV + t * d, gG + t * MS_GATES,
                                  &rows, G, ja, &w);
             }
-#undef MS_STATE
         }
         if (k.momentum) memcpy(G + k.m, H, sizeof(MS_T) * (size_t)k.m);
     }

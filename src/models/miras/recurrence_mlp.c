@@ -76,18 +76,17 @@ bool mlp_fused_rule(const mi_miras *m, const mi_miras_gates *gt, mi_mlp_scan_rul
     const mi_algorithm_kind *alg = m->algorithm;
     mi_mlp_scan_rule r = {.momentum = alg->uses_mu, .decay_first = c->decay_first,
                           .chunk = c->chunk, .lag_token = m->retention->lag_token};
-    if (c->chunk > 1 && (c->scan != MI_SCAN_AUTO || c->decay_first))
-        return false;
     if (c->materialize || m->memory->rule != MI_MEMORY_RULE_MLP || c->mlp_depth != 2 ||
         alg->rate || alg->multistep || !fused_components(m, &r) ||
         (r.momentum && r.read != MI_MLP_READ_STATE))
         return false;
-    /* chunks: kl's read (whose composed chunks keep a weight copy a token)
-     * and the state read, but with yaad's bias, which the op runs on its REF
-     * loops (Yaad's BENCH training step 606 → 1114 ms), the rank-one form;
-     * so does lq's read, which the op's mini-batch rule does not take */
-    if (c->chunk > 1 && r.read != MI_MLP_READ_KL && (r.read != MI_MLP_READ_STATE || r.yaad))
-        return false;
+    /* chunks (scan=auto, no decay_first): kl's read, whose composed chunks
+     * keep a weight copy a token, and the state read as it is; yaad's bias
+     * keeps the rank-one form (the op runs it on its REF loops: Yaad's BENCH
+     * training step 606 → 1114 ms), and so does lq's read, which the op's
+     * mini-batch rule does not take */
+    bool op_chunks = r.read == MI_MLP_READ_KL || (r.read == MI_MLP_READ_STATE && !r.yaad);
+    if (c->chunk > 1 && (c->scan != MI_SCAN_AUTO || c->decay_first || !op_chunks)) return false;
     /* one gate per head: [N, T] */
     if (gt->eta->rank != 2 || (m->retention->uses_alpha && gt->alpha->rank != 2) ||
         (r.momentum && gt->mu->rank != 2) || (r.yaad && gt->delta->rank != 2))
