@@ -456,6 +456,18 @@ START_TEST(miras_overrides_pass_through)
         if (spec[k].needle) ck_assert_error_has(spec[k].needle);
     }
     mi_error_clear();
+    /* the keys a kind's overrides take, from its own field table */
+    const struct { const char *spec, *key; int want; } keys[] = {
+        {"titans", "chunk", 1}, {"gated-deltanet", "chunk", 1}, {"titans", "memory_chunk", 0},
+        {"hope", "chunk", 1}, {"hope", "memory_chunk", 1}, {"hope", "cms", 1},
+        {"attention", "chunk", 0}, {"swa:8", "chunk", 0}, {"samba:titans", "chunk", 0},
+    };
+    for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++)
+        ck_assert_msg(mi_mixer_has_key(keys[k].spec, keys[k].key) == keys[k].want, "%s %s",
+                      keys[k].spec, keys[k].key);
+    ck_assert_int_eq(mi_mixer_has_key("bogus", "chunk"), -1);
+    ck_assert_error_has("unknown spec 'bogus'");
+    mi_error_clear();
     /* the table lists the kinds, the presets' row last */
     ck_assert_str_eq(mi_mixer_kind_at(0)->name, "attention");
     int i = 0;

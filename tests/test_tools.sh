@@ -34,8 +34,10 @@ for p in "$train" "$eval" "$sample"; do
   check "$n bad flag -> exit 2" status 2 "unknown option '--bogus'.*--help" "$p" --bogus
 done
 check "train bad number -> exit 2" status 2 "--steps: 'ten'" "$train" --steps ten
-# --keys: every key of the three tables, each with its default, and the component names
+# --keys: every key of the three tables, each with its default, the component names, and
+# the keys of the other mixer kinds that have their own (hope's)
 check "train --keys lists the model, block and component keys" bash -c "'$train' --keys > '$tmp/keys' &&
+  grep -q '^hope (--model hope):' '$tmp/keys' && grep -q '^  memory_chunk=1 ' '$tmp/keys' &&
   grep -q '^  window=64  (in \[1, 16777216\])' '$tmp/keys' && grep -q '^  gate_rank=32 ' '$tmp/keys' &&
   grep -q '^  kl_init_sd=0  (>= 0)' '$tmp/keys' && grep -q '^  bias=l2 .*: .*yaad' '$tmp/keys' &&
   grep -q '^  lq_form=frobenius .*: frobenius, paper$' '$tmp/keys'"

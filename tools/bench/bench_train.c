@@ -20,6 +20,9 @@
 #define TRAIN_BATCH 16
 #define TRAIN_SEQ_LEN 256
 #define TRAIN_CHUNK 16
+/* the mixer keys that take it, where a mixer has them (mi_mixer_has_key) */
+static const char *const chunk_keys[] = {"chunk", "memory_chunk"};
+#define N_CHUNK_KEYS ((int)(sizeof chunk_keys / sizeof *chunk_keys))
 
 static const char train_default_variants[] =
     "transformer,linear-attention,gated-deltanet,titans,moneta,yaad,memora,lattice,hope";
@@ -95,15 +98,13 @@ static void train_child(const void *ctx, result *out)
     bool ok = mi_lm_config_set(&c, "vocab=256") == 0 && mi_lm_config_set(&c, "d_model=128") == 0
            && mi_lm_config_set(&c, "layers=4") == 0 && mi_lm_config_set(&c, "heads=4") == 0
            && mi_lm_config_set(&c, "mlp_hidden=384") == 0 && mi_lm_config_set(&c, set) == 0;
-    if (ok && (mi_preset_find(tc->spec) || !strcmp(tc->spec, "hope"))) {
-        snprintf(set, sizeof set, "mixer.chunk=%d", TRAIN_CHUNK);
-        ok = mi_lm_config_set(&c, set) == 0;
-    }
-    /* HOPE's main memory has its own chunk size (its CMS keeps its levels) */
-    if (ok && !strcmp(tc->spec, "hope")) {
-        snprintf(set, sizeof set, "mixer.memory_chunk=%d", TRAIN_CHUNK);
-        ok = mi_lm_config_set(&c, set) == 0;
-    }
+    /* the benchmark's chunk for every chunk size the mixer has (HOPE's main memory has its
+       own; its CMS keeps its levels) */
+    for (int i = 0; ok && i < N_CHUNK_KEYS; i++)
+        if (mi_mixer_has_key(tc->spec, chunk_keys[i]) == 1) {
+            snprintf(set, sizeof set, "mixer.%s=%d", chunk_keys[i], TRAIN_CHUNK);
+            ok = mi_lm_config_set(&c, set) == 0;
+        }
     /* the variant's own +KEY=VALUE: the mixer's keys, after the benchmark's */
     char kv[NAME_MAX_LEN], own[NAME_MAX_LEN + 8];
     for (const char *at = tc->variant; ok && next_override(&at, kv, sizeof kv);) {
@@ -248,10 +249,11 @@ int bench_train(const bench_opts *o)
         result *r = &results[n_results++];
         memset(r, 0, sizeof *r);
         snprintf(r->name, sizeof r->name, "train.%s", variants[i]);
-        char chunk[32] = "";
-        if (mi_preset_find(spec)) snprintf(chunk, sizeof chunk, " chunk=%d", TRAIN_CHUNK);
-        if (!strcmp(spec, "hope"))
-            snprintf(chunk, sizeof chunk, " chunk=%d memory_chunk=%d", TRAIN_CHUNK, TRAIN_CHUNK);
+        char chunk[48] = "";
+        for (int k = 0; k < N_CHUNK_KEYS; k++)
+            if (mi_mixer_has_key(spec, chunk_keys[k]) == 1)
+                snprintf(chunk + strlen(chunk), sizeof chunk - strlen(chunk), " %s=%d",
+                         chunk_keys[k], TRAIN_CHUNK);
         /* the variant's own overrides after the benchmark's keys (the name carries them whole) */
         char own[96] = "", kv[NAME_MAX_LEN];
         for (const char *at = variants[i]; next_override(&at, kv, sizeof kv);)

@@ -103,26 +103,34 @@ static void usage(void)
 "norm, ...), 2 usage\n");
 }
 
-/* --keys: the field tables of the model, the MIRAS block and its components. */
+/* One group of --keys: a field table (NULL: a MIRAS preset's components). */
+static void print_group(const char *title, const mi_field *(*fields)(int *), bool first)
+{
+    int n = 0;
+    const mi_field *f = fields ? fields(&n) : NULL;
+    size_t need = f ? mi_fields_describe(f, n, NULL, 0) : mi_miras_config_describe(NULL, 0);
+    char *text = malloc(need + 1);
+    if (!text) die("out of memory");
+    if (f) mi_fields_describe(f, n, text, need + 1);
+    else mi_miras_config_describe(text, need + 1);
+    printf("%s%s:\n%s", first ? "" : "\n", title, text);
+    free(text);
+}
+
+/* --keys: the field tables of the model, the MIRAS block and its components,
+ * then every other mixer kind's that has keys of its own. */
 static void print_keys(void)
 {
-    struct { const char *title; const mi_field *(*fields)(int *); } groups[] = {
-        {"the model (--set KEY=VALUE; the mixer is --model)", mi_lm_config_fields},
-        {"a MIRAS preset's block", mi_miras_block_config_fields},
-        {"a MIRAS preset's components and training form (then each bias's own, once chosen)",
-         NULL},
-        {"hope (--model hope)", mi_hope_config_fields},
-    };
-    for (size_t g = 0; g < sizeof groups / sizeof *groups; g++) {
-        int n = 0;
-        const mi_field *f = groups[g].fields ? groups[g].fields(&n) : NULL;
-        size_t need = f ? mi_fields_describe(f, n, NULL, 0) : mi_miras_config_describe(NULL, 0);
-        char *text = malloc(need + 1);
-        if (!text) die("out of memory");
-        if (f) mi_fields_describe(f, n, text, need + 1);
-        else mi_miras_config_describe(text, need + 1);
-        printf("%s%s:\n%s", g ? "\n" : "", groups[g].title, text);
-        free(text);
+    print_group("the model (--set KEY=VALUE; the mixer is --model)", mi_lm_config_fields, true);
+    print_group("a MIRAS preset's block", mi_miras_block_config_fields, false);
+    print_group("a MIRAS preset's components and training form (then each bias's own, once "
+                "chosen)", NULL, false);
+    for (int i = 0; mi_mixer_kind_at(i); i++) {
+        const mi_mixer_kind *k = mi_mixer_kind_at(i);
+        if (!k->name || !k->fields) continue; /* the presets': above */
+        char title[96];
+        snprintf(title, sizeof title, "%s (--model %s)", k->name, k->usage);
+        print_group(title, k->fields, false);
     }
 }
 

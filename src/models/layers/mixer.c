@@ -8,11 +8,12 @@
 #include "models.h"
 
 static const mi_mixer_kind kinds[] = {
-    {"attention", "attention", mi_mixer_create_attention, NULL, NULL},
-    {"swa", "swa[:W]", mi_mixer_create_swa, NULL, mi_mixer_swa_arg},
-    {"samba", "samba:<preset>[:W]", mi_mixer_create_samba, NULL, mi_mixer_samba_arg},
-    {"hope", "hope", mi_mixer_create_hope, mi_mixer_hope_own_ffn, NULL},
-    {NULL, "<preset>", mi_mixer_create_miras, NULL, NULL}, /* every MIRAS preset, by name */
+    {"attention", "attention", mi_mixer_create_attention, NULL, NULL, NULL},
+    {"swa", "swa[:W]", mi_mixer_create_swa, NULL, mi_mixer_swa_arg, NULL},
+    {"samba", "samba:<preset>[:W]", mi_mixer_create_samba, NULL, mi_mixer_samba_arg, NULL},
+    {"hope", "hope", mi_mixer_create_hope, mi_mixer_hope_own_ffn, NULL, mi_hope_config_fields},
+    /* every MIRAS preset, by name; its overrides also take the block's and gates' keys */
+    {NULL, "<preset>", mi_mixer_create_miras, NULL, NULL, mi_miras_config_fields},
 };
 #define N_KINDS ((int)(sizeof kinds / sizeof kinds[0]))
 
@@ -72,6 +73,17 @@ int mi_mixer_spec_check(const char *spec)
         return -1;
     }
     return 1;
+}
+
+int mi_mixer_has_key(const char *spec, const char *key)
+{
+    if (!spec || !key) return mi_error_set("mixer: NULL spec or key"), -1;
+    const char *arg;
+    const mi_mixer_kind *kind = find_kind(spec, &arg);
+    if (!kind) return unknown_spec(spec), -1;
+    int n = 0;
+    const mi_field *f = kind->fields ? kind->fields(&n) : NULL;
+    return f && mi_fields_find(f, n, key) ? 1 : 0;
 }
 
 int mi_mixer_own_ffn(const char *spec, const mi_mixer_options *opt)
