@@ -111,13 +111,15 @@ typedef struct mi_mixer_kind {
     /* Whether arg (the text after "name:", NULL when there is none) is one this
      * kind takes: 0, or -1 with a message. NULL: the kind takes no argument. */
     int (*check_arg)(const char *arg);
-    /* The keys its overrides take (mixer.KEY), a field table. NULL: none of its own. */
+    /* The field table of its overrides (mixer.KEY): HOPE's mi_hope_config_fields, the
+     * presets' mi_miras_config_fields (their block and gate keys, which they also take, are
+     * tables of their own). NULL: none. */
     const mi_field *(*fields)(int *count);
 } mi_mixer_kind;
 const mi_mixer_kind *mi_mixer_kind_at(int i); /* enumeration; NULL past the end */
-/* Whether the mixer a spec names takes `key` as an override (a top-level key of its
- * kind's field table: a MIRAS block's "chunk", HOPE's "memory_chunk"): 1 or 0; -1 with a
- * message when no kind or preset has the spec's name. */
+/* Whether `key` is a top-level key of the field table of the kind a spec names (a MIRAS
+ * preset's "chunk", HOPE's "memory_chunk"): 1 or 0; -1 with a message when no kind or
+ * preset has the spec's name. */
 int mi_mixer_has_key(const char *spec, const char *key);
 /* Whether a spec names a mixer this library makes, without making it: 1; 0
  * when no kind or preset has its name (a message lists the known ones); -1
