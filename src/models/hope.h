@@ -193,7 +193,8 @@ typedef struct mi_hope_config {
     mi_cms_config cms;           /* the CMS; n_blocks 0: none */
     int cms_place;               /* MI_HOPE_CMS_FFN (default) or MI_HOPE_CMS_MIXER */
     bool composed;               /* the memories as ops on the caller's tape (gradients of any
-                                    order), not the batch's rows on the threads (false) */
+                                    order), not the fused component op and the batch's rows
+                                    on the threads (false) */
     bool recompute;              /* the rows' loop run again in the backward, one layer's
                                     record at a time, not kept from the forward (false) */
 } mi_hope_config;
@@ -238,19 +239,21 @@ int mi_hope_init(mi_hope *h, const mi_hope_config *c, mi_dtype dt, mi_rng *rng,
 const mi_named_tensor *mi_hope_params(const mi_hope *h, int *count);
 /* x [B, T, d] → [B, T, d] (a mixer: the caller adds the residual around it):
  * the self-modifying Titans, then the CMS when it runs inside the layer.
- * Each sequence's memories are its own, so the batch's rows split into one
- * range a thread, each running the whole loop on its rows (mi_scan_rows
- * with the sequence as one token): a segment's ops are a few hundred small
- * products and maps, each below the size that pays a parallel region, which
- * on one thread a range runs back to back with its states in that core's
- * cache. Each thread records its rows' loop in the forward and its
- * backward differentiates that record on the same thread (MI_SCAN_RECORD:
- * the loop runs once; every layer's record is held until the step's scope is
- * reset); first-order gradients only. With `recompute`, or inside a
- * checkpointed block (the LM's checkpoint_blocks, miras-train --recompute),
- * the backward runs the loop again instead, one layer's record at a time.
- * With `composed`, one thread (mi_threads) or one row the loop is recorded
- * on the caller's tape instead: gradients of any order (the CMS needs
+ * The component memories (k, v, q, η, α) run as one fused op, hope_scan
+ * (ops/fused.h: their reads and steps over the sequence, its backward by
+ * hand), the main memory as recorded ops over its chunks at the op's
+ * outputs. Each sequence's memories are its own, so the batch's rows split
+ * into one range a thread, each running the whole loop on its rows
+ * (mi_scan_rows with the sequence as one token), its ops back to back with
+ * its states in that core's cache. Each thread records its rows' loop in the
+ * forward and its backward differentiates that record on the same thread
+ * (MI_SCAN_RECORD: the loop runs once; every layer's record is held until
+ * the step's scope is reset). With `recompute`, or inside a checkpointed
+ * block (the LM's checkpoint_blocks, miras-train --recompute), the backward
+ * runs the loop again instead, one layer's record at a time. One thread
+ * (mi_threads) or one row records the loop on the caller's tape. First-order
+ * gradients only, but with `composed`: every memory then runs as recorded
+ * ops on the caller's tape, and gradients of any order flow (the CMS needs
  * cms.composed too). */
 mi_tensor *mi_hope_forward(const mi_hope *h, mi_tensor *x);
 

@@ -30,6 +30,22 @@ mi_tensor *mi_cms_scan_backward(mi_tensor *u, mi_tensor *v, mi_tensor *eta, mi_t
                                 mi_tensor *w2, mi_tensor *g, int64_t chunk, bool lms, double eps,
                                 double hidden_eps);
 
+/* ---------------------------------------------------------------- hope_scan
+ * HOPE's component memories over a sequence (hope_scan.c; models/hope uses
+ * it): x̂ [N, T, d], s2 [(n_r + 2)·h, d] the stacked input layers, w1r
+ * [n_r, d, h] (k, v, q's output layers, n_r = 2 without q), w1g [2, H, h]
+ * (η, α's), bias [2, H] → [N, T, n_r·d + 2H]: k, v, (q) ℓ2-normalised per
+ * head, η, α; every chunk of `chunk` tokens read at the states its start had
+ * and each but the last stepped by Eq. 28 (eq88: arXiv Eq. 88). */
+mi_tensor *mi_hope_scan(mi_tensor *x, mi_tensor *s2, mi_tensor *w1r, mi_tensor *w1g,
+                        mi_tensor *bias, int64_t chunk, bool eq88, bool lms, double eps,
+                        double hidden_eps);
+/* Its vjp: g [N, T, n_r·d + 2H] → the gradients of x, s2, w1r, w1g, bias
+ * flattened and packed in that order. */
+mi_tensor *mi_hope_scan_backward(mi_tensor *x, mi_tensor *s2, mi_tensor *w1r, mi_tensor *w1g,
+                                 mi_tensor *bias, mi_tensor *g, int64_t chunk, bool eq88,
+                                 bool lms, double eps, double hidden_eps);
+
 /* ---------------------------------------------------------------- mlp_scan (ops.h)
  * Its flags (attrs, packed from mi_mlp_scan_rule). */
 enum {

@@ -54,3 +54,5 @@ MI_OP(rms_norm_backward)
 MI_OP(swiglu) MI_OP(swiglu_backward)
 /* nn.c (appended) */
 MI_OP(rms_norm_gain)
+/* hope_scan.c (appended) */
+MI_OP(hope_scan) MI_OP(hope_scan_backward)

@@ -117,16 +117,7 @@
  *   convolving their outputs instead would tie each chunk to the previous
  *   chunk's generated values), then ℓ2-normalised; q, k (and v) ℓ2-normalised
  *   per head; the output is the MIRAS block's: per-head RMSNorm with a
- *   learnable gain, SiLU(x W_g) gate, W_out.
- * - Initialisation, in this order from rng: conv taps (current 1, earlier
- *   N(0, 0.1²)); for k, v, q: W2 ~ N(0, 1), W1 ~ N(0, 1/(h_c·d)) (or W_q ~
- *   N(0, 1)); for η, α: W2 ~ N(0, 1), W1 ~ N(0, 0.1²/h_c) so η, α start
- *   within ~0.1 logit of their levels (the block's: η 0.02, α 0.998); the main
- *   memory: W2 ~ N(0, 1), W1 ~ N(0, 1/(h_m·hd)) per head; w_norm = 1;
- *   W_g ~ N(0, 1/d), W_out ~ N(0, out_scale²/d); then the CMS (cms.c). The
- *   inputs of the memories have unit norm, so W2 ~ N(0, 1) gives
- *   unit-variance pre-activations and the residual branch W1 σ(·) starts at
- *   norm ≈ 0.7, comparable to its input. */
+ *   learnable gain, SiLU(x W_g) gate, W_out. */
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -136,202 +127,6 @@
 #include "models.h"
 #include "ops/fused.h"
 #include "recurrence_delta.h"
-
-static const char *const mem_names[MI_HOPE_MEMORIES][2] = {
-    {"k_mem.w1", "k_mem.w2"}, {"v_mem.w1", "v_mem.w2"}, {"q_mem.w1", "q_mem.w2"},
-    {"eta_mem.w1", "eta_mem.w2"}, {"alpha_mem.w1", "alpha_mem.w2"}, {"memory.w1", "memory.w2"}};
-
-/* "cms": the levels' chunk sizes ("1,4,16") or none */
-static int levels_parse(const mi_field *f, void *obj, const char *text)
-{
-    mi_cms_config *c = (mi_cms_config *)((char *)obj + f->offset);
-    if (!strcmp(text, "none")) return c->n_blocks = 0, 0;
-    return mi_cms_config_chunks(c, text);
-}
-
-static int levels_format(const mi_field *f, const void *obj, char *buf, size_t n)
-{
-    const mi_cms_config *c = (const mi_cms_config *)((const char *)obj + f->offset);
-    size_t used = (size_t)snprintf(buf, n, "%s", c->n_blocks ? "" : "none");
-    for (int l = 0; l < c->n_blocks && used < n; l++)
-        used += (size_t)snprintf(buf + used, n - used, "%s%d", l ? "," : "", c->chunk[l]);
-    return used >= n ? mi_error_set("%s: its text does not fit in %zu bytes", f->key, n), -1 : 0;
-}
-
-static const char *const rules[] = {"eq28", "eq88", NULL};  /* index = MI_HOPE_EQ* */
-static const char *const places[] = {"ffn", "mixer", NULL}; /* index = MI_HOPE_CMS_* */
-#define H mi_hope_config
-#define OPEN (MI_FIELD_LO_OPEN | MI_FIELD_HI_OPEN)
-/* HOPE's keys; the CMS's come from its own table as "cms.KEY". */
-static const mi_field hope_fields[] = {
-    MI_FIELD_INT_AT(H, "chunk", chunk, "1", 1, 1e9, "C of the k, v, q, eta, alpha memories"),
-    MI_FIELD_INT_AT(H, "memory_chunk", memory_chunk, "1", 1, 1e9, "C of the main memory"),
-    MI_FIELD_INT_AT(H, "memory_expansion", memory_expansion, "4", 1, 1024,
-                    "main memory: hidden = expansion head_dim"),
-    MI_FIELD_INT_AT(H, "component_expansion", component_expansion, "1", 1, 1024,
-                    "k, v, q, eta, alpha memories: hidden = expansion d_model"),
-    MI_FIELD_BOOL_AT(H, "adaptive_q", adaptive_q, "true", "q from a self-modifying memory"),
-    MI_FIELD_BOOL_AT(H, "out_gate", out_gate, "true", "the output gate SiLU(x W_g)"),
-    MI_FIELD_INT_AT(H, "conv_kernel", conv_kernel, "4", 1, 65536, "the input's causal conv"),
-    MI_FIELD_REAL_AT(H, "eta", eta, "0.02", 0, 1, OPEN, "the initial level of eta_t"),
-    MI_FIELD_REAL_AT(H, "alpha", alpha, "0.998", 0, 1, OPEN, "the initial level of alpha_t"),
-    MI_FIELD_REAL_AT(H, "qk_eps", qk_eps, "1e-6", 0, INFINITY, OPEN, "q, k l2 normalisation"),
-    MI_FIELD_REAL_AT(H, "norm_eps", norm_eps, "1e-6", 0, INFINITY, OPEN, "the output RMSNorm"),
-    MI_FIELD_REAL_AT(H, "out_scale", out_scale, "1", 0, INFINITY, MI_FIELD_HI_OPEN,
-                     "W_out ~ N(0, out_scale^2 / d_model)"),
-    MI_FIELD_CHOICE_AT(H, "rule", rule, "eq28", rules,
-                       "the memories' step: Nested Learning Eq. 28 or arXiv Eq. 88"),
-    MI_FIELD_BOOL_AT(H, "lms", lms, "true", "the gradient term over its input's squared norm"),
-    MI_FIELD_CUSTOM_AT(H, "cms", cms, "1,4,16", levels_parse, levels_format,
-                       "the CMS levels' chunk sizes, or none"),
-    MI_FIELD_GROUP_AT(H, "cms", cms, mi_cms_config_fields, "the CMS"),
-    MI_FIELD_CHOICE_AT(H, "cms_place", cms_place, "ffn", places,
-                       "the CMS as the block's feed-forward (no MLP), or in the mixer"),
-    MI_FIELD_BOOL_AT(H, "composed", composed, "false",
-                     "the memories recorded on the tape (any order), not rows on the threads"),
-    MI_FIELD_BOOL_AT(H, "recompute", recompute, "false",
-                     "the rows' loop run again in the backward, not its record kept (memory)"),
-};
-#undef H
-#define N_HOPE_FIELDS MI_FIELDS_COUNT(hope_fields)
-
-const mi_field *mi_hope_config_fields(int *count)
-{
-    if (count) *count = N_HOPE_FIELDS;
-    return hope_fields;
-}
-
-mi_hope_config mi_hope_config_default(int64_t d_model, int64_t heads)
-{
-    mi_hope_config c;
-    memset(&c, 0, sizeof c);
-    mi_fields_defaults(hope_fields, N_HOPE_FIELDS, &c);  /* the table's own defaults: cannot fail */
-    c.d_model = d_model, c.heads = heads, c.cms.d_model = d_model;
-    return c;
-}
-
-int mi_hope_config_set(mi_hope_config *c, const char *assignment)
-{
-    if (!c) return mi_error_set("hope: NULL config"), -1;
-    return mi_fields_set(hope_fields, N_HOPE_FIELDS, c, "hope", assignment);
-}
-
-static int check_config(const mi_hope_config *c, mi_dtype dt)
-{
-    if (dt != MI_F32 && dt != MI_F64)
-        return mi_error_set("hope: parameters must be f32 or f64, not %s", mi_dtype_name(dt)), -1;
-    if (c->d_model < 1 || c->heads < 1)
-        return mi_error_set("hope: d_model and heads must be >= 1, got %lld and %lld",
-                            (long long)c->d_model, (long long)c->heads), -1;
-    if (c->d_model % c->heads)
-        return mi_error_set("hope: heads (%lld) must divide d_model (%lld)", (long long)c->heads,
-                            (long long)c->d_model), -1;
-    if (mi_fields_check(hope_fields, N_HOPE_FIELDS, c, "hope") != 0) return -1;
-    return 0;
-}
-
-static mi_tensor *param(mi_hope *h, const char *name, mi_tensor *t)
-{
-    if (!t) return NULL;
-    t->name = name;
-    mi_requires_grad(t, true);
-    h->params[h->n_params++] = (mi_named_tensor){name, t};
-    return t;
-}
-
-static double logit(double p) { return log(p / (1 - p)); }
-
-int mi_hope_init(mi_hope *h, const mi_hope_config *c, mi_dtype dt, mi_rng *rng, mi_scope *scope)
-{
-    if (!h || !c || !rng || !scope)
-        return mi_error_set("hope: NULL hope, config, rng or scope"), -1;
-    memset(h, 0, sizeof *h);
-    if (check_config(c, dt) != 0) return -1;
-    h->config = *c;
-    h->config.cms.d_model = c->d_model;  /* the CMS runs on the layer's width */
-    int64_t d = c->d_model, H = c->heads, hd = h->head_dim = d / H;
-    int64_t hc = c->component_expansion * d, hm = c->memory_expansion * hd;
-    double sd = 1 / sqrt((double)d);   /* W_g, W_out on the residual stream */
-    int rc = 0;
-    mi_scope_enter(scope);
-    mi_tensor *conv = mi_randn(rng, dt, MI_SHAPE(d, c->conv_kernel), 0, 0.1);
-    for (int64_t i = 0; conv && i < d; i++)
-        mi_set(conv, i * c->conv_kernel + c->conv_kernel - 1, 1);  /* the current token's tap */
-    if (!(h->conv = param(h, "conv", conv))) rc = -1;
-    for (int m = MI_HOPE_K; m <= MI_HOPE_ALPHA && rc == 0; m++) {
-        if (m == MI_HOPE_Q && !c->adaptive_q) {
-            if (!(h->w_q = param(h, "q_proj", mi_randn(rng, dt, MI_SHAPE(d, d), 0, 1)))) rc = -1;
-            continue;
-        }
-        bool gate = m == MI_HOPE_ETA || m == MI_HOPE_ALPHA;
-        int64_t out = gate ? H : d;
-        mi_tensor *w2 = mi_randn(rng, dt, MI_SHAPE(hc, d), 0, 1);
-        mi_tensor *w1 = mi_randn(rng, dt, MI_SHAPE(out, hc), 0,
-                                 gate ? 0.1 / sqrt((double)hc) : 1 / sqrt((double)(hc * d)));
-        h->w1[m] = param(h, mem_names[m][0], w1);
-        h->w2[m] = param(h, mem_names[m][1], w2);
-        if (!h->w1[m] || !h->w2[m]) rc = -1;
-        if (m == MI_HOPE_ETA && rc == 0) {
-            h->eta_bias = param(h, "eta_bias", mi_full(dt, MI_SHAPE(H), logit(c->eta)));
-            rc = h->eta_bias ? 0 : -1;
-        }
-        if (m == MI_HOPE_ALPHA && rc == 0) {
-            h->alpha_bias = param(h, "alpha_bias", mi_full(dt, MI_SHAPE(H), logit(c->alpha)));
-            rc = h->alpha_bias ? 0 : -1;
-        }
-    }
-    if (rc == 0) {
-        mi_tensor *w2 = mi_randn(rng, dt, MI_SHAPE(H, hm, hd), 0, 1);
-        mi_tensor *w1 = mi_randn(rng, dt, MI_SHAPE(H, hd, hm), 0, 1 / sqrt((double)(hm * hd)));
-        h->w1[MI_HOPE_MEMORY] = param(h, mem_names[MI_HOPE_MEMORY][0], w1);
-        h->w2[MI_HOPE_MEMORY] = param(h, mem_names[MI_HOPE_MEMORY][1], w2);
-        h->norm_weight = param(h, "out_norm", mi_ones(dt, MI_SHAPE(hd)));
-        if (c->out_gate)
-            h->w_gate = param(h, "gate_proj", mi_randn(rng, dt, MI_SHAPE(d, d), 0, sd));
-        h->w_out = param(h, "out_proj", mi_randn(rng, dt, MI_SHAPE(d, d), 0, c->out_scale * sd));
-        if (!h->w1[MI_HOPE_MEMORY] || !h->w2[MI_HOPE_MEMORY] || !h->norm_weight ||
-            (c->out_gate && !h->w_gate) || !h->w_out)
-            rc = -1;
-    }
-    mi_scope_leave();
-    if (rc == 0 && (h->has_cms = c->cms.n_blocks > 0)) {
-        if (mi_cms_init(&h->cms, &h->config.cms, dt, rng, scope) != 0)
-            return mi_error_prefix("hope"), -1;
-        if (c->cms_place == MI_HOPE_CMS_FFN) return 0;  /* the block's: mi_hope_ffn_params */
-        int n;
-        const mi_named_tensor *p = mi_cms_params(&h->cms, &n);
-        for (int i = 0; i < n; i++) h->params[h->n_params++] = p[i];
-    }
-    return rc;
-}
-
-const mi_named_tensor *mi_hope_params(const mi_hope *h, int *count)
-{
-    if (count) *count = h ? h->n_params : 0;
-    return h ? h->params : NULL;
-}
-
-bool mi_hope_has_ffn(const mi_hope *h)
-{
-    return h && h->has_cms && h->config.cms_place == MI_HOPE_CMS_FFN;
-}
-
-const mi_named_tensor *mi_hope_ffn_params(const mi_hope *h, int *count)
-{
-    if (mi_hope_has_ffn(h)) return mi_cms_params(&h->cms, count);
-    if (count) *count = 0;
-    return NULL;
-}
-
-mi_tensor *mi_hope_ffn_forward(const mi_hope *h, mi_tensor *x)
-{
-    if (!mi_hope_has_ffn(h))
-        return mi_error_set("hope: its CMS is not the block's feed-forward (cms=none or "
-                            "cms_place=mixer)"), NULL;
-    mi_tensor *y = mi_cms_forward(&h->cms, x);
-    if (!y) mi_error_prefix("hope");
-    return y;
-}
 
 /* ---------------------------------------------------------------- forward */
 
@@ -671,12 +466,68 @@ static mi_tensor *forward_rows(const mi_hope *h, mi_tensor *x)
     return output(h, n_seg == 1 ? os[0] : mi_concat(os, n_seg, 1), x);
 }
 
+/* forward_rows with the component memories as one fused op, hope_scan
+ * (ops/hope_scan.c: the same reads and steps, each chunk's step in closed
+ * form, the backward by hand), and the main memory composed over its chunks
+ * at the op's k, v, q, η and α. First-order gradients only. */
+static mi_tensor *forward_rows_fused(const mi_hope *h, mi_tensor *x)
+{
+    const mi_hope_config *c = &h->config;
+    int64_t B = x->shape[0], T = x->shape[1], d = c->d_model, H = c->heads, hd = h->head_dim;
+    run r = {.h = h, .B = B, .H = H, .hc = c->component_expansion * d};
+    if (run_init(&r, T, NULL) != 0) return NULL;
+    mi_tensor *xt = mi_l2_normalize(mi_conv1d_causal(x, h->conv), c->qk_eps);  /* x̂ */
+    /* the op's inputs: the stacked W2 (run_init's), the residual components'
+       W1 [n_r, d, h], the gates' [2, H, h] and their biases [2, H] */
+    mi_tensor *w1r[3], *w1g[2], *bias[2] = {mi_unsqueeze(h->eta_bias, 0),
+                                           mi_unsqueeze(h->alpha_bias, 0)};
+    int nr = 0;
+    for (int i = 0; i < r.n_comp; i++) {
+        int m = r.comp[i];
+        if (residual_memory(m)) w1r[nr++] = mi_unsqueeze(h->w1[m], 0);
+        else w1g[m == MI_HOPE_ALPHA] = mi_unsqueeze(h->w1[m], 0);
+    }
+    mi_tensor *y = mi_hope_scan(xt, r.layer[STACK].w, mi_concat(w1r, nr, 0),
+                                mi_concat(w1g, 2, 0), mi_concat(bias, 2, 0), c->chunk,
+                                c->rule == MI_HOPE_EQ88, c->lms, c->qk_eps, MI_NL_MLP_HIDDEN_EPS);
+    mi_tensor *q = c->adaptive_q
+                       ? to_heads(mi_slice(y, 2, 2 * d, 3 * d), H, hd)
+                       : mi_l2_normalize(to_heads(mi_matmul(xt, h->w_q), H, hd), c->qk_eps);
+    int64_t e0 = (int64_t)nr * d;
+    mi_tensor *k = to_heads(mi_slice(y, 2, 0, d), H, hd), *v = to_heads(mi_slice(y, 2, d, 2 * d), H, hd);
+    mi_tensor *eta = mi_slice(y, 2, e0, e0 + H), *alpha = mi_slice(y, 2, e0 + H, e0 + 2 * H);
+    mi_tensor **os = mi_scope_alloc(mi_scope_current(), sizeof(mi_tensor *) * (size_t)T);
+    if (!q || !k || !v || !eta || !alpha) return NULL;
+    if (!os) return mi_error_set("out of memory"), NULL;
+    int n_seg = 0;
+    layer *mem = &r.layer[1 + r.n_comp];
+    for (int64_t t0 = 0; t0 < T;) {
+        int64_t t1 = next_multiple(t0, c->memory_chunk);
+        if (T < t1) t1 = T;
+        if (!(os[n_seg++] = main_memory(&r, mi_slice(q, 1, t0, t1), mi_slice(v, 1, t0, t1),
+                                        mi_slice(k, 1, t0, t1), mi_slice(eta, 1, t0, t1),
+                                        mi_slice(alpha, 1, t0, t1), t1 < T)))
+            return NULL;
+        shared_rates sr = {0};
+        for (int i = 0; i < 2 && t1 < T; i++)
+            if (flush(c, &mem[i], &sr) != 0) return NULL;
+        t0 = t1;
+    }
+    return output(h, n_seg == 1 ? os[0] : mi_concat(os, n_seg, 1), x);
+}
+
+/* The layer's forward before the CMS on rows [N, T, d]: fused or composed. */
+static mi_tensor *forward_memories(const mi_hope *h, mi_tensor *x)
+{
+    return h->config.composed ? forward_rows(h, x) : forward_rows_fused(h, x);
+}
+
 /* mi_scan_rows's body: its token is the rows' whole sequence. */
 static int rows_body(void *ctx, mi_tensor *const *carry, mi_tensor *const *x,
                      mi_tensor **carry_out, mi_tensor **y)
 {
     (void)carry, (void)carry_out;
-    y[0] = forward_rows(ctx, x[0]);
+    y[0] = forward_memories(ctx, x[0]);
     return y[0] ? 0 : -1;
 }
 
@@ -689,7 +540,7 @@ mi_tensor *mi_hope_forward(const mi_hope *h, mi_tensor *x)
     mi_tensor *o = NULL;
     if (c->composed || B == 1 || mi_threads() == 1) {
         /* on the caller's tape: no rows to split */
-        o = forward_rows(h, x);
+        o = forward_memories(h, x);
     } else {
         /* [B, 1, T, d]: one token of T positions a row, each thread's rows
            recorded in the forward and differentiated on that thread (or, with
