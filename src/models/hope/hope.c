@@ -97,14 +97,18 @@
  *   (Eq. 90) and the erase M_{t−1}(α_t I − β_t k kᵀ) at the running state
  *   (Eq. 91): per layer a delta rule with keys û_t and values from the
  *   gradients, computed exactly in the delta rule's WY chunk form (no
- *   per-token state). Summing the chunk's erase terms at one state instead
+ *   per-token state; the fused component op, hope_scan, takes the same rule
+ *   in a closed form of its own, ops/hope_scan.c). Summing the chunk's erase terms at one state instead
  *   (what this file did before) is not a contraction: with η near 1 a chunk
  *   of 8 correlated keys expanded the q memory 10⁶-fold. With chunk 1 this
  *   is the rule exactly. Eq. 90's state index C·⌈t/C⌉ is read as the end of the
  *   previous chunk (C·⌊(t−1)/C⌋ for 1-based t), which is what Eq. 86–87 give
  *   at C = 1 and what causality requires. Where the two chunk sizes differ the
  *   sequence is cut at every multiple of either; a memory whose chunk goes on
- *   keeps accumulating (P) and is read at its chunk-start state (F).
+ *   keeps accumulating (P) and is read at its chunk-start state (F). The
+ *   fused path (forward_rows_fused) needs no such cuts: the component
+ *   memories depend on the input alone, so hope_scan runs them over the whole
+ *   sequence first, and the main memory then reads its k, v, q, η, α.
  * - Read before write: o_t = M_{memory,t−1}(q_t) (Eq. 86, 94), and at chunk
  *   size C the read uses the state the previous chunk left (Eq. 90), unlike
  *   the MIRAS layer's read after write (recurrence.c). Token t reaches o_t
