@@ -37,7 +37,10 @@ static inline hs_dims hs_dims_of(mi_tensor *const *in, const mi_attrs *at)
 
 /* Layer L (0: S2, 1 + c: component c's W1): its rows, columns and offset in
  * a row's states; component c's first column in [·, D] rows (y, e, …). */
-static inline int64_t hs_out(const hs_dims *k, int L) { return L == 0 ? k->P : L - 1 < k->nr ? k->d : k->H; }
+static inline int64_t hs_out(const hs_dims *k, int L)
+{
+    return L == 0 ? k->P : L - 1 < k->nr ? k->d : k->H;
+}
 static inline int64_t hs_in(const hs_dims *k, int L) { return L == 0 ? k->d : k->hc; }
 static inline int64_t hs_col(const hs_dims *k, int64_t c)
 {

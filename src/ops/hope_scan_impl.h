@@ -2,8 +2,9 @@
  * with HS_T the element type, HS(x) the name x with the dtype's suffix,
  * HS_GEMM the cblas_?gemm call, HS_GELU_PAIR(a, s, gp, n) (s = gelu(a),
  * gp = gelu'(a)) and HS_GELU_SECOND(a, y, n) (y = gelu''(a)) on arrays of n,
- * HS_SQRT and HS_EXP, HS_KERNEL the two kernels' linkage. The math is in hope_scan.c's top comment; the steps
- * here carry its numbers (R1–R3 the reads, S1–S5 the step, U the update).
+ * HS_SQRT and HS_EXP, HS_KERNEL the two kernels' linkage. The math is in
+ * hope_scan.c's top comment; the steps here carry its numbers (R1–R3 the
+ * reads, S1–S5 the step, U the update).
  * Not a header of its own: no guard. */
 
 /* C = alpha op(A) op(B) + beta C, row-major, op(A) [M, K], op(B) [K, N]. */
@@ -176,7 +177,8 @@ static void HS(layer_p)(const hs_dims *k, HS(ws) *w, const HS(lay) *l, int64_t n
     HS(mm)(false, true, n, n, l->in, 1, l->u, l->ldu, l->u, l->ldu, 0, l->Q, n);
     for (int64_t t = 0; t < n; t++) {
         HS_T *p = l->p + t * l->ldg, bt = w->beta[t], a = bt * DEC(0, t), e = w->eta[t];
-        for (int64_t i = 0; i < l->out; i++) p[i] = a * l->wu[t * l->ldg + i] + e * l->g[t * l->ldg + i];
+        const HS_T *wu = l->wu + t * l->ldg, *g = l->g + t * l->ldg;
+        for (int64_t i = 0; i < l->out; i++) p[i] = a * wu[i] + e * g[i];
         for (int64_t j = 0; j < t; j++) {
             HS_T c = bt * DEC(j + 1, t) * l->Q[t * n + j];
             const HS_T *pj = l->p + j * l->ldg;
@@ -189,7 +191,8 @@ static void HS(layer_p)(const hs_dims *k, HS(ws) *w, const HS(lay) *l, int64_t n
 static void HS(layer_apply)(const hs_dims *k, HS(ws) *w, const HS(lay) *l, HS_T *FL, int64_t n)
 {
     for (int64_t j = 0; j < n; j++)
-        for (int64_t i = 0; i < l->out; i++) w->tmp[j * l->out + i] = DEC(j + 1, n) * l->p[j * l->ldg + i];
+        for (int64_t i = 0; i < l->out; i++)
+            w->tmp[j * l->out + i] = DEC(j + 1, n) * l->p[j * l->ldg + i];
     HS(mm)(true, false, l->out, l->in, n, -1, w->tmp, l->out, l->u, l->ldu, DEC(0, n), FL, l->in);
 }
 
@@ -306,8 +309,9 @@ static void HS(alpha_back)(const hs_dims *k, HS(ws) *w, int64_t n)
 }
 
 /* One chunk's vjp, from its kept buffers (w): F its states (not changed),
- * dYc [n, D] the gradient of its outputs, G [ss] that of the states after it (upd) or zeros, replaced
- * by that of F; dbias [2H] added; dX [n, d] set. */
+ * dYc [n, D] the gradient of its outputs, G [ss] that of the states after
+ * it (upd) or zeros, replaced by that of F; dbias [2H] added; dX [n, d]
+ * set. */
 static void HS(chunk_back)(const hs_dims *k, const HS_T *F, const HS_T *bias, const HS_T *X,
                            int64_t n, bool upd, const HS_T *dYc, HS_T *G, HS_T *dbias, HS_T *dX,
                            HS(ws) *w)
@@ -395,7 +399,8 @@ static void HS(chunk_back)(const hs_dims *k, const HS_T *F, const HS_T *bias, co
         for (int64_t c = 0; c < nr; c++)
             for (int64_t h = 0; h < H; h++) {
                 /* y = R r: ∂R = r ∂y − r³ ⟨∂y, R⟩ R; x's residual takes ∂R too */
-                const HS_T *R = w->R + t * nr * d + c * d + h * hd, *dy = w->dY + t * D + c * d + h * hd;
+                const HS_T *R = w->R + t * nr * d + c * d + h * hd;
+                const HS_T *dy = w->dY + t * D + c * d + h * hd;
                 HS_T r = w->rh[t * nr * H + c * H + h], dyR = HS(dot)(dy, R, hd);
                 HS_T *dz = w->dZ + t * D + c * d + h * hd;
                 for (int64_t i = 0; i < hd; i++) {
@@ -505,8 +510,9 @@ HS_KERNEL void HS(hope_scan_backward)(mi_tensor *o, mi_tensor *const *in, const 
         HS(carve_temp)(&w, state + k.ss, &k);
         const HS_T *xb = X + b * k.T * k.d;
         if (!saved) HS(row_forward)(&k, init, bias, xb, NULL, state, own + b * sv, NULL, &w);
-        HS(row_backward)(&k, init, bias, xb, dY + b * k.T * k.D, saved ? saved + b * sv : own + b * sv,
-                         Gs + b * gsz, dX + b * k.T * k.d, &w);
+        HS(row_backward)(&k, init, bias, xb, dY + b * k.T * k.D,
+                         saved ? saved + b * sv : own + b * sv, Gs + b * gsz, dX + b * k.T * k.d,
+                         &w);
     }
     for (int64_t b = 0; b < k.N; b++)
         for (int64_t i = 0; i < gsz; i++) dW[i] += Gs[b * gsz + i];

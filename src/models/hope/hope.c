@@ -97,12 +97,13 @@
  *   (Eq. 90) and the erase M_{t−1}(α_t I − β_t k kᵀ) at the running state
  *   (Eq. 91): per layer a delta rule with keys û_t and values from the
  *   gradients, computed exactly in the delta rule's WY chunk form (no
- *   per-token state; the fused component op, hope_scan, takes the same rule
- *   in a closed form of its own, ops/hope_scan.c). Summing the chunk's erase terms at one state instead
- *   (what this file did before) is not a contraction: with η near 1 a chunk
- *   of 8 correlated keys expanded the q memory 10⁶-fold. With chunk 1 this
- *   is the rule exactly. Eq. 90's state index C·⌈t/C⌉ is read as the end of the
- *   previous chunk (C·⌊(t−1)/C⌋ for 1-based t), which is what Eq. 86–87 give
+ *   per-token state; the fused component op, hope_scan, takes the same
+ *   rule in a closed form of its own, ops/hope_scan.c). Summing the
+ *   chunk's erase terms at one state instead (what this file did before)
+ *   is not a contraction: with η near 1 a chunk of 8 correlated keys
+ *   expanded the q memory 10⁶-fold. With chunk 1 this is the rule exactly.
+ *   Eq. 90's state index C·⌈t/C⌉ is read as the end of the previous chunk
+ *   (C·⌊(t−1)/C⌋ for 1-based t), which is what Eq. 86–87 give
  *   at C = 1 and what causality requires. Where the two chunk sizes differ the
  *   sequence is cut at every multiple of either; a memory whose chunk goes on
  *   keeps accumulating (P) and is read at its chunk-start state (F). The
@@ -498,7 +499,8 @@ static mi_tensor *forward_rows_fused(const mi_hope *h, mi_tensor *x)
                        ? to_heads(mi_slice(y, 2, 2 * d, 3 * d), H, hd)
                        : mi_l2_normalize(to_heads(mi_matmul(xt, h->w_q), H, hd), c->qk_eps);
     int64_t e0 = (int64_t)nr * d;
-    mi_tensor *k = to_heads(mi_slice(y, 2, 0, d), H, hd), *v = to_heads(mi_slice(y, 2, d, 2 * d), H, hd);
+    mi_tensor *k = to_heads(mi_slice(y, 2, 0, d), H, hd);
+    mi_tensor *v = to_heads(mi_slice(y, 2, d, 2 * d), H, hd);
     mi_tensor *eta = mi_slice(y, 2, e0, e0 + H), *alpha = mi_slice(y, 2, e0 + H, e0 + 2 * H);
     mi_tensor **os = mi_scope_alloc(mi_scope_current(), sizeof(mi_tensor *) * (size_t)T);
     if (!q || !k || !v || !eta || !alpha) return NULL;

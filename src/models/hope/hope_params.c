@@ -68,7 +68,7 @@ static const mi_field hope_fields[] = {
     MI_FIELD_CHOICE_AT(H, "cms_place", cms_place, "ffn", places,
                        "the CMS as the block's feed-forward (no MLP), or in the mixer"),
     MI_FIELD_BOOL_AT(H, "composed", composed, "false",
-                     "the memories as recorded ops (any order), not a fused op and rows on threads"),
+                     "the memories as recorded ops (any order), not fused and on the threads"),
     MI_FIELD_BOOL_AT(H, "recompute", recompute, "false",
                      "the rows' loop run again in the backward, not its record kept (memory)"),
 };
