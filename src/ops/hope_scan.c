@@ -1,7 +1,7 @@
 /* hope_scan: HOPE's self-modifying component memories (Nested Learning,
  * §3 "HOPE"; arXiv §8.1–8.2, Eq. 84–91) over a whole sequence as one op, in
- * place of the ~150 recorded ops and the per-chunk state copies a chunk
- * leaves on the tape when models/hope/hope.c composes them.
+ * place of the ~170 ops and the state copies a chunk records when
+ * models/hope/hope.c composes them.
  *
  * The components □ ∈ {k, v, q, η, α} (q optional: adaptive_q) are MLPs
  * M_□(x) = [x +] W1_□ gelu(W2_□ x), the residual ones d → h → d, the gates
