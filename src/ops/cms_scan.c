@@ -57,7 +57,6 @@
 #include "scan_threads.h"
 
 #define CS_IN 5
-#define CS_INV_SQRT_2PI 0.39894228040143267794
 #define CS_PRAGMA_(x) _Pragma(#x)
 #define CS_PRAGMA(x) CS_PRAGMA_(x)
 
@@ -168,23 +167,6 @@ static int64_t cs_saved_elems(int64_t T, int64_t d, int64_t h)
 /* tokens_forward's scratch for n tokens: p1, p2, gram, tmp. */
 static int64_t cs_tokens_elems(int64_t n, int64_t d, int64_t h) { return n * (d + h + n + 1); }
 
-/* The elementwise parts, exact (libm's erf and exp): REF's f32 and f64. */
-#define CS_GELU_REF(T_, sfx, ERF, EXP)                                                         \
-    static void gelu_pair_##sfx(const T_ *a, T_ *s, T_ *gp, int64_t n)                        \
-    {                                                                                          \
-        for (int64_t i = 0; i < n; i++) {                                                      \
-            T_ x = a[i], Phi = (T_)0.5 * (1 + ERF(x * (T_)M_SQRT1_2));                          \
-            s[i] = x * Phi;                                                                    \
-            gp[i] = Phi + x * (T_)CS_INV_SQRT_2PI * EXP((T_)-0.5 * x * x);                     \
-        }                                                                                      \
-    }                                                                                          \
-    static void gelu_second_##sfx(const T_ *a, T_ *y, int64_t n)                              \
-    {                                                                                          \
-        for (int64_t i = 0; i < n; i++)                                                        \
-            y[i] = (T_)CS_INV_SQRT_2PI * EXP((T_)-0.5 * a[i] * a[i]) * (2 - a[i] * a[i]);      \
-    }
-CS_GELU_REF(float, f32, erff, expf)
-CS_GELU_REF(double, f64, erf, exp)
 
 /* W1 held transposed (cms_scan_impl.h's mm_w1) for a chunk of more than one
  * token: the library GEMMs ran a chunk's read y = s W1ᵀ faster from W1ᵀ
@@ -196,8 +178,8 @@ CS_GELU_REF(double, f64, erf, exp)
 #define CS_GEMM cblas_sgemm
 #define CS_GEMV cblas_sgemv
 #define CS_GER cblas_sger
-#define CS_GELU_PAIR gelu_pair_f32
-#define CS_GELU_SECOND gelu_second_f32
+#define CS_GELU_PAIR ref_gelu_pair_f32
+#define CS_GELU_SECOND ref_gelu_second_f32
 #include "cms_scan_impl.h"
 
 /* own_small_gemm.c's products where they beat gemm_thread_f32: up to 8
@@ -267,8 +249,8 @@ static bool cs_w1_transposed(int64_t C) { return !cs_own_loops(C); }
 #define CS_GEMM cblas_dgemm
 #define CS_GEMV cblas_dgemv
 #define CS_GER cblas_dger
-#define CS_GELU_PAIR gelu_pair_f64
-#define CS_GELU_SECOND gelu_second_f64
+#define CS_GELU_PAIR ref_gelu_pair_f64
+#define CS_GELU_SECOND ref_gelu_second_f64
 #include "cms_scan_impl.h"
 
 /* Input i's gradient in cms_scan_backward's packed output, in i's shape. */

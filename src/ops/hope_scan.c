@@ -42,8 +42,6 @@
  * memories, hope's `composed`, differentiate to any order). */
 #include "hope_scan_defs.h"
 
-#define HS_INV_SQRT_2PI 0.39894228040143267794
-
 static const char *const hs_names[HS_IN + 1] = {"x", "s2", "w1r", "w1g", "bias", "g"};
 
 static int hs_check(const char *op, mi_tensor *const *in, int n, const mi_attrs *at)
@@ -109,30 +107,14 @@ static int hope_scan_backward_shape(mi_tensor *const *in, int n, const mi_attrs 
     return 0;
 }
 
-/* REF: f32 and f64 on the BLAS with libm's erf and exp. */
-#define HS_GELU_REF(T_, sfx, ERF, EXP)                                                         \
-    static void hs_gelu_pair_##sfx(const T_ *a, T_ *s, T_ *gp, int64_t n)                     \
-    {                                                                                          \
-        for (int64_t i = 0; i < n; i++) {                                                      \
-            T_ x = a[i], Phi = (T_)0.5 * (1 + ERF(x * (T_)M_SQRT1_2));                          \
-            s[i] = x * Phi;                                                                    \
-            gp[i] = Phi + x * (T_)HS_INV_SQRT_2PI * EXP((T_)-0.5 * x * x);                     \
-        }                                                                                      \
-    }                                                                                          \
-    static void hs_gelu_second_##sfx(const T_ *a, T_ *y, int64_t n)                           \
-    {                                                                                          \
-        for (int64_t i = 0; i < n; i++)                                                        \
-            y[i] = (T_)HS_INV_SQRT_2PI * EXP((T_)-0.5 * a[i] * a[i]) * (2 - a[i] * a[i]);      \
-    }
-HS_GELU_REF(float, f32, erff, expf)
-HS_GELU_REF(double, f64, erf, exp)
+/* REF: f32 and f64 on the BLAS with libm's erf and exp (unary.c's gelu pair). */
 
 #define HS_KERNEL static
 #define HS_T float
 #define HS(x) x##_f32
 #define HS_GEMM cblas_sgemm
-#define HS_GELU_PAIR hs_gelu_pair_f32
-#define HS_GELU_SECOND hs_gelu_second_f32
+#define HS_GELU_PAIR ref_gelu_pair_f32
+#define HS_GELU_SECOND ref_gelu_second_f32
 #define HS_SQRT sqrtf
 #define HS_EXP expf
 #include "hope_scan_impl.h"
@@ -147,8 +129,8 @@ HS_GELU_REF(double, f64, erf, exp)
 #define HS_T double
 #define HS(x) x##_f64
 #define HS_GEMM cblas_dgemm
-#define HS_GELU_PAIR hs_gelu_pair_f64
-#define HS_GELU_SECOND hs_gelu_second_f64
+#define HS_GELU_PAIR ref_gelu_pair_f64
+#define HS_GELU_SECOND ref_gelu_second_f64
 #define HS_SQRT sqrt
 #define HS_EXP exp
 #include "hope_scan_impl.h"

@@ -218,6 +218,13 @@ static inline void bcast_next(bcast *b)
 /* ANY_KERNEL(fn): one dtype-agnostic kernel (it copies element bytes) in both slots. */
 #define ANY_KERNEL(fn) .kernel = {{fn, fn}}
 
+/* gelu and gelu' (s, gp) and gelu'' (y) on raw arrays of n, exact: the
+ * fused scans' REF kernels (unary.c). */
+void ref_gelu_pair_f32(const float *a, float *s, float *gp, int64_t n);
+void ref_gelu_pair_f64(const double *a, double *s, double *gp, int64_t n);
+void ref_gelu_second_f32(const float *a, float *y, int64_t n);
+void ref_gelu_second_f64(const double *a, double *y, int64_t n);
+
 /* ---------------------------------------------------------------- examples
  * Inputs for the registry-driven gradient checks: f64, requires_grad. */
 mi_tensor *ex_normal(mi_rng *r, int rank, const int64_t *shape);

@@ -496,6 +496,26 @@ static int ex_grad_x(mi_rng *r, int v, mi_tensor **in, mi_attrs *a)
     return ex_grad(r, v, in, 0, 0);
 }
 
+/* gelu and gelu' (s, gp), and gelu'' (y), on raw arrays of n, exact (libm's
+ * erf and exp): the REF kernels of the fused scans (cms_scan, hope_scan). */
+#define REF_GELU_PAIR(T_, sfx, ERF, EXP)                                                        \
+    void ref_gelu_pair_##sfx(const T_ *a, T_ *s, T_ *gp, int64_t n)                           \
+    {                                                                                          \
+        for (int64_t i = 0; i < n; i++) {                                                      \
+            T_ x = a[i], Phi = (T_)0.5 * (1 + ERF(x * (T_)M_SQRT1_2));                          \
+            s[i] = x * Phi;                                                                    \
+            gp[i] = Phi + x * (T_)INV_SQRT_2PI * EXP((T_)-0.5 * x * x);                        \
+        }                                                                                      \
+    }                                                                                          \
+    void ref_gelu_second_##sfx(const T_ *a, T_ *y, int64_t n)                                 \
+    {                                                                                          \
+        for (int64_t i = 0; i < n; i++)                                                        \
+            y[i] = (T_)INV_SQRT_2PI * EXP((T_)-0.5 * a[i] * a[i]) * (2 - a[i] * a[i]);         \
+    }
+REF_GELU_PAIR(float, f32, erff, expf)
+REF_GELU_PAIR(double, f64, erf, exp)
+#undef REF_GELU_PAIR
+
 /* ---------------------------------------------------------------- gelu_backward
  * dx = g·(Φ(x) + x·φ(x))
  * d/dx = h·g·φ(x)·(2 − x²)  (φ' = −x φ),  d/dg = gelu_backward(x, h) */
