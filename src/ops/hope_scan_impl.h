@@ -312,12 +312,10 @@ static void HS(alpha_back)(const hs_dims *k, HS(ws) *w, int64_t n)
  * dYc [n, D] the gradient of its outputs, G [ss] that of the states after
  * it (upd) or zeros, replaced by that of F; dbias [2H] added; dX [n, d]
  * set. */
-static void HS(chunk_back)(const hs_dims *k, const HS_T *F, const HS_T *bias, const HS_T *X,
-                           int64_t n, bool upd, const HS_T *dYc, HS_T *G, HS_T *dbias, HS_T *dX,
-                           HS(ws) *w)
+static void HS(chunk_back)(const hs_dims *k, const HS_T *F, const HS_T *X, int64_t n, bool upd,
+                           const HS_T *dYc, HS_T *G, HS_T *dbias, HS_T *dX, HS(ws) *w)
 {
     int64_t d = k->d, P = k->P, hc = k->hc, H = k->H, hd = k->hd, nr = k->nr, D = k->D, C = k->C;
-    (void)bias;
     memcpy(w->dY, dYc, sizeof(HS_T) * (size_t)(n * D));
     memset(w->dH0, 0, sizeof(HS_T) * (size_t)(n * P));
     if (upd) {
@@ -428,15 +426,15 @@ static void HS(chunk_back)(const hs_dims *k, const HS_T *F, const HS_T *bias, co
  * (the first from init) and kept buffers, G [ss + 2H] the gradient of the
  * states in force and of the biases, left with the initial states' and the
  * biases'. */
-static void HS(row_backward)(const hs_dims *k, const HS_T *init, const HS_T *bias, const HS_T *X,
-                             const HS_T *dY, HS_T *saved, HS_T *G, HS_T *dX, HS(ws) *w)
+static void HS(row_backward)(const hs_dims *k, const HS_T *init, const HS_T *X, const HS_T *dY,
+                             HS_T *saved, HS_T *G, HS_T *dX, HS(ws) *w)
 {
     memset(G, 0, sizeof(HS_T) * (size_t)(k->ss + 2 * k->H));
     for (int64_t j = k->n_chunks - 1; j >= 0; j--) {
         int64_t t0 = j * k->C, n = k->T - t0 < k->C ? k->T - t0 : k->C;
         const HS_T *F = j == 0 ? init : saved + (j - 1) * k->ss;
         HS(carve_kept)(w, HS(kept_at)(k, saved, j), k);
-        HS(chunk_back)(k, F, bias, X + t0 * k->d, n, t0 + n < k->T, dY + t0 * k->D, G,
+        HS(chunk_back)(k, F, X + t0 * k->d, n, t0 + n < k->T, dY + t0 * k->D, G,
                        G + k->ss, dX + t0 * k->d, w);
     }
 }
@@ -510,7 +508,7 @@ HS_KERNEL void HS(hope_scan_backward)(mi_tensor *o, mi_tensor *const *in, const 
         HS(carve_temp)(&w, state + k.ss, &k);
         const HS_T *xb = X + b * k.T * k.d;
         if (!saved) HS(row_forward)(&k, init, bias, xb, NULL, state, own + b * sv, NULL, &w);
-        HS(row_backward)(&k, init, bias, xb, dY + b * k.T * k.D,
+        HS(row_backward)(&k, init, xb, dY + b * k.T * k.D,
                          saved ? saved + b * sv : own + b * sv, Gs + b * gsz, dX + b * k.T * k.d,
                          &w);
     }

@@ -123,8 +123,6 @@
  *   chunk's generated values), then ℓ2-normalised; q, k (and v) ℓ2-normalised
  *   per head; the output is the MIRAS block's: per-head RMSNorm with a
  *   learnable gain, SiLU(x W_g) gate, W_out. */
-#include <errno.h>
-#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
